@@ -1,0 +1,4 @@
+//! Per-architecture register sets. knot reads x86_64 cores today; the types keep the
+//! architecture explicit so another one is an addition, not a rewrite.
+
+pub mod x86_64;

@@ -1,0 +1,144 @@
+//! x86_64 general registers as the kernel lays them out (`struct user_regs_struct`), and their
+//! DWARF register numbers (System V psABI, figure 3.36).
+
+use serde::Serialize;
+
+/// Register names in `user_regs_struct` order: the order of `pr_reg` in NT_PRSTATUS.
+pub const USER_REGS_NAMES: [&str; 27] = [
+    "r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx", "rdx", "rsi",
+    "rdi", "orig_rax", "rip", "cs", "eflags", "rsp", "ss", "fs_base", "gs_base", "ds", "es", "fs",
+    "gs",
+];
+
+/// Size of `user_regs_struct` in bytes.
+pub const USER_REGS_SIZE: usize = 27 * 8;
+
+/// The general registers of one thread at the moment of the dump.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Registers {
+    pub r15: u64,
+    pub r14: u64,
+    pub r13: u64,
+    pub r12: u64,
+    pub rbp: u64,
+    pub rbx: u64,
+    pub r11: u64,
+    pub r10: u64,
+    pub r9: u64,
+    pub r8: u64,
+    pub rax: u64,
+    pub rcx: u64,
+    pub rdx: u64,
+    pub rsi: u64,
+    pub rdi: u64,
+    /// The syscall number when the thread is inside a syscall, else `u64::MAX` (-1).
+    pub orig_rax: u64,
+    pub rip: u64,
+    pub cs: u64,
+    pub eflags: u64,
+    pub rsp: u64,
+    pub ss: u64,
+    pub fs_base: u64,
+    pub gs_base: u64,
+    pub ds: u64,
+    pub es: u64,
+    pub fs: u64,
+    pub gs: u64,
+}
+
+impl Registers {
+    /// Reads `user_regs_struct` from exactly [`USER_REGS_SIZE`] little-endian bytes.
+    pub fn from_user_regs(bytes: &[u8]) -> Option<Registers> {
+        if bytes.len() < USER_REGS_SIZE {
+            return None;
+        }
+        let mut v = [0u64; 27];
+        for (i, slot) in v.iter_mut().enumerate() {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&bytes[i * 8..i * 8 + 8]);
+            *slot = u64::from_le_bytes(b);
+        }
+        Some(Registers {
+            r15: v[0],
+            r14: v[1],
+            r13: v[2],
+            r12: v[3],
+            rbp: v[4],
+            rbx: v[5],
+            r11: v[6],
+            r10: v[7],
+            r9: v[8],
+            r8: v[9],
+            rax: v[10],
+            rcx: v[11],
+            rdx: v[12],
+            rsi: v[13],
+            rdi: v[14],
+            orig_rax: v[15],
+            rip: v[16],
+            cs: v[17],
+            eflags: v[18],
+            rsp: v[19],
+            ss: v[20],
+            fs_base: v[21],
+            gs_base: v[22],
+            ds: v[23],
+            es: v[24],
+            fs: v[25],
+            gs: v[26],
+        })
+    }
+
+    /// The value of a DWARF-numbered register, for the registers a stack walk tracks.
+    pub fn dwarf(&self, reg: u16) -> Option<u64> {
+        Some(match reg {
+            dwarf::RAX => self.rax,
+            dwarf::RDX => self.rdx,
+            dwarf::RCX => self.rcx,
+            dwarf::RBX => self.rbx,
+            dwarf::RSI => self.rsi,
+            dwarf::RDI => self.rdi,
+            dwarf::RBP => self.rbp,
+            dwarf::RSP => self.rsp,
+            dwarf::R8 => self.r8,
+            dwarf::R9 => self.r9,
+            dwarf::R10 => self.r10,
+            dwarf::R11 => self.r11,
+            dwarf::R12 => self.r12,
+            dwarf::R13 => self.r13,
+            dwarf::R14 => self.r14,
+            dwarf::R15 => self.r15,
+            dwarf::RIP => self.rip,
+            _ => return None,
+        })
+    }
+
+    /// The syscall the thread is inside, if any (`orig_rax` is -1 outside a syscall).
+    pub fn syscall_number(&self) -> Option<u64> {
+        if self.orig_rax as i64 >= 0 { Some(self.orig_rax) } else { None }
+    }
+}
+
+/// DWARF register numbers for x86_64.
+pub mod dwarf {
+    pub const RAX: u16 = 0;
+    pub const RDX: u16 = 1;
+    pub const RCX: u16 = 2;
+    pub const RBX: u16 = 3;
+    pub const RSI: u16 = 4;
+    pub const RDI: u16 = 5;
+    pub const RBP: u16 = 6;
+    pub const RSP: u16 = 7;
+    pub const R8: u16 = 8;
+    pub const R9: u16 = 9;
+    pub const R10: u16 = 10;
+    pub const R11: u16 = 11;
+    pub const R12: u16 = 12;
+    pub const R13: u16 = 13;
+    pub const R14: u16 = 14;
+    pub const R15: u16 = 15;
+    /// The return address column.
+    pub const RIP: u16 = 16;
+    /// Registers 0..=16 are the ones a walk tracks.
+    pub const TRACKED: usize = 17;
+}

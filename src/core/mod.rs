@@ -1,0 +1,331 @@
+//! The ELF core reader: maps the file read-only, finds its segments and notes, and rebuilds the
+//! threads. Nothing here knows about modules or stacks; see [`crate::process`].
+
+pub mod auxv;
+mod bytes;
+mod error;
+pub mod notes;
+pub mod nt_file;
+pub mod prpsinfo;
+pub mod prstatus;
+pub mod segments;
+pub mod siginfo;
+
+pub use error::CoreError;
+pub use nt_file::FileMapping;
+pub use prpsinfo::ProcessInfo;
+pub use segments::{Absence, Segment, Segments};
+pub use siginfo::SignalInfo;
+
+use crate::arch::x86_64::Registers;
+use crate::diagnostics::Diagnostic;
+use auxv::Auxv;
+use goblin::elf::header::{self, Header};
+use goblin::elf::program_header::{self, ProgramHeader};
+use memmap2::Mmap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+const NT_PRSTATUS: u32 = 1;
+const NT_FPREGSET: u32 = 2;
+const NT_PRPSINFO: u32 = 3;
+const NT_AUXV: u32 = 6;
+const NT_X86_XSTATE: u32 = 0x202;
+const NT_SIGINFO: u32 = 0x5349_4749;
+const NT_FILE: u32 = 0x4649_4c45;
+/// e_phnum value meaning "the real count is in section header 0's sh_info".
+const PN_XNUM: u16 = 0xffff;
+
+/// One thread as the core records it, in the core's order.
+#[derive(Debug, Clone)]
+pub struct CoreThread {
+    pub tid: u32,
+    pub registers: Registers,
+    /// The signal this thread was stopped by (0 when none).
+    pub cursig: u16,
+    /// The thread that took the signal that caused the dump (the kernel writes it first, with
+    /// NT_SIGINFO after it).
+    pub signalled: bool,
+    /// Whether NT_FPREGSET / NT_X86_XSTATE were present for this thread.
+    pub has_fpregs: bool,
+    pub has_xstate: bool,
+    /// File offset of its NT_PRSTATUS note.
+    pub note_offset: u64,
+}
+
+/// A parsed core file. Memory is read lazily from the mapping.
+pub struct Core {
+    path: PathBuf,
+    map: Mmap,
+    pub segments: Segments,
+    pub threads: Vec<CoreThread>,
+    pub process: Option<ProcessInfo>,
+    pub auxv: Auxv,
+    /// NT_FILE's mappings; `None` when the core has no NT_FILE note.
+    pub files: Option<Vec<FileMapping>>,
+    pub signal: Option<SignalInfo>,
+    /// What was odd or missing; a warning here means the reading is partial.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core")
+            .field("path", &self.path)
+            .field("size", &self.map.len())
+            .field("segments", &self.segments.len())
+            .field("threads", &self.threads.len())
+            .finish()
+    }
+}
+
+impl Core {
+    /// Opens `path` read-only and maps it. The file is never written, and never read whole.
+    pub fn open(path: impl AsRef<Path>) -> Result<Core, CoreError> {
+        let path = path.as_ref().to_path_buf();
+        let open_err = |source| CoreError::Open { path: path.clone(), source };
+        let meta = std::fs::metadata(&path).map_err(open_err)?;
+        if meta.is_dir() {
+            return Err(CoreError::IsDirectory { path });
+        }
+        if meta.len() == 0 {
+            return Err(CoreError::Empty { path });
+        }
+        let file = File::open(&path).map_err(open_err)?;
+        // SAFETY: the mapping is read-only and private. If another process truncates the file
+        // while knot runs, reads past the new end fault (SIGBUS); knot accepts that risk as every
+        // mmap-based reader does, and never writes through the mapping.
+        let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(open_err)?;
+        Core::from_map(path, map)
+    }
+
+    fn from_map(path: PathBuf, map: Mmap) -> Result<Core, CoreError> {
+        let bytes: &[u8] = &map;
+        if bytes.len() < 4 || &bytes[..4] != b"\x7fELF" {
+            return Err(CoreError::NotElf { path });
+        }
+        if bytes.len() < header::header64::SIZEOF_EHDR {
+            return Err(CoreError::BadHeader { path, reason: format!("file is {} bytes, an ELF header needs 64", bytes.len()) });
+        }
+        let hdr = goblin::elf::Elf::parse_header(bytes)
+            .map_err(|e| CoreError::BadHeader { path: path.clone(), reason: e.to_string() })?;
+        check_kind(&path, &hdr)?;
+
+        let mut diagnostics = Vec::new();
+        let phdrs = program_headers(&path, bytes, &hdr)?;
+        let file_len = bytes.len() as u64;
+        let mut loads = Vec::new();
+        let mut note_ranges = Vec::new();
+        for ph in &phdrs {
+            let present = file_len.saturating_sub(ph.p_offset).min(ph.p_filesz);
+            match ph.p_type {
+                program_header::PT_LOAD => {
+                    let seg = Segment {
+                        vaddr: ph.p_vaddr,
+                        memsz: ph.p_memsz,
+                        offset: ph.p_offset,
+                        filesz: ph.p_filesz.min(ph.p_memsz),
+                        present: present.min(ph.p_memsz),
+                        flags: ph.p_flags,
+                    };
+                    if seg.is_truncated() {
+                        diagnostics.push(
+                            Diagnostic::warning(
+                                "core",
+                                format!(
+                                    "segment {:#x}..{:#x} is cut off by the end of the file: {} of {} bytes present (truncated core)",
+                                    seg.vaddr,
+                                    seg.end(),
+                                    seg.present,
+                                    seg.filesz
+                                ),
+                            )
+                            .at_offset(ph.p_offset)
+                            .at_address(ph.p_vaddr),
+                        );
+                    }
+                    loads.push(seg);
+                }
+                program_header::PT_NOTE => {
+                    if present < ph.p_filesz {
+                        diagnostics.push(
+                            Diagnostic::warning("core", format!("note segment cut off: {} of {} bytes present", present, ph.p_filesz))
+                                .at_offset(ph.p_offset),
+                        );
+                    }
+                    // `present` bounds this range inside the file.
+                    note_ranges.push((ph.p_offset, present));
+                }
+                _ => {}
+            }
+        }
+
+        let mut found = Found { diagnostics, ..Found::default() };
+        for (offset, len) in note_ranges {
+            found.read_notes(&bytes[offset as usize..(offset + len) as usize], offset);
+        }
+        if found.threads.is_empty() {
+            return Err(CoreError::NoThreads { path });
+        }
+        if !found.threads.iter().any(|t| t.signalled) {
+            if let Some(t) = found.threads.iter_mut().find(|t| t.cursig != 0) {
+                t.signalled = true;
+            }
+        }
+        Ok(Core {
+            path,
+            map,
+            segments: Segments::new(loads),
+            threads: found.threads,
+            process: found.process,
+            auxv: found.auxv,
+            files: found.files,
+            signal: found.signal,
+            diagnostics: found.diagnostics,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The whole file, for readers that need raw offsets.
+    pub fn file_bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// Up to `len` bytes at `addr` that the core holds contiguously, without copying.
+    pub fn bytes_at(&self, addr: u64, len: usize) -> Result<&[u8], Absence> {
+        let (offset, avail) = self.segments.locate(addr)?;
+        let n = (len as u64).min(avail) as usize;
+        // `locate` only returns offsets whose `avail` bytes lie inside the file.
+        Ok(&self.map[offset as usize..offset as usize + n])
+    }
+
+    /// Whether any warning made this reading partial.
+    pub fn is_partial(&self) -> bool {
+        self.diagnostics.iter().any(|d| d.severity == crate::diagnostics::Severity::Warning)
+    }
+}
+
+
+/// What the notes yield, gathered before the [`Core`] is assembled.
+#[derive(Default)]
+struct Found {
+    threads: Vec<CoreThread>,
+    process: Option<ProcessInfo>,
+    auxv: Auxv,
+    files: Option<Vec<FileMapping>>,
+    signal: Option<SignalInfo>,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl Found {
+    fn read_notes(&mut self, data: &[u8], base: u64) {
+        let mut notes = notes::Notes::new(data, base);
+        for note in notes.by_ref() {
+            let owner = note.owner();
+            if owner != b"CORE" && owner != b"LINUX" {
+                continue;
+            }
+            let bad = |what: &str| Diagnostic::warning("core", format!("{what} note is malformed ({} bytes); ignored", note.desc.len())).at_offset(note.offset);
+            match (owner, note.kind) {
+                (b"CORE", NT_PRSTATUS) => match prstatus::parse(note.desc) {
+                    Some(p) => self.threads.push(CoreThread {
+                        tid: p.tid,
+                        registers: p.registers,
+                        cursig: p.cursig,
+                        signalled: false,
+                        has_fpregs: false,
+                        has_xstate: false,
+                        note_offset: note.offset,
+                    }),
+                    None => self.diagnostics.push(bad("NT_PRSTATUS")),
+                },
+                (b"CORE", NT_PRPSINFO) => match prpsinfo::parse(note.desc) {
+                    Some(p) => self.process = Some(p),
+                    None => self.diagnostics.push(bad("NT_PRPSINFO")),
+                },
+                (b"CORE", NT_AUXV) => self.auxv = Auxv::parse(note.desc),
+                (b"CORE", NT_FILE) => match nt_file::parse(note.desc) {
+                    Ok(files) => self.files = Some(files),
+                    Err(why) => self.diagnostics.push(Diagnostic::warning("core", format!("NT_FILE ignored: {why}")).at_offset(note.offset)),
+                },
+                (b"CORE", NT_SIGINFO) => match siginfo::parse(note.desc) {
+                    Some(s) => {
+                        // The kernel writes NT_SIGINFO right after the dumping thread's NT_PRSTATUS.
+                        if self.signal.is_none() {
+                            if let Some(t) = self.threads.last_mut() {
+                                t.signalled = true;
+                            }
+                            self.signal = Some(s);
+                        }
+                    }
+                    None => self.diagnostics.push(bad("NT_SIGINFO")),
+                },
+                (b"CORE", NT_FPREGSET) => {
+                    if let Some(t) = self.threads.last_mut() {
+                        t.has_fpregs = true;
+                    }
+                }
+                (b"LINUX", NT_X86_XSTATE) => {
+                    if let Some(t) = self.threads.last_mut() {
+                        t.has_xstate = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some((offset, why)) = notes.error {
+            self.diagnostics.push(Diagnostic::warning("core", format!("notes unreadable from here on: {why}")).at_offset(offset));
+        }
+    }
+
+}
+
+fn check_kind(path: &Path, hdr: &Header) -> Result<(), CoreError> {
+    let class = hdr.e_ident[header::EI_CLASS];
+    let data = hdr.e_ident[header::EI_DATA];
+    if hdr.e_type != header::ET_CORE {
+        return Err(CoreError::NotCore { path: path.to_path_buf(), e_type: hdr.e_type });
+    }
+    if hdr.e_machine != header::EM_X86_64 || class != header::ELFCLASS64 || data != header::ELFDATA2LSB {
+        let arch = format!(
+            "{}, {}, {}",
+            header::machine_to_str(hdr.e_machine),
+            if class == header::ELFCLASS64 { "64-bit" } else { "32-bit" },
+            if data == header::ELFDATA2LSB { "little-endian" } else { "big-endian" }
+        );
+        return Err(CoreError::UnsupportedArch { path: path.to_path_buf(), arch });
+    }
+    Ok(())
+}
+
+fn program_headers(path: &Path, bytes: &[u8], hdr: &Header) -> Result<Vec<ProgramHeader>, CoreError> {
+    let mut count = hdr.e_phnum as u64;
+    if hdr.e_phnum == PN_XNUM {
+        // More than 65534 segments: the count is in section header 0's sh_info (offset 44).
+        let sh_info = (hdr.e_shoff as usize).checked_add(44).and_then(|o| bytes.get(o..o + 4));
+        count = sh_info.map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64).unwrap_or(0);
+    }
+    let entry_size = program_header::program_header64::SIZEOF_PHDR as u64;
+    let end = count.checked_mul(entry_size).and_then(|n| n.checked_add(hdr.e_phoff));
+    if hdr.e_phentsize as u64 != entry_size && count > 0 {
+        return Err(CoreError::BadHeader { path: path.to_path_buf(), reason: format!("e_phentsize is {}, expected {entry_size}", hdr.e_phentsize) });
+    }
+    match end {
+        Some(end) if end <= bytes.len() as u64 => {}
+        _ => {
+            return Err(CoreError::ProgramHeadersTruncated {
+                path: path.to_path_buf(),
+                offset: hdr.e_phoff,
+                count,
+                entry_size,
+                file_len: bytes.len() as u64,
+            });
+        }
+    }
+    let ctx = goblin::container::Ctx::new(goblin::container::Container::Big, goblin::container::Endian::Little);
+    ProgramHeader::parse(bytes, hdr.e_phoff as usize, count as usize, ctx)
+        .map_err(|e| CoreError::BadHeader { path: path.to_path_buf(), reason: format!("program headers: {e}") })
+}

@@ -1,0 +1,118 @@
+//! PT_LOAD segments: the process memory the core holds. A segment whose file size is smaller
+//! than its memory size holds only its first `filesz` bytes; the rest was not saved (kernel cores
+//! leave out file-backed text, for instance) and reads there are *unavailable*, never zeros.
+
+/// One PT_LOAD segment, with its file bytes clamped to what the file really has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub vaddr: u64,
+    pub memsz: u64,
+    pub offset: u64,
+    /// p_filesz as the header says.
+    pub filesz: u64,
+    /// Bytes present in the file from `offset` (less than `filesz` when the core is truncated).
+    pub present: u64,
+    pub flags: u32,
+}
+
+impl Segment {
+    pub fn end(&self) -> u64 {
+        self.vaddr.saturating_add(self.memsz)
+    }
+
+    pub fn contains(&self, addr: u64) -> bool {
+        addr >= self.vaddr && addr < self.end()
+    }
+
+    pub fn is_truncated(&self) -> bool {
+        self.present < self.filesz
+    }
+}
+
+/// Why an address could not be read from the core's own bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Absence {
+    /// No segment covers the address: it was not mapped (or not dumped at all).
+    NotMapped,
+    /// A segment covers it but its bytes were not written to the core (filesz < memsz).
+    NotSaved,
+    /// The segment's bytes should be there but the file ends first.
+    Truncated,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Segments {
+    /// Sorted by vaddr; overlapping segments are kept, the first one wins.
+    list: Vec<Segment>,
+}
+
+impl Segments {
+    pub fn new(mut list: Vec<Segment>) -> Segments {
+        list.sort_by_key(|s| s.vaddr);
+        Segments { list }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Segment> {
+        self.list.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The segment covering `addr`.
+    pub fn find(&self, addr: u64) -> Option<&Segment> {
+        let i = self.list.partition_point(|s| s.vaddr <= addr);
+        self.list[..i].iter().rev().take(4).find(|s| s.contains(addr))
+    }
+
+    /// Where `addr` lives in the file and how many contiguous bytes from there the file holds.
+    pub fn locate(&self, addr: u64) -> Result<(u64, u64), Absence> {
+        let seg = self.find(addr).ok_or(Absence::NotMapped)?;
+        let delta = addr - seg.vaddr;
+        if delta >= seg.filesz {
+            return Err(Absence::NotSaved);
+        }
+        if delta >= seg.present {
+            return Err(Absence::Truncated);
+        }
+        Ok((seg.offset + delta, seg.present - delta))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(vaddr: u64, memsz: u64, offset: u64, filesz: u64, present: u64) -> Segment {
+        Segment { vaddr, memsz, offset, filesz, present, flags: 4 }
+    }
+
+    #[test]
+    fn bytes_past_filesz_are_not_saved_rather_than_zero() {
+        let s = Segments::new(vec![seg(0x1000, 0x2000, 0x400, 0x1000, 0x1000)]);
+        assert_eq!(s.locate(0x1010), Ok((0x410, 0xff0)));
+        assert_eq!(s.locate(0x2010), Err(Absence::NotSaved));
+        assert_eq!(s.locate(0x3000), Err(Absence::NotMapped));
+        assert_eq!(s.locate(0x0fff), Err(Absence::NotMapped));
+    }
+
+    #[test]
+    fn a_truncated_file_is_told_apart_from_an_unsaved_range() {
+        let s = Segments::new(vec![seg(0x1000, 0x1000, 0x400, 0x1000, 0x10)]);
+        assert_eq!(s.locate(0x1008), Ok((0x408, 8)));
+        assert_eq!(s.locate(0x1010), Err(Absence::Truncated));
+    }
+
+    #[test]
+    fn finds_among_many_sorted_segments() {
+        let list = (0..100).rev().map(|i| seg(0x10000 * i, 0x1000, i * 0x1000, 0x1000, 0x1000)).collect();
+        let s = Segments::new(list);
+        assert_eq!(s.locate(0x10000 * 42 + 5), Ok((42 * 0x1000 + 5, 0x1000 - 5)));
+        assert_eq!(s.locate(0x10000 * 42 + 0x1000), Err(Absence::NotMapped));
+    }
+}

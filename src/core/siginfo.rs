@@ -1,0 +1,48 @@
+//! NT_SIGINFO: the `siginfo_t` of the signal that caused the dump (kernel cores only).
+
+use super::bytes::{i32_at, u64_at};
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SignalInfo {
+    pub signo: i32,
+    pub code: i32,
+    pub errno: i32,
+    /// The faulting address for SIGSEGV/SIGBUS/SIGILL/SIGFPE; the sender's pid for kill().
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault_address: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender_pid: Option<u32>,
+}
+
+const SIGILL: i32 = 4;
+const SIGBUS: i32 = 7;
+const SIGFPE: i32 = 8;
+const SIGSEGV: i32 = 11;
+/// si_code <= 0 means the signal came from a process (kill, tgkill, sigqueue).
+const SI_USER_MAX: i32 = 0;
+
+pub fn parse(desc: &[u8]) -> Option<SignalInfo> {
+    let signo = i32_at(desc, 0)?;
+    let errno = i32_at(desc, 4)?;
+    let code = i32_at(desc, 8)?;
+    let fault = matches!(signo, SIGILL | SIGBUS | SIGFPE | SIGSEGV) && code > SI_USER_MAX;
+    Some(SignalInfo {
+        signo,
+        code,
+        errno,
+        fault_address: if fault { u64_at(desc, 16) } else { None },
+        sender_pid: if code <= SI_USER_MAX { i32_at(desc, 16).map(|p| p as u32) } else { None },
+    })
+}
+
+/// The conventional name of a Linux signal number.
+pub fn signal_name(signo: i32) -> &'static str {
+    const NAMES: [&str; 32] = [
+        "0", "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
+        "SIGKILL", "SIGUSR1", "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT",
+        "SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGURG", "SIGXCPU",
+        "SIGXFSZ", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO", "SIGPWR", "SIGSYS",
+    ];
+    usize::try_from(signo).ok().and_then(|i| NAMES.get(i)).copied().unwrap_or("SIGRT")
+}

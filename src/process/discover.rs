@@ -1,0 +1,267 @@
+//! Finding the modules of the process: from NT_FILE when the core has it, else from the dynamic
+//! linker's `r_debug`/`link_map` list in memory; the vDSO from AT_SYSINFO_EHDR. Each module's
+//! load bias and build-id come from its ELF headers in dump memory when those pages were saved.
+
+use super::elf_file::{build_id_in_notes, ElfFile};
+use super::link_map;
+use super::locate::Locator;
+use super::module::{BuildIdSource, FileRange, FileStatus, Module};
+use crate::core::{auxv, Core, FileMapping};
+use crate::diagnostics::Diagnostic;
+use goblin::elf::program_header::{PT_LOAD, PT_NOTE};
+
+const PHDR_SIZE: usize = 56;
+const MAX_PHDRS: usize = 256;
+const MAX_NOTE_BYTES: u64 = 64 * 1024;
+const MAX_VDSO_BYTES: u64 = 1 << 20;
+
+/// A program header as read from memory or file: the fields discovery needs.
+#[derive(Debug, Clone, Copy)]
+struct Phdr {
+    kind: u32,
+    offset: u64,
+    vaddr: u64,
+    filesz: u64,
+    memsz: u64,
+}
+
+fn parse_phdrs(bytes: &[u8]) -> Vec<Phdr> {
+    bytes
+        .chunks_exact(PHDR_SIZE)
+        .take(MAX_PHDRS)
+        .map(|p| {
+            let u = |o: usize| u64::from_le_bytes(p[o..o + 8].try_into().unwrap_or([0; 8]));
+            Phdr { kind: u32::from_le_bytes(p[0..4].try_into().unwrap_or([0; 4])), offset: u(8), vaddr: u(16), filesz: u(32), memsz: u(40) }
+        })
+        .collect()
+}
+
+/// Reads `len` bytes at `addr` from the core's own bytes only (no file fallback).
+fn core_bytes(core: &Core, addr: u64, len: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        let chunk = core.bytes_at(addr + out.len() as u64, len - out.len()).ok()?;
+        out.extend_from_slice(chunk);
+    }
+    Some(out)
+}
+
+/// The program headers of the ELF image whose header is at `base` in dump memory.
+fn phdrs_in_memory(core: &Core, base: u64) -> Option<Vec<Phdr>> {
+    let ehdr = core_bytes(core, base, 64)?;
+    if &ehdr[..4] != b"\x7fELF" {
+        return None;
+    }
+    let phoff = u64::from_le_bytes(ehdr[32..40].try_into().ok()?);
+    let phnum = u16::from_le_bytes(ehdr[56..58].try_into().ok()?) as usize;
+    core_bytes(core, base.checked_add(phoff)?, phnum.min(MAX_PHDRS) * PHDR_SIZE).map(|b| parse_phdrs(&b))
+}
+
+fn phdrs_in_file(file: &ElfFile) -> Vec<Phdr> {
+    file.program_headers
+        .iter()
+        .map(|p| Phdr { kind: p.p_type, offset: p.p_offset, vaddr: p.p_vaddr, filesz: p.p_filesz, memsz: p.p_memsz })
+        .collect()
+}
+
+fn link_base(phdrs: &[Phdr]) -> Option<u64> {
+    phdrs.iter().filter(|p| p.kind == PT_LOAD).min_by_key(|p| p.offset).map(|p| p.vaddr.wrapping_sub(p.offset) & !0xfff)
+}
+
+fn build_id_in_memory(core: &Core, phdrs: &[Phdr], bias: u64) -> Option<Vec<u8>> {
+    phdrs.iter().filter(|p| p.kind == PT_NOTE).find_map(|p| {
+        let bytes = core_bytes(core, bias.wrapping_add(p.vaddr), p.filesz.min(MAX_NOTE_BYTES) as usize)?;
+        build_id_in_notes(&bytes)
+    })
+}
+
+/// A module before its files are looked for.
+struct Found {
+    path: String,
+    ranges: Vec<FileRange>,
+    header_addr: u64,
+}
+
+fn from_nt_file(files: &[FileMapping]) -> Vec<Found> {
+    let mut out: Vec<Found> = Vec::new();
+    for m in files {
+        let range = FileRange { start: m.start, end: m.end, file_offset: m.file_offset };
+        match out.iter_mut().find(|f| f.path == m.path) {
+            Some(f) => {
+                f.ranges.push(range);
+                if m.file_offset == 0 && m.start < f.header_addr {
+                    f.header_addr = m.start;
+                }
+            }
+            None => out.push(Found { path: m.path.clone(), ranges: vec![range], header_addr: if m.file_offset == 0 { m.start } else { u64::MAX } }),
+        }
+    }
+    // A file mapped without its first page is data, not a loaded image.
+    out.retain(|f| f.header_addr != u64::MAX);
+    out
+}
+
+/// Discovers every module and opens its files through `locator`.
+pub fn discover(core: &Core, locator: &Locator, diagnostics: &mut Vec<Diagnostic>) -> Vec<Module> {
+    let mut modules = Vec::new();
+    let found = match &core.files {
+        Some(files) => from_nt_file(files),
+        None => {
+            diagnostics.push(Diagnostic::info("modules", "the core has no NT_FILE note; modules come from the dynamic linker's link_map"));
+            link_map::walk(core, diagnostics)
+                .into_iter()
+                .map(|(path, header_addr)| Found { path, ranges: Vec::new(), header_addr })
+                .collect()
+        }
+    };
+    for f in found {
+        if let Some(m) = open_module(core, locator, f, diagnostics) {
+            modules.push(m);
+        }
+    }
+    if let Some(vdso) = core.auxv.get(auxv::AT_SYSINFO_EHDR).and_then(|addr| vdso_module(core, addr)) {
+        modules.push(vdso);
+    }
+    modules.sort_by_key(|m| m.start);
+    modules
+}
+
+fn open_module(core: &Core, locator: &Locator, f: Found, diagnostics: &mut Vec<Diagnostic>) -> Option<Module> {
+    let disk_path = locator.module_path(&f.path);
+    let opened = ElfFile::open(&disk_path);
+    let mem_phdrs = phdrs_in_memory(core, f.header_addr);
+    let phdrs = match (&mem_phdrs, &opened) {
+        (Some(p), _) => p.clone(),
+        (None, Ok(file)) => phdrs_in_file(file),
+        // Neither an ELF image in memory nor an ELF file on disk: a mapped data file.
+        (None, Err(super::elf_file::ElfFileError::NotElf { .. })) => return None,
+        (None, Err(e)) => {
+            diagnostics.push(
+                Diagnostic::warning("modules", format!("{}: its ELF headers are not in the dump and the file is unusable ({e}); its frames stay unnamed", f.path))
+                    .at_address(f.header_addr),
+            );
+            return None;
+        }
+    };
+    let bias = f.header_addr.wrapping_sub(link_base(&phdrs)?);
+    let dump_id = mem_phdrs.as_deref().and_then(|p| build_id_in_memory(core, p, bias));
+
+    let mut ranges = f.ranges;
+    if ranges.is_empty() {
+        ranges = phdrs
+            .iter()
+            .filter(|p| p.kind == PT_LOAD && p.filesz > 0)
+            .map(|p| {
+                let start = bias.wrapping_add(p.vaddr) & !0xfff;
+                let file_offset = p.offset & !0xfff;
+                FileRange { start, end: bias.wrapping_add(p.vaddr).wrapping_add(p.filesz), file_offset }
+            })
+            .collect();
+    }
+    let start = ranges.iter().map(|r| r.start).min().unwrap_or(f.header_addr);
+    let end = ranges.iter().map(|r| r.end).max().unwrap_or(f.header_addr);
+
+    let mut module = Module {
+        path: f.path.clone(),
+        start,
+        end,
+        bias,
+        ranges,
+        build_id: dump_id.clone(),
+        build_id_source: dump_id.as_ref().map(|_| BuildIdSource::Dump),
+        file: None,
+        debug_file: None,
+        file_status: FileStatus::Missing { tried: disk_path.display().to_string() },
+        debug_status: None,
+    };
+    match opened {
+        Ok(file) => match (&dump_id, &file.build_id) {
+            (Some(want), Some(have)) if want != have => {
+                let reason = format!(
+                    "build-id mismatch: the dump ran {}, the file is {}",
+                    super::elf_file::hex(want),
+                    super::elf_file::hex(have)
+                );
+                diagnostics.push(Diagnostic::warning("modules", format!("{} refused: {reason}", disk_path.display())).at_address(start));
+                module.file_status = FileStatus::Refused { path: disk_path.display().to_string(), reason };
+            }
+            _ => {
+                if dump_id.is_none() {
+                    module.build_id = file.build_id.clone();
+                    module.build_id_source = file.build_id.as_ref().map(|_| BuildIdSource::File);
+                }
+                module.file_status = FileStatus::Loaded { path: disk_path.display().to_string() };
+                module.file = Some(file);
+            }
+        },
+        Err(super::elf_file::ElfFileError::Open { .. }) => {
+            diagnostics.push(
+                Diagnostic::warning("modules", format!("{}: file not found (looked at {}); its code is read from the dump only", f.path, disk_path.display()))
+                    .at_address(start),
+            );
+        }
+        Err(e) => {
+            module.file_status = FileStatus::Refused { path: disk_path.display().to_string(), reason: e.to_string() };
+            diagnostics.push(Diagnostic::warning("modules", format!("{} refused: {e}", disk_path.display())).at_address(start));
+        }
+    }
+    find_debug_file(&mut module, locator);
+    Some(module)
+}
+
+fn find_debug_file(module: &mut Module, locator: &Locator) {
+    if module.file.as_ref().is_some_and(|f| f.section_by_name(".debug_info").is_some()) {
+        module.debug_status = Some("debug info in the module file".into());
+        return;
+    }
+    if let Some(id) = module.build_id.clone() {
+        for cand in locator.build_id_candidates(&id) {
+            if let Ok(file) = ElfFile::open(&cand) {
+                if file.build_id.as_deref() == Some(&id[..]) {
+                    module.debug_status = Some(format!("{} (by build-id)", cand.display()));
+                    module.debug_file = Some(file);
+                    return;
+                }
+            }
+        }
+    }
+    let link = module.file.as_ref().and_then(|f| f.debuglink().map(|l| (f.path().to_path_buf(), l)));
+    if let Some((binary, (name, crc))) = link {
+        for cand in locator.debuglink_candidates(&binary, &name) {
+            if let Ok(file) = ElfFile::open(&cand) {
+                let id_ok = match (&module.build_id, &file.build_id) {
+                    (Some(a), Some(b)) => a == b,
+                    _ => file.crc32() == crc,
+                };
+                if id_ok {
+                    module.debug_status = Some(format!("{} (by .gnu_debuglink)", cand.display()));
+                    module.debug_file = Some(file);
+                    return;
+                }
+            }
+        }
+    }
+    module.debug_status = Some("no separate debug file found".into());
+}
+
+fn vdso_module(core: &Core, addr: u64) -> Option<Module> {
+    let phdrs = phdrs_in_memory(core, addr)?;
+    let base = link_base(&phdrs)?;
+    let size = phdrs.iter().filter(|p| p.kind == PT_LOAD).map(|p| p.vaddr.wrapping_sub(base).saturating_add(p.memsz)).max()?;
+    let bytes = core_bytes(core, addr, size.min(MAX_VDSO_BYTES) as usize)?;
+    let file = ElfFile::from_bytes("[vdso]", bytes).ok()?;
+    let bias = addr.wrapping_sub(base);
+    Some(Module {
+        path: "[vdso]".into(),
+        start: addr,
+        end: addr + size,
+        bias,
+        ranges: Vec::new(),
+        build_id: file.build_id.clone(),
+        build_id_source: file.build_id.as_ref().map(|_| BuildIdSource::Dump),
+        file: Some(file),
+        debug_file: None,
+        file_status: FileStatus::InMemory,
+        debug_status: None,
+    })
+}

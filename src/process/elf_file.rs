@@ -1,0 +1,263 @@
+//! A module's ELF file on disk (the executable, a shared library, or its separate debug file),
+//! mapped read-only. Only headers are parsed up front; section bytes are handed out as borrowed
+//! slices of the mapping, or decompressed once on first use when the section is SHF_COMPRESSED.
+
+use goblin::container::{Container, Ctx, Endian};
+use goblin::elf::header::{self, Header};
+use goblin::elf::program_header::{self, ProgramHeader};
+use goblin::elf::section_header::{self, SectionHeader};
+use memmap2::Mmap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+const ELFCOMPRESS_ZLIB: u32 = 1;
+const NT_GNU_BUILD_ID: u32 = 3;
+/// zlib cannot expand data more than about 1032:1; a larger claim is hostile.
+const MAX_INFLATE_RATIO: u64 = 1100;
+const MAX_SECTION_SIZE: u64 = 2 << 30;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ElfFileError {
+    #[error("cannot open {path}: {source}")]
+    Open { path: PathBuf, source: std::io::Error },
+    #[error("{path} is not an ELF file")]
+    NotElf { path: PathBuf },
+    #[error("{path}: {reason}")]
+    Malformed { path: PathBuf, reason: String },
+}
+
+/// One section header, reduced to what knot uses.
+#[derive(Debug, Clone)]
+pub struct Section {
+    pub name: String,
+    pub kind: u32,
+    pub flags: u64,
+    pub addr: u64,
+    pub offset: u64,
+    pub size: u64,
+    pub link: u32,
+    pub entsize: u64,
+}
+
+impl Section {
+    pub fn is_nobits(&self) -> bool {
+        self.kind == section_header::SHT_NOBITS
+    }
+}
+
+/// The file's bytes: a read-only mapping, or a copy (an image read out of dump memory, such as
+/// the vDSO).
+enum Bytes {
+    Mapped(Mmap),
+    Owned(Box<[u8]>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(b) => b,
+        }
+    }
+}
+
+/// A mapped ELF file.
+pub struct ElfFile {
+    path: PathBuf,
+    map: Bytes,
+    pub e_type: u16,
+    pub program_headers: Vec<ProgramHeader>,
+    pub sections: Vec<Section>,
+    inflated: Vec<OnceLock<Option<Box<[u8]>>>>,
+    pub build_id: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for ElfFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ElfFile").field("path", &self.path).field("sections", &self.sections.len()).finish()
+    }
+}
+
+impl ElfFile {
+    pub fn open(path: impl AsRef<Path>) -> Result<ElfFile, ElfFileError> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::open(&path).map_err(|source| ElfFileError::Open { path: path.clone(), source })?;
+        // SAFETY: read-only private mapping of a file knot never writes; see Core::open.
+        let map = unsafe { Mmap::map(&file) }.map_err(|source| ElfFileError::Open { path: path.clone(), source })?;
+        ElfFile::parse(path, Bytes::Mapped(map))
+    }
+
+    /// An ELF image held in memory, e.g. copied out of the dump; `name` stands in for its path.
+    pub fn from_bytes(name: impl Into<PathBuf>, bytes: Vec<u8>) -> Result<ElfFile, ElfFileError> {
+        ElfFile::parse(name.into(), Bytes::Owned(bytes.into_boxed_slice()))
+    }
+
+    fn parse(path: PathBuf, map: Bytes) -> Result<ElfFile, ElfFileError> {
+        let bytes: &[u8] = &map;
+        if bytes.len() < header::header64::SIZEOF_EHDR || &bytes[..4] != b"\x7fELF" {
+            return Err(ElfFileError::NotElf { path });
+        }
+        let bad = |reason: String| ElfFileError::Malformed { path: path.clone(), reason };
+        let hdr: Header = goblin::elf::Elf::parse_header(bytes).map_err(|e| bad(format!("ELF header: {e}")))?;
+        if hdr.e_ident[header::EI_CLASS] != header::ELFCLASS64 || hdr.e_ident[header::EI_DATA] != header::ELFDATA2LSB {
+            return Err(bad("not a 64-bit little-endian ELF file".into()));
+        }
+        let ctx = Ctx::new(Container::Big, Endian::Little);
+        let table = |off: u64, count: u64, entsize: u64, what: &str| -> Result<(), ElfFileError> {
+            match count.checked_mul(entsize).and_then(|n| n.checked_add(off)) {
+                Some(end) if end <= bytes.len() as u64 => Ok(()),
+                _ => Err(bad(format!("{what} table at {off:#x} ({count} entries) runs past the end of the file"))),
+            }
+        };
+        table(hdr.e_phoff, hdr.e_phnum as u64, program_header::program_header64::SIZEOF_PHDR as u64, "program header")?;
+        let program_headers = ProgramHeader::parse(bytes, hdr.e_phoff as usize, hdr.e_phnum as usize, ctx)
+            .map_err(|e| bad(format!("program headers: {e}")))?;
+        let shnum = if hdr.e_shoff == 0 { 0 } else { hdr.e_shnum as u64 };
+        table(hdr.e_shoff, shnum, section_header::section_header64::SIZEOF_SHDR as u64, "section header")?;
+        let raw = if shnum == 0 {
+            Vec::new()
+        } else {
+            SectionHeader::parse(bytes, hdr.e_shoff as usize, shnum as usize, ctx).map_err(|e| bad(format!("section headers: {e}")))?
+        };
+        let names = raw.get(hdr.e_shstrndx as usize).and_then(|s| file_range(bytes, s.sh_offset, s.sh_size));
+        let sections: Vec<Section> = raw
+            .iter()
+            .map(|s| Section {
+                name: names.map(|n| c_str_at(n, s.sh_name)).unwrap_or_default(),
+                kind: s.sh_type,
+                flags: s.sh_flags,
+                addr: s.sh_addr,
+                offset: s.sh_offset,
+                size: s.sh_size,
+                link: s.sh_link,
+                entsize: s.sh_entsize,
+            })
+            .collect();
+        let inflated = sections.iter().map(|_| OnceLock::new()).collect();
+        let mut file = ElfFile { path, map, e_type: hdr.e_type, program_headers, sections, inflated, build_id: None };
+        file.build_id = file.find_build_id();
+        Ok(file)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    pub fn section_by_name(&self, name: &str) -> Option<(usize, &Section)> {
+        self.sections.iter().enumerate().find(|(_, s)| s.name == name)
+    }
+
+    /// The contents of section `index`, decompressed if needed. `None` for NOBITS sections,
+    /// ranges outside the file and data that fails to decompress.
+    pub fn section_data(&self, index: usize) -> Option<&[u8]> {
+        let s = self.sections.get(index)?;
+        if s.is_nobits() {
+            return None;
+        }
+        let raw = file_range(&self.map, s.offset, s.size)?;
+        if s.flags & section_header::SHF_COMPRESSED as u64 == 0 {
+            return Some(raw);
+        }
+        self.inflated[index].get_or_init(|| inflate(raw)).as_deref()
+    }
+
+    /// Section data by name.
+    pub fn section(&self, name: &str) -> Option<&[u8]> {
+        let (i, _) = self.section_by_name(name)?;
+        self.section_data(i)
+    }
+
+    /// The link-time address of the first loadable byte (p_vaddr of the PT_LOAD at file offset 0).
+    pub fn first_load_vaddr(&self) -> Option<u64> {
+        self.program_headers
+            .iter()
+            .filter(|p| p.p_type == program_header::PT_LOAD)
+            .min_by_key(|p| p.p_offset)
+            .map(|p| p.p_vaddr.wrapping_sub(p.p_offset))
+    }
+
+    /// Bytes at file offset `offset`.
+    pub fn bytes_at_offset(&self, offset: u64, len: u64) -> Option<&[u8]> {
+        file_range(&self.map, offset, len)
+    }
+
+    /// The file offset of link-time address `vaddr`, from the PT_LOAD that maps it, with the
+    /// number of file bytes that follow in that segment.
+    pub fn offset_of_vaddr(&self, vaddr: u64) -> Option<(u64, u64)> {
+        self.program_headers.iter().filter(|p| p.p_type == program_header::PT_LOAD).find_map(|p| {
+            let delta = vaddr.checked_sub(p.p_vaddr)?;
+            (delta < p.p_filesz).then(|| (p.p_offset + delta, p.p_filesz - delta))
+        })
+    }
+
+    /// `.gnu_debuglink`: the debug file's name and the CRC32 of its contents.
+    pub fn debuglink(&self) -> Option<(String, u32)> {
+        let data = self.section(".gnu_debuglink")?;
+        let end = data.iter().position(|&b| b == 0)?;
+        let name = std::str::from_utf8(&data[..end]).ok()?.to_string();
+        let crc_at = (end + 4) & !3;
+        let crc = data.get(crc_at..crc_at + 4)?;
+        Some((name, u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]])))
+    }
+
+    pub fn crc32(&self) -> u32 {
+        crc32fast::hash(&self.map)
+    }
+
+    fn find_build_id(&self) -> Option<Vec<u8>> {
+        let from_segments = self
+            .program_headers
+            .iter()
+            .filter(|p| p.p_type == program_header::PT_NOTE)
+            .filter_map(|p| file_range(&self.map, p.p_offset, p.p_filesz));
+        let from_sections = self
+            .sections
+            .iter()
+            .filter(|s| s.kind == section_header::SHT_NOTE)
+            .filter_map(|s| file_range(&self.map, s.offset, s.size));
+        from_segments.chain(from_sections).find_map(build_id_in_notes)
+    }
+}
+
+/// The GNU build-id in a run of ELF notes.
+pub fn build_id_in_notes(data: &[u8]) -> Option<Vec<u8>> {
+    crate::core::notes::Notes::new(data, 0)
+        .find(|n| n.kind == NT_GNU_BUILD_ID && n.owner() == b"GNU")
+        .map(|n| n.desc.to_vec())
+}
+
+fn file_range(bytes: &[u8], offset: u64, len: u64) -> Option<&[u8]> {
+    let end = offset.checked_add(len)?;
+    bytes.get(usize::try_from(offset).ok()?..usize::try_from(end).ok()?)
+}
+
+fn c_str_at(table: &[u8], at: usize) -> String {
+    let Some(rest) = table.get(at..) else { return String::new() };
+    let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+    String::from_utf8_lossy(&rest[..end]).into_owned()
+}
+
+/// Decompresses an SHF_COMPRESSED section (Elf64_Chdr, then a zlib stream).
+fn inflate(raw: &[u8]) -> Option<Box<[u8]>> {
+    use std::io::Read;
+    let ch_type = u32::from_le_bytes(raw.get(0..4)?.try_into().ok()?);
+    let ch_size = u64::from_le_bytes(raw.get(8..16)?.try_into().ok()?);
+    let body = raw.get(24..)?;
+    if ch_type != ELFCOMPRESS_ZLIB || ch_size > MAX_SECTION_SIZE || ch_size > (body.len() as u64).saturating_mul(MAX_INFLATE_RATIO) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(ch_size as usize);
+    flate2::read::ZlibDecoder::new(body).take(ch_size).read_to_end(&mut out).ok()?;
+    (out.len() as u64 == ch_size).then(|| out.into_boxed_slice())
+}
+
+/// Formats a build-id as gdb and `file` print it.
+pub fn hex(id: &[u8]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
