@@ -4,7 +4,7 @@ use std::path::PathBuf;
 /// [`crate::Diagnostic`]s instead.
 #[derive(Debug, thiserror::Error)]
 pub enum CoreError {
-    #[error("cannot open {path}: {source}")]
+    #[error("cannot open {path}")]
     Open { path: PathBuf, source: std::io::Error },
     #[error("{path} is a directory; give the path of a core file")]
     IsDirectory { path: PathBuf },

@@ -128,22 +128,6 @@ impl Core {
                         present: present.min(ph.p_memsz),
                         flags: ph.p_flags,
                     };
-                    if seg.is_truncated() {
-                        diagnostics.push(
-                            Diagnostic::warning(
-                                "core",
-                                format!(
-                                    "segment {:#x}..{:#x} is cut off by the end of the file: {} of {} bytes present (truncated core)",
-                                    seg.vaddr,
-                                    seg.end(),
-                                    seg.present,
-                                    seg.filesz
-                                ),
-                            )
-                            .at_offset(ph.p_offset)
-                            .at_address(ph.p_vaddr),
-                        );
-                    }
                     loads.push(seg);
                 }
                 program_header::PT_NOTE => {
@@ -160,6 +144,25 @@ impl Core {
             }
         }
 
+        // One summary for a truncated core, not one line per segment.
+        let cut: Vec<&Segment> = loads.iter().filter(|s| s.is_truncated()).collect();
+        if let Some(first) = cut.first() {
+            let missing: u64 = cut.iter().map(|s| s.filesz - s.present).sum();
+            diagnostics.push(
+                Diagnostic::warning(
+                    "core",
+                    format!(
+                        "the core is truncated: it ends at {file_len} bytes, inside segment {:#x}..{:#x}; {} of {} segments are cut off ({missing} bytes of memory missing)",
+                        first.vaddr,
+                        first.end(),
+                        cut.len(),
+                        loads.len()
+                    ),
+                )
+                .at_offset(first.offset + first.present)
+                .at_address(first.vaddr + first.present),
+            );
+        }
         let mut found = Found { diagnostics, ..Found::default() };
         for (offset, len) in note_ranges {
             found.read_notes(&bytes[offset as usize..(offset + len) as usize], offset);

@@ -247,7 +247,10 @@ fn find_debug_file(module: &mut Module, locator: &Locator) {
 fn vdso_module(core: &Core, addr: u64) -> Option<Module> {
     let phdrs = phdrs_in_memory(core, addr)?;
     let base = link_base(&phdrs)?;
-    let size = phdrs.iter().filter(|p| p.kind == PT_LOAD).map(|p| p.vaddr.wrapping_sub(base).saturating_add(p.memsz)).max()?;
+    // The image's section headers lie past its PT_LOAD's end: take the whole mapping.
+    let loaded = phdrs.iter().filter(|p| p.kind == PT_LOAD).map(|p| p.vaddr.wrapping_sub(base).saturating_add(p.memsz)).max()?;
+    let mapped = core.segments.find(addr).map(|s| s.end() - addr).unwrap_or(loaded);
+    let size = mapped.max(loaded);
     let bytes = core_bytes(core, addr, size.min(MAX_VDSO_BYTES) as usize)?;
     let file = ElfFile::from_bytes("[vdso]", bytes).ok()?;
     let bias = addr.wrapping_sub(base);

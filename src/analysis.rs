@@ -1,0 +1,159 @@
+//! The pipeline from a core file to a [`Report`]: open → modules → stacks (parallel) → symbols.
+
+use crate::core::{siginfo, CoreError};
+use crate::process::{module::FileStatus, Locator, Process};
+use crate::report::{DumpInfo, FrameReport, Hex, ModuleReport, Report, SignalReport, StackEndReport, ThreadReport, SCHEMA_VERSION};
+use crate::symbols::Symbolizer;
+use crate::unwind::{Stack, StackEnd, Unwinder};
+use rayon::prelude::*;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Where module files and debug files are looked for.
+    pub locator: Locator,
+    /// Frames per stack at most (the walk's bound, not a display limit).
+    pub max_walk_frames: Option<usize>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AnalyzeError {
+    #[error(transparent)]
+    Core(#[from] CoreError),
+}
+
+/// Reads the core at `path` and builds the report.
+pub fn analyze(path: impl AsRef<Path>, opts: &Options) -> Result<Report, AnalyzeError> {
+    let process = Process::open(path.as_ref(), &opts.locator)?;
+    Ok(report_for(&process, opts))
+}
+
+/// Builds the report for an opened process.
+pub fn report_for(process: &Process, opts: &Options) -> Report {
+    let mut unwinder = Unwinder::new(process);
+    if let Some(n) = opts.max_walk_frames {
+        unwinder.max_frames = n;
+    }
+    let stacks = unwinder.walk_all();
+    let symbolizer = Symbolizer::new(process);
+    let core = &process.core;
+    let pid = core.process.as_ref().map(|p| p.pid);
+    let threads = core
+        .threads
+        .par_iter()
+        .zip(stacks.par_iter())
+        .map(|(t, stack)| ThreadReport {
+            tid: t.tid,
+            name: (Some(t.tid) == pid).then(|| core.process.as_ref().map(|p| p.name.clone())).flatten().filter(|n| !n.is_empty()),
+            signalled: t.signalled,
+            frames: frames(process, &symbolizer, stack),
+            stack_end: stack_end(&stack.end),
+        })
+        .collect();
+    Report {
+        schema_version: SCHEMA_VERSION,
+        knot_version: env!("CARGO_PKG_VERSION").to_string(),
+        dump: dump_info(process),
+        threads,
+        modules: process.modules.iter().map(module_report).collect(),
+        diagnostics: process.all_diagnostics().cloned().collect(),
+    }
+}
+
+fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> Vec<FrameReport> {
+    let mut out = Vec::with_capacity(stack.frames.len() * 2);
+    for f in &stack.frames {
+        let module = process.module_at(f.lookup_address()).map(|(_, m)| m.name().to_string());
+        let sym = symbolizer.symbolize(f.ip, !f.ip_is_exact);
+        if sym.frames.is_empty() {
+            out.push(FrameReport {
+                index: out.len(),
+                ip: Hex(f.ip),
+                function: None,
+                function_offset: None,
+                module,
+                file: None,
+                line: None,
+                inlined: false,
+                signal_frame: f.is_signal_frame,
+                trust: f.trust,
+            });
+            continue;
+        }
+        for s in sym.frames {
+            out.push(FrameReport {
+                index: out.len(),
+                ip: Hex(f.ip),
+                function: s.function,
+                function_offset: s.function_offset.map(Hex),
+                module: module.clone(),
+                file: s.file,
+                line: s.line,
+                inlined: s.inlined,
+                signal_frame: f.is_signal_frame && !s.inlined,
+                trust: f.trust,
+            });
+        }
+    }
+    out
+}
+
+fn stack_end(end: &StackEnd) -> StackEndReport {
+    let (reason, address, detail) = match *end {
+        StackEnd::Outermost => ("outermost", None, "reached the thread's first frame".to_string()),
+        StackEnd::ZeroReturnAddress => ("zero_return_address", None, "return address 0 ends the chain".to_string()),
+        StackEnd::NoProgress { ip, sp } => ("no_progress", Some(ip), format!("caller {ip:#x} has stack pointer {sp:#x}, not above the callee's")),
+        StackEnd::Unreadable { address } => ("unreadable", Some(address), format!("stack memory at {address:#x} is not in the dump")),
+        StackEnd::NoCaller { ip } => ("no_caller", Some(ip), format!("no unwind information, frame pointer or return address found above {ip:#x}")),
+        StackEnd::NotCode { ip } => ("not_code", Some(ip), format!("return address {ip:#x} is not in executable memory")),
+        StackEnd::DepthLimit { frames } => ("depth_limit", None, format!("stopped at the {frames}-frame limit")),
+    };
+    StackEndReport { complete: end.is_complete(), reason: reason.into(), address: address.map(Hex), detail }
+}
+
+fn dump_info(process: &Process) -> DumpInfo {
+    let core = &process.core;
+    DumpInfo {
+        path: core.path().display().to_string(),
+        size_bytes: core.file_bytes().len() as u64,
+        pid: core.process.as_ref().map(|p| p.pid),
+        process_name: core.process.as_ref().map(|p| p.name.clone()),
+        command_line: core.process.as_ref().map(|p| p.args.clone()),
+        signal: core.signal.as_ref().map(|s| SignalReport {
+            number: s.signo,
+            name: siginfo::signal_name(s.signo).to_string(),
+            code: s.code,
+            fault_address: s.fault_address.map(Hex),
+            sender_pid: s.sender_pid,
+        }),
+        partial: process.all_diagnostics().any(|d| d.severity == crate::Severity::Warning),
+    }
+}
+
+fn module_report(m: &crate::process::Module) -> ModuleReport {
+    let (status, detail) = match &m.file_status {
+        FileStatus::Loaded { path } => ("loaded", Some(path.clone())),
+        FileStatus::InMemory => ("in_memory", None),
+        FileStatus::Missing { tried } => ("missing", Some(format!("not found at {tried}"))),
+        FileStatus::Refused { path, reason } => ("refused", Some(format!("{path}: {reason}"))),
+    };
+    ModuleReport {
+        path: m.path.clone(),
+        start: Hex(m.start),
+        end: Hex(m.end),
+        load_bias: Hex(m.bias),
+        build_id: m.build_id_hex(),
+        build_id_source: m.build_id_source.map(|s| match s {
+            crate::process::module::BuildIdSource::Dump => "dump".to_string(),
+            crate::process::module::BuildIdSource::File => "file".to_string(),
+        }),
+        file_status: status.into(),
+        file_detail: detail,
+        debug_info: m.debug_status.clone(),
+    }
+}
+
+/// Paths given on the command line for module lookup.
+pub fn locator(sysroot: Option<PathBuf>, debug_dirs: Vec<PathBuf>) -> Locator {
+    Locator { sysroot, debug_dirs, no_default_debug_dir: false }
+}

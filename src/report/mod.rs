@@ -1,0 +1,20 @@
+//! The report: one data model ([`model`]) and its renderings. Renderers never compute facts.
+
+pub mod hex;
+pub mod model;
+pub mod text;
+
+pub use hex::Hex;
+pub use model::*;
+
+/// The report as pretty-printed JSON.
+pub fn to_json(report: &Report) -> String {
+    // Serializing plain data structures cannot fail; fall back to an error object regardless.
+    serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// The JSON Schema of [`Report`], as committed in docs/report.schema.json.
+pub fn json_schema() -> String {
+    let schema = schemars::schema_for!(Report);
+    serde_json::to_string_pretty(&schema).unwrap_or_default()
+}

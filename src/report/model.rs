@@ -1,0 +1,110 @@
+//! The report: every fact knot established about a dump, in one data model. Renderers (text,
+//! JSON) only format it. Changing a field's meaning or shape bumps [`SCHEMA_VERSION`].
+
+use super::hex::Hex;
+use crate::diagnostics::Diagnostic;
+use crate::unwind::Trust;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// Version of the JSON report's shape; see docs/report-schema.md.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Report {
+    pub schema_version: u32,
+    /// The knot version that wrote this report.
+    pub knot_version: String,
+    pub dump: DumpInfo,
+    /// In the order the core lists them (the signalled thread first, for kernel cores).
+    pub threads: Vec<ThreadReport>,
+    pub modules: Vec<ModuleReport>,
+    /// What was odd, missing or refused. A warning means some facts are missing or less certain.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DumpInfo {
+    pub path: String,
+    pub size_bytes: u64,
+    pub pid: Option<u32>,
+    /// The executable's name (the main thread's `comm`).
+    pub process_name: Option<String>,
+    /// The start of the command line, as the core records it (at most 80 bytes).
+    pub command_line: Option<String>,
+    /// The signal that caused the dump (kernel cores), if any.
+    pub signal: Option<SignalReport>,
+    /// True when part of the dump could not be read: see `diagnostics`.
+    pub partial: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SignalReport {
+    pub number: i32,
+    pub name: String,
+    pub code: i32,
+    pub fault_address: Option<Hex>,
+    pub sender_pid: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ThreadReport {
+    pub tid: u32,
+    /// The thread's name where the dump records one (cores record only the main thread's).
+    pub name: Option<String>,
+    /// This thread took the signal that caused the dump.
+    pub signalled: bool,
+    /// Innermost first. Inlined calls are frames of their own (`inlined: true`), at the same `ip`
+    /// as the real frame that follows them.
+    pub frames: Vec<FrameReport>,
+    /// Why the walk stopped; `complete` is true only when it reached the thread's first frame.
+    pub stack_end: StackEndReport,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FrameReport {
+    /// Position in the stack, 0 innermost; inlined frames get their own index, as in gdb.
+    pub index: usize,
+    pub ip: Hex,
+    pub function: Option<String>,
+    /// Offset of `ip` from the start of `function`, when a symbol table gave it.
+    pub function_offset: Option<Hex>,
+    /// File name of the module (`libc.so.6`), or null when the address is in no known module.
+    pub module: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    /// A call the compiler inlined into the frame that follows.
+    pub inlined: bool,
+    /// This frame is a signal trampoline: gdb's `<signal handler called>`.
+    pub signal_frame: bool,
+    /// How the frame was found: context, cfi, frame_pointer or scan.
+    pub trust: Trust,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct StackEndReport {
+    pub complete: bool,
+    /// outermost, zero_return_address, no_progress, unreadable, no_caller, not_code, depth_limit.
+    pub reason: String,
+    /// The address involved, when there is one.
+    pub address: Option<Hex>,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ModuleReport {
+    /// The path the dump names.
+    pub path: String,
+    pub start: Hex,
+    pub end: Hex,
+    pub load_bias: Hex,
+    pub build_id: Option<String>,
+    /// "dump" when read from the image in the dump, "file" when only the file had one.
+    pub build_id_source: Option<String>,
+    /// loaded, in_memory, missing or refused.
+    pub file_status: String,
+    /// The file used, or the reason it was refused.
+    pub file_detail: Option<String>,
+    /// Where symbols came from.
+    pub debug_info: Option<String>,
+}

@@ -1,0 +1,88 @@
+//! What a stack walk produces: frames that say how they were found, and why the walk ended.
+
+use super::regs::FrameRegs;
+use serde::Serialize;
+
+/// How a frame was found, most trustworthy first (rust-minidump's categories).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Trust {
+    /// The thread's own registers: frame #0.
+    Context,
+    /// Recovered with DWARF call frame information.
+    Cfi,
+    /// Recovered by following the %rbp chain.
+    FramePointer,
+    /// A return address found by scanning the stack; may be stale.
+    Scan,
+}
+
+impl Trust {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Trust::Context => "context",
+            Trust::Cfi => "cfi",
+            Trust::FramePointer => "frame_pointer",
+            Trust::Scan => "scan",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame {
+    /// The instruction pointer: for frame #0 the next instruction to execute, for callers the
+    /// return address.
+    pub ip: u64,
+    pub sp: u64,
+    /// The canonical frame address, when CFI gave one.
+    pub cfa: Option<u64>,
+    pub trust: Trust,
+    /// True when `ip` is exact (frame #0, or the frame interrupted by a signal); otherwise it is
+    /// a return address and lookups use `ip - 1`, the call instruction.
+    pub ip_is_exact: bool,
+    /// This frame is a signal trampoline (`__restore_rt`): a `<signal handler called>` frame.
+    pub is_signal_frame: bool,
+    /// The registers as they were in this frame, as far as they could be recovered.
+    pub regs: FrameRegs,
+}
+
+impl Frame {
+    /// The address to look up symbols and unwind rules for.
+    pub fn lookup_address(&self) -> u64 {
+        if self.ip_is_exact { self.ip } else { self.ip.saturating_sub(1) }
+    }
+}
+
+/// Why a walk stopped. Only `Outermost` and `ZeroReturnAddress` are the normal ends of a stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum StackEnd {
+    /// CFI marks the return address undefined: the thread's first frame (`_start`, `clone3`).
+    Outermost,
+    /// The caller's return address is 0: the conventional end of a frame-pointer chain.
+    ZeroReturnAddress,
+    /// The caller's stack pointer did not move up: following it would loop.
+    NoProgress { ip: u64, sp: u64 },
+    /// Memory the next step needed is not in the dump.
+    Unreadable { address: u64 },
+    /// No way to find the caller (no CFI, no frame pointer, nothing found by scanning).
+    NoCaller { ip: u64 },
+    /// The return address does not point into any known code.
+    NotCode { ip: u64 },
+    /// The walk reached the frame limit.
+    DepthLimit { frames: usize },
+}
+
+impl StackEnd {
+    /// Whether the stack is known to be complete.
+    pub fn is_complete(&self) -> bool {
+        matches!(self, StackEnd::Outermost | StackEnd::ZeroReturnAddress)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Stack {
+    pub tid: u32,
+    pub frames: Vec<Frame>,
+    pub end: StackEnd,
+}

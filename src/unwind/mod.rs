@@ -1,0 +1,193 @@
+//! Rebuilding every thread's stack. Each step tries, in order: DWARF CFI of the module holding
+//! the frame's address, the %rbp chain, and a bounded scan of the stack for a return address.
+//! Every frame records which one found it; every walk ends with a reason, and is bounded.
+
+mod cfi;
+pub mod frame;
+pub mod regs;
+mod scan;
+
+pub use frame::{Frame, Stack, StackEnd, Trust};
+pub use regs::FrameRegs;
+
+use crate::arch::x86_64::dwarf;
+use crate::core::CoreThread;
+use crate::process::{Memory, Process};
+use cfi::ModuleCfi;
+use rayon::prelude::*;
+use std::sync::OnceLock;
+
+/// Frames per stack at most; deeper stacks end with [`StackEnd::DepthLimit`].
+pub const DEFAULT_MAX_FRAMES: usize = 10_000;
+/// How far a scan looks for a return address, in 8-byte words.
+const SCAN_WORDS: u64 = 1024;
+/// A frame-pointer step may not jump further than this.
+const MAX_FRAME_SIZE: u64 = 16 << 20;
+const PF_X: u32 = 1;
+
+pub struct Unwinder<'p> {
+    process: &'p Process,
+    cfi: Vec<OnceLock<Option<ModuleCfi<'p>>>>,
+    /// Executable address ranges, sorted and merged.
+    code: Vec<(u64, u64)>,
+    pub max_frames: usize,
+}
+
+impl<'p> Unwinder<'p> {
+    pub fn new(process: &'p Process) -> Unwinder<'p> {
+        let mut code: Vec<(u64, u64)> = process.core.segments.iter().filter(|s| s.flags & PF_X != 0).map(|s| (s.vaddr, s.end())).collect();
+        for m in &process.modules {
+            if let Some(file) = m.image() {
+                for p in file.program_headers.iter().filter(|p| p.p_type == goblin::elf::program_header::PT_LOAD && p.p_flags & PF_X != 0) {
+                    let start = m.bias.wrapping_add(p.p_vaddr);
+                    code.push((start, start.saturating_add(p.p_memsz)));
+                }
+            }
+        }
+        code.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(code.len());
+        for (s, e) in code {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        Unwinder { process, cfi: process.modules.iter().map(|_| OnceLock::new()).collect(), code: merged, max_frames: DEFAULT_MAX_FRAMES }
+    }
+
+    fn is_code(&self, addr: u64) -> bool {
+        let i = self.code.partition_point(|&(s, _)| s <= addr);
+        i > 0 && addr < self.code[i - 1].1
+    }
+
+    fn module_cfi(&self, index: usize) -> Option<&ModuleCfi<'p>> {
+        self.cfi[index].get_or_init(|| ModuleCfi::load(&self.process.modules[index])).as_ref()
+    }
+
+    /// Walks every thread, in parallel, in the core's thread order.
+    pub fn walk_all(&self) -> Vec<Stack> {
+        self.process.core.threads.par_iter().map(|t| self.walk(t)).collect()
+    }
+
+    pub fn walk(&self, thread: &CoreThread) -> Stack {
+        let regs = FrameRegs::from_context(&thread.registers);
+        let first = Frame {
+            ip: thread.registers.rip,
+            sp: thread.registers.rsp,
+            cfa: None,
+            trust: Trust::Context,
+            ip_is_exact: true,
+            is_signal_frame: false,
+            regs,
+        };
+        let mut frames = vec![first];
+        let mut ctx = gimli::UnwindContext::new();
+        let end = loop {
+            if frames.len() >= self.max_frames {
+                break StackEnd::DepthLimit { frames: frames.len() };
+            }
+            let is_first = frames.len() == 1;
+            let Some(current) = frames.last_mut() else { break StackEnd::NoCaller { ip: 0 } };
+            match self.step(current, is_first, &mut ctx) {
+                Ok(next) => frames.push(next),
+                Err(end) => break end,
+            }
+        };
+        Stack { tid: thread.tid, frames, end }
+    }
+
+    /// Finds the caller of `frame`. Marks `frame` as a signal trampoline when its CFI says so.
+    fn step(&self, frame: &mut Frame, is_first: bool, ctx: &mut gimli::UnwindContext<usize>) -> Result<Frame, StackEnd> {
+        let memory: &dyn Memory = self.process;
+        let addr = frame.lookup_address();
+        let mut cfi_error = None;
+        if let Some((index, module)) = self.process.module_at(addr) {
+            if let Some(cfi) = self.module_cfi(index) {
+                if let Some(rule) = cfi.rule(module.to_link_address(addr), ctx) {
+                    frame.is_signal_frame = rule.signal_frame;
+                    match cfi.apply(&rule, &frame.regs, memory) {
+                        Ok(rec) if rec.outermost => return Err(StackEnd::Outermost),
+                        Ok(rec) => {
+                            let next = Frame {
+                                ip: rec.regs.ip().unwrap_or(0),
+                                sp: rec.regs.sp().unwrap_or(rec.cfa),
+                                cfa: Some(rec.cfa),
+                                trust: Trust::Cfi,
+                                // The frame a signal interrupted resumes at its exact ip.
+                                ip_is_exact: rule.signal_frame,
+                                is_signal_frame: false,
+                                regs: rec.regs,
+                            };
+                            return self.accept(frame, next);
+                        }
+                        Err(cfi::ApplyError::Unreadable(a)) => cfi_error = Some(StackEnd::Unreadable { address: a }),
+                        Err(_) => {}
+                    }
+                }
+            }
+        }
+        if let Some(next) = self.frame_pointer_step(frame) {
+            return self.accept(frame, next);
+        }
+        if let Some(next) = self.scan_step(frame, is_first) {
+            return self.accept(frame, next);
+        }
+        Err(cfi_error.unwrap_or(StackEnd::NoCaller { ip: frame.ip }))
+    }
+
+    /// Checks that `next` makes progress up the stack and points at code.
+    fn accept(&self, frame: &Frame, next: Frame) -> Result<Frame, StackEnd> {
+        if next.ip == 0 {
+            return Err(StackEnd::ZeroReturnAddress);
+        }
+        // Stacks grow down: a caller's frame is higher, except across a signal (alternate stack).
+        if next.sp <= frame.sp && !frame.is_signal_frame {
+            return Err(StackEnd::NoProgress { ip: next.ip, sp: next.sp });
+        }
+        if !self.is_code(next.ip) {
+            return Err(StackEnd::NotCode { ip: next.ip });
+        }
+        Ok(next)
+    }
+
+    fn frame_pointer_step(&self, frame: &Frame) -> Option<Frame> {
+        let bp = frame.regs.bp()?;
+        if bp < frame.sp || bp - frame.sp > MAX_FRAME_SIZE || bp % 8 != 0 {
+            return None;
+        }
+        let memory: &dyn Memory = self.process;
+        let caller_bp = memory.read_u64(bp).ok()?;
+        let ra = memory.read_u64(bp + 8).ok()?;
+        if !self.is_code(ra) {
+            return None;
+        }
+        let mut regs = FrameRegs::default();
+        regs.set(dwarf::RBP, caller_bp);
+        regs.set(dwarf::RSP, bp + 16);
+        regs.set(dwarf::RIP, ra);
+        Some(Frame { ip: ra, sp: bp + 16, cfa: Some(bp + 16), trust: Trust::FramePointer, ip_is_exact: false, is_signal_frame: false, regs })
+    }
+
+    fn scan_step(&self, frame: &Frame, is_first: bool) -> Option<Frame> {
+        let memory: &dyn Memory = self.process;
+        // Frame #0 may be a leaf that pushed nothing: its return address is at [rsp]. A caller
+        // frame's own return address was at sp - 8 and is already used, so start at sp.
+        let start = frame.sp;
+        let _ = is_first;
+        for i in 0..SCAN_WORDS {
+            let slot = start.checked_add(i * 8)?;
+            let Ok(value) = memory.read_u64(slot) else { return None };
+            if self.is_code(value) && scan::follows_call(memory, value) {
+                let mut regs = FrameRegs::default();
+                regs.set(dwarf::RSP, slot + 8);
+                regs.set(dwarf::RIP, value);
+                // Keep %rbp: it is still the best guess for a frame-pointer walk further up.
+                if let Some(bp) = frame.regs.bp() {
+                    regs.set(dwarf::RBP, bp);
+                }
+                return Some(Frame { ip: value, sp: slot + 8, cfa: None, trust: Trust::Scan, ip_is_exact: false, is_signal_frame: false, regs });
+            }
+        }
+        None
+    }
+}
