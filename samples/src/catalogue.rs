@@ -1,0 +1,172 @@
+//! The native sample programs: what they are and how they are built.
+
+/// Source language, which decides the compiler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    C,
+    Rust,
+}
+
+/// One sample program of `samples/native/`.
+#[derive(Debug, Clone, Copy)]
+pub struct SampleSpec {
+    pub name: &'static str,
+    pub lang: Lang,
+    /// Files under `samples/native/`; `.c`/`.rs` ones are compiled, the rest
+    /// (headers) only count for staleness.
+    pub sources: &'static [&'static str],
+    /// Compiler flags (before `-o`).
+    pub flags: &'static [&'static str],
+    /// Default program arguments (`ensure` passes these).
+    pub args: &'static [&'static str],
+    /// Strip the binary and keep its DWARF in a separate file (debuglink and
+    /// build-id layout).
+    pub split_debug: bool,
+    pub description: &'static str,
+}
+
+const C_O0: &[&str] = &["-g", "-O0", "-pthread", "-Wall"];
+
+const fn c(
+    name: &'static str,
+    sources: &'static [&'static str],
+    description: &'static str,
+) -> SampleSpec {
+    SampleSpec {
+        name,
+        lang: Lang::C,
+        sources,
+        flags: C_O0,
+        args: &[],
+        split_debug: false,
+        description,
+    }
+}
+
+static SAMPLES: &[SampleSpec] = &[
+    c(
+        "abba",
+        &["abba.c", "common.h"],
+        "worker_ab holds lock_a waits lock_b; worker_ba holds lock_b waits lock_a",
+    ),
+    c(
+        "cycle3",
+        &["cycle3.c", "common.h"],
+        "three-thread cycle over ledger -> audit -> index_lock -> ledger",
+    ),
+    c(
+        "self_relock",
+        &["self_relock.c", "common.h"],
+        "relock_thread relocks the normal mutex state_lock it holds",
+    ),
+    c(
+        "convoy",
+        &["convoy.c", "common.h"],
+        "holder_thread sleeps holding convoy_lock; 20 waiter_threads queue; no cycle",
+    ),
+    c(
+        "rwlock_writer",
+        &["rwlock_writer.c", "common.h"],
+        "3 readers hold table_lock, writer_thread blocks in wrlock; config_owner_thread write-holds config_lock, 2 config_waiter_threads block in rdlock",
+    ),
+    c(
+        "recursive",
+        &["recursive.c", "common.h"],
+        "owner_thread holds recursive registry_lock twice and sleeps; waiter_thread blocks",
+    ),
+    c(
+        "join_cycle",
+        &["join_cycle.c", "common.h"],
+        "joiner_a joins joiner_b while joiner_b joins joiner_a",
+    ),
+    c(
+        "owner_exited",
+        &["owner_exited.c", "common.h"],
+        "doomed_owner exited holding orphan_lock; 2 orphan_waiters block",
+    ),
+    c(
+        "robust_dead_owner",
+        &["robust_dead_owner.c", "common.h"],
+        "robust_lock: first_owner died, inheritor_thread took it with EOWNERDEAD and sleeps; blocked_thread waits",
+    ),
+    c(
+        "mutex_kinds",
+        &["mutex_kinds.c", "common.h"],
+        "holder+waiter pairs on errcheck_lock, adaptive_lock and pi_lock (priority inheritance)",
+    ),
+    c(
+        "condvar_sem",
+        &["condvar_sem.c", "common.h"],
+        "3 cond_waiters on ready_cond, 2 sem_waiters on semaphore slots; no owner",
+    ),
+    c(
+        "deep_recursion",
+        &["deep_recursion.c", "common.h"],
+        "deep_thread recurses 450 frames then blocks on depth_lock held by main, which joins it",
+    ),
+    c(
+        "many_threads",
+        &["many_threads.c", "common.h"],
+        "N gated_threads (argv[1], default 220) block on gate_lock held by main",
+    ),
+    c(
+        "signal_handler",
+        &["signal_handler.c", "common.h"],
+        "victim_thread's SIGUSR1 handler on_usr1 blocks on handler_lock held by main",
+    ),
+    SampleSpec {
+        name: "omitfp",
+        lang: Lang::C,
+        sources: &["omitfp.c", "common.h"],
+        flags: &["-g", "-O2", "-fomit-frame-pointer", "-pthread", "-Wall"],
+        args: &[],
+        split_debug: false,
+        description: "abba through inlined static helpers, -O2 -fomit-frame-pointer",
+    },
+    SampleSpec {
+        name: "stripped",
+        lang: Lang::C,
+        sources: &["stripped.c", "common.h"],
+        flags: &["-g", "-O1", "-pthread", "-Wall", "-Wl,--build-id"],
+        args: &[],
+        split_debug: true,
+        description: "vault_holder holds vault_lock, 2 vault_waiters; stripped binary, DWARF in a separate file",
+    },
+    SampleSpec {
+        name: "rust_mutex",
+        lang: Lang::Rust,
+        sources: &["rust_mutex.rs"],
+        flags: &[
+            "-g",
+            "-C",
+            "opt-level=0",
+            "-C",
+            "force-frame-pointers=no",
+            "--edition",
+            "2021",
+        ],
+        args: &[],
+        split_debug: false,
+        description: "std::sync::Mutex ABBA: ledger_then_audit vs audit_then_ledger on LEDGER/AUDIT",
+    },
+];
+
+/// Every native sample.
+pub fn native_samples() -> &'static [SampleSpec] {
+    SAMPLES
+}
+
+/// The sample called `name`.
+pub fn find(name: &str) -> Option<&'static SampleSpec> {
+    SAMPLES.iter().find(|s| s.name == name)
+}
+
+impl SampleSpec {
+    /// The compiler program this sample needs.
+    pub fn compiler(&self) -> &'static str {
+        match self.lang {
+            Lang::C => "gcc",
+            Lang::Rust => "rustc",
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Dumps committed under `samples/dumps/`, so knot's tests run where gcc or
+//! gdb are missing. Layout:
+//!
+//! ```text
+//! samples/dumps/<name>/<kind>/core.gz      gzip -9 of the core
+//! samples/dumps/<name>/<kind>/<name>       the dumped executable
+//! samples/dumps/<name>/<kind>/gdb-bt.txt   gdb's reading, using only the committed files
+//! samples/dumps/sysroot/...                the shared libraries the cores map
+//! samples/dumps/debug/.build-id/xx/y.debug their debug files (and stripped's)
+//! ```
+
+use crate::maker::{self, record_oracle};
+use crate::{Availability, DumpKind, SampleDump, catalogue, elf, workspace_root};
+use anyhow::{Context, Result, anyhow, bail};
+use flate2::Compression;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use std::fs::{self, File};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// The dumps `cargo xtask samples --commit` writes.
+pub const COMMITTED_SET: &[(&str, DumpKind)] = &[
+    ("abba", DumpKind::Gcore),
+    ("abba", DumpKind::Kernel),
+    ("omitfp", DumpKind::Kernel),
+    ("stripped", DumpKind::Gcore),
+];
+
+/// `<workspace>/samples/dumps`.
+pub fn dumps_dir() -> PathBuf {
+    workspace_root().join("samples").join("dumps")
+}
+
+fn rel_dumps() -> PathBuf {
+    PathBuf::from("samples").join("dumps")
+}
+
+/// The committed dump `name`/`kind`, its core decompressed (once, cached)
+/// into `target/samples/committed/<name>/<kind>/core`. `None` if no such
+/// dump is committed. Panics if it is committed but cannot be unpacked.
+pub fn committed(name: &str, kind: DumpKind) -> Option<SampleDump> {
+    match try_committed(name, kind) {
+        Ok(d) => d,
+        Err(e) => panic!("knot-samples: committed dump {name} ({kind}): {e:#}"),
+    }
+}
+
+/// [`committed`] returning errors instead of panicking.
+pub fn try_committed(name: &str, kind: DumpKind) -> Result<Option<SampleDump>> {
+    let src = dumps_dir().join(name).join(kind.as_str());
+    let gz = src.join("core.gz");
+    if !gz.is_file() {
+        return Ok(None);
+    }
+    let spec = catalogue::find(name)
+        .ok_or_else(|| anyhow!("committed dump for unknown sample {name:?}"))?;
+    let out = crate::out_dir()
+        .join("committed")
+        .join(name)
+        .join(kind.as_str());
+    let core = out.join("core");
+    if !is_unpacked(&gz, &core)? {
+        fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+        let tmp = out.join(format!(
+            "core.tmp-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let res = (|| -> Result<()> {
+            let mut dec = GzDecoder::new(
+                File::open(&gz).with_context(|| format!("opening {}", gz.display()))?,
+            );
+            let mut w =
+                File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+            io::copy(&mut dec, &mut w)
+                .with_context(|| format!("decompressing {}", gz.display()))?;
+            w.sync_all()?;
+            fs::rename(&tmp, &core).with_context(|| format!("renaming to {}", core.display()))?;
+            Ok(())
+        })();
+        if res.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        res?;
+    }
+    Ok(Some(SampleDump {
+        name: name.to_string(),
+        kind,
+        core,
+        binary: src.join(spec.name),
+        sysroot: Some(dumps_dir().join("sysroot")),
+        debug_dir: Some(dumps_dir().join("debug")),
+        gdb_bt: src.join("gdb-bt.txt"),
+    }))
+}
+
+/// Whether `core` holds `gz` unpacked: newer, and of the size gzip recorded.
+fn is_unpacked(gz: &Path, core: &Path) -> Result<bool> {
+    let Ok(meta) = fs::metadata(core) else {
+        return Ok(false);
+    };
+    let gz_time = fs::metadata(gz)?.modified()?;
+    if meta.modified()? < gz_time {
+        return Ok(false);
+    }
+    let mut f = File::open(gz)?;
+    f.seek(SeekFrom::End(-4))?;
+    let mut isize = [0u8; 4];
+    f.read_exact(&mut isize)?;
+    Ok(meta.len() as u32 == u32::from_le_bytes(isize))
+}
+
+/// Regenerates the committed dumps (all of [`COMMITTED_SET`], or those whose
+/// name is in `only`), the sysroot and debug dir they need, and their
+/// oracles. `log` receives progress lines.
+pub fn regenerate_committed(only: &[String], log: &mut dyn FnMut(&str)) -> Result<Vec<SampleDump>> {
+    let root = workspace_root();
+    let dumps = dumps_dir();
+    let set: Vec<(&str, DumpKind)> = COMMITTED_SET
+        .iter()
+        .copied()
+        .filter(|(n, _)| only.is_empty() || only.iter().any(|o| o == n))
+        .collect();
+    if set.is_empty() {
+        bail!("none of {only:?} is in the committed set {COMMITTED_SET:?}");
+    }
+    if only.is_empty() {
+        for d in ["sysroot", "debug"] {
+            let p = dumps.join(d);
+            if p.exists() {
+                fs::remove_dir_all(&p).with_context(|| format!("removing {}", p.display()))?;
+            }
+        }
+    }
+    let mut made = Vec::new();
+    for &(name, kind) in &set {
+        let live = match crate::try_ensure_with_args(name, kind, &[])? {
+            Availability::Ready(d) => d,
+            Availability::Skipped(why) => bail!("cannot make {name} ({kind}): {why}"),
+        };
+        log(&format!(
+            "committing {name} ({kind}) from {}",
+            live.core.display()
+        ));
+        let dest = dumps.join(name).join(kind.as_str());
+        if dest.exists() {
+            fs::remove_dir_all(&dest).with_context(|| format!("removing {}", dest.display()))?;
+        }
+        fs::create_dir_all(&dest).with_context(|| format!("creating {}", dest.display()))?;
+        copy_file(&live.binary, &dest.join(name))?;
+        if live.debug_dir.is_some() {
+            let debug = live.binary.with_extension("debug");
+            copy_file(&debug, &dest.join(format!("{name}.debug")))?;
+            let id = elf::build_id(&debug)?
+                .ok_or_else(|| anyhow!("{} has no build-id", debug.display()))?;
+            copy_file(&debug, &elf::build_id_path(&dest.join("debug"), &id))?;
+            copy_file(&debug, &elf::build_id_path(&dumps.join("debug"), &id))?;
+        }
+        gzip(&live.core, &dest.join("core.gz"))?;
+        for lib in maker::shared_libraries(&live)? {
+            add_to_sysroot(&lib, &dumps)?;
+        }
+        made.push((name, kind));
+    }
+
+    // Oracles last, reading only committed files (paths relative to the
+    // workspace so the text names no machine-specific directory).
+    let mut out = Vec::new();
+    for (name, kind) in made {
+        let dump = try_committed(name, kind)?.ok_or_else(|| anyhow!("{name} ({kind}) vanished"))?;
+        let rel = |p: &Path| {
+            p.strip_prefix(&root)
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|_| p.to_path_buf())
+        };
+        let mut rel_dump = dump.clone();
+        rel_dump.sysroot = Some(rel_dumps().join("sysroot"));
+        rel_dump.debug_dir = Some(rel_dumps().join("debug"));
+        record_oracle(
+            &rel_dump,
+            &root,
+            &rel(&dump.binary),
+            &rel(&dump.core),
+            dump.gdb_bt.clone(),
+        )?;
+        log(&format!("recorded {}", dump.gdb_bt.display()));
+        out.push(dump);
+    }
+    Ok(out)
+}
+
+fn copy_file(from: &Path, to: &Path) -> Result<()> {
+    if let Some(p) = to.parent() {
+        fs::create_dir_all(p).with_context(|| format!("creating {}", p.display()))?;
+    }
+    fs::copy(from, to)
+        .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+    Ok(())
+}
+
+fn gzip(from: &Path, to: &Path) -> Result<()> {
+    let mut r = File::open(from).with_context(|| format!("opening {}", from.display()))?;
+    let w = File::create(to).with_context(|| format!("creating {}", to.display()))?;
+    let mut enc = GzEncoder::new(w, Compression::best());
+    io::copy(&mut r, &mut enc).with_context(|| format!("compressing {}", from.display()))?;
+    enc.finish()?.sync_all()?;
+    Ok(())
+}
+
+/// Copies `lib` (as the dynamic linker named it) into the sysroot, links the
+/// path it really resolves to (e.g. /usr/lib/... behind /lib) to that copy,
+/// and copies its debug file from /usr/lib/debug/.build-id when there is one.
+fn add_to_sysroot(lib: &Path, dumps: &Path) -> Result<()> {
+    let sysroot = dumps.join("sysroot");
+    let inside = |p: &Path| sysroot.join(p.strip_prefix("/").unwrap_or(p));
+    let copy = inside(lib);
+    if !copy.exists() {
+        copy_file(lib, &copy)?;
+    }
+    let real = fs::canonicalize(lib).with_context(|| format!("resolving {}", lib.display()))?;
+    let alias = inside(&real);
+    if real != lib && fs::symlink_metadata(&alias).is_err() {
+        if let Some(p) = alias.parent() {
+            fs::create_dir_all(p)?;
+        }
+        let target = relative_path(alias.parent().unwrap_or(&sysroot), &copy);
+        std::os::unix::fs::symlink(&target, &alias)
+            .with_context(|| format!("linking {}", alias.display()))?;
+    }
+    if let Some(id) = elf::build_id(lib)? {
+        let system = elf::build_id_path(Path::new("/usr/lib/debug"), &id);
+        if system.is_file() {
+            let dest = elf::build_id_path(&dumps.join("debug"), &id);
+            if !dest.exists() {
+                copy_file(&system, &dest)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `to` relative to directory `from` (both absolute, no symlinks between).
+fn relative_path(from: &Path, to: &Path) -> PathBuf {
+    let f: Vec<_> = from.components().collect();
+    let t: Vec<_> = to.components().collect();
+    let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..f.len() {
+        out.push("..");
+    }
+    for c in &t[common..] {
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths() {
+        assert_eq!(
+            relative_path(Path::new("/s/usr/lib/x"), Path::new("/s/lib/x/libc.so.6")),
+            PathBuf::from("../../../lib/x/libc.so.6")
+        );
+    }
+}
