@@ -45,7 +45,8 @@ pub fn parse(text: &str) -> Vec<Thread> {
     threads
 }
 
-/// `Thread 2 (Thread 0x7f.. (LWP 1895) "name"):` or `Thread 2 (LWP 1895):`.
+/// `Thread 2 (Thread 0x7f.. (LWP 1895) "name"):`, `Thread 2 (LWP 1895):` or
+/// `Thread 1 (process 1895):`.
 fn parse_header(line: &str) -> Option<Thread> {
     let rest = line.strip_prefix("Thread ")?;
     let (num, rest) = rest.split_once(' ')?;
@@ -53,7 +54,11 @@ fn parse_header(line: &str) -> Option<Thread> {
     if !rest.starts_with('(') || !line.ends_with(':') {
         return None;
     }
-    let at = rest.find("LWP ")? + 4;
+    // Single-threaded targets read without libthread_db say `(process N)`.
+    let at = match rest.find("LWP ") {
+        Some(i) => i + 4,
+        None => rest.find("process ")? + 8,
+    };
     let digits: String = rest[at..]
         .chars()
         .take_while(|c| c.is_ascii_digit())
@@ -188,6 +193,8 @@ mod tests {
         assert_eq!((t.num, t.lwp), (3, 42));
         let t = parse_header("Thread 1 (Thread 0x7f698edd5740 (LWP 4717) \"naive\"):").unwrap();
         assert_eq!((t.num, t.lwp), (1, 4717));
+        let t = parse_header("Thread 1 (process 77):").unwrap();
+        assert_eq!((t.num, t.lwp), (1, 77));
         assert!(parse_header("Thread debugging using libthread_db enabled").is_none());
     }
 
