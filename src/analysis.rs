@@ -2,11 +2,13 @@
 
 use crate::core::{siginfo, CoreError};
 use crate::process::{module::FileStatus, Locator, Process};
-use crate::report::{DumpInfo, FrameReport, Hex, ModuleReport, Report, SignalReport, StackEndReport, ThreadReport, SCHEMA_VERSION};
+use crate::graph::{groups, WaitForGraph};
+use crate::report::{DumpInfo, FrameReport, Group, Hex, ModuleReport, Report, SignalReport, StackEndReport, ThreadReport, Verdict, SCHEMA_VERSION};
+use crate::waits::{self, LockFact, ThreadState};
 use crate::symbols::Symbolizer;
 use crate::unwind::{Stack, StackEnd, Unwinder};
 use rayon::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -38,25 +40,82 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     let symbolizer = Symbolizer::new(process);
     let core = &process.core;
     let pid = core.process.as_ref().map(|p| p.pid);
+    let frames: Vec<Vec<FrameReport>> = stacks.par_iter().map(|stack| frames(process, &symbolizer, stack)).collect();
+
+    let inputs: Vec<waits::ThreadInput<'_>> = core
+        .threads
+        .iter()
+        .zip(&frames)
+        .map(|(t, f)| waits::ThreadInput {
+            tid: t.tid,
+            registers: &t.registers,
+            cursig: t.cursig,
+            functions: f.iter().map(|f| f.function.as_deref().unwrap_or("")).collect(),
+        })
+        .collect();
+    let facts = waits::analyze(process, &symbolizer, &inputs);
+    let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();
+    let deadlocks = WaitForGraph::new(&blocked, &facts.locks).deadlocks();
+    let locks = order_locks(facts.locks.clone(), &deadlocks);
+    let verdict = verdict(&deadlocks, &locks, &facts.threads);
+
+    let keys: Vec<Vec<u64>> = stacks.iter().map(|s| s.frames.iter().map(|f| f.ip).collect()).collect();
+    let groups = groups::group_by_stack(&keys)
+        .into_iter()
+        .map(|idx| Group { tids: idx.iter().map(|&i| core.threads[i].tid).collect(), frames: frames[idx[0]].clone() })
+        .collect();
+
     let threads = core
         .threads
-        .par_iter()
-        .zip(stacks.par_iter())
-        .map(|(t, stack)| ThreadReport {
+        .iter()
+        .zip(stacks.iter())
+        .zip(frames)
+        .zip(facts.threads)
+        .map(|(((t, stack), frames), wait)| ThreadReport {
             tid: t.tid,
             name: (Some(t.tid) == pid).then(|| core.process.as_ref().map(|p| p.name.clone())).flatten().filter(|n| !n.is_empty()),
             signalled: t.signalled,
-            frames: frames(process, &symbolizer, stack),
+            frames,
             stack_end: stack_end(&stack.end),
+            state: wait.state,
+            blocked_on: wait.blocked_on,
         })
         .collect();
+    let mut diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
+    diagnostics.extend(facts.diagnostics);
     Report {
         schema_version: SCHEMA_VERSION,
         knot_version: env!("CARGO_PKG_VERSION").to_string(),
         dump: dump_info(process),
+        verdict,
+        deadlocks,
+        locks,
+        groups,
         threads,
         modules: process.modules.iter().map(module_report).collect(),
-        diagnostics: process.all_diagnostics().cloned().collect(),
+        diagnostics,
+    }
+}
+
+/// Locks in deadlocks first (in cycle order), then the most waited-for.
+fn order_locks(mut locks: Vec<LockFact>, deadlocks: &[crate::graph::Deadlock]) -> Vec<LockFact> {
+    let rank = |l: &LockFact| deadlocks.iter().flat_map(|d| d.locks.iter()).position(|id| *id == l.id).unwrap_or(usize::MAX);
+    locks.sort_by(|a, b| rank(a).cmp(&rank(b)).then(b.waiter_tids.len().cmp(&a.waiter_tids.len())).then(a.id.cmp(&b.id)));
+    locks
+}
+
+fn verdict(deadlocks: &[crate::graph::Deadlock], locks: &[LockFact], threads: &[waits::ThreadWait]) -> Verdict {
+    let exclusive = |l: &&LockFact| matches!(l.kind.as_str(), "mutex" | "rwlock" | "futex" | "join");
+    if !deadlocks.is_empty() {
+        Verdict::Deadlock
+    } else if locks.iter().filter(exclusive).any(|l| !l.waiter_tids.is_empty()) {
+        Verdict::Contention
+    } else if threads.iter().any(|t| matches!(t.state, ThreadState::Io { .. })) {
+        Verdict::BlockedOnIo
+    } else if threads.iter().any(|t| t.state.is_blocked()) {
+        Verdict::Idle
+    } else {
+        Verdict::NothingBlocked
     }
 }
 
@@ -153,7 +212,3 @@ fn module_report(m: &crate::process::Module) -> ModuleReport {
     }
 }
 
-/// Paths given on the command line for module lookup.
-pub fn locator(sysroot: Option<PathBuf>, debug_dirs: Vec<PathBuf>) -> Locator {
-    Locator { sysroot, debug_dirs, no_default_debug_dir: false }
-}

@@ -3,6 +3,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use knot::analysis::{self, Options};
+use knot::process::Locator;
 use knot::report::{self, text::TextOptions};
 use std::io::Write;
 use std::path::PathBuf;
@@ -40,6 +41,13 @@ struct AnalyzeArgs {
     /// Directory with separate debug files (`.build-id/xx/yyyy.debug`); may repeat. /usr/lib/debug is searched last.
     #[arg(long = "debug-dir", value_name = "DIR")]
     debug_dirs: Vec<PathBuf>,
+    /// Directory searched for module files by name when they are not at the path the dump
+    /// records (or are another build there); may repeat. Like gdb's solib-search-path.
+    #[arg(long = "search-dir", value_name = "DIR")]
+    search_dirs: Vec<PathBuf>,
+    /// The program that was dumped, wherever the dump says it was (`gdb PROGRAM CORE`).
+    #[arg(long, value_name = "FILE")]
+    exe: Option<PathBuf>,
     /// Show at most N frames per stack in the text report.
     #[arg(long, value_name = "N")]
     max_frames: Option<usize>,
@@ -73,7 +81,8 @@ fn main() -> ExitCode {
 }
 
 fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
-    let opts = Options { locator: analysis::locator(args.sysroot, args.debug_dirs), ..Options::default() };
+    let locator = Locator { sysroot: args.sysroot, debug_dirs: args.debug_dirs, search_dirs: args.search_dirs, executable: args.exe, no_default_debug_dir: false };
+    let opts = Options { locator, ..Options::default() };
     let report = analysis::analyze(&args.core, &opts)?;
     let rendered = match args.format {
         Format::Text => report::text::render(&report, &TextOptions { max_frames: args.max_frames }),

@@ -114,8 +114,11 @@ pub fn discover(core: &Core, locator: &Locator, diagnostics: &mut Vec<Diagnostic
                 .collect()
         }
     };
+    // The executable is the image holding the program headers the kernel passed in AT_PHDR.
+    let exe_phdr = core.auxv.get(auxv::AT_PHDR);
     for f in found {
-        if let Some(m) = open_module(core, locator, f, diagnostics) {
+        let is_exe = exe_phdr.is_some_and(|a| f.ranges.iter().any(|r| a >= r.start && a < r.end) || (f.ranges.is_empty() && a & !0xfff == f.header_addr));
+        if let Some(m) = open_module(core, locator, f, is_exe, diagnostics) {
             modules.push(m);
         }
     }
@@ -126,10 +129,50 @@ pub fn discover(core: &Core, locator: &Locator, diagnostics: &mut Vec<Diagnostic
     modules
 }
 
-fn open_module(core: &Core, locator: &Locator, f: Found, diagnostics: &mut Vec<Diagnostic>) -> Option<Module> {
-    let disk_path = locator.module_path(&f.path);
-    let opened = ElfFile::open(&disk_path);
+/// Opens the first candidate file whose build-id matches the dump's (any readable ELF file when
+/// the dump has no build-id). Returns the file, or the error for the best candidate.
+fn open_matching(candidates: &[std::path::PathBuf], want: Option<&[u8]>) -> (std::path::PathBuf, Result<ElfFile, super::elf_file::ElfFileError>) {
+    let mut first: Option<(std::path::PathBuf, Result<ElfFile, super::elf_file::ElfFileError>)> = None;
+    for cand in candidates {
+        let opened = ElfFile::open(cand);
+        match (&opened, want) {
+            (Ok(file), Some(id)) if file.build_id.as_deref() != Some(id) => {}
+            (Ok(_), _) => return (cand.clone(), opened),
+            (Err(super::elf_file::ElfFileError::Open { .. }), _) => {}
+            (Err(_), _) => {}
+        }
+        // Remember the most telling failure: a file that exists beats one that does not.
+        let better = match (&first, &opened) {
+            (None, _) => true,
+            (Some((_, Err(super::elf_file::ElfFileError::Open { .. }))), r) => !matches!(r, Err(super::elf_file::ElfFileError::Open { .. })),
+            _ => false,
+        };
+        if better {
+            first = Some((cand.clone(), opened));
+        }
+    }
+    first.unwrap_or_else(|| {
+        let p = candidates.first().cloned().unwrap_or_default();
+        let err = super::elf_file::ElfFileError::Open { path: p.clone(), source: std::io::Error::from(std::io::ErrorKind::NotFound) };
+        (p, Err(err))
+    })
+}
+
+fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, diagnostics: &mut Vec<Diagnostic>) -> Option<Module> {
+    // The headers in dump memory identify what ran; the file is chosen to match them.
     let mem_phdrs = phdrs_in_memory(core, f.header_addr);
+    let mem_bias = mem_phdrs.as_deref().and_then(link_base).map(|b| f.header_addr.wrapping_sub(b));
+    let dump_id = match (&mem_phdrs, mem_bias) {
+        (Some(p), Some(b)) => build_id_in_memory(core, p, b),
+        _ => None,
+    };
+    let mut candidates = locator.module_candidates(&f.path);
+    if is_executable {
+        if let Some(exe) = &locator.executable {
+            candidates.insert(0, exe.clone());
+        }
+    }
+    let (disk_path, opened) = open_matching(&candidates, dump_id.as_deref());
     let phdrs = match (&mem_phdrs, &opened) {
         (Some(p), _) => p.clone(),
         (None, Ok(file)) => phdrs_in_file(file),
@@ -144,7 +187,6 @@ fn open_module(core: &Core, locator: &Locator, f: Found, diagnostics: &mut Vec<D
         }
     };
     let bias = f.header_addr.wrapping_sub(link_base(&phdrs)?);
-    let dump_id = mem_phdrs.as_deref().and_then(|p| build_id_in_memory(core, p, bias));
 
     let mut ranges = f.ranges;
     if ranges.is_empty() {

@@ -16,6 +16,11 @@ pub struct Locator {
     pub debug_dirs: Vec<PathBuf>,
     /// Leave out [`DEFAULT_DEBUG_DIR`] (for reproducible tests on committed samples).
     pub no_default_debug_dir: bool,
+    /// Directories searched for a module by its file name when it is not at its recorded path
+    /// (or the file there is another build), like gdb's `solib-search-path`.
+    pub search_dirs: Vec<PathBuf>,
+    /// The executable to use, whatever path the dump records (`gdb PROGRAM CORE`).
+    pub executable: Option<PathBuf>,
 }
 
 impl Locator {
@@ -25,6 +30,16 @@ impl Locator {
             Some(root) => root.join(dump_path.trim_start_matches('/')),
             None => PathBuf::from(dump_path),
         }
+    }
+
+    /// Every place the module file may be, best first: the recorded path (under the sysroot),
+    /// then each search directory with the file's name. Build-ids decide among them.
+    pub fn module_candidates(&self, dump_path: &str) -> Vec<PathBuf> {
+        let mut out = vec![self.module_path(dump_path)];
+        if let Some(name) = Path::new(dump_path).file_name() {
+            out.extend(self.search_dirs.iter().map(|d| d.join(name)));
+        }
+        out
     }
 
     fn debug_dirs(&self) -> impl Iterator<Item = PathBuf> + '_ {

@@ -3,7 +3,9 @@
 
 use super::hex::Hex;
 use crate::diagnostics::Diagnostic;
+use crate::graph::Deadlock;
 use crate::unwind::Trust;
+use crate::waits::{LockFact, ThreadState};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -16,6 +18,14 @@ pub struct Report {
     /// The knot version that wrote this report.
     pub knot_version: String,
     pub dump: DumpInfo,
+    /// The one-line answer: deadlock, contention, blocked_on_io, idle or nothing_blocked.
+    pub verdict: Verdict,
+    /// Every wait-for cycle; each is a deadlock.
+    pub deadlocks: Vec<Deadlock>,
+    /// Every lock some thread is blocked on, most contended first.
+    pub locks: Vec<LockFact>,
+    /// Threads with identical stacks, largest group first.
+    pub groups: Vec<Group>,
     /// In the order the core lists them (the signalled thread first, for kernel cores).
     pub threads: Vec<ThreadReport>,
     pub modules: Vec<ModuleReport>,
@@ -59,6 +69,45 @@ pub struct ThreadReport {
     pub frames: Vec<FrameReport>,
     /// Why the walk stopped; `complete` is true only when it reached the thread's first frame.
     pub stack_end: StackEndReport,
+    /// What the thread was doing, from its registers.
+    pub state: ThreadState,
+    /// The id of the lock (in `locks`) the thread is blocked on.
+    pub blocked_on: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// At least one wait-for cycle: those threads can never move again.
+    Deadlock,
+    /// Threads wait for locks other threads hold, without a cycle (a convoy).
+    Contention,
+    /// Blocked threads wait on I/O, not on each other.
+    BlockedOnIo,
+    /// Threads sleep, poll or wait on condition variables; nobody waits for a lock's owner.
+    Idle,
+    /// No thread is blocked.
+    NothingBlocked,
+}
+
+impl Verdict {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verdict::Deadlock => "deadlock",
+            Verdict::Contention => "contention",
+            Verdict::BlockedOnIo => "blocked on I/O",
+            Verdict::Idle => "idle",
+            Verdict::NothingBlocked => "nothing blocked",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Group {
+    /// Threads whose stacks are identical (same frames at the same instruction pointers).
+    pub tids: Vec<u32>,
+    /// The shared stack.
+    pub frames: Vec<FrameReport>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]

@@ -7,3 +7,6 @@ impl<'p> Symbolizer<'p> {
     pub fn new(p: &'p Process) -> Self { Symbolizer { _p: p } }
     pub fn symbolize(&self, _addr: u64, _ret: bool) -> Symbolized { Symbolized { module: None, frames: vec![] } }
 }
+impl<'p> Symbolizer<'p> {
+    pub fn data_symbol(&self, _addr: u64) -> Option<(String, u64)> { None }
+}

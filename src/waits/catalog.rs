@@ -1,0 +1,218 @@
+//! The lock families knot recognises, read from the data files in `analyzers/` (compiled in).
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+/// The engine's reader for a family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    Mutex,
+    Rwlock,
+    Cond,
+    Sem,
+    Join,
+    /// A bare futex word with no owner field (glibc internal locks, Rust std locks).
+    FutexWord,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Mutex => "mutex",
+            Kind::Rwlock => "rwlock",
+            Kind::Cond => "cond",
+            Kind::Sem => "sem",
+            Kind::Join => "join",
+            Kind::FutexWord => "futex",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct FileData {
+    library: Library,
+    family: Vec<FamilyData>,
+    layout: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Library {
+    pub name: String,
+    /// File name of the module the family's code lives in ("" when it is linked into programs).
+    pub module: String,
+    pub min_version: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct FamilyData {
+    kind: Kind,
+    entry: Vec<String>,
+    futex_offsets: Vec<u64>,
+    layout: String,
+    label: Option<String>,
+    #[serde(default)]
+    infer_owner: bool,
+}
+
+/// A structure layout: field name → byte offset, and `size`.
+#[derive(Debug, Clone, Default)]
+pub struct Layout {
+    pub name: String,
+    fields: BTreeMap<String, u64>,
+}
+
+impl Layout {
+    pub fn size(&self) -> u64 {
+        self.fields.get("size").copied().unwrap_or(0)
+    }
+
+    /// A field's offset; the data files are checked by a test to have every field the engine reads.
+    pub fn offset(&self, field: &str) -> Option<u64> {
+        self.fields.get(field).copied()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Family {
+    pub library: Library,
+    pub kind: Kind,
+    pub entry: Vec<String>,
+    pub futex_offsets: Vec<u64>,
+    pub layout: Layout,
+    /// How the report names a lock of this family, when it is not a plain pthread type.
+    pub label: String,
+    pub infer_owner: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub families: Vec<Family>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("analyzer data {file}: {reason}")]
+    Invalid { file: &'static str, reason: String },
+}
+
+const FILES: &[(&str, &str)] =
+    &[("analyzers/glibc.toml", include_str!("../../analyzers/glibc.toml")), ("analyzers/rust-std.toml", include_str!("../../analyzers/rust-std.toml"))];
+
+impl Catalog {
+    pub fn parse(file: &'static str, text: &str) -> Result<Vec<Family>, CatalogError> {
+        let bad = |reason: String| CatalogError::Invalid { file, reason };
+        let data: FileData = toml::from_str(text).map_err(|e| bad(e.to_string()))?;
+        data.family
+            .into_iter()
+            .map(|f| {
+                let fields = data.layout.get(&f.layout).ok_or_else(|| bad(format!("layout {} is not defined", f.layout)))?;
+                if f.futex_offsets.is_empty() || f.entry.is_empty() {
+                    return Err(bad(format!("family {:?} needs entry functions and futex offsets", f.kind)));
+                }
+                Ok(Family {
+                    library: data.library.clone(),
+                    kind: f.kind,
+                    entry: f.entry,
+                    futex_offsets: f.futex_offsets,
+                    layout: Layout { name: f.layout.clone(), fields: fields.clone() },
+                    label: f.label.unwrap_or_else(|| format!("pthread {}", f.kind.as_str())),
+                    infer_owner: f.infer_owner,
+                })
+            })
+            .collect()
+    }
+
+    /// The families in `analyzers/`, parsed once.
+    pub fn builtin() -> Result<&'static Catalog, &'static CatalogError> {
+        static CATALOG: OnceLock<Result<Catalog, CatalogError>> = OnceLock::new();
+        CATALOG
+            .get_or_init(|| {
+                let mut families = Vec::new();
+                for (file, text) in FILES {
+                    families.extend(Catalog::parse(file, text)?);
+                }
+                Ok(Catalog { families })
+            })
+            .as_ref()
+    }
+
+    /// The family a blocked thread is in, from its innermost `depth` frames (innermost first),
+    /// with the index of the frame that matched. A lock type's own entry (a pthread mutex) wins
+    /// over a bare futex word met further in (its `__lll_lock_wait`): the innermost typed match,
+    /// else the innermost bare one.
+    pub fn recognise<'a, I: IntoIterator<Item = &'a str>>(&self, functions: I, depth: usize) -> Option<(&Family, usize)> {
+        let mut bare = None;
+        for (i, name) in functions.into_iter().take(depth).enumerate() {
+            let name = strip_generics(name);
+            if let Some(f) = self.families.iter().find(|f| f.entry.iter().any(|e| *e == name)) {
+                if f.kind != Kind::FutexWord {
+                    return Some((f, i));
+                }
+                bare.get_or_insert((f, i));
+            }
+        }
+        bare
+    }
+}
+
+/// `Mutex<T>::lock_contended` → `Mutex::lock_contended`: entries are written without generics.
+fn strip_generics(name: &str) -> std::borrow::Cow<'_, str> {
+    if !name.contains('<') {
+        return name.into();
+    }
+    let mut out = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_data_parses_and_has_the_fields_the_engine_reads() {
+        let catalog = Catalog::builtin().unwrap();
+        let needs: &[(Kind, &[&str])] = &[
+            (Kind::Mutex, &["lock", "count", "owner", "kind"]),
+            (Kind::Rwlock, &["readers", "cur_writer", "shared", "flags"]),
+            (Kind::Cond, &["wrefs"]),
+            (Kind::Sem, &["value", "nwaiters"]),
+        ];
+        for (kind, fields) in needs {
+            let f = catalog.families.iter().find(|f| f.kind == *kind).unwrap();
+            for field in *fields {
+                assert!(f.layout.offset(field).is_some(), "{kind:?} layout lacks {field}");
+            }
+            assert!(f.layout.size() > 0);
+        }
+    }
+
+    #[test]
+    fn the_innermost_entry_decides() {
+        let c = Catalog::builtin().unwrap();
+        let mutex = ["futex_wait", "__GI___lll_lock_wait", "lll_mutex_lock_optimized", "___pthread_mutex_lock", "worker"];
+        let (f, i) = c.recognise(mutex.iter().copied(), 12).unwrap();
+        assert_eq!((f.kind, i), (Kind::Mutex, 2));
+        let internal = ["futex_wait", "__GI___lll_lock_wait_private", "_IO_flockfile", "puts"];
+        assert_eq!(c.recognise(internal.iter().copied(), 12).unwrap().0.kind, Kind::FutexWord);
+        let rust = ["syscall", "std::sys::pal::unix::futex::futex_wait", "std::sys::sync::mutex::futex::Mutex::lock_contended"];
+        assert_eq!(c.recognise(rust.iter().copied(), 12).unwrap().0.label, "Rust std::sync::Mutex");
+        assert!(c.recognise(["nanosleep", "main"].iter().copied(), 12).is_none());
+    }
+
+    #[test]
+    fn malformed_data_is_an_error_naming_the_file() {
+        let err = Catalog::parse("x.toml", "[library]\nname='a'\nmodule=''\nmin_version='1'\n[[family]]\nkind='mutex'\nentry=['f']\nfutex_offsets=[0]\nlayout='nope'\n[layout]\n").unwrap_err();
+        assert!(err.to_string().contains("x.toml") && err.to_string().contains("nope"));
+    }
+}

@@ -1,0 +1,44 @@
+//! Offering a candidate owner for a lock that records none (Rust's std locks, glibc's internal
+//! ones): a thread that holds such a lock keeps a guard pointing at it on its stack. A pointer
+//! into the lock on exactly one other thread's stack makes that thread the *inferred* owner —
+//! reported as such, with the evidence, never as a fact.
+
+use crate::process::{Memory, Process};
+
+/// How far before the futex word a guard's pointer may point (the lock structure's start).
+const LOCK_SPAN_BEFORE: u64 = 64;
+/// Words of stack searched per thread at most.
+const MAX_STACK_WORDS: u64 = 128 * 1024;
+
+pub struct StackRange {
+    pub tid: u32,
+    pub sp: u64,
+}
+
+/// Threads (other than `exclude`) whose stack holds a pointer into `[futex - 64, futex]`, with
+/// the stack address of the first such pointer.
+pub fn pointer_holders(process: &Process, stacks: &[StackRange], futex: u64, exclude: &[u32]) -> Vec<(u32, u64, u64)> {
+    let lo = futex.saturating_sub(LOCK_SPAN_BEFORE);
+    let mut out = Vec::new();
+    for s in stacks.iter().filter(|s| !exclude.contains(&s.tid)) {
+        let Some(seg) = process.core.segments.find(s.sp) else { continue };
+        let end = seg.end().min(s.sp.saturating_add(MAX_STACK_WORDS * 8));
+        let mut at = s.sp & !7;
+        'scan: while at < end {
+            let Ok(chunk) = process.chunk(at, (end - at) as usize) else { break };
+            for (i, w) in chunk.chunks_exact(8).enumerate() {
+                let v = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+                if v >= lo && v <= futex {
+                    out.push((s.tid, at + i as u64 * 8, v));
+                    break 'scan;
+                }
+            }
+            let whole = (chunk.len() as u64) & !7;
+            if whole == 0 {
+                break;
+            }
+            at += whole;
+        }
+    }
+    out
+}

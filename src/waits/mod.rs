@@ -1,0 +1,203 @@
+//! Waits: from thread states and memory to lock facts — who waits on which lock, who holds it,
+//! and how that is known. The knowledge of each lock family is data (`analyzers/`); this module
+//! is the engine that applies it.
+
+pub mod catalog;
+mod infer;
+pub mod lock;
+mod readers;
+pub mod state;
+
+pub use lock::{LockFact, Owner};
+pub use state::ThreadState;
+
+use crate::arch::x86_64::Registers;
+use crate::diagnostics::Diagnostic;
+use crate::process::Process;
+use crate::report::Hex;
+use crate::symbols::Symbolizer;
+use catalog::{Catalog, Family, Kind};
+use std::collections::BTreeMap;
+
+/// How many innermost frames are searched for a lock family's entry function.
+const RECOGNITION_DEPTH: usize = 16;
+
+/// One thread, as the wait analysis needs it.
+pub struct ThreadInput<'a> {
+    pub tid: u32,
+    pub registers: &'a Registers,
+    pub cursig: u16,
+    /// Function names, innermost first, inlined frames included ("" when unknown).
+    pub functions: Vec<&'a str>,
+}
+
+/// What the analysis found for one thread.
+#[derive(Debug, Clone)]
+pub struct ThreadWait {
+    pub state: ThreadState,
+    /// The lock it is blocked on (an id in `WaitFacts::locks`).
+    pub blocked_on: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct WaitFacts {
+    /// In the order of the input threads.
+    pub threads: Vec<ThreadWait>,
+    /// Sorted by id.
+    pub locks: Vec<LockFact>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// A lock being assembled from its waiters.
+struct Pending<'c> {
+    family: Option<&'c Family>,
+    address: Option<u64>,
+    join_target: Option<u32>,
+    waiters: Vec<u32>,
+    evidence: Vec<String>,
+}
+
+pub fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[ThreadInput<'_>]) -> WaitFacts {
+    let mut facts = WaitFacts::default();
+    let catalog = match Catalog::builtin() {
+        Ok(c) => c,
+        Err(e) => {
+            facts.diagnostics.push(Diagnostic::warning("waits", format!("lock analyzers unavailable: {e}")));
+            &EMPTY
+        }
+    };
+    let tids: Vec<u32> = threads.iter().map(|t| t.tid).collect();
+    let mut pending: BTreeMap<String, Pending<'_>> = BTreeMap::new();
+
+    for t in threads {
+        let state = state::classify(t.registers, t.cursig, process);
+        let recognised = catalog.recognise(t.functions.iter().copied(), RECOGNITION_DEPTH);
+        let blocked_on = match (&state, recognised) {
+            (ThreadState::Futex { address, expected, .. }, Some((family, frame))) => {
+                let futex = address.0;
+                let lock_addr = locate(family, process, futex, *expected);
+                let join_target = (family.kind == Kind::Join).then_some(*expected);
+                let id = match join_target {
+                    Some(tid) => format!("join@{tid}"),
+                    None => format!("{}@{lock_addr:#x}", family.kind.as_str()),
+                };
+                let entry = pending.entry(id.clone()).or_insert_with(|| Pending {
+                    family: Some(family),
+                    address: Some(lock_addr),
+                    join_target,
+                    waiters: Vec::new(),
+                    evidence: Vec::new(),
+                });
+                entry.waiters.push(t.tid);
+                entry.evidence.push(format!(
+                    "thread {} is in futex wait on {futex:#x} (expecting {expected:#x}) under {} (frame #{frame})",
+                    t.tid,
+                    t.functions.get(frame).copied().unwrap_or("?")
+                ));
+                Some(id)
+            }
+            (ThreadState::Futex { address, expected, .. }, None) => {
+                // A futex no analyzer knows: still a wait, on an unnamed word.
+                let id = format!("futex@{:#x}", address.0);
+                let entry = pending.entry(id.clone()).or_insert_with(|| Pending {
+                    family: None,
+                    address: Some(address.0),
+                    join_target: None,
+                    waiters: Vec::new(),
+                    evidence: Vec::new(),
+                });
+                entry.waiters.push(t.tid);
+                entry.evidence.push(format!("thread {} is in futex wait on {:#x} (expecting {expected:#x}); no analyzer recognises its frames", t.tid, address.0));
+                Some(id)
+            }
+            (_, Some((family, frame))) => {
+                facts.diagnostics.push(Diagnostic::info(
+                    "waits",
+                    format!(
+                        "thread {} is inside {} (frame #{frame}) but not waiting on a futex ({}): spinning or about to block",
+                        t.tid,
+                        family.label,
+                        state.label()
+                    ),
+                ));
+                None
+            }
+            _ => None,
+        };
+        facts.threads.push(ThreadWait { state, blocked_on });
+    }
+
+    let stacks: Vec<infer::StackRange> = threads.iter().map(|t| infer::StackRange { tid: t.tid, sp: t.registers.rsp }).collect();
+    for (id, p) in pending {
+        facts.locks.push(finish(process, symbolizer, &tids, &stacks, id, p));
+    }
+    facts
+}
+
+static EMPTY: Catalog = Catalog { families: Vec::new() };
+
+/// The lock's address from the futex word a waiter sleeps on: the first candidate offset the
+/// lock's layout finds plausible, else the first offset.
+fn locate(family: &Family, process: &Process, futex: u64, expected: u32) -> u64 {
+    let candidates = family.futex_offsets.iter().filter_map(|&off| futex.checked_sub(off));
+    candidates.clone().find(|&a| readers::plausible(family, process, a, futex, expected)).or_else(|| candidates.clone().next()).unwrap_or(futex)
+}
+
+fn finish(process: &Process, symbolizer: &Symbolizer<'_>, tids: &[u32], stacks: &[infer::StackRange], id: String, mut p: Pending<'_>) -> LockFact {
+    p.waiters.sort_unstable();
+    p.waiters.dedup();
+    let addr = p.address.unwrap_or(0);
+    let name = p.address.filter(|_| p.join_target.is_none()).and_then(|a| symbolizer.data_symbol(a)).map(|(n, off)| if off == 0 { n } else { format!("{n}+{off:#x}") });
+    let (kind, mut label, mut owner, recursion, readers) = match p.family {
+        Some(family) => {
+            let r = readers::read(family, process, addr, p.join_target, tids);
+            p.evidence.push(r.evidence);
+            let mut owner = r.owner;
+            if family.infer_owner && matches!(owner, Owner::Unknown { .. }) {
+                owner = infer_owner(process, stacks, addr, &p.waiters, &mut p.evidence).unwrap_or(owner);
+            }
+            (family.kind.as_str().to_string(), r.label.unwrap_or_else(|| family.label.clone()), owner, r.recursion, r.readers)
+        }
+        None => (
+            "futex".to_string(),
+            "futex word (no analyzer recognises the waiters' frames)".to_string(),
+            Owner::Unknown { why: "no analyzer knows this lock's layout".into() },
+            None,
+            None,
+        ),
+    };
+    if let Owner::Exited { tid } = owner {
+        label.push_str(&format!(", owner thread {tid} has exited"));
+        owner = Owner::Exited { tid };
+    }
+    LockFact {
+        id,
+        kind,
+        label,
+        address: p.address.map(Hex),
+        name,
+        owner_tid: owner.tid(),
+        owner,
+        waiter_tids: p.waiters,
+        evidence: p.evidence,
+        recursion,
+        readers,
+    }
+}
+
+fn infer_owner(process: &Process, stacks: &[infer::StackRange], addr: u64, waiters: &[u32], evidence: &mut Vec<String>) -> Option<Owner> {
+    let holders = infer::pointer_holders(process, stacks, addr, waiters);
+    for (tid, at, value) in &holders {
+        evidence.push(format!("thread {tid}'s stack holds {value:#x} (a pointer into the lock) at {at:#x}"));
+    }
+    match holders.as_slice() {
+        [(tid, at, _)] => Some(Owner::Inferred {
+            tid: *tid,
+            evidence: format!("the only other thread whose stack points into the lock (at {at:#x}), as a guard would"),
+        }),
+        [] => Some(Owner::Unknown { why: "the lock records no owner, and no other thread's stack points into it".into() }),
+        _ => Some(Owner::Unknown {
+            why: format!("the lock records no owner; {} threads' stacks point into it: {:?}", holders.len(), holders.iter().map(|h| h.0).collect::<Vec<_>>()),
+        }),
+    }
+}

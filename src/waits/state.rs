@@ -1,0 +1,194 @@
+//! What a thread was doing at the moment of the dump, from its registers alone: inside a syscall
+//! (`orig_rax` holds its number and `rip` follows a `syscall` instruction), and which one.
+
+use crate::arch::x86_64::Registers;
+use crate::process::Memory;
+use crate::report::Hex;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+pub const SYS_FUTEX: u64 = 202;
+pub const SYS_FUTEX_WAITV: u64 = 449;
+
+const FUTEX_CMD_MASK: u64 = 0x7f;
+const FUTEX_PRIVATE_FLAG: u64 = 128;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ThreadState {
+    /// Not inside a syscall: on a CPU or runnable when the dump was taken.
+    Running,
+    /// Waiting on a futex word.
+    Futex {
+        address: Hex,
+        /// The value the thread expects the word to hold while it sleeps (FUTEX_WAIT's `val`).
+        expected: u32,
+        /// The futex operation (`FUTEX_WAIT`, `FUTEX_WAIT_BITSET`, `FUTEX_LOCK_PI`, …).
+        op: String,
+        private: bool,
+    },
+    /// Waiting on several futexes at once (futex_waitv).
+    FutexWaitv,
+    /// Waiting for file descriptors to become ready (poll, select, epoll).
+    Polling { syscall: String },
+    /// Sleeping for a time (nanosleep, clock_nanosleep) or until a signal (pause, sigsuspend).
+    Sleeping { syscall: String },
+    /// Blocked reading, writing, accepting or connecting on a file descriptor.
+    Io { syscall: String, fd: i64 },
+    /// Waiting for a child process (wait4, waitid).
+    WaitingForChild { syscall: String },
+    /// Stopped by a job-control signal.
+    Stopped { signal: u16 },
+    /// Inside another syscall.
+    Syscall { number: u64, name: String },
+}
+
+impl ThreadState {
+    /// One word for summaries and the text report.
+    pub fn label(&self) -> String {
+        match self {
+            ThreadState::Running => "running".into(),
+            ThreadState::Futex { address, .. } => format!("futex wait on {address}"),
+            ThreadState::FutexWaitv => "futex_waitv".into(),
+            ThreadState::Polling { syscall } => format!("polling ({syscall})"),
+            ThreadState::Sleeping { syscall } => format!("sleeping ({syscall})"),
+            ThreadState::Io { syscall, fd } => format!("in I/O ({syscall} on fd {fd})"),
+            ThreadState::WaitingForChild { syscall } => format!("waiting for a child ({syscall})"),
+            ThreadState::Stopped { signal } => format!("stopped (signal {signal})"),
+            ThreadState::Syscall { name, .. } => format!("in syscall {name}"),
+        }
+    }
+
+    pub fn is_blocked(&self) -> bool {
+        !matches!(self, ThreadState::Running)
+    }
+}
+
+fn name(nr: u64) -> &'static str {
+    match nr {
+        0 => "read",
+        1 => "write",
+        7 => "poll",
+        17 => "pread64",
+        18 => "pwrite64",
+        19 => "readv",
+        20 => "writev",
+        23 => "select",
+        24 => "sched_yield",
+        34 => "pause",
+        35 => "nanosleep",
+        42 => "connect",
+        43 => "accept",
+        44 => "sendto",
+        45 => "recvfrom",
+        46 => "sendmsg",
+        47 => "recvmsg",
+        61 => "wait4",
+        65 => "semop",
+        70 => "msgrcv",
+        128 => "rt_sigtimedwait",
+        130 => "rt_sigsuspend",
+        202 => "futex",
+        220 => "semtimedop",
+        230 => "clock_nanosleep",
+        232 => "epoll_wait",
+        247 => "waitid",
+        270 => "pselect6",
+        271 => "ppoll",
+        281 => "epoll_pwait",
+        288 => "accept4",
+        441 => "epoll_pwait2",
+        449 => "futex_waitv",
+        _ => "unknown",
+    }
+}
+
+fn futex_op(op: u64) -> &'static str {
+    match op & FUTEX_CMD_MASK {
+        0 => "FUTEX_WAIT",
+        6 => "FUTEX_LOCK_PI",
+        9 => "FUTEX_WAIT_BITSET",
+        11 => "FUTEX_WAIT_REQUEUE_PI",
+        13 => "FUTEX_LOCK_PI2",
+        _ => "FUTEX_OTHER",
+    }
+}
+
+/// Job-control stops.
+fn is_stop_signal(sig: u16) -> bool {
+    matches!(sig, 19 | 20 | 21 | 22)
+}
+
+/// Whether the two bytes before `rip` are `syscall` (0f 05): the kernel reports `rip` just past it.
+fn after_syscall_instruction(memory: &dyn Memory, rip: u64) -> bool {
+    let mut b = [0u8; 2];
+    rip.checked_sub(2).is_some_and(|at| memory.read(at, &mut b).is_ok()) && b == [0x0f, 0x05]
+}
+
+pub fn classify(regs: &Registers, cursig: u16, memory: &dyn Memory) -> ThreadState {
+    if is_stop_signal(cursig) {
+        return ThreadState::Stopped { signal: cursig };
+    }
+    let Some(nr) = regs.syscall_number() else { return ThreadState::Running };
+    // orig_rax alone can be stale after a signal restarts a call; the instruction confirms it.
+    // When the code is not readable, trust orig_rax: it is what the kernel recorded.
+    let mut b = [0u8; 2];
+    let readable = regs.rip.checked_sub(2).is_some_and(|at| memory.read(at, &mut b).is_ok());
+    if readable && !after_syscall_instruction(memory, regs.rip) {
+        return ThreadState::Running;
+    }
+    let syscall = name(nr).to_string();
+    match nr {
+        SYS_FUTEX => ThreadState::Futex {
+            address: Hex(regs.rdi),
+            expected: regs.rdx as u32,
+            op: futex_op(regs.rsi).to_string(),
+            private: regs.rsi & FUTEX_PRIVATE_FLAG != 0,
+        },
+        SYS_FUTEX_WAITV => ThreadState::FutexWaitv,
+        7 | 23 | 232 | 270 | 271 | 281 | 441 => ThreadState::Polling { syscall },
+        34 | 35 | 128 | 130 | 230 => ThreadState::Sleeping { syscall },
+        0 | 1 | 17 | 18 | 19 | 20 | 42 | 43 | 44 | 45 | 46 | 47 | 288 => ThreadState::Io { syscall, fd: regs.rdi as i64 },
+        61 | 247 => ThreadState::WaitingForChild { syscall },
+        _ => ThreadState::Syscall { number: nr, name: syscall },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::RangeMemory;
+
+    fn regs(orig_rax: u64, rip: u64) -> Registers {
+        Registers { orig_rax, rip, rdi: 0x5000, rsi: 128, rdx: 2, ..Default::default() }
+    }
+
+    fn code_with_syscall_at(rip: u64) -> RangeMemory {
+        let mut m = RangeMemory::new();
+        m.add(rip - 2, vec![0x0f, 0x05, 0x90]);
+        m
+    }
+
+    #[test]
+    fn a_futex_wait_names_its_word_and_expected_value() {
+        let s = classify(&regs(202, 0x1002), 0, &code_with_syscall_at(0x1002));
+        assert_eq!(s, ThreadState::Futex { address: Hex(0x5000), expected: 2, op: "FUTEX_WAIT".into(), private: true });
+    }
+
+    #[test]
+    fn outside_a_syscall_is_running() {
+        assert_eq!(classify(&regs(u64::MAX, 0x1002), 0, &code_with_syscall_at(0x1002)), ThreadState::Running);
+        let mut m = RangeMemory::new();
+        m.add(0x1000, vec![0x90, 0x90, 0x90]);
+        assert_eq!(classify(&regs(202, 0x1002), 0, &m), ThreadState::Running, "orig_rax without a syscall instruction");
+    }
+
+    #[test]
+    fn sleeps_and_io_are_told_apart() {
+        let m = code_with_syscall_at(0x1002);
+        assert!(matches!(classify(&regs(230, 0x1002), 0, &m), ThreadState::Sleeping { .. }));
+        assert!(matches!(classify(&regs(0, 0x1002), 0, &m), ThreadState::Io { fd: 0x5000, .. }));
+        assert!(matches!(classify(&regs(61, 0x1002), 0, &m), ThreadState::WaitingForChild { .. }));
+        assert!(matches!(classify(&regs(u64::MAX, 0x1002), 19, &m), ThreadState::Stopped { signal: 19 }));
+    }
+}

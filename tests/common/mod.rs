@@ -1,0 +1,46 @@
+//! Shared by the integration tests: how to read a sample dump with knot the way gdb read it.
+#![allow(dead_code)]
+
+use knot::analysis::{self, Options};
+use knot::process::Locator;
+use knot::report::Report;
+use knot_samples::{Availability, DumpKind, SampleDump};
+
+/// knot's options for a sample: the same files gdb was given (the binary, the sysroot, and a
+/// debug directory that replaces the default one, as gdb's `set debug-file-directory` does).
+pub fn options_for(d: &SampleDump) -> Options {
+    let locator = Locator {
+        sysroot: d.sysroot.clone(),
+        debug_dirs: d.debug_dir.iter().cloned().collect(),
+        no_default_debug_dir: d.debug_dir.is_some(),
+        search_dirs: d.binary.parent().map(|p| vec![p.to_path_buf()]).unwrap_or_default(),
+        executable: Some(d.binary.clone()),
+    };
+    Options { locator, ..Options::default() }
+}
+
+pub fn analyze(d: &SampleDump) -> Report {
+    match analysis::analyze(&d.core, &options_for(d)) {
+        Ok(r) => r,
+        Err(e) => panic!("knot could not read {} ({}): {e}", d.name, d.core.display()),
+    }
+}
+
+/// A dump made on this machine, or `None` after printing why it cannot be made here.
+pub fn made(name: &str, kind: DumpKind) -> Option<SampleDump> {
+    match knot_samples::ensure(name, kind) {
+        Availability::Ready(d) => Some(d),
+        Availability::Skipped(why) => {
+            eprintln!("skipping {name} ({kind}): {why}");
+            None
+        }
+    }
+}
+
+/// The committed dump, which every machine has.
+pub fn committed(name: &str, kind: DumpKind) -> SampleDump {
+    match knot_samples::committed(name, kind) {
+        Some(d) => d,
+        None => panic!("committed sample {name} ({kind}) is missing from samples/dumps"),
+    }
+}

@@ -1,0 +1,133 @@
+//! knot's stacks against gdb's `thread apply all bt` on the same dump: for every thread, the
+//! same functions in the same order, inlined frames included.
+
+mod common;
+
+use knot::report::Report;
+use knot_samples::{gdb_oracle, DumpKind, SampleDump};
+
+/// A function name as both tools are compared: gdb and the demanglers differ in how they spell
+/// closures and generic arguments, not in which function a frame is.
+fn normalize(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '<' if !out.ends_with(' ') || depth > 0 => depth += 1,
+            '>' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out.replace("{{closure}}", "{closure}").split("{closure#").collect::<Vec<_>>().join("{closure").replace("{closure0}", "{closure}")
+}
+
+/// knot's frames as gdb prints them: `??` for unknown, `<signal handler called>` for a signal
+/// trampoline, and nothing past `main` (gdb's default `backtrace past-main off`).
+fn knot_functions(report: &Report, tid: u32) -> Option<Vec<String>> {
+    let t = report.threads.iter().find(|t| t.tid == tid)?;
+    let mut out = Vec::new();
+    for f in &t.frames {
+        let name = if f.signal_frame { "<signal handler called>".to_string() } else { f.function.clone().unwrap_or_else(|| "??".into()) };
+        let is_main = name == "main";
+        out.push(name);
+        if is_main {
+            break;
+        }
+    }
+    Some(out)
+}
+
+/// Every difference between knot's reading and gdb's, as readable lines.
+fn differences(dump: &SampleDump) -> Vec<String> {
+    let report = common::analyze(dump);
+    let gdb = dump.gdb_threads().unwrap_or_else(|e| panic!("oracle for {}: {e:#}", dump.name));
+    assert!(!gdb.is_empty(), "gdb oracle {} lists no threads", dump.gdb_bt.display());
+    let mut diffs = Vec::new();
+    if gdb.len() != report.threads.len() {
+        diffs.push(format!("gdb sees {} threads, knot {}", gdb.len(), report.threads.len()));
+    }
+    for g in &gdb {
+        let Some(k) = knot_functions(&report, g.lwp) else {
+            diffs.push(format!("thread {}: in gdb's reading, missing from knot's", g.lwp));
+            continue;
+        };
+        let want: Vec<String> = g.functions.iter().map(|f| normalize(f)).collect();
+        let have: Vec<String> = k.iter().map(|f| normalize(f)).collect();
+        if want != have {
+            diffs.push(format!("thread {}:\n      gdb:  {}\n      knot: {}", g.lwp, want.join(" ← "), have.join(" ← ")));
+        }
+    }
+    diffs
+}
+
+fn assert_matches_gdb(dump: &SampleDump) {
+    let diffs = differences(dump);
+    assert!(
+        diffs.is_empty(),
+        "{} ({}, {}): knot's stacks differ from gdb's:\n  {}",
+        dump.name,
+        dump.kind,
+        dump.core.display(),
+        diffs.join("\n  ")
+    );
+}
+
+#[test]
+fn committed_dumps_match_gdb() {
+    for &(name, kind) in knot_samples::COMMITTED_SET {
+        assert_matches_gdb(&common::committed(name, kind));
+    }
+}
+
+macro_rules! made_sample_matches_gdb {
+    ($($name:ident),* $(,)?) => {$(
+        #[test]
+        fn $name() {
+            for kind in DumpKind::ALL {
+                if let Some(dump) = common::made(stringify!($name), kind) {
+                    assert_matches_gdb(&dump);
+                }
+            }
+        }
+    )*};
+}
+
+made_sample_matches_gdb!(
+    abba,
+    cycle3,
+    self_relock,
+    convoy,
+    rwlock_writer,
+    recursive,
+    join_cycle,
+    owner_exited,
+    robust_dead_owner,
+    mutex_kinds,
+    condvar_sem,
+    deep_recursion,
+    many_threads,
+    signal_handler,
+    omitfp,
+    stripped,
+    rust_mutex,
+);
+
+#[test]
+fn every_sample_in_the_catalogue_has_an_oracle_test() {
+    let tested = [
+        "abba", "cycle3", "self_relock", "convoy", "rwlock_writer", "recursive", "join_cycle", "owner_exited", "robust_dead_owner",
+        "mutex_kinds", "condvar_sem", "deep_recursion", "many_threads", "signal_handler", "omitfp", "stripped", "rust_mutex",
+    ];
+    for spec in knot_samples::native_samples() {
+        assert!(tested.contains(&spec.name), "sample {} has no gdb-oracle test", spec.name);
+    }
+}
+
+#[test]
+fn normalization_only_touches_spelling() {
+    assert_eq!(normalize("std::sync::poison::mutex::Mutex<i32>::lock<i32>"), "std::sync::poison::mutex::Mutex::lock");
+    assert_eq!(normalize("rust_mutex::main::{{closure}}"), normalize("rust_mutex::main::{closure#0}"));
+    assert_ne!(normalize("worker_ab"), normalize("worker_ba"));
+    let _ = gdb_oracle::parse("");
+}
