@@ -21,7 +21,8 @@ pub fn parse(desc: &[u8]) -> Result<Vec<FileMapping>, String> {
     let Some(table_len) = table_len else {
         return Err(format!("NT_FILE claims {count} mappings, more than its {} bytes hold", desc.len()));
     };
-    let mut names = desc[16 + table_len as usize..].split(|&b| b == 0);
+    // Each path ends with a NUL; a final piece without one is a cut-off path, not a path.
+    let mut names = desc[16 + table_len as usize..].split_inclusive(|&b| b == 0).filter_map(|s| s.strip_suffix(&[0]));
     let mut out = Vec::with_capacity(count as usize);
     for i in 0..count as usize {
         let at = 16 + i * 24;
