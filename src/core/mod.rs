@@ -53,10 +53,26 @@ pub struct CoreThread {
     pub note_offset: u64,
 }
 
+/// The core's bytes: a read-only mapping of the file, or a buffer (fuzzing, tests).
+enum Bytes {
+    Mapped(Mmap),
+    Owned(Box<[u8]>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(b) => b,
+        }
+    }
+}
+
 /// A parsed core file. Memory is read lazily from the mapping.
 pub struct Core {
     path: PathBuf,
-    map: Mmap,
+    map: Bytes,
     pub segments: Segments,
     pub threads: Vec<CoreThread>,
     pub process: Option<ProcessInfo>,
@@ -96,10 +112,19 @@ impl Core {
         // while knot runs, reads past the new end fault (SIGBUS); knot accepts that risk as every
         // mmap-based reader does, and never writes through the mapping.
         let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(open_err)?;
-        Core::from_map(path, map)
+        Core::from_map(path, Bytes::Mapped(map))
     }
 
-    fn from_map(path: PathBuf, map: Mmap) -> Result<Core, CoreError> {
+    /// Parses a core held in memory; `name` stands in for its path in messages.
+    pub fn from_bytes(name: impl Into<PathBuf>, bytes: Vec<u8>) -> Result<Core, CoreError> {
+        let path = name.into();
+        if bytes.is_empty() {
+            return Err(CoreError::Empty { path });
+        }
+        Core::from_map(path, Bytes::Owned(bytes.into_boxed_slice()))
+    }
+
+    fn from_map(path: PathBuf, map: Bytes) -> Result<Core, CoreError> {
         let bytes: &[u8] = &map;
         if bytes.len() < 4 || &bytes[..4] != b"\x7fELF" {
             return Err(CoreError::NotElf { path });
