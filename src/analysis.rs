@@ -16,6 +16,9 @@ pub struct Options {
     pub locator: Locator,
     /// Frames per stack at most (the walk's bound, not a display limit).
     pub max_walk_frames: Option<usize>,
+    /// Only stacks: no lock analysis, no wait-for graph (for measuring, and for dumps where
+    /// only the stacks matter).
+    pub stacks_only: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -53,7 +56,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
             functions: f.iter().map(|f| f.function.as_deref().unwrap_or("")).collect(),
         })
         .collect();
-    let facts = waits::analyze(process, &symbolizer, &inputs);
+    let facts = if opts.stacks_only { waits::states_only(process, &inputs) } else { waits::analyze(process, &symbolizer, &inputs) };
     let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();
     let deadlocks = WaitForGraph::new(&blocked, &facts.locks).deadlocks();
     let locks = order_locks(facts.locks.clone(), &deadlocks);

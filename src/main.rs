@@ -48,6 +48,9 @@ struct AnalyzeArgs {
     /// The program that was dumped, wherever the dump says it was (`gdb PROGRAM CORE`).
     #[arg(long, value_name = "FILE")]
     exe: Option<PathBuf>,
+    /// Only rebuild the stacks: skip lock analysis and the wait-for graph.
+    #[arg(long)]
+    stacks_only: bool,
     /// Show at most N frames per stack in the text report.
     #[arg(long, value_name = "N")]
     max_frames: Option<usize>,
@@ -82,7 +85,7 @@ fn main() -> ExitCode {
 
 fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
     let locator = Locator { sysroot: args.sysroot, debug_dirs: args.debug_dirs, search_dirs: args.search_dirs, executable: args.exe, no_default_debug_dir: false };
-    let opts = Options { locator, ..Options::default() };
+    let opts = Options { locator, stacks_only: args.stacks_only, ..Options::default() };
     let report = analysis::analyze(&args.core, &opts)?;
     let rendered = match args.format {
         Format::Text => report::text::render(&report, &TextOptions { max_frames: args.max_frames }),

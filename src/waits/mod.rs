@@ -134,6 +134,12 @@ pub fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Thread
     facts
 }
 
+/// Each thread's state, without lock analysis.
+pub fn states_only(process: &Process, threads: &[ThreadInput<'_>]) -> WaitFacts {
+    let threads = threads.iter().map(|t| ThreadWait { state: state::classify(t.registers, t.cursig, process), blocked_on: None }).collect();
+    WaitFacts { threads, ..WaitFacts::default() }
+}
+
 static EMPTY: Catalog = Catalog { families: Vec::new() };
 
 /// The lock's address from the futex word a waiter sleeps on: the first candidate offset the
