@@ -1,0 +1,177 @@
+//! DWARF lookups through addr2line: the inline chain and source lines at an address.
+//!
+//! `addr2line::Context` fills its caches through `core::cell::OnceCell`, so it is `Send` but not
+//! `Sync`; each module's context sits behind its own mutex. A lookup holds it for microseconds
+//! once the unit is parsed, and different modules never contend. Everything handed out is owned,
+//! so the lock is released before names are post-processed.
+
+use super::names::{display_name, NameKind};
+use super::{NameSource, SourceFrame};
+use crate::process::ElfFile;
+use gimli::{EndianSlice, RunTimeEndian};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use rustc_hash::FxHashMap;
+use std::sync::{Mutex, PoisonError};
+
+pub type Reader<'p> = EndianSlice<'p, RunTimeEndian>;
+
+pub struct Dwarf<'p> {
+    inner: Mutex<Inner<'p>>,
+    /// Which file the DWARF was read from.
+    pub path: std::path::PathBuf,
+}
+
+struct Inner<'p> {
+    ctx: addr2line::Context<Reader<'p>>,
+    /// Per unit (by section offset): each line-table file as addr2line renders it, and as gdb
+    /// shows it. Filled on a unit's first lookup.
+    files: FxHashMap<usize, Vec<(String, String)>>,
+}
+
+/// Why a lookup gave nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LookupError {
+    /// The DWARF is malformed where the address points.
+    Malformed(String),
+    /// addr2line panicked on this data (caught; the module's DWARF stays usable).
+    Panicked,
+}
+
+impl<'p> Dwarf<'p> {
+    /// The DWARF of the first of `files` that has a `.debug_info`; `None` when none has, or the
+    /// unit index cannot be built.
+    pub fn load(files: impl IntoIterator<Item = &'p ElfFile>) -> Option<Dwarf<'p>> {
+        let file = files.into_iter().find(|f| f.section(".debug_info").is_some_and(|d| !d.is_empty()))?;
+        let load = |id: gimli::SectionId| -> Result<Reader<'p>, gimli::Error> {
+            Ok(EndianSlice::new(file.section(id.name()).unwrap_or(&[]), RunTimeEndian::Little))
+        };
+        let built = catch_unwind(AssertUnwindSafe(|| {
+            let dwarf = gimli::Dwarf::load(load).ok()?;
+            addr2line::Context::from_dwarf(dwarf).ok()
+        }));
+        let ctx = built.ok().flatten()?;
+        Some(Dwarf { inner: Mutex::new(Inner { ctx, files: FxHashMap::default() }), path: file.path().to_path_buf() })
+    }
+
+    /// Appends the frames at link-time address `probe` to `out`, innermost first. A frame whose
+    /// function has no name (code with line information but no subprogram, such as assembly)
+    /// has `function: None`. On an error `out` is left as it was.
+    pub fn frames(&self, probe: u64, out: &mut Vec<SourceFrame>) -> Result<(), LookupError> {
+        let start = out.len();
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let result = catch_unwind(AssertUnwindSafe(|| collect(&mut inner, probe, out)));
+        drop(inner);
+        let result = result.unwrap_or(Err(LookupError::Panicked));
+        if result.is_err() {
+            out.truncate(start);
+        }
+        result
+    }
+}
+
+fn collect(inner: &mut Inner<'_>, probe: u64, out: &mut Vec<SourceFrame>) -> Result<(), LookupError> {
+    let bad = |e: gimli::Error| LookupError::Malformed(e.to_string());
+    let Inner { ctx, files } = inner;
+    let unit_files: &[(String, String)] = match ctx.find_dwarf_and_unit(probe).skip_all_loads() {
+        Some(unit) => files.entry(unit.header.offset().0).or_insert_with(|| line_table_files(unit)),
+        None => &[],
+    };
+    let mut frames = ctx.find_frames(probe).skip_all_loads().map_err(bad)?;
+    while let Some(frame) = frames.next().map_err(bad)? {
+        let (function, raw_name) = match &frame.function {
+            Some(f) => {
+                let raw = f.raw_name().map_err(bad)?;
+                (Some(display_name(&raw, f.language, NameKind::Debug)), Some(raw.into_owned()))
+            }
+            None => (None, None),
+        };
+        let (file, line, column) = match &frame.location {
+            Some(l) => (l.file.map(|f| gdb_file_name(f, unit_files)), l.line, l.column),
+            None => (None, None, None),
+        };
+        out.push(SourceFrame { function, raw_name, file, line, column, inlined: false, function_offset: None, source: NameSource::Dwarf });
+    }
+    Ok(())
+}
+
+fn gdb_file_name(rendered: &str, unit_files: &[(String, String)]) -> String {
+    unit_files.iter().find(|(r, _)| r == rendered).map_or_else(|| rendered.to_string(), |(_, shown)| shown.clone())
+}
+
+/// Every file of the unit's line table: (addr2line's rendering, gdb's name).
+///
+/// addr2line joins the unit's directory, the file's directory and its name. gdb shows the
+/// directory entry and the name (`./nptl/futex-internal.c`, `../sysdeps/nptl/futex-internal.h`,
+/// `/usr/include/stdio.h`; DWARF 5's directory 0 counts, DWARF 4's does not), except that the
+/// file the unit is named after is shown by the unit's `DW_AT_name` (`dl.c`).
+fn line_table_files(unit: gimli::UnitRef<'_, Reader<'_>>) -> Vec<(String, String)> {
+    let Some(program) = &unit.line_program else { return Vec::new() };
+    let header = program.header();
+    let text = |r: Reader<'_>| r.to_string_lossy().into_owned();
+    let attr = |v| unit.attr_string(v).ok().map(text);
+    let comp_dir = unit.comp_dir.map(text);
+    let joined = |p: &str| match &comp_dir {
+        Some(dir) if !is_absolute(p) && !dir.is_empty() => format!("{}/{p}", dir.trim_end_matches('/')),
+        _ => p.to_string(),
+    };
+    let primary = unit.name.map(text).map(|name| (joined(&name), name));
+    let mut out = Vec::with_capacity(header.file_names().len());
+    for file in header.file_names() {
+        let Some(name) = attr(file.path_name()) else { continue };
+        let index = file.directory_index();
+        let directory = file.directory(header).and_then(attr);
+        let mut rendered = comp_dir.clone().unwrap_or_default();
+        if index != 0
+            && let Some(d) = &directory
+        {
+            path_push(&mut rendered, d);
+        }
+        path_push(&mut rendered, &name);
+        let gdb_directory = if header.version() <= 4 && index == 0 { None } else { directory };
+        let mut shown = match gdb_directory {
+            Some(d) if !is_absolute(&name) => format!("{d}/{name}"),
+            _ => name,
+        };
+        if let Some((full, name)) = &primary
+            && joined(&shown) == *full
+        {
+            shown = name.clone();
+        }
+        out.push((rendered, shown));
+    }
+    out
+}
+
+fn is_absolute(p: &str) -> bool {
+    p.starts_with('/') || p.starts_with('\\') || p.get(1..3) == Some(":/") || p.get(1..3) == Some(":\\")
+}
+
+/// addr2line's own path joining, to find its rendering again.
+fn path_push(path: &mut String, p: &str) {
+    if is_absolute(p) {
+        *path = p.to_string();
+    } else {
+        let sep = if path.starts_with('\\') || path.get(1..3) == Some(":\\") { '\\' } else { '/' };
+        if !path.is_empty() && !path.ends_with(sep) {
+            path.push(sep);
+        }
+        path.push_str(p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addr2line_renderings_are_rebuilt() {
+        let mut p = "/tmp/x".to_string();
+        path_push(&mut p, "../sysdeps/nptl");
+        path_push(&mut p, "futex-internal.h");
+        assert_eq!(p, "/tmp/x/../sysdeps/nptl/futex-internal.h");
+        path_push(&mut p, "/usr/include/stdio.h");
+        assert_eq!(p, "/usr/include/stdio.h");
+        assert_eq!(gdb_file_name("/a/b.c", &[("/a/b.c".into(), "b.c".into())]), "b.c");
+        assert_eq!(gdb_file_name("/a/c.c", &[("/a/b.c".into(), "b.c".into())]), "/a/c.c");
+    }
+}

@@ -1,0 +1,155 @@
+//! Function names as gdb's `bt` prints them.
+//!
+//! - C: the name as found, unchanged. From DWARF that is `DW_AT_linkage_name` when the function
+//!   has one (glibc's `__lll_lock_wait` is `__GI___lll_lock_wait`, its `asm` name), else
+//!   `DW_AT_name`; gdb does the same.
+//! - C++ from DWARF: demangled without parameters or return type (`ns::Class::method`,
+//!   `f<int>`), as gdb's `cp_remove_params` leaves it. C++ from a symbol table: demangled in
+//!   full, with parameters (`std::condition_variable::wait(std::unique_lock<std::mutex>&)`),
+//!   which is what gdb prints for a minimal symbol.
+//! - Rust: `rustc_demangle`'s alternate form, without the hash (`knot::main`).
+
+use gimli::DwLang;
+
+/// Where the name is printed from: decides whether C++ parameters stay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameKind {
+    /// A DWARF function (gdb's full symbol).
+    Debug,
+    /// An ELF symbol (gdb's minimal symbol).
+    Minimal,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scheme {
+    Rust,
+    Cpp,
+    None,
+}
+
+fn is_cpp(lang: DwLang) -> bool {
+    matches!(
+        lang,
+        gimli::DW_LANG_C_plus_plus
+            | gimli::DW_LANG_C_plus_plus_03
+            | gimli::DW_LANG_C_plus_plus_11
+            | gimli::DW_LANG_C_plus_plus_14
+            | gimli::DW_LANG_C_plus_plus_17
+            | gimli::DW_LANG_C_plus_plus_20
+            | gimli::DW_LANG_ObjC_plus_plus
+    )
+}
+
+/// A legacy Rust symbol: `_ZN` … `17h` + 16 hex digits + `E`.
+fn has_rust_hash(raw: &str) -> bool {
+    let Some(body) = raw.strip_prefix("_ZN") else { return false };
+    // The hash may be followed by an LLVM suffix such as `.llvm.123`.
+    let body = body.split('.').next().unwrap_or(body);
+    let Some(body) = body.strip_suffix('E') else { return false };
+    body.len() >= 19 && body.is_char_boundary(body.len() - 19) && {
+        let tail = &body[body.len() - 19..];
+        tail.starts_with("17h") && tail[3..].bytes().all(|b| b.is_ascii_hexdigit())
+    }
+}
+
+fn scheme(raw: &str, lang: Option<DwLang>) -> Scheme {
+    match lang {
+        Some(gimli::DW_LANG_Rust) => Scheme::Rust,
+        Some(l) if is_cpp(l) => Scheme::Cpp,
+        _ if raw.starts_with("_R") => Scheme::Rust,
+        _ if has_rust_hash(raw) => Scheme::Rust,
+        _ if raw.starts_with("_Z") => Scheme::Cpp,
+        _ => Scheme::None,
+    }
+}
+
+/// The name to print for `raw`, a linkage or plain name, from a unit of language `lang`
+/// (`None` for symbol-table names).
+pub fn display_name(raw: &str, lang: Option<DwLang>, kind: NameKind) -> String {
+    match scheme(raw, lang) {
+        Scheme::Rust => match rustc_demangle::try_demangle(raw) {
+            Ok(d) => format!("{d:#}"),
+            // A Rust unit may still hold a C++ or C name.
+            Err(_) => cpp(raw, kind).unwrap_or_else(|| raw.to_string()),
+        },
+        Scheme::Cpp => cpp(raw, kind)
+            .or_else(|| rustc_demangle::try_demangle(raw).ok().map(|d| format!("{d:#}")))
+            .unwrap_or_else(|| raw.to_string()),
+        Scheme::None => raw.to_string(),
+    }
+}
+
+fn cpp(raw: &str, kind: NameKind) -> Option<String> {
+    if !raw.starts_with("_Z") {
+        return None;
+    }
+    let sym = cpp_demangle::Symbol::new(raw.as_bytes()).ok()?;
+    let options = match kind {
+        NameKind::Debug => cpp_demangle::DemangleOptions::new().no_params().no_return_type(),
+        NameKind::Minimal => cpp_demangle::DemangleOptions::new(),
+    };
+    let name = sym.demangle_with_options(&options).ok()?;
+    Some(match kind {
+        NameKind::Debug => strip_trailing_qualifiers(name),
+        NameKind::Minimal => name,
+    })
+}
+
+/// `A::f const` → `A::f`: with the parameters gone, cv- and ref-qualifiers are left dangling;
+/// gdb drops them with the parameter list.
+fn strip_trailing_qualifiers(mut name: String) -> String {
+    loop {
+        let trimmed = name.trim_end();
+        let cut = [" const", " volatile", " &&", " &"].iter().find_map(|q| trimmed.strip_suffix(q).map(str::len));
+        match cut {
+            Some(len) => name.truncate(len),
+            None => {
+                let len = trimmed.len();
+                name.truncate(len);
+                return name;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_names_are_kept() {
+        assert_eq!(display_name("__GI___lll_lock_wait", Some(gimli::DW_LANG_C11), NameKind::Debug), "__GI___lll_lock_wait");
+        assert_eq!(display_name("main", None, NameKind::Minimal), "main");
+    }
+
+    #[test]
+    fn cpp_debug_names_lose_parameters_and_return_type() {
+        assert_eq!(display_name("_ZN2ns5Klass6methodEi", Some(gimli::DW_LANG_C_plus_plus_14), NameKind::Debug), "ns::Klass::method");
+        assert_eq!(display_name("_Z3fooIiEvT_", Some(gimli::DW_LANG_C_plus_plus), NameKind::Debug), "foo<int>");
+        assert_eq!(display_name("_ZNK1A1fEv", Some(gimli::DW_LANG_C_plus_plus), NameKind::Debug), "A::f");
+    }
+
+    #[test]
+    fn cpp_minimal_names_keep_parameters() {
+        assert_eq!(
+            display_name("_ZNSt18condition_variable4waitERSt11unique_lockISt5mutexE", None, NameKind::Minimal),
+            "std::condition_variable::wait(std::unique_lock<std::mutex>&)"
+        );
+    }
+
+    #[test]
+    fn rust_names_lose_the_hash() {
+        assert_eq!(display_name("_ZN4knot4main17h0123456789abcdefE", None, NameKind::Minimal), "knot::main");
+        assert_eq!(display_name("_ZN4knot4main17h0123456789abcdefE", Some(gimli::DW_LANG_Rust), NameKind::Debug), "knot::main");
+        assert!(has_rust_hash("_ZN4knot4main17h0123456789abcdefE.llvm.42"));
+        assert!(!has_rust_hash("_ZN2ns5Klass6methodEi"));
+    }
+
+    #[test]
+    fn garbage_is_returned_unchanged() {
+        assert_eq!(display_name("_Zzzz", None, NameKind::Debug), "_Zzzz");
+        assert_eq!(display_name("_R", None, NameKind::Debug), "_R");
+        assert_eq!(display_name("_ZN", Some(gimli::DW_LANG_Rust), NameKind::Debug), "_ZN");
+        assert_eq!(display_name("é_ZN", None, NameKind::Debug), "é_ZN");
+    }
+}

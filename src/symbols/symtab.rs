@@ -1,0 +1,483 @@
+//! ELF symbol tables (`.symtab`, `.dynsym`) as gdb's minimal symbols: sorted, sized, and looked
+//! up the way `lookup_minimal_symbol_by_pc_section` does, so the name knot gives an address with
+//! no DWARF is the one gdb prints.
+//!
+//! How gdb (and so knot) chooses:
+//! - Every named symbol in an executable section is a text symbol (FUNC, GNU_IFUNC, NOTYPE,
+//!   even zero-sized labels), except SECTION and FILE symbols, undefined, absolute and common
+//!   ones. Data symbols are the named ones in other allocated sections, TLS excepted.
+//! - A table is sorted by address, then by name (byte order, as `strcmp`). A lookup starts at
+//!   the *last* symbol at or below the address, so among aliases at one address the greatest name
+//!   wins: for glibc's `pthread_mutex_lock`, `__pthread_mutex_lock` and `___pthread_mutex_lock`
+//!   that is `pthread_mutex_lock`. It walks back over symbols of other sections and over
+//!   zero-sized symbols (remembering the first); the first sized symbol met must cover the address
+//!   or the closest zero-sized symbol is taken instead, and if there is none nothing is claimed.
+//! - Versions: a `.symtab` name `foo@@VER` (glibc's `.symver`) is kept as `foo`; a `.dynsym`
+//!   symbol of a hidden (non-default) version is named `foo@VER`, as BFD names it for gdb.
+//! - Per file, `.symtab` is used when there is one, `.dynsym` only when there is not (gdb skips
+//!   the dynamic symbols of an unstripped file). The separate debug file's `.symtab` is a table
+//!   of its own; see [`best_of`].
+
+use crate::process::ElfFile;
+use std::borrow::Cow;
+
+const SHT_SYMTAB: u32 = 2;
+const SHT_DYNSYM: u32 = 11;
+const SHT_GNU_VERDEF: u32 = 0x6fff_fffd;
+const SHT_GNU_VERSYM: u32 = 0x6fff_ffff;
+const SHF_ALLOC: u64 = 0x2;
+const SHF_EXECINSTR: u64 = 0x4;
+const SHF_TLS: u64 = 0x400;
+const SHN_UNDEF: u16 = 0;
+const SHN_LORESERVE: u16 = 0xff00;
+const STT_SECTION: u8 = 3;
+const STT_FILE: u8 = 4;
+const STT_TLS: u8 = 6;
+const SYM_SIZE: usize = 24;
+const VERSYM_HIDDEN: u16 = 0x8000;
+const VER_NDX_GLOBAL: u16 = 1;
+/// How far a lookup walks back over zero-sized or other-section symbols; gdb has no bound, but a
+/// crafted table could make every lookup linear.
+const MAX_WALK_BACK: usize = 4096;
+
+/// Which table a name came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NameSource {
+    Dwarf,
+    Symtab,
+    Dynsym,
+}
+
+/// One symbol. Names borrow the file's string table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sym<'a> {
+    pub addr: u64,
+    pub size: u64,
+    pub name: &'a [u8],
+    /// A hidden version, printed as `name@version`.
+    pub version: Option<&'a [u8]>,
+    /// Index into the table's section ranges.
+    section: u32,
+}
+
+impl<'a> Sym<'a> {
+    /// The name as gdb spells it, with a hidden version appended.
+    pub fn full_name(&self) -> Cow<'a, str> {
+        match self.version {
+            None => String::from_utf8_lossy(self.name),
+            Some(v) => {
+                let mut s = String::from_utf8_lossy(self.name).into_owned();
+                s.push('@');
+                s.push_str(&String::from_utf8_lossy(v));
+                Cow::Owned(s)
+            }
+        }
+    }
+
+    fn name_bytes(&self) -> impl Iterator<Item = u8> + '_ {
+        let version = self.version.into_iter().flat_map(|v| std::iter::once(b'@').chain(v.iter().copied()));
+        self.name.iter().copied().chain(version)
+    }
+}
+
+/// Link-time range of a section symbols point into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SectionRange {
+    start: u64,
+    end: u64,
+}
+
+/// One sorted table: the text or the data symbols of one file's `.symtab` or `.dynsym`.
+#[derive(Debug, Default)]
+pub struct SymbolTable<'a> {
+    syms: Vec<Sym<'a>>,
+    sections: Vec<SectionRange>,
+    pub source: Option<NameSource>,
+}
+
+/// A symbol found for an address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hit<'a> {
+    pub sym: Sym<'a>,
+    pub source: NameSource,
+}
+
+/// Both tables of one file.
+#[derive(Debug, Default)]
+pub struct FileSymbols<'a> {
+    pub text: SymbolTable<'a>,
+    pub data: SymbolTable<'a>,
+}
+
+impl<'a> FileSymbols<'a> {
+    /// The symbols of `file`: its `.symtab`, or its `.dynsym` when it has no `.symtab` (or, with
+    /// `symtab_only`, nothing then: a separate debug file's `.dynsym` is a copy of the module's).
+    pub fn read(file: &'a ElfFile, symtab_only: bool) -> FileSymbols<'a> {
+        let find = |kind: u32| file.sections.iter().position(|s| s.kind == kind);
+        let (index, source) = match (find(SHT_SYMTAB), find(SHT_DYNSYM)) {
+            (Some(i), _) => (i, NameSource::Symtab),
+            (None, Some(i)) if !symtab_only => (i, NameSource::Dynsym),
+            _ => return FileSymbols::default(),
+        };
+        let versions = if source == NameSource::Dynsym { Versions::read(file, index) } else { Versions::default() };
+        let mut text = Vec::new();
+        let mut data = Vec::new();
+        let mut sections = SectionIndex::default();
+        for_each_symbol(file, index, |i, raw| {
+            let Some(kind) = classify(file, &raw) else { return };
+            let mut name = raw.name;
+            let mut version = None;
+            if source == NameSource::Symtab {
+                // `foo@@VER` is the default version of `foo`: gdb records it as `foo`.
+                if let Some(at) = find_subslice(name, b"@@").filter(|&at| at > 0) {
+                    name = &name[..at];
+                }
+            } else {
+                version = versions.hidden(i);
+            }
+            let Some(section) = sections.index(file, raw.shndx) else { return };
+            let sym = Sym { addr: raw.value, size: raw.size, name, version, section };
+            match kind {
+                Kind::Text => text.push(sym),
+                Kind::Data => data.push(sym),
+            }
+        });
+        FileSymbols {
+            text: SymbolTable::new(text, sections.ranges.clone(), Some(source)),
+            data: SymbolTable::new(data, sections.ranges, Some(source)),
+        }
+    }
+}
+
+impl<'a> SymbolTable<'a> {
+    fn new(mut syms: Vec<Sym<'a>>, sections: Vec<SectionRange>, source: Option<NameSource>) -> SymbolTable<'a> {
+        syms.sort_unstable_by(|a, b| a.addr.cmp(&b.addr).then_with(|| a.name_bytes().cmp(b.name_bytes())));
+        // gdb's compact_minimal_symbols: one entry per (address, name, section).
+        syms.dedup_by(|b, a| a.addr == b.addr && a.section == b.section && a.name == b.name && a.version == b.version);
+        SymbolTable { syms, sections, source }
+    }
+
+    /// A table from explicit symbols (for tests and for callers that build their own), each with
+    /// its own section range `[start, end)`.
+    pub fn from_symbols(entries: &[(u64, u64, &'a str, (u64, u64))], source: NameSource) -> SymbolTable<'a> {
+        let mut sections: Vec<SectionRange> = Vec::new();
+        let syms = entries
+            .iter()
+            .map(|&(addr, size, name, (start, end))| {
+                let range = SectionRange { start, end };
+                let section = match sections.iter().position(|s| *s == range) {
+                    Some(i) => i,
+                    None => {
+                        sections.push(range);
+                        sections.len() - 1
+                    }
+                };
+                Sym { addr, size, name: name.as_bytes(), version: None, section: section as u32 }
+            })
+            .collect();
+        SymbolTable::new(syms, sections, Some(source))
+    }
+
+    pub fn len(&self) -> usize {
+        self.syms.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.syms.is_empty()
+    }
+
+    /// The symbol gdb would name `addr` (a link-time address) with; see the module docs.
+    pub fn lookup(&self, addr: u64) -> Option<Hit<'a>> {
+        let source = self.source?;
+        let in_section = |s: &Sym<'_>| self.sections.get(s.section as usize).is_some_and(|r| addr >= r.start && addr < r.end);
+        let end = self.syms.partition_point(|s| s.addr <= addr);
+        let mut best_zero_sized: Option<Sym<'a>> = None;
+        let mut sized: Option<Sym<'a>> = None;
+        for s in self.syms[..end].iter().rev().take(MAX_WALK_BACK) {
+            if !in_section(s) {
+                continue;
+            }
+            if s.size == 0 {
+                best_zero_sized.get_or_insert(*s);
+                continue;
+            }
+            sized = Some(*s);
+            break;
+        }
+        let sym = match sized {
+            Some(s) if addr - s.addr < s.size => s,
+            _ => best_zero_sized?,
+        };
+        Some(Hit { sym, source })
+    }
+}
+
+/// The best of several files' answers, as gdb picks across an objfile and its separate debug
+/// objfile: the symbol at the highest address; on a tie the earlier file's.
+pub fn best_of<'a>(hits: impl IntoIterator<Item = Option<Hit<'a>>>) -> Option<Hit<'a>> {
+    let mut best: Option<Hit<'a>> = None;
+    for hit in hits.into_iter().flatten() {
+        if best.is_none_or(|b| b.sym.addr < hit.sym.addr) {
+            best = Some(hit);
+        }
+    }
+    best
+}
+
+enum Kind {
+    Text,
+    Data,
+}
+
+struct RawSym<'a> {
+    name: &'a [u8],
+    info: u8,
+    shndx: u16,
+    value: u64,
+    size: u64,
+}
+
+fn classify(file: &ElfFile, raw: &RawSym<'_>) -> Option<Kind> {
+    let st_type = raw.info & 0xf;
+    if raw.name.is_empty() || raw.shndx == SHN_UNDEF || raw.shndx >= SHN_LORESERVE || st_type == STT_SECTION || st_type == STT_FILE {
+        return None;
+    }
+    let section = file.sections.get(raw.shndx as usize)?;
+    if section.flags & SHF_ALLOC == 0 {
+        return None;
+    }
+    if section.flags & SHF_EXECINSTR != 0 {
+        Some(Kind::Text)
+    } else if st_type == STT_TLS || section.flags & SHF_TLS != 0 {
+        None
+    } else {
+        Some(Kind::Data)
+    }
+}
+
+/// Maps ELF section indices to the table's section ranges.
+#[derive(Default)]
+struct SectionIndex {
+    by_shndx: Vec<(u16, u32)>,
+    ranges: Vec<SectionRange>,
+}
+
+impl SectionIndex {
+    fn index(&mut self, file: &ElfFile, shndx: u16) -> Option<u32> {
+        if let Some(&(_, i)) = self.by_shndx.iter().find(|(s, _)| *s == shndx) {
+            return Some(i);
+        }
+        let s = file.sections.get(shndx as usize)?;
+        let i = u32::try_from(self.ranges.len()).ok()?;
+        self.ranges.push(SectionRange { start: s.addr, end: s.addr.saturating_add(s.size) });
+        self.by_shndx.push((shndx, i));
+        Some(i)
+    }
+}
+
+fn for_each_symbol<'a>(file: &'a ElfFile, index: usize, mut f: impl FnMut(usize, RawSym<'a>)) {
+    let Some(section) = file.sections.get(index) else { return };
+    let Some(data) = file.section_data(index) else { return };
+    let Some(strtab) = file.section_data(section.link as usize) else { return };
+    // Entry 0 is the null symbol.
+    for (i, entry) in data.chunks_exact(SYM_SIZE).enumerate().skip(1) {
+        let Some(raw) = parse_sym(entry, strtab) else { continue };
+        f(i, raw);
+    }
+}
+
+fn parse_sym<'a>(entry: &[u8], strtab: &'a [u8]) -> Option<RawSym<'a>> {
+    let name_off = u32_at(entry, 0)? as usize;
+    Some(RawSym {
+        name: c_str(strtab, name_off)?,
+        info: *entry.get(4)?,
+        shndx: u16_at(entry, 6)?,
+        value: u64_at(entry, 8)?,
+        size: u64_at(entry, 16)?,
+    })
+}
+
+/// `.gnu.version` and the names of `.gnu.version_d`, for dynamic symbols.
+#[derive(Default)]
+struct Versions<'a> {
+    versym: &'a [u8],
+    names: Vec<(u16, &'a [u8])>,
+}
+
+impl<'a> Versions<'a> {
+    fn read(file: &'a ElfFile, dynsym: usize) -> Versions<'a> {
+        let find = |kind: u32| file.sections.iter().enumerate().find(|(_, s)| s.kind == kind && s.link as usize == dynsym);
+        let Some(versym) = find(SHT_GNU_VERSYM).and_then(|(i, _)| file.section_data(i)) else { return Versions::default() };
+        let mut names = Vec::new();
+        let verdef = file.sections.iter().enumerate().find(|(_, s)| s.kind == SHT_GNU_VERDEF);
+        if let Some((i, s)) = verdef
+            && let (Some(data), Some(strtab)) = (file.section_data(i), file.section_data(s.link as usize))
+        {
+            let mut at = 0usize;
+            // Each entry: vd_version, vd_flags, vd_ndx, vd_cnt (u16), vd_hash, vd_aux, vd_next (u32).
+            for _ in 0..data.len() / 20 {
+                let (Some(ndx), Some(aux), Some(next)) = (u16_at(data, at + 4), u32_at(data, at + 12), u32_at(data, at + 16)) else { break };
+                if let Some(name) = at.checked_add(aux as usize).and_then(|a| u32_at(data, a)).and_then(|n| c_str(strtab, n as usize)) {
+                    names.push((ndx, name));
+                }
+                if next == 0 {
+                    break;
+                }
+                let Some(n) = at.checked_add(next as usize) else { break };
+                at = n;
+            }
+        }
+        Versions { versym, names }
+    }
+
+    /// The hidden version of dynamic symbol `i`, if it has one.
+    fn hidden(&self, i: usize) -> Option<&'a [u8]> {
+        let v = u16_at(self.versym, i.checked_mul(2)?)?;
+        if v & VERSYM_HIDDEN == 0 {
+            return None;
+        }
+        let ndx = v & !VERSYM_HIDDEN;
+        if ndx <= VER_NDX_GLOBAL {
+            return None;
+        }
+        self.names.iter().find(|(n, _)| *n == ndx).map(|(_, name)| *name)
+    }
+}
+
+fn c_str(table: &[u8], at: usize) -> Option<&[u8]> {
+    let rest = table.get(at..)?;
+    let end = memchr::memchr(0, rest)?;
+    Some(&rest[..end])
+}
+
+fn find_subslice(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    memchr::memmem::find(hay, needle)
+}
+
+fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: (u64, u64) = (0x1000, 0x2000);
+    const INIT: (u64, u64) = (0x800, 0x900);
+
+    fn name(hit: Option<Hit<'_>>) -> Option<String> {
+        hit.map(|h| h.sym.full_name().into_owned())
+    }
+
+    #[test]
+    fn sized_symbol_covers_its_range_only() {
+        let t = SymbolTable::from_symbols(&[(0x1000, 0x10, "a", TEXT), (0x1020, 0x10, "b", TEXT)], NameSource::Symtab);
+        assert_eq!(name(t.lookup(0x1000)), Some("a".into()));
+        assert_eq!(name(t.lookup(0x100f)), Some("a".into()));
+        assert_eq!(name(t.lookup(0x1010)), None, "past a's end, before b");
+        assert_eq!(name(t.lookup(0x102f)), Some("b".into()));
+        assert_eq!(name(t.lookup(0x1030)), None);
+        assert_eq!(name(t.lookup(0xfff)), None);
+    }
+
+    #[test]
+    fn aliases_pick_the_greatest_name_as_gdb_does() {
+        let t = SymbolTable::from_symbols(
+            &[
+                (0x1000, 0x40, "___pthread_mutex_lock", TEXT),
+                (0x1000, 0x40, "__pthread_mutex_lock", TEXT),
+                (0x1000, 0x40, "pthread_mutex_lock", TEXT),
+                (0x1000, 0x40, "__GI___pthread_mutex_lock", TEXT),
+            ],
+            NameSource::Symtab,
+        );
+        assert_eq!(name(t.lookup(0x1010)), Some("pthread_mutex_lock".into()));
+        let t = SymbolTable::from_symbols(&[(0x1000, 0x40, "__lll_lock_wait", TEXT), (0x1000, 0x40, "__GI___lll_lock_wait", TEXT)], NameSource::Symtab);
+        assert_eq!(name(t.lookup(0x1000)), Some("__lll_lock_wait".into()), "'l' sorts after 'G'");
+    }
+
+    #[test]
+    fn sized_alias_beats_zero_sized_alias() {
+        let t = SymbolTable::from_symbols(&[(0x1000, 0x40, "real", TEXT), (0x1000, 0, "zz_label", TEXT)], NameSource::Symtab);
+        assert_eq!(name(t.lookup(0x1004)), Some("real".into()));
+    }
+
+    #[test]
+    fn zero_sized_symbols_cover_up_to_the_next_when_nothing_sized_does() {
+        let t = SymbolTable::from_symbols(
+            &[(0x1000, 0x10, "sized", TEXT), (0x1040, 0, "label", TEXT), (0x1080, 0, "later", TEXT)],
+            NameSource::Symtab,
+        );
+        assert_eq!(name(t.lookup(0x1008)), Some("sized".into()));
+        assert_eq!(name(t.lookup(0x1020)), None);
+        assert_eq!(name(t.lookup(0x1050)), Some("label".into()));
+        assert_eq!(name(t.lookup(0x1090)), Some("later".into()));
+    }
+
+    #[test]
+    fn sized_symbol_inside_wins_over_a_closer_label() {
+        // A label inside a sized function: gdb names addresses after it by the function.
+        let t = SymbolTable::from_symbols(&[(0x1000, 0x100, "func", TEXT), (0x1040, 0, "inner_label", TEXT)], NameSource::Symtab);
+        assert_eq!(name(t.lookup(0x1050)), Some("func".into()));
+        // Past the function's end, the label is the closest thing gdb has.
+        assert_eq!(name(t.lookup(0x1100)), Some("inner_label".into()));
+    }
+
+    #[test]
+    fn symbols_of_other_sections_are_skipped() {
+        let t = SymbolTable::from_symbols(&[(0x880, 0, "_init_label", INIT), (0x1000, 0x10, "f", TEXT)], NameSource::Symtab);
+        assert_eq!(name(t.lookup(0x800 + 0x80)), Some("_init_label".into()));
+        // An address in .text with nothing there is not `_init_label`'s, though it is the closest
+        // zero-sized symbol below.
+        let t = SymbolTable::from_symbols(&[(0x880, 0, "_init_label", INIT)], NameSource::Symtab);
+        assert_eq!(name(t.lookup(0x1500)), None);
+    }
+
+    #[test]
+    fn best_of_prefers_the_highest_address_then_the_first_file() {
+        let a = SymbolTable::from_symbols(&[(0x1000, 0x100, "dyn_name", TEXT)], NameSource::Dynsym);
+        let b = SymbolTable::from_symbols(&[(0x1000, 0x100, "static_name", TEXT), (0x1040, 0x20, "local_fn", TEXT)], NameSource::Symtab);
+        let hit = best_of([a.lookup(0x1010), b.lookup(0x1010)]).unwrap();
+        assert_eq!((hit.sym.full_name().as_ref(), hit.source), ("dyn_name", NameSource::Dynsym));
+        let hit = best_of([a.lookup(0x1044), b.lookup(0x1044)]).unwrap();
+        assert_eq!((hit.sym.full_name().as_ref(), hit.source), ("local_fn", NameSource::Symtab));
+        assert!(best_of([None, None]).is_none());
+    }
+
+    #[test]
+    fn duplicate_entries_collapse() {
+        let t = SymbolTable::from_symbols(&[(0x1000, 0x10, "a", TEXT), (0x1000, 0x10, "a", TEXT)], NameSource::Symtab);
+        assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn hidden_versions_are_part_of_the_name() {
+        let s = Sym { addr: 0, size: 1, name: b"pthread_cond_wait", version: Some(b"GLIBC_2.2.5"), section: 0 };
+        assert_eq!(s.full_name(), "pthread_cond_wait@GLIBC_2.2.5");
+        // Sorted as gdb sorts the full name: "foo" < "foo@V".
+        let a = Sym { addr: 0, size: 1, name: b"foo", version: None, section: 0 };
+        let b = Sym { addr: 0, size: 1, name: b"foo", version: Some(b"V"), section: 0 };
+        let t = SymbolTable::new(vec![b, a], vec![SectionRange { start: 0, end: 10 }], Some(NameSource::Dynsym));
+        assert_eq!(name(t.lookup(0)), Some("foo@V".into()));
+    }
+
+    #[test]
+    fn truncated_entries_and_bad_offsets_are_ignored() {
+        assert!(parse_sym(&[0u8; 10], b"\0abc\0").is_none());
+        let mut e = [0u8; 24];
+        e[0..4].copy_from_slice(&100u32.to_le_bytes());
+        assert!(parse_sym(&e, b"\0abc\0").is_none(), "name offset past the string table");
+        e[0..4].copy_from_slice(&1u32.to_le_bytes());
+        assert_eq!(parse_sym(&e, b"\0abc\0").map(|r| r.name), Some(&b"abc"[..]));
+        assert!(parse_sym(&e, b"\0abc").is_none(), "unterminated name");
+    }
+}

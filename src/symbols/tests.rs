@@ -1,0 +1,383 @@
+//! Tests on real binaries: a tiny C file compiled with gcc, and a live deadlock dumped with
+//! gcore and compared frame by frame with gdb. Each skips, saying why, when gcc, gdb or gcore
+//! is missing or cannot run here.
+
+use super::*;
+use crate::process::{ElfFile, Locator};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("knot-symbols-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Whether `tool` is an executable file on `PATH`.
+fn have(tool: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(path) = std::env::var_os("PATH") else { return false };
+    std::env::split_paths(&path).any(|d| std::fs::metadata(d.join(tool)).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+}
+
+fn gcc(dir: &Path, name: &str, source: &str, flags: &[&str]) -> Option<PathBuf> {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).ok()?;
+    let out = dir.join(name);
+    // Relative source name, as a build would have it: gdb shows `name.c`.
+    let status = Command::new("gcc").current_dir(dir).args(flags).arg(format!("{name}.c")).arg("-o").arg(&out).status().ok()?;
+    status.success().then_some(out)
+}
+
+fn line_of(source: &str, marker: &str) -> u32 {
+    source.lines().position(|l| l.contains(marker)).map(|i| i as u32 + 1).expect("marker in source")
+}
+
+const INLINE_C: &str = r#"
+volatile int sink;
+static inline __attribute__((always_inline)) void inner(int x) {
+    sink = x * 3;
+    __asm__ volatile(".globl inner_marker\ninner_marker: nop"); /* INNER */
+    sink = x + 1;
+}
+__attribute__((noinline)) void outer(int x) {
+    sink = 7;
+    inner(x); /* CALL */
+    sink = 9;
+}
+int main(void) { outer(sink); return 0; }
+"#;
+
+#[test]
+fn inlined_function_yields_inner_then_outer_with_lines() {
+    if !have("gcc") {
+        eprintln!("skipped: gcc is not available");
+        return;
+    }
+    let dir = Scratch::new("inline");
+    let Some(bin) = gcc(&dir.0, "inl", INLINE_C, &["-g", "-O2"]) else {
+        eprintln!("skipped: gcc could not build the test program");
+        return;
+    };
+    let file = ElfFile::open(&bin).expect("open the binary");
+    let syms = FileSymbols::read(&file, false);
+    let marker = symbol_address(&file, "inner_marker")
+        .expect("inner_marker in .symtab");
+    let outer_addr = symbol_address(&file, "outer").expect("outer in .symtab");
+
+    // The label inside `outer` does not take its name: `outer` is sized and covers it.
+    let hit = syms.text.lookup(marker).expect("a symbol covers the marker");
+    assert_eq!(hit.sym.full_name(), "outer");
+    assert_eq!(hit.source, NameSource::Symtab);
+
+    let dwarf = Dwarf::load([&file]).expect("DWARF in a -g build");
+    let mut frames = Vec::new();
+    dwarf.frames(marker, &mut frames).expect("lookup");
+    let got: Vec<_> = frames.iter().map(|f| (f.function.as_deref(), f.file.as_deref(), f.line)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (Some("inner"), Some("inl.c"), Some(line_of(INLINE_C, "INNER"))),
+            (Some("outer"), Some("inl.c"), Some(line_of(INLINE_C, "CALL"))),
+        ]
+    );
+    assert!(frames.iter().all(|f| f.source == NameSource::Dwarf));
+    assert!(outer_addr < marker);
+}
+
+/// The address of `name` in the file's `.symtab`, read independently of [`symtab`].
+fn symbol_address(file: &ElfFile, name: &str) -> Option<u64> {
+    let (_, section) = file.section_by_name(".symtab")?;
+    let data = file.section(".symtab")?;
+    let strtab = file.section_data(section.link as usize)?;
+    data.chunks_exact(24).find_map(|e| {
+        let off = u32::from_le_bytes(e[0..4].try_into().ok()?) as usize;
+        let rest = strtab.get(off..)?;
+        let end = rest.iter().position(|&b| b == 0)?;
+        (&rest[..end] == name.as_bytes()).then(|| u64::from_le_bytes(e[8..16].try_into().unwrap_or_default()))
+    })
+}
+
+#[test]
+fn garbage_dwarf_falls_back_without_panicking() {
+    // An ELF file whose .debug_info is noise: loading and lookups must not panic.
+    if !have("gcc") || !have("objcopy") {
+        eprintln!("skipped: gcc or objcopy is not available");
+        return;
+    }
+    let dir = Scratch::new("garbage");
+    let Some(bin) = gcc(&dir.0, "g", INLINE_C, &["-g", "-O2"]) else {
+        eprintln!("skipped: gcc could not build the test program");
+        return;
+    };
+    let file = ElfFile::open(&bin).expect("open");
+    let noise: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    for section in [".debug_info", ".debug_abbrev", ".debug_line", ".debug_str"] {
+        let noise_path = dir.0.join("noise");
+        std::fs::write(&noise_path, &noise).expect("write noise");
+        let broken = dir.0.join(format!("broken{section}"));
+        let ok = Command::new("objcopy")
+            .arg(format!("--update-section={section}={}", noise_path.display()))
+            .arg(&bin)
+            .arg(&broken)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("objcopy could not replace {section}; case skipped");
+            continue;
+        }
+        let broken_file = ElfFile::open(&broken).expect("open broken");
+        if let Some(d) = Dwarf::load([&broken_file]) {
+            let mut out = Vec::new();
+            for addr in (0..0x3000u64).step_by(3) {
+                out.clear();
+                let _ = d.frames(addr, &mut out);
+            }
+        }
+    }
+    drop(file);
+}
+
+/// One frame as gdb's Python API reports it.
+#[derive(Debug, Clone)]
+struct GdbFrame {
+    pc: u64,
+    inline: bool,
+    sigtramp: bool,
+    name: Option<String>,
+    file: Option<String>,
+    line: Option<u32>,
+}
+
+const GDB_DUMP_PY: &str = r#"
+import gdb
+for inf in gdb.inferiors():
+    for th in sorted(inf.threads(), key=lambda t: t.num):
+        th.switch()
+        print("T\t%d" % th.ptid[1])
+        f = gdb.newest_frame()
+        n = 0
+        while f is not None and n < 200:
+            sal = f.find_sal()
+            fn = sal.symtab.filename if sal.symtab is not None else ""
+            print("F\t%x\t%d\t%d\t%s\t%s\t%d" % (f.pc(), int(f.type() == gdb.INLINE_FRAME), int(f.type() == gdb.SIGTRAMP_FRAME), f.name() or "", fn, sal.line))
+            try:
+                f = f.older()
+            except gdb.error:
+                f = None
+            n += 1
+"#;
+
+/// Every thread's frames, by gdb, for `core` of `binary`.
+fn gdb_frames(dir: &Path, binary: &Path, core: &Path) -> Option<Vec<(u32, Vec<GdbFrame>)>> {
+    let script = dir.join("dump.py");
+    std::fs::write(&script, GDB_DUMP_PY).ok()?;
+    let out = Command::new("gdb")
+        .args(["-nx", "-batch", "-ex", "set pagination off", "-ex", "set width 0", "-ex"])
+        .arg(format!("source {}", script.display()))
+        .arg(binary)
+        .arg(core)
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut threads: Vec<(u32, Vec<GdbFrame>)> = Vec::new();
+    for line in text.lines() {
+        let cols: Vec<&str> = line.split('\t').collect();
+        match cols.as_slice() {
+            ["T", tid] => threads.push((tid.parse().ok()?, Vec::new())),
+            ["F", pc, inline, sigtramp, name, file, l] => threads.last_mut()?.1.push(GdbFrame {
+                pc: u64::from_str_radix(pc, 16).ok()?,
+                inline: *inline == "1",
+                sigtramp: *sigtramp == "1",
+                name: (!name.is_empty()).then(|| name.to_string()),
+                file: (!file.is_empty()).then(|| file.to_string()),
+                line: l.parse().ok().filter(|&l: &u32| l != 0),
+            }),
+            _ => {}
+        }
+    }
+    (!threads.is_empty()).then_some(threads)
+}
+
+/// Compares knot's frames with gdb's for every thread; returns the mismatches, and the number
+/// of frames compared.
+fn compare_with_gdb(process: &Process, threads: &[(u32, Vec<GdbFrame>)]) -> (Vec<String>, usize) {
+    let symbolizer = Symbolizer::new(process);
+    let mut mismatches = Vec::new();
+    let mut compared = 0;
+    for (tid, frames) in threads {
+        let mut i = 0;
+        let mut after_sigtramp = true; // frame #0 is exact
+        let mut first = true;
+        while i < frames.len() {
+            // One real frame and the frames inlined into it share a pc.
+            let end = frames[i..].iter().position(|f| !f.inline).map_or(frames.len(), |p| i + p + 1);
+            let chain = &frames[i..end];
+            let pc = chain[0].pc;
+            let is_return = !first && !after_sigtramp;
+            let got = symbolizer.symbolize(pc, is_return);
+            let want: Vec<(Option<&str>, Option<&str>, Option<u32>)> =
+                chain.iter().map(|f| (f.name.as_deref(), f.file.as_deref(), f.line)).collect();
+            let have: Vec<(Option<&str>, Option<&str>, Option<u32>)> =
+                got.frames.iter().map(|f| (f.function.as_deref(), f.file.as_deref(), f.line)).collect();
+            let want_names: Vec<_> = want.iter().map(|w| w.0).collect();
+            let have_names: Vec<_> = have.iter().map(|h| h.0).collect();
+            let unnamed = want_names == [None] && have.iter().all(|h| h.0.is_none());
+            if !unnamed && want != have {
+                mismatches.push(format!("thread {tid} pc {pc:#x}: gdb {want:?}, knot {have:?}"));
+            } else if !unnamed && want_names != have_names {
+                mismatches.push(format!("thread {tid} pc {pc:#x}: gdb names {want_names:?}, knot {have_names:?}"));
+            }
+            compared += chain.len();
+            after_sigtramp = chain.last().is_some_and(|f| f.sigtramp);
+            first = false;
+            i = end;
+        }
+    }
+    (mismatches, compared)
+}
+
+const DEADLOCK_C: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+pthread_mutex_t lock_a = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t lock_b = PTHREAD_MUTEX_INITIALIZER;
+struct pair { long tag; pthread_mutex_t m; } pairs[2] = { { 1, PTHREAD_MUTEX_INITIALIZER }, { 2, PTHREAD_MUTEX_INITIALIZER } };
+static pthread_barrier_t barrier;
+static inline __attribute__((always_inline)) void take(pthread_mutex_t *m) { pthread_mutex_lock(m); }
+__attribute__((noinline)) static void *first(void *p) { pthread_mutex_lock(&lock_a); pthread_barrier_wait(&barrier); take(&lock_b); return p; }
+__attribute__((noinline)) static void *second(void *p) { pthread_mutex_lock(&lock_b); pthread_barrier_wait(&barrier); take(&lock_a); return p; }
+int main(void) {
+    pthread_t a, b;
+    pthread_barrier_init(&barrier, 0, 2);
+    pthread_create(&a, 0, first, 0);
+    pthread_create(&b, 0, second, 0);
+    usleep(200 * 1000);
+    printf("ready %d\n", getpid());
+    fflush(stdout);
+    pthread_join(a, 0);
+    pthread_join(b, 0);
+    return 0;
+}
+"#;
+
+/// Runs `binary` until it prints `ready`, dumps it with gcore and kills it.
+fn dump_live(dir: &Path, binary: &Path) -> Result<PathBuf, String> {
+    use std::io::BufRead;
+    let mut child = Command::new(binary).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().map_err(|e| format!("cannot run: {e}"))?;
+    let pid = child.id();
+    let ready = child.stdout.take().and_then(|s| std::io::BufReader::new(s).lines().next()).and_then(Result::ok);
+    let result = match ready {
+        Some(l) if l.starts_with("ready") => {
+            let prefix = dir.join("core");
+            let out = Command::new("gcore").arg("-o").arg(&prefix).arg(pid.to_string()).stdin(Stdio::null()).output();
+            let core = dir.join(format!("core.{pid}"));
+            match out {
+                Ok(_) if core.exists() => Ok(core),
+                Ok(o) => Err(format!("gcore made no core: {}", String::from_utf8_lossy(&o.stderr).trim())),
+                Err(e) => Err(format!("cannot run gcore: {e}")),
+            }
+        }
+        _ => Err("the program did not get ready".into()),
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    result
+}
+
+#[test]
+fn live_deadlock_matches_gdb() {
+    for tool in ["gcc", "gdb", "gcore"] {
+        if !have(tool) {
+            eprintln!("skipped: {tool} is not available");
+            return;
+        }
+    }
+    let dir = Scratch::new("deadlock");
+    let Some(bin) = gcc(&dir.0, "deadlock", DEADLOCK_C, &["-g", "-O2", "-pthread"]) else {
+        eprintln!("skipped: gcc could not build the test program");
+        return;
+    };
+    let core = match dump_live(&dir.0, &bin) {
+        Ok(c) => c,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let Some(threads) = gdb_frames(&dir.0, &bin, &core) else {
+        eprintln!("skipped: gdb gave no frames");
+        return;
+    };
+    let process = Process::open(&core, &Locator::default()).expect("open the core");
+    let (mismatches, compared) = compare_with_gdb(&process, &threads);
+    assert!(compared >= 10, "too few frames compared: {threads:?}");
+    assert!(mismatches.is_empty(), "{} of {compared} frames differ from gdb:\n{}", mismatches.len(), mismatches.join("\n"));
+
+    // Our own functions, whatever libc's debug files: the inlined `take` in `first`/`second`.
+    let symbolizer = Symbolizer::new(&process);
+    let chains: Vec<Vec<String>> = threads
+        .iter()
+        .flat_map(|(_, frames)| frames.iter().filter(|f| f.name.as_deref() == Some("take")))
+        .map(|f| symbolizer.symbolize(f.pc, true).frames.iter().filter_map(|s| s.function.clone()).collect())
+        .collect();
+    assert!(chains.contains(&vec!["take".to_string(), "first".to_string()]), "{chains:?}");
+    assert!(chains.contains(&vec!["take".to_string(), "second".to_string()]), "{chains:?}");
+
+    // Data symbols: the locks, and a lock inside an array of structs.
+    let lock_a = gdb_address(&bin, &core, "&lock_a").expect("gdb prints &lock_a");
+    assert_eq!(symbolizer.data_symbol(lock_a), Some(("lock_a".into(), 0)));
+    assert_eq!(symbolizer.data_symbol(lock_a + 8), Some(("lock_a".into(), 8)));
+    let m1 = gdb_address(&bin, &core, "&pairs[1].m").expect("gdb prints &pairs[1].m");
+    let pairs = gdb_address(&bin, &core, "&pairs").expect("gdb prints &pairs");
+    assert_eq!(symbolizer.data_symbol(m1), Some(("pairs".into(), m1 - pairs)));
+}
+
+/// `print/x (unsigned long)EXPR` in gdb.
+fn gdb_address(binary: &Path, core: &Path, expr: &str) -> Option<u64> {
+    let out = Command::new("gdb")
+        .args(["-nx", "-batch", "-ex"])
+        .arg(format!("print/x (unsigned long){expr}"))
+        .arg(binary)
+        .arg(core)
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let hex = text.lines().find_map(|l| l.split_once("= 0x").map(|(_, h)| h.trim().to_string()))?;
+    u64::from_str_radix(&hex, 16).ok()
+}
+
+/// Ad-hoc check of any core against gdb: `KNOT_GDB_CHECK=BINARY:CORE cargo test gdb_check_env
+/// -- --nocapture`. Skips when the variable is unset.
+#[test]
+fn gdb_check_env() {
+    let Ok(spec) = std::env::var("KNOT_GDB_CHECK") else {
+        eprintln!("skipped: KNOT_GDB_CHECK=BINARY:CORE is not set");
+        return;
+    };
+    let (bin, core) = spec.split_once(':').expect("BINARY:CORE");
+    let dir = Scratch::new("env");
+    let threads = gdb_frames(&dir.0, Path::new(bin), Path::new(core)).expect("gdb frames");
+    let process = Process::open(core, &Locator::default()).expect("open the core");
+    let (mismatches, compared) = compare_with_gdb(&process, &threads);
+    eprintln!("{compared} frames compared, {} differ", mismatches.len());
+    for m in &mismatches {
+        eprintln!("{m}");
+    }
+    assert!(mismatches.is_empty());
+}
