@@ -198,6 +198,3 @@ fn assert_sync() {
     fn sync<T: Sync + Send>() {}
     sync::<Symbolizer<'static>>();
 }
-impl<'p> Symbolizer<'p> {
-    pub fn data_symbol(&self, _addr: u64) -> Option<(String, u64)> { None }
-}
