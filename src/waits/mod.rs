@@ -75,7 +75,7 @@ pub fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Thread
         let blocked_on = match (&state, recognised) {
             (ThreadState::Futex { address, expected, .. }, Some((family, frame))) => {
                 let futex = address.0;
-                let lock_addr = locate(family, process, futex, *expected);
+                let lock_addr = locate(family, process, symbolizer, futex);
                 let join_target = (family.kind == Kind::Join).then_some(*expected);
                 let id = match join_target {
                     Some(tid) => format!("join@{tid}"),
@@ -142,11 +142,19 @@ pub fn states_only(process: &Process, threads: &[ThreadInput<'_>]) -> WaitFacts 
 
 static EMPTY: Catalog = Catalog { families: Vec::new() };
 
-/// The lock's address from the futex word a waiter sleeps on: the first candidate offset the
-/// lock's layout finds plausible, else the first offset.
-fn locate(family: &Family, process: &Process, futex: u64, expected: u32) -> u64 {
-    let candidates = family.futex_offsets.iter().filter_map(|&off| futex.checked_sub(off));
-    candidates.clone().find(|&a| readers::plausible(family, process, a, futex, expected)).or_else(|| candidates.clone().next()).unwrap_or(futex)
+/// The lock's address from the futex word a waiter sleeps on. Of the family's candidate offsets,
+/// a candidate that starts a data symbol (a named global lock) wins; else the first the layout
+/// finds plausible; else the first.
+fn locate(family: &Family, process: &Process, symbolizer: &Symbolizer<'_>, futex: u64) -> u64 {
+    let candidates: Vec<u64> = family.futex_offsets.iter().filter_map(|&off| futex.checked_sub(off)).collect();
+    if candidates.len() == 1 {
+        return candidates[0];
+    }
+    let named = candidates.iter().copied().find(|&a| symbolizer.data_symbol(a).is_some_and(|(_, off)| off == 0));
+    named
+        .or_else(|| candidates.iter().copied().find(|&a| readers::plausible(family, process, a)))
+        .or_else(|| candidates.first().copied())
+        .unwrap_or(futex)
 }
 
 fn finish(process: &Process, symbolizer: &Symbolizer<'_>, tids: &[u32], stacks: &[infer::StackRange], id: String, mut p: Pending<'_>) -> LockFact {

@@ -34,17 +34,17 @@ fn owner_of(tid: u32, threads: &[u32]) -> Owner {
     if threads.contains(&tid) { Owner::Known { tid } } else { Owner::Exited { tid } }
 }
 
-/// Whether `addr` can be a lock of this family whose futex word at `futex` holds `expected`.
-pub fn plausible(family: &Family, memory: &dyn Memory, addr: u64, futex: u64, expected: u32) -> bool {
+/// Whether `addr` can be a lock of this family with a thread waiting on it: its fields hold
+/// values such a lock can have, and it is held (someone waits).
+pub fn plausible(family: &Family, memory: &dyn Memory, addr: u64) -> bool {
     let l = &family.layout;
-    let word_ok = memory.read_u32(futex).is_ok_and(|w| w == expected);
+    let f = |name: &str| field_u32(memory, addr, l, name);
     match family.kind {
-        Kind::Rwlock => {
-            let shared = field_u32(memory, addr, l, "shared");
-            let flags = field_u32(memory, addr, l, "flags");
-            matches!((shared, flags), (Ok(s), Ok(f)) if s <= 1 && f <= 2) && word_ok
-        }
-        Kind::Cond => field_u32(memory, addr, l, "wrefs").is_ok_and(|w| w >> COND_WREFS_SHIFT >= 1),
+        Kind::Rwlock => match (f("readers"), f("shared"), f("flags")) {
+            (Ok(r), Ok(shared), Ok(flags)) => shared <= 1 && flags <= 2 && (r >> RWLOCK_READER_SHIFT > 0 || r & RWLOCK_WRLOCKED != 0),
+            _ => false,
+        },
+        Kind::Cond => f("wrefs").is_ok_and(|w| w >> COND_WREFS_SHIFT >= 1),
         _ => true,
     }
 }
