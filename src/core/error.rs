@@ -6,6 +6,8 @@ use std::path::PathBuf;
 pub enum CoreError {
     #[error("cannot open {path}")]
     Open { path: PathBuf, source: std::io::Error },
+    #[error("{path}: cannot decompress the {kind} stream")]
+    Decompress { path: PathBuf, kind: &'static str, source: std::io::Error },
     #[error("{path} is a directory; give the path of a core file")]
     IsDirectory { path: PathBuf },
     #[error("{path} is empty (0 bytes): not a core file")]

@@ -3,6 +3,7 @@
 
 pub mod auxv;
 mod bytes;
+pub mod compressed;
 mod error;
 pub mod notes;
 pub mod nt_file;
@@ -107,12 +108,25 @@ impl Core {
         if meta.len() == 0 {
             return Err(CoreError::Empty { path });
         }
-        let file = File::open(&path).map_err(open_err)?;
+        let mut file = File::open(&path).map_err(open_err)?;
+        let mut magic = [0u8; 6];
+        let n = std::io::Read::read(&mut file, &mut magic).map_err(open_err)?;
+        let mut note = None;
+        if let Some(kind) = compressed::Compression::detect(&magic[..n]) {
+            let (plain, size) = compressed::decompress(&path, kind).map_err(|source| CoreError::Decompress { path: path.clone(), kind: kind.name(), source })?;
+            note = Some(Diagnostic::info("core", format!("{} is {}-compressed: read through a {size}-byte temporary file", path.display(), kind.name())));
+            file = plain;
+        }
         // SAFETY: the mapping is read-only and private. If another process truncates the file
         // while knot runs, reads past the new end fault (SIGBUS); knot accepts that risk as every
         // mmap-based reader does, and never writes through the mapping.
         let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(open_err)?;
-        Core::from_map(path, Bytes::Mapped(map))
+        if map.is_empty() {
+            return Err(CoreError::Empty { path });
+        }
+        let mut core = Core::from_map(path, Bytes::Mapped(map))?;
+        core.diagnostics.extend(note);
+        Ok(core)
     }
 
     /// Parses a core held in memory; `name` stands in for its path in messages.

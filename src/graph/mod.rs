@@ -90,7 +90,8 @@ impl<'a> WaitForGraph<'a> {
             let lock = &self.locks[li];
             let next = lock.owner.tid()?;
             inferred |= matches!(lock.owner, Owner::Inferred { .. });
-            let held = self.locks.iter().filter(|l| l.owner.tid() == Some(t) && l.id != lock.id).map(|l| l.display_name()).collect::<Vec<_>>();
+            // A thread "holds" a join only in the graph's sense; say what it holds that others want.
+            let held = self.locks.iter().filter(|l| l.owner.tid() == Some(t) && l.id != lock.id && l.kind != "join").map(|l| l.display_name()).collect::<Vec<_>>();
             let step = if tids.is_empty() {
                 let holds = if held.is_empty() { String::new() } else { format!("holds {}, ", held.join(" and ")) };
                 format!("thread {t} {holds}waits for {}", lock.display_name())

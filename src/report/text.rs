@@ -64,6 +64,8 @@ fn plural(n: usize) -> &'static str {
 
 fn owner_words(l: &LockFact) -> String {
     match &l.owner {
+        Owner::Known { tid } if l.kind == "join" => format!("thread {tid} has not exited"),
+        Owner::Exited { tid } if l.kind == "join" => format!("thread {tid} is gone but was never reaped"),
         Owner::Known { tid } => format!("held by thread {tid}"),
         Owner::Inferred { tid, .. } => format!("probably held by thread {tid} (inferred)"),
         Owner::Exited { tid } => format!("held by thread {tid}, which has exited"),
@@ -88,7 +90,7 @@ fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, 
     // The owner first, and whole: the call holding the lock is the answer.
     if let Some(owner) = l.owner.tid().and_then(|t| thread_by_tid(r, t)) {
         let _ = write!(out, "Owner: ");
-        thread(out, owner, None);
+        thread(out, owner, &r.locks, None);
         shown.insert(owner.tid);
     }
     let waiters: Vec<&ThreadReport> = l.waiter_tids.iter().filter_map(|&t| thread_by_tid(r, t)).collect();
@@ -111,10 +113,18 @@ fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, 
 }
 
 fn group(out: &mut String, r: &Report, tids: &[u32], frames_: &[FrameReport], max_frames: Option<usize>) {
-    let state = tids.first().and_then(|&t| thread_by_tid(r, t)).map(|t| t.state.label()).unwrap_or_default();
+    let state = tids.first().and_then(|&t| thread_by_tid(r, t)).map(|t| state_words(t, &r.locks)).unwrap_or_default();
     let list: Vec<String> = tids.iter().map(|t| t.to_string()).collect();
     let _ = writeln!(out, "  {} thread{} ({state}): {}", tids.len(), plural(tids.len()), list.join(", "));
     frames(out, frames_, max_frames);
+}
+
+/// `blocked on lock_a (futex wait on 0x…)`, or the bare state.
+fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
+    match t.blocked_on.as_deref().and_then(|id| locks.iter().find(|l| l.id == id)) {
+        Some(l) => format!("blocked on {} ({})", l.display_name(), t.state.label()),
+        None => t.state.label(),
+    }
 }
 
 fn warnings(out: &mut String, report: &Report) {
@@ -149,7 +159,7 @@ fn header(out: &mut String, r: &Report) {
     let _ = writeln!(out, "; {} threads, {} modules{}", r.threads.len(), r.modules.len(), if d.partial { " (partial: see warnings)" } else { "" });
 }
 
-pub fn thread(out: &mut String, t: &ThreadReport, max_frames: Option<usize>) {
+pub fn thread(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_frames: Option<usize>) {
     let _ = write!(out, "Thread {}", t.tid);
     if let Some(name) = &t.name {
         let _ = write!(out, " \"{name}\"");
@@ -157,7 +167,7 @@ pub fn thread(out: &mut String, t: &ThreadReport, max_frames: Option<usize>) {
     if t.signalled {
         out.push_str(" (signalled)");
     }
-    let _ = writeln!(out, " — {}", t.state.label());
+    let _ = writeln!(out, " — {}", state_words(t, locks));
     frames(out, &t.frames, max_frames);
     if !t.stack_end.complete {
         let _ = writeln!(out, "    (stack incomplete: {})", t.stack_end.detail);

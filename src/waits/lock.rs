@@ -61,6 +61,7 @@ impl LockFact {
     /// `lock_a` (mutex@0x…) for people.
     pub fn display_name(&self) -> String {
         match (&self.name, self.address) {
+            (_, _) if self.kind == "join" => format!("the exit of thread {}", self.owner_tid.map_or("?".to_string(), |t| t.to_string())),
             (Some(n), _) => n.clone(),
             (None, Some(a)) => format!("{} at {a}", self.kind),
             (None, None) => self.id.clone(),

@@ -142,7 +142,7 @@ pub fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target: Option
         Kind::Join => match join_target {
             Some(tid) => Reading {
                 owner: owner_of(tid, threads),
-                label: Some(format!("exit of thread {tid}")),
+                label: Some("pthread_join".into()),
                 recursion: None,
                 readers: None,
                 evidence: format!("pthread_join sleeps on the joined thread's tid word at {addr:#x}, which holds {tid}"),
