@@ -13,6 +13,10 @@ use std::process::ExitCode;
 const EXIT_OK: u8 = 0;
 /// Exit status: the dump could not be read at all (not a core, unreadable, wrong architecture).
 const EXIT_UNREADABLE: u8 = 2;
+/// Exit status with `--fail-on-deadlock`: the analysis ran and found at least one cycle.
+const EXIT_DEADLOCK: u8 = 3;
+/// Exit status: the command line is wrong (EX_USAGE).
+const EXIT_USAGE: u8 = 64;
 
 #[derive(Parser)]
 #[command(name = "knot", version, about = "Reads a Linux core dump and tells which threads are stuck, on what, behind whom.")]
@@ -54,6 +58,9 @@ struct AnalyzeArgs {
     /// Show at most N frames per stack in the text report.
     #[arg(long, value_name = "N")]
     max_frames: Option<usize>,
+    /// Exit with status 3 when a deadlock (a wait-for cycle) is found, for jobs and CI scripts.
+    #[arg(long)]
+    fail_on_deadlock: bool,
     /// Write the report to FILE instead of standard output.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -66,7 +73,13 @@ enum Format {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { EXIT_OK });
+        }
+    };
     let result = match cli.command {
         Command::Analyze(args) => run_analyze(args),
         Command::Schema => {
@@ -91,7 +104,7 @@ fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
         Format::Text => report::text::render(&report, &TextOptions { max_frames: args.max_frames }),
         Format::Json => report::to_json(&report) + "\n",
     };
-    match args.output {
+    match &args.output {
         Some(path) => std::fs::write(&path, rendered).with_context(|| format!("cannot write {}", path.display()))?,
         None => {
             let mut out = std::io::stdout().lock();
@@ -99,5 +112,5 @@ fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
             let _ = out.write_all(rendered.as_bytes());
         }
     }
-    Ok(EXIT_OK)
+    Ok(if args.fail_on_deadlock && !report.deadlocks.is_empty() { EXIT_DEADLOCK } else { EXIT_OK })
 }
