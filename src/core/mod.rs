@@ -176,8 +176,7 @@ impl Core {
                                 .at_offset(ph.p_offset),
                         );
                     }
-                    // `present` bounds this range inside the file.
-                    note_ranges.push((ph.p_offset, present));
+                    note_ranges.push(NoteRange { offset: ph.p_offset, present, size: ph.p_filesz });
                 }
                 _ => {}
             }
@@ -203,10 +202,15 @@ impl Core {
             );
         }
         let mut found = Found { diagnostics, ..Found::default() };
-        for (offset, len) in note_ranges {
-            found.read_notes(&bytes[offset as usize..(offset + len) as usize], offset);
+        for range in distinct_note_ranges(&note_ranges, &mut found.diagnostics) {
+            // `distinct_note_ranges` only keeps non-empty ranges that lie inside the file.
+            found.read_notes(&bytes[range.offset as usize..(range.offset + range.present) as usize], range.offset);
         }
         if found.threads.is_empty() {
+            // Most often the file was cut before its notes (gcore writes them last).
+            if let Some(cut) = note_ranges.iter().find(|r| r.present < r.size) {
+                return Err(CoreError::NotesTruncated { path, offset: cut.offset, size: cut.size, file_len });
+            }
             return Err(CoreError::NoThreads { path });
         }
         if !found.threads.iter().any(|t| t.signalled) {
@@ -250,6 +254,42 @@ impl Core {
     }
 }
 
+
+/// A PT_NOTE segment: `present` of its `size` bytes lie in the file from `offset`.
+#[derive(Debug, Clone, Copy)]
+struct NoteRange {
+    offset: u64,
+    present: u64,
+    size: u64,
+}
+
+/// The note ranges to read, in program header order: empty ones left out, and any that overlaps
+/// another left out too (so hostile duplicate headers cannot multiply the threads), with one
+/// warning for all of those.
+fn distinct_note_ranges(ranges: &[NoteRange], diagnostics: &mut Vec<Diagnostic>) -> Vec<NoteRange> {
+    let mut by_offset: Vec<usize> = (0..ranges.len()).filter(|&i| ranges[i].present > 0).collect();
+    by_offset.sort_by_key(|&i| (ranges[i].offset, i));
+    let mut keep = vec![false; ranges.len()];
+    let mut skipped: Vec<u64> = Vec::new();
+    let mut end = 0u64;
+    for i in by_offset {
+        let r = ranges[i];
+        if r.offset < end {
+            skipped.push(r.offset);
+            continue;
+        }
+        keep[i] = true;
+        // `present > 0` means `offset + present` is within the file.
+        end = r.offset + r.present;
+    }
+    if let Some(&first) = skipped.iter().min() {
+        diagnostics.push(
+            Diagnostic::warning("core", format!("{} note segments overlap others and were ignored, the first at offset {first:#x}", skipped.len()))
+                .at_offset(first),
+        );
+    }
+    ranges.iter().zip(keep).filter(|(_, k)| *k).map(|(r, _)| *r).collect()
+}
 
 /// What the notes yield, gathered before the [`Core`] is assembled.
 #[derive(Default)]
