@@ -155,16 +155,30 @@ impl Core {
         let file_len = bytes.len() as u64;
         let mut loads = Vec::new();
         let mut note_ranges = Vec::new();
-        for ph in &phdrs {
+        for (i, ph) in phdrs.iter().enumerate() {
             let present = file_len.saturating_sub(ph.p_offset).min(ph.p_filesz);
             match ph.p_type {
                 program_header::PT_LOAD => {
+                    // No segment runs past the end of the address space: clamping memsz keeps
+                    // every address computed from a segment in range.
+                    let room = u64::MAX - ph.p_vaddr;
+                    if ph.p_memsz > room {
+                        diagnostics.push(
+                            Diagnostic::warning(
+                                "core",
+                                format!("segment at {:#x} claims {} bytes, past the end of the address space; only {room} are read", ph.p_vaddr, ph.p_memsz),
+                            )
+                            .at_offset(hdr.e_phoff + i as u64 * program_header::program_header64::SIZEOF_PHDR as u64)
+                            .at_address(ph.p_vaddr),
+                        );
+                    }
+                    let memsz = ph.p_memsz.min(room);
                     let seg = Segment {
                         vaddr: ph.p_vaddr,
-                        memsz: ph.p_memsz,
+                        memsz,
                         offset: ph.p_offset,
-                        filesz: ph.p_filesz.min(ph.p_memsz),
-                        present: present.min(ph.p_memsz),
+                        filesz: ph.p_filesz.min(memsz),
+                        present: present.min(memsz),
                         flags: ph.p_flags,
                     };
                     loads.push(seg);
@@ -185,7 +199,7 @@ impl Core {
         // One summary for a truncated core, not one line per segment.
         let cut: Vec<&Segment> = loads.iter().filter(|s| s.is_truncated()).collect();
         if let Some(first) = cut.first() {
-            let missing: u64 = cut.iter().map(|s| s.filesz - s.present).sum();
+            let missing = cut.iter().map(|s| s.filesz - s.present).fold(0u64, u64::saturating_add);
             diagnostics.push(
                 Diagnostic::warning(
                     "core",
@@ -199,6 +213,16 @@ impl Core {
                 )
                 .at_offset(first.offset + first.present)
                 .at_address(first.vaddr + first.present),
+            );
+        }
+        let segments = Segments::new(loads);
+        if let Some((count, first)) = segments.overlaps() {
+            diagnostics.push(
+                Diagnostic::warning(
+                    "core",
+                    format!("{count} PT_LOAD segments overlap others, the first at {first:#x}: memory there is ambiguous (reads use the segment starting nearest below)"),
+                )
+                .at_address(first),
             );
         }
         let mut found = Found { diagnostics, ..Found::default() };
@@ -221,7 +245,7 @@ impl Core {
         Ok(Core {
             path,
             map,
-            segments: Segments::new(loads),
+            segments,
             threads: found.threads,
             process: found.process,
             auxv: found.auxv,
