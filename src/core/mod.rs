@@ -411,8 +411,18 @@ fn program_headers(path: &Path, bytes: &[u8], hdr: &Header) -> Result<Vec<Progra
     let mut count = hdr.e_phnum as u64;
     if hdr.e_phnum == PN_XNUM {
         // More than 65534 segments: the count is in section header 0's sh_info (offset 44).
-        let sh_info = (hdr.e_shoff as usize).checked_add(44).and_then(|o| bytes.get(o..o + 4));
-        count = sh_info.map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64).unwrap_or(0);
+        let at = if hdr.e_shoff == 0 { None } else { hdr.e_shoff.checked_add(44).and_then(|o| usize::try_from(o).ok()) };
+        let Some(b) = at.and_then(|o| bytes.get(o..o.checked_add(4)?)) else {
+            return Err(CoreError::BadHeader {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "e_phnum is PN_XNUM (0xffff) but there is no section header 0 to hold the real count (e_shoff {:#x}, file {} bytes)",
+                    hdr.e_shoff,
+                    bytes.len()
+                ),
+            });
+        };
+        count = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64;
     }
     let entry_size = program_header::program_header64::SIZEOF_PHDR as u64;
     let end = count.checked_mul(entry_size).and_then(|n| n.checked_add(hdr.e_phoff));
