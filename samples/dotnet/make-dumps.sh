@@ -27,8 +27,10 @@
 #   CREATEDUMP    createdump (default: next to the Microsoft.NETCore.App runtime in use)
 #   SKIP_BUILD=1  reuse the existing build
 #
-# Exit status: 0 when every requested dump was made (SOS failures are recorded
-# in the oracle files, not fatal); 0 with a message when dotnet is missing.
+# Exit status: 0 when every requested dump was made and verify-expected.py finds
+# SOS's readings as expected.toml says (a crashing SOS command is recorded in its
+# oracle file, not fatal); 1 on a failed step or a wrong wedge shape; 0 with a
+# message when dotnet is missing.
 set -Eeuo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -39,7 +41,7 @@ ARTIFACTS="$REPO/target/samples/dotnet/artifacts"   # must match Directory.Build
 while getopts "o:h" opt; do
   case "$opt" in
     o) OUTDIR="$OPTARG" ;;
-    h) sed -n '2,32p' "$0"; exit 0 ;;
+    h) sed -n '2,/^set -Eeuo/p' "$0" | sed '$d'; exit 0 ;;
     *) exit 2 ;;
   esac
 done
