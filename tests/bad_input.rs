@@ -344,6 +344,19 @@ fn nt_file_with_a_huge_count_is_ignored_with_a_diagnostic_and_allocates_nothing(
 }
 
 #[test]
+fn a_flood_of_malformed_notes_gives_a_bounded_number_of_warnings() {
+    let n = 200_000;
+    let mut list = note_list(seed());
+    list.extend((0..n).map(|_| (b"CORE\0".to_vec(), NT_PRSTATUS, vec![0u8; 4])));
+    let core = read_ok(with_notes(seed(), &list));
+    assert_eq!(core.threads.len(), SEED_THREADS);
+    let malformed = core.diagnostics.iter().filter(|d| d.message.contains("malformed")).count();
+    assert!(malformed <= 40, "{malformed} warnings for {n} malformed notes");
+    let summary = warning(&core.diagnostics, "more malformed notes");
+    assert!(summary.message.contains(&(n - 32).to_string()), "{summary:?}");
+}
+
+#[test]
 fn nt_file_with_tens_of_thousands_of_modules_is_read_in_linear_time() {
     let n = 50_000u64;
     let paths: Vec<String> = (0..n).map(|i| format!("/nonexistent/lib{i}.so")).collect();

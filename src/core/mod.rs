@@ -36,6 +36,9 @@ const NT_SIGINFO: u32 = 0x5349_4749;
 const NT_FILE: u32 = 0x4649_4c45;
 /// e_phnum value meaning "the real count is in section header 0's sh_info".
 const PN_XNUM: u16 = 0xffff;
+/// Malformed notes warned about one by one, at most; the rest are counted in one warning, so a
+/// core made of tiny bogus notes cannot turn into many times its size in diagnostics.
+const MAX_NOTE_WARNINGS: usize = 32;
 
 /// One thread as the core records it, in the core's order.
 #[derive(Debug, Clone)]
@@ -230,6 +233,10 @@ impl Core {
             // `distinct_note_ranges` only keeps non-empty ranges that lie inside the file.
             found.read_notes(&bytes[range.offset as usize..(range.offset + range.present) as usize], range.offset);
         }
+        if found.malformed > MAX_NOTE_WARNINGS {
+            let more = found.malformed - MAX_NOTE_WARNINGS;
+            found.diagnostics.push(Diagnostic::warning("core", format!("{more} more malformed notes were ignored")));
+        }
         if found.threads.is_empty() {
             // Most often the file was cut before its notes (gcore writes them last).
             if let Some(cut) = note_ranges.iter().find(|r| r.present < r.size) {
@@ -324,9 +331,18 @@ struct Found {
     files: Option<Vec<FileMapping>>,
     signal: Option<SignalInfo>,
     diagnostics: Vec<Diagnostic>,
+    /// Malformed notes seen, warned about or not.
+    malformed: usize,
 }
 
 impl Found {
+    fn malformed_note(&mut self, d: Diagnostic) {
+        self.malformed += 1;
+        if self.malformed <= MAX_NOTE_WARNINGS {
+            self.diagnostics.push(d);
+        }
+    }
+
     fn read_notes(&mut self, data: &[u8], base: u64) {
         let mut notes = notes::Notes::new(data, base);
         for note in notes.by_ref() {
@@ -346,16 +362,16 @@ impl Found {
                         has_xstate: false,
                         note_offset: note.offset,
                     }),
-                    None => self.diagnostics.push(bad("NT_PRSTATUS")),
+                    None => self.malformed_note(bad("NT_PRSTATUS")),
                 },
                 (b"CORE", NT_PRPSINFO) => match prpsinfo::parse(note.desc) {
                     Some(p) => self.process = Some(p),
-                    None => self.diagnostics.push(bad("NT_PRPSINFO")),
+                    None => self.malformed_note(bad("NT_PRPSINFO")),
                 },
                 (b"CORE", NT_AUXV) => self.auxv = Auxv::parse(note.desc),
                 (b"CORE", NT_FILE) => match nt_file::parse(note.desc) {
                     Ok(files) => self.files = Some(files),
-                    Err(why) => self.diagnostics.push(Diagnostic::warning("core", format!("NT_FILE ignored: {why}")).at_offset(note.offset)),
+                    Err(why) => self.malformed_note(Diagnostic::warning("core", format!("NT_FILE ignored: {why}")).at_offset(note.offset)),
                 },
                 (b"CORE", NT_SIGINFO) => match siginfo::parse(note.desc) {
                     Some(s) => {
@@ -367,7 +383,7 @@ impl Found {
                             self.signal = Some(s);
                         }
                     }
-                    None => self.diagnostics.push(bad("NT_SIGINFO")),
+                    None => self.malformed_note(bad("NT_SIGINFO")),
                 },
                 (b"CORE", NT_FPREGSET) => {
                     if let Some(t) = self.threads.last_mut() {
