@@ -613,6 +613,21 @@ fn files_that_are_not_cores_get_a_clear_error() {
     assert!(matches!(read(vec![0; 4096]), Err(CoreError::NotElf { .. })));
 }
 
+#[test]
+fn a_compressed_core_cut_short_is_an_error_or_a_partial_reading() {
+    let dir = scratch("compressed");
+    // The committed kernel core as it is stored: gzip -9.
+    let gz = std::fs::read(knot_samples::dumps_dir().join("abba/kernel/core.gz")).expect("core.gz");
+    for keep in [10, gz.len() / 3, gz.len() - 1] {
+        let path = dir.join(format!("cut-{keep}.core.gz"));
+        std::fs::write(&path, &gz[..keep]).expect("write");
+        match Core::open(&path) {
+            Err(e) => assert!(e.to_string().contains("gzip"), "{e}"),
+            Ok(core) => assert!(core.is_partial()),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Hostile stacks. Thread 1 of the gcore seed gets registers and stack words chosen to trap a
 // walker; every walk must end with a reason, within its frame bound, quickly.
