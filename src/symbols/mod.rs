@@ -11,6 +11,7 @@
 //! and a DWARF lookup that errs (or makes addr2line panic, which is caught) falls back to the
 //! symbol tables for that address only.
 
+mod die_name;
 pub mod dwarf;
 pub mod names;
 pub mod symtab;

@@ -27,7 +27,7 @@ enum Scheme {
     None,
 }
 
-fn is_cpp(lang: DwLang) -> bool {
+pub(crate) fn is_cpp(lang: DwLang) -> bool {
     matches!(
         lang,
         gimli::DW_LANG_C_plus_plus
