@@ -161,6 +161,7 @@ struct GdbFrame {
     line: Option<u32>,
 }
 
+/// Prints every thread's frames, then the value of each expression in `knot_exprs`.
 const GDB_DUMP_PY: &str = r#"
 import gdb
 for inf in gdb.inferiors():
@@ -178,19 +179,34 @@ for inf in gdb.inferiors():
             except gdb.error:
                 f = None
             n += 1
+for i, e in enumerate(knot_exprs):
+    try:
+        print("A\t%d\t%x" % (i, int(gdb.parse_and_eval("(unsigned long)(%s)" % e))))
+    except gdb.error:
+        pass
 "#;
 
-/// Every thread's frames, by gdb, for `core` of `binary`.
-/// With `no_debug_files`, gdb looks for no separate debug files (as knot with
-/// `no_default_debug_dir`).
-fn gdb_frames(dir: &Path, binary: &Path, core: &Path, no_debug_files: bool) -> Option<Vec<(u32, Vec<GdbFrame>)>> {
+type Threads = Vec<(u32, Vec<GdbFrame>)>;
+
+/// What gdb says of a core: every thread's frames, and the value of each expression asked for.
+struct GdbDump {
+    threads: Threads,
+    values: Vec<Option<u64>>,
+}
+
+/// Runs gdb on `core` of `binary`. With `no_debug_files`, gdb looks for no separate debug files
+/// (as knot with `no_default_debug_dir`).
+fn gdb_dump(dir: &Path, binary: &Path, core: &Path, no_debug_files: bool, exprs: &[&str]) -> Option<GdbDump> {
     let script = dir.join("dump.py");
     std::fs::write(&script, GDB_DUMP_PY).ok()?;
     let debug_dir = if no_debug_files { dir.join("no-debug-files") } else { PathBuf::from(crate::process::locate::DEFAULT_DEBUG_DIR) };
+    let exprs_py = exprs.iter().map(|e| format!("{e:?}")).collect::<Vec<_>>().join(", ");
     let out = Command::new("gdb")
         .args(["-nx", "-batch", "-iex"])
         .arg(format!("set debug-file-directory {}", debug_dir.display()))
-        .args(["-ex", "set pagination off", "-ex", "set width 0", "-ex"])
+        .args(["-iex", "set debuginfod enabled off", "-ex", "set pagination off", "-ex", "set width 0", "-ex"])
+        .arg(format!("python knot_exprs = [{exprs_py}]"))
+        .arg("-ex")
         .arg(format!("source {}", script.display()))
         .arg(binary)
         .arg(core)
@@ -201,7 +217,8 @@ fn gdb_frames(dir: &Path, binary: &Path, core: &Path, no_debug_files: bool) -> O
     if std::env::var_os("KNOT_GDB_VERBOSE").is_some() {
         eprintln!("gdb: {}\n{}", String::from_utf8_lossy(&out.stderr), text);
     }
-    let mut threads: Vec<(u32, Vec<GdbFrame>)> = Vec::new();
+    let mut threads: Threads = Vec::new();
+    let mut values = vec![None; exprs.len()];
     for line in text.lines() {
         let cols: Vec<&str> = line.split('\t').collect();
         match cols.as_slice() {
@@ -214,15 +231,22 @@ fn gdb_frames(dir: &Path, binary: &Path, core: &Path, no_debug_files: bool) -> O
                 file: (!file.is_empty()).then(|| file.to_string()),
                 line: l.parse().ok().filter(|&l: &u32| l != 0),
             }),
+            ["A", i, v] => {
+                if let (Ok(i), Ok(v)) = (i.parse::<usize>(), u64::from_str_radix(v, 16))
+                    && let Some(slot) = values.get_mut(i)
+                {
+                    *slot = Some(v);
+                }
+            }
             _ => {}
         }
     }
-    (!threads.is_empty()).then_some(threads)
+    (!threads.is_empty()).then_some(GdbDump { threads, values })
 }
 
 /// Compares knot's frames with gdb's for every thread; returns the mismatches, and the number
 /// of frames compared.
-fn compare_with_gdb(process: &Process, threads: &[(u32, Vec<GdbFrame>)]) -> (Vec<String>, usize) {
+fn compare_with_gdb(process: &Process, threads: &Threads) -> (Vec<String>, usize) {
     let symbolizer = Symbolizer::new(process);
     let mut mismatches = Vec::new();
     let mut compared = 0;
@@ -310,43 +334,149 @@ fn dump_live(dir: &Path, binary: &Path) -> Result<PathBuf, String> {
     result
 }
 
-#[test]
-fn live_deadlock_matches_gdb() {
-    for tool in ["gcc", "gdb", "gcore"] {
+const DEADLOCK_CPP: &str = r#"
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
+namespace bank {
+struct Account {
+    std::mutex m;
+    long balance = 0;
+    template <typename T> void deposit(T v) { std::lock_guard<std::mutex> g(m); balance += v; }
+    void transfer(Account &other, long v) const;
+};
+__attribute__((noinline)) void Account::transfer(Account &other, long v) const {
+    std::lock_guard<std::mutex> g(const_cast<std::mutex &>(m));
+    usleep(100000);
+    other.deposit(v);
+}
+namespace {
+__attribute__((noinline)) void worker(Account *x, Account *y) { x->transfer(*y, 5); }
+}
+}
+std::mutex cvm;
+std::condition_variable cv;
+int main() {
+    static bank::Account p, q;
+    std::thread t1([&] { bank::worker(&p, &q); });
+    std::thread t2([&] { bank::worker(&q, &p); });
+    std::thread t3([&] { std::unique_lock<std::mutex> l(cvm); cv.wait(l); });
+    usleep(300000);
+    printf("ready %d\n", getpid());
+    fflush(stdout);
+    t1.join();
+    t2.join();
+    t3.join();
+}
+"#;
+
+const DEADLOCK_RS: &str = r#"
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+struct Bank { a: Mutex<u64>, b: Mutex<u64> }
+trait Transfer { fn go(&self, first: bool); }
+impl Transfer for Bank {
+    #[inline(never)]
+    fn go(&self, first: bool) {
+        let (x, y) = if first { (&self.a, &self.b) } else { (&self.b, &self.a) };
+        let _g = x.lock().unwrap();
+        thread::sleep(Duration::from_millis(100));
+        let _h = y.lock().unwrap();
+    }
+}
+fn generic<T: Transfer>(t: &T, f: bool) { t.go(f) }
+fn main() {
+    let bank = Arc::new(Bank { a: Mutex::new(0), b: Mutex::new(0) });
+    let b1 = bank.clone();
+    let t1 = thread::spawn(move || generic(&*b1, true));
+    let b2 = bank.clone();
+    let t2 = thread::spawn(move || generic(&*b2, false));
+    thread::sleep(Duration::from_millis(300));
+    println!("ready {}", std::process::id());
+    use std::io::Write;
+    std::io::stdout().flush().unwrap();
+    t1.join().unwrap();
+    t2.join().unwrap();
+}
+"#;
+
+/// A program built, run until ready, and dumped.
+struct Live {
+    dir: Scratch,
+    bin: PathBuf,
+    core: PathBuf,
+}
+
+/// Builds `source` with `compiler` (`gcc`, `g++`, `rustc`) and `flags`, runs it and dumps it;
+/// `Err` says why the test cannot run here.
+fn live(tag: &str, compiler: &str, file_name: &str, source: &str, flags: &[&str]) -> Result<Live, String> {
+    for tool in [compiler, "gdb", "gcore"] {
         if !have(tool) {
-            eprintln!("skipped: {tool} is not available");
-            return;
+            return Err(format!("{tool} is not available"));
         }
     }
-    let dir = Scratch::new("deadlock");
-    let Some(bin) = gcc(&dir.0, "deadlock", DEADLOCK_C, &["-g", "-O2", "-pthread"]) else {
-        eprintln!("skipped: gcc could not build the test program");
-        return;
-    };
-    let core = match dump_live(&dir.0, &bin) {
-        Ok(c) => c,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
-    };
-    // Without debug files libc is named from .dynsym alone; with them (libc6-dbg), from DWARF
-    // and the debug file's .symtab.
+    let dir = Scratch::new(tag);
+    std::fs::write(dir.0.join(file_name), source).map_err(|e| e.to_string())?;
+    let bin = dir.0.join("prog");
+    // A relative source name, as a build would have it: gdb shows `deadlock.c`.
+    let built = Command::new(compiler).current_dir(&dir.0).args(flags).arg(file_name).arg("-o").arg(&bin).output();
+    match built {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => return Err(format!("{compiler} could not build the test program: {}", String::from_utf8_lossy(&o.stderr).trim())),
+        Err(e) => return Err(format!("cannot run {compiler}: {e}")),
+    }
+    let core = dump_live(&dir.0, &bin)?;
+    Ok(Live { dir, bin, core })
+}
+
+/// Compares knot with gdb on `live`'s core: with separate debug files, and first also without
+/// them when `also_without_debug_files`. Returns the process (with debug files) and gdb's answers,
+/// the values of `exprs` included.
+fn check_live(live: &Live, also_without_debug_files: bool, exprs: &[&str]) -> Option<(Process, GdbDump)> {
+    let modes: &[bool] = if also_without_debug_files { &[true, false] } else { &[false] };
     let mut last = None;
-    for no_debug_files in [true, false] {
-        let Some(threads) = gdb_frames(&dir.0, &bin, &core, no_debug_files) else {
+    for &no_debug_files in modes {
+        // gdb has been seen, rarely, to print nothing from the script: try twice.
+        let dump = gdb_dump(&live.dir.0, &live.bin, &live.core, no_debug_files, exprs)
+            .or_else(|| gdb_dump(&live.dir.0, &live.bin, &live.core, no_debug_files, exprs));
+        let Some(dump) = dump else {
             eprintln!("skipped: gdb gave no frames");
-            return;
+            return None;
         };
         let locator = Locator { no_default_debug_dir: no_debug_files, ..Locator::default() };
-        let process = Process::open(&core, &locator).expect("open the core");
-        let (mismatches, compared) = compare_with_gdb(&process, &threads);
+        let process = Process::open(&live.core, &locator).expect("open the core");
+        let (mismatches, compared) = compare_with_gdb(&process, &dump.threads);
         eprintln!("no_debug_files={no_debug_files}: {compared} frames compared");
-        assert!(compared >= 8, "too few frames compared: {threads:?}");
+        assert!(compared >= 8, "too few frames compared: {:?}", dump.threads);
         assert!(mismatches.is_empty(), "{} of {compared} frames differ from gdb:\n{}", mismatches.len(), mismatches.join("\n"));
-        last = Some((threads, process));
+        last = Some((process, dump));
     }
-    let Some((threads, process)) = last else { return };
+    last
+}
+
+/// Every function name knot gives at gdb's frames, outer frames of each chain included.
+fn all_names(symbolizer: &Symbolizer<'_>, threads: &Threads) -> Vec<String> {
+    let mut names = Vec::new();
+    for (_, frames) in threads {
+        for (i, f) in frames.iter().enumerate() {
+            names.extend(symbolizer.symbolize(f.pc, i > 0).frames.into_iter().filter_map(|s| s.function));
+        }
+    }
+    names
+}
+
+#[test]
+fn live_c_deadlock_matches_gdb() {
+    let live = match live("c", "gcc", "deadlock.c", DEADLOCK_C, &["-g", "-O2", "-pthread"]) {
+        Ok(l) => l,
+        Err(why) => return eprintln!("skipped: {why}"),
+    };
+    let exprs = ["&lock_a", "&pairs[1].m", "&pairs"];
+    let Some((process, dump)) = check_live(&live, true, &exprs) else { return };
+    let threads = &dump.threads;
 
     // Our own functions, whatever libc's debug files: the inlined `take` in `first`/`second`.
     let symbolizer = Symbolizer::new(&process);
@@ -359,27 +489,42 @@ fn live_deadlock_matches_gdb() {
     assert!(chains.contains(&vec!["take".to_string(), "second".to_string()]), "{chains:?}");
 
     // Data symbols: the locks, and a lock inside an array of structs.
-    let lock_a = gdb_address(&bin, &core, "&lock_a").expect("gdb prints &lock_a");
+    let [Some(lock_a), Some(m1), Some(pairs)] = dump.values[..] else { panic!("gdb printed no addresses: {:?}", dump.values) };
     assert_eq!(symbolizer.data_symbol(lock_a), Some(("lock_a".into(), 0)));
     assert_eq!(symbolizer.data_symbol(lock_a + 8), Some(("lock_a".into(), 8)));
-    let m1 = gdb_address(&bin, &core, "&pairs[1].m").expect("gdb prints &pairs[1].m");
-    let pairs = gdb_address(&bin, &core, "&pairs").expect("gdb prints &pairs");
     assert_eq!(symbolizer.data_symbol(m1), Some(("pairs".into(), m1 - pairs)));
 }
 
-/// `print/x (unsigned long)EXPR` in gdb.
-fn gdb_address(binary: &Path, core: &Path, expr: &str) -> Option<u64> {
-    let out = Command::new("gdb")
-        .args(["-nx", "-batch", "-ex"])
-        .arg(format!("print/x (unsigned long){expr}"))
-        .arg(binary)
-        .arg(core)
-        .stdin(Stdio::null())
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let hex = text.lines().find_map(|l| l.split_once("= 0x").map(|(_, h)| h.trim().to_string()))?;
-    u64::from_str_radix(&hex, 16).ok()
+#[test]
+fn live_cpp_deadlock_matches_gdb() {
+    for (tag, opt) in [("cpp-o2", "-O2"), ("cpp-o0", "-O0")] {
+        let live = match live(tag, "g++", "deadlock.cpp", DEADLOCK_CPP, &["-g", opt, "-pthread"]) {
+            Ok(l) => l,
+            Err(why) => return eprintln!("skipped: {why}"),
+        };
+        let Some((process, dump)) = check_live(&live, false, &["&'main::p'"]) else { return };
+        let symbolizer = Symbolizer::new(&process);
+        let names = all_names(&symbolizer, &dump.threads);
+        assert!(names.iter().any(|n| n == "bank::Account::transfer"), "{opt}: {names:?}");
+        assert!(names.iter().any(|n| n == "bank::Account::deposit<long>"), "{opt}: {names:?}");
+        if opt == "-O0" {
+            assert!(names.iter().any(|n| n == "bank::(anonymous namespace)::worker"), "{names:?}");
+        }
+        let p = dump.values[0].expect("gdb prints &'main::p'");
+        assert_eq!(symbolizer.data_symbol(p), Some(("main::p".into(), 0)));
+    }
+}
+
+#[test]
+fn live_rust_deadlock_matches_gdb() {
+    let live = match live("rust", "rustc", "deadlock.rs", DEADLOCK_RS, &["-g", "-O"]) {
+        Ok(l) => l,
+        Err(why) => return eprintln!("skipped: {why}"),
+    };
+    let Some((process, dump)) = check_live(&live, false, &[]) else { return };
+    let symbolizer = Symbolizer::new(&process);
+    let names = all_names(&symbolizer, &dump.threads);
+    assert!(names.iter().any(|n| n == "deadlock::{impl#0}::go"), "{names:?}");
 }
 
 /// Ad-hoc check of any core against gdb: `KNOT_GDB_CHECK=BINARY:CORE cargo test gdb_check_env
@@ -394,7 +539,7 @@ fn gdb_check_env() {
     let (bin, core) = spec.split_once(':').expect("BINARY:CORE");
     let dir = Scratch::new("env");
     let no_debug_files = std::env::var_os("KNOT_GDB_NO_DEBUG_FILES").is_some();
-    let threads = gdb_frames(&dir.0, Path::new(bin), Path::new(core), no_debug_files).expect("gdb frames");
+    let threads = gdb_dump(&dir.0, Path::new(bin), Path::new(core), no_debug_files, &[]).expect("gdb frames").threads;
     let locator = Locator { no_default_debug_dir: no_debug_files, ..Locator::default() };
     let process = Process::open(core, &locator).expect("open the core");
     let (mismatches, compared) = compare_with_gdb(&process, &threads);
