@@ -18,8 +18,6 @@ pub type Reader<'p> = EndianSlice<'p, RunTimeEndian>;
 
 pub struct Dwarf<'p> {
     inner: Mutex<Inner<'p>>,
-    /// Which file the DWARF was read from.
-    pub path: std::path::PathBuf,
 }
 
 struct Inner<'p> {
@@ -52,7 +50,7 @@ impl<'p> Dwarf<'p> {
             addr2line::Context::from_dwarf(dwarf).ok()
         }));
         let ctx = built.ok().flatten()?;
-        Some(Dwarf { inner: Mutex::new(Inner { ctx, files: FxHashMap::default(), namer: Namer::default() }), path: file.path().to_path_buf() })
+        Some(Dwarf { inner: Mutex::new(Inner { ctx, files: FxHashMap::default(), namer: Namer::default() }) })
     }
 
     /// Appends the frames at link-time address `probe` to `out`, innermost first. A frame whose

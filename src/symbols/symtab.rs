@@ -133,8 +133,8 @@ impl<'a> SymbolTable<'a> {
         SymbolTable { syms, sections, source }
     }
 
-    /// A table from explicit symbols (for tests and for callers that build their own), each with
-    /// its own section range `[start, end)`.
+    /// A table from explicit symbols, each with its section range `[start, end)`.
+    #[cfg(test)]
     pub fn from_symbols(entries: &[(u64, u64, &'a str, (u64, u64))], source: NameSource) -> SymbolTable<'a> {
         let mut sections: Vec<SectionRange> = Vec::new();
         let syms = entries
@@ -154,12 +154,9 @@ impl<'a> SymbolTable<'a> {
         SymbolTable::new(syms, sections, Some(source))
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.syms.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.syms.is_empty()
     }
 
     /// The symbol gdb would name `addr` (a link-time address) with; see the module docs.
