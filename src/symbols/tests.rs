@@ -99,6 +99,11 @@ fn inlined_function_yields_inner_then_outer_with_lines() {
 
 /// The address of `name` in the file's `.symtab`, read independently of [`symtab`].
 fn symbol_address(file: &ElfFile, name: &str) -> Option<u64> {
+    symbol_address_where(file, |n| n == name.as_bytes())
+}
+
+/// The address of the first `.symtab` symbol whose name passes `pick`.
+fn symbol_address_where(file: &ElfFile, pick: impl Fn(&[u8]) -> bool) -> Option<u64> {
     let (_, section) = file.section_by_name(".symtab")?;
     let data = file.section(".symtab")?;
     let strtab = file.section_data(section.link as usize)?;
@@ -106,8 +111,84 @@ fn symbol_address(file: &ElfFile, name: &str) -> Option<u64> {
         let off = u32::from_le_bytes(e[0..4].try_into().ok()?) as usize;
         let rest = strtab.get(off..)?;
         let end = rest.iter().position(|&b| b == 0)?;
-        (&rest[..end] == name.as_bytes()).then(|| u64::from_le_bytes(e[8..16].try_into().unwrap_or_default()))
+        let value = u64::from_le_bytes(e[8..16].try_into().unwrap_or_default());
+        (pick(&rest[..end]) && value != 0).then_some(value)
     })
+}
+
+/// The outer function's name at `addr`, from DWARF alone.
+fn dwarf_function(dwarf: &Dwarf<'_>, addr: u64) -> Option<String> {
+    let mut frames = Vec::new();
+    dwarf.frames(addr, &mut frames).ok()?;
+    frames.pop()?.function
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    memchr::memmem::find(hay, needle.as_bytes()).is_some()
+}
+
+#[test]
+fn cpp_names_follow_gdb_without_gdb() {
+    if !have("g++") {
+        eprintln!("skipped: g++ is not available");
+        return;
+    }
+    let dir = Scratch::new("cpp-names");
+    std::fs::write(dir.0.join("names.cpp"), DEADLOCK_CPP).expect("write source");
+    let bin = dir.0.join("names");
+    let built = Command::new("g++").current_dir(&dir.0).args(["-g", "-O0", "-pthread", "names.cpp", "-o"]).arg(&bin).status();
+    if !built.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: g++ could not build the test program");
+        return;
+    }
+    let file = ElfFile::open(&bin).expect("open");
+    let dwarf = Dwarf::load([&file]).expect("DWARF");
+    let at = |pick: &dyn Fn(&[u8]) -> bool| symbol_address_where(&file, pick).expect("symbol") + 1;
+    // No linkage name (internal linkage): scopes from the DIE tree.
+    let worker = at(&|n| contains(n, "12_GLOBAL__N_16worker"));
+    assert_eq!(dwarf_function(&dwarf, worker).as_deref(), Some("bank::(anonymous namespace)::worker"));
+    // A template over a lambda: gdb's physname keeps its parameters.
+    let run = at(&|n| contains(n, "_State_impl") && contains(n, "_M_runEv"));
+    assert_eq!(
+        dwarf_function(&dwarf, run).as_deref(),
+        Some("std::thread::_State_impl<std::thread::_Invoker<std::tuple<main()::<lambda()> > > >::_M_run(void)")
+    );
+    let invoke = at(&|n| contains(n, "__invoke_impl"));
+    assert_eq!(
+        dwarf_function(&dwarf, invoke).as_deref(),
+        Some("std::__invoke_impl<void, main()::<lambda()> >(std::__invoke_other, struct {...} &&)")
+    );
+    // A linkage name: demangled, without parameters or return type.
+    let deposit = at(&|n| n == b"_ZN4bank7Account7depositIlEEvT_");
+    assert_eq!(dwarf_function(&dwarf, deposit).as_deref(), Some("bank::Account::deposit<long>"));
+    let transfer = at(&|n| n == b"_ZNK4bank7Account8transferERS0_l");
+    assert_eq!(dwarf_function(&dwarf, transfer).as_deref(), Some("bank::Account::transfer"));
+    assert_eq!(dwarf_function(&dwarf, at(&|n| n == b"main")).as_deref(), Some("main"));
+}
+
+#[test]
+fn rust_names_follow_gdb_without_gdb() {
+    if !have("rustc") {
+        eprintln!("skipped: rustc is not available");
+        return;
+    }
+    let dir = Scratch::new("rust-names");
+    std::fs::write(dir.0.join("deadlock.rs"), DEADLOCK_RS).expect("write source");
+    let bin = dir.0.join("deadlock");
+    let built = Command::new("rustc").current_dir(&dir.0).args(["-g", "-C", "opt-level=0", "deadlock.rs", "-o"]).arg(&bin).output();
+    if !built.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: rustc could not build the test program");
+        return;
+    }
+    let file = ElfFile::open(&bin).expect("open");
+    let dwarf = Dwarf::load([&file]).expect("DWARF");
+    let at = |pick: &dyn Fn(&[u8]) -> bool| symbol_address_where(&file, pick).expect("symbol") + 1;
+    let go = at(&|n| contains(n, "deadlock..Transfer$GT$2go17h"));
+    assert_eq!(dwarf_function(&dwarf, go).as_deref(), Some("deadlock::{impl#0}::go"));
+    let generic = at(&|n| contains(n, "8deadlock7generic17h"));
+    assert_eq!(dwarf_function(&dwarf, generic).as_deref(), Some("deadlock::generic<deadlock::Bank>"));
+    let main = at(&|n| contains(n, "8deadlock4main17h"));
+    assert_eq!(dwarf_function(&dwarf, main).as_deref(), Some("deadlock::main"));
 }
 
 #[test]
