@@ -391,6 +391,15 @@ fn report(
         mib(knot.peak_rss()),
         mib(core_size)
     );
+    let cpu_ratio = |peer: &str| get(peer).map(|p| p.median_cpu() / knot.median_cpu());
+    let gdb_cpu = cpu_ratio("gdb");
+    let eu_cpu = cpu_ratio("eu-stack");
+    let _ = writeln!(
+        t,
+        "    CPU time (user+sys, less sensitive to a busy machine): gdb / knot {}, eu-stack / knot {}",
+        gdb_cpu.map_or("n/a".into(), |r| format!("{r:.1}x")),
+        eu_cpu.map_or("n/a".into(), |r| format!("{r:.1}x"))
+    );
     if let Some(so) = so {
         let _ = writeln!(
             t,
@@ -429,6 +438,8 @@ fn report(
             "gdb_over_knot_time": gdb_ratio,
             "eu_stack_over_knot_time": eu_ratio,
             "knot_peak_rss_over_core_size": rss_ratio,
+            "gdb_over_knot_cpu": gdb_cpu,
+            "eu_stack_over_knot_cpu": eu_cpu,
             "gdb_over_knot_stacks_only_time": gdb_so,
             "eu_stack_over_knot_stacks_only_time": eu_so,
         },
