@@ -69,16 +69,6 @@ impl<'p> Dwarf<'p> {
     }
 }
 
-/// A frame as addr2line gives it, before naming.
-struct RawFrame {
-    die: Option<gimli::UnitOffset>,
-    lang: Option<gimli::DwLang>,
-    raw: Option<String>,
-    file: Option<String>,
-    line: Option<u32>,
-    column: Option<u32>,
-}
-
 fn collect(inner: &mut Inner<'_>, probe: u64, out: &mut Vec<SourceFrame>) -> Result<(), LookupError> {
     let bad = |e: gimli::Error| LookupError::Malformed(e.to_string());
     let Inner { ctx, files, namer } = inner;
@@ -87,10 +77,23 @@ fn collect(inner: &mut Inner<'_>, probe: u64, out: &mut Vec<SourceFrame>) -> Res
         Some(unit) => files.entry(unit.header.offset().0).or_insert_with(|| line_table_files(unit)),
         None => &[],
     };
-    let mut raw_frames: Vec<RawFrame> = Vec::new();
+    // How a frame's name is built; the outer frame's is built again once it is known to be the
+    // outer one (only C++ names without a linkage name differ, by their parameters).
+    let mut name = |raw: &str, lang: Option<gimli::DwLang>, die: Option<gimli::UnitOffset>, inlined: bool| -> String {
+        let mut from_dies = |with_params: bool| unit.zip(die).and_then(|(u, d)| namer.function_name(u, d, with_params));
+        let by_dies = match lang {
+            // gdb never uses Rust linkage names.
+            Some(gimli::DW_LANG_Rust) => from_dies(false),
+            // C++ without a linkage name: gdb builds the name from the scopes.
+            Some(l) if is_cpp(l) && !raw.starts_with("_Z") => from_dies(!inlined),
+            _ => None,
+        };
+        by_dies.unwrap_or_else(|| display_name(raw, lang, NameKind::Debug))
+    };
+    let mut last: Option<(Option<gimli::DwLang>, Option<gimli::UnitOffset>)> = None;
     let mut frames = ctx.find_frames(probe).skip_all_loads().map_err(bad)?;
     while let Some(frame) = frames.next().map_err(bad)? {
-        let (raw, lang) = match &frame.function {
+        let (raw_name, lang) = match &frame.function {
             Some(f) => (Some(f.raw_name().map_err(bad)?.into_owned()), f.language),
             None => (None, None),
         };
@@ -98,32 +101,16 @@ fn collect(inner: &mut Inner<'_>, probe: u64, out: &mut Vec<SourceFrame>) -> Res
             Some(l) => (l.file.map(|f| gdb_file_name(f, unit_files)), l.line, l.column),
             None => (None, None, None),
         };
-        raw_frames.push(RawFrame { die: frame.dw_die_offset, lang, raw, file, line, column });
+        let function = raw_name.as_deref().map(|raw| name(raw, lang, frame.dw_die_offset, true));
+        last = Some((lang, frame.dw_die_offset));
+        out.push(SourceFrame { function, raw_name, file, line, column, inlined: false, function_offset: None, source: NameSource::Dwarf });
     }
-    let last = raw_frames.len().saturating_sub(1);
-    for (i, f) in raw_frames.into_iter().enumerate() {
-        let inlined = i < last;
-        let function = f.raw.as_deref().map(|raw| {
-            let from_dies = |namer: &mut Namer, with_params: bool| unit.zip(f.die).and_then(|(u, d)| namer.function_name(u, d, with_params));
-            let by_dies = match f.lang {
-                // gdb never uses Rust linkage names.
-                Some(gimli::DW_LANG_Rust) => from_dies(namer, false),
-                // C++ without a linkage name: gdb builds the name from the scopes.
-                Some(l) if is_cpp(l) && !raw.starts_with("_Z") => from_dies(namer, !inlined),
-                _ => None,
-            };
-            by_dies.unwrap_or_else(|| display_name(raw, f.lang, NameKind::Debug))
-        });
-        out.push(SourceFrame {
-            function,
-            raw_name: f.raw,
-            file: f.file,
-            line: f.line,
-            column: f.column,
-            inlined: false,
-            function_offset: None,
-            source: NameSource::Dwarf,
-        });
+    if let (Some((Some(lang), die)), Some(outer)) = (last, out.last_mut())
+        && is_cpp(lang)
+        && let Some(raw) = outer.raw_name.as_deref()
+        && !raw.starts_with("_Z")
+    {
+        outer.function = Some(name(raw, Some(lang), die, false));
     }
     Ok(())
 }

@@ -45,7 +45,7 @@ use symtab::{best_of, FileSymbols, Hit};
 /// One source-level frame at an address: a real function, or a function inlined into it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceFrame {
-    /// The name gdb's `bt` prints (demangled; C++ from DWARF without parameters).
+    /// The name gdb's `bt` prints (see the module docs).
     pub function: Option<String>,
     /// The name as recorded: the DWARF linkage name (else `DW_AT_name`), or the ELF symbol.
     pub raw_name: Option<String>,

@@ -192,6 +192,63 @@ fn rust_names_follow_gdb_without_gdb() {
 }
 
 #[test]
+fn plt_entries_are_named_as_gdb_names_them() {
+    if !have("gcc") {
+        eprintln!("skipped: gcc is not available");
+        return;
+    }
+    let dir = Scratch::new("plt");
+    // The classic lazy PLT, and the IBT one (`.plt.sec`).
+    for (name, flags) in [("plt", &["-g", "-O2", "-pthread"][..]), ("ibt", &["-g", "-O2", "-pthread", "-fcf-protection=full", "-Wl,-z,ibtplt"][..])] {
+        match gcc(&dir.0, name, DEADLOCK_C, flags) {
+            Some(bin) => check_plt_against_gdb(&bin),
+            None => eprintln!("{name}: gcc could not build the test program; case skipped"),
+        }
+    }
+}
+
+fn check_plt_against_gdb(bin: &Path) {
+    let file = ElfFile::open(bin).expect("open");
+    let syms = FileSymbols::read(&file, false);
+    let addrs: Vec<u64> = file
+        .sections
+        .iter()
+        .filter(|s| matches!(s.name.as_str(), ".plt" | ".plt.sec" | ".plt.got"))
+        .flat_map(|s| s.addr..s.addr + s.size)
+        .collect();
+    let ours: Vec<Option<(String, u64)>> =
+        addrs.iter().map(|&a| syms.text.lookup(a).map(|h| (h.sym.full_name().into_owned(), a - h.sym.addr))).collect();
+    assert!(ours.iter().flatten().any(|(n, off)| n == "pthread_mutex_lock@plt" && *off == 0), "{ours:?}");
+    if !have("gdb") {
+        eprintln!("gdb is not available: not compared");
+        return;
+    }
+    let mut cmd = Command::new("gdb");
+    cmd.args(["-nx", "-batch", "-iex", "set debuginfod enabled off"]);
+    for a in &addrs {
+        cmd.arg("-ex").arg(format!("info symbol {a:#x}"));
+    }
+    let out = cmd.arg(bin).stdin(Stdio::null()).output().expect("run gdb");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let theirs: Vec<Option<(String, u64)>> = text
+        .lines()
+        .filter(|l| l.starts_with("No symbol matches") || l.contains(" in section "))
+        .map(|l| {
+            let sym = l.split(" in section ").next().filter(|_| !l.starts_with("No symbol"))?;
+            Some(match sym.split_once(" + ") {
+                Some((name, off)) => (name.to_string(), off.parse().ok()?),
+                None => (sym.to_string(), 0),
+            })
+        })
+        .collect();
+    assert_eq!(theirs.len(), addrs.len(), "gdb answered {} of {} queries:\n{text}", theirs.len(), addrs.len());
+    eprintln!("{} PLT addresses compared with gdb", addrs.len());
+    for ((a, o), t) in addrs.iter().zip(&ours).zip(&theirs) {
+        assert_eq!(o, t, "at {a:#x}");
+    }
+}
+
+#[test]
 fn garbage_sections_never_panic() {
     // Noise in place of DWARF or symbol-table sections: reading and every lookup must go on.
     if !have("gcc") || !have("objcopy") {
