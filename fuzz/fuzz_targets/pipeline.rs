@@ -16,5 +16,5 @@ fn options() -> &'static knot::analysis::Options {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let _ = fuzz_bodies::pipeline(data, options());
+    let _ = fuzz_bodies::pipeline(data.to_vec(), options());
 });
