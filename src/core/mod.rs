@@ -131,6 +131,8 @@ impl Core {
         // while knot runs, reads past the new end fault (SIGBUS); knot accepts that risk as every
         // mmap-based reader does, and never writes through the mapping.
         let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(open_err)?;
+        // Access is sparse (a few stack pages per thread): no read-ahead or fault-around.
+        let _ = map.advise(memmap2::Advice::Random);
         if map.is_empty() {
             return Err(CoreError::Empty { path });
         }
