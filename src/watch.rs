@@ -344,10 +344,10 @@ fn process(path: &Path, name: &str, before: &fs::Metadata, outs: &Outputs, opts:
     }
     let outcome: Result<Report, String> = match result {
         Ok(Ok(r)) => Ok(r),
-        Ok(Err(e)) => Err(format!("knot could not analyze {}: {e}", path.display())),
+        Ok(Err(e)) => Err(format!("knot {} could not analyze this dump: {e}", env!("CARGO_PKG_VERSION"))),
         Err(panic) => {
             let msg = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_else(|| "unknown panic".into());
-            Err(format!("knot failed while analyzing {} (a bug in knot: please report it): {msg}", path.display()))
+            Err(format!("knot {} failed while analyzing {} (a bug in knot: please report it): {msg}", env!("CARGO_PKG_VERSION"), path.display()))
         }
     };
     let secs = started.elapsed().as_secs_f64();

@@ -379,7 +379,12 @@ fn flame_graph(out: &mut String, r: &Report) {
         .and_then(|s| s.split('"').next())
         .and_then(|h| h.parse::<f64>().ok())
         .unwrap_or(600.0);
-    let body = svg.find("<svg").map(|at| &svg[at..]).unwrap_or(&svg);
+    // Without the XML prolog and DTD, and without inferno's comment (it names web pages).
+    let mut body = svg.find("<svg").map(|at| svg[at..].to_string()).unwrap_or_default();
+    while let Some(start) = body.find("<!--") {
+        let Some(len) = body[start..].find("-->") else { break };
+        body.replace_range(start..start + len + 3, "");
+    }
     let doc = format!("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>html,body{{margin:0;background:#fff}}svg{{display:block;width:100%}}</style></head><body>{body}</body></html>");
     let _ = write!(
         out,
