@@ -22,6 +22,8 @@ pub enum CoreError {
     UnsupportedArch { path: PathBuf, arch: String },
     #[error("{path}: program headers at offset {offset:#x} ({count} × {entry_size} bytes) run past the end of the file ({file_len} bytes): the core is truncated")]
     ProgramHeadersTruncated { path: PathBuf, offset: u64, count: u64, entry_size: u64, file_len: u64 },
+    #[error("{path}: the notes (the threads and their registers) at offset {offset:#x} ({size} bytes) run past the end of the file ({file_len} bytes): the core is truncated")]
+    NotesTruncated { path: PathBuf, offset: u64, size: u64, file_len: u64 },
     #[error("{path}: no thread found (no readable NT_PRSTATUS note); the core is truncated or corrupt")]
     NoThreads { path: PathBuf },
 }

@@ -36,6 +36,9 @@ const NT_SIGINFO: u32 = 0x5349_4749;
 const NT_FILE: u32 = 0x4649_4c45;
 /// e_phnum value meaning "the real count is in section header 0's sh_info".
 const PN_XNUM: u16 = 0xffff;
+/// Malformed notes warned about one by one, at most; the rest are counted in one warning, so a
+/// core made of tiny bogus notes cannot turn into many times its size in diagnostics.
+const MAX_NOTE_WARNINGS: usize = 32;
 
 /// One thread as the core records it, in the core's order.
 #[derive(Debug, Clone)]
@@ -155,16 +158,30 @@ impl Core {
         let file_len = bytes.len() as u64;
         let mut loads = Vec::new();
         let mut note_ranges = Vec::new();
-        for ph in &phdrs {
+        for (i, ph) in phdrs.iter().enumerate() {
             let present = file_len.saturating_sub(ph.p_offset).min(ph.p_filesz);
             match ph.p_type {
                 program_header::PT_LOAD => {
+                    // No segment runs past the end of the address space: clamping memsz keeps
+                    // every address computed from a segment in range.
+                    let room = u64::MAX - ph.p_vaddr;
+                    if ph.p_memsz > room {
+                        diagnostics.push(
+                            Diagnostic::warning(
+                                "core",
+                                format!("segment at {:#x} claims {} bytes, past the end of the address space; only {room} are read", ph.p_vaddr, ph.p_memsz),
+                            )
+                            .at_offset(hdr.e_phoff + i as u64 * program_header::program_header64::SIZEOF_PHDR as u64)
+                            .at_address(ph.p_vaddr),
+                        );
+                    }
+                    let memsz = ph.p_memsz.min(room);
                     let seg = Segment {
                         vaddr: ph.p_vaddr,
-                        memsz: ph.p_memsz,
+                        memsz,
                         offset: ph.p_offset,
-                        filesz: ph.p_filesz.min(ph.p_memsz),
-                        present: present.min(ph.p_memsz),
+                        filesz: ph.p_filesz.min(memsz),
+                        present: present.min(memsz),
                         flags: ph.p_flags,
                     };
                     loads.push(seg);
@@ -176,8 +193,7 @@ impl Core {
                                 .at_offset(ph.p_offset),
                         );
                     }
-                    // `present` bounds this range inside the file.
-                    note_ranges.push((ph.p_offset, present));
+                    note_ranges.push(NoteRange { offset: ph.p_offset, present, size: ph.p_filesz });
                 }
                 _ => {}
             }
@@ -186,7 +202,7 @@ impl Core {
         // One summary for a truncated core, not one line per segment.
         let cut: Vec<&Segment> = loads.iter().filter(|s| s.is_truncated()).collect();
         if let Some(first) = cut.first() {
-            let missing: u64 = cut.iter().map(|s| s.filesz - s.present).sum();
+            let missing = cut.iter().map(|s| s.filesz - s.present).fold(0u64, u64::saturating_add);
             diagnostics.push(
                 Diagnostic::warning(
                     "core",
@@ -202,11 +218,30 @@ impl Core {
                 .at_address(first.vaddr + first.present),
             );
         }
+        let segments = Segments::new(loads);
+        if let Some((count, first)) = segments.overlaps() {
+            diagnostics.push(
+                Diagnostic::warning(
+                    "core",
+                    format!("{count} PT_LOAD segments overlap others, the first at {first:#x}: memory there is ambiguous (reads use the segment starting nearest below)"),
+                )
+                .at_address(first),
+            );
+        }
         let mut found = Found { diagnostics, ..Found::default() };
-        for (offset, len) in note_ranges {
-            found.read_notes(&bytes[offset as usize..(offset + len) as usize], offset);
+        for range in distinct_note_ranges(&note_ranges, &mut found.diagnostics) {
+            // `distinct_note_ranges` only keeps non-empty ranges that lie inside the file.
+            found.read_notes(&bytes[range.offset as usize..(range.offset + range.present) as usize], range.offset);
+        }
+        if found.malformed > MAX_NOTE_WARNINGS {
+            let more = found.malformed - MAX_NOTE_WARNINGS;
+            found.diagnostics.push(Diagnostic::warning("core", format!("{more} more malformed notes were ignored")));
         }
         if found.threads.is_empty() {
+            // Most often the file was cut before its notes (gcore writes them last).
+            if let Some(cut) = note_ranges.iter().find(|r| r.present < r.size) {
+                return Err(CoreError::NotesTruncated { path, offset: cut.offset, size: cut.size, file_len });
+            }
             return Err(CoreError::NoThreads { path });
         }
         if !found.threads.iter().any(|t| t.signalled) {
@@ -217,7 +252,7 @@ impl Core {
         Ok(Core {
             path,
             map,
-            segments: Segments::new(loads),
+            segments,
             threads: found.threads,
             process: found.process,
             auxv: found.auxv,
@@ -251,6 +286,42 @@ impl Core {
 }
 
 
+/// A PT_NOTE segment: `present` of its `size` bytes lie in the file from `offset`.
+#[derive(Debug, Clone, Copy)]
+struct NoteRange {
+    offset: u64,
+    present: u64,
+    size: u64,
+}
+
+/// The note ranges to read, in program header order: empty ones left out, and any that overlaps
+/// another left out too (so hostile duplicate headers cannot multiply the threads), with one
+/// warning for all of those.
+fn distinct_note_ranges(ranges: &[NoteRange], diagnostics: &mut Vec<Diagnostic>) -> Vec<NoteRange> {
+    let mut by_offset: Vec<usize> = (0..ranges.len()).filter(|&i| ranges[i].present > 0).collect();
+    by_offset.sort_by_key(|&i| (ranges[i].offset, i));
+    let mut keep = vec![false; ranges.len()];
+    let mut skipped: Vec<u64> = Vec::new();
+    let mut end = 0u64;
+    for i in by_offset {
+        let r = ranges[i];
+        if r.offset < end {
+            skipped.push(r.offset);
+            continue;
+        }
+        keep[i] = true;
+        // `present > 0` means `offset + present` is within the file.
+        end = r.offset + r.present;
+    }
+    if let Some(&first) = skipped.iter().min() {
+        diagnostics.push(
+            Diagnostic::warning("core", format!("{} note segments overlap others and were ignored, the first at offset {first:#x}", skipped.len()))
+                .at_offset(first),
+        );
+    }
+    ranges.iter().zip(keep).filter(|(_, k)| *k).map(|(r, _)| *r).collect()
+}
+
 /// What the notes yield, gathered before the [`Core`] is assembled.
 #[derive(Default)]
 struct Found {
@@ -260,9 +331,18 @@ struct Found {
     files: Option<Vec<FileMapping>>,
     signal: Option<SignalInfo>,
     diagnostics: Vec<Diagnostic>,
+    /// Malformed notes seen, warned about or not.
+    malformed: usize,
 }
 
 impl Found {
+    fn malformed_note(&mut self, d: Diagnostic) {
+        self.malformed += 1;
+        if self.malformed <= MAX_NOTE_WARNINGS {
+            self.diagnostics.push(d);
+        }
+    }
+
     fn read_notes(&mut self, data: &[u8], base: u64) {
         let mut notes = notes::Notes::new(data, base);
         for note in notes.by_ref() {
@@ -282,16 +362,16 @@ impl Found {
                         has_xstate: false,
                         note_offset: note.offset,
                     }),
-                    None => self.diagnostics.push(bad("NT_PRSTATUS")),
+                    None => self.malformed_note(bad("NT_PRSTATUS")),
                 },
                 (b"CORE", NT_PRPSINFO) => match prpsinfo::parse(note.desc) {
                     Some(p) => self.process = Some(p),
-                    None => self.diagnostics.push(bad("NT_PRPSINFO")),
+                    None => self.malformed_note(bad("NT_PRPSINFO")),
                 },
                 (b"CORE", NT_AUXV) => self.auxv = Auxv::parse(note.desc),
                 (b"CORE", NT_FILE) => match nt_file::parse(note.desc) {
                     Ok(files) => self.files = Some(files),
-                    Err(why) => self.diagnostics.push(Diagnostic::warning("core", format!("NT_FILE ignored: {why}")).at_offset(note.offset)),
+                    Err(why) => self.malformed_note(Diagnostic::warning("core", format!("NT_FILE ignored: {why}")).at_offset(note.offset)),
                 },
                 (b"CORE", NT_SIGINFO) => match siginfo::parse(note.desc) {
                     Some(s) => {
@@ -303,7 +383,7 @@ impl Found {
                             self.signal = Some(s);
                         }
                     }
-                    None => self.diagnostics.push(bad("NT_SIGINFO")),
+                    None => self.malformed_note(bad("NT_SIGINFO")),
                 },
                 (b"CORE", NT_FPREGSET) => {
                     if let Some(t) = self.threads.last_mut() {
@@ -347,8 +427,18 @@ fn program_headers(path: &Path, bytes: &[u8], hdr: &Header) -> Result<Vec<Progra
     let mut count = hdr.e_phnum as u64;
     if hdr.e_phnum == PN_XNUM {
         // More than 65534 segments: the count is in section header 0's sh_info (offset 44).
-        let sh_info = (hdr.e_shoff as usize).checked_add(44).and_then(|o| bytes.get(o..o + 4));
-        count = sh_info.map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64).unwrap_or(0);
+        let at = if hdr.e_shoff == 0 { None } else { hdr.e_shoff.checked_add(44).and_then(|o| usize::try_from(o).ok()) };
+        let Some(b) = at.and_then(|o| bytes.get(o..o.checked_add(4)?)) else {
+            return Err(CoreError::BadHeader {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "e_phnum is PN_XNUM (0xffff) but there is no section header 0 to hold the real count (e_shoff {:#x}, file {} bytes)",
+                    hdr.e_shoff,
+                    bytes.len()
+                ),
+            });
+        };
+        count = u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64;
     }
     let entry_size = program_header::program_header64::SIZEOF_PHDR as u64;
     let end = count.checked_mul(entry_size).and_then(|n| n.checked_add(hdr.e_phoff));

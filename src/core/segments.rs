@@ -42,7 +42,8 @@ pub enum Absence {
 
 #[derive(Debug, Clone, Default)]
 pub struct Segments {
-    /// Sorted by vaddr; overlapping segments are kept, the first one wins.
+    /// Sorted by vaddr (stable: equal starts keep their header order). Overlapping segments are
+    /// kept; a lookup uses the one starting nearest below the address (the later of equals).
     list: Vec<Segment>,
 }
 
@@ -62,6 +63,22 @@ impl Segments {
 
     pub fn is_empty(&self) -> bool {
         self.list.is_empty()
+    }
+
+    /// How many segments overlap one before them, and the start of the first that does; `None`
+    /// when none do (a well-formed core).
+    pub fn overlaps(&self) -> Option<(usize, u64)> {
+        let mut end = 0u64;
+        let mut count = 0;
+        let mut first = None;
+        for s in self.list.iter().filter(|s| s.memsz > 0) {
+            if s.vaddr < end {
+                count += 1;
+                first.get_or_insert(s.vaddr);
+            }
+            end = end.max(s.end());
+        }
+        first.map(|a| (count, a))
     }
 
     /// The segment covering `addr`.
@@ -106,6 +123,13 @@ mod tests {
         let s = Segments::new(vec![seg(0x1000, 0x1000, 0x400, 0x1000, 0x10)]);
         assert_eq!(s.locate(0x1008), Ok((0x408, 8)));
         assert_eq!(s.locate(0x1010), Err(Absence::Truncated));
+    }
+
+    #[test]
+    fn overlapping_segments_are_counted() {
+        let s = Segments::new(vec![seg(0x1000, 0x3000, 0, 0, 0), seg(0x2000, 0x1000, 0, 0, 0), seg(0x5000, 0x1000, 0, 0, 0)]);
+        assert_eq!(s.overlaps(), Some((1, 0x2000)));
+        assert_eq!(Segments::new(vec![seg(0x1000, 0x1000, 0, 0, 0), seg(0x2000, 0x1000, 0, 0, 0)]).overlaps(), None);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::module::{BuildIdSource, FileRange, FileStatus, Module};
 use crate::core::{auxv, Core, FileMapping};
 use crate::diagnostics::Diagnostic;
 use goblin::elf::program_header::{PT_LOAD, PT_NOTE};
+use std::collections::HashMap;
 
 const PHDR_SIZE: usize = 56;
 const MAX_PHDRS: usize = 256;
@@ -40,7 +41,8 @@ fn parse_phdrs(bytes: &[u8]) -> Vec<Phdr> {
 fn core_bytes(core: &Core, addr: u64, len: usize) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(len);
     while out.len() < len {
-        let chunk = core.bytes_at(addr + out.len() as u64, len - out.len()).ok()?;
+        let at = addr.checked_add(out.len() as u64)?;
+        let chunk = core.bytes_at(at, len - out.len()).ok().filter(|c| !c.is_empty())?;
         out.extend_from_slice(chunk);
     }
     Some(out)
@@ -84,16 +86,21 @@ struct Found {
 
 fn from_nt_file(files: &[FileMapping]) -> Vec<Found> {
     let mut out: Vec<Found> = Vec::new();
+    // Path → index in `out`: NT_FILE may list tens of thousands of mappings.
+    let mut by_path: HashMap<&str, usize> = HashMap::new();
     for m in files {
         let range = FileRange { start: m.start, end: m.end, file_offset: m.file_offset };
-        match out.iter_mut().find(|f| f.path == m.path) {
+        match by_path.get(m.path.as_str()).map(|&i| &mut out[i]) {
             Some(f) => {
                 f.ranges.push(range);
                 if m.file_offset == 0 && m.start < f.header_addr {
                     f.header_addr = m.start;
                 }
             }
-            None => out.push(Found { path: m.path.clone(), ranges: vec![range], header_addr: if m.file_offset == 0 { m.start } else { u64::MAX } }),
+            None => {
+                by_path.insert(&m.path, out.len());
+                out.push(Found { path: m.path.clone(), ranges: vec![range], header_addr: if m.file_offset == 0 { m.start } else { u64::MAX } });
+            }
         }
     }
     // A file mapped without its first page is data, not a loaded image.
@@ -292,14 +299,16 @@ fn vdso_module(core: &Core, addr: u64) -> Option<Module> {
     // The image's section headers lie past its PT_LOAD's end: take the whole mapping.
     let loaded = phdrs.iter().filter(|p| p.kind == PT_LOAD).map(|p| p.vaddr.wrapping_sub(base).saturating_add(p.memsz)).max()?;
     let mapped = core.segments.find(addr).map(|s| s.end() - addr).unwrap_or(loaded);
-    let size = mapped.max(loaded);
-    let bytes = core_bytes(core, addr, size.min(MAX_VDSO_BYTES) as usize)?;
+    // The image's own headers may claim more than the dump holds: then the mapping alone.
+    let bytes = core_bytes(core, addr, mapped.max(loaded).min(MAX_VDSO_BYTES) as usize)
+        .or_else(|| core_bytes(core, addr, mapped.min(MAX_VDSO_BYTES) as usize))?;
+    let size = bytes.len() as u64;
     let file = ElfFile::from_bytes("[vdso]", bytes).ok()?;
     let bias = addr.wrapping_sub(base);
     Some(Module {
         path: "[vdso]".into(),
         start: addr,
-        end: addr + size,
+        end: addr.saturating_add(size),
         bias,
         ranges: Vec::new(),
         build_id: file.build_id.clone(),

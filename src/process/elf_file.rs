@@ -16,6 +16,9 @@ const NT_GNU_BUILD_ID: u32 = 3;
 /// zlib cannot expand data more than about 1032:1; a larger claim is hostile.
 const MAX_INFLATE_RATIO: u64 = 1100;
 const MAX_SECTION_SIZE: u64 = 2 << 30;
+/// Reserved up front when inflating, at most: the header's size is only a claim, so a larger
+/// output grows as the data really decompresses.
+const MAX_INFLATE_RESERVE: u64 = 16 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ElfFileError {
@@ -192,7 +195,10 @@ impl ElfFile {
     pub fn offset_of_vaddr(&self, vaddr: u64) -> Option<(u64, u64)> {
         self.program_headers.iter().filter(|p| p.p_type == program_header::PT_LOAD).find_map(|p| {
             let delta = vaddr.checked_sub(p.p_vaddr)?;
-            (delta < p.p_filesz).then(|| (p.p_offset + delta, p.p_filesz - delta))
+            if delta >= p.p_filesz {
+                return None;
+            }
+            Some((p.p_offset.checked_add(delta)?, p.p_filesz - delta))
         })
     }
 
@@ -252,7 +258,7 @@ fn inflate(raw: &[u8]) -> Option<Box<[u8]>> {
     if ch_type != ELFCOMPRESS_ZLIB || ch_size > MAX_SECTION_SIZE || ch_size > (body.len() as u64).saturating_mul(MAX_INFLATE_RATIO) {
         return None;
     }
-    let mut out = Vec::with_capacity(ch_size as usize);
+    let mut out = Vec::with_capacity(ch_size.min(MAX_INFLATE_RESERVE) as usize);
     flate2::read::ZlibDecoder::new(body).take(ch_size).read_to_end(&mut out).ok()?;
     (out.len() as u64 == ch_size).then(|| out.into_boxed_slice())
 }

@@ -36,9 +36,10 @@ pub fn walk(core: &Core, diagnostics: &mut Vec<Diagnostic>) -> Vec<(String, u64)
     let mut bias = None;
     let mut dynamic = None;
     for i in 0..phnum.min(256) {
-        let at = phdr + i * 56;
+        // Pointers come from the dump: every address is computed with checked arithmetic.
+        let Some(at) = phdr.checked_add(i * 56) else { break };
         let kind = read_u64(core, at).map(|v| v as u32);
-        let vaddr = read_u64(core, at + 16);
+        let vaddr = at.checked_add(16).and_then(|a| read_u64(core, a));
         match (kind, vaddr) {
             (Some(PT_PHDR), Some(v)) => bias = Some(phdr.wrapping_sub(v)),
             (Some(PT_DYNAMIC), Some(v)) => dynamic = Some(v),
@@ -54,21 +55,32 @@ pub fn walk(core: &Core, diagnostics: &mut Vec<Diagnostic>) -> Vec<(String, u64)
         return out;
     };
     let r_debug = (0..MAX_DYNAMIC as u64)
-        .map_while(|i| Some((read_u64(core, dynamic + i * 16)?, read_u64(core, dynamic + i * 16 + 8)?)))
+        .map_while(|i| {
+            let at = dynamic.checked_add(i * 16)?;
+            Some((read_u64(core, at)?, read_u64(core, at.checked_add(8)?)?))
+        })
         .take_while(|&(tag, _)| tag != DT_NULL)
         .find(|&(tag, _)| tag == DT_DEBUG)
         .map(|(_, v)| v);
-    let Some(mut lm) = r_debug.filter(|&a| a != 0).and_then(|a| read_u64(core, a + 8)) else {
+    let Some(mut lm) = r_debug.filter(|&a| a != 0).and_then(|a| read_u64(core, a.checked_add(8)?)) else {
         diagnostics.push(Diagnostic::warning("modules", "DT_DEBUG/r_debug not readable in the dump: only the executable is known").at_address(dynamic));
         return out;
     };
     let mut seen = std::collections::HashSet::new();
-    while lm != 0 && out.len() < MAX_OBJECTS {
+    while lm != 0 {
+        // Bounds the entries visited, named or not (`seen` and the time spent with them).
+        if seen.len() >= MAX_OBJECTS {
+            diagnostics.push(
+                Diagnostic::warning("modules", format!("link_map list is longer than {MAX_OBJECTS} objects; walk stopped")).at_address(lm),
+            );
+            break;
+        }
         if !seen.insert(lm) {
             diagnostics.push(Diagnostic::warning("modules", "link_map list loops back on itself; walk stopped").at_address(lm));
             break;
         }
-        let (Some(l_addr), Some(l_name), Some(l_next)) = (read_u64(core, lm), read_u64(core, lm + 8), read_u64(core, lm + 24)) else {
+        let field = |offset: u64| lm.checked_add(offset).and_then(|a| read_u64(core, a));
+        let (Some(l_addr), Some(l_name), Some(l_next)) = (read_u64(core, lm), field(8), field(24)) else {
             diagnostics.push(Diagnostic::warning("modules", "link_map entry not readable; walk stopped").at_address(lm));
             break;
         };

@@ -73,7 +73,7 @@ pub trait Memory: Sync {
                 return Ok(String::from_utf8_lossy(&out).into_owned());
             }
             out.extend_from_slice(chunk);
-            at += chunk.len() as u64;
+            at = at.checked_add(chunk.len() as u64).ok_or(MemoryError::NotMapped(at))?;
         }
         Ok(String::from_utf8_lossy(&out).into_owned())
     }

@@ -5,7 +5,8 @@
 //! once the unit is parsed, and different modules never contend. Everything handed out is owned,
 //! so the lock is released before names are post-processed.
 
-use super::names::{display_name, NameKind};
+use super::die_name::Namer;
+use super::names::{display_name, is_cpp, NameKind};
 use super::{NameSource, SourceFrame};
 use crate::process::ElfFile;
 use gimli::{EndianSlice, RunTimeEndian};
@@ -17,8 +18,6 @@ pub type Reader<'p> = EndianSlice<'p, RunTimeEndian>;
 
 pub struct Dwarf<'p> {
     inner: Mutex<Inner<'p>>,
-    /// Which file the DWARF was read from.
-    pub path: std::path::PathBuf,
 }
 
 struct Inner<'p> {
@@ -26,6 +25,7 @@ struct Inner<'p> {
     /// Per unit (by section offset): each line-table file as addr2line renders it, and as gdb
     /// shows it. Filled on a unit's first lookup.
     files: FxHashMap<usize, Vec<(String, String)>>,
+    namer: Namer,
 }
 
 /// Why a lookup gave nothing.
@@ -50,7 +50,7 @@ impl<'p> Dwarf<'p> {
             addr2line::Context::from_dwarf(dwarf).ok()
         }));
         let ctx = built.ok().flatten()?;
-        Some(Dwarf { inner: Mutex::new(Inner { ctx, files: FxHashMap::default() }), path: file.path().to_path_buf() })
+        Some(Dwarf { inner: Mutex::new(Inner { ctx, files: FxHashMap::default(), namer: Namer::default() }) })
     }
 
     /// Appends the frames at link-time address `probe` to `out`, innermost first. A frame whose
@@ -69,27 +69,61 @@ impl<'p> Dwarf<'p> {
     }
 }
 
+/// A frame as addr2line gives it, before naming.
+struct RawFrame {
+    die: Option<gimli::UnitOffset>,
+    lang: Option<gimli::DwLang>,
+    raw: Option<String>,
+    file: Option<String>,
+    line: Option<u32>,
+    column: Option<u32>,
+}
+
 fn collect(inner: &mut Inner<'_>, probe: u64, out: &mut Vec<SourceFrame>) -> Result<(), LookupError> {
     let bad = |e: gimli::Error| LookupError::Malformed(e.to_string());
-    let Inner { ctx, files } = inner;
-    let unit_files: &[(String, String)] = match ctx.find_dwarf_and_unit(probe).skip_all_loads() {
+    let Inner { ctx, files, namer } = inner;
+    let unit = ctx.find_dwarf_and_unit(probe).skip_all_loads();
+    let unit_files: &[(String, String)] = match unit {
         Some(unit) => files.entry(unit.header.offset().0).or_insert_with(|| line_table_files(unit)),
         None => &[],
     };
+    let mut raw_frames: Vec<RawFrame> = Vec::new();
     let mut frames = ctx.find_frames(probe).skip_all_loads().map_err(bad)?;
     while let Some(frame) = frames.next().map_err(bad)? {
-        let (function, raw_name) = match &frame.function {
-            Some(f) => {
-                let raw = f.raw_name().map_err(bad)?;
-                (Some(display_name(&raw, f.language, NameKind::Debug)), Some(raw.into_owned()))
-            }
+        let (raw, lang) = match &frame.function {
+            Some(f) => (Some(f.raw_name().map_err(bad)?.into_owned()), f.language),
             None => (None, None),
         };
         let (file, line, column) = match &frame.location {
             Some(l) => (l.file.map(|f| gdb_file_name(f, unit_files)), l.line, l.column),
             None => (None, None, None),
         };
-        out.push(SourceFrame { function, raw_name, file, line, column, inlined: false, function_offset: None, source: NameSource::Dwarf });
+        raw_frames.push(RawFrame { die: frame.dw_die_offset, lang, raw, file, line, column });
+    }
+    let last = raw_frames.len().saturating_sub(1);
+    for (i, f) in raw_frames.into_iter().enumerate() {
+        let inlined = i < last;
+        let function = f.raw.as_deref().map(|raw| {
+            let from_dies = |namer: &mut Namer, with_params: bool| unit.zip(f.die).and_then(|(u, d)| namer.function_name(u, d, with_params));
+            let by_dies = match f.lang {
+                // gdb never uses Rust linkage names.
+                Some(gimli::DW_LANG_Rust) => from_dies(namer, false),
+                // C++ without a linkage name: gdb builds the name from the scopes.
+                Some(l) if is_cpp(l) && !raw.starts_with("_Z") => from_dies(namer, !inlined),
+                _ => None,
+            };
+            by_dies.unwrap_or_else(|| display_name(raw, f.lang, NameKind::Debug))
+        });
+        out.push(SourceFrame {
+            function,
+            raw_name: f.raw,
+            file: f.file,
+            line: f.line,
+            column: f.column,
+            inlined: false,
+            function_offset: None,
+            source: NameSource::Dwarf,
+        });
     }
     Ok(())
 }

@@ -1,19 +1,34 @@
 //! Names, source lines and inline chains for code addresses, and names for data addresses, the
-//! way gdb's `bt` and `print` give them.
+//! way gdb's `bt` and `print` give them (checked against gdb 13 by the tests in `tests.rs`).
 //!
 //! Per module, everything is read once, on the first address that falls in it, and shared by
-//! every thread: the symbol tables ([`symtab`]: gdb's minimal symbols) and the DWARF
-//! ([`dwarf`]: the inline chain, file and line, through addr2line). DWARF names come first; an
-//! address DWARF does not cover, or whose function DWARF does not name (assembly such as glibc's
-//! `clone3`), is named from the symbol tables. How names are spelled is in [`names`].
+//! every thread: the symbol tables (`symtab.rs`: gdb's minimal symbols) and the DWARF
+//! (`dwarf.rs`: the inline chain, file and line, through addr2line). DWARF names come first; an
+//! address DWARF does not cover, or whose function DWARF does not name, is named from the symbol
+//! tables (`source` says which).
+//!
+//! How a name is spelled, as gdb does:
+//! - C: the DWARF linkage name when there is one, else `DW_AT_name` (glibc's `__lll_lock_wait`
+//!   is `__GI___lll_lock_wait`, `pthread_mutex_lock` is `___pthread_mutex_lock`).
+//! - C++ with a linkage name: demangled, without parameters or return type
+//!   (`bank::Account::deposit<long>`). Without one: built from the DIE tree (`die_name.rs`).
+//! - Rust: always built from the DIE tree (`m::{impl#0}::go`), never from the linkage name.
+//! - Symbol-table names: as stored, C++ demangled with parameters (`std::thread::join()`), Rust
+//!   demangled without hash. Which alias wins at one address is gdb's rule, see `symtab.rs`.
+//! - File names as the line table gives them (`./nptl/futex-internal.c`, `dl.c`), see `dwarf.rs`.
 //!
 //! Nothing read from a file can make a lookup panic: the tables are parsed with bounds checks,
 //! and a DWARF lookup that errs (or makes addr2line panic, which is caught) falls back to the
 //! symbol tables for that address only.
+//!
+//! `Symbolizer` is `Sync`: the per-module state sits in a `OnceLock`; symbol tables are immutable
+//! once built, and each module's addr2line context (which caches through `OnceCell` and so is not
+//! `Sync`) is behind its own mutex, held only for the lookup itself.
 
-pub mod dwarf;
-pub mod names;
-pub mod symtab;
+mod die_name;
+mod dwarf;
+mod names;
+mod symtab;
 
 #[cfg(test)]
 mod tests;

@@ -1,13 +1,13 @@
-//! Function names as gdb's `bt` prints them.
+//! Demangling, as gdb prints names that come as linkage names.
 //!
-//! - C: the name as found, unchanged. From DWARF that is `DW_AT_linkage_name` when the function
-//!   has one (glibc's `__lll_lock_wait` is `__GI___lll_lock_wait`, its `asm` name), else
-//!   `DW_AT_name`; gdb does the same.
-//! - C++ from DWARF: demangled without parameters or return type (`ns::Class::method`,
-//!   `f<int>`), as gdb's `cp_remove_params` leaves it. C++ from a symbol table: demangled in
-//!   full, with parameters (`std::condition_variable::wait(std::unique_lock<std::mutex>&)`),
+//! - C: the name as found, unchanged (glibc's `__GI___lll_lock_wait`, its `asm` name).
+//! - C++ linkage name from DWARF: demangled without parameters or return type
+//!   (`ns::Class::method`, `f<int>`), as gdb's `cp_remove_params` leaves it. From a symbol
+//!   table: demangled in full, with parameters (`std::condition_variable::wait(std::unique_lock<std::mutex>&)`),
 //!   which is what gdb prints for a minimal symbol.
-//! - Rust: `rustc_demangle`'s alternate form, without the hash (`knot::main`).
+//! - Rust: `rustc_demangle`'s alternate form, without the hash (`knot::main`). gdb names Rust
+//!   functions from DWARF by their scopes instead (see `die_name`); this is for symbol tables and
+//!   for when the DIE tree cannot be read.
 
 use gimli::DwLang;
 
@@ -27,7 +27,7 @@ enum Scheme {
     None,
 }
 
-fn is_cpp(lang: DwLang) -> bool {
+pub(crate) fn is_cpp(lang: DwLang) -> bool {
     matches!(
         lang,
         gimli::DW_LANG_C_plus_plus

@@ -10,10 +10,14 @@
 //!   the *last* symbol at or below the address, so among aliases at one address the greatest name
 //!   wins: for glibc's `pthread_mutex_lock`, `__pthread_mutex_lock` and `___pthread_mutex_lock`
 //!   that is `pthread_mutex_lock`. It walks back over symbols of other sections and over
-//!   zero-sized symbols (remembering the first); the first sized symbol met must cover the address
-//!   or the closest zero-sized symbol is taken instead, and if there is none nothing is claimed.
-//! - Versions: a `.symtab` name `foo@@VER` (glibc's `.symver`) is kept as `foo`; a `.dynsym`
-//!   symbol of a hidden (non-default) version is named `foo@VER`, as BFD names it for gdb.
+//!   zero-sized symbols (remembering the first); a sized symbol that ends before the address gives
+//!   way to the one before it if that one reaches further; the sized symbol found must cover the
+//!   address, or else the closest zero-sized symbol is taken, and if there is none nothing is
+//!   claimed.
+//! - Versions: a `.symtab` name with a version (`pthread_mutex_lock@@GLIBC_2.2.5`, glibc's
+//!   `.symver`) is kept as it is, and gdb adds a zero-sized copy without the version.
+//!   `.dynsym` names are bare (gdb 13's BFD appends no version to them), so aliases that differ
+//!   only in version collapse into one.
 //! - Per file, `.symtab` is used when there is one, `.dynsym` only when there is not (gdb skips
 //!   the dynamic symbols of an unstripped file). The separate debug file's `.symtab` is a table
 //!   of its own; see [`best_of`].
@@ -23,8 +27,6 @@ use std::borrow::Cow;
 
 const SHT_SYMTAB: u32 = 2;
 const SHT_DYNSYM: u32 = 11;
-const SHT_GNU_VERDEF: u32 = 0x6fff_fffd;
-const SHT_GNU_VERSYM: u32 = 0x6fff_ffff;
 const SHF_ALLOC: u64 = 0x2;
 const SHF_EXECINSTR: u64 = 0x4;
 const SHF_TLS: u64 = 0x400;
@@ -34,8 +36,6 @@ const STT_SECTION: u8 = 3;
 const STT_FILE: u8 = 4;
 const STT_TLS: u8 = 6;
 const SYM_SIZE: usize = 24;
-const VERSYM_HIDDEN: u16 = 0x8000;
-const VER_NDX_GLOBAL: u16 = 1;
 /// How far a lookup walks back over zero-sized or other-section symbols; gdb has no bound, but a
 /// crafted table could make every lookup linear.
 const MAX_WALK_BACK: usize = 4096;
@@ -55,29 +55,14 @@ pub struct Sym<'a> {
     pub addr: u64,
     pub size: u64,
     pub name: &'a [u8],
-    /// A hidden version, printed as `name@version`.
-    pub version: Option<&'a [u8]>,
     /// Index into the table's section ranges.
     section: u32,
 }
 
 impl<'a> Sym<'a> {
-    /// The name as gdb spells it, with a hidden version appended.
+    /// The name as gdb spells it.
     pub fn full_name(&self) -> Cow<'a, str> {
-        match self.version {
-            None => String::from_utf8_lossy(self.name),
-            Some(v) => {
-                let mut s = String::from_utf8_lossy(self.name).into_owned();
-                s.push('@');
-                s.push_str(&String::from_utf8_lossy(v));
-                Cow::Owned(s)
-            }
-        }
-    }
-
-    fn name_bytes(&self) -> impl Iterator<Item = u8> + '_ {
-        let version = self.version.into_iter().flat_map(|v| std::iter::once(b'@').chain(v.iter().copied()));
-        self.name.iter().copied().chain(version)
+        String::from_utf8_lossy(self.name)
     }
 }
 
@@ -120,28 +105,17 @@ impl<'a> FileSymbols<'a> {
             (None, Some(i)) if !symtab_only => (i, NameSource::Dynsym),
             _ => return FileSymbols::default(),
         };
-        let versions = if source == NameSource::Dynsym { Versions::read(file, index) } else { Versions::default() };
         let mut text = Vec::new();
         let mut data = Vec::new();
         let mut sections = SectionIndex::default();
-        for_each_symbol(file, index, |i, raw| {
+        for_each_symbol(file, index, |raw| {
             let Some(kind) = classify(file, &raw) else { return };
-            let mut name = raw.name;
-            let mut version = None;
-            if source == NameSource::Symtab {
-                // `foo@@VER` is the default version of `foo`: gdb records it as `foo`.
-                if let Some(at) = find_subslice(name, b"@@").filter(|&at| at > 0) {
-                    name = &name[..at];
-                }
-            } else {
-                version = versions.hidden(i);
-            }
             let Some(section) = sections.index(file, raw.shndx) else { return };
-            let sym = Sym { addr: raw.value, size: raw.size, name, version, section };
-            match kind {
-                Kind::Text => text.push(sym),
-                Kind::Data => data.push(sym),
-            }
+            let table = match kind {
+                Kind::Text => &mut text,
+                Kind::Data => &mut data,
+            };
+            push_as_gdb_records(table, Sym { addr: raw.value, size: raw.size, name: raw.name, section });
         });
         FileSymbols {
             text: SymbolTable::new(text, sections.ranges.clone(), Some(source)),
@@ -152,14 +126,15 @@ impl<'a> FileSymbols<'a> {
 
 impl<'a> SymbolTable<'a> {
     fn new(mut syms: Vec<Sym<'a>>, sections: Vec<SectionRange>, source: Option<NameSource>) -> SymbolTable<'a> {
-        syms.sort_unstable_by(|a, b| a.addr.cmp(&b.addr).then_with(|| a.name_bytes().cmp(b.name_bytes())));
+        // Equal names stay in table order, so a duplicate's first (sized) entry is kept.
+        syms.sort_by(|a, b| a.addr.cmp(&b.addr).then_with(|| a.name.cmp(b.name)));
         // gdb's compact_minimal_symbols: one entry per (address, name, section).
-        syms.dedup_by(|b, a| a.addr == b.addr && a.section == b.section && a.name == b.name && a.version == b.version);
+        syms.dedup_by(|b, a| a.addr == b.addr && a.section == b.section && a.name == b.name);
         SymbolTable { syms, sections, source }
     }
 
-    /// A table from explicit symbols (for tests and for callers that build their own), each with
-    /// its own section range `[start, end)`.
+    /// A table from explicit symbols, each with its section range `[start, end)`.
+    #[cfg(test)]
     pub fn from_symbols(entries: &[(u64, u64, &'a str, (u64, u64))], source: NameSource) -> SymbolTable<'a> {
         let mut sections: Vec<SectionRange> = Vec::new();
         let syms = entries
@@ -173,18 +148,15 @@ impl<'a> SymbolTable<'a> {
                         sections.len() - 1
                     }
                 };
-                Sym { addr, size, name: name.as_bytes(), version: None, section: section as u32 }
+                Sym { addr, size, name: name.as_bytes(), section: section as u32 }
             })
             .collect();
         SymbolTable::new(syms, sections, Some(source))
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.syms.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.syms.is_empty()
     }
 
     /// The symbol gdb would name `addr` (a link-time address) with; see the module docs.
@@ -194,7 +166,11 @@ impl<'a> SymbolTable<'a> {
         let end = self.syms.partition_point(|s| s.addr <= addr);
         let mut best_zero_sized: Option<Sym<'a>> = None;
         let mut sized: Option<Sym<'a>> = None;
-        for s in self.syms[..end].iter().rev().take(MAX_WALK_BACK) {
+        let mut i = end;
+        let floor = end.saturating_sub(MAX_WALK_BACK);
+        while i > floor {
+            i -= 1;
+            let Some(s) = self.syms.get(i) else { break };
             if !in_section(s) {
                 continue;
             }
@@ -202,15 +178,35 @@ impl<'a> SymbolTable<'a> {
                 best_zero_sized.get_or_insert(*s);
                 continue;
             }
+            // Past this one's end, but inside the one before it (glibc's nocancel variants
+            // inside the cancellable ones, on i686): go on to that one.
+            if let Some(prev) = i.checked_sub(1).and_then(|p| self.syms.get(p))
+                && addr >= end_of(s)
+                && addr < end_of(prev)
+            {
+                continue;
+            }
             sized = Some(*s);
             break;
         }
         let sym = match sized {
-            Some(s) if addr - s.addr < s.size => s,
+            Some(s) if addr < end_of(&s) => s,
             _ => best_zero_sized?,
         };
         Some(Hit { sym, source })
     }
+}
+
+/// `sym`, and for `foo@VER` or `foo@@VER` also a zero-sized `foo`, as gdb's ELF reader does.
+fn push_as_gdb_records<'a>(table: &mut Vec<Sym<'a>>, sym: Sym<'a>) {
+    table.push(sym);
+    if let Some(at) = memchr::memchr(b'@', sym.name).filter(|&at| at > 0) {
+        table.push(Sym { size: 0, name: &sym.name[..at], ..sym });
+    }
+}
+
+fn end_of(s: &Sym<'_>) -> u64 {
+    s.addr.saturating_add(s.size)
 }
 
 /// The best of several files' answers, as gdb picks across an objfile and its separate debug
@@ -276,14 +272,14 @@ impl SectionIndex {
     }
 }
 
-fn for_each_symbol<'a>(file: &'a ElfFile, index: usize, mut f: impl FnMut(usize, RawSym<'a>)) {
+fn for_each_symbol<'a>(file: &'a ElfFile, index: usize, mut f: impl FnMut(RawSym<'a>)) {
     let Some(section) = file.sections.get(index) else { return };
     let Some(data) = file.section_data(index) else { return };
     let Some(strtab) = file.section_data(section.link as usize) else { return };
     // Entry 0 is the null symbol.
-    for (i, entry) in data.chunks_exact(SYM_SIZE).enumerate().skip(1) {
+    for entry in data.chunks_exact(SYM_SIZE).skip(1) {
         let Some(raw) = parse_sym(entry, strtab) else { continue };
-        f(i, raw);
+        f(raw);
     }
 }
 
@@ -298,61 +294,10 @@ fn parse_sym<'a>(entry: &[u8], strtab: &'a [u8]) -> Option<RawSym<'a>> {
     })
 }
 
-/// `.gnu.version` and the names of `.gnu.version_d`, for dynamic symbols.
-#[derive(Default)]
-struct Versions<'a> {
-    versym: &'a [u8],
-    names: Vec<(u16, &'a [u8])>,
-}
-
-impl<'a> Versions<'a> {
-    fn read(file: &'a ElfFile, dynsym: usize) -> Versions<'a> {
-        let find = |kind: u32| file.sections.iter().enumerate().find(|(_, s)| s.kind == kind && s.link as usize == dynsym);
-        let Some(versym) = find(SHT_GNU_VERSYM).and_then(|(i, _)| file.section_data(i)) else { return Versions::default() };
-        let mut names = Vec::new();
-        let verdef = file.sections.iter().enumerate().find(|(_, s)| s.kind == SHT_GNU_VERDEF);
-        if let Some((i, s)) = verdef
-            && let (Some(data), Some(strtab)) = (file.section_data(i), file.section_data(s.link as usize))
-        {
-            let mut at = 0usize;
-            // Each entry: vd_version, vd_flags, vd_ndx, vd_cnt (u16), vd_hash, vd_aux, vd_next (u32).
-            for _ in 0..data.len() / 20 {
-                let (Some(ndx), Some(aux), Some(next)) = (u16_at(data, at + 4), u32_at(data, at + 12), u32_at(data, at + 16)) else { break };
-                if let Some(name) = at.checked_add(aux as usize).and_then(|a| u32_at(data, a)).and_then(|n| c_str(strtab, n as usize)) {
-                    names.push((ndx, name));
-                }
-                if next == 0 {
-                    break;
-                }
-                let Some(n) = at.checked_add(next as usize) else { break };
-                at = n;
-            }
-        }
-        Versions { versym, names }
-    }
-
-    /// The hidden version of dynamic symbol `i`, if it has one.
-    fn hidden(&self, i: usize) -> Option<&'a [u8]> {
-        let v = u16_at(self.versym, i.checked_mul(2)?)?;
-        if v & VERSYM_HIDDEN == 0 {
-            return None;
-        }
-        let ndx = v & !VERSYM_HIDDEN;
-        if ndx <= VER_NDX_GLOBAL {
-            return None;
-        }
-        self.names.iter().find(|(n, _)| *n == ndx).map(|(_, name)| *name)
-    }
-}
-
 fn c_str(table: &[u8], at: usize) -> Option<&[u8]> {
     let rest = table.get(at..)?;
     let end = memchr::memchr(0, rest)?;
     Some(&rest[..end])
-}
-
-fn find_subslice(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    memchr::memmem::find(hay, needle)
 }
 
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
@@ -460,14 +405,22 @@ mod tests {
     }
 
     #[test]
-    fn hidden_versions_are_part_of_the_name() {
-        let s = Sym { addr: 0, size: 1, name: b"pthread_cond_wait", version: Some(b"GLIBC_2.2.5"), section: 0 };
-        assert_eq!(s.full_name(), "pthread_cond_wait@GLIBC_2.2.5");
-        // Sorted as gdb sorts the full name: "foo" < "foo@V".
-        let a = Sym { addr: 0, size: 1, name: b"foo", version: None, section: 0 };
-        let b = Sym { addr: 0, size: 1, name: b"foo", version: Some(b"V"), section: 0 };
-        let t = SymbolTable::new(vec![b, a], vec![SectionRange { start: 0, end: 10 }], Some(NameSource::Dynsym));
-        assert_eq!(name(t.lookup(0)), Some("foo@V".into()));
+    fn versioned_names_get_a_bare_zero_sized_copy() {
+        let mut syms = Vec::new();
+        for name in ["___pthread_mutex_lock", "__pthread_mutex_lock@GLIBC_2.2.5", "pthread_mutex_lock@@GLIBC_2.2.5"] {
+            push_as_gdb_records(&mut syms, Sym { addr: 0x1000, size: 0x40, name: name.as_bytes(), section: 0 });
+        }
+        assert_eq!(syms.len(), 5);
+        let t = SymbolTable::new(syms, vec![SectionRange { start: 0x1000, end: 0x2000 }], Some(NameSource::Symtab));
+        // The bare copies are zero-sized, so the greatest sized name wins, version and all.
+        assert_eq!(name(t.lookup(0x1008)), Some("pthread_mutex_lock@@GLIBC_2.2.5".into()));
+    }
+
+    #[test]
+    fn a_sized_symbol_ending_early_gives_way_to_an_enclosing_one() {
+        let t = SymbolTable::from_symbols(&[(0x1000, 0x100, "cancellable", TEXT), (0x1040, 0x10, "nocancel", TEXT)], NameSource::Symtab);
+        assert_eq!(name(t.lookup(0x1044)), Some("nocancel".into()));
+        assert_eq!(name(t.lookup(0x1060)), Some("cancellable".into()));
     }
 
     #[test]

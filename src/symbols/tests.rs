@@ -99,6 +99,11 @@ fn inlined_function_yields_inner_then_outer_with_lines() {
 
 /// The address of `name` in the file's `.symtab`, read independently of [`symtab`].
 fn symbol_address(file: &ElfFile, name: &str) -> Option<u64> {
+    symbol_address_where(file, |n| n == name.as_bytes())
+}
+
+/// The address of the first `.symtab` symbol whose name passes `pick`.
+fn symbol_address_where(file: &ElfFile, pick: impl Fn(&[u8]) -> bool) -> Option<u64> {
     let (_, section) = file.section_by_name(".symtab")?;
     let data = file.section(".symtab")?;
     let strtab = file.section_data(section.link as usize)?;
@@ -106,13 +111,89 @@ fn symbol_address(file: &ElfFile, name: &str) -> Option<u64> {
         let off = u32::from_le_bytes(e[0..4].try_into().ok()?) as usize;
         let rest = strtab.get(off..)?;
         let end = rest.iter().position(|&b| b == 0)?;
-        (&rest[..end] == name.as_bytes()).then(|| u64::from_le_bytes(e[8..16].try_into().unwrap_or_default()))
+        let value = u64::from_le_bytes(e[8..16].try_into().unwrap_or_default());
+        (pick(&rest[..end]) && value != 0).then_some(value)
     })
 }
 
+/// The outer function's name at `addr`, from DWARF alone.
+fn dwarf_function(dwarf: &Dwarf<'_>, addr: u64) -> Option<String> {
+    let mut frames = Vec::new();
+    dwarf.frames(addr, &mut frames).ok()?;
+    frames.pop()?.function
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    memchr::memmem::find(hay, needle.as_bytes()).is_some()
+}
+
 #[test]
-fn garbage_dwarf_falls_back_without_panicking() {
-    // An ELF file whose .debug_info is noise: loading and lookups must not panic.
+fn cpp_names_follow_gdb_without_gdb() {
+    if !have("g++") {
+        eprintln!("skipped: g++ is not available");
+        return;
+    }
+    let dir = Scratch::new("cpp-names");
+    std::fs::write(dir.0.join("names.cpp"), DEADLOCK_CPP).expect("write source");
+    let bin = dir.0.join("names");
+    let built = Command::new("g++").current_dir(&dir.0).args(["-g", "-O0", "-pthread", "names.cpp", "-o"]).arg(&bin).status();
+    if !built.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: g++ could not build the test program");
+        return;
+    }
+    let file = ElfFile::open(&bin).expect("open");
+    let dwarf = Dwarf::load([&file]).expect("DWARF");
+    let at = |pick: &dyn Fn(&[u8]) -> bool| symbol_address_where(&file, pick).expect("symbol") + 1;
+    // No linkage name (internal linkage): scopes from the DIE tree.
+    let worker = at(&|n| contains(n, "12_GLOBAL__N_16worker"));
+    assert_eq!(dwarf_function(&dwarf, worker).as_deref(), Some("bank::(anonymous namespace)::worker"));
+    // A template over a lambda: gdb's physname keeps its parameters.
+    let run = at(&|n| contains(n, "_State_impl") && contains(n, "_M_runEv"));
+    assert_eq!(
+        dwarf_function(&dwarf, run).as_deref(),
+        Some("std::thread::_State_impl<std::thread::_Invoker<std::tuple<main()::<lambda()> > > >::_M_run(void)")
+    );
+    let invoke = at(&|n| contains(n, "__invoke_impl"));
+    assert_eq!(
+        dwarf_function(&dwarf, invoke).as_deref(),
+        Some("std::__invoke_impl<void, main()::<lambda()> >(std::__invoke_other, struct {...} &&)")
+    );
+    // A linkage name: demangled, without parameters or return type.
+    let deposit = at(&|n| n == b"_ZN4bank7Account7depositIlEEvT_");
+    assert_eq!(dwarf_function(&dwarf, deposit).as_deref(), Some("bank::Account::deposit<long>"));
+    let transfer = at(&|n| n == b"_ZNK4bank7Account8transferERS0_l");
+    assert_eq!(dwarf_function(&dwarf, transfer).as_deref(), Some("bank::Account::transfer"));
+    assert_eq!(dwarf_function(&dwarf, at(&|n| n == b"main")).as_deref(), Some("main"));
+}
+
+#[test]
+fn rust_names_follow_gdb_without_gdb() {
+    if !have("rustc") {
+        eprintln!("skipped: rustc is not available");
+        return;
+    }
+    let dir = Scratch::new("rust-names");
+    std::fs::write(dir.0.join("deadlock.rs"), DEADLOCK_RS).expect("write source");
+    let bin = dir.0.join("deadlock");
+    let built = Command::new("rustc").current_dir(&dir.0).args(["-g", "-C", "opt-level=0", "deadlock.rs", "-o"]).arg(&bin).output();
+    if !built.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: rustc could not build the test program");
+        return;
+    }
+    let file = ElfFile::open(&bin).expect("open");
+    let dwarf = Dwarf::load([&file]).expect("DWARF");
+    let at = |pick: &dyn Fn(&[u8]) -> bool| symbol_address_where(&file, pick).expect("symbol") + 1;
+    let go = at(&|n| contains(n, "deadlock..Transfer$GT$2go17h"));
+    assert_eq!(dwarf_function(&dwarf, go).as_deref(), Some("deadlock::{impl#0}::go"));
+    let generic = at(&|n| contains(n, "8deadlock7generic17h"));
+    assert_eq!(dwarf_function(&dwarf, generic).as_deref(), Some("deadlock::generic<deadlock::Bank>"));
+    let main = at(&|n| contains(n, "8deadlock4main17h"));
+    assert_eq!(dwarf_function(&dwarf, main).as_deref(), Some("deadlock::main"));
+}
+
+#[test]
+fn garbage_sections_never_panic() {
+    // Noise in place of DWARF or symbol-table sections: reading and every lookup must go on.
     if !have("gcc") || !have("objcopy") {
         eprintln!("skipped: gcc or objcopy is not available");
         return;
@@ -122,32 +203,48 @@ fn garbage_dwarf_falls_back_without_panicking() {
         eprintln!("skipped: gcc could not build the test program");
         return;
     };
-    let file = ElfFile::open(&bin).expect("open");
-    let noise: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
-    for section in [".debug_info", ".debug_abbrev", ".debug_line", ".debug_str"] {
-        let noise_path = dir.0.join("noise");
-        std::fs::write(&noise_path, &noise).expect("write noise");
-        let broken = dir.0.join(format!("broken{section}"));
-        let ok = Command::new("objcopy")
-            .arg(format!("--update-section={section}={}", noise_path.display()))
-            .arg(&bin)
-            .arg(&broken)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("objcopy could not replace {section}; case skipped");
-            continue;
-        }
-        let broken_file = ElfFile::open(&broken).expect("open broken");
-        if let Some(d) = Dwarf::load([&broken_file]) {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut noise = |len: usize| -> Vec<u8> {
+        (0..len)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect()
+    };
+    let sections = [".debug_info", ".debug_abbrev", ".debug_line", ".debug_str", ".debug_line_str", ".debug_rnglists", ".symtab", ".strtab"];
+    for (n, section) in sections.iter().enumerate() {
+        for size in [7usize, 24 * 5, 4096] {
+            let noise_path = dir.0.join("noise");
+            std::fs::write(&noise_path, noise(size)).expect("write noise");
+            let broken = dir.0.join(format!("broken{n}-{size}"));
+            let ok = Command::new("objcopy")
+                .arg(format!("--update-section={section}={}", noise_path.display()))
+                .arg(&bin)
+                .arg(&broken)
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                eprintln!("objcopy could not replace {section}; case skipped");
+                continue;
+            }
+            let Ok(file) = ElfFile::open(&broken) else { continue };
+            let syms = FileSymbols::read(&file, false);
+            let dwarf = Dwarf::load([&file]);
             let mut out = Vec::new();
             for addr in (0..0x3000u64).step_by(3) {
-                out.clear();
-                let _ = d.frames(addr, &mut out);
+                let _ = syms.text.lookup(addr);
+                let _ = syms.data.lookup(addr + 0x3000);
+                if let Some(d) = &dwarf {
+                    out.clear();
+                    let _ = d.frames(addr, &mut out);
+                }
             }
         }
     }
-    drop(file);
 }
 
 /// One frame as gdb's Python API reports it.
@@ -161,6 +258,7 @@ struct GdbFrame {
     line: Option<u32>,
 }
 
+/// Prints every thread's frames, then the value of each expression in `knot_exprs`.
 const GDB_DUMP_PY: &str = r#"
 import gdb
 for inf in gdb.inferiors():
@@ -178,14 +276,34 @@ for inf in gdb.inferiors():
             except gdb.error:
                 f = None
             n += 1
+for i, e in enumerate(knot_exprs):
+    try:
+        print("A\t%d\t%x" % (i, int(gdb.parse_and_eval("(unsigned long)(%s)" % e))))
+    except gdb.error:
+        pass
 "#;
 
-/// Every thread's frames, by gdb, for `core` of `binary`.
-fn gdb_frames(dir: &Path, binary: &Path, core: &Path) -> Option<Vec<(u32, Vec<GdbFrame>)>> {
+type Threads = Vec<(u32, Vec<GdbFrame>)>;
+
+/// What gdb says of a core: every thread's frames, and the value of each expression asked for.
+struct GdbDump {
+    threads: Threads,
+    values: Vec<Option<u64>>,
+}
+
+/// Runs gdb on `core` of `binary`. With `no_debug_files`, gdb looks for no separate debug files
+/// (as knot with `no_default_debug_dir`).
+fn gdb_dump(dir: &Path, binary: &Path, core: &Path, no_debug_files: bool, exprs: &[&str]) -> Option<GdbDump> {
     let script = dir.join("dump.py");
     std::fs::write(&script, GDB_DUMP_PY).ok()?;
+    let debug_dir = if no_debug_files { dir.join("no-debug-files") } else { PathBuf::from(crate::process::locate::DEFAULT_DEBUG_DIR) };
+    let exprs_py = exprs.iter().map(|e| format!("{e:?}")).collect::<Vec<_>>().join(", ");
     let out = Command::new("gdb")
-        .args(["-nx", "-batch", "-ex", "set pagination off", "-ex", "set width 0", "-ex"])
+        .args(["-nx", "-batch", "-iex"])
+        .arg(format!("set debug-file-directory {}", debug_dir.display()))
+        .args(["-iex", "set debuginfod enabled off", "-ex", "set pagination off", "-ex", "set width 0", "-ex"])
+        .arg(format!("python knot_exprs = [{exprs_py}]"))
+        .arg("-ex")
         .arg(format!("source {}", script.display()))
         .arg(binary)
         .arg(core)
@@ -193,7 +311,11 @@ fn gdb_frames(dir: &Path, binary: &Path, core: &Path) -> Option<Vec<(u32, Vec<Gd
         .output()
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let mut threads: Vec<(u32, Vec<GdbFrame>)> = Vec::new();
+    if std::env::var_os("KNOT_GDB_VERBOSE").is_some() {
+        eprintln!("gdb: {}\n{}", String::from_utf8_lossy(&out.stderr), text);
+    }
+    let mut threads: Threads = Vec::new();
+    let mut values = vec![None; exprs.len()];
     for line in text.lines() {
         let cols: Vec<&str> = line.split('\t').collect();
         match cols.as_slice() {
@@ -206,15 +328,22 @@ fn gdb_frames(dir: &Path, binary: &Path, core: &Path) -> Option<Vec<(u32, Vec<Gd
                 file: (!file.is_empty()).then(|| file.to_string()),
                 line: l.parse().ok().filter(|&l: &u32| l != 0),
             }),
+            ["A", i, v] => {
+                if let (Ok(i), Ok(v)) = (i.parse::<usize>(), u64::from_str_radix(v, 16))
+                    && let Some(slot) = values.get_mut(i)
+                {
+                    *slot = Some(v);
+                }
+            }
             _ => {}
         }
     }
-    (!threads.is_empty()).then_some(threads)
+    (!threads.is_empty()).then_some(GdbDump { threads, values })
 }
 
 /// Compares knot's frames with gdb's for every thread; returns the mismatches, and the number
 /// of frames compared.
-fn compare_with_gdb(process: &Process, threads: &[(u32, Vec<GdbFrame>)]) -> (Vec<String>, usize) {
+fn compare_with_gdb(process: &Process, threads: &Threads) -> (Vec<String>, usize) {
     let symbolizer = Symbolizer::new(process);
     let mut mismatches = Vec::new();
     let mut compared = 0;
@@ -229,6 +358,9 @@ fn compare_with_gdb(process: &Process, threads: &[(u32, Vec<GdbFrame>)]) -> (Vec
             let pc = chain[0].pc;
             let is_return = !first && !after_sigtramp;
             let got = symbolizer.symbolize(pc, is_return);
+            if std::env::var_os("KNOT_GDB_VERBOSE").is_some() {
+                eprintln!("thread {tid} pc {pc:#x} ret={is_return}: {:?}", got.frames);
+            }
             let want: Vec<(Option<&str>, Option<&str>, Option<u32>)> =
                 chain.iter().map(|f| (f.name.as_deref(), f.file.as_deref(), f.line)).collect();
             let have: Vec<(Option<&str>, Option<&str>, Option<u32>)> =
@@ -299,34 +431,149 @@ fn dump_live(dir: &Path, binary: &Path) -> Result<PathBuf, String> {
     result
 }
 
-#[test]
-fn live_deadlock_matches_gdb() {
-    for tool in ["gcc", "gdb", "gcore"] {
+const DEADLOCK_CPP: &str = r#"
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
+namespace bank {
+struct Account {
+    std::mutex m;
+    long balance = 0;
+    template <typename T> void deposit(T v) { std::lock_guard<std::mutex> g(m); balance += v; }
+    void transfer(Account &other, long v) const;
+};
+__attribute__((noinline)) void Account::transfer(Account &other, long v) const {
+    std::lock_guard<std::mutex> g(const_cast<std::mutex &>(m));
+    usleep(100000);
+    other.deposit(v);
+}
+namespace {
+__attribute__((noinline)) void worker(Account *x, Account *y) { x->transfer(*y, 5); }
+}
+}
+std::mutex cvm;
+std::condition_variable cv;
+int main() {
+    static bank::Account p, q;
+    std::thread t1([&] { bank::worker(&p, &q); });
+    std::thread t2([&] { bank::worker(&q, &p); });
+    std::thread t3([&] { std::unique_lock<std::mutex> l(cvm); cv.wait(l); });
+    usleep(300000);
+    printf("ready %d\n", getpid());
+    fflush(stdout);
+    t1.join();
+    t2.join();
+    t3.join();
+}
+"#;
+
+const DEADLOCK_RS: &str = r#"
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+struct Bank { a: Mutex<u64>, b: Mutex<u64> }
+trait Transfer { fn go(&self, first: bool); }
+impl Transfer for Bank {
+    #[inline(never)]
+    fn go(&self, first: bool) {
+        let (x, y) = if first { (&self.a, &self.b) } else { (&self.b, &self.a) };
+        let _g = x.lock().unwrap();
+        thread::sleep(Duration::from_millis(100));
+        let _h = y.lock().unwrap();
+    }
+}
+fn generic<T: Transfer>(t: &T, f: bool) { t.go(f) }
+fn main() {
+    let bank = Arc::new(Bank { a: Mutex::new(0), b: Mutex::new(0) });
+    let b1 = bank.clone();
+    let t1 = thread::spawn(move || generic(&*b1, true));
+    let b2 = bank.clone();
+    let t2 = thread::spawn(move || generic(&*b2, false));
+    thread::sleep(Duration::from_millis(300));
+    println!("ready {}", std::process::id());
+    use std::io::Write;
+    std::io::stdout().flush().unwrap();
+    t1.join().unwrap();
+    t2.join().unwrap();
+}
+"#;
+
+/// A program built, run until ready, and dumped.
+struct Live {
+    dir: Scratch,
+    bin: PathBuf,
+    core: PathBuf,
+}
+
+/// Builds `source` with `compiler` (`gcc`, `g++`, `rustc`) and `flags`, runs it and dumps it;
+/// `Err` says why the test cannot run here.
+fn live(tag: &str, compiler: &str, file_name: &str, source: &str, flags: &[&str]) -> Result<Live, String> {
+    for tool in [compiler, "gdb", "gcore"] {
         if !have(tool) {
-            eprintln!("skipped: {tool} is not available");
-            return;
+            return Err(format!("{tool} is not available"));
         }
     }
-    let dir = Scratch::new("deadlock");
-    let Some(bin) = gcc(&dir.0, "deadlock", DEADLOCK_C, &["-g", "-O2", "-pthread"]) else {
-        eprintln!("skipped: gcc could not build the test program");
-        return;
-    };
-    let core = match dump_live(&dir.0, &bin) {
-        Ok(c) => c,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
+    let dir = Scratch::new(tag);
+    std::fs::write(dir.0.join(file_name), source).map_err(|e| e.to_string())?;
+    let bin = dir.0.join("prog");
+    // A relative source name, as a build would have it: gdb shows `deadlock.c`.
+    let built = Command::new(compiler).current_dir(&dir.0).args(flags).arg(file_name).arg("-o").arg(&bin).output();
+    match built {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => return Err(format!("{compiler} could not build the test program: {}", String::from_utf8_lossy(&o.stderr).trim())),
+        Err(e) => return Err(format!("cannot run {compiler}: {e}")),
+    }
+    let core = dump_live(&dir.0, &bin)?;
+    Ok(Live { dir, bin, core })
+}
+
+/// Compares knot with gdb on `live`'s core: with separate debug files, and first also without
+/// them when `also_without_debug_files`. Returns the process (with debug files) and gdb's answers,
+/// the values of `exprs` included.
+fn check_live(live: &Live, also_without_debug_files: bool, exprs: &[&str]) -> Option<(Process, GdbDump)> {
+    let modes: &[bool] = if also_without_debug_files { &[true, false] } else { &[false] };
+    let mut last = None;
+    for &no_debug_files in modes {
+        // gdb has been seen, rarely, to print nothing from the script: try twice.
+        let dump = gdb_dump(&live.dir.0, &live.bin, &live.core, no_debug_files, exprs)
+            .or_else(|| gdb_dump(&live.dir.0, &live.bin, &live.core, no_debug_files, exprs));
+        let Some(dump) = dump else {
+            eprintln!("skipped: gdb gave no frames");
+            return None;
+        };
+        let locator = Locator { no_default_debug_dir: no_debug_files, ..Locator::default() };
+        let process = Process::open(&live.core, &locator).expect("open the core");
+        let (mismatches, compared) = compare_with_gdb(&process, &dump.threads);
+        eprintln!("no_debug_files={no_debug_files}: {compared} frames compared");
+        assert!(compared >= 8, "too few frames compared: {:?}", dump.threads);
+        assert!(mismatches.is_empty(), "{} of {compared} frames differ from gdb:\n{}", mismatches.len(), mismatches.join("\n"));
+        last = Some((process, dump));
+    }
+    last
+}
+
+/// Every function name knot gives at gdb's frames, outer frames of each chain included.
+fn all_names(symbolizer: &Symbolizer<'_>, threads: &Threads) -> Vec<String> {
+    let mut names = Vec::new();
+    for (_, frames) in threads {
+        for (i, f) in frames.iter().enumerate() {
+            names.extend(symbolizer.symbolize(f.pc, i > 0).frames.into_iter().filter_map(|s| s.function));
         }
+    }
+    names
+}
+
+#[test]
+fn live_c_deadlock_matches_gdb() {
+    let live = match live("c", "gcc", "deadlock.c", DEADLOCK_C, &["-g", "-O2", "-pthread"]) {
+        Ok(l) => l,
+        Err(why) => return eprintln!("skipped: {why}"),
     };
-    let Some(threads) = gdb_frames(&dir.0, &bin, &core) else {
-        eprintln!("skipped: gdb gave no frames");
-        return;
-    };
-    let process = Process::open(&core, &Locator::default()).expect("open the core");
-    let (mismatches, compared) = compare_with_gdb(&process, &threads);
-    assert!(compared >= 10, "too few frames compared: {threads:?}");
-    assert!(mismatches.is_empty(), "{} of {compared} frames differ from gdb:\n{}", mismatches.len(), mismatches.join("\n"));
+    let exprs = ["&lock_a", "&pairs[1].m", "&pairs"];
+    let Some((process, dump)) = check_live(&live, true, &exprs) else { return };
+    let threads = &dump.threads;
 
     // Our own functions, whatever libc's debug files: the inlined `take` in `first`/`second`.
     let symbolizer = Symbolizer::new(&process);
@@ -339,31 +586,47 @@ fn live_deadlock_matches_gdb() {
     assert!(chains.contains(&vec!["take".to_string(), "second".to_string()]), "{chains:?}");
 
     // Data symbols: the locks, and a lock inside an array of structs.
-    let lock_a = gdb_address(&bin, &core, "&lock_a").expect("gdb prints &lock_a");
+    let [Some(lock_a), Some(m1), Some(pairs)] = dump.values[..] else { panic!("gdb printed no addresses: {:?}", dump.values) };
     assert_eq!(symbolizer.data_symbol(lock_a), Some(("lock_a".into(), 0)));
     assert_eq!(symbolizer.data_symbol(lock_a + 8), Some(("lock_a".into(), 8)));
-    let m1 = gdb_address(&bin, &core, "&pairs[1].m").expect("gdb prints &pairs[1].m");
-    let pairs = gdb_address(&bin, &core, "&pairs").expect("gdb prints &pairs");
     assert_eq!(symbolizer.data_symbol(m1), Some(("pairs".into(), m1 - pairs)));
 }
 
-/// `print/x (unsigned long)EXPR` in gdb.
-fn gdb_address(binary: &Path, core: &Path, expr: &str) -> Option<u64> {
-    let out = Command::new("gdb")
-        .args(["-nx", "-batch", "-ex"])
-        .arg(format!("print/x (unsigned long){expr}"))
-        .arg(binary)
-        .arg(core)
-        .stdin(Stdio::null())
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let hex = text.lines().find_map(|l| l.split_once("= 0x").map(|(_, h)| h.trim().to_string()))?;
-    u64::from_str_radix(&hex, 16).ok()
+#[test]
+fn live_cpp_deadlock_matches_gdb() {
+    for (tag, opt) in [("cpp-o2", "-O2"), ("cpp-o0", "-O0")] {
+        let live = match live(tag, "g++", "deadlock.cpp", DEADLOCK_CPP, &["-g", opt, "-pthread"]) {
+            Ok(l) => l,
+            Err(why) => return eprintln!("skipped: {why}"),
+        };
+        let Some((process, dump)) = check_live(&live, false, &["&'main::p'"]) else { return };
+        let symbolizer = Symbolizer::new(&process);
+        let names = all_names(&symbolizer, &dump.threads);
+        assert!(names.iter().any(|n| n == "bank::Account::transfer"), "{opt}: {names:?}");
+        assert!(names.iter().any(|n| n == "bank::Account::deposit<long>"), "{opt}: {names:?}");
+        if opt == "-O0" {
+            assert!(names.iter().any(|n| n == "bank::(anonymous namespace)::worker"), "{names:?}");
+        }
+        let p = dump.values[0].expect("gdb prints &'main::p'");
+        assert_eq!(symbolizer.data_symbol(p), Some(("main::p".into(), 0)));
+    }
+}
+
+#[test]
+fn live_rust_deadlock_matches_gdb() {
+    let live = match live("rust", "rustc", "deadlock.rs", DEADLOCK_RS, &["-g", "-O"]) {
+        Ok(l) => l,
+        Err(why) => return eprintln!("skipped: {why}"),
+    };
+    let Some((process, dump)) = check_live(&live, false, &[]) else { return };
+    let symbolizer = Symbolizer::new(&process);
+    let names = all_names(&symbolizer, &dump.threads);
+    assert!(names.iter().any(|n| n == "deadlock::{impl#0}::go"), "{names:?}");
 }
 
 /// Ad-hoc check of any core against gdb: `KNOT_GDB_CHECK=BINARY:CORE cargo test gdb_check_env
-/// -- --nocapture`. Skips when the variable is unset.
+/// -- --nocapture` (add `KNOT_GDB_NO_DEBUG_FILES=1` to look for no separate debug files). Skips
+/// when the variable is unset.
 #[test]
 fn gdb_check_env() {
     let Ok(spec) = std::env::var("KNOT_GDB_CHECK") else {
@@ -372,8 +635,10 @@ fn gdb_check_env() {
     };
     let (bin, core) = spec.split_once(':').expect("BINARY:CORE");
     let dir = Scratch::new("env");
-    let threads = gdb_frames(&dir.0, Path::new(bin), Path::new(core)).expect("gdb frames");
-    let process = Process::open(core, &Locator::default()).expect("open the core");
+    let no_debug_files = std::env::var_os("KNOT_GDB_NO_DEBUG_FILES").is_some();
+    let threads = gdb_dump(&dir.0, Path::new(bin), Path::new(core), no_debug_files, &[]).expect("gdb frames").threads;
+    let locator = Locator { no_default_debug_dir: no_debug_files, ..Locator::default() };
+    let process = Process::open(core, &locator).expect("open the core");
     let (mismatches, compared) = compare_with_gdb(&process, &threads);
     eprintln!("{compared} frames compared, {} differ", mismatches.len());
     for m in &mismatches {
@@ -381,3 +646,4 @@ fn gdb_check_env() {
     }
     assert!(mismatches.is_empty());
 }
+

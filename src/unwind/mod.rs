@@ -132,7 +132,14 @@ impl<'p> Unwinder<'p> {
         if let Some(next) = self.scan_step(frame, is_first) {
             return self.accept(frame, next);
         }
-        Err(cfi_error.unwrap_or(StackEnd::NoCaller { ip: frame.ip }))
+        if let Some(end) = cfi_error {
+            return Err(end);
+        }
+        // Nothing found because the stack itself is not in the dump: say so, not "no caller".
+        if memory.read_u64(frame.sp).is_err() {
+            return Err(StackEnd::Unreadable { address: frame.sp });
+        }
+        Err(StackEnd::NoCaller { ip: frame.ip })
     }
 
     /// Checks that `next` makes progress up the stack and points at code.
@@ -156,6 +163,8 @@ impl<'p> Unwinder<'p> {
             return None;
         }
         let memory: &dyn Memory = self.process;
+        // A %rbp at the top of the address space has no caller frame above it.
+        let caller_sp = bp.checked_add(16)?;
         let caller_bp = memory.read_u64(bp).ok()?;
         let ra = memory.read_u64(bp + 8).ok()?;
         if !self.is_code(ra) {
@@ -163,9 +172,9 @@ impl<'p> Unwinder<'p> {
         }
         let mut regs = FrameRegs::default();
         regs.set(dwarf::RBP, caller_bp);
-        regs.set(dwarf::RSP, bp + 16);
+        regs.set(dwarf::RSP, caller_sp);
         regs.set(dwarf::RIP, ra);
-        Some(Frame { ip: ra, sp: bp + 16, cfa: Some(bp + 16), trust: Trust::FramePointer, ip_is_exact: false, is_signal_frame: false, regs })
+        Some(Frame { ip: ra, sp: caller_sp, cfa: Some(caller_sp), trust: Trust::FramePointer, ip_is_exact: false, is_signal_frame: false, regs })
     }
 
     fn scan_step(&self, frame: &Frame, is_first: bool) -> Option<Frame> {
@@ -176,16 +185,17 @@ impl<'p> Unwinder<'p> {
         let _ = is_first;
         for i in 0..SCAN_WORDS {
             let slot = start.checked_add(i * 8)?;
+            let caller_sp = slot.checked_add(8)?;
             let Ok(value) = memory.read_u64(slot) else { return None };
             if self.is_code(value) && scan::follows_call(memory, value) {
                 let mut regs = FrameRegs::default();
-                regs.set(dwarf::RSP, slot + 8);
+                regs.set(dwarf::RSP, caller_sp);
                 regs.set(dwarf::RIP, value);
                 // Keep %rbp: it is still the best guess for a frame-pointer walk further up.
                 if let Some(bp) = frame.regs.bp() {
                     regs.set(dwarf::RBP, bp);
                 }
-                return Some(Frame { ip: value, sp: slot + 8, cfa: None, trust: Trust::Scan, ip_is_exact: false, is_signal_frame: false, regs });
+                return Some(Frame { ip: value, sp: caller_sp, cfa: None, trust: Trust::Scan, ip_is_exact: false, is_signal_frame: false, regs });
             }
         }
         None

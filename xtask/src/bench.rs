@@ -195,6 +195,13 @@ pub fn run(a: Args) -> Result<()> {
         "eu-stack": eu_stack.as_ref().and_then(|e| first_line(e, "--version")),
     });
     let date = utc_now();
+    let load_before = loadavg();
+    if load_before.is_some_and(|l| l > 0.5) {
+        eprintln!(
+            "note: the 1-minute load average is {:.2}: other work on this machine will show in the timings",
+            load_before.unwrap_or_default()
+        );
+    }
 
     let mut dump_results: Vec<Value> = Vec::new();
     let mut tables = String::new();
@@ -254,6 +261,8 @@ pub fn run(a: Args) -> Result<()> {
         "runs": a.runs,
         "warmup_runs": 1,
         "page_cache": "warm (each tool ran once before the timed rounds)",
+        "loadavg_1min_before": load_before,
+        "loadavg_1min_after": loadavg(),
         "targets": {
             "gdb_over_knot_time_at_least": GDB_OVER_KNOT_TARGET,
             "eu_stack_over_knot_time_above": EU_STACK_OVER_KNOT_TARGET,
@@ -576,6 +585,11 @@ fn machine_info() -> Value {
         "mem_total_bytes": mem_kib.map(|k| k * 1024),
         "kernel": fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_string()),
     })
+}
+
+/// The 1-minute load average (other work competing for the cores).
+fn loadavg() -> Option<f64> {
+    fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
 
 /// Now as `YYYY-MM-DDTHH:MM:SSZ`.

@@ -1,0 +1,466 @@
+#!/usr/bin/env bash
+# make-dumps.sh — build knot's .NET ground-truth samples, wedge each one, dump
+# it with createdump (or let the runtime dump itself on Environment.FailFast),
+# and record SOS's reading of every dump beside it.
+#
+# Usage:
+#   samples/dotnet/make-dumps.sh [-o OUTDIR] [SAMPLE[/KIND] ...]
+#
+#   OUTDIR   default: <repo>/target/samples/dotnet ; each dump goes to
+#            OUTDIR/<sample>/<kind>/{core,info.txt,threads.txt,stdout.txt,stderr.txt,sos/*.txt}
+#   SAMPLE   one of the names below; KIND one of its kinds (default: all).
+#
+#   sample             kinds                      how the dump is made
+#   monitor_abba       heap full mini triage      createdump --withheap|--full|--normal|--triage PID
+#   autofac_container  heap                       createdump --withheap PID
+#   sync_over_async    heap                       createdump --withheap PID
+#   lock_abba          heap                       createdump --withheap PID
+#   pinvoke_mutex      heap full                  createdump --withheap|--full PID (+ gdb oracle of the
+#                                                 native mutex, which is malloc'd so heap dumps hold it)
+#   failfast           heap full mini triage      Environment.FailFast with DOTNET_DbgEnableMiniDump=1,
+#                                                 DOTNET_DbgMiniDumpType=2|4|1|3
+#
+# Environment:
+#   DOTNET        dotnet host (default: `dotnet` on PATH)
+#   DOTNET_DUMP   dotnet-dump (default: on PATH or ~/.dotnet/tools/dotnet-dump); without it
+#                 the dumps are still made and the SOS oracle is skipped with a message.
+#   CREATEDUMP    createdump (default: next to the Microsoft.NETCore.App runtime in use)
+#   SKIP_BUILD=1  reuse the existing build
+#
+# Exit status: 0 when every requested dump was made and verify-expected.py finds
+# SOS's readings as expected.toml says (a crashing SOS command is recorded in its
+# oracle file, not fatal); 1 on a failed step or a wrong wedge shape; 0 with a
+# message when dotnet is missing.
+set -Eeuo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+OUTDIR="$REPO/target/samples/dotnet"
+ARTIFACTS="$REPO/target/samples/dotnet/artifacts"   # must match Directory.Build.props
+
+while getopts "o:h" opt; do
+  case "$opt" in
+    o) OUTDIR="$OPTARG" ;;
+    h) sed -n '2,/^set -Eeuo/p' "$0" | sed '$d'; exit 0 ;;
+    *) exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+mkdir -p "$OUTDIR"
+OUTDIR="$(cd "$OUTDIR" && pwd)"
+
+log() { printf '[make-dumps] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+ALL_JOBS=(
+  monitor_abba/heap monitor_abba/full monitor_abba/mini monitor_abba/triage
+  autofac_container/heap
+  sync_over_async/heap
+  lock_abba/heap
+  pinvoke_mutex/heap pinvoke_mutex/full
+  failfast/heap failfast/full failfast/mini failfast/triage
+)
+
+# ---------------------------------------------------------------- tools
+DOTNET="${DOTNET:-$(command -v dotnet || true)}"
+if [[ -z "$DOTNET" || ! -x "$DOTNET" ]]; then
+  log "skipped: dotnet is not installed (need the .NET 10 SDK)"
+  exit 0
+fi
+if [[ -z "${DOTNET_DUMP:-}" ]]; then
+  DOTNET_DUMP="$(command -v dotnet-dump || true)"
+  [[ -z "$DOTNET_DUMP" && -x "$HOME/.dotnet/tools/dotnet-dump" ]] && DOTNET_DUMP="$HOME/.dotnet/tools/dotnet-dump"
+fi
+if [[ -z "$DOTNET_DUMP" ]]; then
+  log "note: dotnet-dump not found (dotnet tool install -g dotnet-dump); SOS oracle will be skipped"
+fi
+RUNTIME_VERSION="$("$DOTNET" --list-runtimes | awk '$1=="Microsoft.NETCore.App"{v=$2} END{print v}')"
+RUNTIME_DIR="$("$DOTNET" --list-runtimes | awk '$1=="Microsoft.NETCore.App"{d=$3"/"$2} END{print d}' | tr -d '[]')"
+[[ -n "$RUNTIME_VERSION" && -d "$RUNTIME_DIR" ]] || die "no Microsoft.NETCore.App runtime found"
+CREATEDUMP="${CREATEDUMP:-$RUNTIME_DIR/createdump}"
+[[ -x "$CREATEDUMP" ]] || die "createdump not found at $CREATEDUMP"
+log "runtime $RUNTIME_VERSION at $RUNTIME_DIR; createdump $CREATEDUMP; dotnet-dump ${DOTNET_DUMP:-none}"
+
+# ---------------------------------------------------------------- cleanup
+PIDS=()
+cleanup() {
+  local p
+  for p in "${PIDS[@]}"; do
+    kill -9 "$p" 2>/dev/null || true
+  done
+}
+trap cleanup EXIT
+trap 'log "failed (status $?) at line $LINENO: $BASH_COMMAND"' ERR
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- helpers
+# Poll until `cond` succeeds or timeout (seconds) passes.
+wait_for() {
+  local timeout="$1"; shift
+  local deadline=$((SECONDS + timeout))
+  until "$@"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.1
+  done
+}
+
+has_ready() { grep -qx 'ready' "$1" 2>/dev/null; }
+
+# One line per task: "tid state", state from /proc/PID/task/TID/stat (the
+# field after the ')' that closes comm, which may contain spaces).
+task_states() {
+  local pid="$1" t s
+  for t in /proc/"$pid"/task/*; do
+    # `read` builtin, no fork: forks are slow here (~70 ms each).
+    read -r s 2>/dev/null <"$t/stat" || continue
+    s="${s##*) }"
+    printf '%s %s\n' "${t##*/}" "${s%% *}"
+  done
+}
+
+# Every task sleeping (S or D) and the same set of states for 3 polls
+# 150 ms apart (>= 300 ms stable).
+wait_blocked() {
+  local pid="$1" timeout="$2" prev="" cur stable=0
+  local deadline=$((SECONDS + timeout))
+  while ((SECONDS < deadline)); do
+    kill -0 "$pid" 2>/dev/null || return 1
+    cur="$(task_states "$pid")"
+    if ! grep -qv ' [SD]$' <<<"$cur" && [[ "$cur" == "$prev" ]]; then
+      stable=$((stable + 1))
+      ((stable >= 2)) && return 0
+    else
+      stable=0
+    fi
+    prev="$cur"
+    sleep 0.15
+  done
+  return 1
+}
+
+# tid, comm (OS thread name, which the runtime sets from Thread.Name, cut to
+# 15 bytes), state, wchan — the only place the dump's tids meet thread names
+# outside the managed heap.
+record_threads() {
+  local pid="$1" out="$2" t s comm wchan
+  {
+    printf '# tid\tstate\twchan\tcomm  (from /proc/%s/task at dump time)\n' "$pid"
+    for t in /proc/"$pid"/task/*; do
+      read -r s 2>/dev/null <"$t/stat" || continue
+      read -r comm 2>/dev/null <"$t/comm" || comm=""
+      wchan="-"; read -r wchan 2>/dev/null <"$t/wchan" || true   # no trailing newline: read "fails" but sets it
+      s="${s##*) }"
+      printf '%s\t%s\t%s\t%s\n' "${t##*/}" "${s%% *}" "${wchan:--}" "$comm"
+    done
+  } >"$out"
+}
+
+build_id() { readelf -n "$1" 2>/dev/null | awk '/Build ID/{print $3; exit}'; }
+
+# ---------------------------------------------------------------- SOS oracle
+sos() {  # sos CORE OUTFILE CMD...   (one dotnet-dump invocation)
+  local core="$1" out="$2"; shift 2
+  local args=() c rc=0
+  for c in "$@"; do args+=(-c "$c"); done
+  args+=(-c exit)
+  timeout 300 "$DOTNET_DUMP" analyze "$core" "${args[@]}" >"$out" 2>&1 || rc=$?
+  if ((rc != 0)); then
+    printf '\n# dotnet-dump exited with status %d\n' "$rc" >>"$out"
+  fi
+  return 0
+}
+
+# Thread objects -> name, managed id, native Thread* (ThreadOBJ in clrthreads)
+# and OS tid.  `dumpobj` crashes dotnet-dump 10.0.750501 on this runtime, so
+# the fields are read with dumpclass offsets + dq/dd/du.
+sos_thread_names() {
+  local core="$1" out="$2" tmp mt noff ioff moff objs o cmds=() n=0
+  tmp="$(mktemp -d)"
+  sos "$core" "$tmp/n2e" "name2ee System.Private.CoreLib.dll System.Threading.Thread"
+  mt="$(awk '/^MethodTable:/{m=$2} /^Name: +System\.Threading\.Thread$/{print m; exit}' "$tmp/n2e")"
+  if [[ -z "$mt" ]]; then
+    { echo "# could not find System.Threading.Thread's MethodTable"; cat "$tmp/n2e"; } >"$out"
+    rm -rf "$tmp"; return 0
+  fi
+  sos "$core" "$tmp/cls" "dumpclass $mt" "dumpheap -mt $mt -short" "clrthreads"
+  noff="$(awk '$NF=="_name"{print $3; exit}' "$tmp/cls")"
+  ioff="$(awk '$NF=="_DONT_USE_InternalThread"{print $3; exit}' "$tmp/cls")"
+  moff="$(awk '$NF=="_managedThreadId"{print $3; exit}' "$tmp/cls")"
+  objs="$(grep -E '^ *[0-9a-f]{8,16} *$' "$tmp/cls" | tr -d ' ' || true)"
+  for o in $objs; do
+    cmds+=("dq -c 1 $(printf %x $((0x$o + 0x$noff)))" "dq -c 1 $(printf %x $((0x$o + 0x$ioff)))"
+           "dd -c 1 $(printf %x $((0x$o + 0x$moff)))")
+  done
+  : >"$tmp/vals"
+  ((${#cmds[@]})) && sos "$core" "$tmp/vals" "${cmds[@]}"
+  # Values in order: name ptr, internal thread, managed id — per object.
+  mapfile -t vals < <(awk -F': *' '/^[0-9a-f]+: [0-9a-f]+/{split($2,a," "); print a[1]}' "$tmp/vals")
+  cmds=()
+  for o in $objs; do
+    local np="${vals[$((n * 3))]:-0}"
+    if [[ "$np" =~ ^0+$ ]]; then :; else cmds+=("du $(printf %x $((0x$np + 0xc)))"); fi
+    n=$((n + 1))
+  done
+  : >"$tmp/names"
+  ((${#cmds[@]})) && sos "$core" "$tmp/names" "${cmds[@]}"
+  mapfile -t names < <(sed -n "s/^Text: '\(.*\)'$/\1/p" "$tmp/names")
+  {
+    echo "# Managed System.Threading.Thread objects (read with dumpclass offsets + dq/dd/du;"
+    echo "# dumpobj crashes this dotnet-dump). threadobj = clrthreads ThreadOBJ column."
+    printf '# %-16s %-6s %-18s %-8s %-8s %s\n' object mgd_id threadobj os_tid dbg name
+    n=0; local k=0
+    for o in $objs; do
+      local np="${vals[$((n * 3))]:-0}" it="${vals[$((n * 3 + 1))]:-0}" id="${vals[$((n * 3 + 2))]:-0}" nm="<null>"
+      if ! [[ "$np" =~ ^0+$ ]]; then nm="${names[$k]:-?}"; k=$((k + 1)); fi
+      # clrthreads row: DBG ID OSID ThreadOBJ ...
+      local row tid="-" dbg="-"
+      row="$(awk -v t="$(printf %016x $((0x$it)))" 'tolower($4)==t{print $3, $1; exit}' "$tmp/cls")"
+      [[ -n "$row" ]] && { tid="$(printf %d $((0x${row% *})))"; dbg="${row#* }"; }
+      printf '  %-16s %-6d %-18s %-8s %-8s %s\n' "$o" "$((0x$id))" "$it" "$tid" "$dbg" "$nm"
+      n=$((n + 1))
+    done
+  } >"$out"
+  rm -rf "$tmp"
+}
+
+# Fields of every instance of TYPE (exact name), via dumpclass offsets.
+# sos_fields CORE OUT MODULE TYPE FIELD[:str]...   (":str" also prints the
+# string the reference points at)
+sos_fields() {
+  local core="$1" out="$2" mod="$3" type="$4"; shift 4
+  local tmp mt o f fn off w cmds=() objs i specs=()
+  tmp="$(mktemp -d)"
+  sos "$core" "$tmp/n2e" "name2ee $mod $type"
+  mt="$(awk -v t="$type" '/^MethodTable:/{m=$2} $1=="Name:" && $2==t {print m; exit}' "$tmp/n2e")"
+  if [[ -z "$mt" ]]; then
+    { echo "# $type not found"; cat "$tmp/n2e"; } >"$out"; rm -rf "$tmp"; return 0
+  fi
+  sos "$core" "$tmp/cls" "dumpclass $mt"
+  sos "$core" "$tmp/objs" "dumpheap -mt $mt -short"
+  objs="$(grep -E '^ *[0-9a-f]{8,16} *$' "$tmp/objs" | tr -d ' ' || true)"
+  for f in "$@"; do
+    fn="${f%:str}"
+    awk -v f="$fn" '$NF==f && $6=="instance"{found=1} END{exit !found}' "$tmp/cls" && specs+=("$f")
+  done
+  for o in $objs; do
+    for f in "${specs[@]}"; do
+      fn="${f%:str}"
+      off="$(awk -v f="$fn" '$NF==f && $6=="instance"{print $3; exit}' "$tmp/cls")"
+      w="dd"
+      awk -v f="$fn" '$NF==f && ($4 ~ /Int64|IntPtr|UInt64/ || $5=="No"){x=1} END{exit !x}' "$tmp/cls" && w="dq"
+      cmds+=("$w -c 1 $(printf %x $((0x$o + 0x$off)))")
+    done
+  done
+  : >"$tmp/vals"
+  ((${#cmds[@]})) && sos "$core" "$tmp/vals" "${cmds[@]}"
+  mapfile -t vals < <(awk -F': *' '/^[0-9a-f]+: [0-9a-f]+/{split($2,a," "); print a[1]}' "$tmp/vals")
+  # Strings for the :str fields.
+  cmds=(); i=0
+  for o in $objs; do
+    for f in "${specs[@]}"; do
+      if [[ "$f" == *:str && ! "${vals[$i]:-0}" =~ ^0+$ ]]; then
+        cmds+=("du $(printf %x $((0x${vals[$i]} + 0xc)))")
+      fi
+      i=$((i + 1))
+    done
+  done
+  : >"$tmp/strs"
+  ((${#cmds[@]})) && sos "$core" "$tmp/strs" "${cmds[@]}"
+  mapfile -t strs < <(sed -n "s/^Text: '\(.*\)'$/\1/p" "$tmp/strs")
+  {
+    echo "# $type (MethodTable $mt): instance fields ${specs[*]} (dd = 4 bytes, dq = 8 bytes)"
+    echo "# read with dumpclass offsets + dd/dq/du (dumpobj crashes this dotnet-dump)"
+    grep -vE '^(Loading core dump|Ready to process)' "$tmp/cls" || true
+    echo
+    local k=0; i=0
+    for o in $objs; do
+      printf 'object %s' "$o"
+      for f in "${specs[@]}"; do
+        printf '  %s=0x%s' "${f%:str}" "${vals[$i]:-?}"
+        if [[ "$f" == *:str && ! "${vals[$i]:-0}" =~ ^0+$ ]]; then
+          printf " ('%s')" "${strs[$k]:-?}"; k=$((k + 1))
+        fi
+        i=$((i + 1))
+      done
+      echo
+    done
+  } >"$out"
+  rm -rf "$tmp"
+}
+
+# dumpobjgcrefs (reference fields) of every object whose type name starts
+# with PREFIX.   sos_gcrefs CORE OUT PREFIX
+sos_gcrefs() {
+  local core="$1" out="$2" prefix="$3" tmp objs cmds=() o
+  tmp="$(mktemp -d)"
+  sos "$core" "$tmp/heap" "dumpheap -type $prefix"
+  objs="$(awk '$1 ~ /^[0-9a-f]+$/ && length($1) >= 8 && $2 ~ /^[0-9a-f]+$/ && length($2) >= 8 {print $1}' "$tmp/heap")"
+  for o in $objs; do cmds+=("dumpobjgcrefs $o"); done
+  {
+    grep -vE '^(Loading core dump|Ready to process)' "$tmp/heap" || true
+    if ((${#cmds[@]})); then
+      sos "$core" "$tmp/refs" "${cmds[@]}"
+      # Label each block with its object.
+      awk -v objs="$objs" 'BEGIN{n=split(objs,a," "); k=0}
+        /^GC Refs:/{k++; print "\nobject " a[k] " GC Refs:"; next}
+        /^(Loading core dump|Ready to process)/{next} {print}' "$tmp/refs"
+    fi
+  } >"$out"
+  rm -rf "$tmp"
+}
+
+oracle() {  # oracle SAMPLE DIR
+  local sample="$1" dir="$2" core="$2/core"
+  if [[ -z "$DOTNET_DUMP" ]]; then
+    log "  SOS oracle skipped (no dotnet-dump)"; return 0
+  fi
+  mkdir -p "$dir/sos"
+  log "  SOS oracle -> $dir/sos/"
+  sos "$core" "$dir/sos/eeversion.txt" "eeversion"
+  sos "$core" "$dir/sos/clrthreads.txt" "clrthreads"
+  sos "$core" "$dir/sos/syncblk.txt" "syncblk"
+  sos "$core" "$dir/sos/clrstack-all.txt" "clrstack -all"
+  sos "$core" "$dir/sos/threadpool.txt" "threadpool"
+  sos "$core" "$dir/sos/dumpasync.txt" "dumpasync"
+  sos "$core" "$dir/sos/parallelstacks.txt" "parallelstacks"
+  sos "$core" "$dir/sos/setthread-info.txt" "threads"
+  sos "$core" "$dir/sos/thinlocks.txt" "dumpheap -thinlock"
+  echo "# (no lines after 'Loading core dump' = SOS reported no thin locks)" >>"$dir/sos/thinlocks.txt"
+  sos_thread_names "$core" "$dir/sos/thread-names.txt"
+  case "$sample" in
+    autofac_container)
+      sos_fields "$core" "$dir/sos/lifetimescopes.txt" Autofac.dll Autofac.Core.Lifetime.LifetimeScope \
+        _synchRoot "<Tag>k__BackingField:str" _parentScope ;;
+    lock_abba)
+      sos_fields "$core" "$dir/sos/locks.txt" System.Private.CoreLib.dll System.Threading.Lock \
+        _owningThreadId _state _recursionCount
+      sos_gcrefs "$core" "$dir/sos/lock-holders.txt" Knot.Samples.LockAbba. ;;
+    sync_over_async)
+      sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue" ;;
+    failfast)
+      sos "$core" "$dir/sos/crashinfo.txt" "crashinfo" ;;
+  esac
+  if [[ "$sample" == pinvoke_mutex ]]; then
+    if command -v gdb >/dev/null; then
+      mkdir -p "$dir/gdb"
+      log "  gdb oracle -> $dir/gdb/native-mutex.txt"
+      # Symbols come from the libraries on this machine (same files the process
+      # mapped); the mutex address is what the sample printed on stderr.
+      local maddr
+      maddr="$(sed -n 's/^knot_mutex=\(0x[0-9a-f]*\)$/\1/p' "$dir/stderr.txt" | head -1)"
+      timeout 300 gdb -batch -nx -ex "set pagination off" -ex "info threads" \
+        -ex "p *(pthread_mutex_t *)${maddr:-0}" -ex "p ((pthread_mutex_t *)${maddr:-0})->__data.__owner" \
+        -ex "thread apply all bt 8" "$DOTNET" "$core" 2>&1 | grep -v '^\[New LWP' >"$dir/gdb/native-mutex.txt" || true
+    else
+      log "  gdb not found: native mutex oracle skipped"
+    fi
+  fi
+  case "$sample" in
+    monitor_abba|failfast|pinvoke_mutex)
+      sos_gcrefs "$core" "$dir/sos/lock-objects.txt" "Knot.Samples." ;;
+  esac
+}
+
+# ---------------------------------------------------------------- build
+if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
+  log "building samples (dotnet build -c Debug)"
+  for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast; do
+    timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
+      || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }
+  done
+fi
+
+# ---------------------------------------------------------------- run one
+run_job() {  # run_job SAMPLE KIND
+  local sample="$1" kind="$2" dir="$OUTDIR/$1/$2"
+  local dll="$ARTIFACTS/bin/$sample/debug/$sample.dll"
+  [[ -f "$dll" ]] || die "$dll not built"
+  rm -rf "$dir"; mkdir -p "$dir"
+  local flags="" how="" env=() args=()
+  case "$sample/$kind" in
+    failfast/*)
+      local t
+      case "$kind" in mini) t=1 ;; heap) t=2 ;; triage) t=3 ;; full) t=4 ;; *) die "bad kind $kind" ;; esac
+      env=(DOTNET_DbgEnableMiniDump=1 DOTNET_DbgMiniDumpType=$t "DOTNET_DbgMiniDumpName=$dir/core"
+           DOTNET_EnableCrashReport=1)
+      args=(8000)   # watchdog delay (ms) before Environment.FailFast: time to check and record the wedge
+      how="Environment.FailFast via ${env[*]}" ;;
+    */heap) flags="--withheap" ;;
+    */full) flags="--full" ;;
+    */mini) flags="--normal" ;;
+    */triage) flags="--triage" ;;
+    *) die "unknown kind $kind" ;;
+  esac
+  [[ -z "$how" ]] && how="$CREATEDUMP -f $dir/core $flags PID"
+  log "$sample/$kind: starting"
+  # Own cwd, no kernel core (FailFast aborts the process after createdump).
+  (
+    cd "$dir"; ulimit -c 0
+    exec env "${env[@]}" "$DOTNET" "$dll" "${args[@]}" >"$dir/stdout.txt" 2>"$dir/stderr.txt"
+  ) &
+  local pid=$!
+  PIDS+=("$pid")
+  wait_for 60 has_ready "$dir/stdout.txt" || { cat "$dir/stderr.txt" >&2; die "$sample: no 'ready' within 60 s"; }
+  wait_blocked "$pid" 30 || die "$sample: threads not all blocked (state S) within 30 s"
+  record_threads "$pid" "$dir/threads.txt"
+  local t0=$SECONDS
+  if [[ "$sample" == failfast ]]; then
+    log "  waiting for the watchdog's FailFast and the runtime's createdump"
+    wait_for 120 bash -c "! kill -0 $pid 2>/dev/null" || die "$sample: process did not exit after FailFast"
+    wait "$pid" 2>/dev/null || true
+    [[ -s "$dir/core" ]] || { cat "$dir/stderr.txt" >&2; die "$sample: runtime wrote no dump"; }
+  else
+    timeout 300 "$CREATEDUMP" -f "$dir/core" $flags "$pid" >"$dir/createdump.log" 2>&1 \
+      || { cat "$dir/createdump.log" >&2; die "$sample: createdump failed"; }
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  fi
+  local size; size="$(stat -c %s "$dir/core")"
+  {
+    echo "sample            = $sample"
+    echo "kind              = $kind"
+    echo "dump              = core"
+    echo "dump_bytes        = $size"
+    echo "how               = $how"
+    echo "command           = $DOTNET $dll ${args[*]}"
+    echo "pid               = $pid"
+    echo "runtime_version   = $RUNTIME_VERSION"
+    echo "runtime_dir       = $RUNTIME_DIR"
+    echo "sdk_version       = $("$DOTNET" --version)"
+    echo "libcoreclr_buildid = $(build_id "$RUNTIME_DIR/libcoreclr.so")"
+    echo "libclrjit_buildid  = $(build_id "$RUNTIME_DIR/libclrjit.so")"
+    [[ -f "$ARTIFACTS/bin/$sample/debug/libknotmutex.so" ]] && \
+      echo "libknotmutex_buildid = $(build_id "$ARTIFACTS/bin/$sample/debug/libknotmutex.so")"
+    echo "dotnet_dump       = $([[ -n "$DOTNET_DUMP" ]] && "$DOTNET_DUMP" --version 2>/dev/null | head -1 || echo none)"
+    echo "kernel            = $(uname -r)"
+    echo "dump_seconds      = $((SECONDS - t0))"
+    echo "made_at           = $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  } >"$dir/info.txt"
+  log "  dump: $dir/core ($size bytes)"
+  oracle "$sample" "$dir"
+}
+
+# ---------------------------------------------------------------- main
+JOBS=()
+if (($# == 0)); then
+  JOBS=("${ALL_JOBS[@]}")
+else
+  for a in "$@"; do
+    matched=0
+    for j in "${ALL_JOBS[@]}"; do
+      if [[ "$j" == "$a" || "${j%%/*}" == "$a" ]]; then JOBS+=("$j"); matched=1; fi
+    done
+    ((matched)) || die "unknown sample or kind: $a (known: ${ALL_JOBS[*]})"
+  done
+fi
+for j in "${JOBS[@]}"; do
+  run_job "${j%%/*}" "${j##*/}"
+done
+log "done: ${#JOBS[@]} dump(s) under $OUTDIR"
+# Check the SOS readings against expected.toml (the intended wedge shapes).
+if [[ -n "$DOTNET_DUMP" ]] && command -v python3 >/dev/null; then
+  log "checking oracles against expected.toml"
+  python3 "$HERE/verify-expected.py" "$OUTDIR" >"$OUTDIR/verify.txt" 2>&1 || {
+    grep -v '^ok' "$OUTDIR/verify.txt" >&2; die "oracles differ from expected.toml (see $OUTDIR/verify.txt)"; }
+  tail -1 "$OUTDIR/verify.txt" >&2
+fi

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# pack-dumps.sh — copy the committed subset of make-dumps.sh's output into
+# samples/dotnet/dumps/: gzip -9 cores, their oracle text, the sample's own
+# assemblies, and the runtime files needed to read the dumps without .NET.
+#
+# Usage: samples/dotnet/pack-dumps.sh [SRC] [DEST]
+#   SRC   make-dumps.sh output (default <repo>/target/samples/dotnet)
+#   DEST  default <repo>/samples/dotnet/dumps  (replaced wholesale)
+set -Eeuo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+SRC="${1:-$REPO/target/samples/dotnet}"
+DEST="${2:-$HERE/dumps}"
+ARTIFACTS="$SRC/artifacts/bin"
+
+# The committed dumps (sample/kind).
+COMMITTED=(
+  monitor_abba/heap
+  autofac_container/heap
+  lock_abba/heap
+  pinvoke_mutex/heap
+  sync_over_async/heap
+  failfast/heap
+  monitor_abba/triage
+)
+RUNTIME_FILES=(libcoreclr.so libclrjit.so System.Private.CoreLib.dll libmscordaccore.so libSystem.Native.so)
+
+build_id() { readelf -n "$1" 2>/dev/null | awk '/Build ID/{print $3; exit}'; }
+
+runtime_dir="$(awk -F' *= *' '$1=="runtime_dir"{print $2}' "$SRC/${COMMITTED[0]}/info.txt")"
+runtime_version="$(awk -F' *= *' '$1=="runtime_version"{print $2}' "$SRC/${COMMITTED[0]}/info.txt")"
+[[ -d "$runtime_dir" ]] || { echo "runtime dir $runtime_dir missing" >&2; exit 1; }
+
+rm -rf "$DEST"
+mkdir -p "$DEST/runtime/$runtime_version"
+{
+  echo "# Runtime files of Microsoft.NETCore.App $runtime_version (linux-x64), gzip -9."
+  echo "# file  bytes  sha256(uncompressed)  gnu-build-id  original-path"
+  for f in "${RUNTIME_FILES[@]}"; do
+    gzip -9 -n -c "$runtime_dir/$f" >"$DEST/runtime/$runtime_version/$f.gz"
+    printf '%s  %s  %s  %s  %s\n' "$f" "$(stat -c %s "$runtime_dir/$f")" \
+      "$(sha256sum "$runtime_dir/$f" | cut -d' ' -f1)" "$(build_id "$runtime_dir/$f" || true)" "$runtime_dir/$f"
+  done
+} >"$DEST/runtime/$runtime_version/FILES.txt"
+
+for job in "${COMMITTED[@]}"; do
+  sample="${job%%/*}"; src="$SRC/$job"; dst="$DEST/$job"
+  [[ -f "$src/core" ]] || { echo "missing $src/core (run make-dumps.sh first)" >&2; exit 1; }
+  mkdir -p "$dst"
+  echo "packing $job"
+  gzip -9 -n -c "$src/core" >"$dst/core.gz"
+  cp "$src/info.txt" "$src/threads.txt" "$src/stdout.txt" "$src/stderr.txt" "$dst/"
+  [[ -f "$src/core.crashreport.json" ]] && cp "$src/core.crashreport.json" "$dst/"
+  cp -r "$src/sos" "$dst/"
+  [[ -d "$src/gdb" ]] && cp -r "$src/gdb" "$dst/"
+  printf 'core_gz_bytes     = %s\ncore_sha256       = %s\n' "$(stat -c %s "$dst/core.gz")" \
+    "$(sha256sum "$src/core" | cut -d' ' -f1)" >>"$dst/info.txt"
+  # The sample's own files, once per sample.
+  if [[ ! -d "$DEST/$sample/app" ]]; then
+    mkdir -p "$DEST/$sample/app"
+    for f in "$ARTIFACTS/$sample/debug/"*.dll "$ARTIFACTS/$sample/debug/"*.pdb "$ARTIFACTS/$sample/debug/"*.so; do
+      [[ -e "$f" ]] && cp "$f" "$DEST/$sample/app/"
+    done
+    (cd "$DEST/$sample/app" && sha256sum * >SHA256SUMS)
+  fi
+done
+du -sb "$DEST" | awk '{printf "total %d bytes (%.1f MiB)\n", $1, $1/1048576}'
