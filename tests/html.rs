@@ -148,3 +148,51 @@ fn a_real_generic_name_is_escaped() {
     assert!(page.contains(&format!("<span class=\"fn\">{}</span>", html::escape(name))), "{name} is not in the page, escaped");
     assert!(!page.contains(&format!(">{name}<")));
 }
+
+/// Not HTML, but the other face of the same renderers: the coloured text report is the plain one
+/// with escape codes around some words, and colour stays off unless asked for or on a terminal.
+#[test]
+fn colour_only_wraps_words_of_the_plain_text() {
+    use knot::report::text::{self, TextOptions};
+    let rep = abba();
+    let opts = TextOptions { max_frames: Some(3) };
+    let plain = text::render(&rep, &opts);
+    assert_eq!(text::render_colored(&rep, &opts, false), plain);
+    let coloured = text::render_colored(&rep, &opts, true);
+    assert!(coloured.contains("\x1b[1;31mDEADLOCK\x1b[0m"));
+    let mut stripped = String::new();
+    let mut rest = coloured.as_str();
+    while let Some(at) = rest.find("\x1b[") {
+        stripped.push_str(&rest[..at]);
+        rest = &rest[at + rest[at..].find('m').unwrap() + 1..];
+    }
+    stripped.push_str(rest);
+    assert_eq!(stripped, plain);
+}
+
+#[test]
+fn the_command_line_writes_html_and_colours_only_when_asked() {
+    let d = common::committed("abba", DumpKind::Kernel);
+    let run = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_knot"));
+        cmd.arg("analyze").arg(&d.core).arg("--exe").arg(&d.binary).env_remove("NO_COLOR");
+        if let Some(s) = &d.sysroot {
+            cmd.arg("--sysroot").arg(s);
+        }
+        if let Some(g) = &d.debug_dir {
+            cmd.arg("--debug-dir").arg(g);
+        }
+        let out = cmd.args(extra).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stderr.is_empty(), "no progress bar off a terminal: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("abba.html");
+    run(&["--format", "html", "-o", file.to_str().unwrap()]);
+    let page = std::fs::read_to_string(&file).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.contains("class=\"wfg\""));
+    assert!(!run(&[]).contains('\x1b'), "colour off a terminal");
+    assert!(!run(&["--color", "never"]).contains('\x1b'));
+    assert!(run(&["--color", "always"]).contains("\x1b[1;31mDEADLOCK"));
+}

@@ -156,7 +156,7 @@ fn contended_table(out: &mut String, r: &Report) {
     if contended.is_empty() {
         return;
     }
-    out.push_str("<section id=\"contended\"><h2>Most contended locks</h2><table><thead><tr><th>lock</th><th>what</th><th>address</th><th>owner</th><th class=\"n\">waiters</th></tr></thead><tbody>");
+    out.push_str("<section id=\"contended\"><h2>Locks with waiters</h2><table><thead><tr><th>lock</th><th>what</th><th>address</th><th>owner</th><th class=\"n\">waiters</th></tr></thead><tbody>");
     for (i, l) in contended.iter().take(50) {
         let _ = write!(
             out,

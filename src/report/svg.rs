@@ -28,8 +28,9 @@ const ARC_ROOM: f64 = 120.0;
 const RING_GAP: f64 = 0.5;
 /// At most this many nodes are drawn; cycles always are, then the largest parts.
 const MAX_NODES: usize = 300;
-/// Characters that fit on a node's line.
-const LINE_CHARS: usize = 28;
+/// Characters that fit on a node's first (bold) and second line.
+const LINE1_CHARS: usize = 26;
+const LINE2_CHARS: usize = 30;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Kind {
@@ -364,8 +365,8 @@ fn node_name(report: &Report, kind: &Kind) -> String {
     }
 }
 
-fn clip(s: &str) -> String {
-    if s.chars().count() <= LINE_CHARS { s.to_string() } else { s.chars().take(LINE_CHARS - 1).collect::<String>() + "…" }
+fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max { s.to_string() } else { s.chars().take(max - 1).collect::<String>() + "…" }
 }
 
 fn node_svg(s: &mut String, report: &Report, node: &Node, x: f64, y: f64) {
@@ -390,7 +391,12 @@ fn node_svg(s: &mut String, report: &Report, node: &Node, x: f64, y: f64) {
                 let _ = write!(title, " at {a}");
             }
             let _ = write!(title, " — {}", owner_words(l));
-            ("node lock", format!("#l{i}"), l.display_name(), l.label.clone(), title)
+            // A lock without an owner to point at says why on its second line.
+            let line2 = match l.owner {
+                Owner::Readers { .. } | Owner::Unknown { .. } => owner_words(l),
+                _ => l.label.clone(),
+            };
+            ("node lock", format!("#l{i}"), l.display_name(), line2, title)
         }
     };
     let class = if node.cycle { format!("{class} cycle") } else { class.to_string() };
@@ -405,10 +411,10 @@ fn node_svg(s: &mut String, report: &Report, node: &Node, x: f64, y: f64) {
         escape(&title),
         x + NODE_W / 2.0,
         y + 18.0,
-        escape(&clip(&line1)),
+        escape(&clip(&line1, LINE1_CHARS)),
         x + NODE_W / 2.0,
         y + 34.0,
-        escape(&clip(&line2)),
+        escape(&clip(&line2, LINE2_CHARS)),
     );
     if !href.is_empty() {
         s.push_str("</a>");
