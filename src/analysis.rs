@@ -9,6 +9,7 @@ use crate::symbols::Symbolizer;
 use crate::unwind::{Stack, StackEnd, Unwinder};
 use rayon::prelude::*;
 use std::path::Path;
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -19,6 +20,50 @@ pub struct Options {
     /// Only stacks: no lock analysis, no wait-for graph (for measuring, and for dumps where
     /// only the stacks matter).
     pub stacks_only: bool,
+    /// Told as each phase of the pipeline starts (for a progress bar). It changes no fact.
+    pub progress: Option<Progress>,
+}
+
+/// The phases of [`analyze`], in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Mapping the core, reading its notes, finding module and debug files.
+    Open,
+    /// Walking every thread's stack.
+    Stacks,
+    /// Symbols, lines and inlined frames.
+    Symbols,
+    /// Thread states, lock owners and waiters, the wait-for graph.
+    Locks,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 4] = [Phase::Open, Phase::Stacks, Phase::Symbols, Phase::Locks];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Open => "opening the dump",
+            Phase::Stacks => "walking stacks",
+            Phase::Symbols => "reading symbols",
+            Phase::Locks => "reading locks",
+        }
+    }
+}
+
+/// A progress hook: called with each [`Phase`] as it starts.
+#[derive(Clone)]
+pub struct Progress(pub Arc<dyn Fn(Phase) + Send + Sync>);
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress(..)")
+    }
+}
+
+fn tell(opts: &Options, phase: Phase) {
+    if let Some(p) = &opts.progress {
+        (p.0)(phase);
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +74,7 @@ pub enum AnalyzeError {
 
 /// Reads the core at `path` and builds the report.
 pub fn analyze(path: impl AsRef<Path>, opts: &Options) -> Result<Report, AnalyzeError> {
+    tell(opts, Phase::Open);
     let process = Process::open(path.as_ref(), &opts.locator)?;
     Ok(report_for(&process, opts))
 }
@@ -39,7 +85,9 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     if let Some(n) = opts.max_walk_frames {
         unwinder.max_frames = n;
     }
+    tell(opts, Phase::Stacks);
     let stacks = unwinder.walk_all();
+    tell(opts, Phase::Symbols);
     let symbolizer = Symbolizer::new(process);
     let core = &process.core;
     let pid = core.process.as_ref().map(|p| p.pid);
@@ -56,6 +104,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
             functions: f.iter().map(|f| f.function.as_deref().unwrap_or("")).collect(),
         })
         .collect();
+    tell(opts, Phase::Locks);
     let facts = if opts.stacks_only { waits::states_only(process, &inputs) } else { waits::analyze(process, &symbolizer, &inputs) };
     let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();
     let deadlocks = WaitForGraph::new(&blocked, &facts.locks).deadlocks();

@@ -2,12 +2,15 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
-use knot::analysis::{self, Options};
+use knot::analysis::{self, Options, Phase, Progress};
 use knot::process::Locator;
 use knot::report::{self, text::TextOptions};
-use std::io::Write;
+use knot::watch::{self, WatchOptions};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Exit status: the analysis ran and the report was written.
 const EXIT_OK: u8 = 0;
@@ -17,6 +20,14 @@ const EXIT_UNREADABLE: u8 = 2;
 const EXIT_DEADLOCK: u8 = 3;
 /// Exit status: the command line is wrong (EX_USAGE).
 const EXIT_USAGE: u8 = 64;
+/// Exit status of `watch --once`: some dump could not be analyzed (it has its `.knot.error.txt`).
+const EXIT_WATCH_FAILED: u8 = 1;
+
+const ANALYZE_EXIT: &str = "Exit status: 0 the analysis ran (also for a partial dump: see the warnings); 2 the dump could not be read at all; 3 a deadlock was found and --fail-on-deadlock was given; 64 the command line is wrong.";
+
+const WATCH_EXIT: &str = "Writes <dump>.knot.json beside each dump (or in --out), or <dump>.knot.error.txt when it cannot be analyzed, and a <dump>.knot.done marker; each once, also across restarts (a dump that changes is analyzed again). Files are written to a temporary name and renamed.
+
+Exit status: 0 every dump found was analyzed (or already was); 1 (--once) some dump could not be analyzed: see its .knot.error.txt; 2 DIR or --out is not a readable directory, or (--once) an output could not be written; 3 (--once) a deadlock was found and --fail-on-deadlock was given; 64 the command line is wrong. Without --once knot watch runs until stopped (SIGTERM or SIGINT: exit 0).";
 
 #[derive(Parser)]
 #[command(name = "knot", version, about = "Reads a Linux core dump and tells which threads are stuck, on what, behind whom.")]
@@ -28,7 +39,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Analyze a core dump: every thread's stack, with symbols and lines.
+    #[command(after_help = ANALYZE_EXIT)]
     Analyze(AnalyzeArgs),
+    /// Analyze each new core dump in DIR once, writing <dump>.knot.json beside it (for a sidecar or a Job).
+    #[command(after_help = WATCH_EXIT)]
+    Watch(WatchArgs),
     /// Print the JSON Schema of the report (--format json).
     Schema,
 }
@@ -64,12 +79,62 @@ struct AnalyzeArgs {
     /// Write the report to FILE instead of standard output.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Colour the text report: auto = when standard output is a terminal and NO_COLOR is not set.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    color: ColorChoice,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Format {
+    /// For people, on a terminal.
     Text,
+    /// For programs (schema: `knot schema`).
     Json,
+    /// One self-contained page: the verdict, the wait-for graph, stacks, a flame graph.
+    Html,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Parser)]
+struct WatchArgs {
+    /// The directory dumps appear in (not searched recursively).
+    dir: PathBuf,
+    /// Write reports, error files and markers here instead of beside the dumps (for a read-only dump volume).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// A dump is complete once its size and time have not changed for this long.
+    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    settle_secs: u64,
+    /// Seconds between scans of DIR.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    interval_secs: u64,
+    /// Handle the dumps that are there (waiting for them to settle), then exit.
+    #[arg(long)]
+    once: bool,
+    /// Prefix for every path the dumps name, like gdb's `set sysroot` (e.g. a copy of the application image's root).
+    #[arg(long, value_name = "DIR")]
+    sysroot: Option<PathBuf>,
+    /// Directory with separate debug files (`.build-id/xx/yyyy.debug`); may repeat.
+    #[arg(long = "debug-dir", value_name = "DIR")]
+    debug_dirs: Vec<PathBuf>,
+    /// Directory searched for module files by name; may repeat.
+    #[arg(long = "search-dir", value_name = "DIR")]
+    search_dirs: Vec<PathBuf>,
+    /// The program that was dumped, for every dump in DIR.
+    #[arg(long, value_name = "FILE")]
+    exe: Option<PathBuf>,
+    /// Only rebuild the stacks: skip lock analysis and the wait-for graph.
+    #[arg(long)]
+    stacks_only: bool,
+    /// With --once, exit with status 3 when some dump has a deadlock.
+    #[arg(long)]
+    fail_on_deadlock: bool,
 }
 
 fn main() -> ExitCode {
@@ -82,6 +147,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Analyze(args) => run_analyze(args),
+        Command::Watch(args) => run_watch(args),
         Command::Schema => {
             println!("{}", report::json_schema());
             Ok(EXIT_OK)
@@ -98,11 +164,18 @@ fn main() -> ExitCode {
 
 fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
     let locator = Locator { sysroot: args.sysroot, debug_dirs: args.debug_dirs, search_dirs: args.search_dirs, executable: args.exe, no_default_debug_dir: false };
-    let opts = Options { locator, stacks_only: args.stacks_only, ..Options::default() };
-    let report = analysis::analyze(&args.core, &opts)?;
+    let bar = ProgressBar::start();
+    let opts = Options { locator, stacks_only: args.stacks_only, progress: bar.as_ref().map(ProgressBar::hook), ..Options::default() };
+    let report = analysis::analyze(&args.core, &opts);
+    drop(bar);
+    let report = report?;
     let rendered = match args.format {
-        Format::Text => report::text::render(&report, &TextOptions { max_frames: args.max_frames }),
+        Format::Text => {
+            let color = use_color(args.color, args.output.is_some());
+            report::text::render_colored(&report, &TextOptions { max_frames: args.max_frames }, color)
+        }
         Format::Json => report::to_json(&report) + "\n",
+        Format::Html => report::html::render(&report),
     };
     match &args.output {
         Some(path) => std::fs::write(&path, rendered).with_context(|| format!("cannot write {}", path.display()))?,
@@ -113,4 +186,110 @@ fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
         }
     }
     Ok(if args.fail_on_deadlock && !report.deadlocks.is_empty() { EXIT_DEADLOCK } else { EXIT_OK })
+}
+
+/// `--color auto`: colour when standard output is a terminal, NO_COLOR is unset (or empty) and
+/// TERM is not `dumb`; never into a file.
+fn use_color(choice: ColorChoice, to_file: bool) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+            let dumb = std::env::var_os("TERM").is_some_and(|t| t == "dumb");
+            !to_file && !no_color && !dumb && std::io::stdout().is_terminal()
+        }
+    }
+}
+
+/// The progress bar on standard error: only on a terminal, and only once the work has taken a
+/// second (a quick analysis shows nothing). Dropping it clears it.
+struct ProgressBar {
+    bar: indicatif::ProgressBar,
+    done: Option<std::sync::mpsc::Sender<()>>,
+    shower: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ProgressBar {
+    fn start() -> Option<ProgressBar> {
+        if !std::io::stderr().is_terminal() {
+            return None;
+        }
+        let bar = indicatif::ProgressBar::with_draw_target(Some(Phase::ALL.len() as u64), indicatif::ProgressDrawTarget::hidden());
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} [{elapsed}] [{bar:24}] {pos}/{len} {msg}") {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let shown = bar.clone();
+        let shower = std::thread::spawn(move || {
+            if rx.recv_timeout(Duration::from_secs(1)) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                shown.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                shown.enable_steady_tick(Duration::from_millis(120));
+            }
+        });
+        Some(ProgressBar { bar, done: Some(tx), shower: Some(shower) })
+    }
+
+    fn hook(&self) -> Progress {
+        let bar = self.bar.clone();
+        Progress(Arc::new(move |phase: Phase| {
+            bar.set_position(Phase::ALL.iter().position(|p| *p == phase).unwrap_or(0) as u64);
+            bar.set_message(phase.label());
+        }))
+    }
+}
+
+impl Drop for ProgressBar {
+    fn drop(&mut self) {
+        drop(self.done.take());
+        if let Some(t) = self.shower.take() {
+            let _ = t.join();
+        }
+        self.bar.finish_and_clear();
+    }
+}
+
+fn run_watch(args: WatchArgs) -> anyhow::Result<u8> {
+    let locator = Locator { sysroot: args.sysroot, debug_dirs: args.debug_dirs, search_dirs: args.search_dirs, executable: args.exe, no_default_debug_dir: false };
+    let opts = WatchOptions {
+        dir: args.dir,
+        out: args.out,
+        settle: Duration::from_secs(args.settle_secs),
+        interval: Duration::from_secs(args.interval_secs.max(1)),
+        once: args.once,
+        analysis: Options { locator, stacks_only: args.stacks_only, ..Options::default() },
+    };
+    if !opts.once {
+        // A sidecar is stopped with SIGTERM; every file is written by rename, so stopping
+        // anywhere leaves nothing half-written in place. (As PID 1 in a container, a signal
+        // without a handler would be ignored.)
+        let _ = ctrlc::set_handler(|| {
+            eprintln!("knot watch: stopping");
+            std::process::exit(i32::from(EXIT_OK));
+        });
+        eprintln!(
+            "knot watch: watching {} every {}s (a dump is complete after {}s unchanged); reports go to {}",
+            opts.dir.display(),
+            opts.interval.as_secs(),
+            opts.settle.as_secs(),
+            opts.out.as_ref().unwrap_or(&opts.dir).display()
+        );
+    }
+    let mut log = |line: &str| eprintln!("knot watch: {line}");
+    let summary = watch::run(&opts, &mut log)?;
+    if opts.once {
+        eprintln!(
+            "knot watch: {} analyzed ({} with a deadlock), {} could not be analyzed, {} not written",
+            summary.analyzed, summary.deadlocked, summary.failed, summary.write_errors
+        );
+    }
+    Ok(if summary.write_errors > 0 {
+        EXIT_UNREADABLE
+    } else if args.fail_on_deadlock && summary.deadlocked > 0 {
+        EXIT_DEADLOCK
+    } else if summary.failed > 0 {
+        EXIT_WATCH_FAILED
+    } else {
+        EXIT_OK
+    })
 }

@@ -1,7 +1,10 @@
 //! The report: one data model ([`model`]) and its renderings. Renderers never compute facts.
 
+pub mod flame;
 pub mod hex;
+pub mod html;
 pub mod model;
+pub mod svg;
 pub mod text;
 
 pub use hex::Hex;

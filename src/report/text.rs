@@ -13,14 +13,55 @@ pub struct TextOptions {
     pub max_frames: Option<usize>,
 }
 
+/// ANSI colours for a terminal (the verdict, lock names, owners). Without them the text is
+/// exactly [`render`]'s: colour only wraps words in escape codes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Paint {
+    on: bool,
+}
+
+impl Paint {
+    fn paint(self, code: &str, s: &str) -> String {
+        if self.on { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() }
+    }
+
+    fn verdict(self, v: Verdict, s: &str) -> String {
+        let code = match v {
+            Verdict::Deadlock => "1;31",
+            Verdict::Contention | Verdict::BlockedOnIo => "1;33",
+            Verdict::Idle => "1;36",
+            Verdict::NothingBlocked => "1;32",
+        };
+        self.paint(code, s)
+    }
+
+    fn cycle(self, s: &str) -> String {
+        self.paint("31", s)
+    }
+
+    fn lock(self, s: &str) -> String {
+        self.paint("1;35", s)
+    }
+
+    fn owner(self, s: &str) -> String {
+        self.paint("1;33", s)
+    }
+}
+
 pub fn render(report: &Report, opts: &TextOptions) -> String {
+    render_colored(report, opts, false)
+}
+
+/// [`render`], with ANSI colours when `color` is true (for a terminal).
+pub fn render_colored(report: &Report, opts: &TextOptions, color: bool) -> String {
+    let paint = Paint { on: color };
     let mut out = String::new();
     header(&mut out, report);
-    summary(&mut out, report);
+    summary(&mut out, report, paint);
     let mut shown: BTreeSet<u32> = BTreeSet::new();
     for lock in report.locks.iter().filter(|l| !l.waiter_tids.is_empty()) {
         out.push('\n');
-        lock_section(&mut out, report, lock, opts, &mut shown);
+        lock_section(&mut out, report, lock, opts, &mut shown, paint);
     }
     let rest: Vec<&Group> = report.groups.iter().filter(|g| g.tids.iter().any(|t| !shown.contains(t))).collect();
     if !rest.is_empty() {
@@ -38,9 +79,9 @@ fn thread_by_tid(report: &Report, tid: u32) -> Option<&ThreadReport> {
     report.threads.iter().find(|t| t.tid == tid)
 }
 
-fn summary(out: &mut String, r: &Report) {
+fn summary(out: &mut String, r: &Report, paint: Paint) {
     let blocked = r.threads.iter().filter(|t| t.blocked_on.is_some()).count();
-    let _ = write!(out, "\nVerdict: {}", r.verdict.as_str().to_uppercase());
+    let _ = write!(out, "\nVerdict: {}", paint.verdict(r.verdict, &r.verdict.as_str().to_uppercase()));
     match r.verdict {
         Verdict::Deadlock => {
             let n: usize = r.deadlocks.iter().map(|d| d.tids.len()).sum();
@@ -51,18 +92,20 @@ fn summary(out: &mut String, r: &Report) {
     let contended = r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).count();
     let _ = writeln!(out, "; {blocked} of {} threads blocked on {contended} lock{}", r.threads.len(), plural(contended));
     for d in &r.deadlocks {
-        let _ = writeln!(out, "  cycle{}: {}", if d.inferred { " (through an inferred owner)" } else { "" }, d.description);
+        let cycle = format!("cycle{}:", if d.inferred { " (through an inferred owner)" } else { "" });
+        let _ = writeln!(out, "  {} {}", paint.cycle(&cycle), d.description);
     }
     for l in r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).take(5) {
-        let _ = writeln!(out, "  {} waiter{} on {} — {}", l.waiter_tids.len(), plural(l.waiter_tids.len()), l.display_name(), owner_words(l));
+        let _ = writeln!(out, "  {} waiter{} on {} — {}", l.waiter_tids.len(), plural(l.waiter_tids.len()), paint.lock(&l.display_name()), paint.owner(&owner_words(l)));
     }
 }
 
-fn plural(n: usize) -> &'static str {
+pub(crate) fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-fn owner_words(l: &LockFact) -> String {
+/// `held by thread 11399`, `probably held by thread 12 (inferred)`, …: the owner in words.
+pub(crate) fn owner_words(l: &LockFact) -> String {
     match &l.owner {
         Owner::Known { tid } if l.kind == "join" => format!("thread {tid} has not exited"),
         Owner::Exited { tid } if l.kind == "join" => format!("thread {tid} is gone but was never reaped"),
@@ -75,12 +118,12 @@ fn owner_words(l: &LockFact) -> String {
     }
 }
 
-fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, shown: &mut BTreeSet<u32>) {
-    let _ = write!(out, "== {} — {}", l.display_name(), l.label);
+fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, shown: &mut BTreeSet<u32>, paint: Paint) {
+    let _ = write!(out, "== {} — {}", paint.lock(&l.display_name()), l.label);
     if let Some(a) = l.address {
         let _ = write!(out, " at {a}");
     }
-    let _ = writeln!(out, " — {} ==", owner_words(l));
+    let _ = writeln!(out, " — {} ==", paint.owner(&owner_words(l)));
     if let Some(n) = l.recursion {
         let _ = writeln!(out, "   held {n} time{} (recursive)", plural(n as usize));
     }
@@ -90,7 +133,7 @@ fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, 
     // The owner first, and whole: the call holding the lock is the answer.
     if let Some(owner) = l.owner.tid().and_then(|t| thread_by_tid(r, t)) {
         let _ = write!(out, "Owner: ");
-        thread(out, owner, &r.locks, None);
+        thread_painted(out, owner, &r.locks, None, |s| paint.owner(s));
         shown.insert(owner.tid);
     }
     let waiters: Vec<&ThreadReport> = l.waiter_tids.iter().filter_map(|&t| thread_by_tid(r, t)).collect();
@@ -120,7 +163,7 @@ fn group(out: &mut String, r: &Report, tids: &[u32], frames_: &[FrameReport], ma
 }
 
 /// `blocked on lock_a (futex wait on 0x…)`, or the bare state.
-fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
+pub(crate) fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
     match t.blocked_on.as_deref().and_then(|id| locks.iter().find(|l| l.id == id)) {
         Some(l) => format!("blocked on {} ({})", l.display_name(), t.state.label()),
         None => t.state.label(),
@@ -160,7 +203,11 @@ fn header(out: &mut String, r: &Report) {
 }
 
 pub fn thread(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_frames: Option<usize>) {
-    let _ = write!(out, "Thread {}", t.tid);
+    thread_painted(out, t, locks, max_frames, str::to_string)
+}
+
+fn thread_painted(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_frames: Option<usize>, title: impl Fn(&str) -> String) {
+    let _ = write!(out, "{}", title(&format!("Thread {}", t.tid)));
     if let Some(name) = &t.name {
         let _ = write!(out, " \"{name}\"");
     }

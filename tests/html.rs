@@ -1,0 +1,198 @@
+//! The HTML report: one self-contained page with the verdict, the wait-for graph (cycle in red),
+//! folded stacks and a flame graph; everything taken from the dump escaped.
+
+mod common;
+
+use knot::report::{flame, html, Report};
+use knot_samples::DumpKind;
+use std::collections::BTreeSet;
+
+fn abba() -> Report {
+    common::analyze(&common::committed("abba", DumpKind::Kernel))
+}
+
+/// The text between the first `start` (included) and the next `end` (included) after it.
+fn between<'a>(page: &'a str, start: &str, end: &str) -> &'a str {
+    let at = page.find(start).unwrap_or_else(|| panic!("no {start:?} in the page"));
+    let len = page[at..].find(end).unwrap_or_else(|| panic!("no {end:?} after {start:?}")) + end.len();
+    &page[at..at + len]
+}
+
+/// Values of `attr="…"` in `page`.
+fn attrs<'a>(page: &'a str, attr: &str) -> Vec<&'a str> {
+    let key = format!(" {attr}=\"");
+    page.match_indices(&key).map(|(at, _)| {
+        let rest = &page[at + key.len()..];
+        &rest[..rest.find('"').unwrap()]
+    }).collect()
+}
+
+#[test]
+fn the_abba_page_is_one_file_with_the_graph_the_stacks_and_the_flame_graph() {
+    let rep = abba();
+    assert_eq!(rep.deadlocks.len(), 1, "the sample is a deadlock");
+    let page = html::render(&rep);
+    assert!(page.starts_with("<!DOCTYPE html>\n<html"));
+    assert!(page.trim_end().ends_with("</html>"));
+    assert_eq!(page.matches("<html").count(), 1);
+    assert!(page.contains("Verdict:</span> DEADLOCK"));
+
+    // The wait-for graph: both threads and both locks of the cycle, highlighted, and its edges.
+    let svg = between(&page, "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"wfg\"", "</svg>");
+    let cycle = &rep.deadlocks[0];
+    for tid in &cycle.tids {
+        let node = between(svg, &format!("<a href=\"#t{tid}\">"), "</a>");
+        assert!(node.contains(&format!(">thread {tid}</text>")), "no box for thread {tid}: {node}");
+        let g = &svg[..svg.find(node).unwrap()];
+        assert!(g.ends_with("<g class=\"node thread cycle\">"), "thread {tid} is not marked as in the cycle");
+    }
+    for id in &cycle.locks {
+        let (i, lock) = rep.locks.iter().enumerate().find(|(_, l)| &l.id == id).unwrap();
+        let node = between(svg, &format!("<a href=\"#l{i}\">"), "</a>");
+        assert!(node.contains(&format!(">{}</text>", html::escape(&lock.display_name()))), "no box for {}", lock.display_name());
+        assert!(svg[..svg.find(node).unwrap()].ends_with("<g class=\"node lock cycle\">"));
+    }
+    // Each thread of the cycle waits for a lock, and each lock is held by the next thread.
+    assert_eq!(svg.matches("class=\"edge wait cycle\"").count(), cycle.tids.len());
+    assert_eq!(svg.matches("class=\"edge held cycle\"").count(), cycle.locks.len());
+    // The main thread joins 11398: drawn, but not part of the cycle.
+    assert!(svg.contains("class=\"edge wait\""));
+
+    // Stacks fold: one <details> per group at least, the owners' open.
+    let details = page.matches("<details").count();
+    assert!(details >= rep.groups.len(), "{details} <details> for {} groups", rep.groups.len());
+    assert!(page.contains("<details class=\"stack owner\" open>"));
+    for f in ["worker_ab", "worker_ba", "___pthread_mutex_lock"] {
+        assert!(page.contains(&format!("<span class=\"fn\">{f}</span>")), "no frame {f}");
+    }
+
+    // The flame graph: inferno's SVG, in an inline document of its own.
+    let iframe = between(&page, "<iframe class=\"flame\"", "</iframe>");
+    assert!(iframe.contains("srcdoc=\"&lt;!DOCTYPE html&gt;"));
+    assert!(iframe.contains("&lt;svg") && iframe.contains("id=&quot;frames&quot;"));
+    let flame_svg = flame::flame_graph(&rep).expect("a flame graph");
+    assert!(flame_svg.contains("worker_ab") && flame_svg.contains("worker_ba"));
+    assert!(flame_svg.contains("total_samples=\"3\""), "one sample per thread");
+
+    // Self-contained: nothing is fetched, neither by the page nor by the flame graph's document.
+    let srcdoc = unescape(attrs(&page, "srcdoc").first().expect("the flame graph's document"));
+    for (what, doc) in [("the page", page.as_str()), ("the flame graph", srcdoc.as_str())] {
+        let lower = doc.to_ascii_lowercase();
+        for fetch in ["<link", "<img", "<object", "<embed", "<iframe src", " src=", "@import", "fetch(", "xmlhttprequest", "websocket", "href=\"http", "href=\"//"] {
+            assert!(!lower.contains(fetch), "{what} loads something: {fetch}");
+        }
+        for (at, _) in lower.match_indices("url(") {
+            let target = lower[at + 4..].trim_start_matches(['"', '\'']);
+            assert!(target.starts_with('#'), "{what} loads something: {}", &doc[at..(at + 60).min(doc.len())]);
+        }
+    }
+
+    // Every in-page link has its target, and every id is unique.
+    let ids: Vec<&str> = attrs(&page, "id");
+    let unique: BTreeSet<&str> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len(), "duplicate ids");
+    for href in attrs(&page, "href") {
+        let target = href.strip_prefix('#').unwrap_or_else(|| panic!("a link out of the page: {href}"));
+        assert!(unique.contains(target), "a link to #{target}, which is not in the page");
+    }
+    for t in &rep.threads {
+        assert!(unique.contains(format!("t{}", t.tid).as_str()), "thread {} has no anchor", t.tid);
+    }
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("&quot;", "\"").replace("&#39;", "'").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+}
+
+#[test]
+fn names_from_the_dump_are_escaped() {
+    let mut rep = abba();
+    let evil_fn = "std::vector<int, A<&>>::push_back<\"x\">";
+    let evil_lock = "<script>alert(1)</script>";
+    let tid = rep.deadlocks[0].tids[0];
+    for t in rep.threads.iter_mut().filter(|t| t.tid == tid) {
+        t.frames[0].function = Some(evil_fn.into());
+    }
+    for g in rep.groups.iter_mut().filter(|g| g.tids.contains(&tid)) {
+        g.frames[0].function = Some(evil_fn.into());
+    }
+    let lock = rep.deadlocks[0].locks[0].clone();
+    for l in rep.locks.iter_mut().filter(|l| l.id == lock) {
+        l.name = Some(evil_lock.into());
+    }
+    let page = html::render(&rep);
+    assert!(!page.contains(evil_lock) && !page.contains("<script>alert"), "a lock name went into the page unescaped");
+    assert!(!page.contains(evil_fn));
+    assert!(page.contains("std::vector&lt;int, A&lt;&amp;&gt;&gt;::push_back&lt;&quot;x&quot;&gt;"), "the frame's function, escaped");
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "the lock's name, escaped");
+    // In the flame graph's inline document the SVG's own escaping is escaped once more.
+    assert!(page.contains("&amp;lt;script&amp;gt;alert(1)"), "the flame graph's leaf, escaped twice");
+    assert_eq!(page.matches("<script").count(), 1, "only knot's own script");
+}
+
+#[test]
+fn escape_covers_markup_and_quotes() {
+    assert_eq!(html::escape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&#39;");
+    assert_eq!(html::escape("plain — text"), "plain — text");
+}
+
+/// Rust's generic functions really have `<` in their names: where the sample can be made here,
+/// they arrive in the page escaped.
+#[test]
+fn a_real_generic_name_is_escaped() {
+    let Some(d) = common::made("rust_mutex", DumpKind::Gcore) else { return };
+    let rep = common::analyze(&d);
+    let page = html::render(&rep);
+    let generic = rep.threads.iter().flat_map(|t| &t.frames).filter_map(|f| f.function.as_deref()).find(|f| f.contains('<'));
+    let Some(name) = generic else { panic!("rust_mutex: no frame with a generic name") };
+    assert!(page.contains(&format!("<span class=\"fn\">{}</span>", html::escape(name))), "{name} is not in the page, escaped");
+    assert!(!page.contains(&format!(">{name}<")));
+}
+
+/// Not HTML, but the other face of the same renderers: the coloured text report is the plain one
+/// with escape codes around some words, and colour stays off unless asked for or on a terminal.
+#[test]
+fn colour_only_wraps_words_of_the_plain_text() {
+    use knot::report::text::{self, TextOptions};
+    let rep = abba();
+    let opts = TextOptions { max_frames: Some(3) };
+    let plain = text::render(&rep, &opts);
+    assert_eq!(text::render_colored(&rep, &opts, false), plain);
+    let coloured = text::render_colored(&rep, &opts, true);
+    assert!(coloured.contains("\x1b[1;31mDEADLOCK\x1b[0m"));
+    let mut stripped = String::new();
+    let mut rest = coloured.as_str();
+    while let Some(at) = rest.find("\x1b[") {
+        stripped.push_str(&rest[..at]);
+        rest = &rest[at + rest[at..].find('m').unwrap() + 1..];
+    }
+    stripped.push_str(rest);
+    assert_eq!(stripped, plain);
+}
+
+#[test]
+fn the_command_line_writes_html_and_colours_only_when_asked() {
+    let d = common::committed("abba", DumpKind::Kernel);
+    let run = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_knot"));
+        cmd.arg("analyze").arg(&d.core).arg("--exe").arg(&d.binary).env_remove("NO_COLOR");
+        if let Some(s) = &d.sysroot {
+            cmd.arg("--sysroot").arg(s);
+        }
+        if let Some(g) = &d.debug_dir {
+            cmd.arg("--debug-dir").arg(g);
+        }
+        let out = cmd.args(extra).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stderr.is_empty(), "no progress bar off a terminal: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("abba.html");
+    run(&["--format", "html", "-o", file.to_str().unwrap()]);
+    let page = std::fs::read_to_string(&file).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.contains("class=\"wfg\""));
+    assert!(!run(&[]).contains('\x1b'), "colour off a terminal");
+    assert!(!run(&["--color", "never"]).contains('\x1b'));
+    assert!(run(&["--color", "always"]).contains("\x1b[1;31mDEADLOCK"));
+}
