@@ -32,6 +32,9 @@ type Entry<'p> = DebuggingInformationEntry<Reader<'p>>;
 const MAX_ORIGIN_CHAIN: usize = 8;
 /// Ranges kept per function or target.
 const MAX_RANGES: usize = 1024;
+/// Ranges starting at or below an address looked at to find the innermost function holding it
+/// (more than one only for nested functions).
+const MAX_NESTING: usize = 64;
 
 /// Where a call site goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,17 +56,13 @@ struct Function {
     tail_sites: Vec<u64>,
 }
 
-impl Function {
-    fn size_around(&self, addr: u64) -> Option<u64> {
-        self.ranges.iter().find(|&&(s, e)| addr >= s && addr < e).map(|&(s, e)| e - s)
-    }
-}
-
 /// The call sites and functions of one unit.
 #[derive(Debug, Default)]
 pub struct UnitCalls {
     sites: FxHashMap<u64, Target>,
     functions: Vec<Function>,
+    /// Every range of every function, `(start, end, index into functions)`, by start.
+    by_start: Vec<(u64, u64, usize)>,
 }
 
 impl UnitCalls {
@@ -88,8 +87,13 @@ impl UnitCalls {
         self.function_at(entry).filter(|f| f.entry == entry).map(|f| f.tail_sites.as_slice())
     }
 
+    /// The innermost function whose code holds `addr` (gdb's `block_for_pc` then the enclosing
+    /// function that is not inlined: nested functions are functions of their own).
     fn function_at(&self, addr: u64) -> Option<&Function> {
-        self.functions.iter().filter_map(|f| Some((f.size_around(addr)?, f))).min_by_key(|(size, _)| *size).map(|(_, f)| f)
+        let end = self.by_start.partition_point(|&(s, _, _)| s <= addr);
+        let below = &self.by_start[end.saturating_sub(MAX_NESTING)..end];
+        let (_, _, index) = below.iter().rev().filter(|&&(_, e, _)| addr < e).min_by_key(|&&(s, e, _)| e - s)?;
+        self.functions.get(*index)
     }
 }
 
@@ -157,6 +161,8 @@ fn read(unit: Unit<'_, '_>) -> Option<UnitCalls> {
     for f in &mut out.functions {
         f.tail_sites.reverse();
     }
+    out.by_start = out.functions.iter().enumerate().flat_map(|(i, f)| f.ranges.iter().map(move |&(s, e)| (s, e, i))).collect();
+    out.by_start.sort_unstable();
     Some(out)
 }
 

@@ -154,7 +154,7 @@ pub struct Symbolizer<'p> {
     modules: Vec<OnceLock<ModuleSymbols<'p>>>,
     /// gdb's objfile order for lookups by name: the executable, then the others.
     name_order: Vec<usize>,
-    /// Tail-call chains found, by (caller pc, callee function entry): threads share stacks.
+    /// Tail-call chains found, by (caller pc, callee lookup address): threads share stacks.
     chains: Mutex<FxHashMap<(u64, u64), Arc<[u64]>>>,
     /// Functions found by name, runtime addresses.
     named: Mutex<FxHashMap<String, Option<u64>>>,
@@ -251,18 +251,28 @@ impl<'p> Symbolizer<'p> {
     /// `-O0`), or when the DWARF does not say unambiguously which functions were skipped.
     pub fn tail_calls(&self, callee_ip: u64, callee_ip_is_exact: bool, caller_ip: u64) -> Vec<TailCallFrame> {
         let probe = if callee_ip_is_exact { callee_ip } else { callee_ip.wrapping_sub(1) };
-        let Some(entry) = self.function_entry(probe) else { return Vec::new() };
-        let key = (caller_ip, entry);
+        let key = (caller_ip, probe);
         let cached = self.chains.lock().unwrap_or_else(PoisonError::into_inner).get(&key).cloned();
         let sites = match cached {
             Some(sites) => sites,
             None => {
-                let sites: Arc<[u64]> = tailcall::find_chain(&Graph(self), caller_ip, entry).into();
+                let sites: Arc<[u64]> = self.tail_chain(caller_ip, probe).into();
                 self.chains.lock().unwrap_or_else(PoisonError::into_inner).insert(key, sites.clone());
                 sites
             }
         };
         sites.iter().map(|&pc| self.tail_call_frame(pc)).collect()
+    }
+
+    fn tail_chain(&self, caller_ip: u64, callee_probe: u64) -> Vec<u64> {
+        let graph = Graph(self);
+        // Most callers have no call site there (no call-site DWARF, or an indirect call): then
+        // the callee's function is not even looked up. gdb needs both, in the other order.
+        if tailcall::CallGraph::targets(&graph, caller_ip).is_none() {
+            return Vec::new();
+        }
+        let Some(entry) = self.function_entry(callee_probe) else { return Vec::new() };
+        tailcall::find_chain(&graph, caller_ip, entry)
     }
 
     fn tail_call_frame(&self, pc: u64) -> TailCallFrame {
