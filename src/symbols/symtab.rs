@@ -37,6 +37,9 @@ const SHF_EXECINSTR: u64 = 0x4;
 const SHF_TLS: u64 = 0x400;
 const SHN_UNDEF: u16 = 0;
 const SHN_LORESERVE: u16 = 0xff00;
+const STB_GLOBAL: u8 = 1;
+const STB_WEAK: u8 = 2;
+const STB_GNU_UNIQUE: u8 = 10;
 const STT_SECTION: u8 = 3;
 const STT_FILE: u8 = 4;
 const STT_TLS: u8 = 6;
@@ -62,6 +65,9 @@ pub struct Sym<'a> {
     pub name: &'a [u8],
     /// A PLT entry, named `name@plt` (`name` is the dynamic symbol it jumps to).
     pub plt: bool,
+    /// Bound globally (`STB_GLOBAL`, `STB_WEAK`, `STB_GNU_UNIQUE`): gdb's "external" symbols,
+    /// which a lookup by name prefers to file-local ones.
+    pub global: bool,
     /// Index into the table's section ranges.
     section: u32,
 }
@@ -132,7 +138,8 @@ impl<'a> FileSymbols<'a> {
                 Kind::Text => &mut text,
                 Kind::Data => &mut data,
             };
-            push_as_gdb_records(table, Sym { addr: raw.value, size: raw.size, name: raw.name, plt: false, section });
+            let global = matches!(raw.info >> 4, STB_GLOBAL | STB_WEAK | STB_GNU_UNIQUE);
+            push_as_gdb_records(table, Sym { addr: raw.value, size: raw.size, name: raw.name, plt: false, global, section });
         });
         if !symtab_only {
             plt_symbols(file, &mut sections, &mut text);
@@ -168,7 +175,7 @@ impl<'a> SymbolTable<'a> {
                         sections.len() - 1
                     }
                 };
-                Sym { addr, size, name: name.as_bytes(), plt: false, section: section as u32 }
+                Sym { addr, size, name: name.as_bytes(), plt: false, global: true, section: section as u32 }
             })
             .collect();
         SymbolTable::new(syms, sections, Some(source))
@@ -177,6 +184,11 @@ impl<'a> SymbolTable<'a> {
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.syms.len()
+    }
+
+    /// Every symbol, by address.
+    pub fn symbols(&self) -> &[Sym<'a>] {
+        &self.syms
     }
 
     /// The symbol gdb would name `addr` (a link-time address) with; see the module docs.
@@ -266,7 +278,7 @@ fn plt_symbols<'a>(file: &'a ElfFile, sections: &mut SectionIndex, out: &mut Vec
             if let Ok(i) = slots.binary_search_by_key(&slot, |&(o, _)| o)
                 && let Some(&(_, name)) = slots.get(i)
             {
-                out.push(Sym { addr: entry_addr, size: 0, name, plt: true, section });
+                out.push(Sym { addr: entry_addr, size: 0, name, plt: true, global: false, section });
             }
         }
     }
@@ -483,7 +495,7 @@ mod tests {
     fn versioned_names_get_a_bare_zero_sized_copy() {
         let mut syms = Vec::new();
         for name in ["___pthread_mutex_lock", "__pthread_mutex_lock@GLIBC_2.2.5", "pthread_mutex_lock@@GLIBC_2.2.5"] {
-            push_as_gdb_records(&mut syms, Sym { addr: 0x1000, size: 0x40, name: name.as_bytes(), plt: false, section: 0 });
+            push_as_gdb_records(&mut syms, Sym { addr: 0x1000, size: 0x40, name: name.as_bytes(), plt: false, global: true, section: 0 });
         }
         assert_eq!(syms.len(), 5);
         let t = SymbolTable::new(syms, vec![SectionRange { start: 0x1000, end: 0x2000 }], Some(NameSource::Symtab));
