@@ -17,6 +17,11 @@
 //!   demangled without hash. Which alias wins at one address is gdb's rule, see `symtab.rs`.
 //! - File names as the line table gives them (`./nptl/futex-internal.c`, `dl.c`), see `dwarf.rs`.
 //!
+//! Tail calls: a function that jumped to the next one left no frame; gdb puts it back from the
+//! DWARF call sites when they say unambiguously which function it was, and so does
+//! [`Symbolizer::tail_calls`] (`tailcall.rs` for the search, `callsites.rs` for what is read,
+//! per unit and on first need).
+//!
 //! Nothing read from a file can make a lookup panic: the tables are parsed with bounds checks,
 //! and a DWARF lookup that errs (or makes addr2line panic, which is caught) falls back to the
 //! symbol tables for that address only.
@@ -148,6 +153,9 @@ impl<'p> ModuleSymbols<'p> {
     }
 }
 
+/// The tail-call sites found between a caller and a callee, innermost first.
+type TailChain = Arc<[u64]>;
+
 /// Symbolizes addresses of one process. `Sync`: threads are symbolized in parallel.
 pub struct Symbolizer<'p> {
     process: &'p Process,
@@ -155,7 +163,7 @@ pub struct Symbolizer<'p> {
     /// gdb's objfile order for lookups by name: the executable, then the others.
     name_order: Vec<usize>,
     /// Tail-call chains found, by (caller pc, callee lookup address): threads share stacks.
-    chains: Mutex<FxHashMap<(u64, u64), Arc<[u64]>>>,
+    chains: Mutex<FxHashMap<(u64, u64), TailChain>>,
     /// Functions found by name, runtime addresses.
     named: Mutex<FxHashMap<String, Option<u64>>>,
 }
@@ -256,7 +264,7 @@ impl<'p> Symbolizer<'p> {
         let sites = match cached {
             Some(sites) => sites,
             None => {
-                let sites: Arc<[u64]> = self.tail_chain(caller_ip, probe).into();
+                let sites: TailChain = self.tail_chain(caller_ip, probe).into();
                 self.chains.lock().unwrap_or_else(PoisonError::into_inner).insert(key, sites.clone());
                 sites
             }

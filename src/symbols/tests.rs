@@ -298,6 +298,9 @@ fn garbage_sections_never_panic() {
                 if let Some(d) = &dwarf {
                     out.clear();
                     let _ = d.frames(addr, &mut out);
+                    let _ = d.call_site(addr);
+                    let _ = d.function_entry(addr);
+                    let _ = d.tail_call_sites(addr);
                 }
             }
         }
@@ -728,6 +731,45 @@ int main(void) {
     return 0;
 }
 "#;
+
+#[test]
+fn call_sites_and_tail_calls_are_read_from_dwarf() {
+    if !have("gcc") {
+        return eprintln!("skipped: gcc is not available");
+    }
+    let dir = Scratch::new("callsites");
+    for dwarf_version in ["-gdwarf-5", "-gdwarf-4"] {
+        let Some(bin) = gcc(&dir.0, "tail", TAIL_CALLS_C, &[dwarf_version, "-O2", "-pthread"]) else {
+            return eprintln!("skipped: gcc could not build the test program");
+        };
+        let file = ElfFile::open(&bin).expect("open the program");
+        let dwarf = Dwarf::load([&file]).expect("the program's DWARF");
+        let at = |name: &str| symbol_address(&file, name).unwrap_or_else(|| panic!("no symbol {name}"));
+        let (leaf, b1, a1, q3, p3, t3) = (at("leaf"), at("b1"), at("a1"), at("q3"), at("p3"), at("t3"));
+        let targets_of = |site: u64| match dwarf.call_site(site) {
+            Some(Target::Addresses(a)) => a,
+            other => panic!("{dwarf_version}: site {site:#x}: {other:?}"),
+        };
+        // b1 lists one tail call, to leaf; a1 lists none (it calls b1 and goes on).
+        let b1_sites = dwarf.tail_call_sites(b1).expect("b1 is a function");
+        assert_eq!(b1_sites.len(), 1, "{dwarf_version}");
+        assert_eq!(targets_of(b1_sites[0]), vec![leaf], "{dwarf_version}");
+        assert_eq!(dwarf.tail_call_sites(a1), Some(Vec::new()), "{dwarf_version}");
+        // Only a function's own entry opens its list; an address inside it is no entry.
+        assert_eq!(dwarf.tail_call_sites(b1 + 1), None, "{dwarf_version}");
+        assert_eq!(dwarf.function_entry(b1_sites[0] - 1), Some(b1), "{dwarf_version}");
+        // q3 jumps to r3 or s3.
+        let q3_targets: Vec<Vec<u64>> = dwarf.tail_call_sites(q3).expect("q3").into_iter().map(targets_of).collect();
+        assert_eq!(q3_targets.len(), 2, "{dwarf_version}: {q3_targets:x?}");
+        assert!(q3_targets.contains(&vec![at("r3")]) && q3_targets.contains(&vec![at("s3")]), "{dwarf_version}");
+        // t3's call of p3 is a plain call; main's of pthread_join names a declaration.
+        let t3_calls: Vec<u64> = (t3..t3 + 0x40).filter(|&pc| dwarf.call_site(pc).is_some()).collect();
+        assert!(t3_calls.iter().any(|&pc| targets_of(pc) == vec![p3]), "{dwarf_version}");
+        let main = at("main");
+        let named = (main..main + 0x200).filter_map(|pc| dwarf.call_site(pc)).any(|t| t == Target::Name("pthread_join".into()));
+        assert!(named, "{dwarf_version}: main calls pthread_join");
+    }
+}
 
 /// Whole stacks from knot's report, tail-call frames included, against gdb's `bt`: the same
 /// functions, the same tail-call frames at the same pcs; with libc's debug files and without.
