@@ -8,10 +8,10 @@
 //! - `unwind_all`: every thread's stack, on an opened process;
 //! - `analyze`: the whole pipeline from the path ([`analysis::analyze`]).
 //!
-//! Kept short (10 samples, 2 s of measurement each, 6 s for `analyze`) so that the measuring
+//! Kept short (10 samples, 2 s of measurement each, 8 s for `analyze`) so that the measuring
 //! takes about a minute on 2 cores (the first build of the bench profile takes longer). End-to-end timings against gdb and eu-stack: `cargo xtask bench`.
 
-use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
 use knot::analysis::{self, Options};
 use knot::core::Core;
 use knot::process::{Locator, Process};
@@ -71,9 +71,12 @@ fn stages(c: &mut Criterion) {
     g.finish();
 
     // The whole pipeline (symbols and lock analysis included) takes a few hundred ms a run:
-    // 10 samples need about 6 s.
+    // flat sampling, 10 samples in about 8 s.
     let mut g = c.benchmark_group("knot");
-    g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(6));
+    g.sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(8));
     for (label, d, opts) in &opened {
         g.bench_with_input(BenchmarkId::new("analyze", label), &d.core, |b, core| {
             b.iter(|| black_box(analysis::analyze(core, opts).expect("analyze")))

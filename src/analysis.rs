@@ -6,7 +6,7 @@ use crate::graph::{groups, WaitForGraph};
 use crate::report::{DumpInfo, FrameReport, Group, Hex, ModuleReport, Report, SignalReport, StackEndReport, ThreadReport, Verdict, SCHEMA_VERSION};
 use crate::waits::{self, LockFact, ThreadState};
 use crate::symbols::Symbolizer;
-use crate::unwind::{Stack, StackEnd, Unwinder};
+use crate::unwind::{Stack, StackEnd, Trust, Unwinder};
 use rayon::prelude::*;
 use std::path::Path;
 use std::sync::Arc;
@@ -172,9 +172,31 @@ fn verdict(deadlocks: &[crate::graph::Deadlock], locks: &[LockFact], threads: &[
 }
 
 fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> Vec<FrameReport> {
+    let module_name = |addr: u64| process.module_at(addr).map(|(_, m)| m.name().to_string());
     let mut out = Vec::with_capacity(stack.frames.len() * 2);
-    for f in &stack.frames {
-        let module = process.module_at(f.lookup_address()).map(|(_, m)| m.name().to_string());
+    for (i, f) in stack.frames.iter().enumerate() {
+        // gdb looks for tail-call frames where its DWARF unwinder stepped from a callee to
+        // this caller.
+        if f.trust == Trust::Cfi
+            && let Some(callee) = i.checked_sub(1).and_then(|c| stack.frames.get(c))
+        {
+            for t in symbolizer.tail_calls(callee.ip, callee.ip_is_exact, f.ip) {
+                out.push(FrameReport {
+                    index: out.len(),
+                    ip: Hex(t.pc),
+                    function: t.frame.function,
+                    function_offset: t.frame.function_offset.map(Hex),
+                    module: module_name(t.pc.wrapping_sub(1)),
+                    file: t.frame.file,
+                    line: t.frame.line,
+                    inlined: false,
+                    tail_call: true,
+                    signal_frame: false,
+                    trust: f.trust,
+                });
+            }
+        }
+        let module = module_name(f.lookup_address());
         let sym = symbolizer.symbolize(f.ip, !f.ip_is_exact);
         if sym.frames.is_empty() {
             out.push(FrameReport {
@@ -186,6 +208,7 @@ fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> Vec<
                 file: None,
                 line: None,
                 inlined: false,
+                tail_call: false,
                 signal_frame: f.is_signal_frame,
                 trust: f.trust,
             });
@@ -201,6 +224,7 @@ fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> Vec<
                 file: s.file,
                 line: s.line,
                 inlined: s.inlined,
+                tail_call: false,
                 signal_frame: f.is_signal_frame && !s.inlined,
                 trust: f.trust,
             });

@@ -202,7 +202,7 @@ proptest! {
     fn mutated_cores_read_and_walk_without_panicking(mutations in prop::collection::vec(mutation(), 1..5)) {
         let bytes = mutated(&mutations);
         let t = Instant::now();
-        if let Some(p) = fuzz_bodies::process(&bytes, &with_files()) {
+        if let Some(p) = fuzz_bodies::process(bytes, &with_files()) {
             fuzz_bodies::walk(&p, fuzz_bodies::FUZZ_MAX_FRAMES);
         }
         prop_assert!(t.elapsed() < CASE_LIMIT, "{:?}", t.elapsed());
@@ -214,7 +214,7 @@ proptest! {
     fn mutated_cores_make_a_report_without_panicking(mutations in prop::collection::vec(mutation(), 1..5)) {
         let bytes = mutated(&mutations);
         let t = Instant::now();
-        let _ = fuzz_bodies::pipeline(&bytes, &fuzz_bodies::fuzz_options(without_files()));
+        let _ = fuzz_bodies::pipeline(bytes, &fuzz_bodies::fuzz_options(without_files()));
         prop_assert!(t.elapsed() < CASE_LIMIT, "{:?}", t.elapsed());
     }
 }
@@ -228,7 +228,7 @@ proptest! {
         let bytes = mutated(&mutations);
         let opts = Options { stacks_only: false, ..fuzz_bodies::fuzz_options(with_files()) };
         let t = Instant::now();
-        let _ = fuzz_bodies::pipeline(&bytes, &opts);
+        let _ = fuzz_bodies::pipeline(bytes, &opts);
         prop_assert!(t.elapsed() < CASE_LIMIT, "{:?}", t.elapsed());
     }
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use knot::analysis::{report_for, Options};
+use knot::analysis::report_for;
 use knot::core::notes::Notes;
 use knot::core::Core;
 use knot::process::{FileStatus, Process};

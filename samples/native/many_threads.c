@@ -1,9 +1,24 @@
 /* many_threads: N gated_threads (argv[1], default 220) all block on
  * gate_lock, held by main, which sleeps in pause(). Small stacks keep the
- * dump small at N=600. */
+ * dump small at N=600.
+ *
+ * Optional argv[2] = G: before the threads start, map G GiB of private
+ * anonymous memory (`ballast`) and write one byte per 64 MiB of it, so the
+ * process is huge but its resident set is not. The kernel dumps the
+ * untouched pages as holes: the core's apparent size grows by G GiB while
+ * its disk use barely does (`cargo xtask bench --scale`). Default 0: no
+ * ballast, the same program as before. */
 #include "common.h"
 
+#include <sys/mman.h>
+
+#define BALLAST_STRIDE (64UL << 20)
+
 pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Where the ballast is (for a debugger: `p ballast`, `p ballast_bytes`). */
+volatile unsigned char *ballast;
+size_t ballast_bytes;
 
 void *gated_thread(void *arg)
 {
@@ -13,6 +28,20 @@ void *gated_thread(void *arg)
     return NULL;
 }
 
+static void map_ballast(long gib)
+{
+    ballast_bytes = (size_t)gib << 30;
+    void *p = mmap(NULL, ballast_bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        perror("mmap ballast");
+        exit(2);
+    }
+    ballast = p;
+    for (size_t off = 0; off < ballast_bytes; off += BALLAST_STRIDE)
+        ballast[off] = 0x6b; /* 'k': one resident page per stride */
+}
+
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 220;
@@ -20,6 +49,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "bad thread count\n");
         return 2;
     }
+    long gib = argc > 2 ? atol(argv[2]) : 0;
+    if (gib < 0 || gib > 1024) {
+        fprintf(stderr, "bad ballast size (GiB, 0..1024)\n");
+        return 2;
+    }
+    if (gib > 0)
+        map_ballast(gib);
     pthread_mutex_lock(&gate_lock);
     pthread_attr_t attr;
     pthread_attr_init(&attr);

@@ -31,11 +31,21 @@ impl Compression {
     }
 }
 
-/// Decompresses `path` into an anonymous temporary file and returns it, rewound, with its size.
-pub fn decompress(path: &Path, kind: Compression) -> io::Result<(File, u64)> {
+/// What decompression produced.
+pub struct Decompressed {
+    pub file: File,
+    pub size: u64,
+    /// The stream broke off (a truncated download, say) after `size` good bytes: the core is
+    /// read as a truncated one, and this says why.
+    pub cut_off: Option<String>,
+}
+
+/// Decompresses `path` into an anonymous temporary file. The output must start like an ELF file:
+/// anything else is refused after the first block, before it can fill the disk.
+pub fn decompress(path: &Path, kind: Compression) -> io::Result<Decompressed> {
     let input = io::BufReader::with_capacity(1 << 20, File::open(path)?);
     let mut out = tempfile::tempfile()?;
-    let written = match kind {
+    let (size, cut_off) = match kind {
         Compression::Gzip => copy(flate2::read::MultiGzDecoder::new(input), &mut out)?,
         Compression::Zstd => {
             let decoder = ruzstd::decoding::StreamingDecoder::new(input).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
@@ -46,19 +56,25 @@ pub fn decompress(path: &Path, kind: Compression) -> io::Result<(File, u64)> {
         }
     };
     out.flush()?;
-    Ok((out, written))
+    Ok(Decompressed { file: out, size, cut_off })
 }
 
-fn copy(mut from: impl Read, to: &mut File) -> io::Result<u64> {
+/// Copies until the end of the stream, or until it breaks after some output (then the error is
+/// returned as text beside the byte count).
+fn copy(mut from: impl Read, to: &mut File) -> io::Result<(u64, Option<String>)> {
     let mut buf = vec![0u8; 1 << 20];
     let mut total = 0u64;
     loop {
         let n = match from.read(&mut buf) {
-            Ok(0) => return Ok(total),
+            Ok(0) => return Ok((total, None)),
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if total >= 64 => return Ok((total, Some(e.to_string()))),
             Err(e) => return Err(e),
         };
+        if total == 0 && (n < 4 || &buf[..4] != b"\x7fELF") {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "the decompressed data is not an ELF file"));
+        }
         to.write_all(&buf[..n])?;
         total += n as u64;
     }

@@ -116,14 +116,23 @@ impl Core {
         let n = std::io::Read::read(&mut file, &mut magic).map_err(open_err)?;
         let mut note = None;
         if let Some(kind) = compressed::Compression::detect(&magic[..n]) {
-            let (plain, size) = compressed::decompress(&path, kind).map_err(|source| CoreError::Decompress { path: path.clone(), kind: kind.name(), source })?;
-            note = Some(Diagnostic::info("core", format!("{} is {}-compressed: read through a {size}-byte temporary file", path.display(), kind.name())));
-            file = plain;
+            let plain = compressed::decompress(&path, kind).map_err(|source| CoreError::Decompress { path: path.clone(), kind: kind.name(), source })?;
+            let size = plain.size;
+            note = Some(match plain.cut_off {
+                None => Diagnostic::info("core", format!("{} is {}-compressed: read through a {size}-byte temporary file", path.display(), kind.name())),
+                Some(why) => Diagnostic::warning(
+                    "core",
+                    format!("{} is {}-compressed and its stream breaks off after {size} bytes ({why}): read as a truncated core", path.display(), kind.name()),
+                ),
+            });
+            file = plain.file;
         }
         // SAFETY: the mapping is read-only and private. If another process truncates the file
         // while knot runs, reads past the new end fault (SIGBUS); knot accepts that risk as every
         // mmap-based reader does, and never writes through the mapping.
         let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(open_err)?;
+        // Access is sparse (a few stack pages per thread): no read-ahead or fault-around.
+        let _ = map.advise(memmap2::Advice::Random);
         if map.is_empty() {
             return Err(CoreError::Empty { path });
         }

@@ -124,6 +124,10 @@ pub struct FrameReport {
     pub line: Option<u32>,
     /// A call the compiler inlined into the frame that follows.
     pub inlined: bool,
+    /// A function that tail-called (jumped to) the frame before it and so has no frame on the
+    /// stack: put back from the DWARF call sites, as gdb shows it. `ip` is the address after
+    /// the jump.
+    pub tail_call: bool,
     /// This frame is a signal trampoline: gdb's `<signal handler called>`.
     pub signal_frame: bool,
     /// How the frame was found: context, cfi, frame_pointer or scan.

@@ -5,6 +5,7 @@
 //! once the unit is parsed, and different modules never contend. Everything handed out is owned,
 //! so the lock is released before names are post-processed.
 
+use super::callsites::{Target, UnitCalls};
 use super::die_name::Namer;
 use super::names::{display_name, is_cpp, NameKind};
 use super::{NameSource, SourceFrame};
@@ -26,6 +27,9 @@ struct Inner<'p> {
     /// shows it. Filled on a unit's first lookup.
     files: FxHashMap<usize, Vec<(String, String)>>,
     namer: Namer,
+    /// Per unit (by section offset): its call sites and functions, read on the first
+    /// tail-call question about an address in it.
+    calls: FxHashMap<usize, UnitCalls>,
 }
 
 /// Why a lookup gave nothing.
@@ -40,17 +44,53 @@ pub enum LookupError {
 impl<'p> Dwarf<'p> {
     /// The DWARF of the first of `files` that has a `.debug_info`; `None` when none has, or the
     /// unit index cannot be built.
+    ///
+    /// Only the sections addr2line reads for names, lines and inline chains (those its own
+    /// `Context::from_sections` takes), which are also all the call-site index reads, are
+    /// loaded; the others (location lists, macros, type units, name indexes) are left empty,
+    /// so a compressed one is never inflated.
     pub fn load(files: impl IntoIterator<Item = &'p ElfFile>) -> Option<Dwarf<'p>> {
         let file = files.into_iter().find(|f| f.section(".debug_info").is_some_and(|d| !d.is_empty()))?;
         let load = |id: gimli::SectionId| -> Result<Reader<'p>, gimli::Error> {
-            Ok(EndianSlice::new(file.section(id.name()).unwrap_or(&[]), RunTimeEndian::Little))
+            let data = if needed(id) { file.section(id.name()).unwrap_or(&[]) } else { &[] };
+            Ok(EndianSlice::new(data, RunTimeEndian::Little))
         };
         let built = catch_unwind(AssertUnwindSafe(|| {
             let dwarf = gimli::Dwarf::load(load).ok()?;
             addr2line::Context::from_dwarf(dwarf).ok()
         }));
         let ctx = built.ok().flatten()?;
-        Some(Dwarf { inner: Mutex::new(Inner { ctx, files: FxHashMap::default(), namer: Namer::default() }) })
+        Some(Dwarf { inner: Mutex::new(Inner { ctx, files: FxHashMap::default(), namer: Namer::default(), calls: FxHashMap::default() }) })
+    }
+
+    /// Runs `f` on the call-site index of the unit covering link-time address `probe`; `None`
+    /// when no unit covers it (or the lookup panicked).
+    fn with_calls<T>(&self, probe: u64, f: impl FnOnce(&UnitCalls) -> Option<T>) -> Option<T> {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            let Inner { ctx, calls, .. } = &mut *inner;
+            let unit = ctx.find_dwarf_and_unit(probe).skip_all_loads()?;
+            let index = calls.entry(unit.header.offset().0).or_insert_with(|| UnitCalls::parse(unit));
+            f(index)
+        }));
+        result.ok().flatten()
+    }
+
+    /// The target of the call site whose return address is `return_pc` (link-time), looked up
+    /// in the unit holding `return_pc - 1`, the call (gdb's `call_site_for_pc`).
+    pub fn call_site(&self, return_pc: u64) -> Option<Target> {
+        self.with_calls(return_pc.wrapping_sub(1), |u| u.site(return_pc).cloned())
+    }
+
+    /// The entry of the function (not an inlined one) holding `probe`.
+    pub fn function_entry(&self, probe: u64) -> Option<u64> {
+        self.with_calls(probe, |u| u.entry_of(probe))
+    }
+
+    /// The tail-call sites (return addresses) of the function starting exactly at `entry`;
+    /// `None` when no function starts there.
+    pub fn tail_call_sites(&self, entry: u64) -> Option<Vec<u64>> {
+        self.with_calls(entry, |u| u.tail_sites(entry).map(<[u64]>::to_vec))
     }
 
     /// Appends the frames at link-time address `probe` to `out`, innermost first. A frame whose
@@ -69,28 +109,31 @@ impl<'p> Dwarf<'p> {
     }
 }
 
-/// A frame as addr2line gives it, before naming.
-struct RawFrame {
-    die: Option<gimli::UnitOffset>,
-    lang: Option<gimli::DwLang>,
-    raw: Option<String>,
-    file: Option<String>,
-    line: Option<u32>,
-    column: Option<u32>,
-}
-
 fn collect(inner: &mut Inner<'_>, probe: u64, out: &mut Vec<SourceFrame>) -> Result<(), LookupError> {
     let bad = |e: gimli::Error| LookupError::Malformed(e.to_string());
-    let Inner { ctx, files, namer } = inner;
+    let Inner { ctx, files, namer, .. } = inner;
     let unit = ctx.find_dwarf_and_unit(probe).skip_all_loads();
     let unit_files: &[(String, String)] = match unit {
         Some(unit) => files.entry(unit.header.offset().0).or_insert_with(|| line_table_files(unit)),
         None => &[],
     };
-    let mut raw_frames: Vec<RawFrame> = Vec::new();
+    // How a frame's name is built; the outer frame's is built again once it is known to be the
+    // outer one (only C++ names without a linkage name differ, by their parameters).
+    let mut name = |raw: &str, lang: Option<gimli::DwLang>, die: Option<gimli::UnitOffset>, inlined: bool| -> String {
+        let mut from_dies = |with_params: bool| unit.zip(die).and_then(|(u, d)| namer.function_name(u, d, with_params));
+        let by_dies = match lang {
+            // gdb never uses Rust linkage names.
+            Some(gimli::DW_LANG_Rust) => from_dies(false),
+            // C++ without a linkage name: gdb builds the name from the scopes.
+            Some(l) if is_cpp(l) && !raw.starts_with("_Z") => from_dies(!inlined),
+            _ => None,
+        };
+        by_dies.unwrap_or_else(|| display_name(raw, lang, NameKind::Debug))
+    };
+    let mut last: Option<(Option<gimli::DwLang>, Option<gimli::UnitOffset>)> = None;
     let mut frames = ctx.find_frames(probe).skip_all_loads().map_err(bad)?;
     while let Some(frame) = frames.next().map_err(bad)? {
-        let (raw, lang) = match &frame.function {
+        let (raw_name, lang) = match &frame.function {
             Some(f) => (Some(f.raw_name().map_err(bad)?.into_owned()), f.language),
             None => (None, None),
         };
@@ -98,34 +141,24 @@ fn collect(inner: &mut Inner<'_>, probe: u64, out: &mut Vec<SourceFrame>) -> Res
             Some(l) => (l.file.map(|f| gdb_file_name(f, unit_files)), l.line, l.column),
             None => (None, None, None),
         };
-        raw_frames.push(RawFrame { die: frame.dw_die_offset, lang, raw, file, line, column });
+        let function = raw_name.as_deref().map(|raw| name(raw, lang, frame.dw_die_offset, true));
+        last = Some((lang, frame.dw_die_offset));
+        out.push(SourceFrame { function, raw_name, file, line, column, inlined: false, tail_call: false, function_offset: None, source: NameSource::Dwarf });
     }
-    let last = raw_frames.len().saturating_sub(1);
-    for (i, f) in raw_frames.into_iter().enumerate() {
-        let inlined = i < last;
-        let function = f.raw.as_deref().map(|raw| {
-            let from_dies = |namer: &mut Namer, with_params: bool| unit.zip(f.die).and_then(|(u, d)| namer.function_name(u, d, with_params));
-            let by_dies = match f.lang {
-                // gdb never uses Rust linkage names.
-                Some(gimli::DW_LANG_Rust) => from_dies(namer, false),
-                // C++ without a linkage name: gdb builds the name from the scopes.
-                Some(l) if is_cpp(l) && !raw.starts_with("_Z") => from_dies(namer, !inlined),
-                _ => None,
-            };
-            by_dies.unwrap_or_else(|| display_name(raw, f.lang, NameKind::Debug))
-        });
-        out.push(SourceFrame {
-            function,
-            raw_name: f.raw,
-            file: f.file,
-            line: f.line,
-            column: f.column,
-            inlined: false,
-            function_offset: None,
-            source: NameSource::Dwarf,
-        });
+    if let (Some((Some(lang), die)), Some(outer)) = (last, out.last_mut())
+        && is_cpp(lang)
+        && let Some(raw) = outer.raw_name.as_deref()
+        && !raw.starts_with("_Z")
+    {
+        outer.function = Some(name(raw, Some(lang), die, false));
     }
     Ok(())
+}
+
+/// Whether addr2line (or the call-site index) reads section `id`.
+fn needed(id: gimli::SectionId) -> bool {
+    use gimli::SectionId::*;
+    matches!(id, DebugAbbrev | DebugAddr | DebugAranges | DebugInfo | DebugLine | DebugLineStr | DebugRanges | DebugRngLists | DebugStr | DebugStrOffsets)
 }
 
 fn gdb_file_name(rendered: &str, unit_files: &[(String, String)]) -> String {

@@ -25,27 +25,32 @@
 //! once built, and each module's addr2line context (which caches through `OnceCell` and so is not
 //! `Sync`) is behind its own mutex, held only for the lookup itself.
 
+mod callsites;
 mod die_name;
 mod dwarf;
 mod names;
 mod symtab;
+mod tailcall;
 
 #[cfg(test)]
 mod tests;
 
 pub use symtab::NameSource;
 
+use crate::core::auxv;
 use crate::process::{Module, Process};
+use callsites::Target;
 use dwarf::Dwarf;
 use goblin::elf::program_header::PT_LOAD;
 use names::{display_name, NameKind};
-use std::sync::OnceLock;
+use rustc_hash::FxHashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use symtab::{best_of, FileSymbols, Hit};
 
 /// One source-level frame at an address: a real function, or a function inlined into it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceFrame {
-    /// The name gdb's `bt` prints (demangled; C++ from DWARF without parameters).
+    /// The name gdb's `bt` prints (see the module docs).
     pub function: Option<String>,
     /// The name as recorded: the DWARF linkage name (else `DW_AT_name`), or the ELF symbol.
     pub raw_name: Option<String>,
@@ -55,6 +60,9 @@ pub struct SourceFrame {
     pub column: Option<u32>,
     /// True for every frame of the chain but the last (the real function).
     pub inlined: bool,
+    /// A function that tail-called (jumped to) the next inner frame's function and so left no
+    /// frame of its own: put back from DWARF call sites, as gdb does (see [`TailCallFrame`]).
+    pub tail_call: bool,
     /// The address minus the start of the symbol-table symbol covering it; for the outer frame
     /// only, and only when a symbol covers the address.
     pub function_offset: Option<u64>,
@@ -72,11 +80,30 @@ pub struct Symbolized {
     pub frames: Vec<SourceFrame>,
 }
 
+/// A frame gdb shows for a function that tail-called toward the next inner frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TailCallFrame {
+    /// Runtime return address of the tail-call site: the address just after the jump, which
+    /// gdb gives as the frame's pc (names and lines are looked up at `pc - 1`).
+    pub pc: u64,
+    /// Index into `Process::modules` of the module holding the site.
+    pub module: Option<usize>,
+    /// Named as gdb names a tail-call frame: after the innermost function at `pc - 1` (an
+    /// inlined one, if the jump is in inlined code), with its file and line. `tail_call` is set,
+    /// `inlined` is not, and `function_offset` is from `pc`, as for an outer frame.
+    pub frame: SourceFrame,
+}
+
 /// Everything read from one module's files.
 struct ModuleSymbols<'p> {
+    module: &'p Module,
     /// gdb's objfile order: the module file's table, then the separate debug file's.
     files: Vec<FileSymbols<'p>>,
-    dwarf: Option<Dwarf<'p>>,
+    /// Read on the first DWARF question, so that a lookup by name reads only symbol tables.
+    dwarf: OnceLock<Option<Dwarf<'p>>>,
+    /// Text symbols by name, for call-site targets named by a declaration: (link-time address,
+    /// global). Built on the first such lookup.
+    by_name: OnceLock<FxHashMap<&'p [u8], (u64, bool)>>,
 }
 
 impl<'p> ModuleSymbols<'p> {
@@ -88,7 +115,27 @@ impl<'p> ModuleSymbols<'p> {
         if let Some(d) = &module.debug_file {
             files.push(FileSymbols::read(d, true));
         }
-        ModuleSymbols { files, dwarf: Dwarf::load(module.symbol_files()) }
+        ModuleSymbols { module, files, dwarf: OnceLock::new(), by_name: OnceLock::new() }
+    }
+
+    fn dwarf(&self) -> Option<&Dwarf<'p>> {
+        self.dwarf.get_or_init(|| Dwarf::load(self.module.symbol_files())).as_ref()
+    }
+
+    /// The text symbol called `name` (a global one rather than a local one; PLT entries never),
+    /// as gdb's `lookup_minimal_symbol` within one objfile.
+    fn symbol_named(&self, name: &[u8]) -> Option<(u64, bool)> {
+        let index = self.by_name.get_or_init(|| {
+            let mut map: FxHashMap<&'p [u8], (u64, bool)> = FxHashMap::default();
+            for sym in self.files.iter().flat_map(|f| f.text.symbols()).filter(|s| !s.plt) {
+                let slot = map.entry(sym.name).or_insert((sym.addr, sym.global));
+                if sym.global && !slot.1 {
+                    *slot = (sym.addr, true);
+                }
+            }
+            map
+        });
+        index.get(name).copied()
     }
 
     fn text_symbol(&self, link: u64) -> Option<Hit<'p>> {
@@ -105,12 +152,26 @@ impl<'p> ModuleSymbols<'p> {
 pub struct Symbolizer<'p> {
     process: &'p Process,
     modules: Vec<OnceLock<ModuleSymbols<'p>>>,
+    /// gdb's objfile order for lookups by name: the executable, then the others.
+    name_order: Vec<usize>,
+    /// Tail-call chains found, by (caller pc, callee lookup address): threads share stacks.
+    chains: Mutex<FxHashMap<(u64, u64), Arc<[u64]>>>,
+    /// Functions found by name, runtime addresses.
+    named: Mutex<FxHashMap<String, Option<u64>>>,
 }
 
 impl<'p> Symbolizer<'p> {
     /// Cheap: nothing is read until an address in a module is looked up.
     pub fn new(process: &'p Process) -> Self {
-        Symbolizer { process, modules: process.modules.iter().map(|_| OnceLock::new()).collect() }
+        let exe = process.core.auxv.get(auxv::AT_PHDR).and_then(|a| process.module_at(a)).map(|(i, _)| i);
+        let name_order = exe.into_iter().chain((0..process.modules.len()).filter(|&i| Some(i) != exe)).collect();
+        Symbolizer {
+            process,
+            modules: process.modules.iter().map(|_| OnceLock::new()).collect(),
+            name_order,
+            chains: Mutex::default(),
+            named: Mutex::default(),
+        }
     }
 
     fn module(&self, index: usize) -> Option<(&'p Module, &ModuleSymbols<'p>)> {
@@ -128,7 +189,7 @@ impl<'p> Symbolizer<'p> {
         let Some((module, syms)) = self.module(index) else { return Symbolized::default() };
         let link = module.to_link_address(probe);
         let mut frames = Vec::new();
-        if let Some(dwarf) = &syms.dwarf
+        if let Some(dwarf) = syms.dwarf()
             && dwarf.frames(link, &mut frames).is_err()
         {
             frames.clear();
@@ -155,6 +216,7 @@ impl<'p> Symbolizer<'p> {
                         line: None,
                         column: None,
                         inlined: false,
+                        tail_call: false,
                         function_offset: offset,
                         source: hit.source,
                     });
@@ -178,6 +240,100 @@ impl<'p> Symbolizer<'p> {
             }
         }
         Symbolized { module: Some(index), frames }
+    }
+
+    /// The frames gdb inserts between a callee frame and its caller for functions that
+    /// tail-called on the way (`dwarf2/frame-tailcall.c`), innermost first; see `tailcall.rs`
+    /// for how the chain is found. `callee_ip` and `callee_ip_is_exact` are the inner frame's
+    /// (its function is looked up at `callee_ip - 1` unless exact), `caller_ip` the caller's
+    /// return address. Empty when the caller's call site goes straight to the callee's
+    /// function, when the caller has no call site there (code built without them, as at
+    /// `-O0`), or when the DWARF does not say unambiguously which functions were skipped.
+    pub fn tail_calls(&self, callee_ip: u64, callee_ip_is_exact: bool, caller_ip: u64) -> Vec<TailCallFrame> {
+        let probe = if callee_ip_is_exact { callee_ip } else { callee_ip.wrapping_sub(1) };
+        let key = (caller_ip, probe);
+        let cached = self.chains.lock().unwrap_or_else(PoisonError::into_inner).get(&key).cloned();
+        let sites = match cached {
+            Some(sites) => sites,
+            None => {
+                let sites: Arc<[u64]> = self.tail_chain(caller_ip, probe).into();
+                self.chains.lock().unwrap_or_else(PoisonError::into_inner).insert(key, sites.clone());
+                sites
+            }
+        };
+        sites.iter().map(|&pc| self.tail_call_frame(pc)).collect()
+    }
+
+    fn tail_chain(&self, caller_ip: u64, callee_probe: u64) -> Vec<u64> {
+        let graph = Graph(self);
+        // Most callers have no call site there (no call-site DWARF, or an indirect call): then
+        // the callee's function is not even looked up. gdb needs both, in the other order.
+        if tailcall::CallGraph::targets(&graph, caller_ip).is_none() {
+            return Vec::new();
+        }
+        let Some(entry) = self.function_entry(callee_probe) else { return Vec::new() };
+        tailcall::find_chain(&graph, caller_ip, entry)
+    }
+
+    fn tail_call_frame(&self, pc: u64) -> TailCallFrame {
+        let sym = self.symbolize(pc, true);
+        let outer = sym.frames.last().map(|f| (f.function_offset, f.function.clone(), f.raw_name.clone(), f.source));
+        let mut frame = sym.frames.into_iter().next().unwrap_or(SourceFrame {
+            function: None,
+            raw_name: None,
+            file: None,
+            line: None,
+            column: None,
+            inlined: false,
+            tail_call: true,
+            function_offset: None,
+            source: NameSource::Dwarf,
+        });
+        if let Some((offset, function, raw_name, source)) = outer {
+            frame.function_offset = offset;
+            if frame.function.is_none() {
+                (frame.function, frame.raw_name, frame.source) = (function, raw_name, source);
+            }
+        }
+        frame.inlined = false;
+        frame.tail_call = true;
+        TailCallFrame { pc, module: sym.module, frame }
+    }
+
+    /// gdb's `get_pc_function_start`: the entry of the DWARF function (not an inlined one)
+    /// holding runtime address `probe`, else the start of the symbol covering it.
+    fn function_entry(&self, probe: u64) -> Option<u64> {
+        let (index, _) = self.process.module_at(probe)?;
+        let (module, syms) = self.module(index)?;
+        let link = module.to_link_address(probe);
+        let entry = syms.dwarf().and_then(|d| d.function_entry(link)).or_else(|| syms.text_symbol(link).map(|h| h.sym.addr))?;
+        Some(entry.wrapping_add(module.bias))
+    }
+
+    /// The runtime address of the function called `name`, as gdb's `lookup_minimal_symbol`
+    /// over all objfiles: the first global symbol in objfile order, else a local one.
+    fn function_named(&self, name: &str) -> Option<u64> {
+        if let Some(&known) = self.named.lock().unwrap_or_else(PoisonError::into_inner).get(name) {
+            return known;
+        }
+        let mut local = None;
+        let mut found = None;
+        for &i in &self.name_order {
+            let Some((module, syms)) = self.module(i) else { continue };
+            match syms.symbol_named(name.as_bytes()) {
+                Some((addr, true)) => {
+                    found = Some(addr.wrapping_add(module.bias));
+                    break;
+                }
+                Some((addr, false)) => {
+                    local.get_or_insert(addr.wrapping_add(module.bias));
+                }
+                None => {}
+            }
+        }
+        let addr = found.or(local);
+        self.named.lock().unwrap_or_else(PoisonError::into_inner).insert(name.to_string(), addr);
+        addr
     }
 
     /// The name of the data (or, failing that, function) symbol covering runtime address
@@ -205,6 +361,35 @@ impl<'p> Symbolizer<'p> {
             .iter()
             .any(|p| p.p_type == PT_LOAD && link >= p.p_vaddr && link - p.p_vaddr < p.p_memsz)
             .then_some(i)
+    }
+}
+
+/// The process's call graph, as the tail-call search sees it (runtime addresses).
+struct Graph<'s, 'p>(&'s Symbolizer<'p>);
+
+impl<'s, 'p> Graph<'s, 'p> {
+    /// The module holding `addr`, its DWARF, and `addr` as a link-time address.
+    fn dwarf_at(&self, addr: u64) -> Option<(&'p Module, &'s Dwarf<'p>, u64)> {
+        let (index, _) = self.0.process.module_at(addr)?;
+        let (module, syms) = self.0.module(index)?;
+        Some((module, syms.dwarf()?, module.to_link_address(addr)))
+    }
+}
+
+impl tailcall::CallGraph for Graph<'_, '_> {
+    fn targets(&self, site: u64) -> Option<Vec<u64>> {
+        // The site's unit is the one holding the call, before the return address.
+        let (module, dwarf, _) = self.dwarf_at(site.wrapping_sub(1))?;
+        match dwarf.call_site(module.to_link_address(site))? {
+            Target::Unknown => None,
+            Target::Addresses(link) => Some(link.into_iter().map(|a| a.wrapping_add(module.bias)).collect()),
+            Target::Name(name) => Some(vec![self.0.function_named(&name)?]),
+        }
+    }
+
+    fn tail_sites(&self, entry: u64) -> Option<Vec<u64>> {
+        let (module, dwarf, link) = self.dwarf_at(entry)?;
+        Some(dwarf.tail_call_sites(link)?.into_iter().map(|a| a.wrapping_add(module.bias)).collect())
     }
 }
 

@@ -18,6 +18,7 @@
 //!   `.symver`) is kept as it is, and gdb adds a zero-sized copy without the version.
 //!   `.dynsym` names are bare (gdb 13's BFD appends no version to them), so aliases that differ
 //!   only in version collapse into one.
+//! - PLT entries are zero-sized `foo@plt` symbols, as BFD synthesizes them for gdb.
 //! - Per file, `.symtab` is used when there is one, `.dynsym` only when there is not (gdb skips
 //!   the dynamic symbols of an unstripped file). The separate debug file's `.symtab` is a table
 //!   of its own; see [`best_of`].
@@ -27,11 +28,18 @@ use std::borrow::Cow;
 
 const SHT_SYMTAB: u32 = 2;
 const SHT_DYNSYM: u32 = 11;
+const SHT_RELA: u32 = 4;
+const RELA_SIZE: usize = 24;
+const R_X86_64_GLOB_DAT: u64 = 6;
+const R_X86_64_JUMP_SLOT: u64 = 7;
 const SHF_ALLOC: u64 = 0x2;
 const SHF_EXECINSTR: u64 = 0x4;
 const SHF_TLS: u64 = 0x400;
 const SHN_UNDEF: u16 = 0;
 const SHN_LORESERVE: u16 = 0xff00;
+const STB_GLOBAL: u8 = 1;
+const STB_WEAK: u8 = 2;
+const STB_GNU_UNIQUE: u8 = 10;
 const STT_SECTION: u8 = 3;
 const STT_FILE: u8 = 4;
 const STT_TLS: u8 = 6;
@@ -55,6 +63,11 @@ pub struct Sym<'a> {
     pub addr: u64,
     pub size: u64,
     pub name: &'a [u8],
+    /// A PLT entry, named `name@plt` (`name` is the dynamic symbol it jumps to).
+    pub plt: bool,
+    /// Bound globally (`STB_GLOBAL`, `STB_WEAK`, `STB_GNU_UNIQUE`): gdb's "external" symbols,
+    /// which a lookup by name prefers to file-local ones.
+    pub global: bool,
     /// Index into the table's section ranges.
     section: u32,
 }
@@ -62,7 +75,17 @@ pub struct Sym<'a> {
 impl<'a> Sym<'a> {
     /// The name as gdb spells it.
     pub fn full_name(&self) -> Cow<'a, str> {
-        String::from_utf8_lossy(self.name)
+        let name = String::from_utf8_lossy(self.name);
+        if self.plt { Cow::Owned(format!("{name}@plt")) } else { name }
+    }
+
+    fn name_bytes(&self) -> impl Iterator<Item = u8> + '_ {
+        let suffix: &[u8] = if self.plt { b"@plt" } else { b"" };
+        self.name.iter().chain(suffix).copied()
+    }
+
+    fn same_name(&self, other: &Sym<'_>) -> bool {
+        self.name == other.name && self.plt == other.plt
     }
 }
 
@@ -115,8 +138,12 @@ impl<'a> FileSymbols<'a> {
                 Kind::Text => &mut text,
                 Kind::Data => &mut data,
             };
-            push_as_gdb_records(table, Sym { addr: raw.value, size: raw.size, name: raw.name, section });
+            let global = matches!(raw.info >> 4, STB_GLOBAL | STB_WEAK | STB_GNU_UNIQUE);
+            push_as_gdb_records(table, Sym { addr: raw.value, size: raw.size, name: raw.name, plt: false, global, section });
         });
+        if !symtab_only {
+            plt_symbols(file, &mut sections, &mut text);
+        }
         FileSymbols {
             text: SymbolTable::new(text, sections.ranges.clone(), Some(source)),
             data: SymbolTable::new(data, sections.ranges, Some(source)),
@@ -127,9 +154,9 @@ impl<'a> FileSymbols<'a> {
 impl<'a> SymbolTable<'a> {
     fn new(mut syms: Vec<Sym<'a>>, sections: Vec<SectionRange>, source: Option<NameSource>) -> SymbolTable<'a> {
         // Equal names stay in table order, so a duplicate's first (sized) entry is kept.
-        syms.sort_by(|a, b| a.addr.cmp(&b.addr).then_with(|| a.name.cmp(b.name)));
+        syms.sort_by(|a, b| a.addr.cmp(&b.addr).then_with(|| a.name_bytes().cmp(b.name_bytes())));
         // gdb's compact_minimal_symbols: one entry per (address, name, section).
-        syms.dedup_by(|b, a| a.addr == b.addr && a.section == b.section && a.name == b.name);
+        syms.dedup_by(|b, a| a.addr == b.addr && a.section == b.section && a.same_name(b));
         SymbolTable { syms, sections, source }
     }
 
@@ -148,7 +175,7 @@ impl<'a> SymbolTable<'a> {
                         sections.len() - 1
                     }
                 };
-                Sym { addr, size, name: name.as_bytes(), section: section as u32 }
+                Sym { addr, size, name: name.as_bytes(), plt: false, global: true, section: section as u32 }
             })
             .collect();
         SymbolTable::new(syms, sections, Some(source))
@@ -157,6 +184,11 @@ impl<'a> SymbolTable<'a> {
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.syms.len()
+    }
+
+    /// Every symbol, by address.
+    pub fn symbols(&self) -> &[Sym<'a>] {
+        &self.syms
     }
 
     /// The symbol gdb would name `addr` (a link-time address) with; see the module docs.
@@ -193,7 +225,62 @@ impl<'a> SymbolTable<'a> {
             Some(s) if addr < end_of(&s) => s,
             _ => best_zero_sized?,
         };
-        Some(Hit { sym, source })
+        Some(Hit { sym, source: if sym.plt { NameSource::Dynsym } else { source } })
+    }
+}
+
+/// BFD's synthetic `foo@plt` symbols, which gdb adds: a zero-sized text symbol at each entry of
+/// `.plt`, `.plt.sec` and `.plt.got` whose `jmp *slot(%rip)` goes through a GOT slot that a
+/// `R_X86_64_JUMP_SLOT` or `R_X86_64_GLOB_DAT` relocation binds to a dynamic symbol.
+fn plt_symbols<'a>(file: &'a ElfFile, sections: &mut SectionIndex, out: &mut Vec<Sym<'a>>) {
+    let Some(dynsym) = file.sections.iter().position(|s| s.kind == SHT_DYNSYM) else { return };
+    let (Some(dynsym_data), Some(dynstr)) = (file.section_data(dynsym), file.sections.get(dynsym).and_then(|s| file.section_data(s.link as usize)))
+    else {
+        return;
+    };
+    let mut slots: Vec<(u64, &'a [u8])> = Vec::new();
+    for (i, rela) in file.sections.iter().enumerate() {
+        if rela.kind != SHT_RELA || rela.link as usize != dynsym {
+            continue;
+        }
+        let Some(data) = file.section_data(i) else { continue };
+        for r in data.chunks_exact(RELA_SIZE) {
+            let (Some(offset), Some(info)) = (u64_at(r, 0), u64_at(r, 8)) else { continue };
+            if !matches!(info & 0xffff_ffff, R_X86_64_JUMP_SLOT | R_X86_64_GLOB_DAT) {
+                continue;
+            }
+            let Some(entry) = usize::try_from(info >> 32).ok().and_then(|n| n.checked_mul(SYM_SIZE)).and_then(|at| dynsym_data.get(at..at.checked_add(SYM_SIZE)?))
+            else {
+                continue;
+            };
+            if let Some(raw) = parse_sym(entry, dynstr).filter(|r| !r.name.is_empty()) {
+                slots.push((offset, raw.name));
+            }
+        }
+    }
+    if slots.is_empty() {
+        return;
+    }
+    slots.sort_unstable();
+    for (shndx, s) in file.sections.iter().enumerate() {
+        if !matches!(s.name.as_str(), ".plt" | ".plt.sec" | ".plt.got") || s.flags & SHF_EXECINSTR == 0 {
+            continue;
+        }
+        let Some(data) = file.section_data(shndx) else { continue };
+        let Some(section) = u16::try_from(shndx).ok().and_then(|i| sections.index(file, i)) else { continue };
+        let entry_size = if s.entsize == 8 || s.entsize == 16 { s.entsize as usize } else { 16 };
+        for (n, entry) in data.chunks(entry_size).enumerate() {
+            // `jmp *disp32(%rip)`, perhaps after `endbr64` and with a `bnd` prefix.
+            let Some(at) = memchr::memmem::find(entry, &[0xff, 0x25]) else { continue };
+            let Some(disp) = entry.get(at + 2..at + 6).and_then(|d| d.try_into().ok()).map(i32::from_le_bytes) else { continue };
+            let entry_addr = s.addr.wrapping_add((n * entry_size) as u64);
+            let slot = entry_addr.wrapping_add(at as u64 + 6).wrapping_add(disp as i64 as u64);
+            if let Ok(i) = slots.binary_search_by_key(&slot, |&(o, _)| o)
+                && let Some(&(_, name)) = slots.get(i)
+            {
+                out.push(Sym { addr: entry_addr, size: 0, name, plt: true, global: false, section });
+            }
+        }
     }
 }
 
@@ -408,7 +495,7 @@ mod tests {
     fn versioned_names_get_a_bare_zero_sized_copy() {
         let mut syms = Vec::new();
         for name in ["___pthread_mutex_lock", "__pthread_mutex_lock@GLIBC_2.2.5", "pthread_mutex_lock@@GLIBC_2.2.5"] {
-            push_as_gdb_records(&mut syms, Sym { addr: 0x1000, size: 0x40, name: name.as_bytes(), section: 0 });
+            push_as_gdb_records(&mut syms, Sym { addr: 0x1000, size: 0x40, name: name.as_bytes(), plt: false, global: true, section: 0 });
         }
         assert_eq!(syms.len(), 5);
         let t = SymbolTable::new(syms, vec![SectionRange { start: 0x1000, end: 0x2000 }], Some(NameSource::Symtab));

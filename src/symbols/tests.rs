@@ -192,6 +192,63 @@ fn rust_names_follow_gdb_without_gdb() {
 }
 
 #[test]
+fn plt_entries_are_named_as_gdb_names_them() {
+    if !have("gcc") {
+        eprintln!("skipped: gcc is not available");
+        return;
+    }
+    let dir = Scratch::new("plt");
+    // The classic lazy PLT, and the IBT one (`.plt.sec`).
+    for (name, flags) in [("plt", &["-g", "-O2", "-pthread"][..]), ("ibt", &["-g", "-O2", "-pthread", "-fcf-protection=full", "-Wl,-z,ibtplt"][..])] {
+        match gcc(&dir.0, name, DEADLOCK_C, flags) {
+            Some(bin) => check_plt_against_gdb(&bin),
+            None => eprintln!("{name}: gcc could not build the test program; case skipped"),
+        }
+    }
+}
+
+fn check_plt_against_gdb(bin: &Path) {
+    let file = ElfFile::open(bin).expect("open");
+    let syms = FileSymbols::read(&file, false);
+    let addrs: Vec<u64> = file
+        .sections
+        .iter()
+        .filter(|s| matches!(s.name.as_str(), ".plt" | ".plt.sec" | ".plt.got"))
+        .flat_map(|s| s.addr..s.addr + s.size)
+        .collect();
+    let ours: Vec<Option<(String, u64)>> =
+        addrs.iter().map(|&a| syms.text.lookup(a).map(|h| (h.sym.full_name().into_owned(), a - h.sym.addr))).collect();
+    assert!(ours.iter().flatten().any(|(n, off)| n == "pthread_mutex_lock@plt" && *off == 0), "{ours:?}");
+    if !have("gdb") {
+        eprintln!("gdb is not available: not compared");
+        return;
+    }
+    let mut cmd = Command::new("gdb");
+    cmd.args(["-nx", "-batch", "-iex", "set debuginfod enabled off"]);
+    for a in &addrs {
+        cmd.arg("-ex").arg(format!("info symbol {a:#x}"));
+    }
+    let out = cmd.arg(bin).stdin(Stdio::null()).output().expect("run gdb");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let theirs: Vec<Option<(String, u64)>> = text
+        .lines()
+        .filter(|l| l.starts_with("No symbol matches") || l.contains(" in section "))
+        .map(|l| {
+            let sym = l.split(" in section ").next().filter(|_| !l.starts_with("No symbol"))?;
+            Some(match sym.split_once(" + ") {
+                Some((name, off)) => (name.to_string(), off.parse().ok()?),
+                None => (sym.to_string(), 0),
+            })
+        })
+        .collect();
+    assert_eq!(theirs.len(), addrs.len(), "gdb answered {} of {} queries:\n{text}", theirs.len(), addrs.len());
+    eprintln!("{} PLT addresses compared with gdb", addrs.len());
+    for ((a, o), t) in addrs.iter().zip(&ours).zip(&theirs) {
+        assert_eq!(o, t, "at {a:#x}");
+    }
+}
+
+#[test]
 fn garbage_sections_never_panic() {
     // Noise in place of DWARF or symbol-table sections: reading and every lookup must go on.
     if !have("gcc") || !have("objcopy") {
@@ -253,6 +310,7 @@ struct GdbFrame {
     pc: u64,
     inline: bool,
     sigtramp: bool,
+    tailcall: bool,
     name: Option<String>,
     file: Option<String>,
     line: Option<u32>,
@@ -270,7 +328,7 @@ for inf in gdb.inferiors():
         while f is not None and n < 200:
             sal = f.find_sal()
             fn = sal.symtab.filename if sal.symtab is not None else ""
-            print("F\t%x\t%d\t%d\t%s\t%s\t%d" % (f.pc(), int(f.type() == gdb.INLINE_FRAME), int(f.type() == gdb.SIGTRAMP_FRAME), f.name() or "", fn, sal.line))
+            print("F\t%x\t%d\t%d\t%d\t%s\t%s\t%d" % (f.pc(), int(f.type() == gdb.INLINE_FRAME), int(f.type() == gdb.SIGTRAMP_FRAME), int(f.type() == gdb.TAILCALL_FRAME), f.name() or "", fn, sal.line))
             try:
                 f = f.older()
             except gdb.error:
@@ -320,10 +378,11 @@ fn gdb_dump(dir: &Path, binary: &Path, core: &Path, no_debug_files: bool, exprs:
         let cols: Vec<&str> = line.split('\t').collect();
         match cols.as_slice() {
             ["T", tid] => threads.push((tid.parse().ok()?, Vec::new())),
-            ["F", pc, inline, sigtramp, name, file, l] => threads.last_mut()?.1.push(GdbFrame {
+            ["F", pc, inline, sigtramp, tailcall, name, file, l] => threads.last_mut()?.1.push(GdbFrame {
                 pc: u64::from_str_radix(pc, 16).ok()?,
                 inline: *inline == "1",
                 sigtramp: *sigtramp == "1",
+                tailcall: *tailcall == "1",
                 name: (!name.is_empty()).then(|| name.to_string()),
                 file: (!file.is_empty()).then(|| file.to_string()),
                 line: l.parse().ok().filter(|&l: &u32| l != 0),
@@ -357,7 +416,11 @@ fn compare_with_gdb(process: &Process, threads: &Threads) -> (Vec<String>, usize
             let chain = &frames[i..end];
             let pc = chain[0].pc;
             let is_return = !first && !after_sigtramp;
-            let got = symbolizer.symbolize(pc, is_return);
+            // A tail-call frame is named at its pc - 1, by the innermost function there.
+            let got = match chain.last() {
+                Some(f) if f.tailcall => Symbolized { module: None, frames: vec![symbolizer.tail_call_frame(pc).frame] },
+                _ => symbolizer.symbolize(pc, is_return),
+            };
             if std::env::var_os("KNOT_GDB_VERBOSE").is_some() {
                 eprintln!("thread {tid} pc {pc:#x} ret={is_return}: {:?}", got.frames);
             }
@@ -622,6 +685,87 @@ fn live_rust_deadlock_matches_gdb() {
     let symbolizer = Symbolizer::new(&process);
     let names = all_names(&symbolizer, &dump.threads);
     assert!(names.iter().any(|n| n == "deadlock::{impl#0}::go"), "{names:?}");
+}
+
+const TAIL_CALLS_C: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+#define NOINLINE __attribute__((noinline, noclone))
+volatile int sink;
+NOINLINE void leaf(int x) { sink = x; pause(); sink = x + 1; }
+/* One tail call: a calls b, b jumps to leaf. */
+NOINLINE void b1(int x) { leaf(x + 1); }
+NOINLINE void a1(int x) { b1(x * 2); sink = 0; }
+/* Two in a row. */
+NOINLINE void d2(int x) { leaf(x + 3); }
+NOINLINE void b2(int x) { d2(x * 3); }
+NOINLINE void a2(int x) { b2(x + 5); sink = 0; }
+/* Two ways from q3 to leaf: gdb cannot tell which was taken. */
+NOINLINE void r3(int x) { leaf(x + 7); }
+NOINLINE void s3(int x) { leaf(x * 7); }
+NOINLINE void q3(int x) { if (x & 1) r3(x); else s3(x + 1); }
+NOINLINE void p3(int x) { q3(x); sink = 0; }
+/* Two ways that meet again in u4: only the jump from u4 is certain. */
+NOINLINE void u4(int x) { leaf(x - 1); }
+NOINLINE void r4(int x) { u4(x + 9); }
+NOINLINE void s4(int x) { u4(x * 9); }
+NOINLINE void q4(int x) { if (x & 1) r4(x); else s4(x + 1); }
+NOINLINE void p4(int x) { q4(x); sink = 0; }
+static void *t1(void *p) { a1(sink); return p; }
+static void *t2(void *p) { a2(sink); return p; }
+static void *t3(void *p) { p3(sink); return p; }
+static void *t4(void *p) { p4(sink); return p; }
+int main(void) {
+    pthread_t t[4];
+    void *(*run[4])(void *) = { t1, t2, t3, t4 };
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], 0, run[i], 0);
+    usleep(200 * 1000);
+    printf("ready %d\n", getpid());
+    fflush(stdout);
+    pthread_join(t[0], 0);
+    return 0;
+}
+"#;
+
+/// Whole stacks from knot's report, tail-call frames included, against gdb's `bt`: the same
+/// functions, the same tail-call frames at the same pcs; with libc's debug files and without.
+#[test]
+fn live_tail_calls_match_gdb() {
+    let live = match live("tail", "gcc", "tail.c", TAIL_CALLS_C, &["-g", "-O2", "-pthread"]) {
+        Ok(l) => l,
+        Err(why) => return eprintln!("skipped: {why}"),
+    };
+    for no_debug_files in [false, true] {
+        let Some(dump) = gdb_dump(&live.dir.0, &live.bin, &live.core, no_debug_files, &[]) else {
+            return eprintln!("skipped: gdb gave no frames");
+        };
+        let locator = Locator { no_default_debug_dir: no_debug_files, ..Locator::default() };
+        let process = Process::open(&live.core, &locator).expect("open the core");
+        let (mismatches, _) = compare_with_gdb(&process, &dump.threads);
+        assert!(mismatches.is_empty(), "no_debug_files={no_debug_files}:\n{}", mismatches.join("\n"));
+        let options = crate::analysis::Options { stacks_only: true, ..Default::default() };
+        let report = crate::analysis::report_for(&process, &options);
+        let mut gdb_tail_frames = Vec::new();
+        for (tid, frames) in &dump.threads {
+            let gdb: Vec<(Option<&str>, bool, Option<u64>)> =
+                frames.iter().map(|f| (f.name.as_deref(), f.tailcall, f.tailcall.then_some(f.pc))).collect();
+            let thread = report.threads.iter().find(|t| t.tid == *tid).expect("thread in knot's report");
+            let knot: Vec<(Option<&str>, bool, Option<u64>)> =
+                thread.frames.iter().map(|f| (f.function.as_deref(), f.tail_call, f.tail_call.then_some(f.ip.0))).collect();
+            // gdb stops at main; knot goes on to _start.
+            assert!(knot.len() >= gdb.len() && knot[..gdb.len()] == gdb[..], "no_debug_files={no_debug_files} thread {tid}:\n gdb:  {gdb:x?}\n knot: {knot:x?}");
+            gdb_tail_frames.extend(frames.iter().filter(|f| f.tailcall).filter_map(|f| f.name.clone()));
+        }
+        // The program's own jumps, which gdb shows whatever libc's debug files.
+        for name in ["b1", "b2", "d2", "u4"] {
+            assert!(gdb_tail_frames.iter().any(|n| n == name), "gdb shows no tail-call frame for {name}: {gdb_tail_frames:?}");
+        }
+        for name in ["q3", "r3", "s3", "q4"] {
+            assert!(!gdb_tail_frames.iter().any(|n| n == name), "gdb shows a tail-call frame for {name}: {gdb_tail_frames:?}");
+        }
+    }
 }
 
 /// Ad-hoc check of any core against gdb: `KNOT_GDB_CHECK=BINARY:CORE cargo test gdb_check_env

@@ -9,6 +9,9 @@ use crate::process::{Memory, Process};
 const LOCK_SPAN_BEFORE: u64 = 64;
 /// Words of stack searched per thread at most.
 const MAX_STACK_WORDS: u64 = 128 * 1024;
+/// Words searched by all inferences of one analysis at most (many threads × many unowned locks
+/// must not turn into hours).
+pub const TOTAL_BUDGET_WORDS: u64 = 32 << 20;
 
 pub struct StackRange {
     pub tid: u32,
@@ -17,7 +20,8 @@ pub struct StackRange {
 
 /// Threads (other than `exclude`) whose stack holds a pointer into `[futex - 64, futex]`, with
 /// the stack address of the first such pointer.
-pub fn pointer_holders(process: &Process, stacks: &[StackRange], futex: u64, exclude: &[u32]) -> Vec<(u32, u64, u64)> {
+/// `budget` is decremented by the words searched; `None` when it ran out before the search ended.
+pub fn pointer_holders(process: &Process, stacks: &[StackRange], futex: u64, exclude: &[u32], budget: &mut u64) -> Option<Vec<(u32, u64, u64)>> {
     let lo = futex.saturating_sub(LOCK_SPAN_BEFORE);
     let mut out = Vec::new();
     for s in stacks.iter().filter(|s| !exclude.contains(&s.tid)) {
@@ -25,6 +29,9 @@ pub fn pointer_holders(process: &Process, stacks: &[StackRange], futex: u64, exc
         let end = seg.end().min(s.sp.saturating_add(MAX_STACK_WORDS * 8));
         let mut at = s.sp & !7;
         'scan: while at < end {
+            if *budget == 0 {
+                return None;
+            }
             let Ok(chunk) = process.chunk(at, (end - at) as usize) else { break };
             for (i, w) in chunk.chunks_exact(8).enumerate() {
                 let v = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
@@ -37,8 +44,9 @@ pub fn pointer_holders(process: &Process, stacks: &[StackRange], futex: u64, exc
             if whole == 0 {
                 break;
             }
+            *budget = budget.saturating_sub(whole / 8);
             at += whole;
         }
     }
-    out
+    Some(out)
 }

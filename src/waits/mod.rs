@@ -128,8 +128,9 @@ pub fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Thread
     }
 
     let stacks: Vec<infer::StackRange> = threads.iter().map(|t| infer::StackRange { tid: t.tid, sp: t.registers.rsp }).collect();
+    let mut budget = infer::TOTAL_BUDGET_WORDS;
     for (id, p) in pending {
-        facts.locks.push(finish(process, symbolizer, &tids, &stacks, id, p));
+        facts.locks.push(finish(process, symbolizer, &tids, &stacks, &mut budget, id, p));
     }
     facts
 }
@@ -157,7 +158,15 @@ fn locate(family: &Family, process: &Process, symbolizer: &Symbolizer<'_>, futex
         .unwrap_or(futex)
 }
 
-fn finish(process: &Process, symbolizer: &Symbolizer<'_>, tids: &[u32], stacks: &[infer::StackRange], id: String, mut p: Pending<'_>) -> LockFact {
+fn finish(
+    process: &Process,
+    symbolizer: &Symbolizer<'_>,
+    tids: &[u32],
+    stacks: &[infer::StackRange],
+    budget: &mut u64,
+    id: String,
+    mut p: Pending<'_>,
+) -> LockFact {
     p.waiters.sort_unstable();
     p.waiters.dedup();
     let addr = p.address.unwrap_or(0);
@@ -168,7 +177,7 @@ fn finish(process: &Process, symbolizer: &Symbolizer<'_>, tids: &[u32], stacks: 
             p.evidence.push(r.evidence);
             let mut owner = r.owner;
             if family.infer_owner && matches!(owner, Owner::Unknown { .. }) {
-                owner = infer_owner(process, stacks, addr, &p.waiters, &mut p.evidence).unwrap_or(owner);
+                owner = infer_owner(process, stacks, addr, &p.waiters, budget, &mut p.evidence).unwrap_or(owner);
             }
             (family.kind.as_str().to_string(), r.label.unwrap_or_else(|| family.label.clone()), owner, r.recursion, r.readers)
         }
@@ -199,8 +208,10 @@ fn finish(process: &Process, symbolizer: &Symbolizer<'_>, tids: &[u32], stacks: 
     }
 }
 
-fn infer_owner(process: &Process, stacks: &[infer::StackRange], addr: u64, waiters: &[u32], evidence: &mut Vec<String>) -> Option<Owner> {
-    let holders = infer::pointer_holders(process, stacks, addr, waiters);
+fn infer_owner(process: &Process, stacks: &[infer::StackRange], addr: u64, waiters: &[u32], budget: &mut u64, evidence: &mut Vec<String>) -> Option<Owner> {
+    let Some(holders) = infer::pointer_holders(process, stacks, addr, waiters, budget) else {
+        return Some(Owner::Unknown { why: "the lock records no owner, and the stack-search budget for inferring one ran out".into() });
+    };
     for (tid, at, value) in &holders {
         evidence.push(format!("thread {tid}'s stack holds {value:#x} (a pointer into the lock) at {at:#x}"));
     }

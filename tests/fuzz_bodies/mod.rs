@@ -17,7 +17,12 @@ pub const FUZZ_MAX_FRAMES: usize = 512;
 
 /// Target `core_reader`: parses a core and reads what it points at.
 pub fn core_reader(bytes: &[u8]) -> Option<Core> {
-    let core = Core::from_bytes("fuzz-core", bytes.to_vec()).ok()?;
+    core_from(bytes.to_vec())
+}
+
+/// [`core_reader`] on a buffer the caller gives up (saves copying a multi-megabyte core).
+pub fn core_from(bytes: Vec<u8>) -> Option<Core> {
+    let core = Core::from_bytes("fuzz-core", bytes).ok()?;
     for t in &core.threads {
         let _ = core.bytes_at(t.registers.rsp, 256);
         let _ = core.bytes_at(t.registers.rip, 16);
@@ -48,8 +53,8 @@ pub fn elf_file(bytes: &[u8]) {
 }
 
 /// The process view of a core, its modules found through `locator`.
-pub fn process(bytes: &[u8], locator: &Locator) -> Option<Process> {
-    Some(Process::from_core(core_reader(bytes)?, locator))
+pub fn process(bytes: Vec<u8>, locator: &Locator) -> Option<Process> {
+    Some(Process::from_core(core_from(bytes)?, locator))
 }
 
 /// Every thread's stack, checking the walk's promises: at least frame #0, at most the bound.
@@ -74,7 +79,7 @@ pub fn report(process: &Process, opts: &Options) -> Report {
 }
 
 /// Target `pipeline`: core → process → stacks → report.
-pub fn pipeline(bytes: &[u8], opts: &Options) -> Option<Report> {
+pub fn pipeline(bytes: Vec<u8>, opts: &Options) -> Option<Report> {
     let process = process(bytes, &opts.locator)?;
     walk(&process, opts.max_walk_frames.unwrap_or(FUZZ_MAX_FRAMES));
     Some(report(&process, opts))

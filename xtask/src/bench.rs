@@ -1,4 +1,6 @@
 //! `cargo xtask bench [--threads N] [--runs N] [--kind gcore|kernel|all] [--criterion]`
+//! `cargo xtask bench --scale [--threads N] [--gib G] [--runs N] [--gcore] [--keep]` (see
+//! [`crate::scale`]: a core of G GiB with N threads against the small ones).
 //!
 //! End-to-end timings of knot against its peers on one big dump: the `many_threads` sample
 //! with N blocked threads (default 600), dumped by gcore and by the kernel. In one run, on the
@@ -29,17 +31,33 @@ const RSS_OVER_CORE_TARGET: f64 = 0.25;
 #[derive(clap::Args)]
 pub struct Args {
     /// Blocked threads in the many_threads sample (the core has one more: main).
-    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u32).range(1..))]
-    threads: u32,
-    /// Timed runs per tool, after one warm-up run.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
-    runs: u32,
+    /// Default 600; with --scale, 1000.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    threads: Option<u32>,
+    /// Timed runs per tool, after one warm-up run. Default 5; with --scale, 3.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: Option<u32>,
     /// Which dumps to measure.
-    #[arg(long, value_enum, default_value_t = KindArg::All)]
+    #[arg(long, value_enum, default_value_t = KindArg::All, conflicts_with = "scale")]
     kind: KindArg,
     /// Afterwards, run the criterion micro-benchmarks (`cargo bench -p knot --bench analyze`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "scale")]
     criterion: bool,
+    /// Scale case: a kernel core of --gib GiB with --threads threads, measured beside the
+    /// small many_threads cores (wall, CPU, peak RSS, page faults); `target/bench/scale.json`.
+    #[arg(long)]
+    scale: bool,
+    /// With --scale: GiB of anonymous memory the big core's process maps (touched once per
+    /// 64 MiB, so the kernel's core is sparse).
+    #[arg(long, default_value_t = 8, requires = "scale", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    gib: u32,
+    /// With --scale: also dump the big process with gcore (gdb 13 writes every zero page:
+    /// G GiB of disk written for real), and measure that core too.
+    #[arg(long, requires = "scale")]
+    gcore: bool,
+    /// With --scale: keep the big core(s) afterwards (and reuse them next time).
+    #[arg(long, requires = "scale")]
+    keep: bool,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -60,21 +78,37 @@ impl KindArg {
 }
 
 /// One tool's command line on one dump.
-struct Tool {
-    name: &'static str,
-    argv: Vec<OsString>,
+pub(crate) struct Tool {
+    pub(crate) name: &'static str,
+    pub(crate) argv: Vec<OsString>,
 }
 
 /// One run of a tool.
 #[derive(Clone, Copy)]
-struct Sample {
-    wall: Duration,
+pub(crate) struct Sample {
+    pub(crate) wall: Duration,
     /// Peak resident set, KiB (Linux's unit for `ru_maxrss`).
-    max_rss_kib: i64,
-    user: Duration,
-    sys: Duration,
+    pub(crate) max_rss_kib: i64,
+    pub(crate) user: Duration,
+    pub(crate) sys: Duration,
+    /// Page faults (`ru_minflt`, `ru_majflt`): pages the child mapped in, its heap and stacks
+    /// as well as the files it mmapped (a file read with read/pread shows in `rchar` instead).
+    pub(crate) minflt: i64,
+    pub(crate) majflt: i64,
+    /// Bytes the child read with read-like syscalls (`rchar` of /proc/PID/io, read from the
+    /// zombie before it is reaped), every file included; `None` if unreadable.
+    pub(crate) rchar: Option<u64>,
     /// Exit code, or `None` when killed by a signal.
-    code: Option<i32>,
+    pub(crate) code: Option<i32>,
+}
+
+impl Sample {
+    pub(crate) fn cpu(&self) -> Duration {
+        self.user + self.sys
+    }
+    pub(crate) fn faults(&self) -> u64 {
+        (self.minflt.max(0) + self.majflt.max(0)) as u64
+    }
 }
 
 struct Measured {
@@ -105,7 +139,7 @@ impl Measured {
     }
 }
 
-fn median(v: &[f64]) -> f64 {
+pub(crate) fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     match v.len() {
@@ -116,11 +150,18 @@ fn median(v: &[f64]) -> f64 {
 }
 
 pub fn run(a: Args) -> Result<()> {
+    if a.scale {
+        return crate::scale::run(crate::scale::Opts {
+            threads: a.threads.unwrap_or(1000),
+            gib: a.gib,
+            runs: a.runs.unwrap_or(3),
+            gcore: a.gcore,
+            keep: a.keep,
+        });
+    }
+    let a = Plain { threads: a.threads.unwrap_or(600), runs: a.runs.unwrap_or(5), kind: a.kind, criterion: a.criterion };
     let root = knot_samples::workspace_root();
-    let target = match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(t) => root.join(t),
-        None => root.join("target"),
-    };
+    let target = target_dir(&root);
     let out_dir = target.join("bench");
     fs::create_dir_all(out_dir.join("logs"))?;
 
@@ -150,21 +191,7 @@ pub fn run(a: Args) -> Result<()> {
     }
 
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!("build   cargo build --release -p knot");
-    let status = Command::new(&cargo)
-        .current_dir(&root)
-        .args(["build", "--release", "-p", "knot"])
-        .status()
-        .context("running cargo build --release -p knot")?;
-    if !status.success() {
-        bail!("cargo build --release -p knot failed ({status})");
-    }
-    let knot = target.join("release").join("knot");
-    let help = Command::new(&knot)
-        .args(["analyze", "--help"])
-        .output()
-        .with_context(|| format!("running {} analyze --help", knot.display()))?;
-    let has_stacks_only = String::from_utf8_lossy(&help.stdout).contains("--stacks-only");
+    let (knot, has_stacks_only) = build_knot(&root, &target)?;
 
     let gdb = find_tool("gdb");
     let eu_stack = find_tool("eu-stack");
@@ -298,6 +325,14 @@ pub fn run(a: Args) -> Result<()> {
     Ok(())
 }
 
+/// The arguments of the plain (not --scale) bench.
+struct Plain {
+    threads: u32,
+    runs: u32,
+    kind: KindArg,
+    criterion: bool,
+}
+
 fn report(
     d: &SampleDump,
     core_size: u64,
@@ -391,6 +426,15 @@ fn report(
         mib(knot.peak_rss()),
         mib(core_size)
     );
+    let cpu_ratio = |peer: &str| get(peer).map(|p| p.median_cpu() / knot.median_cpu());
+    let gdb_cpu = cpu_ratio("gdb");
+    let eu_cpu = cpu_ratio("eu-stack");
+    let _ = writeln!(
+        t,
+        "    CPU time (user+sys, less sensitive to a busy machine): gdb / knot {}, eu-stack / knot {}",
+        gdb_cpu.map_or("n/a".into(), |r| format!("{r:.1}x")),
+        eu_cpu.map_or("n/a".into(), |r| format!("{r:.1}x"))
+    );
     if let Some(so) = so {
         let _ = writeln!(
             t,
@@ -429,6 +473,8 @@ fn report(
             "gdb_over_knot_time": gdb_ratio,
             "eu_stack_over_knot_time": eu_ratio,
             "knot_peak_rss_over_core_size": rss_ratio,
+            "gdb_over_knot_cpu": gdb_cpu,
+            "eu_stack_over_knot_cpu": eu_cpu,
             "gdb_over_knot_stacks_only_time": gdb_so,
             "eu_stack_over_knot_stacks_only_time": eu_so,
         },
@@ -441,25 +487,56 @@ fn report(
     (t, value)
 }
 
-fn sample_json(s: &Sample) -> Value {
+/// The workspace's target directory (`$CARGO_TARGET_DIR`, relative to the root, or `target`).
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(t) => root.join(t),
+        None => root.join("target"),
+    }
+}
+
+/// `cargo build --release -p knot`; the binary, and whether it has `analyze --stacks-only`.
+pub(crate) fn build_knot(root: &Path, target: &Path) -> Result<(PathBuf, bool)> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    eprintln!("build   cargo build --release -p knot");
+    let status = Command::new(&cargo)
+        .current_dir(root)
+        .args(["build", "--release", "-p", "knot"])
+        .status()
+        .context("running cargo build --release -p knot")?;
+    if !status.success() {
+        bail!("cargo build --release -p knot failed ({status})");
+    }
+    let knot = target.join("release").join("knot");
+    let help = Command::new(&knot)
+        .args(["analyze", "--help"])
+        .output()
+        .with_context(|| format!("running {} analyze --help", knot.display()))?;
+    Ok((knot, String::from_utf8_lossy(&help.stdout).contains("--stacks-only")))
+}
+
+pub(crate) fn sample_json(s: &Sample) -> Value {
     json!({
         "wall_s": s.wall.as_secs_f64(),
         "user_s": s.user.as_secs_f64(),
         "sys_s": s.sys.as_secs_f64(),
         "max_rss_kib": s.max_rss_kib,
+        "minor_faults": s.minflt,
+        "major_faults": s.majflt,
+        "rchar_bytes": s.rchar,
         "exit_code": s.code,
     })
 }
 
-fn fmt_code(c: Option<i32>) -> String {
+pub(crate) fn fmt_code(c: Option<i32>) -> String {
     c.map_or("by signal".into(), |c| c.to_string())
 }
 
-fn mib(bytes: u64) -> String {
+pub(crate) fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
-fn knot_argv(knot: &Path, d: &SampleDump, stacks_only: bool) -> Vec<OsString> {
+pub(crate) fn knot_argv(knot: &Path, d: &SampleDump, stacks_only: bool) -> Vec<OsString> {
     let mut v: Vec<OsString> = vec![knot.into(), "analyze".into(), d.core.clone().into()];
     v.extend(["--format", "json", "-o", "/dev/null"].map(OsString::from));
     if stacks_only {
@@ -480,7 +557,7 @@ fn knot_argv(knot: &Path, d: &SampleDump, stacks_only: bool) -> Vec<OsString> {
     v
 }
 
-fn gdb_argv(gdb: &Path, d: &SampleDump) -> Vec<OsString> {
+pub(crate) fn gdb_argv(gdb: &Path, d: &SampleDump) -> Vec<OsString> {
     let mut v: Vec<OsString> = vec![gdb.into()];
     v.extend(["-nx", "-batch", "-iex", "set debuginfod enabled off"].map(OsString::from));
     if let Some(s) = &d.sysroot {
@@ -497,7 +574,7 @@ fn gdb_argv(gdb: &Path, d: &SampleDump) -> Vec<OsString> {
     v
 }
 
-fn eu_stack_argv(eu: &Path, d: &SampleDump) -> Vec<OsString> {
+pub(crate) fn eu_stack_argv(eu: &Path, d: &SampleDump) -> Vec<OsString> {
     let mut v: Vec<OsString> = vec![eu.into(), "--core".into(), d.core.clone().into()];
     v.push("--executable".into());
     v.push(d.binary.clone().into());
@@ -513,7 +590,7 @@ fn eu_stack_argv(eu: &Path, d: &SampleDump) -> Vec<OsString> {
 
 /// Runs `argv` to its end (stdout to /dev/null, stderr to `stderr`) and reaps it with `wait4`,
 /// for its own rusage.
-fn run_once(argv: &[OsString], stderr: &Path) -> Result<Sample> {
+pub(crate) fn run_once(argv: &[OsString], stderr: &Path) -> Result<Sample> {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .stdin(Stdio::null())
@@ -525,6 +602,24 @@ fn run_once(argv: &[OsString], stderr: &Path) -> Result<Sample> {
     let started = Instant::now();
     let child = cmd.spawn().with_context(|| format!("starting {}", argv[0].to_string_lossy()))?;
     let pid = child.id() as libc::pid_t;
+    // First wait without reaping (WNOWAIT): the zombie's /proc/PID/io still holds its totals.
+    loop {
+        // SAFETY: a zeroed siginfo_t is a valid value; waitid fills it in.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: pid is our child, not yet reaped; WNOWAIT leaves it so.
+        let r = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        if r == 0 {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            bail!("waitid on {}: {err}", argv[0].to_string_lossy());
+        }
+    }
+    let wall = started.elapsed();
+    let rchar = fs::read_to_string(format!("/proc/{pid}/io")).ok().and_then(|io| {
+        io.lines().find_map(|l| l.strip_prefix("rchar:")).and_then(|v| v.trim().parse::<u64>().ok())
+    });
     let mut status: libc::c_int = 0;
     // SAFETY: a zeroed rusage is a valid value; wait4 fills it in.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -541,35 +636,43 @@ fn run_once(argv: &[OsString], stderr: &Path) -> Result<Sample> {
         }
         bail!("wait4 on {}: {err}", argv[0].to_string_lossy());
     }
-    let wall = started.elapsed();
     drop(child);
     let code = if libc::WIFEXITED(status) { Some(libc::WEXITSTATUS(status)) } else { None };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    Ok(Sample { wall, max_rss_kib: ru.ru_maxrss, user: tv(ru.ru_utime), sys: tv(ru.ru_stime), code })
+    Ok(Sample {
+        wall,
+        max_rss_kib: ru.ru_maxrss,
+        user: tv(ru.ru_utime),
+        sys: tv(ru.ru_stime),
+        minflt: ru.ru_minflt,
+        majflt: ru.ru_majflt,
+        rchar,
+        code,
+    })
 }
 
-fn find_tool(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_tool(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|d| d.join(name)).find(|p| {
         fs::metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0)
     })
 }
 
-fn first_line(program: &Path, arg: &str) -> Option<String> {
+pub(crate) fn first_line(program: &Path, arg: &str) -> Option<String> {
     let out = Command::new(program).arg(arg).env("LC_ALL", "C").output().ok()?;
     String::from_utf8_lossy(&out.stdout).lines().next().map(str::to_string)
 }
 
-fn knot_version(knot: &Path) -> Option<String> {
+pub(crate) fn knot_version(knot: &Path) -> Option<String> {
     first_line(knot, "--version")
 }
 
-fn git(root: &Path, args: &[&str]) -> Option<String> {
+pub(crate) fn git(root: &Path, args: &[&str]) -> Option<String> {
     let out = Command::new("git").current_dir(root).args(args).output().ok()?;
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-fn machine_info() -> Value {
+pub(crate) fn machine_info() -> Value {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu = cpuinfo
         .lines()
@@ -588,12 +691,12 @@ fn machine_info() -> Value {
 }
 
 /// The 1-minute load average (other work competing for the cores).
-fn loadavg() -> Option<f64> {
+pub(crate) fn loadavg() -> Option<f64> {
     fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
 
 /// Now as `YYYY-MM-DDTHH:MM:SSZ`.
-fn utc_now() -> String {
+pub(crate) fn utc_now() -> String {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod samples;
+mod scale;
 
 #[derive(Parser)]
 #[command(name = "xtask", about = "knot's project tasks")]
@@ -16,7 +17,8 @@ struct Cli {
 enum Command {
     /// Build, run and dump the native samples; record gdb's oracle.
     Samples(samples::Args),
-    /// Time knot against gdb and eu-stack on a many-threads core (wall, peak RSS).
+    /// Time knot against gdb and eu-stack on a many-threads core (wall, peak RSS);
+    /// `--scale`: on a core of 8 GiB with 1,000 threads beside the small ones.
     Bench(bench::Args),
 }
 

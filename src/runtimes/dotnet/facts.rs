@@ -1,0 +1,145 @@
+//! Per-runtime-build facts the contract descriptor does not give (`analyzers/dotnet/*.toml`),
+//! found by libcoreclr build-id and runtime version. An unknown build gets no facts: the
+//! caller reports "unsupported runtime build" for what needs them, and never guesses.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+pub const FILES: &[(&str, &str)] = &[("analyzers/dotnet/coreclr-10.0.toml", include_str!("../../../analyzers/dotnet/coreclr-10.0.toml"))];
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Build {
+    pub runtime_version: String,
+    pub file_version: String,
+    pub commit: String,
+    pub libcoreclr_build_id: String,
+    pub layout: String,
+    pub verified: String,
+}
+
+/// Offsets and bits inside CoreCLR structures (see the data file for what each is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Layout {
+    pub sync_table_entry_object: u64,
+    pub sync_block_monitor: u64,
+    pub sync_block_link: u64,
+    pub sync_block_size: u64,
+    pub aware_lock_state: u64,
+    pub aware_lock_recursion: u64,
+    pub aware_lock_holding_thread_id: u64,
+    pub aware_lock_holding_os_thread_id: u64,
+    pub lock_state_locked_mask: u32,
+    pub lock_state_waiter_count_shift: u32,
+    pub wait_event_link_sync_block: u64,
+    pub wait_event_link_thread: u64,
+    pub wait_event_link_link: u64,
+    pub wait_event_link_ref_count: u64,
+    pub thread_local_data_blocking_info_first: u64,
+    pub thread_local_data_thread: u64,
+    pub blocking_info_object: u64,
+    pub blocking_info_kind: u64,
+    pub blocking_info_timeout: u64,
+    pub blocking_info_next: u64,
+    pub header_is_hash_or_sync_block_index: u32,
+    pub header_is_hash_code: u32,
+    pub header_sync_block_index_mask: u32,
+    pub header_spin_lock: u32,
+    pub header_thin_lock_thread_id_mask: u32,
+    pub header_thin_lock_recursion_mask: u32,
+    pub header_thin_lock_recursion_shift: u32,
+    pub managed_lock_owning_thread_id: u64,
+    pub managed_lock_state: u64,
+    pub managed_lock_recursion_count: u64,
+    pub managed_lock_locked_mask: u32,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileData {
+    build: Vec<Build>,
+    layout: BTreeMap<String, Layout>,
+}
+
+/// A known build and its layout.
+#[derive(Debug, Clone)]
+pub struct BuildFacts {
+    pub build: Build,
+    pub layout: Layout,
+    pub file: &'static str,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("runtime facts {file}: {reason}")]
+pub struct FactsError {
+    pub file: &'static str,
+    pub reason: String,
+}
+
+/// Parses one data file.
+pub fn parse(file: &'static str, text: &str) -> Result<Vec<BuildFacts>, FactsError> {
+    let bad = |reason: String| FactsError { file, reason };
+    let data: FileData = toml::from_str(text).map_err(|e| bad(e.to_string()))?;
+    data.build
+        .into_iter()
+        .map(|b| {
+            let layout = *data.layout.get(&b.layout).ok_or_else(|| bad(format!("layout {} is not defined", b.layout)))?;
+            if b.libcoreclr_build_id.len() != 40 || !b.libcoreclr_build_id.bytes().all(|c| c.is_ascii_hexdigit()) {
+                return Err(bad(format!("build {}: build-id {:?} is not 40 hex digits", b.runtime_version, b.libcoreclr_build_id)));
+            }
+            Ok(BuildFacts { build: b, layout, file })
+        })
+        .collect()
+}
+
+/// Every build in `analyzers/dotnet/`, parsed once.
+pub fn builtin() -> Result<&'static [BuildFacts], &'static FactsError> {
+    static ALL: OnceLock<Result<Vec<BuildFacts>, FactsError>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut all = Vec::new();
+        for (file, text) in FILES {
+            all.extend(parse(file, text)?);
+        }
+        Ok(all)
+    })
+    .as_ref()
+    .map(Vec::as_slice)
+}
+
+/// The facts for a runtime build: the build-id must match (it names the exact binary), and so
+/// must the version (the product version, or the file version compiled into libcoreclr when the
+/// path does not name the product), so a data-file mistake cannot pair a layout with the wrong
+/// runtime.
+pub fn lookup<'a>(all: &'a [BuildFacts], build_id: Option<&str>, product_version: &str, file_version: Option<&str>) -> Option<&'a BuildFacts> {
+    let id = build_id?;
+    all.iter().find(|f| {
+        f.build.libcoreclr_build_id.eq_ignore_ascii_case(id)
+            && (f.build.runtime_version == product_version || file_version.is_some_and(|v| v == f.build.file_version))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_files_parse() {
+        let all = builtin().expect("analyzer data parses");
+        assert!(!all.is_empty());
+        let id = Some("79945f51fb2612f13b7667a10a8fd29122664791");
+        let f = lookup(all, id, "10.0.12", None).expect("10.0.12 is known");
+        assert_eq!(f.layout.aware_lock_holding_os_thread_id, 16);
+        assert!(lookup(all, id, "10.0.1226.42308", Some("10.0.1226.42308")).is_some());
+        assert!(lookup(all, id, "10.0.13", None).is_none());
+        assert!(lookup(all, None, "10.0.12", None).is_none());
+        assert!(lookup(all, Some("00945f51fb2612f13b7667a10a8fd29122664791"), "10.0.12", None).is_none());
+    }
+
+    #[test]
+    fn refuses_unknown_fields_and_layouts() {
+        let e = parse("x.toml", "[[build]]\nruntime_version='1'\nfile_version='1'\ncommit=''\nlibcoreclr_build_id='00'\nlayout='nope'\nverified=''\n[layout]\n").unwrap_err();
+        assert!(e.to_string().contains("nope"), "{e}");
+    }
+}

@@ -1,0 +1,244 @@
+//! Finding the runtime in a process and reading its contract descriptor: from dump memory when
+//! the dump saved the descriptor's pages, else from the `libcoreclr.so` on disk that the process
+//! matched to the dump by build-id, with the dynamic linker's relocations applied by hand (the
+//! descriptor's pointers, and the pointer-data slots, are relocated addresses in `.data`).
+
+use super::descriptor::{Descriptor, Header, GlobalValue, HEADER_SIZE};
+use super::elf::{self, Slot};
+use super::error::DotnetError;
+use crate::process::{Memory, Module, Process};
+use serde::Serialize;
+
+pub const RUNTIME_MODULE: &str = "libcoreclr.so";
+pub const DESCRIPTOR_SYMBOL: &str = "DotNetRuntimeContractDescriptor";
+const MAX_SUB_DESCRIPTORS: usize = 8;
+
+/// Where a piece of the descriptor was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// Dump memory: what the process really held.
+    Dump,
+    /// The module file on disk (matched to the dump by build-id), relocated by knot.
+    File,
+}
+
+/// Which source each part of the descriptor came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct DescriptorSource {
+    /// The 40-byte `DotNetRuntimeContractDescriptor` header.
+    pub header: Source,
+    /// The JSON text (read-only data: the same bytes either way).
+    pub json: Source,
+    /// The pointer-data array (runtime addresses of the globals).
+    pub pointer_data: Source,
+}
+
+impl DescriptorSource {
+    pub fn summary(&self) -> &'static str {
+        match (self.header, self.pointer_data) {
+            (Source::Dump, Source::Dump) => "dump",
+            (Source::File, Source::File) => "file",
+            _ => "mixed",
+        }
+    }
+}
+
+/// The runtime module's identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuntimeVersion {
+    /// The product version (`10.0.12`), from the shared-framework directory the runtime was
+    /// loaded from; the file version when the path does not say.
+    pub product: String,
+    /// The `@(#)Version` string compiled into libcoreclr (`10.0.1226.42308`), when the file is
+    /// at hand.
+    pub file_version: Option<String>,
+    pub commit: Option<String>,
+    pub build_id: Option<String>,
+    pub path: String,
+}
+
+impl RuntimeVersion {
+    pub fn of(module: &Module) -> RuntimeVersion {
+        let (file_version, commit) = module.file.as_ref().and_then(elf::sccs_version).map_or((None, None), |(v, c)| (Some(v), c));
+        let from_path = product_version_from_path(&module.path);
+        RuntimeVersion {
+            product: from_path.or_else(|| file_version.clone()).unwrap_or_else(|| "unknown".into()),
+            file_version,
+            commit,
+            build_id: module.build_id_hex(),
+            path: module.path.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for RuntimeVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.product)?;
+        if let Some(v) = &self.file_version {
+            write!(f, " ({v})")?;
+        }
+        Ok(())
+    }
+}
+
+/// `.../Microsoft.NETCore.App/10.0.12/libcoreclr.so` → `10.0.12`.
+fn product_version_from_path(path: &str) -> Option<String> {
+    let mut parts = path.rsplit('/');
+    parts.next()?;
+    let version = parts.next()?;
+    let framework = parts.next()?;
+    (framework.starts_with("Microsoft.") && version.chars().next()?.is_ascii_digit()).then(|| version.to_string())
+}
+
+/// The runtime module, when the process has one.
+pub fn runtime_module(process: &Process) -> Option<&Module> {
+    process.modules.iter().find(|m| m.name() == RUNTIME_MODULE)
+}
+
+/// The descriptor, parsed, with its pointer data and where each came from.
+pub struct Located {
+    pub descriptor: Descriptor,
+    pub pointer_data: Vec<u64>,
+    pub source: DescriptorSource,
+    pub header_address: u64,
+}
+
+/// Why the descriptor could not be had.
+#[derive(Debug)]
+pub enum NotLocated {
+    /// The runtime exports no descriptor: a runtime before .NET 9, or not CoreCLR.
+    NoExport(String),
+    Error(DotnetError),
+}
+
+impl From<DotnetError> for NotLocated {
+    fn from(e: DotnetError) -> Self {
+        NotLocated::Error(e)
+    }
+}
+
+/// Bytes from the dump alone (no file fallback).
+fn dump_bytes(process: &Process, addr: u64, len: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        let chunk = process.core.bytes_at(addr.checked_add(out.len() as u64)?, len - out.len()).ok()?;
+        if chunk.is_empty() {
+            return None;
+        }
+        out.extend_from_slice(chunk);
+    }
+    Some(out)
+}
+
+/// 8-byte slots at runtime address `addr` from the file, relocated.
+fn file_slots(module: &Module, addr: u64, count: usize, what: &str) -> Result<Vec<u64>, DotnetError> {
+    let file = module.file.as_ref().ok_or_else(|| DotnetError::Invalid { what: "runtime module", at: module.start, why: format!("{what} is not in the dump and {} has no file", module.path) })?;
+    (0..count as u64)
+        .map(|i| {
+            let at = addr + 8 * i;
+            let link = module.to_link_address(at);
+            match elf::relocated_slot(file, link) {
+                Some(Slot::Relative(v)) => Ok(v.wrapping_add(module.bias)),
+                Some(Slot::Plain(v)) => Ok(v),
+                None => Err(DotnetError::Invalid { what: "relocated slot", at, why: format!("{what}: {} does not say what the slot holds at run time", file.path().display()) }),
+            }
+        })
+        .collect()
+}
+
+/// Finds and reads the descriptor of the runtime `module`: from the dump where it holds the
+/// bytes, else from the module's file.
+pub fn locate(process: &Process, module: &Module) -> Result<Located, NotLocated> {
+    locate_from(process, module, true)
+}
+
+/// As [`locate`], but the header and pointer data from the module's file even when the dump has
+/// them (to check the relocation against a dump that saved them).
+pub fn locate_from_file(process: &Process, module: &Module) -> Result<Located, NotLocated> {
+    locate_from(process, module, false)
+}
+
+fn locate_from(process: &Process, module: &Module, use_dump: bool) -> Result<Located, NotLocated> {
+    let file = module.file.as_ref().ok_or_else(|| {
+        NotLocated::Error(DotnetError::Invalid { what: "runtime module", at: module.start, why: format!("{} was not found on disk ({:?}); its exports cannot be looked up", module.path, module.file_status) })
+    })?;
+    let sym = elf::dynamic_symbol(file, DESCRIPTOR_SYMBOL).ok_or_else(|| NotLocated::NoExport(format!("{} exports no {DESCRIPTOR_SYMBOL}", module.name())))?;
+    let header_address = module.bias.wrapping_add(sym.value);
+    let (header, header_source) = read_header(process, module, header_address, use_dump)?;
+    let mut located = read_rest(process, module, header_address, header, header_source, use_dump)?;
+    // Sub-descriptors: each names a slot holding a pointer to another header.
+    let subs: Vec<_> = located.descriptor.sub_descriptors.clone().into_iter().take(MAX_SUB_DESCRIPTORS).collect();
+    for (name, global) in subs {
+        let slot = match global.value {
+            GlobalValue::Indirect(i) => located.pointer_data.get(i as usize).copied(),
+            GlobalValue::Direct(v) => Some(v),
+            GlobalValue::Text(_) => None,
+        };
+        let Some(slot) = slot.filter(|&s| s != 0) else { continue };
+        let Ok(sub_addr) = process.read_u64(slot) else { continue };
+        if sub_addr == 0 {
+            continue;
+        }
+        let (h, hs) = read_header(process, module, sub_addr, use_dump)?;
+        let sub = read_rest(process, module, sub_addr, h, hs, use_dump).map_err(|e| match e {
+            NotLocated::Error(e) => NotLocated::Error(DotnetError::Invalid { what: "sub-descriptor", at: sub_addr, why: format!("{name}: {e}") }),
+            other => other,
+        })?;
+        // Sub-descriptor globals index the sub-descriptor's own pointer data: resolve them now.
+        let mut d = sub.descriptor;
+        for g in d.globals.values_mut() {
+            if let GlobalValue::Indirect(i) = g.value {
+                g.value = GlobalValue::Direct(sub.pointer_data.get(i as usize).copied().unwrap_or(0));
+            }
+        }
+        located.descriptor.merge(d);
+    }
+    Ok(located)
+}
+
+fn read_header(process: &Process, module: &Module, at: u64, use_dump: bool) -> Result<(Header, Source), DotnetError> {
+    if let Some(bytes) = dump_bytes(process, at, HEADER_SIZE).filter(|_| use_dump) {
+        return Ok((Header::parse(&bytes, at)?, Source::Dump));
+    }
+    let file = module.file.as_ref().ok_or_else(|| DotnetError::Invalid { what: "contract descriptor", at, why: "not in the dump and no file".into() })?;
+    let link = module.to_link_address(at);
+    let mut bytes = elf::file_bytes(file, link, HEADER_SIZE).ok_or(DotnetError::BadDescriptor { at, why: "outside the file's loaded segments".into() })?;
+    // The two pointers are relocated.
+    for off in [16usize, 32] {
+        let v = file_slots(module, at + off as u64, 1, "contract descriptor pointer")?[0];
+        bytes[off..off + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    Ok((Header::parse(&bytes, at)?, Source::File))
+}
+
+fn read_rest(process: &Process, module: &Module, at: u64, header: Header, header_source: Source, use_dump: bool) -> Result<Located, NotLocated> {
+    let json_len = header.json_size as usize;
+    let (json, json_source) = match dump_bytes(process, header.json_addr, json_len) {
+        Some(b) => (b, Source::Dump),
+        None => {
+            let mut b = vec![0u8; json_len];
+            process.read(header.json_addr, &mut b).map_err(|e| DotnetError::memory(format!("descriptor JSON ({json_len} bytes)"), e))?;
+            (b, Source::File)
+        }
+    };
+    let descriptor = Descriptor::parse(&json, header.json_addr)?;
+    let count = header.pointer_data_count as usize;
+    let (pointer_data, pointer_source) = match dump_bytes(process, header.pointer_data_addr, count * 8).filter(|_| use_dump) {
+        Some(b) if count > 0 => (b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect(), Source::Dump),
+        _ if count == 0 => (Vec::new(), header_source),
+        _ => (file_slots(module, header.pointer_data_addr, count, "pointer data")?, Source::File),
+    };
+    Ok(Located { descriptor, pointer_data, source: DescriptorSource { header: header_source, json: json_source, pointer_data: pointer_source }, header_address: at })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn product_version_comes_from_the_framework_directory() {
+        assert_eq!(product_version_from_path("/usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.12/libcoreclr.so").as_deref(), Some("10.0.12"));
+        assert_eq!(product_version_from_path("/opt/app/libcoreclr.so"), None);
+    }
+}

@@ -1,0 +1,642 @@
+//! The .NET (CoreCLR) runtime reader: CoreCLR's own structures read straight from dump memory
+//! through the runtime's data contract descriptor — no DAC, no SOS.
+//!
+//! [`read`] finds `libcoreclr.so`, reads its exported `DotNetRuntimeContractDescriptor`
+//! ([`locate`], [`descriptor`]), then:
+//! - threads ([`threads`]): the `ThreadStore` list, each thread's OS tid, managed id, state,
+//!   `System.Threading.Thread` object and last `Frame`, joined to the dump's threads by tid;
+//! - monitors ([`syncblock`], [`objects`]): the sync block table's held monitors (owner,
+//!   recursion, SOS's MonitorHeld, object and type name), thin locks in the headers of the
+//!   objects knot can reach, and `System.Threading.Lock`s that threads are blocked on;
+//! - waits ([`blocking`]): which thread waits to enter (or is in Monitor.Wait on) which monitor,
+//!   from the runtime's `ThreadBlockingInfo` records and the sync blocks' Monitor.Wait lists.
+//!
+//! What the descriptor does not describe (the lock inside a sync block, the blocking-record
+//! slot) comes from per-build data in `analyzers/dotnet/` ([`facts`]); an unknown build gets
+//! threads but no monitors, with "unsupported runtime build <version> <build-id>". A runtime
+//! without a descriptor (before .NET 9) is [`DotnetReading::Unsupported`]. Nothing here
+//! panics on dump data, and every list walk is bounded and cycle-checked.
+
+pub mod blocking;
+pub mod descriptor;
+pub mod elf;
+pub mod error;
+pub mod facts;
+pub mod locate;
+pub mod metadata;
+pub mod objects;
+pub mod syncblock;
+pub mod target;
+pub mod threads;
+
+pub use blocking::BlockingKind;
+pub use error::DotnetError;
+pub use locate::{DescriptorSource, RuntimeVersion, Source};
+pub use threads::{ManagedThread, ThreadCounts};
+
+use crate::diagnostics::Diagnostic;
+use crate::process::{Locator, Process};
+use facts::{BuildFacts, Layout};
+use objects::{Header, TypeNamer};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use target::Target;
+
+const STAGE: &str = "dotnet";
+/// How far above a thread's stack pointer the thin-lock scan looks.
+const STACK_SCAN_BYTES: u64 = 512 * 1024;
+/// The contract versions this reader implements.
+const THREAD_CONTRACT: u64 = 1;
+
+/// What the reader made of the process.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum DotnetReading {
+    /// No `libcoreclr.so` in the process.
+    NotDotnet,
+    /// A CoreCLR knot cannot read: no descriptor (before .NET 9), or a layout it does not know.
+    Unsupported { version: String, why: String },
+    Runtime(Box<RuntimeReading>),
+}
+
+impl DotnetReading {
+    pub fn runtime(&self) -> Option<&RuntimeReading> {
+        match self {
+            DotnetReading::Runtime(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// One line for a report.
+    pub fn summary(&self) -> String {
+        match self {
+            DotnetReading::NotDotnet => "not a .NET process".into(),
+            DotnetReading::Unsupported { version, why } => format!("runtime reader unsupported: {version}: {why}"),
+            DotnetReading::Runtime(r) => format!(
+                ".NET {}: {} managed threads, {} monitors, {} waits (descriptor from {})",
+                r.version,
+                r.threads.len(),
+                r.monitors.len(),
+                r.waits.len(),
+                r.descriptor_source.summary()
+            ),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RuntimeReading {
+    pub version: RuntimeVersion,
+    pub descriptor_source: DescriptorSource,
+    /// The contracts the runtime says it satisfies, with their versions.
+    pub contracts: BTreeMap<String, u64>,
+    /// The ThreadStore's counters (clrthreads' header lines).
+    pub counts: Option<ThreadCounts>,
+    /// In ThreadStore list order.
+    pub threads: Vec<ManagedThread>,
+    /// Held or contended monitors, sync blocks first (in table order).
+    pub monitors: Vec<Monitor>,
+    pub waits: Vec<MonitorWait>,
+    /// The sync block table's size, when it was read.
+    pub sync_table: Option<SyncTableSummary>,
+    /// Whether monitors could be read for this build, and from which facts.
+    pub monitor_support: Support,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl RuntimeReading {
+    pub fn thread_by_os_tid(&self, tid: u32) -> Option<&ManagedThread> {
+        self.threads.iter().find(|t| t.os_tid == tid && tid != 0)
+    }
+    pub fn thread_by_managed_id(&self, id: u32) -> Option<&ManagedThread> {
+        self.threads.iter().find(|t| t.managed_id == id)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Support {
+    /// Read with the per-build facts from `file`.
+    Supported { file: String, layout: String },
+    /// Not read, and why ("unsupported runtime build <version> <build-id>").
+    Unsupported { why: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SyncTableSummary {
+    pub address: u64,
+    /// SOS's "Total": entries ever used.
+    pub total: u32,
+    /// SOS's "Free".
+    pub free: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MonitorKind {
+    /// An inflated monitor: an `AwareLock` in a sync block.
+    SyncBlock,
+    /// A thin lock in the object header.
+    ThinLock,
+    /// A `System.Threading.Lock` object (not a Monitor; found through a blocked thread's
+    /// blocking record).
+    Lock,
+}
+
+/// A lock on one object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Monitor {
+    pub kind: MonitorKind,
+    pub object: u64,
+    /// The object's type, as SOS prints it (`None` when it could not be read; see diagnostics).
+    pub type_name: Option<String>,
+    pub sync_block: Option<u64>,
+    pub sync_block_index: Option<u32>,
+    /// The owner's runtime `Thread` (clrthreads' ThreadOBJ).
+    pub owner_thread: Option<u64>,
+    pub owner_os_tid: Option<u32>,
+    pub owner_managed_id: Option<u32>,
+    /// Times the owner holds it (1 = held once; 0 = not held).
+    pub recursion: u32,
+    /// SOS's MonitorHeld (1 if held, plus 2 per waiter), for sync blocks.
+    pub monitor_held: Option<u32>,
+    /// Threads waiting to enter, by the lock's own count (sync blocks).
+    pub waiter_count: Option<u32>,
+    /// OS tids of the threads whose blocking records say they wait to enter it.
+    pub waiters: Vec<u32>,
+    /// OS tids of the threads in Monitor.Wait on it.
+    pub wait_list: Vec<u32>,
+}
+
+impl Monitor {
+    pub fn is_held(&self) -> bool {
+        self.recursion > 0 || self.owner_managed_id.is_some() || self.owner_os_tid.is_some()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitSource {
+    /// The thread's `ThreadBlockingInfo` record.
+    BlockingRecord,
+    /// The sync block's Monitor.Wait list (`WaitEventLink`).
+    WaitList,
+}
+
+/// One thread blocked on one lock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MonitorWait {
+    pub os_tid: u32,
+    pub managed_id: u32,
+    pub thread: u64,
+    pub kind: BlockingKind,
+    pub object: Option<u64>,
+    pub sync_block: Option<u64>,
+    /// The lock's owner at the time of the dump.
+    pub owner_os_tid: Option<u32>,
+    /// -1 for infinite, when the record says.
+    pub timeout_ms: Option<i32>,
+    pub source: WaitSource,
+}
+
+/// Reads the .NET runtime in `process`, finding managed images' files where the dump names them.
+pub fn read(process: &Process) -> DotnetReading {
+    read_with(process, &Locator::default())
+}
+
+/// As [`read`], with `locator` naming where else managed images (for type names) may be on disk.
+pub fn read_with(process: &Process, locator: &Locator) -> DotnetReading {
+    match facts::builtin() {
+        Ok(all) => read_with_facts(process, locator, Ok(all)),
+        Err(e) => read_with_facts(process, locator, Err(e.clone())),
+    }
+}
+
+/// As [`read_with`], with the per-build facts given (the built-in ones, or others for tests).
+pub fn read_with_facts(process: &Process, locator: &Locator, all_facts: Result<&[BuildFacts], facts::FactsError>) -> DotnetReading {
+    let Some(module) = locate::runtime_module(process) else { return DotnetReading::NotDotnet };
+    let version = RuntimeVersion::of(module);
+    let located = match locate::locate(process, module) {
+        Ok(l) => l,
+        Err(locate::NotLocated::NoExport(why)) => {
+            return DotnetReading::Unsupported { version: version.product.clone(), why: format!("runtime reader unsupported: {version}: {why} (runtimes before .NET 9 have no data contract descriptor)") }
+        }
+        Err(locate::NotLocated::Error(e)) => return DotnetReading::Unsupported { version: version.product.clone(), why: format!("runtime reader unsupported: {version}: {e}") },
+    };
+    let contracts = located.descriptor.contracts.clone();
+    match contracts.get("Thread") {
+        Some(&THREAD_CONTRACT) => {}
+        other => {
+            return DotnetReading::Unsupported {
+                version: version.product.clone(),
+                why: format!("runtime reader unsupported: {version}: Thread contract version {other:?} (knot reads version {THREAD_CONTRACT})"),
+            }
+        }
+    }
+    let source = located.source;
+    let memory = target::RuntimeMemory { process };
+    let t = Target::new(&memory, located.descriptor, located.pointer_data);
+    let mut reader = Reader { process, t: &t, diagnostics: Vec::new() };
+    if source.pointer_data == Source::File {
+        reader.diagnostics.push(Diagnostic::info(
+            STAGE,
+            format!(
+                "the contract descriptor's pointer data was not in the dump; read from {} (relocated by knot)",
+                module.file.as_ref().map_or(module.path.clone(), |f| f.path().display().to_string())
+            ),
+        ));
+    }
+
+    let build = match &all_facts {
+        Ok(all) => facts::lookup(all, version.build_id.as_deref(), &version.product, version.file_version.as_deref()),
+        Err(_) => None,
+    };
+    let monitor_support = match (build, &all_facts) {
+        (Some(b), _) => Support::Supported { file: b.file.to_string(), layout: b.build.layout.clone() },
+        (None, Err(e)) => Support::Unsupported { why: e.to_string() },
+        (None, Ok(_)) => Support::Unsupported { why: format!("unsupported runtime build {} {}", version.product, version.build_id.as_deref().unwrap_or("(no build-id)")) },
+    };
+
+    let (counts, threads) = reader.threads();
+    let image = metadata::ImageMemory::new(process, locator);
+    let namer = TypeNamer::new(&t, &image);
+    let (monitors, waits, sync_table) = match build {
+        Some(b) => reader.monitors(b, &threads, &namer),
+        None => {
+            if let Support::Unsupported { why } = &monitor_support {
+                reader.diagnostics.push(Diagnostic::warning(STAGE, format!("monitors not read: {why}")));
+            }
+            (Vec::new(), Vec::new(), None)
+        }
+    };
+    if let Ok(notes) = image.notes.lock() {
+        for (severity, n) in notes.iter() {
+            let message = format!("managed image: {n}");
+            reader.diagnostics.push(match severity {
+                crate::diagnostics::Severity::Warning => Diagnostic::warning(STAGE, message),
+                crate::diagnostics::Severity::Info => Diagnostic::info(STAGE, message),
+            });
+        }
+    }
+    let diagnostics = reader.diagnostics;
+    DotnetReading::Runtime(Box::new(RuntimeReading {
+        version,
+        descriptor_source: source,
+        contracts,
+        counts,
+        threads,
+        monitors,
+        waits,
+        sync_table,
+        monitor_support,
+        diagnostics,
+    }))
+}
+
+struct Reader<'a> {
+    process: &'a Process,
+    t: &'a Target<'a>,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl Reader<'_> {
+    fn warn(&mut self, what: &str, e: &DotnetError) {
+        let mut d = Diagnostic::warning(STAGE, format!("{what}: {e}"));
+        if let Some(a) = e.address() {
+            d = d.at_address(a);
+        }
+        self.diagnostics.push(d);
+    }
+
+    fn threads(&mut self) -> (Option<ThreadCounts>, Vec<ManagedThread>) {
+        let t = self.t;
+        let ts = match threads::thread_store(t) {
+            Ok(ts) => ts,
+            Err(e) => {
+                self.warn("threads not read", &e);
+                return (None, Vec::new());
+            }
+        };
+        let counts = threads::counts(t, ts).map_err(|e| self.warn("thread counts not read", &e)).ok();
+        let addresses = match threads::thread_addresses(t, ts) {
+            Ok(a) => a,
+            Err(e) => {
+                self.warn("thread list not read", &e);
+                return (counts, Vec::new());
+            }
+        };
+        let finalizer = t.global_deref("FinalizerThread").unwrap_or(0);
+        let gc = t.global_deref("GCThread").unwrap_or(0);
+        let by_tid: HashMap<u32, usize> = self.process.core.threads.iter().enumerate().map(|(i, th)| (th.tid, i)).collect();
+        let mut out = Vec::new();
+        for a in addresses {
+            match threads::read_thread(t, a, finalizer, gc) {
+                Ok(mut th) => {
+                    th.dump_thread_index = by_tid.get(&th.os_tid).copied();
+                    if th.dump_thread_index.is_none() && th.os_tid != 0 && !th.is_dead() {
+                        self.diagnostics.push(Diagnostic::info(STAGE, format!("managed thread {} (OS tid {}) is not among the dump's threads", th.managed_id, th.os_tid)).at_address(a));
+                    }
+                    out.push(th);
+                }
+                Err(e) => self.warn(&format!("thread {a:#x} not read"), &e),
+            }
+        }
+        if let Some(c) = counts
+            && c.thread_count >= 0
+            && c.thread_count as usize != out.len()
+        {
+            self.diagnostics.push(Diagnostic::warning(STAGE, format!("the ThreadStore counts {} threads but its list has {}", c.thread_count, out.len())));
+        }
+        (counts, out)
+    }
+
+    fn monitors(&mut self, b: &BuildFacts, threads: &[ManagedThread], namer: &TypeNamer) -> (Vec<Monitor>, Vec<MonitorWait>, Option<SyncTableSummary>) {
+        let t = self.t;
+        let l = &b.layout;
+        let by_thread: HashMap<u64, &ManagedThread> = threads.iter().map(|th| (th.address, th)).collect();
+        let by_id: HashMap<u32, &ManagedThread> = threads.iter().map(|th| (th.managed_id, th)).collect();
+        let mut monitors: Vec<Monitor> = Vec::new();
+        let mut waits: Vec<MonitorWait> = Vec::new();
+
+        // Sync blocks.
+        let table = match syncblock::read_table(t, l) {
+            Ok(table) => Some(table),
+            Err(e) => {
+                self.warn("sync block table not read", &e);
+                None
+            }
+        };
+        let mut by_sync_block: HashMap<u64, usize> = HashMap::new();
+        let mut sync_objects: HashMap<u64, usize> = HashMap::new();
+        // Every in-use entry, by its AwareLock's address (what blocking records point at).
+        let entries: HashMap<u64, syncblock::Entry> =
+            table.iter().flat_map(|t| t.entries.iter()).filter(|e| e.sync_block != 0).map(|e| (e.sync_block + l.sync_block_monitor, *e)).collect();
+        for entry in table.iter().flat_map(|t| t.entries.iter()) {
+            if entry.sync_block == 0 {
+                continue;
+            }
+            let lock = match syncblock::read_aware_lock(t, l, entry.sync_block) {
+                Ok(lock) => lock,
+                Err(e) => {
+                    self.warn(&format!("sync block {} not read", entry.index), &e);
+                    continue;
+                }
+            };
+            let wait_list = match syncblock::wait_list(t, l, entry.sync_block) {
+                Ok(w) => w,
+                Err(e) => {
+                    self.warn(&format!("Monitor.Wait list of sync block {}", entry.index), &e);
+                    Vec::new()
+                }
+            };
+            if !lock.locked && lock.waiter_count == 0 && wait_list.is_empty() && lock.holding_thread_id == 0 {
+                continue;
+            }
+            // The object header must name this entry.
+            match objects::header_value(t, entry.object).map(|v| objects::decode_header(v, l)) {
+                Ok(Header::SyncBlock(i)) if i == entry.index => {}
+                Ok(h) => self.diagnostics.push(
+                    Diagnostic::warning(STAGE, format!("object {:#x} of sync block {} has header {h:?}, not that index", entry.object, entry.index)).at_address(entry.object),
+                ),
+                Err(e) => self.warn(&format!("header of object {:#x}", entry.object), &e),
+            }
+            let (owner_thread, owner_os_tid, owner_managed_id) = if lock.holding_thread_id != 0 {
+                let thread = match threads::id_to_thread(t, lock.holding_thread_id) {
+                    Ok(Some(th)) => Some(th),
+                    Ok(None) => by_id.get(&lock.holding_thread_id).map(|th| th.address),
+                    Err(e) => {
+                        self.warn("thin-lock id dispenser", &e);
+                        by_id.get(&lock.holding_thread_id).map(|th| th.address)
+                    }
+                };
+                let os = (lock.holding_os_thread_id != 0).then_some(lock.holding_os_thread_id as u32);
+                if let (Some(th), Some(os)) = (thread.and_then(|a| by_thread.get(&a)), os)
+                    && th.os_tid != os
+                {
+                    self.diagnostics.push(Diagnostic::warning(
+                        STAGE,
+                        format!("sync block {}: owner id {} is OS tid {}, but the lock records OS tid {os}", entry.index, lock.holding_thread_id, th.os_tid),
+                    ));
+                }
+                (thread, os.or_else(|| thread.and_then(|a| by_thread.get(&a)).map(|th| th.os_tid)), Some(lock.holding_thread_id))
+            } else {
+                (None, None, None)
+            };
+            let wait_tids: Vec<u32> = wait_list.iter().filter_map(|(th, _)| by_thread.get(th).map(|m| m.os_tid)).collect();
+            for (th, _) in &wait_list {
+                if let Some(m) = by_thread.get(th) {
+                    waits.push(MonitorWait {
+                        os_tid: m.os_tid,
+                        managed_id: m.managed_id,
+                        thread: m.address,
+                        kind: BlockingKind::MonitorWait,
+                        object: Some(entry.object),
+                        sync_block: Some(entry.sync_block),
+                        owner_os_tid,
+                        timeout_ms: None,
+                        source: WaitSource::WaitList,
+                    });
+                }
+            }
+            by_sync_block.insert(entry.sync_block + l.sync_block_monitor, monitors.len());
+            sync_objects.insert(entry.object, monitors.len());
+            monitors.push(Monitor {
+                kind: MonitorKind::SyncBlock,
+                object: entry.object,
+                type_name: None,
+                sync_block: Some(entry.sync_block),
+                sync_block_index: Some(entry.index),
+                owner_thread,
+                owner_os_tid,
+                owner_managed_id,
+                recursion: if lock.locked { lock.recursion } else { 0 },
+                monitor_held: Some(lock.monitor_held()),
+                waiter_count: Some(lock.waiter_count),
+                waiters: Vec::new(),
+                wait_list: wait_tids,
+            });
+        }
+        // Blocking records.
+        let mut lock_objects: HashMap<u64, usize> = HashMap::new();
+        for th in threads {
+            let records = match blocking::records(t, l, th.address, th.thread_local_data) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.warn(&format!("blocking records of thread {}", th.managed_id), &e);
+                    continue;
+                }
+            };
+            for r in records {
+                let wait = |object, sync_block, owner| MonitorWait {
+                    os_tid: th.os_tid,
+                    managed_id: th.managed_id,
+                    thread: th.address,
+                    kind: r.kind,
+                    object,
+                    sync_block,
+                    owner_os_tid: owner,
+                    timeout_ms: Some(r.timeout_ms),
+                    source: WaitSource::BlockingRecord,
+                };
+                match r.kind {
+                    BlockingKind::MonitorEnter | BlockingKind::MonitorWait => {
+                        let idx = by_sync_block.get(&r.object_ptr).copied();
+                        let m = idx.map(|i| &monitors[i]);
+                        let entry = entries.get(&r.object_ptr);
+                        let object = m.map(|m| m.object).or(entry.map(|e| e.object));
+                        let w = wait(object, Some(r.object_ptr.wrapping_sub(l.sync_block_monitor)), m.and_then(|m| m.owner_os_tid));
+                        if r.kind == BlockingKind::MonitorWait
+                            && waits.iter().any(|x| x.source == WaitSource::WaitList && x.thread == th.address && x.sync_block == w.sync_block)
+                        {
+                            continue;
+                        }
+                        if let (Some(i), BlockingKind::MonitorEnter) = (idx, r.kind) {
+                            monitors[i].waiters.push(th.os_tid);
+                        }
+                        if entry.is_none() && table.is_some() {
+                            self.diagnostics.push(Diagnostic::warning(
+                                STAGE,
+                                format!("thread {} waits on AwareLock {:#x}, which is in no in-use sync block", th.managed_id, r.object_ptr),
+                            ));
+                        }
+                        waits.push(w);
+                    }
+                    BlockingKind::Lock | BlockingKind::Condition => {
+                        let object = match t.read_ptr(r.object_ptr, "blocking record's object slot") {
+                            Ok(o) => o,
+                            Err(e) => {
+                                self.warn(&format!("object of thread {}'s blocking record", th.managed_id), &e);
+                                continue;
+                            }
+                        };
+                        let idx = match lock_objects.get(&object) {
+                            Some(&i) => Some(i),
+                            None if r.kind == BlockingKind::Lock => match self.managed_lock(l, object, threads) {
+                                Ok(m) => {
+                                    lock_objects.insert(object, monitors.len());
+                                    monitors.push(m);
+                                    Some(monitors.len() - 1)
+                                }
+                                Err(e) => {
+                                    self.warn(&format!("Lock {object:#x}"), &e);
+                                    None
+                                }
+                            },
+                            None => None,
+                        };
+                        let owner = idx.and_then(|i| monitors[i].owner_os_tid);
+                        if let Some(i) = idx {
+                            monitors[i].waiters.push(th.os_tid);
+                        }
+                        waits.push(wait(Some(object), None, owner));
+                    }
+                }
+            }
+        }
+        // Thin locks: in the headers of objects knot can reach.
+        let mut candidates: Vec<(u64, Option<u32>)> = threads.iter().filter(|th| th.thread_object != 0).map(|th| (th.thread_object, None)).collect();
+        candidates.extend(lock_objects.keys().map(|&o| (o, None)));
+        candidates.extend(self.stack_objects(l, threads));
+        let mut seen: HashSet<u64> = sync_objects.keys().copied().collect();
+        for (object, only_owner) in candidates {
+            if !seen.insert(object) {
+                continue;
+            }
+            let Ok(v) = objects::header_value(t, object) else { continue };
+            if let Header::ThinLock { owner_id, recursion_level } = objects::decode_header(v, l) {
+                if only_owner.is_some_and(|id| id != owner_id) {
+                    continue;
+                }
+                let owner = by_id.get(&owner_id);
+                monitors.push(Monitor {
+                    kind: MonitorKind::ThinLock,
+                    object,
+                    type_name: None,
+                    sync_block: None,
+                    sync_block_index: None,
+                    owner_thread: owner.map(|th| th.address),
+                    owner_os_tid: owner.map(|th| th.os_tid),
+                    owner_managed_id: Some(owner_id),
+                    recursion: recursion_level + 1,
+                    monitor_held: None,
+                    waiter_count: None,
+                    waiters: Vec::new(),
+                    wait_list: Vec::new(),
+                });
+            }
+        }
+        // Type names.
+        for m in &mut monitors {
+            match namer.object_type_name(m.object) {
+                Ok(n) => m.type_name = Some(n),
+                Err(e) => {
+                    let mut d = Diagnostic::warning(STAGE, format!("type of object {:#x}: {e}", m.object));
+                    d = d.at_address(m.object);
+                    self.diagnostics.push(d);
+                }
+            }
+        }
+        let summary = table.map(|t| SyncTableSummary { address: t.address, total: t.total, free: t.free });
+        (monitors, waits, summary)
+    }
+
+    /// A `System.Threading.Lock` object's owner and recursion.
+    fn managed_lock(&self, l: &Layout, object: u64, threads: &[ManagedThread]) -> Result<Monitor, DotnetError> {
+        let t = self.t;
+        let owner_os = t.read_u32(object + l.managed_lock_owning_thread_id, "Lock._owningThreadId")?;
+        let state = t.read_u32(object + l.managed_lock_state, "Lock._state")?;
+        let recursion = t.read_u32(object + l.managed_lock_recursion_count, "Lock._recursionCount")?;
+        let locked = state & l.managed_lock_locked_mask != 0;
+        let owner = threads.iter().find(|th| owner_os != 0 && th.os_tid == owner_os);
+        Ok(Monitor {
+            kind: MonitorKind::Lock,
+            object,
+            type_name: None,
+            sync_block: None,
+            sync_block_index: None,
+            owner_thread: owner.map(|th| th.address),
+            owner_os_tid: (locked && owner_os != 0).then_some(owner_os),
+            owner_managed_id: owner.filter(|_| locked).map(|th| th.managed_id),
+            recursion: if locked { recursion + 1 } else { 0 },
+            monitor_held: None,
+            waiter_count: None,
+            waiters: Vec::new(),
+            wait_list: Vec::new(),
+        })
+    }
+
+    /// Words on each managed thread's stack that are references to objects thin-locked by that
+    /// same thread: the header must name the scanning thread as owner and the word must point at
+    /// a MethodTable whose EEClass points back, which keeps stray stack words from being taken
+    /// for objects. A thin lock whose object only another thread (or a register) refers to is
+    /// not found; a contended one is a sync block, which the table gives.
+    fn stack_objects(&self, l: &Layout, threads: &[ManagedThread]) -> Vec<(u64, Option<u32>)> {
+        let t = self.t;
+        let mut out = Vec::new();
+        for th in threads {
+            let Some(i) = th.dump_thread_index else { continue };
+            let Some(ct) = self.process.core.threads.get(i) else { continue };
+            let sp = ct.registers.rsp & !7;
+            let Some(seg) = self.process.core.segments.find(sp) else { continue };
+            let end = seg.end().min(sp.saturating_add(STACK_SCAN_BYTES));
+            let Ok(bytes) = self.process.core.bytes_at(sp, (end - sp) as usize) else { continue };
+            for w in bytes.chunks_exact(8) {
+                let v = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+                // Objects live on the GC heap: a word pointing into this stack is a frame
+                // pointer or a local's address, not a locked object.
+                if v < 0x10000 || v & 7 != 0 || seg.contains(v) {
+                    continue;
+                }
+                let Ok(h) = objects::header_value(t, v) else { continue };
+                match objects::decode_header(h, l) {
+                    Header::ThinLock { owner_id, .. } if owner_id == th.managed_id => {}
+                    _ => continue,
+                }
+                if objects::method_table(t, v).is_ok_and(|mt| objects::is_plausible_method_table(t, mt)) {
+                    out.push((v, Some(th.managed_id)));
+                }
+            }
+        }
+        out
+    }
+}

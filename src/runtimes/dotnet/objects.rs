@@ -1,0 +1,239 @@
+//! Managed objects: an object's MethodTable (Object contract: `Object.m_pMethTab` with the
+//! `ObjectToMethodTableUnmask` bits cleared), the type name SOS prints for it (RuntimeTypeSystem
+//! contract: `MethodTable.MTFlags`/`MTFlags2`/`Module`/`EEClassOrCanonMT`/`PerInstInfo`,
+//! `EEClass.MethodTable`, `ArrayClass.Rank`, `GenericsDictInfo`, `TypeDesc.TypeAndFlags`,
+//! `ParamTypeDesc.TypeArg`; the TypeDef name from the module's ECMA-335 metadata), and the
+//! object header's sync block value (the u32 `SyncBlockValueToObjectOffset` bytes before the
+//! object).
+
+use super::error::DotnetError;
+use super::facts::Layout;
+use super::metadata::{self, Metadata};
+use super::target::{Result, Target};
+use crate::process::Memory;
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+const CATEGORY_ARRAY_MASK: u32 = 0x000C_0000;
+const CATEGORY_ARRAY: u32 = 0x0008_0000;
+const CATEGORY_IF_ARRAY_THEN_SZARRAY: u32 = 0x0002_0000;
+const HAS_COMPONENT_SIZE: u32 = 0x8000_0000;
+const GENERICS_MASK: u32 = 0x30;
+const GENERICS_TYPICAL: u32 = 0x30;
+const TYPE_HANDLE_TYPE_DESC: u64 = 2;
+const MAX_NAME_DEPTH: u32 = 8;
+const MAX_TYPE_ARGS: u16 = 64;
+
+/// What an object header's sync block value says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Header {
+    /// No lock, hash code or sync block.
+    Empty,
+    /// A thin lock: owner's managed thread id, and recursion level (0 = held once).
+    ThinLock { owner_id: u32, recursion_level: u32 },
+    HashCode(u32),
+    SyncBlock(u32),
+}
+
+pub fn decode_header(value: u32, l: &Layout) -> Header {
+    if value & l.header_is_hash_or_sync_block_index != 0 {
+        if value & l.header_is_hash_code != 0 {
+            Header::HashCode(value & (l.header_is_hash_code - 1))
+        } else {
+            Header::SyncBlock(value & l.header_sync_block_index_mask)
+        }
+    } else {
+        let owner_id = value & l.header_thin_lock_thread_id_mask;
+        if owner_id == 0 {
+            Header::Empty
+        } else {
+            Header::ThinLock { owner_id, recursion_level: (value & l.header_thin_lock_recursion_mask) >> l.header_thin_lock_recursion_shift }
+        }
+    }
+}
+
+/// The object header's sync block value.
+pub fn header_value(t: &Target, object: u64) -> Result<u32> {
+    let off = t.global("SyncBlockValueToObjectOffset")?;
+    t.read_u32(object.wrapping_sub(off), &format!("object header of {object:#x}"))
+}
+
+pub fn method_table(t: &Target, object: u64) -> Result<u64> {
+    let raw = t.field_ptr(object, "Object", "m_pMethTab")?;
+    let unmask = t.global("ObjectToMethodTableUnmask").unwrap_or(0);
+    Ok(raw & !unmask)
+}
+
+/// The EEClass of a MethodTable (directly, or through its canonical MethodTable).
+pub fn ee_class(t: &Target, mt: u64) -> Result<u64> {
+    let v = t.field_ptr(mt, "MethodTable", "EEClassOrCanonMT")?;
+    if v & 1 == 0 {
+        return Ok(v);
+    }
+    let canon = v & !1;
+    let c = t.field_ptr(canon, "MethodTable", "EEClassOrCanonMT")?;
+    if c & 1 != 0 {
+        return Err(DotnetError::Invalid { what: "MethodTable", at: mt, why: format!("canonical MethodTable {canon:#x} is not canonical") });
+    }
+    Ok(c)
+}
+
+/// Whether `mt` looks like a real MethodTable: its EEClass points back at it or at its
+/// canonical MethodTable. Used to accept a stack word as an object reference.
+pub fn is_plausible_method_table(t: &Target, mt: u64) -> bool {
+    if mt == 0 || mt & 7 != 0 {
+        return false;
+    }
+    let Ok(v) = t.field_ptr(mt, "MethodTable", "EEClassOrCanonMT") else { return false };
+    let canon = if v & 1 == 0 { mt } else { v & !1 };
+    let Ok(class) = ee_class(t, mt) else { return false };
+    if class == 0 || class & 7 != 0 {
+        return false;
+    }
+    t.field_ptr(class, "EEClass", "MethodTable").is_ok_and(|back| back == canon)
+}
+
+/// Names types as SOS prints them, caching modules' metadata.
+pub struct TypeNamer<'t, 'm> {
+    t: &'t Target<'t>,
+    /// Memory for images' metadata (dump, then the mapped files).
+    image: &'m dyn Memory,
+    modules: RefCell<HashMap<u64, std::result::Result<Metadata, DotnetError>>>,
+    names: RefCell<HashMap<u64, String>>,
+}
+
+impl<'t, 'm> TypeNamer<'t, 'm> {
+    pub fn new(t: &'t Target<'t>, image: &'m dyn Memory) -> Self {
+        TypeNamer { t, image, modules: RefCell::new(HashMap::new()), names: RefCell::new(HashMap::new()) }
+    }
+
+    /// The type name of the object at `object`.
+    pub fn object_type_name(&self, object: u64) -> Result<String> {
+        let mt = method_table(self.t, object)?;
+        self.type_name(mt)
+    }
+
+    /// The name of a TypeHandle (a MethodTable, or a TypeDesc when bit 1 is set).
+    pub fn type_name(&self, th: u64) -> Result<String> {
+        self.name(th, 0)
+    }
+
+    fn name(&self, th: u64, depth: u32) -> Result<String> {
+        if depth > MAX_NAME_DEPTH {
+            return Err(DotnetError::Invalid { what: "type name", at: th, why: "nested deeper than 8 levels".into() });
+        }
+        if let Some(n) = self.names.borrow().get(&th) {
+            return Ok(n.clone());
+        }
+        let n = if th & TYPE_HANDLE_TYPE_DESC != 0 { self.type_desc_name(th & !3, depth)? } else { self.method_table_name(th, depth)? };
+        self.names.borrow_mut().insert(th, n.clone());
+        Ok(n)
+    }
+
+    fn type_desc_name(&self, td: u64, depth: u32) -> Result<String> {
+        let t = self.t;
+        let kind = t.field_u32(td, "TypeDesc", "TypeAndFlags")? & 0xff;
+        let arg = || t.field_ptr(td, "ParamTypeDesc", "TypeArg");
+        Ok(match kind {
+            0x0f => format!("{}*", self.name(arg()?, depth + 1)?),
+            0x10 => format!("{}&", self.name(arg()?, depth + 1)?),
+            0x13 | 0x1e => {
+                // A generic variable: its name is in the GenericParam table; SOS prints it as is.
+                "T".to_string()
+            }
+            0x1b => "(fnptr)".to_string(),
+            k => format!("(type desc {k:#x})"),
+        })
+    }
+
+    fn method_table_name(&self, mt: u64, depth: u32) -> Result<String> {
+        let t = self.t;
+        let flags = t.field_u32(mt, "MethodTable", "MTFlags")?;
+        if flags & CATEGORY_ARRAY_MASK == CATEGORY_ARRAY {
+            let elem = t.field_ptr(mt, "MethodTable", "PerInstInfo")?;
+            let elem_name = self.name(elem, depth + 1)?;
+            let rank = if flags & CATEGORY_IF_ARRAY_THEN_SZARRAY != 0 {
+                None
+            } else {
+                let class = ee_class(t, mt)?;
+                Some(t.read_u8(class.wrapping_add(t.offset("ArrayClass", "Rank")?), "ArrayClass.Rank")?)
+            };
+            return Ok(match rank {
+                None => format!("{elem_name}[]"),
+                Some(1) => format!("{elem_name}[*]"),
+                Some(r) => format!("{elem_name}[{}]", ",".repeat(r.saturating_sub(1) as usize)),
+            });
+        }
+        let rid = t.field_u32(mt, "MethodTable", "MTFlags2")? >> 8;
+        let module = t.field_ptr(mt, "MethodTable", "Module")?;
+        let base = self.with_metadata(module, |md| md.type_def_full_name(self.image, rid))?;
+        let has_instantiation = flags & HAS_COMPONENT_SIZE == 0 && flags & GENERICS_MASK != 0;
+        if !has_instantiation || flags & GENERICS_MASK == GENERICS_TYPICAL {
+            return Ok(base);
+        }
+        let args = self.instantiation(mt)?;
+        let mut out = base;
+        out.push('[');
+        for (i, a) in args.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let name = self.name(*a, depth + 1)?;
+            match self.assembly_of(*a) {
+                Some(asm) => out.push_str(&format!("[{name}, {asm}]")),
+                None => out.push_str(&format!("[{name}]")),
+            }
+        }
+        out.push(']');
+        Ok(out)
+    }
+
+    /// The type arguments of a generic instantiation: the last dictionary named by
+    /// `GenericsDictInfo` (just before `PerInstInfo`).
+    fn instantiation(&self, mt: u64) -> Result<Vec<u64>> {
+        let t = self.t;
+        let per_inst = t.field_ptr(mt, "MethodTable", "PerInstInfo")?;
+        let info = per_inst.wrapping_sub(8);
+        let num_dicts = t.field_u16(info, "GenericsDictInfo", "NumDicts")?;
+        let num_args = t.field_u16(info, "GenericsDictInfo", "NumTypeArgs")?;
+        if num_dicts == 0 || num_args > MAX_TYPE_ARGS || num_dicts > 1024 {
+            return Err(DotnetError::Invalid { what: "GenericsDictInfo", at: info, why: format!("{num_dicts} dictionaries, {num_args} type arguments") });
+        }
+        let dict = t.read_ptr(per_inst + 8 * (num_dicts as u64 - 1), "generic dictionary pointer")?;
+        (0..num_args as u64).map(|i| t.read_ptr(dict + 8 * i, "generic type argument")).collect()
+    }
+
+    fn assembly_of(&self, th: u64) -> Option<String> {
+        if th & TYPE_HANDLE_TYPE_DESC != 0 {
+            return None;
+        }
+        let module = self.t.field_ptr(th, "MethodTable", "Module").ok()?;
+        self.with_metadata(module, |md| md.assembly_name(self.image)).ok().flatten()
+    }
+
+    fn with_metadata<R>(&self, module: u64, f: impl FnOnce(&Metadata) -> Result<R>) -> Result<R> {
+        if !self.modules.borrow().contains_key(&module) {
+            let md = self.open_metadata(module);
+            self.modules.borrow_mut().insert(module, md);
+        }
+        let modules = self.modules.borrow();
+        match modules.get(&module) {
+            Some(Ok(md)) => f(md),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err(DotnetError::Metadata { at: module, why: "not cached".into() }),
+        }
+    }
+
+    fn open_metadata(&self, module: u64) -> Result<Metadata> {
+        let t = self.t;
+        if t.has_field("Module", "DynamicMetadata") && t.field_ptr(module, "Module", "DynamicMetadata")? != 0 {
+            return Err(DotnetError::Metadata { at: module, why: "a dynamic (Reflection.Emit) module: its metadata is not read".into() });
+        }
+        let base = t.field_ptr(module, "Module", "Base")?;
+        if base == 0 {
+            return Err(DotnetError::Metadata { at: module, why: "the module has no image base".into() });
+        }
+        let (root, size) = metadata::metadata_root(self.image, base)?;
+        Metadata::open(self.image, root, size)
+    }
+}

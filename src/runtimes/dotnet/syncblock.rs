@@ -1,0 +1,133 @@
+//! The sync block table and what is inside a sync block.
+//!
+//! From the descriptor: the `SyncTableEntries` global (the address of `g_pSyncTable`), the
+//! `SyncTableEntry` type's size and its `SyncBlock` field. From the build facts (the .NET 10
+//! descriptor does not describe them): `SyncTableEntry`'s object field, the `AwareLock` inside
+//! the `SyncBlock`, and the Monitor.Wait list (`SyncBlock.m_Link` → `WaitEventLink`s).
+//!
+//! The table's used length is `SyncBlockCache::m_FreeSyncTableIndex`, which the .NET 10
+//! descriptor does not reach; entries past it are zero (the table is zero-filled and handed out
+//! in order, freed entries keep a tagged free-list link in their object field), so the walk runs
+//! from index 1 to the first all-zero entry, bounded by [`MAX_ENTRIES`].
+
+use super::error::DotnetError;
+use super::facts::Layout;
+use super::target::{Result, Target};
+use std::collections::HashSet;
+
+/// 2^26 indexes fit the header's index field; no process gets near it.
+pub const MAX_ENTRIES: u32 = 1 << 22;
+/// More Monitor.Wait waiters on one object than any process has.
+pub const MAX_WAITERS: usize = 65_536;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    pub index: u32,
+    pub sync_block: u64,
+    pub object: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Table {
+    /// Address of the first entry (`g_pSyncTable`).
+    pub address: u64,
+    /// Entries 1..: SOS's "Total".
+    pub total: u32,
+    /// Entries on the free list (object field tagged with bit 0): SOS's "Free".
+    pub free: u32,
+    /// The entries in use, in index order.
+    pub entries: Vec<Entry>,
+}
+
+pub fn read_table(t: &Target, l: &Layout) -> Result<Table> {
+    let address = t.global_deref("SyncTableEntries")?;
+    if address == 0 {
+        return Ok(Table::default());
+    }
+    let size = t.size("SyncTableEntry")?;
+    let sb_off = t.offset("SyncTableEntry", "SyncBlock")?;
+    let obj_off = l.sync_table_entry_object;
+    if size < 16 || sb_off + 8 > size || obj_off + 8 > size {
+        return Err(DotnetError::Invalid { what: "SyncTableEntry", at: address, why: format!("size {size} does not hold fields at {sb_off} and {obj_off}") });
+    }
+    let mut table = Table { address, ..Table::default() };
+    for index in 1..=MAX_ENTRIES {
+        let at = address + index as u64 * size;
+        let entry = t.read_bytes(at, size as usize, &format!("sync table entry {index}"))?;
+        let word = |o: u64| u64::from_le_bytes(entry[o as usize..o as usize + 8].try_into().unwrap_or([0; 8]));
+        let (sync_block, object) = (word(sb_off), word(obj_off));
+        if sync_block == 0 && object == 0 {
+            table.total = index - 1;
+            return Ok(table);
+        }
+        if object & 1 != 0 {
+            table.free += 1;
+            continue;
+        }
+        table.entries.push(Entry { index, sync_block, object });
+    }
+    Err(DotnetError::TooMany { what: "sync block table", at: address, limit: MAX_ENTRIES as u64 })
+}
+
+/// The state of a sync block's `AwareLock`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AwareLock {
+    pub lock_state: u32,
+    pub locked: bool,
+    /// Threads waiting to enter (the count in the lock state).
+    pub waiter_count: u32,
+    pub recursion: u32,
+    /// The owner's managed thread id (0 when free).
+    pub holding_thread_id: u32,
+    /// The owner's OS thread id (0 when free).
+    pub holding_os_thread_id: u64,
+}
+
+impl AwareLock {
+    /// SOS's MonitorHeld: 1 for held, plus 2 per waiter.
+    pub fn monitor_held(&self) -> u32 {
+        (self.locked as u32) + 2 * self.waiter_count
+    }
+}
+
+pub fn read_aware_lock(t: &Target, l: &Layout, sync_block: u64) -> Result<AwareLock> {
+    let m = sync_block + l.sync_block_monitor;
+    let lock_state = t.read_u32(m + l.aware_lock_state, &format!("AwareLock state of sync block {sync_block:#x}"))?;
+    let recursion = t.read_u32(m + l.aware_lock_recursion, &format!("AwareLock recursion of sync block {sync_block:#x}"))?;
+    let holding_thread_id = t.read_u32(m + l.aware_lock_holding_thread_id, &format!("AwareLock owner of sync block {sync_block:#x}"))?;
+    let holding_os_thread_id = t.read_ptr(m + l.aware_lock_holding_os_thread_id, &format!("AwareLock OS owner of sync block {sync_block:#x}"))?;
+    Ok(AwareLock {
+        lock_state,
+        locked: lock_state & l.lock_state_locked_mask != 0,
+        waiter_count: lock_state >> l.lock_state_waiter_count_shift,
+        recursion,
+        holding_thread_id,
+        holding_os_thread_id,
+    })
+}
+
+/// The runtime `Thread`s in Monitor.Wait on this sync block (the `WaitEventLink` chain), with
+/// how many times each has called Wait on it.
+pub fn wait_list(t: &Target, l: &Layout, sync_block: u64) -> Result<Vec<(u64, u32)>> {
+    let mut link = t.read_ptr(sync_block + l.sync_block_link, &format!("Monitor.Wait list of sync block {sync_block:#x}"))?;
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    while link != 0 {
+        if !seen.insert(link) {
+            return Err(DotnetError::Cycle { what: "Monitor.Wait list", at: link });
+        }
+        if out.len() >= MAX_WAITERS {
+            return Err(DotnetError::TooMany { what: "Monitor.Wait list", at: sync_block, limit: MAX_WAITERS as u64 });
+        }
+        let wel = link.wrapping_sub(l.wait_event_link_link);
+        let wait_sb = t.read_ptr(wel + l.wait_event_link_sync_block, "WaitEventLink.m_WaitSB")?;
+        if wait_sb != sync_block {
+            return Err(DotnetError::Invalid { what: "WaitEventLink", at: wel, why: format!("names sync block {wait_sb:#x}, not {sync_block:#x}") });
+        }
+        let thread = t.read_ptr(wel + l.wait_event_link_thread, "WaitEventLink.m_Thread")?;
+        let refs = t.read_u32(wel + l.wait_event_link_ref_count, "WaitEventLink.m_RefCount")?;
+        out.push((thread, refs));
+        link = t.read_ptr(link, "WaitEventLink.m_LinkSB")?;
+    }
+    Ok(out)
+}

@@ -1,0 +1,58 @@
+//! Compressed cores: read whole when the stream is whole, as a truncated core when it breaks off,
+//! and refused at once when what comes out is not an ELF file.
+
+mod common;
+
+use knot::analysis::analyze;
+use knot::core::{Core, CoreError};
+use knot_samples::DumpKind;
+use std::io::Write;
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+#[test]
+fn a_whole_gzip_core_reads_as_the_core() {
+    let dump = common::committed("abba", DumpKind::Gcore);
+    let plain = common::analyze(&dump);
+    let dir = tempfile::tempdir().unwrap();
+    let gz = dir.path().join("core.gz");
+    std::fs::write(&gz, gzip(&std::fs::read(&dump.core).unwrap())).unwrap();
+    let packed = analyze(&gz, &common::options_for(&dump)).unwrap();
+    assert_eq!(packed.deadlocks.len(), plain.deadlocks.len());
+    assert!(!packed.dump.partial);
+    assert!(packed.diagnostics.iter().any(|d| d.message.contains("gzip-compressed")));
+}
+
+#[test]
+fn a_gzip_stream_cut_short_is_read_as_a_truncated_core() {
+    let dump = common::committed("abba", DumpKind::Gcore);
+    let bytes = std::fs::read(&dump.core).unwrap();
+    let packed = gzip(&bytes);
+    let dir = tempfile::tempdir().unwrap();
+    let gz = dir.path().join("core.gz");
+    std::fs::write(&gz, &packed[..packed.len() * 3 / 4]).unwrap();
+    match Core::open(&gz) {
+        Ok(core) => {
+            assert!(core.is_partial());
+            assert!(core.diagnostics.iter().any(|d| d.message.contains("breaks off")), "{:?}", core.diagnostics);
+        }
+        // Cut before the notes: the prefix holds no thread, which is an error of its own.
+        Err(e) => assert!(matches!(e, CoreError::NoThreads { .. } | CoreError::NotesTruncated { .. }), "{e}"),
+    }
+}
+
+#[test]
+fn compressed_data_that_is_not_elf_is_refused_before_it_is_unpacked() {
+    let dir = tempfile::tempdir().unwrap();
+    let gz = dir.path().join("bomb.gz");
+    // 64 MiB of zeros packs into a few KiB; it must be refused after the first block.
+    std::fs::write(&gz, gzip(&vec![0u8; 64 << 20])).unwrap();
+    let err = Core::open(&gz).unwrap_err();
+    assert!(err.to_string().contains("gzip"), "{err}");
+    let chain = format!("{:?}", err);
+    assert!(chain.contains("not an ELF file"), "{chain}");
+}
