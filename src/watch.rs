@@ -161,12 +161,12 @@ fn mtime(path: &Path) -> Option<SystemTime> {
 
 fn is_done(o: &Outputs, dump: &fs::Metadata) -> bool {
     let now = stamp(dump);
-    if let Ok(text) = fs::read_to_string(&o.marker) {
-        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
-            if v["size"].as_u64() == Some(now.size) && v["mtime_ns"].as_str() == Some(now.mtime_ns.to_string().as_str()) {
-                return true;
-            }
-        }
+    if let Ok(text) = fs::read_to_string(&o.marker)
+        && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text)
+        && v["size"].as_u64() == Some(now.size)
+        && v["mtime_ns"].as_str() == Some(now.mtime_ns.to_string().as_str())
+    {
+        return true;
     }
     let Ok(dump_time) = dump.modified() else { return false };
     [&o.report, &o.error].iter().any(|p| mtime(p).is_some_and(|t| t >= dump_time))

@@ -201,7 +201,7 @@ fn locks(out: &mut String, r: &Report) -> BTreeSet<u32> {
     }
     out.push_str("<section id=\"locks\"><h2>Locks</h2>\n");
     for (i, l) in contended {
-        let in_cycle = r.deadlocks.iter().any(|d| d.locks.iter().any(|id| *id == l.id));
+        let in_cycle = r.deadlocks.iter().any(|d| d.locks.contains(&l.id));
         let _ = write!(out, "<article class=\"lock{}\" id=\"l{i}\"><h3><span class=\"lockname\">{}</span> — {}", if in_cycle { " cycle" } else { "" }, escape(&l.display_name()), escape(&l.label));
         if let Some(a) = l.address {
             let _ = write!(out, " at <span class=\"mono\">{a}</span>");
@@ -256,7 +256,7 @@ fn others(out: &mut String, r: &Report, shown: &BTreeSet<u32>) {
     if rest.is_empty() {
         return;
     }
-    let _ = write!(out, "<section id=\"threads\"><h2>{}</h2><p class=\"tools\"><button type=\"button\" data-open=\"1\">open all</button> <button type=\"button\" data-open=\"0\">close all</button></p>\n", if shown.is_empty() { "Threads" } else { "Other threads" });
+    let _ = writeln!(out, "<section id=\"threads\"><h2>{}</h2><p class=\"tools\"><button type=\"button\" data-open=\"1\">open all</button> <button type=\"button\" data-open=\"0\">close all</button></p>", if shown.is_empty() { "Threads" } else { "Other threads" });
     for g in rest {
         let tids: Vec<u32> = g.tids.iter().copied().filter(|t| !shown.contains(t)).collect();
         group(out, r, &tids, &g.frames, false);
@@ -386,9 +386,9 @@ fn flame_graph(out: &mut String, r: &Report) {
         body.replace_range(start..start + len + 3, "");
     }
     let doc = format!("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>html,body{{margin:0;background:#fff}}svg{{display:block;width:100%}}</style></head><body>{body}</body></html>");
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "<section id=\"flame\"><h2>Flame graph of all stacks</h2><iframe class=\"flame\" title=\"Flame graph of every thread's stack\" sandbox=\"allow-scripts\" style=\"height:{:.0}px\" srcdoc=\"{}\"></iframe></section>\n",
+        "<section id=\"flame\"><h2>Flame graph of all stacks</h2><iframe class=\"flame\" title=\"Flame graph of every thread's stack\" sandbox=\"allow-scripts\" style=\"height:{:.0}px\" srcdoc=\"{}\"></iframe></section>",
         height + 4.0,
         escape(&doc)
     );

@@ -95,15 +95,13 @@ fn build(report: &Report) -> Graph {
     let mut shared_order: Vec<(usize, usize)> = Vec::new();
     for t in &report.threads {
         let Some(&li) = t.blocked_on.as_deref().and_then(|id| lock_index.get(id)) else { continue };
-        if !owners.contains(&t.tid) && !in_cycle.contains(&t.tid) {
-            if let Some(&g) = group_of.get(&t.tid) {
-                let key = (li, g);
-                if !shared.contains_key(&key) {
-                    shared_order.push(key);
-                }
-                shared.entry(key).or_default().push(t.tid);
-                continue;
+        if !owners.contains(&t.tid) && !in_cycle.contains(&t.tid) && let Some(&g) = group_of.get(&t.tid) {
+            let key = (li, g);
+            if !shared.contains_key(&key) {
+                shared_order.push(key);
             }
+            shared.entry(key).or_default().push(t.tid);
+            continue;
         }
         let n = new(&mut nodes, Kind::Thread(t.tid));
         nodes[n].out = Some(lock_node[li]);
@@ -269,8 +267,8 @@ fn draw(report: &Report, g: &Graph) -> String {
         }
         next_row += 0.4;
     }
-    for i in 0..n {
-        placed.col[i] = (max_depth - depth[i].min(max_depth)) as f64;
+    for (col, d) in placed.col.iter_mut().zip(&depth) {
+        *col = (max_depth - (*d).min(max_depth)) as f64;
     }
     let has_ring = g.parts.iter().any(|p| !p.ring.is_empty());
     let width = PAD * 2.0 + (max_depth as f64 + 1.0) * (NODE_W + COL_GAP) - COL_GAP + if has_ring { ARC_ROOM } else { 0.0 };
