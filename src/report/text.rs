@@ -255,6 +255,9 @@ fn frame(out: &mut String, f: &FrameReport) {
     if f.inlined {
         out.push_str(" (inlined)");
     }
+    if f.tail_call {
+        out.push_str(" (tail call)");
+    }
     match f.trust {
         Trust::Scan => out.push_str(" (found by stack scan)"),
         Trust::FramePointer => out.push_str(" (found by frame pointer)"),
