@@ -16,7 +16,7 @@ pub fn to_json(report: &Report) -> String {
     serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
-/// The JSON Schema of [`Report`], as committed in docs/report.schema.json.
+/// The JSON Schema of [`Report`], as committed in docs/schema/report-v{SCHEMA_VERSION}.schema.json.
 pub fn json_schema() -> String {
     let schema = schemars::schema_for!(Report);
     serde_json::to_string_pretty(&schema).unwrap_or_default()

@@ -9,7 +9,7 @@ use crate::waits::{LockFact, ThreadState};
 use schemars::JsonSchema;
 use serde::Serialize;
 
-/// Version of the JSON report's shape; see docs/report-schema.md.
+/// Version of the JSON report's shape; see docs/report-fields.md and docs/schema/.
 pub const SCHEMA_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]

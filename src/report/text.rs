@@ -85,7 +85,7 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
     match r.verdict {
         Verdict::Deadlock => {
             let n: usize = r.deadlocks.iter().map(|d| d.tids.len()).sum();
-            let _ = write!(out, " — {n} threads in {} cycle{}", r.deadlocks.len(), plural(r.deadlocks.len()));
+            let _ = write!(out, " — {n} thread{} in {} cycle{}", plural(n), r.deadlocks.len(), plural(r.deadlocks.len()));
         }
         _ => {}
     }
