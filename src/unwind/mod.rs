@@ -4,6 +4,7 @@
 
 mod cfi;
 pub mod frame;
+pub mod managed;
 pub mod regs;
 mod scan;
 

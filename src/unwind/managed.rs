@@ -1,0 +1,59 @@
+//! Code that has no ELF CFI because a runtime made it: JIT-compiled methods and ReadyToRun
+//! (precompiled) code in managed images. The unwinder asks a [`CodeLookup`] — implemented by a
+//! runtime reader such as `runtimes::dotnet` — whether an address is such code, and if so how to
+//! unwind it and what to call it. The unwinder itself knows no runtime.
+
+/// What the runtime says about one address of its code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagedCode {
+    /// First byte of the method's code (its entry point), for `+offset` display.
+    pub method_start: u64,
+    /// The runtime's handle for the method (CoreCLR: the `MethodDesc` address), when known.
+    pub method: Option<u64>,
+    pub kind: ManagedCodeKind,
+    /// How to unwind the function fragment that holds the address, when the runtime has it.
+    pub unwind: Option<WindowsUnwind>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ManagedCodeKind {
+    /// Compiled at run time into a code heap.
+    Jitted,
+    /// Precompiled into a managed image (ReadyToRun).
+    ReadyToRun,
+    /// A runtime stub (precode, thunk): code, but not a method.
+    Stub,
+}
+
+/// x64 Windows-style unwind data, which CoreCLR uses on every OS: a `RUNTIME_FUNCTION` and the
+/// `UNWIND_INFO` it points to. All addresses absolute (image base already added).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowsUnwind {
+    /// The base the RVAs in the unwind data (chained entries) are relative to.
+    pub image_base: u64,
+    /// The fragment's first byte (`RUNTIME_FUNCTION.BeginAddress` + base).
+    pub begin: u64,
+    /// One past its last byte (`RUNTIME_FUNCTION.EndAddress` + base).
+    pub end: u64,
+    /// Address of the `UNWIND_INFO` (`RUNTIME_FUNCTION.UnwindData` + base).
+    pub unwind_info: u64,
+}
+
+/// A managed method's name, as SOS's `clrstack` prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagedName {
+    /// `Namespace.Type.Method`, nested types joined with `+`, generic arguments as SOS shows
+    /// them; no signature. This is what stacks are compared and grouped by.
+    pub qualified: String,
+    /// The parameter list, e.g. `(System.Object, Boolean ByRef)`, when decoded.
+    pub signature: Option<String>,
+    /// The managed module (assembly file name, e.g. `System.Private.CoreLib.dll`).
+    pub module: Option<String>,
+}
+
+/// A runtime's map of its own code. Lookups must be cheap after the first (cache inside) and
+/// must never panic on dump data: an address the runtime cannot place is `None`.
+pub trait CodeLookup: Send + Sync {
+    fn lookup(&self, ip: u64) -> Option<ManagedCode>;
+    fn name(&self, method: u64) -> Option<ManagedName>;
+}
