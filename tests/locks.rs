@@ -168,25 +168,7 @@ macro_rules! lock_facts_match {
     )*};
 }
 
-lock_facts_match!(
-    abba,
-    cycle3,
-    self_relock,
-    convoy,
-    rwlock_writer,
-    recursive,
-    join_cycle,
-    owner_exited,
-    robust_dead_owner,
-    mutex_kinds,
-    condvar_sem,
-    deep_recursion,
-    many_threads,
-    signal_handler,
-    omitfp,
-    stripped,
-    rust_mutex,
-);
+native_samples!(lock_facts_match);
 
 #[test]
 fn committed_dumps_give_the_same_facts() {

@@ -6,6 +6,41 @@ use knot::process::Locator;
 use knot::report::Report;
 use knot_samples::{Availability, DumpKind, SampleDump};
 
+/// Every native sample, named once: `native_samples!(m)` expands to `m!(abba, cycle3, …)`, so the
+/// per-sample test families (gdb oracle, lock facts) and the catalogue check share one list.
+#[macro_export]
+macro_rules! native_samples {
+    ($m:ident) => {
+        $m!(
+            abba,
+            cycle3,
+            self_relock,
+            convoy,
+            rwlock_writer,
+            recursive,
+            join_cycle,
+            owner_exited,
+            robust_dead_owner,
+            mutex_kinds,
+            condvar_sem,
+            deep_recursion,
+            many_threads,
+            signal_handler,
+            omitfp,
+            stripped,
+            rust_mutex,
+        );
+    };
+}
+
+/// The names in [`native_samples!`], as strings.
+#[macro_export]
+macro_rules! sample_names {
+    ($($name:ident),* $(,)?) => {
+        const NATIVE_SAMPLE_NAMES: &[&str] = &[$(stringify!($name)),*];
+    };
+}
+
 /// knot's options for a sample: the same files gdb was given (the binary, the sysroot, and a
 /// debug directory that replaces the default one, as gdb's `set debug-file-directory` does).
 pub fn options_for(d: &SampleDump) -> Options {
