@@ -18,12 +18,12 @@ pub use prpsinfo::ProcessInfo;
 pub use segments::{Absence, Segment, Segments};
 pub use siginfo::SignalInfo;
 
+use crate::bytes::Bytes;
 use crate::arch::x86_64::Registers;
 use crate::diagnostics::Diagnostic;
 use auxv::Auxv;
 use goblin::elf::header::{self, Header};
 use goblin::elf::program_header::{self, ProgramHeader};
-use memmap2::Mmap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -55,22 +55,6 @@ pub struct CoreThread {
     pub has_xstate: bool,
     /// File offset of its NT_PRSTATUS note.
     pub note_offset: u64,
-}
-
-/// The core's bytes: a read-only mapping of the file, or a buffer (fuzzing, tests).
-enum Bytes {
-    Mapped(Mmap),
-    Owned(Box<[u8]>),
-}
-
-impl std::ops::Deref for Bytes {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Bytes::Mapped(m) => m,
-            Bytes::Owned(b) => b,
-        }
-    }
 }
 
 /// A parsed core file. Memory is read lazily from the mapping.

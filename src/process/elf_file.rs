@@ -2,6 +2,7 @@
 //! mapped read-only. Only headers are parsed up front; section bytes are handed out as borrowed
 //! slices of the mapping, or decompressed once on first use when the section is SHF_COMPRESSED.
 
+use crate::bytes::Bytes;
 use goblin::container::{Container, Ctx, Endian};
 use goblin::elf::header::{self, Header};
 use goblin::elf::program_header::{self, ProgramHeader};
@@ -46,23 +47,6 @@ pub struct Section {
 impl Section {
     pub fn is_nobits(&self) -> bool {
         self.kind == section_header::SHT_NOBITS
-    }
-}
-
-/// The file's bytes: a read-only mapping, or a copy (an image read out of dump memory, such as
-/// the vDSO).
-enum Bytes {
-    Mapped(Mmap),
-    Owned(Box<[u8]>),
-}
-
-impl std::ops::Deref for Bytes {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Bytes::Mapped(m) => m,
-            Bytes::Owned(b) => b,
-        }
     }
 }
 
