@@ -249,6 +249,33 @@ fn the_trait_gives_the_same_answers_and_caches_them() {
 }
 
 #[test]
+fn every_address_inside_a_found_method_maps_to_it_and_its_unwind_info_is_readable() {
+    let mut checked = 0;
+    let mut unwind_only_in_image_files = 0;
+    for (d, p) in loaded() {
+        let map = dotnet::code_map(p, &d.locator).expect("code map");
+        for f in sos_frames(d) {
+            let code = map.lookup(f.ip).expect("found");
+            let u = code.unwind.unwrap_or_else(|| panic!("{}: no unwind info for {:#x}", d.name, f.ip));
+            // Every 4th byte of the fragment, both ends included: the same method.
+            for ip in (u.begin..u.end).step_by(4).chain([u.end - 1]) {
+                let at = map.lookup(ip).unwrap_or_else(|| panic!("{}: {ip:#x} in {:#x}..{:#x} not found", d.name, u.begin, u.end));
+                assert_eq!((at.method_start, at.method), (code.method_start, code.method), "{}: {ip:#x}", d.name);
+                checked += 1;
+            }
+            // UNWIND_INFO: version 1 or 2 in the low 3 bits of its first byte.
+            let mut b = [0u8; 4];
+            map.image_memory().read(u.unwind_info, &mut b).unwrap_or_else(|e| panic!("{}: UNWIND_INFO at {:#x}: {e}", d.name, u.unwind_info));
+            assert!(matches!(b[0] & 7, 1 | 2), "{}: UNWIND_INFO at {:#x} starts {:#x}", d.name, u.unwind_info, b[0]);
+            if knot::process::Memory::read(p, u.unwind_info, &mut b).is_err() {
+                unwind_only_in_image_files += 1;
+            }
+        }
+    }
+    eprintln!("{checked} addresses inside methods checked; {unwind_only_in_image_files} frames' UNWIND_INFO is only in the image files, not the dump");
+}
+
+#[test]
 fn addresses_that_are_not_managed_code_are_none() {
     for (d, p) in loaded() {
         let map = dotnet::code_map(p, &d.locator).expect("code map");
