@@ -351,7 +351,7 @@ fn damaged_runtime_memory_never_makes_a_lookup_panic() {
     for round in 0..6 {
         let mut bytes = seed.clone();
         for &a in &targets {
-            if !loads.iter().any(|l| l.contains(a) && l.contains(a + 64)) || rng.next() % 3 != 0 {
+            if !loads.iter().any(|l| l.contains(a) && l.contains(a + 64)) || !rng.next().is_multiple_of(3) {
                 continue;
             }
             let mut garbage = [0u8; 64];
