@@ -102,7 +102,8 @@ fn hot_part(t: &Target, image: &Target, tables: u64, index: u32) -> Result<Optio
     if n == 0 {
         return Ok(None);
     }
-    if n > MAX_HOT_COLD || n % 2 != 0 {
+    // `NumHotColdMap` counts u32s: two per (cold, hot) pair.
+    if n > MAX_HOT_COLD || n < 2 {
         return Err(DotnetError::Invalid { what: "ReadyToRun hot/cold map", at: tables, why: format!("{n} entries") });
     }
     let map = t.field_ptr(tables, "ReadyToRunInfo", "HotColdMap")?;
