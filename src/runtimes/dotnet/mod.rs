@@ -22,6 +22,7 @@ pub mod descriptor;
 pub mod elf;
 pub mod error;
 pub mod facts;
+pub mod frames;
 pub mod locate;
 pub mod metadata;
 pub mod objects;
