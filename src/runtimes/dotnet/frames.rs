@@ -9,6 +9,8 @@
 //! (`CallerReturnAddress`, `CallSiteSP`, `CalleeSavedFP`; an inactive one has a zero return
 //! address), `SoftwareExceptionFrame` and `FaultingExceptionFrame` (`TargetContext`, a saved
 //! CONTEXT inside the Frame), `ResumableFrame` and `RedirectedThreadFrame` (`TargetContextPtr`).
+//! An `InlinedCallFrame` with no call in progress marks no transition and is left out, as SOS
+//! leaves it out.
 //! The AMD64 CONTEXT layout is the Windows one, which CoreCLR's PAL keeps on Linux.
 
 use super::locate;
@@ -109,7 +111,10 @@ pub fn chain(t: &Target, first: u64, names: &HashMap<u64, String>) -> Vec<Transi
         let Ok(id) = t.read_ptr(at, "Frame identifier") else { break };
         let kind = names.get(&id).cloned().unwrap_or_else(|| format!("Frame({id:#x})"));
         let (resume, exact) = resume(t, at, &kind);
-        out.push(TransitionFrame { address: at, kind, resume, resume_ip_is_exact: exact });
+        // An InlinedCallFrame with no call in progress marks no transition (SOS leaves it out).
+        if !(kind == "InlinedCallFrame" && resume.is_none()) {
+            out.push(TransitionFrame { address: at, kind, resume, resume_ip_is_exact: exact });
+        }
         match t.read_ptr(at.wrapping_add(next_offset), "Frame.Next") {
             Ok(next) => at = next,
             Err(_) => break,
@@ -188,10 +193,10 @@ mod tests {
         let t = target(&m);
         let frames = chain(&t, 0x1000, &identifier_names(&t));
         let kinds: Vec<_> = frames.iter().map(|f| (f.address, f.kind.as_str())).collect();
-        assert_eq!(kinds, [(0x1000, "InlinedCallFrame"), (0x2000, "InlinedCallFrame"), (0x3000, "DebuggerU2MCatchHandlerFrame")]);
+        assert_eq!(kinds, [(0x1000, "InlinedCallFrame"), (0x3000, "DebuggerU2MCatchHandlerFrame")], "the inactive ICF is left out");
         let r = frames[0].resume.expect("active ICF resumes");
         assert_eq!((r.ip(), r.sp(), r.bp()), (Some(0x5555_1234), Some(0x7000_0010), Some(0x7000_0080)));
-        assert!(frames[1].resume.is_none() && frames[2].resume.is_none());
+        assert!(frames[1].resume.is_none());
     }
 
     #[test]
