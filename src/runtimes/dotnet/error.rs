@@ -30,6 +30,10 @@ pub enum DotnetError {
     Invalid { what: &'static str, at: u64, why: String },
     #[error("unsupported runtime build {version} {build_id}")]
     UnknownBuild { version: String, build_id: String },
+    #[error("not a .NET process (no libcoreclr.so)")]
+    NoRuntime,
+    #[error("runtime reader unsupported: {0}")]
+    Unsupported(String),
     #[error("metadata of the module at {at:#x}: {why}")]
     Metadata { at: u64, why: String },
 }

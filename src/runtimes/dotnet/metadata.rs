@@ -1,6 +1,7 @@
-//! Just enough ECMA-335 metadata to name a type: the PE image of a managed module (at
-//! `Module.Base`), its CLI header, the metadata root, the `#~` tables stream and the `#Strings`
-//! heap; the TypeDef, NestedClass and Assembly tables. Every count and offset read from the
+//! Just enough ECMA-335 metadata to name a type or a method: the PE image of a managed module
+//! (at `Module.Base`), its CLI header, the metadata root, the `#~` tables stream, the `#Strings`
+//! and `#Blob` heaps; the TypeDef, TypeRef, TypeSpec, MethodDef, NestedClass, GenericParam and
+//! Assembly tables. Every count and offset read from the
 //! image is checked against the stream it claims to be in.
 //!
 //! The image bytes come from the dump, or — for pages the dump did not save — from the file the
@@ -19,6 +20,8 @@ use std::sync::{Mutex, OnceLock};
 const METADATA_SIGNATURE: u32 = 0x424A_5342; // "BSJB"
 const MAX_STREAMS: u16 = 16;
 const MAX_NAME: usize = 1024;
+/// Larger than any signature knot decodes (a method signature is tens of bytes).
+const MAX_BLOB: u32 = 64 * 1024;
 const MAX_SECTIONS: u16 = 96;
 const CLR_DIRECTORY: u64 = 14;
 const VERIFY_BYTES: usize = 512;
@@ -266,7 +269,11 @@ const SCHEMA: [&[Col]; 0x2d] = [
     &[Table(0x2a), TYPE_DEF_OR_REF],                                    // 0x2c GenericParamConstraint
 ];
 
+pub const TYPE_REF: usize = 0x01;
 pub const TYPE_DEF: usize = 0x02;
+pub const METHOD_DEF: usize = 0x06;
+pub const TYPE_SPEC: usize = 0x1b;
+pub const GENERIC_PARAM: usize = 0x2a;
 pub const ASSEMBLY: usize = 0x20;
 pub const NESTED_CLASS: usize = 0x29;
 
@@ -282,6 +289,8 @@ struct Table {
 pub struct Metadata {
     pub root: u64,
     strings: (u64, u32),
+    /// The `#Blob` heap, when the image has one.
+    blobs: Option<(u64, u32)>,
     wide_strings: bool,
     tables: [Table; 0x2d],
     /// Column widths (bytes) per table, in schema order.
@@ -305,7 +314,7 @@ impl Metadata {
             return Err(bad(format!("{nstreams} streams")));
         }
         at += 4;
-        let (mut tables_stream, mut strings) = (None, None);
+        let (mut tables_stream, mut strings, mut blobs) = (None, None, None);
         for _ in 0..nstreams {
             let off = rd_u32(mem, at, "stream header")?;
             let ssize = rd_u32(mem, at + 4, "stream header")?;
@@ -317,6 +326,7 @@ impl Metadata {
             match &name[..nlen] {
                 b"#~" | b"#-" => tables_stream = Some((root + off as u64, ssize)),
                 b"#Strings" => strings = Some((root + off as u64, ssize)),
+                b"#Blob" => blobs = Some((root + off as u64, ssize)),
                 _ => {}
             }
             at += 8 + ((nlen as u64 + 4) & !3);
@@ -382,7 +392,7 @@ impl Metadata {
         if at > end {
             return Err(bad(format!("tables need {:#x} bytes, the #~ stream has {tsize:#x}", at - tstream)));
         }
-        Ok(Metadata { root, strings, wide_strings: ws == 4, tables, widths })
+        Ok(Metadata { root, strings, blobs, wide_strings: ws == 4, tables, widths })
     }
 
     pub fn rows(&self, table: usize) -> u32 {
@@ -464,6 +474,67 @@ impl Metadata {
             }
         }
         Err(DotnetError::Metadata { at: self.root, why: format!("nesting of TypeDef {rid} is deeper than 64 (a cycle?)") })
+    }
+
+    /// A `#Blob` heap entry (its compressed length prefix decoded, ECMA-335 II.24.2.4).
+    pub fn blob(&self, mem: &dyn Memory, index: u32) -> Result<Vec<u8>, DotnetError> {
+        let bad = |why: String| DotnetError::Metadata { at: self.root, why };
+        let (heap, size) = self.blobs.ok_or_else(|| bad("no #Blob heap".into()))?;
+        if index >= size {
+            return Err(bad(format!("blob index {index:#x} outside the heap ({size:#x} bytes)")));
+        }
+        let head = rd(mem, heap + index as u64, ((size - index) as usize).min(4), "metadata blob length")?;
+        let (len, used) = match head.first() {
+            Some(&b) if b & 0x80 == 0 => (b as u32, 1),
+            Some(&b) if b & 0xc0 == 0x80 && head.len() >= 2 => ((((b & 0x3f) as u32) << 8) | head[1] as u32, 2),
+            Some(&b) if b & 0xe0 == 0xc0 && head.len() >= 4 => {
+                ((((b & 0x1f) as u32) << 24) | (head[1] as u32) << 16 | (head[2] as u32) << 8 | head[3] as u32, 4)
+            }
+            _ => return Err(bad(format!("blob {index:#x} has a bad length prefix"))),
+        };
+        if len > MAX_BLOB || (index as u64 + used + len as u64) > size as u64 {
+            return Err(bad(format!("blob {index:#x} of {len} bytes runs past the heap ({size:#x} bytes)")));
+        }
+        rd(mem, heap + index as u64 + used, len as usize, "metadata blob")
+    }
+
+    /// A MethodDef's name and signature blob.
+    pub fn method_def(&self, mem: &dyn Memory, rid: u32) -> Result<(String, Vec<u8>), DotnetError> {
+        let name = self.cell(mem, METHOD_DEF, rid, 3)?;
+        let sig = self.cell(mem, METHOD_DEF, rid, 4)?;
+        Ok((self.string(mem, name)?, self.blob(mem, sig)?))
+    }
+
+    /// A TypeRef's (namespace, name). A nested TypeRef has an empty namespace.
+    pub fn type_ref_name(&self, mem: &dyn Memory, rid: u32) -> Result<(String, String), DotnetError> {
+        let name = self.cell(mem, TYPE_REF, rid, 1)?;
+        let ns = self.cell(mem, TYPE_REF, rid, 2)?;
+        Ok((self.string(mem, ns)?, self.string(mem, name)?))
+    }
+
+    /// A TypeSpec's signature blob.
+    pub fn type_spec(&self, mem: &dyn Memory, rid: u32) -> Result<Vec<u8>, DotnetError> {
+        let sig = self.cell(mem, TYPE_SPEC, rid, 0)?;
+        self.blob(mem, sig)
+    }
+
+    /// The name of generic parameter `number` of the TypeDef (`owner_table` TYPE_DEF) or MethodDef
+    /// (METHOD_DEF) `owner`, when the GenericParam table has it (a linear scan: only for
+    /// signatures that mention a generic variable).
+    pub fn generic_param_name(&self, mem: &dyn Memory, owner_table: usize, owner: u32, number: u32) -> Result<Option<String>, DotnetError> {
+        let tag = match owner_table {
+            TYPE_DEF => 0,
+            METHOD_DEF => 1,
+            _ => return Ok(None),
+        };
+        let coded = (owner << 1) | tag;
+        for rid in 1..=self.rows(GENERIC_PARAM) {
+            if self.cell(mem, GENERIC_PARAM, rid, 2)? == coded && self.cell(mem, GENERIC_PARAM, rid, 0)? == number {
+                let name = self.cell(mem, GENERIC_PARAM, rid, 3)?;
+                return self.string(mem, name).map(Some);
+            }
+        }
+        Ok(None)
     }
 
     pub fn has_wide_strings(&self) -> bool {

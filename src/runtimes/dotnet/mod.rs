@@ -11,6 +11,10 @@
 //! - waits ([`blocking`]): which thread waits to enter (or is in Monitor.Wait on) which monitor,
 //!   from the runtime's `ThreadBlockingInfo` records and the sync blocks' Monitor.Wait lists.
 //!
+//! - code ([`codemap`]): an instruction pointer in JIT-compiled ([`codeheap`]) or ReadyToRun
+//!   ([`readytorun`]) code to its method ([`methoddesc`]) and SOS's name for it
+//!   ([`methodname`]), for the unwinder's [`crate::unwind::managed::CodeLookup`].
+//!
 //! What the descriptor does not describe (the lock inside a sync block, the blocking-record
 //! slot) comes from per-build data in `analyzers/dotnet/` ([`facts`]); an unknown build gets
 //! threads but no monitors, with "unsupported runtime build <version> <build-id>". A runtime
@@ -18,6 +22,8 @@
 //! panics on dump data, and every list walk is bounded and cycle-checked.
 
 pub mod blocking;
+pub mod codeheap;
+pub mod codemap;
 pub mod descriptor;
 pub mod elf;
 pub mod error;
@@ -25,12 +31,17 @@ pub mod facts;
 pub mod frames;
 pub mod locate;
 pub mod metadata;
+pub mod methoddesc;
+pub mod methodname;
 pub mod objects;
+pub mod rangesection;
+pub mod readytorun;
 pub mod syncblock;
 pub mod target;
 pub mod threads;
 
 pub use blocking::BlockingKind;
+pub use codemap::{code_map, CodeMap};
 pub use error::DotnetError;
 pub use locate::{DescriptorSource, RuntimeVersion, Source};
 pub use threads::{ManagedThread, ThreadCounts};

@@ -172,8 +172,17 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
             return Ok(base);
         }
         let args = self.instantiation(mt)?;
-        let mut out = base;
-        out.push('[');
+        Ok(base + &self.instantiation_text(&args, depth)?)
+    }
+
+    /// Type arguments as SOS prints them after a generic type's or method's name:
+    /// `[[System.Int32, System.Private.CoreLib],[T]]`.
+    pub fn instantiation_suffix(&self, args: &[u64]) -> Result<String> {
+        self.instantiation_text(args, 0)
+    }
+
+    fn instantiation_text(&self, args: &[u64], depth: u32) -> Result<String> {
+        let mut out = String::from("[");
         for (i, a) in args.iter().enumerate() {
             if i > 0 {
                 out.push(',');
@@ -186,6 +195,22 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
         }
         out.push(']');
         Ok(out)
+    }
+
+    /// The assembly's simple name of the module at `module`.
+    pub fn module_assembly_name(&self, module: u64) -> Result<Option<String>> {
+        self.with_metadata(module, |md| md.assembly_name(self.image))
+    }
+
+    /// The metadata of the module at `module` (opened once, cached; a copy of the located
+    /// tables, so the caller may go on naming types while it reads them).
+    pub fn module_metadata(&self, module: u64) -> Result<Metadata> {
+        self.with_metadata(module, |md| Ok(md.clone()))
+    }
+
+    /// The memory the namer reads images through.
+    pub fn image(&self) -> &'m dyn Memory {
+        self.image
     }
 
     /// The type arguments of a generic instantiation: the last dictionary named by

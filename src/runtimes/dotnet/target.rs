@@ -6,6 +6,7 @@ use super::descriptor::{Descriptor, GlobalValue};
 use super::error::DotnetError;
 use crate::process::{Memory, MemoryError, Process};
 use goblin::elf::program_header::{PF_W, PT_LOAD};
+use std::borrow::Cow;
 
 /// The process's memory as the runtime reader may use it: the dump's bytes, and module files
 /// only for their read-only segments. A writable page of a module (`.data`, `.bss`, RELRO) that
@@ -37,15 +38,21 @@ impl Memory for RuntimeMemory<'_> {
 
 pub struct Target<'a> {
     pub mem: &'a dyn Memory,
-    pub descriptor: Descriptor,
-    pub pointer_data: Vec<u64>,
+    /// Owned, or borrowed from a longer-lived reader (the code map makes a `Target` per lookup).
+    pub descriptor: Cow<'a, Descriptor>,
+    pub pointer_data: Cow<'a, [u64]>,
 }
 
 pub type Result<T> = std::result::Result<T, DotnetError>;
 
 impl<'a> Target<'a> {
     pub fn new(mem: &'a dyn Memory, descriptor: Descriptor, pointer_data: Vec<u64>) -> Target<'a> {
-        Target { mem, descriptor, pointer_data }
+        Target { mem, descriptor: Cow::Owned(descriptor), pointer_data: Cow::Owned(pointer_data) }
+    }
+
+    /// A target over a descriptor and pointer data that live elsewhere.
+    pub fn borrowed(mem: &'a dyn Memory, descriptor: &'a Descriptor, pointer_data: &'a [u64]) -> Target<'a> {
+        Target { mem, descriptor: Cow::Borrowed(descriptor), pointer_data: Cow::Borrowed(pointer_data) }
     }
 
     /// A field's offset in a described type.

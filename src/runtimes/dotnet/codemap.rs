@@ -1,0 +1,179 @@
+//! The runtime's map of its own code, for the unwinder: [`CodeMap`] implements
+//! [`CodeLookup`] over the ExecutionManager contract (range sections, then a code heap's nibble
+//! map or a ReadyToRun image's runtime functions) and names methods as SOS does
+//! (RuntimeTypeSystem contract and the modules' metadata). Results are cached, so a stack walk
+//! that meets the same method many times reads it once; an address knot cannot place, or dump
+//! data that does not hold together, is `None` (the first errors are kept as diagnostics).
+
+use super::descriptor::Descriptor;
+use super::error::DotnetError;
+use super::metadata::ImageMemory;
+use super::objects::TypeNamer;
+use super::rangesection::SectionKind;
+use super::target::{RuntimeMemory, Target};
+use super::{codeheap, locate, methoddesc, methodname, rangesection, readytorun, STAGE};
+use crate::diagnostics::{Diagnostic, Severity};
+use crate::process::{Locator, Process};
+use crate::unwind::managed::{CodeLookup, ManagedCode, ManagedCodeKind, ManagedName};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// The ExecutionManager contract versions knot reads (2: the nibble map holds pointers).
+const EXECUTION_MANAGER_VERSIONS: [u64; 2] = [1, 2];
+const RUNTIME_TYPE_SYSTEM_VERSION: u64 = 1;
+/// Cache bounds: a hostile caller (or dump) cannot make the caches grow without end.
+const MAX_CACHED: usize = 1 << 16;
+const MAX_KEPT_ERRORS: usize = 16;
+
+pub struct CodeMap<'p> {
+    process: &'p Process,
+    image: ImageMemory<'p>,
+    descriptor: Descriptor,
+    pointer_data: Vec<u64>,
+    execution_manager: u64,
+    lookups: Mutex<HashMap<u64, Option<ManagedCode>>>,
+    names: Mutex<HashMap<u64, Option<ManagedName>>>,
+    errors: Mutex<Vec<(String, DotnetError)>>,
+}
+
+/// The code map of the .NET runtime in `process`, finding managed images' files (for pages
+/// the dump lacks) through `locator`.
+pub fn code_map<'p>(process: &'p Process, locator: &Locator) -> Result<CodeMap<'p>, DotnetError> {
+    let module = locate::runtime_module(process).ok_or(DotnetError::NoRuntime)?;
+    let located = match locate::locate(process, module) {
+        Ok(l) => l,
+        Err(locate::NotLocated::NoExport(why)) => return Err(DotnetError::Unsupported(why)),
+        Err(locate::NotLocated::Error(e)) => return Err(e),
+    };
+    let contracts = &located.descriptor.contracts;
+    let execution_manager = match contracts.get("ExecutionManager") {
+        Some(v) if EXECUTION_MANAGER_VERSIONS.contains(v) => *v,
+        other => return Err(DotnetError::Unsupported(format!("ExecutionManager contract version {other:?} (knot reads 1 and 2)"))),
+    };
+    match contracts.get("RuntimeTypeSystem") {
+        Some(&RUNTIME_TYPE_SYSTEM_VERSION) => {}
+        other => return Err(DotnetError::Unsupported(format!("RuntimeTypeSystem contract version {other:?} (knot reads {RUNTIME_TYPE_SYSTEM_VERSION})"))),
+    }
+    Ok(CodeMap {
+        process,
+        image: ImageMemory::new(process, locator),
+        descriptor: located.descriptor,
+        pointer_data: located.pointer_data,
+        execution_manager,
+        lookups: Mutex::new(HashMap::new()),
+        names: Mutex::new(HashMap::new()),
+        errors: Mutex::new(Vec::new()),
+    })
+}
+
+impl CodeMap<'_> {
+    /// What went wrong so far (the first errors), and what happened with images' files.
+    pub fn diagnostics(&self) -> Vec<Diagnostic> {
+        let mut out = Vec::new();
+        if let Ok(errors) = self.errors.lock() {
+            for (what, e) in errors.iter() {
+                let mut d = Diagnostic::warning(STAGE, format!("{what}: {e}"));
+                if let Some(a) = e.address() {
+                    d = d.at_address(a);
+                }
+                out.push(d);
+            }
+        }
+        if let Ok(notes) = self.image.notes.lock() {
+            for (severity, n) in notes.iter() {
+                let message = format!("managed image: {n}");
+                out.push(match severity {
+                    Severity::Warning => Diagnostic::warning(STAGE, message),
+                    Severity::Info => Diagnostic::info(STAGE, message),
+                });
+            }
+        }
+        out
+    }
+
+    fn keep_error(&self, what: String, e: DotnetError) {
+        if let Ok(mut errors) = self.errors.lock()
+            && errors.len() < MAX_KEPT_ERRORS
+        {
+            errors.push((what, e));
+        }
+    }
+
+    /// As [`CodeLookup::lookup`], with the reason when the dump's data did not hold together.
+    pub fn try_lookup(&self, ip: u64) -> Result<Option<ManagedCode>, DotnetError> {
+        let memory = RuntimeMemory { process: self.process };
+        let t = Target::borrowed(&memory, &self.descriptor, &self.pointer_data);
+        let Some(section) = rangesection::find(&t, ip)? else { return Ok(None) };
+        match section.kind() {
+            SectionKind::CodeHeap => Ok(codeheap::lookup(&t, section.heap_list, section.begin, ip, self.execution_manager)?.map(|c| match c {
+                codeheap::HeapCode::Method { start, method_desc, unwind } => ManagedCode { method_start: start, method: Some(method_desc), kind: ManagedCodeKind::Jitted, unwind },
+                codeheap::HeapCode::Stub { start } => ManagedCode { method_start: start, method: None, kind: ManagedCodeKind::Stub, unwind: None },
+            })),
+            SectionKind::ReadyToRun => {
+                let image = Target::borrowed(&self.image, &self.descriptor, &self.pointer_data);
+                Ok(readytorun::lookup(&t, &image, section.r2r_module, section.begin, ip)?.map(|c| match c {
+                    readytorun::R2rCode::Method { start, method_desc, unwind } => {
+                        ManagedCode { method_start: start, method: method_desc, kind: ManagedCodeKind::ReadyToRun, unwind: Some(unwind) }
+                    }
+                    readytorun::R2rCode::Thunk => ManagedCode { method_start: ip, method: None, kind: ManagedCodeKind::Stub, unwind: None },
+                }))
+            }
+            // Precodes and other stubs: code, but no method, and no start knot can tell.
+            SectionKind::Stubs => Ok(Some(ManagedCode { method_start: ip, method: None, kind: ManagedCodeKind::Stub, unwind: None })),
+            SectionKind::Unknown => Ok(None),
+        }
+    }
+
+    /// As [`CodeLookup::name`], with the reason when the method could not be named.
+    pub fn try_name(&self, method: u64) -> Result<ManagedName, DotnetError> {
+        let memory = RuntimeMemory { process: self.process };
+        let t = Target::borrowed(&memory, &self.descriptor, &self.pointer_data);
+        let namer = TypeNamer::new(&t, &self.image);
+        let md = methoddesc::read(&t, method)?;
+        methodname::name(&t, &namer, &md)
+    }
+}
+
+fn cached<V: Clone>(cache: &Mutex<HashMap<u64, V>>, key: u64, make: impl FnOnce() -> V) -> V {
+    if let Ok(c) = cache.lock()
+        && let Some(v) = c.get(&key)
+    {
+        return v.clone();
+    }
+    let v = make();
+    if let Ok(mut c) = cache.lock() {
+        if c.len() >= MAX_CACHED {
+            c.clear();
+        }
+        c.insert(key, v.clone());
+    }
+    v
+}
+
+impl CodeLookup for CodeMap<'_> {
+    fn lookup(&self, ip: u64) -> Option<ManagedCode> {
+        cached(&self.lookups, ip, || match self.try_lookup(ip) {
+            Ok(c) => c,
+            Err(e) => {
+                self.keep_error(format!("code at {ip:#x}"), e);
+                None
+            }
+        })
+    }
+
+    fn name(&self, method: u64) -> Option<ManagedName> {
+        cached(&self.names, method, || match self.try_name(method) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                self.keep_error(format!("name of MethodDesc {method:#x}"), e);
+                None
+            }
+        })
+    }
+}
+
+#[allow(dead_code)]
+fn assert_send_sync() {
+    fn is<T: Send + Sync>() {}
+    is::<CodeMap<'static>>();
+}

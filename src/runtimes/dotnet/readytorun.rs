@@ -1,0 +1,164 @@
+//! ReadyToRun (precompiled) code in a managed image (ExecutionManager contract, R2R JIT
+//! manager): the module's `ReadyToRunInfo` holds the image's sorted `RUNTIME_FUNCTION` table;
+//! the entry covering an address is found by binary search, walked back over funclets (and
+//! from cold code to its hot part) to the method's entry, and the entry point is looked up in
+//! the `EntryPointToMethodDescMap` (a runtime `PtrHashMap`) for the `MethodDesc`. The table and
+//! unwind data live in the image, so they are read through image memory (the dump, else the
+//! mapped file); the hash map lives in the runtime's heap.
+
+use super::codeheap::runtime_function;
+use super::error::DotnetError;
+use super::target::{Result, Target};
+use crate::unwind::managed::WindowsUnwind;
+
+/// More runtime functions than any image has (CoreLib has about 100 000).
+const MAX_RUNTIME_FUNCTIONS: u32 = 1 << 24;
+/// How many entries back a funclet's method entry may be.
+const MAX_FUNCLET_WALK: u32 = 256;
+const MAX_HOT_COLD: u32 = 1 << 24;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum R2rCode {
+    Method { start: u64, method_desc: Option<u64>, unwind: WindowsUnwind },
+    /// In the image's delay-load method call thunks.
+    Thunk,
+}
+
+/// Looks `ip` up in the ReadyToRun image of `module` loaded at `image_base`. `t` reads runtime
+/// structures; `image` reads through the image memory (same descriptor).
+pub fn lookup(t: &Target, image: &Target, module: u64, image_base: u64, ip: u64) -> Result<Option<R2rCode>> {
+    let info = t.field_ptr(module, "Module", "ReadyToRunInfo")?;
+    if info == 0 {
+        return Ok(None);
+    }
+    // A component of a composite image keeps its code tables in the composite's info.
+    let composite = t.field_ptr(info, "ReadyToRunInfo", "CompositeInfo")?;
+    let tables = if composite != 0 { composite } else { info };
+    let rva64 = ip.wrapping_sub(image_base);
+    let Ok(rva) = u32::try_from(rva64) else { return Ok(None) };
+
+    let thunks = t.field_ptr(tables, "ReadyToRunInfo", "DelayLoadMethodCallThunks")?;
+    if thunks != 0 {
+        let va = image.field_u32(thunks, "ImageDataDirectory", "VirtualAddress")?;
+        let size = image.field_u32(thunks, "ImageDataDirectory", "Size")?;
+        if rva >= va && (rva - va) < size {
+            return Ok(Some(R2rCode::Thunk));
+        }
+    }
+
+    let functions = t.field_ptr(tables, "ReadyToRunInfo", "RuntimeFunctions")?;
+    let count = t.field_u32(tables, "ReadyToRunInfo", "NumRuntimeFunctions")?;
+    if count == 0 || functions == 0 {
+        return Ok(None);
+    }
+    if count > MAX_RUNTIME_FUNCTIONS {
+        return Err(DotnetError::TooMany { what: "ReadyToRun runtime functions", at: functions, limit: MAX_RUNTIME_FUNCTIONS as u64 });
+    }
+    let size = t.size("RuntimeFunction")?;
+    let at = |i: u32| functions + i as u64 * size;
+    // The last function beginning at or before rva.
+    let (mut lo, mut hi) = (0u32, count);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if image.field_u32(at(mid), "RuntimeFunction", "BeginAddress")? <= rva {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if lo == 0 {
+        return Ok(None);
+    }
+    let index = lo - 1;
+    let (begin, end, unwind_data) = runtime_function(image, at(index))?;
+    if rva >= end {
+        return Ok(None);
+    }
+    let unwind = WindowsUnwind { image_base, begin: image_base + begin as u64, end: image_base + end as u64, unwind_info: image_base + unwind_data as u64 };
+
+    // Cold code belongs to a hot part elsewhere in the table.
+    let mut entry = hot_part(t, image, tables, index)?.unwrap_or(index);
+    let map = tables.wrapping_add(t.offset("ReadyToRunInfo", "EntryPointToMethodDescMap")?);
+    // A funclet has its own RUNTIME_FUNCTION after its method's; only the method's entry point
+    // is in the map.
+    for _ in 0..MAX_FUNCLET_WALK {
+        let start = image_base + image.field_u32(at(entry), "RuntimeFunction", "BeginAddress")? as u64;
+        if let Some(md) = ptr_hash_map_get(t, map, start)? {
+            return Ok(Some(R2rCode::Method { start, method_desc: Some(md), unwind }));
+        }
+        if entry == 0 {
+            break;
+        }
+        entry -= 1;
+    }
+    // Not (yet) in the map: the method was never prepared, which a running frame's method is.
+    Ok(Some(R2rCode::Method { start: image_base + begin as u64, method_desc: None, unwind }))
+}
+
+/// The hot part's runtime function index for a cold one (`HotColdMap`: (cold, hot) index
+/// pairs sorted by cold index), or `None` when `index` is hot.
+fn hot_part(t: &Target, image: &Target, tables: u64, index: u32) -> Result<Option<u32>> {
+    let n = t.field_u32(tables, "ReadyToRunInfo", "NumHotColdMap")?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if n > MAX_HOT_COLD || n % 2 != 0 {
+        return Err(DotnetError::Invalid { what: "ReadyToRun hot/cold map", at: tables, why: format!("{n} entries") });
+    }
+    let map = t.field_ptr(tables, "ReadyToRunInfo", "HotColdMap")?;
+    let pairs = n / 2;
+    let cold = |i: u32| image.read_u32(map + 8 * i as u64, "hot/cold map");
+    if index < cold(0)? {
+        return Ok(None);
+    }
+    let (mut lo, mut hi) = (0u32, pairs);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if cold(mid)? <= index {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    let pair = lo.saturating_sub(1);
+    image.read_u32(map + 8 * pair as u64 + 4, "hot/cold map").map(Some)
+}
+
+/// `PtrHashMap` lookup (the runtime's hash.cpp, as the cDAC reads it): buckets of
+/// `HashMapSlotsPerBucket` keys then values; the first bucket-sized slot holds the bucket
+/// count; keys 0 and 1 are reserved (a key ≤ 1 is stored plus 100); a value is stored shifted
+/// right by one, its top bit marking a collision (probe on).
+pub fn ptr_hash_map_get(t: &Target, map: u64, key: u64) -> Result<Option<u64>> {
+    let key = if key > 1 { key } else { key + 100 };
+    let buckets = t.field_ptr(map, "HashMap", "Buckets")?;
+    if buckets == 0 {
+        return Ok(None);
+    }
+    let size = t.read_u32(buckets, "hash map bucket count")?;
+    if size < 2 {
+        return Ok(None);
+    }
+    let bucket_size = t.size("Bucket")?;
+    let slots = t.global("HashMapSlotsPerBucket")?.min(64);
+    let mask = t.global("HashMapValueMask")?;
+    let keys_at = t.offset("Bucket", "Keys")?;
+    let values_at = t.offset("Bucket", "Values")?;
+    let mut seed = (key >> 2) as u32;
+    let increment = 1 + ((((key >> 5) as u32).wrapping_add(1)) % (size - 1));
+    let first = buckets + bucket_size;
+    for _ in 0..size {
+        let bucket = first + bucket_size * (seed % size) as u64;
+        for s in 0..slots {
+            if t.read_ptr(bucket + keys_at + 8 * s, "hash map key")? == key {
+                let v = t.read_ptr(bucket + values_at + 8 * s, "hash map value")? & mask;
+                return Ok((v != 0).then_some(v << 1));
+            }
+        }
+        seed = seed.wrapping_add(increment);
+        let first_value = t.read_ptr(bucket + values_at, "hash map value")?;
+        if first_value & !mask == 0 {
+            break;
+        }
+    }
+    Ok(None)
+}
