@@ -6,6 +6,7 @@ use crate::graph::{groups, WaitForGraph};
 use crate::report::{DumpInfo, FrameReport, Group, Hex, ModuleReport, Report, SignalReport, StackEndReport, ThreadReport, Verdict, SCHEMA_VERSION};
 use crate::waits::{self, LockFact, ThreadState};
 use crate::symbols::Symbolizer;
+use crate::runtimes::dotnet::{frames::WithFrames, CodeMap};
 use crate::unwind::managed::CodeLookup;
 use crate::unwind::{Stack, StackEnd, Trust, Unwinder};
 use rayon::prelude::*;
@@ -85,7 +86,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     let code_lookup = code_lookup(process, &opts.locator);
     let mut unwinder = Unwinder::new(process);
     let mut symbolizer = Symbolizer::new(process);
-    if let Some(l) = code_lookup.as_deref() {
+    if let Some(l) = code_lookup.as_ref().map(|l| l as &dyn CodeLookup) {
         unwinder = unwinder.with_code_lookup(l);
         symbolizer = symbolizer.with_code_lookup(l);
     }
@@ -141,6 +142,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         .collect();
     let mut diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
     diagnostics.extend(facts.diagnostics);
+    diagnostics.extend(code_lookup.iter().flat_map(|l| l.code.diagnostics()));
     Report {
         schema_version: SCHEMA_VERSION,
         knot_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -177,21 +179,11 @@ fn verdict(deadlocks: &[crate::graph::Deadlock], locks: &[LockFact], threads: &[
     }
 }
 
-/// The runtime's map of the code it made (.NET), with its threads' transition records.
-fn code_lookup(process: &Process, locator: &Locator) -> Option<Box<dyn CodeLookup>> {
-    let _ = locator;
-    let frames = crate::runtimes::dotnet::frames::read(process);
-    (!frames.is_empty()).then(|| Box::new(crate::runtimes::dotnet::frames::WithFrames { code: NoCode, frames }) as Box<dyn CodeLookup>)
-}
-
-struct NoCode;
-impl CodeLookup for NoCode {
-    fn lookup(&self, _: u64) -> Option<crate::unwind::managed::ManagedCode> {
-        None
-    }
-    fn name(&self, _: u64) -> Option<crate::unwind::managed::ManagedName> {
-        None
-    }
+/// The runtime's map of the code it made (.NET JIT and ReadyToRun code), with its threads'
+/// transition records; `None` for a process without a readable .NET runtime.
+fn code_lookup<'p>(process: &'p Process, locator: &Locator) -> Option<WithFrames<CodeMap<'p>>> {
+    let code = crate::runtimes::dotnet::code_map(process, locator).ok()?;
+    Some(WithFrames { code, frames: crate::runtimes::dotnet::frames::read(process) })
 }
 
 fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> Vec<FrameReport> {

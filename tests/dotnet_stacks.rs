@@ -103,7 +103,16 @@ struct SosThread {
 fn parse_clrstack(text: &str) -> BTreeMap<u32, SosThread> {
     let mut out: BTreeMap<u32, SosThread> = BTreeMap::new();
     let mut current = None;
+    // SOS puts a warning where a dynamic method's name goes and the name on the next line.
+    let mut name_follows = false;
     for line in text.lines() {
+        if std::mem::take(&mut name_follows)
+            && let Some(tid) = current
+        {
+            let site = line.trim();
+            out.entry(tid).or_default().methods.push(site.split_once('(').map_or(site, |(n, _)| n).to_string());
+            continue;
+        }
         if let Some(tid) = line.trim().strip_prefix("OS Thread Id: 0x") {
             let tid = u32::from_str_radix(tid.split_whitespace().next().unwrap_or(""), 16).expect("thread id");
             out.entry(tid).or_default();
@@ -116,7 +125,10 @@ fn parse_clrstack(text: &str) -> BTreeMap<u32, SosThread> {
         let (Some(tid), true, true) = (current, is_hex(sp), is_hex(ip)) else { continue };
         let t = out.entry(tid).or_default();
         let site = site.trim();
-        if let Some(inner) = site.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+        if site.starts_with("SOS Warning:") {
+            name_follows = true;
+        } else if let Some(inner) = site.strip_prefix('[').and_then(|s| s.split_once(']')).map(|(inner, _)| inner) {
+            // `[Kind: address]`, for a P/Invoke's InlinedCallFrame followed by the target's name.
             let (kind, addr) = inner.split_once(": ").expect("[Kind: address]");
             let entry = (kind.to_string(), u64::from_str_radix(addr.trim(), 16).expect("frame address"));
             if t.frames.last() != Some(&entry) {
@@ -196,14 +208,15 @@ fn transition_frames_equal_sos_clrstack_all() {
 fn clrstack_parser_reads_methods_generics_and_frames() {
     let text = "OS Thread Id: 0x7bac\n        Child SP               IP Call Site\n\
         00007FFFCDA765A8 00007f90e8bc3f16 [InlinedCallFrame: 00007fffcda765a8] \n\
-        00007FFFCDA765A8 00007f9069489ed7 [InlinedCallFrame: 00007fffcda765a8] \n\
+        00007FFFCDA765A8 00007f9069489ed7 [InlinedCallFrame: 00007fffcda765a8] Knot.Samples.PInvokeMutex.Native.KnotLock()\n\
         00007FFFCDA76590 00007F9069489ED7 System.Threading.Thread.Join(Int32)\n\
         00007FFFCDA76650 00007F906A2739DD Autofac.ResolutionExtensions.Resolve[[System.__Canon, System.Private.CoreLib]](Autofac.IComponentContext) [/p/Program.cs @ 35]\n\
-        SOS Warning: Loading symbols for dynamic assemblies is not yet supported\n\
+        00007FDC1787EC30 00007FE81133007F SOS Warning: Loading symbols for dynamic assemblies is not yet supported\n\
+        DynamicClass.lambda_method1(System.Runtime.CompilerServices.Closure, System.Object[])\n\
         OS Thread Id: 0x7bb6\n";
     let t = parse_clrstack(text);
     assert_eq!(t.keys().copied().collect::<Vec<_>>(), [0x7bac, 0x7bb6]);
-    assert_eq!(t[&0x7bac].methods, ["System.Threading.Thread.Join", "Autofac.ResolutionExtensions.Resolve[[System.__Canon, System.Private.CoreLib]]"]);
+    assert_eq!(t[&0x7bac].methods, ["System.Threading.Thread.Join", "Autofac.ResolutionExtensions.Resolve[[System.__Canon, System.Private.CoreLib]]", "DynamicClass.lambda_method1"]);
     assert_eq!(t[&0x7bac].frames, [("InlinedCallFrame".to_string(), 0x7fff_cda7_65a8)]);
     assert!(t[&0x7bb6].methods.is_empty());
 }

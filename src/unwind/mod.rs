@@ -72,7 +72,13 @@ impl<'p> Unwinder<'p> {
 
     fn is_code(&self, addr: u64) -> bool {
         let i = self.code.partition_point(|&(s, _)| s <= addr);
-        (i > 0 && addr < self.code[i - 1].1) || self.code_lookup.is_some_and(|l| l.lookup(addr.wrapping_sub(1)).is_some())
+        i > 0 && addr < self.code[i - 1].1
+    }
+
+    /// As [`Self::is_code`], or a return address into code the runtime knows (its pages may be
+    /// missing from a small dump). Not for scanning: each miss asks the code map.
+    fn is_code_or_managed(&self, ra: u64) -> bool {
+        self.is_code(ra) || self.code_lookup.is_some_and(|l| l.lookup(ra.wrapping_sub(1)).is_some())
     }
 
     fn module_cfi(&self, index: usize) -> Option<&ModuleCfi<'p>> {
@@ -107,7 +113,10 @@ impl<'p> Unwinder<'p> {
             let is_first = frames.len() == 1;
             let Some(current) = frames.last_mut() else { break StackEnd::NoCaller { ip: 0 } };
             match self.step(current, is_first, &mut ctx) {
-                Ok(next) => frames.push(next),
+                Ok(next) => {
+                    let next = self.prefer_transition(current, next, &transitions, &mut next_transition);
+                    frames.push(next)
+                }
                 Err(end) => {
                     let sp = current.sp;
                     match self.resume_at_transition(&transitions, &mut next_transition, sp) {
@@ -120,13 +129,37 @@ impl<'p> Unwinder<'p> {
         Stack { tid: thread.tid, frames, end, transitions }
     }
 
+    /// A guess (frame pointer or scan) out of native code that lands in managed code, or beyond
+    /// the next transition record, is replaced by that record's saved caller context: where
+    /// native code entered the runtime, the record says exactly where the managed caller is,
+    /// while a scan finds stale return addresses (as CoreCLR's own stack walk does).
+    fn prefer_transition(&self, current: &Frame, next: Frame, transitions: &[TransitionFrame], index: &mut usize) -> Frame {
+        let Some(lookup) = self.code_lookup else { return next };
+        if !matches!(next.trust, Trust::Scan | Trust::FramePointer) || lookup.lookup(current.lookup_address()).is_some() {
+            return next;
+        }
+        let pending = transitions[(*index).min(transitions.len())..]
+            .iter()
+            .filter_map(|t| t.resume.and_then(|r| r.sp()))
+            .find(|&sp| sp > current.sp);
+        let Some(resume_sp) = pending else { return next };
+        if lookup.lookup(next.lookup_address()).is_none() && next.sp < resume_sp {
+            return next;
+        }
+        let mut probe = *index;
+        self.resume_at_transition(transitions, &mut probe, current.sp).map_or(next, |t| {
+            *index = probe;
+            t
+        })
+    }
+
     /// The first unused transition record whose saved caller context is above `sp` and in code.
     fn resume_at_transition(&self, transitions: &[TransitionFrame], next: &mut usize, sp: u64) -> Option<Frame> {
         while let Some(t) = transitions.get(*next) {
             *next += 1;
             let Some(regs) = t.resume else { continue };
             let (Some(ip), Some(caller_sp)) = (regs.ip(), regs.sp()) else { continue };
-            if caller_sp > sp && ip != 0 && self.is_code(ip) {
+            if caller_sp > sp && ip != 0 && self.is_code_or_managed(ip) {
                 return Some(Frame { ip, sp: caller_sp, cfa: None, trust: Trust::TransitionFrame, ip_is_exact: t.resume_ip_is_exact, is_signal_frame: false, regs });
             }
         }
@@ -195,7 +228,7 @@ impl<'p> Unwinder<'p> {
         if next.sp <= frame.sp && !frame.is_signal_frame {
             return Err(StackEnd::NoProgress { ip: next.ip, sp: next.sp });
         }
-        if !self.is_code(next.ip) {
+        if !self.is_code_or_managed(next.ip) {
             return Err(StackEnd::NotCode { ip: next.ip });
         }
         Ok(next)
