@@ -249,6 +249,33 @@ fn the_trait_gives_the_same_answers_and_caches_them() {
 }
 
 #[test]
+fn every_address_inside_a_found_method_maps_to_it_and_its_unwind_info_is_readable() {
+    let mut checked = 0;
+    let mut unwind_only_in_image_files = 0;
+    for (d, p) in loaded() {
+        let map = dotnet::code_map(p, &d.locator).expect("code map");
+        for f in sos_frames(d) {
+            let code = map.lookup(f.ip).expect("found");
+            let u = code.unwind.unwrap_or_else(|| panic!("{}: no unwind info for {:#x}", d.name, f.ip));
+            // Every 4th byte of the fragment, both ends included: the same method.
+            for ip in (u.begin..u.end).step_by(4).chain([u.end - 1]) {
+                let at = map.lookup(ip).unwrap_or_else(|| panic!("{}: {ip:#x} in {:#x}..{:#x} not found", d.name, u.begin, u.end));
+                assert_eq!((at.method_start, at.method), (code.method_start, code.method), "{}: {ip:#x}", d.name);
+                checked += 1;
+            }
+            // UNWIND_INFO: version 1 or 2 in the low 3 bits of its first byte.
+            let mut b = [0u8; 4];
+            map.image_memory().read(u.unwind_info, &mut b).unwrap_or_else(|e| panic!("{}: UNWIND_INFO at {:#x}: {e}", d.name, u.unwind_info));
+            assert!(matches!(b[0] & 7, 1 | 2), "{}: UNWIND_INFO at {:#x} starts {:#x}", d.name, u.unwind_info, b[0]);
+            if knot::process::Memory::read(p, u.unwind_info, &mut b).is_err() {
+                unwind_only_in_image_files += 1;
+            }
+        }
+    }
+    eprintln!("{checked} addresses inside methods checked; {unwind_only_in_image_files} frames' UNWIND_INFO is only in the image files, not the dump");
+}
+
+#[test]
 fn addresses_that_are_not_managed_code_are_none() {
     for (d, p) in loaded() {
         let map = dotnet::code_map(p, &d.locator).expect("code map");
@@ -283,8 +310,9 @@ fn core_bytes(d: &Dump) -> Vec<u8> {
 
 /// Every SOS IP, the bytes around them, and random addresses, looked up (and named) in `p`:
 /// answers may be anything, but nothing panics or hangs.
-fn probe(p: &Process, locator: &Locator, frames: &[SosFrame], rng: &mut dumpedit::Rng) -> usize {
-    let Ok(map) = dotnet::code_map(p, locator) else { return 0 };
+/// Returns how many lookups found code and how many errors the map kept.
+fn probe(p: &Process, locator: &Locator, frames: &[SosFrame], rng: &mut dumpedit::Rng) -> (usize, usize) {
+    let Ok(map) = dotnet::code_map(p, locator) else { return (0, 0) };
     let mut found = 0;
     let mut ips: Vec<u64> = frames.iter().flat_map(|f| [f.ip, f.ip.wrapping_sub(1), f.ip + 0x40, f.ip & !0xfff]).collect();
     ips.extend((0..200).map(|_| rng.next() & 0x7fff_ffff_ffff));
@@ -296,8 +324,7 @@ fn probe(p: &Process, locator: &Locator, frames: &[SosFrame], rng: &mut dumpedit
             }
         }
     }
-    let _ = map.diagnostics();
-    found
+    (found, map.diagnostics().iter().filter(|d| d.severity == knot::diagnostics::Severity::Warning).count())
 }
 
 #[test]
@@ -320,10 +347,11 @@ fn damaged_runtime_memory_never_makes_a_lookup_panic() {
     drop(map);
     let loads = dumpedit::loads(&seed);
     let mut rng = dumpedit::Rng(0x9e37_79b9_7f4a_7c15);
+    let mut errors = 0;
     for round in 0..6 {
         let mut bytes = seed.clone();
         for &a in &targets {
-            if !loads.iter().any(|l| l.contains(a) && l.contains(a + 64)) || rng.next() % 3 != 0 {
+            if !loads.iter().any(|l| l.contains(a) && l.contains(a + 64)) || !rng.next().is_multiple_of(3) {
                 continue;
             }
             let mut garbage = [0u8; 64];
@@ -342,9 +370,12 @@ fn damaged_runtime_memory_never_makes_a_lookup_panic() {
         let core = Core::from_bytes("damaged.core", bytes).expect("still a core");
         let p = Process::from_core(core, &d.locator);
         let started = Instant::now();
-        probe(&p, &d.locator, &frames, &mut rng);
+        let (_, e) = probe(&p, &d.locator, &frames, &mut rng);
+        errors += e;
         assert!(started.elapsed().as_secs() < 60, "round {round}: lookups on damaged memory took {:?}", started.elapsed());
     }
+    // The damage reached what lookups read: some were refused with a reason.
+    assert!(errors > 0, "no lookup noticed the damage");
 }
 
 #[test]

@@ -190,9 +190,12 @@ mod tests {
         assert_eq!(start_in_unit(0x1000, unit, 1, 1, Some(4)), None);
         // A later bucket of the same unit finds it.
         assert_eq!(start_in_unit(0x1000, unit, 1, 6, Some(1)), Some(0x1130));
-        // The contract's pointer example: 304 is written as 311.
-        assert!(is_pointer(311));
-        assert_eq!(decode_pointer(0x1000, 311), 0x1000 + 304);
+        // The contract's pointer example: a start at 304 (0x130) is written as 0x130 + 9 (the
+        // document says 311, an arithmetic slip: its own rule gives 313).
+        assert!(is_pointer(313));
+        assert_eq!(decode_pointer(0x1000, 313), 0x1000 + 304);
+        // Start bits 2..3 ride in the low nibble: 0x13c is written 0x130 + 9 + 3.
+        assert_eq!(decode_pointer(0x1000, 0x130 + 12), 0x1000 + 0x13c);
         assert!(!is_pointer(unit));
     }
 }

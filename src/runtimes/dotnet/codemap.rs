@@ -13,7 +13,7 @@ use super::rangesection::SectionKind;
 use super::target::{RuntimeMemory, Target};
 use super::{codeheap, locate, methoddesc, methodname, rangesection, readytorun, STAGE};
 use crate::diagnostics::{Diagnostic, Severity};
-use crate::process::{Locator, Process};
+use crate::process::{Locator, Memory, Process};
 use crate::unwind::managed::{CodeLookup, ManagedCode, ManagedCodeKind, ManagedName};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -97,6 +97,13 @@ impl CodeMap<'_> {
         {
             errors.push((what, e));
         }
+    }
+
+    /// Memory that reads managed images as the code map does: the dump, then the image files
+    /// the dump maps for pages it did not save. A ReadyToRun method's `UNWIND_INFO` lives in
+    /// its image, which a heap dump often leaves out, so an unwinder should read it here.
+    pub fn image_memory(&self) -> &(dyn Memory + Sync + '_) {
+        &self.image
     }
 
     /// As [`CodeLookup::lookup`], with the reason when the dump's data did not hold together.

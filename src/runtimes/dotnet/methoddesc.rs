@@ -14,7 +14,8 @@ const TOKEN_TYPE_METHOD_DEF: u32 = 0x0600_0000;
 const MAX_GENERIC_ARGS: u16 = 64;
 const MAX_DYNAMIC_NAME: usize = 1024;
 const MAX_STORED_SIG: u32 = 4096;
-/// `DynamicMethodDesc` extended flags (StoredSigMethodDesc.ExtendedFlags): a
+/// `DynamicMethodDesc` extended flags (StoredSigMethodDesc.ExtendedFlags), as the
+/// RuntimeTypeSystem contract defines them (`DynamicMethodDescExtendedFlags`): a
 /// System.Reflection.Emit.DynamicMethod (LCG), and a runtime IL stub.
 const EXTENDED_FLAG_LCG: u32 = 0x0000_4000;
 const EXTENDED_FLAG_IL_STUB: u32 = 0x0000_8000;

@@ -243,3 +243,43 @@ fn type_def_or_ref(ctx: &SigContext, coded: u32, depth: u32) -> Result<String> {
     };
     Ok(if ns.is_empty() { name } else { format!("{ns}.{name}") })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::RangeMemory;
+    use crate::runtimes::dotnet::descriptor::Descriptor;
+
+    fn params(sig: &[u8]) -> Result<String> {
+        let mem = RangeMemory::new();
+        let t = Target::new(&mem, Descriptor::default(), Vec::new());
+        let namer = TypeNamer::new(&t, &mem);
+        let ctx = SigContext { metadata: None, image: &mem, namer: &namer, type_def: None, method_def: None };
+        method_params(&ctx, sig)
+    }
+
+    #[test]
+    fn primitives_strings_objects_arrays_and_byrefs_print_as_the_runtime_prints_them() {
+        // instance void (object, bool&)
+        assert_eq!(params(&[0x20, 2, 0x01, 0x1c, 0x10, 0x02]).unwrap(), "(System.Object, Boolean ByRef)");
+        // static int32 (string[], int32*, uint64, char)
+        assert_eq!(params(&[0x00, 4, 0x08, 0x1d, 0x0e, 0x0f, 0x08, 0x0b, 0x03]).unwrap(), "(System.String[], Int32*, UInt64, Char)");
+        // a generic method's MVAR and a 2-D array of its type VAR, no metadata to name them
+        assert_eq!(params(&[0x10, 1, 2, 0x01, 0x1e, 0x00, 0x14, 0x13, 0x01, 2, 0, 0]).unwrap(), "(!!0, !1[,])");
+        assert_eq!(params(&[0x00, 0, 0x01]).unwrap(), "()");
+    }
+
+    #[test]
+    fn damaged_signatures_are_errors() {
+        assert!(params(&[]).is_err());
+        assert!(params(&[0x00, 3, 0x01, 0x08]).is_err(), "fewer parameters than counted");
+        assert!(params(&[0x00, 1, 0x01, 0x55]).is_err(), "an unknown element type");
+        assert!(params(&[0x00, 1, 0x01, 0x11, 0x05]).is_err(), "a token without metadata");
+        // Deep nesting is cut off, not followed.
+        let mut deep = vec![0x00, 1, 0x01];
+        deep.extend(std::iter::repeat_n(0x1d, 100));
+        deep.push(0x08);
+        assert!(params(&deep).is_err());
+        assert!(params(&[0x00, 0xff, 0xff, 0xff, 0xff]).is_err(), "a huge parameter count");
+    }
+}

@@ -102,7 +102,8 @@ fn hot_part(t: &Target, image: &Target, tables: u64, index: u32) -> Result<Optio
     if n == 0 {
         return Ok(None);
     }
-    if n > MAX_HOT_COLD || n % 2 != 0 {
+    // `NumHotColdMap` counts u32s: two per (cold, hot) pair.
+    if n > MAX_HOT_COLD || n < 2 {
         return Err(DotnetError::Invalid { what: "ReadyToRun hot/cold map", at: tables, why: format!("{n} entries") });
     }
     let map = t.field_ptr(tables, "ReadyToRunInfo", "HotColdMap")?;
@@ -161,4 +162,68 @@ pub fn ptr_hash_map_get(t: &Target, map: u64, key: u64) -> Result<Option<u64>> {
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::RangeMemory;
+    use crate::runtimes::dotnet::descriptor::Descriptor;
+
+    const DESCRIPTOR: &str = r#"{"version":0,"types":{"HashMap":{"Buckets":16},"Bucket":{"!":64,"Keys":0,"Values":32}},
+        "globals":{"HashMapSlotsPerBucket":4,"HashMapValueMask":"0x7fffffffffffffff"}}"#;
+
+    /// A PtrHashMap at 0x1000 with `size` buckets at 0x2000, holding `entries` where the
+    /// runtime's double hashing puts them.
+    fn map(size: u32, entries: &[(u64, u64)], collide_everywhere: bool) -> RangeMemory {
+        let mut buckets = vec![0u8; 64 * (size as usize + 1)];
+        buckets[..4].copy_from_slice(&size.to_le_bytes());
+        for &(key, value) in entries {
+            let mut seed = (key >> 2) as u32;
+            let inc = 1 + (((key >> 5) as u32 + 1) % (size - 1));
+            'probe: loop {
+                let b = 64 * (1 + (seed % size) as usize);
+                for s in 0..4 {
+                    let k = b + 8 * s;
+                    if u64::from_le_bytes(buckets[k..k + 8].try_into().unwrap()) == 0 {
+                        buckets[k..k + 8].copy_from_slice(&key.to_le_bytes());
+                        buckets[k + 32..k + 40].copy_from_slice(&(value >> 1).to_le_bytes());
+                        break 'probe;
+                    }
+                }
+                // Full: mark the collision on the first value and probe on.
+                let v = u64::from_le_bytes(buckets[b + 32..b + 40].try_into().unwrap()) | 1 << 63;
+                buckets[b + 32..b + 40].copy_from_slice(&v.to_le_bytes());
+                seed = seed.wrapping_add(inc);
+            }
+        }
+        if collide_everywhere {
+            for b in 1..=size as usize {
+                buckets[64 * b + 32 + 7] |= 0x80;
+            }
+        }
+        let mut mem = RangeMemory::new();
+        let mut header = vec![0u8; 24];
+        header[16..24].copy_from_slice(&0x2000u64.to_le_bytes());
+        mem.add(0x1000, header).add(0x2000, buckets);
+        mem
+    }
+
+    #[test]
+    fn finds_entry_points_through_collisions_and_stops_at_a_bucket_without_one() {
+        let entries: Vec<(u64, u64)> = (0..40).map(|i| (0x7f00_0000_1000 + 0x40 * i, 0x5500_0000 + 0x10 * i)).collect();
+        let mem = map(11, &entries, false);
+        let t = Target::new(&mem, Descriptor::parse(DESCRIPTOR.as_bytes(), 0).unwrap(), Vec::new());
+        for &(k, v) in &entries {
+            assert_eq!(ptr_hash_map_get(&t, 0x1000, k).unwrap(), Some(v), "{k:#x}");
+        }
+        assert_eq!(ptr_hash_map_get(&t, 0x1000, 0x7f00_0000_1010).unwrap(), None);
+    }
+
+    #[test]
+    fn a_map_that_collides_everywhere_is_probed_a_bounded_number_of_times() {
+        let mem = map(7, &[], true);
+        let t = Target::new(&mem, Descriptor::parse(DESCRIPTOR.as_bytes(), 0).unwrap(), Vec::new());
+        assert_eq!(ptr_hash_map_get(&t, 0x1000, 0x1234_5678).unwrap(), None);
+    }
 }
