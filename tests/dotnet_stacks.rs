@@ -10,6 +10,9 @@
 //! files only (an empty sysroot hides any installed runtime), and `target/samples/dotnet/`
 //! (made by `samples/dotnet/make-dumps.sh`) with the machine's files. SOS's output is
 //! `sos/clrstack-all.txt` beside each dump.
+//!
+//! The native part (frame 0 up to the first managed frame) is checked against gdb where this
+//! machine has the files the dump names: gdb cannot unwind managed code, so only that part.
 
 use knot::analysis::{self, Options};
 use knot::process::{Locator, Process};
@@ -90,6 +93,25 @@ fn dumps() -> Vec<Dump> {
     out
 }
 
+impl Dump {
+    /// gdb reads cores uncompressed: a committed `core.gz` is unpacked once under target/tmp.
+    fn core_unpacked(&self) -> PathBuf {
+        if self.core.extension().is_none_or(|e| e != "gz") {
+            return self.core.clone();
+        }
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dotnet-cores").join(self.name.replace('/', "-"));
+        if !out.is_file() {
+            std::fs::create_dir_all(out.parent().expect("parent")).expect("temp dir");
+            let part = out.with_extension("part");
+            let mut d = flate2::read::GzDecoder::new(std::fs::File::open(&self.core).expect("open core"));
+            let mut o = std::fs::File::create(&part).expect("create core");
+            std::io::copy(&mut d, &mut o).expect("gunzip core");
+            std::fs::rename(&part, &out).expect("rename core");
+        }
+        out
+    }
+}
+
 /// One thread of `clrstack -all`.
 #[derive(Debug, Default)]
 struct SosThread {
@@ -157,12 +179,16 @@ fn report(d: &Dump) -> Report {
 
 /// Side by side, marking the rows that differ.
 fn diff<T: std::fmt::Debug + PartialEq>(sos: &[T], knot: &[T]) -> String {
+    diff_as("SOS", sos, knot)
+}
+
+fn diff_as<T: std::fmt::Debug + PartialEq>(oracle: &str, sos: &[T], knot: &[T]) -> String {
     let mut s = String::new();
     for i in 0..sos.len().max(knot.len()) {
         let (a, b) = (sos.get(i), knot.get(i));
         let mark = if a == b { " " } else { "≠" };
         let show = |x: Option<&T>| x.map_or("-".to_string(), |x| format!("{x:?}"));
-        let _ = writeln!(s, "      {mark} {i:>3}  SOS {:<90}  knot {}", show(a), show(b));
+        let _ = writeln!(s, "      {mark} {i:>3}  {oracle} {:<90}  knot {}", show(a), show(b));
     }
     s
 }
@@ -219,4 +245,103 @@ fn clrstack_parser_reads_methods_generics_and_frames() {
     assert_eq!(t[&0x7bac].methods, ["System.Threading.Thread.Join", "Autofac.ResolutionExtensions.Resolve[[System.__Canon, System.Private.CoreLib]]", "DynamicClass.lambda_method1"]);
     assert_eq!(t[&0x7bac].frames, [("InlinedCallFrame".to_string(), 0x7fff_cda7_65a8)]);
     assert!(t[&0x7bb6].methods.is_empty());
+}
+
+// ---------------------------------------------------------------- the native part against gdb
+
+/// gdb's `thread apply all bt`: per LWP, the pc of every frame it prints one for (`#N 0x… in`),
+/// after frame 0, up to and including the first in no module (`?? ()` with no `from`): gdb cannot unwind
+/// managed code, so what follows is garbage.
+fn gdb_native_prefixes(core: &Path) -> Option<BTreeMap<u32, Vec<u64>>> {
+    let exe = Path::new("/usr/share/dotnet/dotnet");
+    if !exe.is_file() {
+        return None;
+    }
+    let out = std::process::Command::new("gdb")
+        .args(["-batch", "-nx", "-ex", "set debuginfod enabled off", "-ex", "thread apply all bt 64"])
+        .arg(exe)
+        .arg(core)
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut threads: BTreeMap<u32, (Vec<u64>, bool)> = BTreeMap::new();
+    let mut current = None;
+    for line in text.lines() {
+        if let Some(lwp) = line.strip_prefix("Thread ").and_then(|l| l.split_once("(LWP ")).and_then(|(_, r)| r.split(')').next()) {
+            current = lwp.trim().parse::<u32>().ok();
+            if let Some(t) = current {
+                threads.insert(t, (Vec::new(), false));
+            }
+            continue;
+        }
+        let (Some(tid), Some(rest)) = (current, line.strip_prefix('#')) else { continue };
+        let Some((n, frame)) = rest.split_once(' ') else { continue };
+        // Frame 0's pc is the thread's own, printed only when not at a line's start.
+        if n == "0" {
+            continue;
+        }
+        let Some((pc, what)) = frame.trim_start().split_once(" in ") else { continue };
+        let Ok(pc) = u64::from_str_radix(pc.trim_start_matches("0x"), 16) else { continue };
+        let Some((pcs, done)) = threads.get_mut(&tid) else { continue };
+        if *done {
+            continue;
+        }
+        pcs.push(pc);
+        *done = what.starts_with("?? ()") && !what.contains(" from ");
+    }
+    Some(threads.into_iter().map(|(t, (pcs, _))| (t, pcs)).collect())
+}
+
+/// knot's frames the same way: one pc per real frame after frame 0 (inlined frames share
+/// theirs), up to and including the first managed frame.
+fn knot_native_prefix(frames: &[FrameReport]) -> Vec<u64> {
+    let mut pcs: Vec<u64> = Vec::new();
+    let mut last = frames.first().map(|f| f.ip.0);
+    for f in frames.iter().filter(|f| f.transition.is_none()) {
+        if Some(f.ip.0) != last {
+            pcs.push(f.ip.0);
+            last = Some(f.ip.0);
+        }
+        if f.managed {
+            break;
+        }
+    }
+    pcs
+}
+
+#[test]
+fn native_frames_up_to_managed_code_equal_gdb() {
+    let mut compared = 0;
+    let mut failures = String::new();
+    for d in dumps().into_iter().filter(|d| !d.name.contains("(made here)")) {
+        // gdb reads the machine's files: compare only where they are the dump's own (knot,
+        // reading the same files, loads every module rather than refusing a different build).
+        let machine = Options::default();
+        let process = Process::open(&d.core, &machine.locator).expect("core");
+        if process.modules.iter().any(|m| m.file.is_none() && m.name() != "[vdso]") {
+            eprintln!("skipping gdb on {}: this machine does not have every file the dump names", d.name);
+            continue;
+        }
+        let Some(gdb) = gdb_native_prefixes(&d.core_unpacked()) else {
+            eprintln!("skipping gdb on {}: no gdb or no dotnet host here", d.name);
+            continue;
+        };
+        let r = analysis::report_for(&process, &Options { stacks_only: true, ..machine });
+        for t in &r.threads {
+            let Some(expected) = gdb.get(&t.tid) else { continue };
+            // Only stacks that reach managed code: the part gdb can see is then bounded.
+            if !t.frames.iter().any(|f| f.managed) {
+                continue;
+            }
+            let got = knot_native_prefix(&t.frames);
+            compared += 1;
+            if *expected != got {
+                let _ = writeln!(failures, "  {} thread {}: native frames up to managed code differ from gdb", d.name, t.tid);
+                let hex = |v: &[u64]| v.iter().map(|p| format!("{p:#x}")).collect::<Vec<_>>();
+                failures.push_str(&diff_as("gdb", &hex(expected), &hex(&got)));
+            }
+        }
+    }
+    eprintln!("compared the native part of {compared} threads with gdb");
+    assert!(failures.is_empty(), "{failures}");
 }
