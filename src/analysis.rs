@@ -6,6 +6,8 @@ use crate::graph::{groups, WaitForGraph};
 use crate::report::{DumpInfo, FrameReport, Group, Hex, ModuleReport, Report, SignalReport, StackEndReport, ThreadReport, Verdict, SCHEMA_VERSION};
 use crate::waits::{self, LockFact, ThreadState};
 use crate::symbols::Symbolizer;
+use crate::runtimes::dotnet::{frames::WithFrames, CodeMap};
+use crate::unwind::managed::CodeLookup;
 use crate::unwind::{Stack, StackEnd, Trust, Unwinder};
 use rayon::prelude::*;
 use std::path::Path;
@@ -81,14 +83,19 @@ pub fn analyze(path: impl AsRef<Path>, opts: &Options) -> Result<Report, Analyze
 
 /// Builds the report for an opened process.
 pub fn report_for(process: &Process, opts: &Options) -> Report {
+    let code_lookup = code_lookup(process, &opts.locator);
     let mut unwinder = Unwinder::new(process);
+    let mut symbolizer = Symbolizer::new(process);
+    if let Some(l) = code_lookup.as_ref().map(|l| l as &dyn CodeLookup) {
+        unwinder = unwinder.with_code_lookup(l);
+        symbolizer = symbolizer.with_code_lookup(l);
+    }
     if let Some(n) = opts.max_walk_frames {
         unwinder.max_frames = n;
     }
     tell(opts, Phase::Stacks);
     let stacks = unwinder.walk_all();
     tell(opts, Phase::Symbols);
-    let symbolizer = Symbolizer::new(process);
     let core = &process.core;
     let pid = core.process.as_ref().map(|p| p.pid);
     let frames: Vec<Vec<FrameReport>> = stacks.par_iter().map(|stack| frames(process, &symbolizer, stack)).collect();
@@ -101,7 +108,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
             tid: t.tid,
             registers: &t.registers,
             cursig: t.cursig,
-            functions: f.iter().map(|f| f.function.as_deref().unwrap_or("")).collect(),
+            functions: f.iter().filter(|f| f.transition.is_none()).map(|f| f.function.as_deref().unwrap_or("")).collect(),
         })
         .collect();
     tell(opts, Phase::Locks);
@@ -135,6 +142,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         .collect();
     let mut diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
     diagnostics.extend(facts.diagnostics);
+    diagnostics.extend(code_lookup.iter().flat_map(|l| l.code.diagnostics()));
     Report {
         schema_version: SCHEMA_VERSION,
         knot_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -171,10 +179,30 @@ fn verdict(deadlocks: &[crate::graph::Deadlock], locks: &[LockFact], threads: &[
     }
 }
 
+/// The runtime's map of the code it made (.NET JIT and ReadyToRun code), with its threads'
+/// transition records; `None` for a process without a readable .NET runtime.
+fn code_lookup<'p>(process: &'p Process, locator: &Locator) -> Option<WithFrames<CodeMap<'p>>> {
+    let code = crate::runtimes::dotnet::code_map(process, locator).ok()?;
+    Some(WithFrames { code, frames: crate::runtimes::dotnet::frames::read(process) })
+}
+
 fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> Vec<FrameReport> {
     let module_name = |addr: u64| process.module_at(addr).map(|(_, m)| m.name().to_string());
     let mut out = Vec::with_capacity(stack.frames.len() * 2);
+    // A transition record is shown before the frame whose stack range (its sp up to its
+    // caller's) holds it.
+    let mut transitions: Vec<_> = stack.transitions.iter().collect();
+    transitions.sort_by_key(|t| t.address);
+    let mut transitions = transitions.into_iter().peekable();
     for (i, f) in stack.frames.iter().enumerate() {
+        let caller_sp = stack.frames.get(i + 1).map_or(f.sp, |c| c.sp);
+        while let Some(t) = transitions.next_if(|t| t.address < caller_sp) {
+            out.push(FrameReport::transition(out.len(), t));
+        }
+        if let Some(m) = symbolizer.managed(f.ip, !f.ip_is_exact) {
+            out.push(FrameReport::managed(out.len(), f, m, module_name(f.lookup_address())));
+            continue;
+        }
         // gdb looks for tail-call frames where its DWARF unwinder stepped from a callee to
         // this caller.
         if f.trust == Trust::Cfi
@@ -193,6 +221,9 @@ fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> Vec<
                     tail_call: true,
                     signal_frame: false,
                     trust: f.trust,
+                    managed: false,
+                    signature: None,
+                    transition: None,
                 });
             }
         }
@@ -211,6 +242,9 @@ fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> Vec<
                 tail_call: false,
                 signal_frame: f.is_signal_frame,
                 trust: f.trust,
+                managed: false,
+                signature: None,
+                transition: None,
             });
             continue;
         }
@@ -227,8 +261,15 @@ fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> Vec<
                 tail_call: false,
                 signal_frame: f.is_signal_frame && !s.inlined,
                 trust: f.trust,
+                managed: false,
+                signature: None,
+                transition: None,
             });
         }
+    }
+    // Records above where the walk ended.
+    for t in transitions {
+        out.push(FrameReport::transition(out.len(), t));
     }
     out
 }

@@ -130,8 +130,26 @@ pub struct FrameReport {
     pub tail_call: bool,
     /// This frame is a signal trampoline: gdb's `<signal handler called>`.
     pub signal_frame: bool,
-    /// How the frame was found: context, cfi, frame_pointer or scan.
+    /// How the frame was found: context, cfi, runtime_unwind_info, frame_pointer, scan or
+    /// transition_frame. Frames in managed code found by frame pointer or scan are best effort.
     pub trust: Trust,
+    /// A managed (.NET JIT or ReadyToRun) method's frame: `function` is its qualified name as
+    /// SOS's `clrstack` gives it, `module` its assembly, `function_offset` from the method's start.
+    pub managed: bool,
+    /// A managed method's parameter list, e.g. `(System.Object, Boolean ByRef)`.
+    pub signature: Option<String>,
+    /// Not a call frame but a runtime transition record on the stack (SOS's
+    /// `[InlinedCallFrame: addr]`), shown where it sits between the frames; `ip` is the return
+    /// address it saved, or 0.
+    pub transition: Option<TransitionReport>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TransitionReport {
+    /// The runtime's type name for the record, e.g. `InlinedCallFrame`.
+    pub kind: String,
+    /// Where the record lives.
+    pub address: Hex,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -160,4 +178,46 @@ pub struct ModuleReport {
     pub file_detail: Option<String>,
     /// Where symbols came from.
     pub debug_info: Option<String>,
+}
+
+impl FrameReport {
+    /// The marker for a runtime transition record.
+    pub fn transition(index: usize, t: &crate::unwind::managed::TransitionFrame) -> FrameReport {
+        FrameReport {
+            index,
+            ip: Hex(t.resume.and_then(|r| r.ip()).unwrap_or(0)),
+            function: None,
+            function_offset: None,
+            module: None,
+            file: None,
+            line: None,
+            inlined: false,
+            tail_call: false,
+            signal_frame: false,
+            trust: Trust::TransitionFrame,
+            managed: false,
+            signature: None,
+            transition: Some(TransitionReport { kind: t.kind.clone(), address: Hex(t.address) }),
+        }
+    }
+
+    /// A managed method's frame.
+    pub fn managed(index: usize, frame: &crate::unwind::Frame, m: crate::symbols::ManagedSymbol, module: Option<String>) -> FrameReport {
+        FrameReport {
+            index,
+            ip: Hex(frame.ip),
+            function: m.qualified,
+            function_offset: Some(Hex(m.offset)),
+            module: m.module.or(module),
+            file: None,
+            line: None,
+            inlined: false,
+            tail_call: false,
+            signal_frame: false,
+            trust: frame.trust,
+            managed: true,
+            signature: m.signature,
+            transition: None,
+        }
+    }
 }

@@ -233,7 +233,18 @@ pub fn frames(out: &mut String, frames: &[FrameReport], max_frames: Option<usize
 
 fn frame(out: &mut String, f: &FrameReport) {
     let _ = write!(out, "  #{:<3} {:#018x}  ", f.index, f.ip.0);
-    if f.signal_frame {
+    if let Some(t) = &f.transition {
+        let _ = writeln!(out, "[{}: {:#x}]", t.kind, t.address.0);
+        return;
+    }
+    if f.managed {
+        // As SOS's clrstack: `Namespace.Type.Method(Signature) + 0xoff [Assembly.dll]`.
+        out.push_str(f.function.as_deref().unwrap_or("??"));
+        out.push_str(f.signature.as_deref().unwrap_or(""));
+        if let Some(off) = f.function_offset {
+            let _ = write!(out, " + {off}");
+        }
+    } else if f.signal_frame {
         out.push_str("<signal handler called>");
     } else {
         out.push_str(f.function.as_deref().unwrap_or("??"));
@@ -261,6 +272,7 @@ fn frame(out: &mut String, f: &FrameReport) {
     match f.trust {
         Trust::Scan => out.push_str(" (found by stack scan)"),
         Trust::FramePointer => out.push_str(" (found by frame pointer)"),
+        Trust::TransitionFrame => out.push_str(" (resumed at a runtime transition frame)"),
         _ => {}
     }
     out.push('\n');

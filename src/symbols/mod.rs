@@ -33,6 +33,7 @@
 mod callsites;
 mod die_name;
 mod dwarf;
+mod managed;
 mod names;
 mod symtab;
 mod tailcall;
@@ -40,6 +41,7 @@ mod tailcall;
 #[cfg(test)]
 mod tests;
 
+pub use managed::ManagedSymbol;
 pub use symtab::NameSource;
 
 use crate::core::auxv;
@@ -166,6 +168,8 @@ pub struct Symbolizer<'p> {
     chains: Mutex<FxHashMap<(u64, u64), TailChain>>,
     /// Functions found by name, runtime addresses.
     named: Mutex<FxHashMap<String, Option<u64>>>,
+    /// A runtime's code map, for code outside every ELF image (`managed.rs`).
+    code_lookup: Option<&'p dyn crate::unwind::managed::CodeLookup>,
 }
 
 impl<'p> Symbolizer<'p> {
@@ -179,6 +183,7 @@ impl<'p> Symbolizer<'p> {
             name_order,
             chains: Mutex::default(),
             named: Mutex::default(),
+            code_lookup: None,
         }
     }
 

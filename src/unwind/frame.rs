@@ -15,6 +15,12 @@ pub enum Trust {
     FramePointer,
     /// A return address found by scanning the stack; may be stale.
     Scan,
+    /// Recovered with the unwind data a runtime keeps for code it made (.NET JIT and
+    /// ReadyToRun code: Windows-style unwind codes).
+    RuntimeUnwindInfo,
+    /// Resumed from the caller context a runtime saved in a transition record on the stack
+    /// (a CoreCLR `InlinedCallFrame`, say), where the walk could not go on by itself.
+    TransitionFrame,
 }
 
 impl Trust {
@@ -24,6 +30,8 @@ impl Trust {
             Trust::Cfi => "cfi",
             Trust::FramePointer => "frame_pointer",
             Trust::Scan => "scan",
+            Trust::RuntimeUnwindInfo => "runtime_unwind_info",
+            Trust::TransitionFrame => "transition_frame",
         }
     }
 }
@@ -85,4 +93,7 @@ pub struct Stack {
     pub tid: u32,
     pub frames: Vec<Frame>,
     pub end: StackEnd,
+    /// The runtime's transition records on this thread's stack, innermost first (empty
+    /// without a runtime code lookup): reports show them between the frames they sit in.
+    pub transitions: Vec<super::managed::TransitionFrame>,
 }

@@ -3,6 +3,8 @@
 //! runtime reader such as `runtimes::dotnet` — whether an address is such code, and if so how to
 //! unwind it and what to call it. The unwinder itself knows no runtime.
 
+use super::regs::FrameRegs;
+
 /// What the runtime says about one address of its code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManagedCode {
@@ -56,4 +58,26 @@ pub struct ManagedName {
 pub trait CodeLookup: Send + Sync {
     fn lookup(&self, ip: u64) -> Option<ManagedCode>;
     fn name(&self, method: u64) -> Option<ManagedName>;
+    /// The runtime's bookkeeping records on thread `tid`'s stack (CoreCLR's `Frame` chain),
+    /// innermost first. The unwinder resumes at one where its own walk cannot go on (native
+    /// code without unwind data between managed frames), and reports shows them in the stack.
+    fn transition_frames(&self, tid: u32) -> Vec<TransitionFrame> {
+        let _ = tid;
+        Vec::new()
+    }
+}
+
+/// One runtime transition record on a thread's stack (CoreCLR: an `InlinedCallFrame` for a
+/// P/Invoke, a `FaultingExceptionFrame`, ...), as SOS shows it: `[InlinedCallFrame: addr]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransitionFrame {
+    /// Where the record lives (on the stack, inside its owner's frame).
+    pub address: u64,
+    /// The runtime's type name for it, e.g. `InlinedCallFrame`.
+    pub kind: String,
+    /// The context the record saved for its caller, when it saved one (`ip` and `sp` known).
+    pub resume: Option<FrameRegs>,
+    /// The saved `ip` is where the thread was interrupted (a full saved context), not a
+    /// return address.
+    pub resume_ip_is_exact: bool,
 }

@@ -1,12 +1,16 @@
 //! Rebuilding every thread's stack. Each step tries, in order: DWARF CFI of the module holding
-//! the frame's address, the %rbp chain, and a bounded scan of the stack for a return address.
-//! Every frame records which one found it; every walk ends with a reason, and is bounded.
+//! the frame's address; for an address no CFI covers, the unwind data of a runtime's code map
+//! ([`managed::CodeLookup`], e.g. .NET JIT code, with [`windows_x64`]); the %rbp chain; and a
+//! bounded scan of the stack for a return address. Where all fail, the walk resumes at a
+//! runtime transition record (a CoreCLR `Frame`) above it, if there is one. Every frame records
+//! which one found it; every walk ends with a reason, and is bounded.
 
 mod cfi;
 pub mod frame;
 pub mod managed;
 pub mod regs;
 mod scan;
+pub mod windows_x64;
 
 pub use frame::{Frame, Stack, StackEnd, Trust};
 pub use regs::FrameRegs;
@@ -15,6 +19,7 @@ use crate::arch::x86_64::dwarf;
 use crate::core::CoreThread;
 use crate::process::{Memory, Process};
 use cfi::ModuleCfi;
+use managed::{CodeLookup, TransitionFrame};
 use rayon::prelude::*;
 use std::sync::OnceLock;
 
@@ -32,6 +37,8 @@ pub struct Unwinder<'p> {
     /// Executable address ranges, sorted and merged.
     code: Vec<(u64, u64)>,
     pub max_frames: usize,
+    /// A runtime's map of the code it made, asked where no CFI covers an address.
+    code_lookup: Option<&'p dyn CodeLookup>,
 }
 
 impl<'p> Unwinder<'p> {
@@ -53,12 +60,25 @@ impl<'p> Unwinder<'p> {
                 _ => merged.push((s, e)),
             }
         }
-        Unwinder { process, cfi: process.modules.iter().map(|_| OnceLock::new()).collect(), code: merged, max_frames: DEFAULT_MAX_FRAMES }
+        Unwinder { process, cfi: process.modules.iter().map(|_| OnceLock::new()).collect(), code: merged, max_frames: DEFAULT_MAX_FRAMES, code_lookup: None }
+    }
+
+    /// Unwinds code that has no CFI (JIT and ReadyToRun code) with `lookup`'s unwind data, and
+    /// resumes at its transition records.
+    pub fn with_code_lookup(mut self, lookup: &'p dyn CodeLookup) -> Unwinder<'p> {
+        self.code_lookup = Some(lookup);
+        self
     }
 
     fn is_code(&self, addr: u64) -> bool {
         let i = self.code.partition_point(|&(s, _)| s <= addr);
         i > 0 && addr < self.code[i - 1].1
+    }
+
+    /// As [`Self::is_code`], or a return address into code the runtime knows (its pages may be
+    /// missing from a small dump). Not for scanning: each miss asks the code map.
+    fn is_code_or_managed(&self, ra: u64) -> bool {
+        self.is_code(ra) || self.code_lookup.is_some_and(|l| l.lookup(ra.wrapping_sub(1)).is_some())
     }
 
     fn module_cfi(&self, index: usize) -> Option<&ModuleCfi<'p>> {
@@ -83,6 +103,9 @@ impl<'p> Unwinder<'p> {
         };
         let mut frames = vec![first];
         let mut ctx = gimli::UnwindContext::new();
+        let transitions = self.code_lookup.map(|l| l.transition_frames(thread.tid)).unwrap_or_default();
+        // Transition records are used innermost first, each at most once: the walk stays bounded.
+        let mut next_transition = 0;
         let end = loop {
             if frames.len() >= self.max_frames {
                 break StackEnd::DepthLimit { frames: frames.len() };
@@ -90,11 +113,57 @@ impl<'p> Unwinder<'p> {
             let is_first = frames.len() == 1;
             let Some(current) = frames.last_mut() else { break StackEnd::NoCaller { ip: 0 } };
             match self.step(current, is_first, &mut ctx) {
-                Ok(next) => frames.push(next),
-                Err(end) => break end,
+                Ok(next) => {
+                    let next = self.prefer_transition(current, next, &transitions, &mut next_transition);
+                    frames.push(next)
+                }
+                Err(end) => {
+                    let sp = current.sp;
+                    match self.resume_at_transition(&transitions, &mut next_transition, sp) {
+                        Some(next) => frames.push(next),
+                        None => break end,
+                    }
+                }
             }
         };
-        Stack { tid: thread.tid, frames, end }
+        Stack { tid: thread.tid, frames, end, transitions }
+    }
+
+    /// A guess (frame pointer or scan) out of native code that lands in managed code, or beyond
+    /// the next transition record, is replaced by that record's saved caller context: where
+    /// native code entered the runtime, the record says exactly where the managed caller is,
+    /// while a scan finds stale return addresses (as CoreCLR's own stack walk does).
+    fn prefer_transition(&self, current: &Frame, next: Frame, transitions: &[TransitionFrame], index: &mut usize) -> Frame {
+        let Some(lookup) = self.code_lookup else { return next };
+        if !matches!(next.trust, Trust::Scan | Trust::FramePointer) || lookup.lookup(current.lookup_address()).is_some() {
+            return next;
+        }
+        let pending = transitions[(*index).min(transitions.len())..]
+            .iter()
+            .filter_map(|t| t.resume.and_then(|r| r.sp()))
+            .find(|&sp| sp > current.sp);
+        let Some(resume_sp) = pending else { return next };
+        if lookup.lookup(next.lookup_address()).is_none() && next.sp < resume_sp {
+            return next;
+        }
+        let mut probe = *index;
+        self.resume_at_transition(transitions, &mut probe, current.sp).map_or(next, |t| {
+            *index = probe;
+            t
+        })
+    }
+
+    /// The first unused transition record whose saved caller context is above `sp` and in code.
+    fn resume_at_transition(&self, transitions: &[TransitionFrame], next: &mut usize, sp: u64) -> Option<Frame> {
+        while let Some(t) = transitions.get(*next) {
+            *next += 1;
+            let Some(regs) = t.resume else { continue };
+            let (Some(ip), Some(caller_sp)) = (regs.ip(), regs.sp()) else { continue };
+            if caller_sp > sp && ip != 0 && self.is_code_or_managed(ip) {
+                return Some(Frame { ip, sp: caller_sp, cfa: None, trust: Trust::TransitionFrame, ip_is_exact: t.resume_ip_is_exact, is_signal_frame: false, regs });
+            }
+        }
+        None
     }
 
     /// Finds the caller of `frame`. Marks `frame` as a signal trampoline when its CFI says so.
@@ -102,9 +171,11 @@ impl<'p> Unwinder<'p> {
         let memory: &dyn Memory = self.process;
         let addr = frame.lookup_address();
         let mut cfi_error = None;
+        let mut has_cfi = false;
         if let Some((index, module)) = self.process.module_at(addr) {
             if let Some(cfi) = self.module_cfi(index) {
                 if let Some(rule) = cfi.rule(module.to_link_address(addr), ctx) {
+                    has_cfi = true;
                     frame.is_signal_frame = rule.signal_frame;
                     match cfi.apply(&rule, &frame.regs, memory) {
                         Ok(rec) if rec.outermost => return Err(StackEnd::Outermost),
@@ -126,6 +197,11 @@ impl<'p> Unwinder<'p> {
                     }
                 }
             }
+        }
+        if !has_cfi
+            && let Some(next) = self.runtime_step(frame, addr)
+        {
+            return self.accept(frame, next);
         }
         if let Some(next) = self.frame_pointer_step(frame) {
             return self.accept(frame, next);
@@ -152,10 +228,19 @@ impl<'p> Unwinder<'p> {
         if next.sp <= frame.sp && !frame.is_signal_frame {
             return Err(StackEnd::NoProgress { ip: next.ip, sp: next.sp });
         }
-        if !self.is_code(next.ip) {
+        if !self.is_code_or_managed(next.ip) {
             return Err(StackEnd::NotCode { ip: next.ip });
         }
         Ok(next)
+    }
+
+    /// The caller of a frame in code a runtime made, from the runtime's unwind data.
+    fn runtime_step(&self, frame: &Frame, addr: u64) -> Option<Frame> {
+        let code = self.code_lookup?.lookup(addr)?;
+        let unwind = code.unwind?;
+        let out = windows_x64::unwind(self.process, &unwind, frame.ip, frame.ip_is_exact, &frame.regs).ok()?;
+        let sp = out.regs.sp()?;
+        Some(Frame { ip: out.regs.ip()?, sp, cfa: Some(sp), trust: Trust::RuntimeUnwindInfo, ip_is_exact: out.machine_frame, is_signal_frame: false, regs: out.regs })
     }
 
     fn frame_pointer_step(&self, frame: &Frame) -> Option<Frame> {

@@ -28,6 +28,7 @@ pub mod descriptor;
 pub mod elf;
 pub mod error;
 pub mod facts;
+pub mod frames;
 pub mod locate;
 pub mod metadata;
 pub mod methoddesc;

@@ -1,0 +1,212 @@
+//! CoreCLR's explicit `Frame`s: the records the runtime pushes on a thread's stack where managed
+//! code calls native code (an `InlinedCallFrame` for a P/Invoke), where a thread was
+//! interrupted (`FaultingExceptionFrame`, `ResumableFrame`), and where native code entered
+//! managed code. They form a singly linked list from `Thread::m_pFrame` (`Frame.Next`), ended by
+//! `FRAME_TOP`; the list is bounded by [`MAX_FRAMES`] and cycle-checked.
+//!
+//! A Frame's first field is its `FrameIdentifier`; the descriptor's `<Type>Identifier` globals
+//! name the values. Fields come from the descriptor (StackWalk contract): `InlinedCallFrame`
+//! (`CallerReturnAddress`, `CallSiteSP`, `CalleeSavedFP`; an inactive one has a zero return
+//! address), `SoftwareExceptionFrame` and `FaultingExceptionFrame` (`TargetContext`, a saved
+//! CONTEXT inside the Frame), `ResumableFrame` and `RedirectedThreadFrame` (`TargetContextPtr`).
+//! An `InlinedCallFrame` with no call in progress marks no transition and is left out, as SOS
+//! leaves it out.
+//! The AMD64 CONTEXT layout is the Windows one, which CoreCLR's PAL keeps on Linux.
+
+use super::locate;
+use super::target::{RuntimeMemory, Target};
+use super::threads::{self, FRAME_TOP};
+use crate::arch::x86_64::dwarf;
+use crate::process::Process;
+use crate::unwind::managed::{CodeLookup, ManagedCode, ManagedName, TransitionFrame};
+use crate::unwind::FrameRegs;
+use std::collections::{HashMap, HashSet};
+
+/// More explicit Frames than one thread ever has; a longer chain is corrupt.
+pub const MAX_FRAMES: usize = 4096;
+
+/// AMD64 `CONTEXT`: offsets of rax, rcx, rdx, rbx, rsp, rbp, rsi, rdi, r8..r15 (Windows
+/// register order, 8 bytes apart from 0x78) and rip.
+const CONTEXT_RAX: u64 = 0x78;
+const CONTEXT_RIP: u64 = 0xf8;
+const WIN_TO_DWARF: [u16; 16] = [
+    dwarf::RAX,
+    dwarf::RCX,
+    dwarf::RDX,
+    dwarf::RBX,
+    dwarf::RSP,
+    dwarf::RBP,
+    dwarf::RSI,
+    dwarf::RDI,
+    dwarf::R8,
+    dwarf::R9,
+    dwarf::R10,
+    dwarf::R11,
+    dwarf::R12,
+    dwarf::R13,
+    dwarf::R14,
+    dwarf::R15,
+];
+
+/// A runtime's code map with its threads' Frame chains beside it.
+pub struct WithFrames<C> {
+    pub code: C,
+    pub frames: HashMap<u32, Vec<TransitionFrame>>,
+}
+
+impl<C: CodeLookup> CodeLookup for WithFrames<C> {
+    fn lookup(&self, ip: u64) -> Option<ManagedCode> {
+        self.code.lookup(ip)
+    }
+    fn name(&self, method: u64) -> Option<ManagedName> {
+        self.code.name(method)
+    }
+    fn transition_frames(&self, tid: u32) -> Vec<TransitionFrame> {
+        self.frames.get(&tid).cloned().unwrap_or_default()
+    }
+}
+
+/// Every managed thread's Frame chain, by OS thread id. Empty when the process is not .NET or
+/// its runtime cannot be read.
+pub fn read(process: &Process) -> HashMap<u32, Vec<TransitionFrame>> {
+    let Some(module) = locate::runtime_module(process) else { return HashMap::new() };
+    let Ok(located) = locate::locate(process, module) else { return HashMap::new() };
+    let memory = RuntimeMemory { process };
+    let t = Target::new(&memory, located.descriptor, located.pointer_data);
+    let Ok(ts) = threads::thread_store(&t) else { return HashMap::new() };
+    let Ok(addresses) = threads::thread_addresses(&t, ts) else { return HashMap::new() };
+    let names = identifier_names(&t);
+    let mut out = HashMap::new();
+    for a in addresses {
+        let Ok(th) = threads::read_thread(&t, a, 0, 0) else { continue };
+        if th.os_tid == 0 {
+            continue;
+        }
+        if let Some(first) = th.last_frame {
+            out.insert(th.os_tid, chain(&t, first, &names));
+        }
+    }
+    out
+}
+
+/// `FrameIdentifier` value → type name, from the `<Type>Identifier` globals.
+pub fn identifier_names(t: &Target) -> HashMap<u64, String> {
+    t.descriptor
+        .globals
+        .keys()
+        .filter_map(|name| {
+            let ty = name.strip_suffix("Identifier").filter(|ty| ty.ends_with("Frame"))?;
+            Some((t.global(name).ok()?, ty.to_string()))
+        })
+        .collect()
+}
+
+/// The chain from `first`, innermost first. A Frame that cannot be read ends it.
+pub fn chain(t: &Target, first: u64, names: &HashMap<u64, String>) -> Vec<TransitionFrame> {
+    let Ok(next_offset) = t.offset("Frame", "Next") else { return Vec::new() };
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    let mut at = first;
+    while at != 0 && at != FRAME_TOP && out.len() < MAX_FRAMES && seen.insert(at) {
+        let Ok(id) = t.read_ptr(at, "Frame identifier") else { break };
+        let kind = names.get(&id).cloned().unwrap_or_else(|| format!("Frame({id:#x})"));
+        let (resume, exact) = resume(t, at, &kind);
+        // An InlinedCallFrame with no call in progress marks no transition (SOS leaves it out).
+        if !(kind == "InlinedCallFrame" && resume.is_none()) {
+            out.push(TransitionFrame { address: at, kind, resume, resume_ip_is_exact: exact });
+        }
+        match t.read_ptr(at.wrapping_add(next_offset), "Frame.Next") {
+            Ok(next) => at = next,
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+/// The caller context a Frame saved, for the kinds that save one.
+fn resume(t: &Target, frame: u64, kind: &str) -> (Option<FrameRegs>, bool) {
+    let field = |f: &str| t.field_ptr(frame, kind, f).ok();
+    match kind {
+        "InlinedCallFrame" => {
+            let (Some(ip), Some(sp)) = (field("CallerReturnAddress"), field("CallSiteSP")) else { return (None, false) };
+            if ip == 0 {
+                // No call in progress: the Frame is set up but inactive.
+                return (None, false);
+            }
+            let mut r = FrameRegs::default();
+            r.set(dwarf::RIP, ip);
+            r.set(dwarf::RSP, sp);
+            if let Some(fp) = field("CalleeSavedFP") {
+                r.set(dwarf::RBP, fp);
+            }
+            (Some(r), false)
+        }
+        "SoftwareExceptionFrame" | "FaultingExceptionFrame" => {
+            let Ok(off) = t.offset(kind, "TargetContext") else { return (None, false) };
+            (context(t, frame.wrapping_add(off)), kind == "FaultingExceptionFrame")
+        }
+        "ResumableFrame" | "RedirectedThreadFrame" => {
+            let ptr = t.field_ptr(frame, "ResumableFrame", "TargetContextPtr").ok().filter(|&p| p != 0);
+            (ptr.and_then(|p| context(t, p)), true)
+        }
+        _ => (None, false),
+    }
+}
+
+/// The registers of a saved AMD64 CONTEXT at `at`; `None` unless rip and rsp are readable and
+/// nonzero.
+fn context(t: &Target, at: u64) -> Option<FrameRegs> {
+    let mut r = FrameRegs::default();
+    for (w, &d) in WIN_TO_DWARF.iter().enumerate() {
+        if let Ok(v) = t.read_ptr(at.wrapping_add(CONTEXT_RAX + 8 * w as u64), "CONTEXT register") {
+            r.set(d, v);
+        }
+    }
+    let ip = t.read_ptr(at.wrapping_add(CONTEXT_RIP), "CONTEXT.Rip").ok().filter(|&v| v != 0)?;
+    r.set(dwarf::RIP, ip);
+    r.sp().filter(|&sp| sp != 0)?;
+    Some(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::RangeMemory;
+    use crate::runtimes::dotnet::descriptor::Descriptor;
+
+    fn target(mem: &RangeMemory) -> Target<'_> {
+        let json = br#"{"version":0,"types":{"Frame":{"Next":8},"InlinedCallFrame":{"!":56,"CallSiteSP":24,"CallerReturnAddress":32,"CalleeSavedFP":40}},"globals":{"InlinedCallFrameIdentifier":["0x1","nuint"],"DebuggerU2MCatchHandlerFrameIdentifier":["0x11","nuint"]}}"#;
+        Target::new(mem, Descriptor::parse(json, 0).expect("descriptor"), Vec::new())
+    }
+
+    fn words(v: &[u64]) -> Vec<u8> {
+        v.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn chain_names_frames_and_reads_the_inlined_call_frames_caller() {
+        let mut m = RangeMemory::new();
+        // ICF at 0x1000 (active), ICF at 0x2000 (inactive: no return address), U2M at 0x3000.
+        m.add(0x1000, words(&[1, 0x2000, 0, 0x7000_0010, 0x5555_1234, 0x7000_0080]));
+        m.add(0x2000, words(&[1, 0x3000, 0, 0, 0, 0]));
+        m.add(0x3000, words(&[0x11, FRAME_TOP]));
+        let t = target(&m);
+        let frames = chain(&t, 0x1000, &identifier_names(&t));
+        let kinds: Vec<_> = frames.iter().map(|f| (f.address, f.kind.as_str())).collect();
+        assert_eq!(kinds, [(0x1000, "InlinedCallFrame"), (0x3000, "DebuggerU2MCatchHandlerFrame")], "the inactive ICF is left out");
+        let r = frames[0].resume.expect("active ICF resumes");
+        assert_eq!((r.ip(), r.sp(), r.bp()), (Some(0x5555_1234), Some(0x7000_0010), Some(0x7000_0080)));
+        assert!(frames[1].resume.is_none());
+    }
+
+    #[test]
+    fn a_looping_or_unreadable_chain_ends() {
+        let mut m = RangeMemory::new();
+        m.add(0x1000, words(&[0x11, 0x2000]));
+        m.add(0x2000, words(&[0x99, 0x1000]));
+        let t = target(&m);
+        let frames = chain(&t, 0x1000, &identifier_names(&t));
+        assert_eq!(frames.iter().map(|f| f.kind.as_str()).collect::<Vec<_>>(), ["DebuggerU2MCatchHandlerFrame", "Frame(0x99)"]);
+        assert!(chain(&t, 0x9000, &identifier_names(&t)).is_empty());
+    }
+}
