@@ -59,6 +59,10 @@ pub fn render_colored(report: &Report, opts: &TextOptions, color: bool) -> Strin
     header(&mut out, report);
     summary(&mut out, report, paint);
     let mut shown: BTreeSet<u32> = BTreeSet::new();
+    for d in &report.deadlocks {
+        out.push('\n');
+        cycle_section(&mut out, report, d, &mut shown, paint);
+    }
     for lock in report.locks.iter().filter(|l| !l.waiter_tids.is_empty()) {
         out.push('\n');
         lock_section(&mut out, report, lock, opts, &mut shown, paint);
@@ -109,7 +113,10 @@ pub(crate) fn owner_words(l: &LockFact) -> String {
     match &l.owner {
         Owner::Known { tid } if l.kind == "join" => format!("thread {tid} has not exited"),
         Owner::Exited { tid } if l.kind == "join" => format!("thread {tid} is gone but was never reaped"),
-        Owner::Known { tid } => format!("held by thread {tid}"),
+        Owner::Known { tid } => match l.managed.as_ref().and_then(|m| m.owner_name.as_deref()) {
+            Some(name) => format!("held by thread {tid} ({name})"),
+            None => format!("held by thread {tid}"),
+        },
         Owner::Inferred { tid, .. } => format!("probably held by thread {tid} (inferred)"),
         Owner::Exited { tid } => format!("held by thread {tid}, which has exited"),
         Owner::Readers { count } => format!("held by {count} reader{}", plural(*count as usize)),
@@ -118,20 +125,49 @@ pub(crate) fn owner_words(l: &LockFact) -> String {
     }
 }
 
-fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, shown: &mut BTreeSet<u32>, paint: Paint) {
-    let _ = write!(out, "== {} — {}", paint.lock(&l.display_name()), l.label);
-    if let Some(a) = l.address {
-        let _ = write!(out, " at {a}");
+/// A deadlock's threads first, each whole (a cut stack could hide the call that holds a lock):
+/// what it holds and what it waits for, then its stack.
+fn cycle_section(out: &mut String, r: &Report, d: &crate::graph::Deadlock, shown: &mut BTreeSet<u32>, paint: Paint) {
+    let _ = writeln!(out, "== {} of {} thread{} ==", paint.cycle("Deadlock"), d.tids.len(), plural(d.tids.len()));
+    for (i, &tid) in d.tids.iter().enumerate() {
+        let Some(t) = thread_by_tid(r, tid) else { continue };
+        let held: Vec<String> = r.locks.iter().filter(|l| l.owner.tid() == Some(tid) && l.kind != "join").map(|l| l.display_name()).collect();
+        let waits = d.locks.get(i).and_then(|id| r.locks.iter().find(|l| &l.id == id));
+        if !held.is_empty() {
+            let _ = writeln!(out, "Holds {}:", paint.lock(&held.join(" and ")));
+        } else if waits.is_none() {
+            let _ = writeln!(out, "In the cycle:");
+        }
+        thread_painted(out, t, &r.locks, None, |s| paint.owner(s));
+        shown.insert(tid);
     }
-    let _ = writeln!(out, " — {} ==", paint.owner(&owner_words(l)));
-    if let Some(n) = l.recursion {
+}
+
+fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, shown: &mut BTreeSet<u32>, paint: Paint) {
+    if l.managed.is_some() {
+        // `23 threads wait for monitor on System.Object at 0x… (held by thread 19133 (RootBuilder))`
+        let n = l.waiter_tids.len();
+        let verb = if l.kind == "monitor_wait" { if n == 1 { "is in" } else { "are in" } } else if n == 1 { "waits for" } else { "wait for" };
+        let _ = writeln!(out, "== {n} thread{} {verb} {} ({}) ==", plural(n), paint.lock(&l.display_name()), paint.owner(&owner_words(l)));
+        let _ = writeln!(out, "   {}", l.label);
+    } else {
+        let _ = write!(out, "== {} — {}", paint.lock(&l.display_name()), l.label);
+        if let Some(a) = l.address {
+            let _ = write!(out, " at {a}");
+        }
+        let _ = writeln!(out, " — {} ==", paint.owner(&owner_words(l)));
+    }
+    // A Monitor's recursion is in its label; a native mutex says so only when recursive.
+    if let Some(n) = l.recursion.filter(|_| l.managed.is_none()) {
         let _ = writeln!(out, "   held {n} time{} (recursive)", plural(n as usize));
     }
     if let Owner::Inferred { evidence, .. } = &l.owner {
         let _ = writeln!(out, "   inferred: {evidence}");
     }
     // The owner first, and whole: the call holding the lock is the answer.
-    if let Some(owner) = l.owner.tid().and_then(|t| thread_by_tid(r, t)) {
+    if let Some(owner) = l.owner.tid().and_then(|t| thread_by_tid(r, t)).filter(|o| shown.contains(&o.tid)) {
+        let _ = writeln!(out, "Owner: thread {} (stack shown above)", owner.tid);
+    } else if let Some(owner) = l.owner.tid().and_then(|t| thread_by_tid(r, t)) {
         let _ = write!(out, "Owner: ");
         thread_painted(out, owner, &r.locks, None, |s| paint.owner(s));
         shown.insert(owner.tid);
@@ -165,6 +201,9 @@ fn group(out: &mut String, r: &Report, tids: &[u32], frames_: &[FrameReport], ma
 /// `blocked on lock_a (futex wait on 0x…)`, or the bare state.
 pub(crate) fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
     match t.blocked_on.as_deref().and_then(|id| locks.iter().find(|l| l.id == id)) {
+        // A managed wait is what the thread waits for; its futex is only how the runtime waits.
+        Some(l) if l.kind == "monitor_wait" => format!("in {}, waiting to be pulsed", l.display_name()),
+        Some(l) if l.managed.is_some() => format!("waiting for {} {}", l.display_name(), owner_words(l)),
         Some(l) => format!("blocked on {} ({})", l.display_name(), t.state.label()),
         None => t.state.label(),
     }

@@ -27,6 +27,7 @@ pub mod metadata;
 pub mod objects;
 pub mod syncblock;
 pub mod target;
+pub mod thread_names;
 pub mod threads;
 
 pub use blocking::BlockingKind;
