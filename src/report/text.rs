@@ -59,10 +59,6 @@ pub fn render_colored(report: &Report, opts: &TextOptions, color: bool) -> Strin
     header(&mut out, report);
     summary(&mut out, report, paint);
     let mut shown: BTreeSet<u32> = BTreeSet::new();
-    for d in &report.deadlocks {
-        out.push('\n');
-        cycle_section(&mut out, report, d, &mut shown, paint);
-    }
     for lock in report.locks.iter().filter(|l| !l.waiter_tids.is_empty()) {
         out.push('\n');
         lock_section(&mut out, report, lock, opts, &mut shown, paint);
@@ -125,24 +121,6 @@ pub(crate) fn owner_words(l: &LockFact) -> String {
     }
 }
 
-/// A deadlock's threads first, each whole (a cut stack could hide the call that holds a lock):
-/// what it holds and what it waits for, then its stack.
-fn cycle_section(out: &mut String, r: &Report, d: &crate::graph::Deadlock, shown: &mut BTreeSet<u32>, paint: Paint) {
-    let _ = writeln!(out, "== {} of {} thread{} ==", paint.cycle("Deadlock"), d.tids.len(), plural(d.tids.len()));
-    for (i, &tid) in d.tids.iter().enumerate() {
-        let Some(t) = thread_by_tid(r, tid) else { continue };
-        let held: Vec<String> = r.locks.iter().filter(|l| l.owner.tid() == Some(tid) && l.kind != "join").map(|l| l.display_name()).collect();
-        let waits = d.locks.get(i).and_then(|id| r.locks.iter().find(|l| &l.id == id));
-        if !held.is_empty() {
-            let _ = writeln!(out, "Holds {}:", paint.lock(&held.join(" and ")));
-        } else if waits.is_none() {
-            let _ = writeln!(out, "In the cycle:");
-        }
-        thread_painted(out, t, &r.locks, None, |s| paint.owner(s));
-        shown.insert(tid);
-    }
-}
-
 fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, shown: &mut BTreeSet<u32>, paint: Paint) {
     if l.managed.is_some() {
         // `23 threads wait for monitor on System.Object at 0x… (held by thread 19133 (RootBuilder))`
@@ -165,9 +143,7 @@ fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, 
         let _ = writeln!(out, "   inferred: {evidence}");
     }
     // The owner first, and whole: the call holding the lock is the answer.
-    if let Some(owner) = l.owner.tid().and_then(|t| thread_by_tid(r, t)).filter(|o| shown.contains(&o.tid)) {
-        let _ = writeln!(out, "Owner: thread {} (stack shown above)", owner.tid);
-    } else if let Some(owner) = l.owner.tid().and_then(|t| thread_by_tid(r, t)) {
+    if let Some(owner) = l.owner.tid().and_then(|t| thread_by_tid(r, t)) {
         let _ = write!(out, "Owner: ");
         thread_painted(out, owner, &r.locks, None, |s| paint.owner(s));
         shown.insert(owner.tid);
