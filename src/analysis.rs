@@ -112,7 +112,9 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         })
         .collect();
     tell(opts, Phase::Locks);
-    let facts = if opts.stacks_only { waits::states_only(process, &inputs) } else { waits::analyze(process, &symbolizer, &inputs) };
+    let mut facts = if opts.stacks_only { waits::states_only(process, &inputs) } else { waits::analyze(process, &symbolizer, &inputs) };
+    let tids: Vec<u32> = core.threads.iter().map(|t| t.tid).collect();
+    let dotnet = if opts.stacks_only { waits::dotnet::DotnetFacts::default() } else { waits::dotnet::merge(process, &opts.locator, &tids, &mut facts) };
     let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();
     let deadlocks = WaitForGraph::new(&blocked, &facts.locks).deadlocks();
     let locks = order_locks(facts.locks.clone(), &deadlocks);
@@ -132,12 +134,18 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         .zip(facts.threads)
         .map(|(((t, stack), frames), wait)| ThreadReport {
             tid: t.tid,
-            name: (Some(t.tid) == pid).then(|| core.process.as_ref().map(|p| p.name.clone())).flatten().filter(|n| !n.is_empty()),
+            name: dotnet
+                .threads
+                .names
+                .get(&t.tid)
+                .cloned()
+                .or_else(|| (Some(t.tid) == pid).then(|| core.process.as_ref().map(|p| p.name.clone())).flatten().filter(|n| !n.is_empty())),
             signalled: t.signalled,
             frames,
             stack_end: stack_end(&stack.end),
             state: wait.state,
             blocked_on: wait.blocked_on,
+            managed_thread_id: dotnet.threads.ids.get(&t.tid).copied(),
         })
         .collect();
     let mut diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
@@ -154,6 +162,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         threads,
         modules: process.modules.iter().map(module_report).collect(),
         diagnostics,
+        dotnet: dotnet.report,
     }
 }
 
@@ -165,7 +174,7 @@ fn order_locks(mut locks: Vec<LockFact>, deadlocks: &[crate::graph::Deadlock]) -
 }
 
 fn verdict(deadlocks: &[crate::graph::Deadlock], locks: &[LockFact], threads: &[waits::ThreadWait]) -> Verdict {
-    let exclusive = |l: &&LockFact| matches!(l.kind.as_str(), "mutex" | "rwlock" | "futex" | "join");
+    let exclusive = |l: &&LockFact| matches!(l.kind.as_str(), "mutex" | "rwlock" | "futex" | "join" | "monitor" | "lock");
     if !deadlocks.is_empty() {
         Verdict::Deadlock
     } else if locks.iter().filter(exclusive).any(|l| !l.waiter_tids.is_empty()) {

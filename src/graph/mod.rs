@@ -129,6 +129,7 @@ mod tests {
             evidence: vec![],
             recursion: None,
             readers: None,
+            managed: None,
         }
     }
 

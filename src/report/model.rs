@@ -31,6 +31,8 @@ pub struct Report {
     pub modules: Vec<ModuleReport>,
     /// What was odd, missing or refused. A warning means some facts are missing or less certain.
     pub diagnostics: Vec<Diagnostic>,
+    /// The .NET runtime, when the process has one: its version, managed threads, thread pool.
+    pub dotnet: Option<crate::waits::dotnet::DotnetReport>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -73,6 +75,8 @@ pub struct ThreadReport {
     pub state: ThreadState,
     /// The id of the lock (in `locks`) the thread is blocked on.
     pub blocked_on: Option<String>,
+    /// The managed thread id (`Thread.ManagedThreadId`), for a .NET thread.
+    pub managed_thread_id: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]

@@ -109,7 +109,10 @@ pub(crate) fn owner_words(l: &LockFact) -> String {
     match &l.owner {
         Owner::Known { tid } if l.kind == "join" => format!("thread {tid} has not exited"),
         Owner::Exited { tid } if l.kind == "join" => format!("thread {tid} is gone but was never reaped"),
-        Owner::Known { tid } => format!("held by thread {tid}"),
+        Owner::Known { tid } => match l.managed.as_ref().and_then(|m| m.owner_name.as_deref()) {
+            Some(name) => format!("held by thread {tid} ({name})"),
+            None => format!("held by thread {tid}"),
+        },
         Owner::Inferred { tid, .. } => format!("probably held by thread {tid} (inferred)"),
         Owner::Exited { tid } => format!("held by thread {tid}, which has exited"),
         Owner::Readers { count } => format!("held by {count} reader{}", plural(*count as usize)),
@@ -119,12 +122,21 @@ pub(crate) fn owner_words(l: &LockFact) -> String {
 }
 
 fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, shown: &mut BTreeSet<u32>, paint: Paint) {
-    let _ = write!(out, "== {} — {}", paint.lock(&l.display_name()), l.label);
-    if let Some(a) = l.address {
-        let _ = write!(out, " at {a}");
+    if l.managed.is_some() {
+        // `23 threads wait for monitor on System.Object at 0x… (held by thread 19133 (RootBuilder))`
+        let n = l.waiter_tids.len();
+        let verb = if l.kind == "monitor_wait" { if n == 1 { "is in" } else { "are in" } } else if n == 1 { "waits for" } else { "wait for" };
+        let _ = writeln!(out, "== {n} thread{} {verb} {} ({}) ==", plural(n), paint.lock(&l.display_name()), paint.owner(&owner_words(l)));
+        let _ = writeln!(out, "   {}", l.label);
+    } else {
+        let _ = write!(out, "== {} — {}", paint.lock(&l.display_name()), l.label);
+        if let Some(a) = l.address {
+            let _ = write!(out, " at {a}");
+        }
+        let _ = writeln!(out, " — {} ==", paint.owner(&owner_words(l)));
     }
-    let _ = writeln!(out, " — {} ==", paint.owner(&owner_words(l)));
-    if let Some(n) = l.recursion {
+    // A Monitor's recursion is in its label; a native mutex says so only when recursive.
+    if let Some(n) = l.recursion.filter(|_| l.managed.is_none()) {
         let _ = writeln!(out, "   held {n} time{} (recursive)", plural(n as usize));
     }
     if let Owner::Inferred { evidence, .. } = &l.owner {
@@ -165,6 +177,9 @@ fn group(out: &mut String, r: &Report, tids: &[u32], frames_: &[FrameReport], ma
 /// `blocked on lock_a (futex wait on 0x…)`, or the bare state.
 pub(crate) fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
     match t.blocked_on.as_deref().and_then(|id| locks.iter().find(|l| l.id == id)) {
+        // A managed wait is what the thread waits for; its futex is only how the runtime waits.
+        Some(l) if l.kind == "monitor_wait" => format!("in {}, waiting to be pulsed", l.display_name()),
+        Some(l) if l.managed.is_some() => format!("waiting for {} {}", l.display_name(), owner_words(l)),
         Some(l) => format!("blocked on {} ({})", l.display_name(), t.state.label()),
         None => t.state.label(),
     }

@@ -55,11 +55,22 @@ pub struct LockFact {
     pub recursion: Option<u32>,
     /// Readers holding it (rwlocks).
     pub readers: Option<u32>,
+    /// For a .NET lock (kind monitor, lock or monitor_wait): the object, its type and SOS's
+    /// syncblk columns.
+    pub managed: Option<super::dotnet::ManagedLock>,
 }
 
 impl LockFact {
     /// `lock_a` (mutex@0x…) for people.
     pub fn display_name(&self) -> String {
+        if let Some(m) = &self.managed {
+            let ty = m.type_name.as_deref().unwrap_or("an object");
+            return match self.kind.as_str() {
+                "lock" => format!("Lock {ty} at {}", m.object),
+                "monitor_wait" => format!("Monitor.Wait on {ty} at {}", m.object),
+                _ => format!("monitor on {ty} at {}", m.object),
+            };
+        }
         match (&self.name, self.address) {
             (_, _) if self.kind == "join" => format!("the exit of thread {}", self.owner_tid.map_or("?".to_string(), |t| t.to_string())),
             (Some(n), _) => n.clone(),

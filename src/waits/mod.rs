@@ -3,6 +3,7 @@
 //! is the engine that applies it.
 
 pub mod catalog;
+pub mod dotnet;
 mod infer;
 pub mod lock;
 mod readers;
@@ -205,6 +206,7 @@ fn finish(
         evidence: p.evidence,
         recursion,
         readers,
+        managed: None,
     }
 }
 

@@ -30,6 +30,13 @@ const RSS_OVER_CORE_TARGET: f64 = 0.25;
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// `dotnet`: knot against dotnet-dump (syncblk + clrstack -all) on a committed .NET heap
+    /// dump instead (see [`crate::bench_dotnet`]; takes --runs and --sample).
+    #[arg(value_enum)]
+    suite: Option<Suite>,
+    /// With `dotnet`: the committed sample whose heap dump is measured.
+    #[arg(long, default_value = "autofac_container")]
+    sample: String,
     /// Blocked threads in the many_threads sample (the core has one more: main).
     /// Default 600; with --scale, 1000.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
@@ -149,7 +156,15 @@ pub(crate) fn median(v: &[f64]) -> f64 {
     }
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Suite {
+    Dotnet,
+}
+
 pub fn run(a: Args) -> Result<()> {
+    if a.suite == Some(Suite::Dotnet) {
+        return crate::bench_dotnet::run(a.runs.unwrap_or(5), &a.sample);
+    }
     if a.scale {
         return crate::scale::run(crate::scale::Opts {
             threads: a.threads.unwrap_or(1000),

@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_dotnet;
 mod samples;
 mod scale;
 

@@ -38,6 +38,7 @@ pub mod rangesection;
 pub mod readytorun;
 pub mod syncblock;
 pub mod target;
+pub mod thread_names;
 pub mod threads;
 
 pub use blocking::BlockingKind;

@@ -1,0 +1,303 @@
+//! The .NET wait-for graph against the ground truth: for every committed .NET dump, knot's
+//! monitor and Lock owners, waiters and cycles equal `samples/dotnet/expected.toml` (its
+//! `[[sample.lock]]`/`[[sample.cycle]]`, with names turned into tids by the dump's own
+//! `[[dump]].threads` table) and SOS's `syncblk` on that very dump; the container sample's text
+//! report shows the cycle and the grouped convoy; the P/Invoke cycle crosses a managed monitor
+//! and a native mutex.
+//!
+//! Committed dumps are read with the committed runtime and app files (`dumps/runtime/<version>`,
+//! `<sample>/app`) as search directories, and the host's system libraries for libc (the glibc
+//! analyzer needs it to find a pthread mutex's owner).
+
+use knot::analysis::{self, Options};
+use knot::process::Locator;
+use knot::report::text::{self, TextOptions};
+use knot::report::Report;
+use knot::waits::LockFact;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use toml::Value;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn expected() -> &'static Value {
+    static E: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    E.get_or_init(|| {
+        let text = std::fs::read_to_string(repo().join("samples/dotnet/expected.toml")).expect("samples/dotnet/expected.toml");
+        toml::from_str(&text).expect("expected.toml parses")
+    })
+}
+
+fn gunzip(from: &Path, to: &Path) {
+    if to.exists() {
+        return;
+    }
+    let part = to.with_extension("part");
+    let mut d = flate2::read::GzDecoder::new(std::fs::File::open(from).expect("open gz"));
+    let mut o = std::fs::File::create(&part).expect("create");
+    std::io::copy(&mut d, &mut o).expect("gunzip");
+    std::fs::rename(&part, to).expect("rename");
+}
+
+/// The committed runtime files, decompressed once under target/tmp.
+fn runtime_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let version = expected()["runtime_version"].as_str().expect("runtime_version");
+        let src = repo().join("samples/dotnet/dumps/runtime").join(version);
+        let dst = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dotnet-graph-runtime").join(version);
+        std::fs::create_dir_all(&dst).expect("temp dir");
+        for e in std::fs::read_dir(&src).expect("runtime dir").flatten() {
+            let p = e.path();
+            if let Some(name) = p.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".gz")) {
+                gunzip(&p, &dst.join(name));
+            }
+        }
+        dst
+    })
+    .clone()
+}
+
+struct Case {
+    sample: String,
+    kind: String,
+    dump: &'static Value,
+    report: Report,
+    /// managed thread name → OS tid, from the dump's table.
+    tids: BTreeMap<String, u32>,
+    sos_dir: PathBuf,
+}
+
+/// Every committed dump with a managed heap, analyzed once.
+fn cases() -> &'static [Case] {
+    static ALL: std::sync::OnceLock<Vec<Case>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut out = Vec::new();
+        for dump in expected()["dump"].as_array().expect("[[dump]]") {
+            let Some(threads) = dump.get("threads").and_then(Value::as_table) else { continue };
+            let sample = dump["sample"].as_str().unwrap_or_default().to_string();
+            let kind = dump["kind"].as_str().unwrap_or_default().to_string();
+            let gz = repo().join("samples/dotnet").join(dump["path"].as_str().expect("path"));
+            let core = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("dotnet-graph-{sample}-{kind}.core"));
+            gunzip(&gz, &core);
+            let locator = Locator { search_dirs: vec![runtime_dir(), repo().join("samples/dotnet/dumps").join(&sample).join("app")], ..Locator::default() };
+            let report = analysis::analyze(&core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{sample}/{kind}: {e}"));
+            let tids = threads.iter().map(|(n, v)| (n.clone(), v.as_array().and_then(|a| a[0].as_integer()).expect("[tid, id]") as u32)).collect();
+            let sos_dir = gz.parent().expect("dump dir").join("sos");
+            out.push(Case { sample, kind, dump, report, tids, sos_dir });
+        }
+        assert!(!out.is_empty(), "no committed .NET dumps in samples/dotnet/expected.toml");
+        out
+    })
+}
+
+fn sample(name: &str) -> &'static Value {
+    expected()["sample"].as_array().expect("[[sample]]").iter().find(|s| s["name"].as_str() == Some(name)).unwrap_or_else(|| panic!("no [[sample]] {name}"))
+}
+
+fn case(sample: &str) -> &'static Case {
+    cases().iter().find(|c| c.sample == sample && c.kind == "heap").unwrap_or_else(|| panic!("no committed heap dump of {sample}"))
+}
+
+fn tid(c: &Case, name: &str) -> u32 {
+    *c.tids.get(name).unwrap_or_else(|| panic!("{}: no thread {name} in the dump's table", c.sample))
+}
+
+fn knot_kind(expected_kind: &str) -> &str {
+    match expected_kind {
+        "pthread_mutex" => "mutex",
+        k => k,
+    }
+}
+
+/// The lock expected.toml names `id`, as knot reported it: same kind, same owner.
+fn knot_lock<'r>(c: &'r Case, lock: &Value) -> &'r LockFact {
+    let kind = knot_kind(lock["kind"].as_str().expect("kind"));
+    let owner = tid(c, lock["owner"].as_str().expect("owner"));
+    let found: Vec<&LockFact> = c.report.locks.iter().filter(|l| l.kind == kind && l.owner_tid == Some(owner)).collect();
+    assert_eq!(found.len(), 1, "{}: expected one {kind} held by {owner} for lock {:?}, knot has {:?}", c.sample, lock["id"], found.iter().map(|l| &l.id).collect::<Vec<_>>());
+    found[0]
+}
+
+#[test]
+fn owners_waiters_and_identity_equal_the_ground_truth() {
+    for c in cases() {
+        for lock in sample(&c.sample).get("lock").and_then(Value::as_array).into_iter().flatten() {
+            let l = knot_lock(c, lock);
+            let id = lock["id"].as_str().unwrap_or("?");
+            let want: BTreeSet<u32> = lock["waiters"].as_array().expect("waiters").iter().map(|w| tid(c, w.as_str().expect("name"))).collect();
+            let got: BTreeSet<u32> = l.waiter_tids.iter().copied().collect();
+            assert_eq!(got, want, "{}: waiters of {id} ({})", c.sample, l.id);
+            if let Some(m) = &l.managed {
+                assert_eq!(m.type_name.as_deref(), lock["object_type"].as_str(), "{}: type of {id}", c.sample);
+                let recursion = lock["recursion"].as_integer().expect("recursion") as u32;
+                // SOS's Recursion column counts the first entry; Lock._recursionCount does not.
+                let want_recursion = if l.kind == "lock" { recursion + 1 } else { recursion };
+                assert_eq!(m.recursion, want_recursion, "{}: recursion of {id}", c.sample);
+                if let Some(held) = lock.get("monitor_held").and_then(Value::as_integer) {
+                    assert_eq!(m.monitor_held, Some(held as u32), "{}: MonitorHeld of {id}", c.sample);
+                }
+                let owner = lock["owner"].as_str().unwrap_or_default();
+                assert_eq!(m.owner_name.as_deref(), Some(owner), "{}: owner name of {id}", c.sample);
+            }
+            for w in &want {
+                let t = c.report.threads.iter().find(|t| t.tid == *w).expect("waiter thread");
+                assert_eq!(t.blocked_on.as_deref(), Some(l.id.as_str()), "{}: thread {w} must be blocked on {id}, not its native wait", c.sample);
+            }
+        }
+    }
+}
+
+#[test]
+fn cycles_equal_the_ground_truth() {
+    for c in cases() {
+        let s = sample(&c.sample);
+        let cycles = s.get("cycle").and_then(Value::as_array).cloned().unwrap_or_default();
+        assert_eq!(c.report.deadlocks.len(), cycles.len(), "{}: cycles {:?}", c.sample, c.report.deadlocks);
+        let locks: BTreeMap<&str, &LockFact> =
+            s.get("lock").and_then(Value::as_array).into_iter().flatten().map(|l| (l["id"].as_str().unwrap_or("?"), knot_lock(c, l))).collect();
+        for cycle in &cycles {
+            let threads: Vec<u32> = cycle["threads"].as_array().expect("threads").iter().map(|t| tid(c, t.as_str().expect("name"))).collect();
+            let want_locks: Vec<&str> = cycle["locks"].as_array().expect("locks").iter().map(|l| locks[l.as_str().expect("id")].id.as_str()).collect();
+            let d = c.report.deadlocks.iter().find(|d| d.tids.iter().collect::<BTreeSet<_>>() == threads.iter().collect()).unwrap_or_else(|| panic!("{}: no cycle of {threads:?}", c.sample));
+            for (t, l) in threads.iter().zip(&want_locks) {
+                let i = d.tids.iter().position(|x| x == t).expect("thread in cycle");
+                assert_eq!(d.locks[i], *l, "{}: in the cycle, thread {t} waits for {l}", c.sample);
+            }
+        }
+    }
+}
+
+#[test]
+fn monitors_equal_sos_syncblk() {
+    for c in cases() {
+        let Ok(text) = std::fs::read_to_string(c.sos_dir.join("syncblk.txt")) else { panic!("{}: no sos/syncblk.txt", c.sample) };
+        let mut rows = 0;
+        let mut in_rows = false;
+        for line in text.lines() {
+            let l = line.trim();
+            if l.starts_with("Index") {
+                in_rows = true;
+                continue;
+            }
+            if l.starts_with("-----") {
+                break;
+            }
+            if !in_rows || l.is_empty() {
+                continue;
+            }
+            let tok: Vec<&str> = l.split_whitespace().collect();
+            let index: u32 = tok[0].parse().expect("index");
+            let held: u32 = tok[2].parse().expect("MonitorHeld");
+            let recursion: u32 = tok[3].parse().expect("Recursion");
+            let owner = u32::from_str_radix(tok[5], 16).expect("owner OS tid");
+            let object = u64::from_str_radix(tok[7], 16).expect("object");
+            let type_name = tok[8..].join(" ");
+            let l = c
+                .report
+                .locks
+                .iter()
+                .find(|l| l.kind == "monitor" && l.managed.as_ref().is_some_and(|m| m.sync_block_index == Some(index)))
+                .unwrap_or_else(|| panic!("{}: no monitor for sync block {index}", c.sample));
+            let m = l.managed.as_ref().expect("managed");
+            assert_eq!((l.owner_tid, m.recursion, m.monitor_held, m.object.0, m.type_name.as_deref()), (Some(owner), recursion, Some(held), object, Some(type_name.as_str())), "{}: sync block {index}", c.sample);
+            // MonitorHeld = 1 (held) + 2 per waiter, and knot's waiters are those threads.
+            assert_eq!(held, 1 + 2 * l.waiter_tids.len() as u32, "{}: waiters of sync block {index}", c.sample);
+            rows += 1;
+        }
+        let held = c.report.locks.iter().filter(|l| l.kind == "monitor" && l.managed.as_ref().is_some_and(|m| m.storage == "sync_block" && m.recursion > 0)).count();
+        assert_eq!(held, rows, "{}: held sync-block monitors", c.sample);
+    }
+}
+
+#[test]
+fn thread_names_are_the_managed_ones() {
+    for c in cases() {
+        for (name, &t) in &c.tids {
+            let r = c.report.threads.iter().find(|x| x.tid == t).unwrap_or_else(|| panic!("{}: thread {t}", c.sample));
+            // The main thread's managed name is "Main"; the core names it by its comm.
+            if name != "Main" {
+                assert_eq!(r.name.as_deref(), Some(name.as_str()), "{}: name of thread {t}", c.sample);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_container_report_shows_the_cycle_then_the_grouped_convoy() {
+    let c = case("autofac_container");
+    let root = c.dump["root_scope"]["synch_root"].as_str().expect("root synch_root");
+    let builder = tid(c, "RootBuilder");
+    let tenant = tid(c, "TenantWorker");
+    let root_lock = sample("autofac_container")["lock"].as_array().expect("locks").iter().find(|l| l["id"].as_str() == Some("root_scope")).expect("root_scope");
+    let n = root_lock["waiters"].as_array().expect("waiters").len();
+    // Frames cut to 3 for waiters; owners are still shown whole, each first in its lock's section.
+    let out = text::render(&c.report, &TextOptions { max_frames: Some(3) });
+    let heading = format!("== {n} threads wait for monitor on System.Object at {root} (held by thread {builder} (RootBuilder)) ==");
+    let convoy_at = out.find(&heading).unwrap_or_else(|| panic!("no convoy heading {heading:?}:\n{out}"));
+    let tenant_at = out.find("== 1 thread waits for monitor on System.Object at ").unwrap_or_else(|| panic!("no section for the tenant lock:\n{out}"));
+    assert!(tenant_at < convoy_at, "the cycle's other lock comes before the convoy");
+    for owner in [tenant, builder] {
+        let t = c.report.threads.iter().find(|t| t.tid == owner).expect("owner");
+        let at = out.find(&format!("Owner: Thread {owner} \"")).unwrap_or_else(|| panic!("owner {owner} not shown:\n{out}"));
+        let end = at + out[at..].find("Waiters:").expect("waiters after owner");
+        let frames = out[at..end].lines().filter(|l| l.trim_start().starts_with('#')).count();
+        assert_eq!(frames, t.frames.len(), "owner {owner}'s stack is whole");
+    }
+    assert!(out.find(&format!("Owner: Thread {builder} \"")).is_some_and(|o| o > convoy_at), "the root lock's owner heads the convoy section");
+    // The convoy's waiters are grouped: fewer stacks than threads, every waiter listed once.
+    let section = &out[convoy_at..out[convoy_at + 1..].find("\n== ").map_or(out.len(), |e| convoy_at + 1 + e)];
+    let stacks = section.lines().filter(|l| l.contains(" threads (waiting for") || l.contains(" thread (waiting for")).count();
+    assert!(stacks >= 1 && stacks < n - 1, "{stacks} stacks for {n} waiters:\n{section}");
+    let listed: usize = section
+        .lines()
+        .filter(|l| l.contains("(waiting for"))
+        .filter_map(|l| l.rsplit("): ").next())
+        .map(|tids| tids.split(", ").count())
+        .sum::<usize>()
+        + section.matches("(stack shown above)").count();
+    assert_eq!(listed, n, "every waiter once:\n{section}");
+    assert!(out.contains(&format!("cycle: thread {builder} holds monitor on System.Object at {root}")), "summary cycle line:\n{out}");
+    // And in JSON.
+    let json: serde_json::Value = serde_json::from_str(&knot::report::to_json(&c.report)).expect("json");
+    let lock = json["locks"].as_array().expect("locks").iter().find(|l| l["address"] == root).expect("root lock in JSON");
+    assert_eq!(lock["managed"]["monitor_held"], 47);
+    assert_eq!(lock["waiter_tids"].as_array().map(Vec::len), Some(n));
+}
+
+#[test]
+fn the_pinvoke_cycle_crosses_a_monitor_and_a_native_mutex() {
+    let c = case("pinvoke_mutex");
+    let libc_loaded = c.report.modules.iter().any(|m| m.path.contains("libc.so") && m.file_status == "loaded");
+    if !libc_loaded {
+        eprintln!("skipping the native half: this machine's libc is not the dump's");
+        return;
+    }
+    assert_eq!(c.report.deadlocks.len(), 1, "{:?}", c.report.deadlocks);
+    let d = &c.report.deadlocks[0];
+    let kinds: BTreeSet<&str> = d.locks.iter().map(|id| c.report.locks.iter().find(|l| &l.id == id).map_or("?", |l| l.kind.as_str())).collect();
+    assert_eq!(kinds, BTreeSet::from(["monitor", "mutex"]));
+    let mutex = c.dump["knot_mutex"]["address"].as_str().expect("knot_mutex address");
+    assert!(d.locks.iter().any(|id| id == &format!("mutex@{mutex}")), "the native mutex {mutex} is in the cycle: {:?}", d.locks);
+}
+
+#[test]
+fn task_waits_and_the_thread_pool_in_sync_over_async() {
+    let c = case("sync_over_async");
+    let s = sample("sync_over_async");
+    let pool = c.report.dotnet.as_ref().and_then(|d| d.thread_pool.as_ref()).expect("thread pool read");
+    let want: Vec<u32> = c.dump["threadpool_worker_tids"].as_array().expect("tids").iter().map(|t| t.as_integer().expect("tid") as u32).collect();
+    assert_eq!(pool.workers_total as i64, s["threadpool_workers_total"].as_integer().expect("total"));
+    assert_eq!(pool.worker_tids, want);
+    // Every worker is blocked in its work item (SOS: Running 8, Idle 0).
+    assert_eq!(pool.workers_blocked, want);
+    assert!(c.report.deadlocks.is_empty(), "no monitor cycles (monitor_cycles = 0)");
+    // No thread waits on a runtime condvar any more: each is in Monitor.Wait (or on a task).
+    for t in want.iter().chain([tid(c, "Main")].iter()) {
+        let th = c.report.threads.iter().find(|x| x.tid == *t).expect("thread");
+        let l = th.blocked_on.as_deref().and_then(|id| c.report.locks.iter().find(|l| l.id == id)).unwrap_or_else(|| panic!("thread {t} is blocked on nothing"));
+        assert!(matches!(l.kind.as_str(), "monitor_wait" | "task"), "thread {t}: {}", l.id);
+    }
+}

@@ -1,0 +1,156 @@
+//! `cargo xtask bench dotnet [--runs N] [--sample NAME]`: knot against SOS on one .NET heap dump.
+//!
+//! In one run, on the same committed heap dump (default: autofac_container, the container
+//! deadlock), `knot analyze` (release) and `dotnet-dump analyze <core> -c "setclrpath <runtime>"
+//! -c syncblk -c "clrstack -all" -c exit` — the SOS commands that give what knot's report
+//! gives: monitor owners and every thread's managed stack. Both are given the committed runtime
+//! files (`samples/dotnet/dumps/runtime/<version>`, decompressed): knot as a search directory,
+//! dotnet-dump as its DAC path, as make-dumps.sh read them. Each runs once to warm up (the core
+//! is then in the page cache), then N rounds in turn, so a drift of the machine hits both alike.
+//! Prints the medians and the ratio (target: knot at least 5x faster), and writes the raw
+//! numbers to `target/bench/dotnet.json`.
+
+use crate::bench::{build_knot, median, run_once, sample_json, target_dir, utc_now, git, loadavg, machine_info};
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The target: dotnet-dump's median over knot's.
+const SOS_OVER_KNOT_TARGET: f64 = 5.0;
+const RUNTIME_VERSION: &str = "10.0.12";
+
+/// `gzip -dc from > to`, once.
+fn gunzip(from: &Path, to: &Path) -> Result<()> {
+    if to.exists() {
+        return Ok(());
+    }
+    let part = to.with_extension("part");
+    let out = fs::File::create(&part).with_context(|| format!("creating {}", part.display()))?;
+    let status = Command::new("gzip").arg("-dc").arg(from).stdout(out).status().context("running gzip")?;
+    if !status.success() {
+        bail!("gzip -dc {} failed ({status})", from.display());
+    }
+    fs::rename(&part, to)?;
+    Ok(())
+}
+
+fn dotnet_dump() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("DOTNET_DUMP") {
+        return Some(p.into());
+    }
+    crate::bench::find_tool("dotnet-dump").or_else(|| {
+        let p = PathBuf::from(std::env::var_os("HOME")?).join(".dotnet/tools/dotnet-dump");
+        p.is_file().then_some(p)
+    })
+}
+
+pub fn run(runs: u32, sample: &str) -> Result<()> {
+    let root = knot_samples::workspace_root();
+    let target = target_dir(&root);
+    let out_dir = target.join("bench");
+    let work = out_dir.join("dotnet");
+    fs::create_dir_all(work.join("runtime"))?;
+    fs::create_dir_all(out_dir.join("logs"))?;
+
+    let dumps = root.join("samples/dotnet/dumps");
+    let gz = dumps.join(sample).join("heap/core.gz");
+    if !gz.is_file() {
+        bail!("no committed heap dump {}", gz.display());
+    }
+    let core = work.join(format!("{sample}.core"));
+    gunzip(&gz, &core)?;
+    let runtime_src = dumps.join("runtime").join(RUNTIME_VERSION);
+    let runtime = work.join("runtime").join(RUNTIME_VERSION);
+    fs::create_dir_all(&runtime)?;
+    for e in fs::read_dir(&runtime_src).with_context(|| format!("reading {}", runtime_src.display()))?.flatten() {
+        let p = e.path();
+        if let Some(name) = p.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".gz")) {
+            gunzip(&p, &runtime.join(name))?;
+        }
+    }
+    let app = dumps.join(sample).join("app");
+
+    let Some(sos) = dotnet_dump() else { bail!("dotnet-dump not found (dotnet tool install -g dotnet-dump, or set DOTNET_DUMP)") };
+    let (knot, _) = build_knot(&root, &target)?;
+    let knot_argv: Vec<OsString> = vec![
+        knot.clone().into(),
+        "analyze".into(),
+        core.clone().into(),
+        "--search-dir".into(),
+        runtime.clone().into(),
+        "--search-dir".into(),
+        app.into(),
+    ];
+    let sos_argv: Vec<OsString> = vec![
+        sos.clone().into(),
+        "analyze".into(),
+        core.clone().into(),
+        "-c".into(),
+        format!("setclrpath {}", runtime.display()).into(),
+        "-c".into(),
+        "syncblk".into(),
+        "-c".into(),
+        "clrstack -all".into(),
+        "-c".into(),
+        "exit".into(),
+    ];
+    let tools = [("knot analyze", knot_argv), ("dotnet-dump syncblk + clrstack -all", sos_argv)];
+    let log = |i: usize| out_dir.join("logs").join(format!("dotnet-{i}.stderr"));
+
+    eprintln!("measure {sample} heap: warm-up, then {runs} rounds");
+    let load_before = loadavg();
+    let mut warm = Vec::new();
+    for (i, (name, argv)) in tools.iter().enumerate() {
+        let s = run_once(argv, &log(i))?;
+        if s.code != Some(0) {
+            bail!("{name} failed on {} (exit {:?}); see {}", core.display(), s.code, log(i).display());
+        }
+        warm.push(s);
+    }
+    let mut samples = vec![Vec::new(), Vec::new()];
+    for _ in 0..runs {
+        for (i, (_, argv)) in tools.iter().enumerate() {
+            samples[i].push(run_once(argv, &log(i))?);
+        }
+    }
+    let medians: Vec<f64> = samples.iter().map(|s| median(&s.iter().map(|x| x.wall.as_secs_f64()).collect::<Vec<_>>())).collect();
+    let ratio = medians[1] / medians[0];
+    let core_size = fs::metadata(&core)?.len();
+    println!("\n.NET: {sample} heap dump, {:.1} MiB, {runs} runs after 1 warm-up, median wall time", core_size as f64 / (1 << 20) as f64);
+    for (i, (name, _)) in tools.iter().enumerate() {
+        let rss = samples[i].iter().map(|s| s.max_rss_kib).max().unwrap_or(0);
+        println!("  {name:<40} {:>8.3} s   peak RSS {:>6.1} MiB", medians[i], rss as f64 / 1024.0);
+    }
+    println!(
+        "  dotnet-dump / knot: {ratio:.1}x (target >= {SOS_OVER_KNOT_TARGET}x: {})",
+        if ratio >= SOS_OVER_KNOT_TARGET { "met" } else { "NOT met" }
+    );
+    let commit = git(&root, &["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let doc = json!({
+        "date_utc": utc_now(),
+        "commit": commit,
+        "machine": machine_info(),
+        "sample": sample,
+        "core": core.display().to_string(),
+        "core_bytes": core_size,
+        "runs": runs,
+        "loadavg_1min_before": load_before,
+        "loadavg_1min_after": loadavg(),
+        "tools": tools.iter().enumerate().map(|(i, (name, argv))| json!({
+            "name": name,
+            "argv": argv.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>(),
+            "warmup": sample_json(&warm[i]),
+            "runs": samples[i].iter().map(sample_json).collect::<Vec<_>>(),
+            "median_wall_s": medians[i],
+        })).collect::<Vec<_>>(),
+        "sos_over_knot": ratio,
+        "target_sos_over_knot_at_least": SOS_OVER_KNOT_TARGET,
+    });
+    let path = out_dir.join("dotnet.json");
+    fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")?;
+    println!("raw numbers: {}", path.display());
+    Ok(())
+}
