@@ -125,7 +125,12 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         .zip(facts.threads)
         .map(|(((t, stack), frames), wait)| ThreadReport {
             tid: t.tid,
-            name: (Some(t.tid) == pid).then(|| core.process.as_ref().map(|p| p.name.clone())).flatten().filter(|n| !n.is_empty()),
+            name: core
+                .thread_names
+                .get(&t.tid)
+                .cloned()
+                .or_else(|| (Some(t.tid) == pid).then(|| core.process.as_ref().map(|p| p.name.clone())).flatten())
+                .filter(|n| !n.is_empty()),
             signalled: t.signalled,
             frames,
             stack_end: stack_end(&stack.end),
@@ -146,6 +151,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         threads,
         modules: process.modules.iter().map(module_report).collect(),
         diagnostics,
+        live: core.capture.as_ref().map(crate::report::LiveReport::from),
     }
 }
 
