@@ -113,10 +113,10 @@ fn unique() -> u64 {
 
 impl Drop for LiveSample {
     fn drop(&mut self) {
-        drop(self.child.0.take().map(|mut c| {
+        if let Some(mut c) = self.child.0.take() {
             let _ = c.kill();
             let _ = c.wait();
-        }));
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -70,7 +70,8 @@ fn plan(mappings: &[Mapping], sps: &[u64], opts: &LiveOptions) -> (Vec<Want>, u6
     let mut wants = Vec::new();
     let mut is_stack = vec![false; mappings.len()];
     for &sp in sps {
-        let Some(i) = mappings.iter().position(|m| m.read && m.contains(sp)) else { continue };
+        // /proc/PID/maps is sorted by address.
+        let Some(i) = mappings.partition_point(|m| m.start <= sp).checked_sub(1).filter(|&i| mappings[i].read && mappings[i].contains(sp)) else { continue };
         let m = &mappings[i];
         is_stack[i] = true;
         let lo = (sp.saturating_sub(RED_ZONE) & !(PAGE - 1)).max(m.start);
