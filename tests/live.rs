@@ -350,3 +350,77 @@ fn the_pause_for_600_threads_is_short() {
     assert!(median < 250.0, "median pause {median:.1} ms for {threads} threads: {pauses:?}");
     assert_running_untraced(sample.pid(), "many_threads");
 }
+
+/// The .NET runtime reader on a live process: `monitor_abba` (its committed build, run with
+/// `dotnet`) read live shows the two monitors, their owners and waiters, as expected.toml says
+/// SOS reads them in the committed dumps.
+#[test]
+fn a_dotnet_sample_read_live_shows_its_monitor_cycle() {
+    use knot::process::{Locator, Process};
+    use knot::runtimes::dotnet::{self, MonitorKind};
+    use std::io::BufRead;
+    let dll = knot_samples::workspace_root().join("samples/dotnet/dumps/monitor_abba/app/monitor_abba.dll");
+    let Ok(dotnet_host) = which("dotnet") else {
+        eprintln!("skipping: dotnet not on PATH");
+        return;
+    };
+    let runtimes = Command::new(&dotnet_host).arg("--list-runtimes").output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    if !runtimes.contains("Microsoft.NETCore.App 10.0.12 ") {
+        eprintln!("skipping: the committed build needs Microsoft.NETCore.App 10.0.12; this machine has:\n{runtimes}");
+        return;
+    }
+    // The committed build has no runtimeconfig.json beside it: name the framework it was built for.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("monitor_abba.runtimeconfig.json");
+    std::fs::write(&config, r#"{"runtimeOptions":{"tfm":"net10.0","framework":{"name":"Microsoft.NETCore.App","version":"10.0.12"}}}"#).unwrap();
+    let mut cmd = Command::new(dotnet_host);
+    cmd.arg("exec").arg("--runtimeconfig").arg(&config).arg(&dll).stdout(Stdio::piped()).stderr(Stdio::null()).env("DOTNET_CLI_TELEMETRY_OPTOUT", "1");
+    // SAFETY: prctl is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(lines.map_while(Result::ok).any(|l| l.trim() == "ready"), "monitor_abba never said ready");
+    // The workers take their second lock right after `ready`: give them time to block on it.
+    std::thread::sleep(Duration::from_millis(1500));
+
+    let snapshot = knot::live::take(pid as i32, &knot::live::LiveOptions::default()).unwrap();
+    assert_running_untraced(pid, "monitor_abba");
+    eprintln!("monitor_abba live: {} threads, stopped {:?}, {} bytes copied", snapshot.parts.threads.len(), snapshot.pause, snapshot.parts.capture.bytes_copied);
+    let core = knot::core::Core::from_bytes(format!("/proc/{pid}"), snapshot.core_bytes()).unwrap();
+    let names = core.thread_names.clone();
+    let locator = Locator::default();
+    let process = Process::from_core(core, &locator);
+    let reading = dotnet::read_with(&process, &locator);
+    let Some(rt) = reading.runtime() else { panic!("no runtime found live: {}", reading.summary()) };
+    assert_eq!(rt.version.product, "10.0.12", "{}", reading.summary());
+    let name = |tid: Option<u32>| tid.and_then(|t| names.get(&t)).cloned().unwrap_or_default();
+    let mut monitors: Vec<(String, String, u32, Option<u32>, Vec<String>)> = rt
+        .monitors
+        .iter()
+        .filter(|m| m.kind == MonitorKind::SyncBlock)
+        .map(|m| (m.type_name.clone().unwrap_or_default(), name(m.owner_os_tid), m.recursion, m.monitor_held, m.waiters.iter().map(|t| name(Some(*t))).collect()))
+        .collect();
+    monitors.sort();
+    assert_eq!(
+        monitors,
+        vec![
+            ("Knot.Samples.MonitorAbba.AuditLock".to_string(), "AuditWorker".to_string(), 1, Some(3), vec!["LedgerWorker".to_string()]),
+            ("Knot.Samples.MonitorAbba.LedgerLock".to_string(), "LedgerWorker".to_string(), 1, Some(3), vec!["AuditWorker".to_string()]),
+        ],
+        "{}",
+        reading.summary()
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn which(tool: &str) -> Result<std::path::PathBuf, ()> {
+    let path = std::env::var_os("PATH").ok_or(())?;
+    std::env::split_paths(&path).map(|d| d.join(tool)).find(|p| p.is_file()).ok_or(())
+}
