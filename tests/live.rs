@@ -424,3 +424,47 @@ fn which(tool: &str) -> Result<std::path::PathBuf, ()> {
     let path = std::env::var_os("PATH").ok_or(())?;
     std::env::split_paths(&path).map(|d| d.join(tool)).find(|p| p.is_file()).ok_or(())
 }
+
+/// A process whose main thread has exited (`pthread_exit` in main) while another runs on: the
+/// zombie main thread cannot stop and has no registers; the others are read, nothing is held.
+#[test]
+fn a_process_whose_main_thread_exited_is_read_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("main_exits.c");
+    std::fs::write(
+        &src,
+        "#include <pthread.h>\n#include <stdio.h>\n#include <unistd.h>\n\
+         static void *worker(void *a) { (void)a; for (;;) pause(); return 0; }\n\
+         int main(void) { pthread_t t; pthread_create(&t, 0, worker, 0); printf(\"ready\\n\"); fflush(stdout); pthread_exit(0); }\n",
+    )
+    .unwrap();
+    let bin = dir.path().join("main_exits");
+    match Command::new("gcc").args(["-g", "-pthread", "-o"]).arg(&bin).arg(&src).status() {
+        Ok(s) if s.success() => {}
+        _ => {
+            eprintln!("skipping: gcc not available");
+            return;
+        }
+    }
+    let mut child = Command::new(&bin).stdout(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !status(pid).0.starts_with('Z') {
+        assert!(Instant::now() < deadline, "the main thread did not exit: {:?}", status(pid));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let started = Instant::now();
+    let out = knot().args(["pid", &pid.to_string(), "--format=json"]).output().unwrap();
+    let v = json_of(&out, "knot pid on a process without its main thread");
+    assert!(started.elapsed() < Duration::from_secs(2), "no waiting for a stop that never comes");
+    assert_eq!(v["live"]["threads"], 1, "the worker alone");
+    let frames: Vec<&str> = v["threads"][0]["frames"].as_array().unwrap().iter().filter_map(|f| f["function"].as_str()).collect();
+    assert!(frames.contains(&"worker"), "{frames:?}");
+    let worker = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()).find(|&t| t != pid).unwrap();
+    assert_running_untraced(worker, "the worker thread");
+    assert_running_untraced(pid, "the exited main thread");
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -24,6 +24,9 @@ pub struct Tracee {
     stopped: bool,
     /// A signal that arrived as the thread stopped: handed back to it on detach.
     pending_signal: i32,
+    /// A zombie (a main thread that exited while others run): it never stops, has no
+    /// registers to read, and is left out of the snapshot.
+    zombie: bool,
 }
 
 /// Every thread of `pid`, seized and stopped. Dropping it detaches them all.
@@ -67,10 +70,13 @@ impl Attached {
                     match errno() {
                         // It exited between the listing and now.
                         libc::ESRCH => continue,
+                        // An exited thread not yet reaped (a main thread that called
+                        // pthread_exit) cannot be traced: it is not part of the snapshot.
+                        libc::EPERM if is_zombie(tid) => continue,
                         e => return Err(LiveError::refused(pid, e)),
                     }
                 }
-                attached.tracees.push(Tracee { tid, stopped: false, pending_signal: 0 });
+                attached.tracees.push(Tracee { tid, stopped: false, pending_signal: 0, zombie: false });
                 // SAFETY: as above.
                 if unsafe { libc::ptrace(libc::PTRACE_INTERRUPT, tid, 0usize, 0usize) } != 0 && errno() != libc::ESRCH {
                     return Err(LiveError::Ptrace { pid, tid, what: "PTRACE_INTERRUPT", source: std::io::Error::last_os_error() });
@@ -112,7 +118,7 @@ impl Drop for Attached {
 }
 
 fn detach(mut t: Tracee) {
-    if !t.stopped {
+    if !t.stopped && !t.zombie {
         // A ptrace stop can only be left by a request to a stopped tracee: give a late stop a
         // moment to arrive. (If it never does, knot's exit detaches it in the kernel.)
         let _ = wait_stop(&mut t, Duration::from_millis(200));
@@ -160,6 +166,10 @@ fn wait_stop(t: &mut Tracee, timeout: Duration) -> Result<(), LiveError> {
         if Instant::now() >= deadline {
             return Err(LiveError::DidNotStop { tid: t.tid, waited: timeout });
         }
+        if spins % 256 == 64 && is_zombie(t.tid) {
+            t.zombie = true;
+            return Ok(());
+        }
         spins += 1;
         if spins < 64 {
             std::thread::yield_now();
@@ -167,6 +177,12 @@ fn wait_stop(t: &mut Tracee, timeout: Duration) -> Result<(), LiveError> {
             std::thread::sleep(Duration::from_micros(100));
         }
     }
+}
+
+/// Whether the task has exited and waits to be reaped (state Z or X in its stat).
+fn is_zombie(tid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else { return true };
+    matches!(stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()), Some('Z' | 'X'))
 }
 
 /// The general registers (`user_regs_struct`, as NT_PRSTATUS holds them) of a stopped thread.

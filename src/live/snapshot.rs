@@ -187,16 +187,17 @@ fn sleep_cancellable(d: Duration, opts: &LiveOptions) {
 /// every way out of it.
 pub fn take(pid: i32, opts: &LiveOptions) -> Result<Snapshot, LiveError> {
     let pid = super::check_target(pid)?;
-    let process = process_record(pid);
-    // The auxiliary vector never changes; reading it needs the same permission as ptrace.
-    let auxv = read_proc(pid, "auxv").unwrap_or_default();
+    let mut process = process_record(pid);
 
     let started = Instant::now();
     opts.attached.store(true, Ordering::SeqCst);
     let result = read_stopped(pid, opts);
     let pause = started.elapsed();
     opts.attached.store(false, Ordering::SeqCst);
-    let (threads, mappings, pieces, left_bytes, left_maps) = result?;
+    let (threads, mappings, pieces, left_bytes, left_maps, auxv, args) = result?;
+    if process.args.is_empty() {
+        process.args = args;
+    }
 
     let names = threads.iter().filter_map(|t| {
         let comm = read_proc(pid, &format!("task/{}/comm", t.tid))?;
@@ -217,7 +218,7 @@ pub fn take(pid: i32, opts: &LiveOptions) -> Result<Snapshot, LiveError> {
     Ok(Snapshot { pid: pid as u32, parts: CoreParts { process, threads, auxv, files, names, capture, regions }, pause })
 }
 
-type Stopped = (Vec<ThreadRecord>, Vec<Mapping>, Vec<(u64, Vec<u8>)>, u64, u32);
+type Stopped = (Vec<ThreadRecord>, Vec<Mapping>, Vec<(u64, Vec<u8>)>, u64, u32, Vec<u8>, String);
 
 /// The part done while the process is stopped. `Attached` detaches when it goes out of scope
 /// here, on success and on every error.
@@ -237,11 +238,18 @@ fn read_stopped(pid: i32, opts: &LiveOptions) -> Result<Stopped, LiveError> {
         threads.push(ThreadRecord { tid: tid as u32, regs, fpregs: attach::fp_registers(tid).ok() });
     }
     cancelled()?;
-    let maps_text = std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|source| LiveError::Proc { pid, file: "maps", source })?;
+    // The memory is read through a live thread: once the main thread has exited (a zombie
+    // until the process ends) /proc/PID shows no mappings and its memory cannot be read.
+    let via = threads.first().map_or(pid, |t| t.tid as i32);
+    let task = format!("task/{via}");
+    let maps_text = std::fs::read_to_string(format!("/proc/{pid}/{task}/maps")).map_err(|source| LiveError::Proc { pid, file: "maps", source })?;
+    // The auxiliary vector and the command line, from the same thread.
+    let auxv = read_proc(pid, &format!("{task}/auxv")).unwrap_or_default();
+    let args = String::from_utf8_lossy(&read_proc(pid, &format!("{task}/cmdline")).unwrap_or_default()).replace('\0', " ").trim_end().to_string();
     let mappings = maps::parse(&maps_text);
     let sps: Vec<u64> = threads.iter().map(|t| stack_pointer(&t.regs)).collect();
     let (wants, left_bytes, left_maps) = plan(&mappings, &sps, opts);
-    let mut reader = Reader::new(pid);
+    let mut reader = Reader::new(via);
     let mut pieces = Vec::new();
     for w in &wants {
         cancelled()?;
@@ -259,7 +267,7 @@ fn read_stopped(pid: i32, opts: &LiveOptions) -> Result<Stopped, LiveError> {
         pieces.extend(got);
     }
     attached.detach();
-    Ok((threads, mappings, pieces, left_bytes, left_maps))
+    Ok((threads, mappings, pieces, left_bytes, left_maps, auxv, args))
 }
 
 /// One PT_LOAD per copied piece (its memory size reaching to the next piece or the mapping's
