@@ -70,6 +70,16 @@ fn facts(r: &Value) -> Value {
     json!({"verdict": r["verdict"], "deadlocks": r["deadlocks"], "locks": locks, "threads": threads, "groups": groups})
 }
 
+/// The live report validates against the committed schema (its `live` part is additive).
+fn assert_matches_schema(report: &Value) {
+    let path = knot_samples::workspace_root().join(format!("docs/schema/report-v{}.schema.json", knot::report::SCHEMA_VERSION));
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = v.iter_errors(report).map(|e| format!("{e} at {}", e.instance_path())).take(5).collect();
+    assert!(errors.is_empty(), "the live JSON report does not match its schema: {errors:#?}");
+    assert!(schema["$defs"]["LiveReport"].is_object(), "the schema describes the live part");
+}
+
 /// `State:` and `TracerPid:` of a process.
 fn status(pid: u32) -> (String, u32) {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -152,6 +162,7 @@ fn the_core_it_writes_reads_back_to_the_same_report() {
     assert_eq!(names(&again), names(&live), "thread names come from the core's KNOT note");
     assert!(names(&live).iter().all(|n| n.is_string()), "every thread has its name: {:?}", names(&live));
     assert_eq!(again["verdict"], "deadlock");
+    assert_matches_schema(&live);
 
     // An existing file is never overwritten.
     let out = knot().args(["pid", &sample.pid().to_string(), "--core"]).arg(&core).output().unwrap();

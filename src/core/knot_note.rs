@@ -102,3 +102,19 @@ mod tests {
         assert_eq!(Capture::parse(&c.encode()[..20]), None);
     }
 }
+
+#[cfg(test)]
+mod any_bytes {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn never_panic_and_keep_names_short(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let mut names = BTreeMap::new();
+            let _ = parse_thread_names(&bytes, &mut names);
+            prop_assert!(names.values().all(|n| n.len() <= MAX_NAME * 3));
+            let _ = Capture::parse(&bytes);
+        }
+    }
+}

@@ -226,3 +226,63 @@ pub fn build(parts: &CoreParts) -> Vec<u8> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::Core;
+
+    fn regs(rip: u64, rsp: u64) -> [u8; 216] {
+        let mut r = [0u8; 216];
+        r[16 * 8..17 * 8].copy_from_slice(&rip.to_le_bytes());
+        r[19 * 8..20 * 8].copy_from_slice(&rsp.to_le_bytes());
+        r[15 * 8..16 * 8].copy_from_slice(&202u64.to_le_bytes());
+        r
+    }
+
+    fn parts(regions: Vec<Region>) -> CoreParts {
+        CoreParts {
+            process: ProcessRecord { pid: 41, ppid: 1, state: b'S', comm: "app".into(), args: "./app --serve".into(), ..ProcessRecord::default() },
+            threads: vec![
+                ThreadRecord { tid: 41, regs: regs(0x401000, 0x7000), fpregs: Some(vec![0; 512]) },
+                ThreadRecord { tid: 42, regs: regs(0x401010, 0x7800), fpregs: None },
+            ],
+            auxv: [6u64, 4096, 0, 0].iter().flat_map(|v| v.to_le_bytes()).collect(),
+            files: vec![FileEntry { start: 0x400000, end: 0x402000, offset: 0, path: "/app".into() }],
+            names: vec![(41, "app".into()), (42, "worker 1".into())],
+            capture: Capture { pid: 41, threads: 2, pause_us: 1500, bytes_copied: 8, bytes_left_out: 0, mappings_left_out: 0 },
+            regions,
+        }
+    }
+
+    #[test]
+    fn the_dump_reader_reads_back_every_thread_note_and_byte() {
+        let regions = vec![
+            Region { vaddr: 0x400000, memsz: 0x2000, flags: 5, data: vec![0x7f, b'E', b'L', b'F'] },
+            Region { vaddr: 0x7000, memsz: 0x1000, flags: 6, data: vec![1, 2, 3, 4, 5, 6, 7, 8] },
+        ];
+        let core = Core::from_bytes("/proc/41", build(&parts(regions))).unwrap();
+        assert_eq!(core.threads.iter().map(|t| t.tid).collect::<Vec<_>>(), vec![41, 42]);
+        assert_eq!((core.threads[1].registers.rip, core.threads[1].registers.rsp), (0x401010, 0x7800));
+        assert_eq!(core.threads[0].registers.syscall_number(), Some(202));
+        assert!(core.threads[0].has_fpregs && !core.threads[1].has_fpregs);
+        let p = core.process.as_ref().unwrap();
+        assert_eq!((p.pid, p.ppid, p.name.as_str(), p.args.as_str(), p.state), (41, 1, "app", "./app --serve", 'S'));
+        assert_eq!(core.auxv.get(6), Some(4096));
+        assert_eq!(core.files.as_ref().unwrap()[0].path, "/app");
+        assert_eq!(core.thread_names.get(&42).map(String::as_str), Some("worker 1"));
+        assert_eq!(core.capture.map(|c| c.pause_us), Some(1500));
+        assert_eq!(core.bytes_at(0x7004, 16).unwrap(), &[5, 6, 7, 8]);
+        assert_eq!(core.bytes_at(0x400000, 4).unwrap(), b"\x7fELF");
+        assert!(core.bytes_at(0x400004, 4).is_err(), "the rest of a module's first mapping is not saved");
+        assert!(core.diagnostics.is_empty(), "{:?}", core.diagnostics);
+    }
+
+    #[test]
+    fn more_than_65534_segments_use_the_extended_count() {
+        let regions: Vec<Region> = (0..70_000u64).map(|i| Region { vaddr: 0x10_0000 + i * 0x1000, memsz: 0x1000, flags: 4, data: Vec::new() }).collect();
+        let core = Core::from_bytes("/proc/41", build(&parts(regions))).unwrap();
+        assert_eq!(core.segments.len(), 70_000);
+        assert_eq!(core.threads.len(), 2);
+    }
+}

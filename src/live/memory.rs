@@ -17,9 +17,9 @@ pub enum Reader {
 }
 
 impl Reader {
+    /// Starts with `process_vm_readv`; the first read it refuses (a kernel without it, a
+    /// seccomp filter) switches to `/proc/PID/mem`.
     pub fn new(pid: i32) -> Reader {
-        // A one-byte probe of a mapping that is always there is not needed: the first real read
-        // tells, and `read_some` switches to /proc/PID/mem if the call itself is refused.
         Reader::VmReadv(pid)
     }
 
