@@ -13,6 +13,23 @@ use std::time::{Duration, Instant};
 const EXIT_REFUSED: i32 = 4;
 const EXIT_INTERRUPTED: i32 = 130;
 
+/// Whether this machine lets knot trace a process it did not start (ptrace_scope, capabilities,
+/// seccomp): asked once, of a child of this test.
+fn can_trace() -> bool {
+    static ANSWER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ANSWER.get_or_init(|| {
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let out = knot().args(["pid", &child.id().to_string(), "--stacks-only"]).output().unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        let refused = out.status.code() == Some(EXIT_REFUSED) && String::from_utf8_lossy(&out.stderr).contains("not permitted");
+        if refused {
+            eprintln!("skipping: ptrace is not permitted here: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        !refused
+    })
+}
+
 fn knot() -> Command {
     Command::new(env!("CARGO_BIN_EXE_knot"))
 }
@@ -102,6 +119,9 @@ fn assert_running_untraced(pid: u32, what: &str) {
 }
 
 fn same_as_its_gcore(name: &str) {
+    if !can_trace() {
+        return;
+    }
     let Some(sample) = knot_samples::start_live(name, knot_samples::find_sample(name).unwrap().args).unwrap() else { return };
     let before = sample.syscalls().unwrap();
     let live = knot_pid_json(&sample, &[]);
@@ -149,6 +169,9 @@ live_equals_gcore!(
 
 #[test]
 fn the_core_it_writes_reads_back_to_the_same_report() {
+    if !can_trace() {
+        return;
+    }
     let Some(sample) = knot_samples::start_live("abba", &[]).unwrap() else { return };
     let dir = tempfile::tempdir().unwrap();
     let core = dir.path().join("abba.core");
@@ -173,6 +196,9 @@ fn the_core_it_writes_reads_back_to_the_same_report() {
 
 #[test]
 fn thread_names_appear_in_the_text_report_with_the_pause() {
+    if !can_trace() {
+        return;
+    }
     let Some(sample) = knot_samples::start_live("cycle3", &[]).unwrap() else { return };
     let out = knot().args(["pid", &sample.pid().to_string(), "--color=never"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -254,16 +280,25 @@ fn interrupted_by(signal: i32) {
 
 #[test]
 fn sigterm_while_attached_lets_the_process_go() {
+    if !can_trace() {
+        return;
+    }
     interrupted_by(libc::SIGTERM);
 }
 
 #[test]
 fn sigint_while_attached_lets_the_process_go() {
+    if !can_trace() {
+        return;
+    }
     interrupted_by(libc::SIGINT);
 }
 
 #[test]
 fn a_failure_while_attached_lets_the_process_go() {
+    if !can_trace() {
+        return;
+    }
     let mut target = ticker();
     let pid = target.id();
     let first = ticks_after(&mut target, Duration::from_millis(100));
@@ -292,6 +327,9 @@ fn no_such_process_is_refused_with_status_4() {
 
 #[test]
 fn a_process_traced_by_another_is_refused_with_status_4() {
+    if !can_trace() {
+        return;
+    }
     // A child that asked to be traced by this test: it stops at its exec, traced by us.
     let mut cmd = Command::new("sleep");
     cmd.arg("60");
@@ -323,6 +361,9 @@ fn a_process_traced_by_another_is_refused_with_status_4() {
 
 #[test]
 fn without_permission_it_is_refused_with_status_4_and_says_how_to_allow_it() {
+    if !can_trace() {
+        return;
+    }
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipping: needs root to run knot as another user");
@@ -345,6 +386,9 @@ fn without_permission_it_is_refused_with_status_4_and_says_how_to_allow_it() {
 /// looser, for busy CI machines.
 #[test]
 fn the_pause_for_600_threads_is_short() {
+    if !can_trace() {
+        return;
+    }
     let Some(sample) = knot_samples::start_live("many_threads", &["600"]).unwrap() else { return };
     let runs: usize = std::env::var("KNOT_LIVE_PAUSE_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     let mut pauses: Vec<f64> = Vec::new();
@@ -367,6 +411,9 @@ fn the_pause_for_600_threads_is_short() {
 /// SOS reads them in the committed dumps.
 #[test]
 fn a_dotnet_sample_read_live_shows_its_monitor_cycle() {
+    if !can_trace() {
+        return;
+    }
     use knot::process::{Locator, Process};
     use knot::runtimes::dotnet::{self, MonitorKind};
     use std::io::BufRead;
@@ -440,6 +487,9 @@ fn which(tool: &str) -> Result<std::path::PathBuf, ()> {
 /// zombie main thread cannot stop and has no registers; the others are read, nothing is held.
 #[test]
 fn a_process_whose_main_thread_exited_is_read_without_it() {
+    if !can_trace() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("main_exits.c");
     std::fs::write(
