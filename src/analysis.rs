@@ -138,8 +138,10 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
                 .threads
                 .names
                 .get(&t.tid)
+                .or_else(|| core.thread_names.get(&t.tid))
                 .cloned()
-                .or_else(|| (Some(t.tid) == pid).then(|| core.process.as_ref().map(|p| p.name.clone())).flatten().filter(|n| !n.is_empty())),
+                .or_else(|| (Some(t.tid) == pid).then(|| core.process.as_ref().map(|p| p.name.clone())).flatten())
+                .filter(|n| !n.is_empty()),
             signalled: t.signalled,
             frames,
             stack_end: stack_end(&stack.end),
@@ -163,6 +165,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         modules: process.modules.iter().map(module_report).collect(),
         diagnostics,
         dotnet: dotnet.report,
+        live: core.capture.as_ref().map(crate::report::LiveReport::from),
     }
 }
 

@@ -18,12 +18,21 @@ const EXIT_OK: u8 = 0;
 const EXIT_UNREADABLE: u8 = 2;
 /// Exit status with `--fail-on-deadlock`: the analysis ran and found at least one cycle.
 const EXIT_DEADLOCK: u8 = 3;
+/// Exit status of `knot pid`: the process cannot be read (no such process, ptrace not permitted,
+/// another tracer attached); nothing was attached.
+const EXIT_REFUSED: u8 = 4;
+/// Exit status of `knot pid` stopped by SIGINT or SIGTERM (after letting the process go).
+const EXIT_INTERRUPTED: u8 = 130;
 /// Exit status: the command line is wrong (EX_USAGE).
 const EXIT_USAGE: u8 = 64;
 /// Exit status of `watch --once`: some dump could not be analyzed (it has its `.knot.error.txt`).
 const EXIT_WATCH_FAILED: u8 = 1;
 
 const ANALYZE_EXIT: &str = "Exit status: 0 the analysis ran (also for a partial dump: see the warnings); 2 the dump could not be read at all; 3 a deadlock was found and --fail-on-deadlock was given; 64 the command line is wrong.";
+
+const PID_EXIT: &str = "The process is stopped (ptrace) only while its registers and memory are copied, then let go; the analysis runs on the copy. The pause is in the report (text: the `Live:` line; JSON: `live.pause_ms`). knot never leaves the process stopped: not on an error, nor when knot gets SIGINT or SIGTERM.
+
+Exit status: 0 the analysis ran; 2 the reading failed part-way (the process was let go); 3 a deadlock was found and --fail-on-deadlock was given; 4 the process cannot be read: no such process, ptrace not permitted (kernel.yama.ptrace_scope, CAP_SYS_PTRACE, another uid) or another tracer (a debugger) attached; 64 the command line is wrong; 130 interrupted by SIGINT or SIGTERM (the process was let go).";
 
 const WATCH_EXIT: &str = "Writes <dump>.knot.json beside each dump (or in --out), or <dump>.knot.error.txt when it cannot be analyzed, and a <dump>.knot.done marker; each once, also across restarts (a dump that changes is analyzed again). Files are written to a temporary name and renamed.
 
@@ -41,6 +50,9 @@ enum Command {
     /// Analyze a core dump: every thread's stack, with symbols and lines.
     #[command(after_help = ANALYZE_EXIT)]
     Analyze(AnalyzeArgs),
+    /// Analyze a live process: stop it for milliseconds, copy what the analysis reads, let it go, analyze the copy.
+    #[command(after_help = PID_EXIT)]
+    Pid(PidArgs),
     /// Analyze each new core dump in DIR once, writing <dump>.knot.json beside it (for a sidecar or a Job).
     #[command(after_help = WATCH_EXIT)]
     Watch(WatchArgs),
@@ -74,6 +86,47 @@ struct AnalyzeArgs {
     #[arg(long, value_name = "N")]
     max_frames: Option<usize>,
     /// Exit with status 3 when a deadlock (a wait-for cycle) is found, for jobs and CI scripts.
+    #[arg(long)]
+    fail_on_deadlock: bool,
+    /// Write the report to FILE instead of standard output.
+    #[arg(long, short, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Colour the text report: auto = when standard output is a terminal and NO_COLOR is not set.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    color: ColorChoice,
+}
+
+#[derive(Parser)]
+struct PidArgs {
+    /// The process id (a thread id means its process).
+    pid: i32,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Also write what was read as a core file (created new, mode 0600), for `knot analyze FILE` later.
+    #[arg(long, value_name = "FILE")]
+    core: Option<PathBuf>,
+    /// Copy at most this many MiB of memory besides the stacks and module headers (a warning says what was left out).
+    #[arg(long, value_name = "MIB", default_value_t = 512)]
+    max_copy_mib: u64,
+    /// Prefix for every path the process names (default: /proc/PID/root when knot runs in another mount namespace, e.g. another container).
+    #[arg(long, value_name = "DIR")]
+    sysroot: Option<PathBuf>,
+    /// Directory with separate debug files (`.build-id/xx/yyyy.debug`); may repeat.
+    #[arg(long = "debug-dir", value_name = "DIR")]
+    debug_dirs: Vec<PathBuf>,
+    /// Directory searched for module files by name; may repeat.
+    #[arg(long = "search-dir", value_name = "DIR")]
+    search_dirs: Vec<PathBuf>,
+    /// The program's file, wherever the process says it is.
+    #[arg(long, value_name = "FILE")]
+    exe: Option<PathBuf>,
+    /// Only rebuild the stacks: skip lock analysis and the wait-for graph.
+    #[arg(long)]
+    stacks_only: bool,
+    /// Show at most N frames per stack in the text report.
+    #[arg(long, value_name = "N")]
+    max_frames: Option<usize>,
+    /// Exit with status 3 when a deadlock (a wait-for cycle) is found.
     #[arg(long)]
     fail_on_deadlock: bool,
     /// Write the report to FILE instead of standard output.
@@ -148,6 +201,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Analyze(args) => run_analyze(args),
         Command::Watch(args) => run_watch(args),
+        Command::Pid(args) => run_pid(args),
         Command::Schema => {
             println!("{}", report::json_schema());
             Ok(EXIT_OK)
@@ -169,23 +223,97 @@ fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
     let report = analysis::analyze(&args.core, &opts);
     drop(bar);
     let report = report?;
-    let rendered = match args.format {
+    emit(&report, args.format, args.output.as_deref(), args.color, args.max_frames)?;
+    Ok(if args.fail_on_deadlock && !report.deadlocks.is_empty() { EXIT_DEADLOCK } else { EXIT_OK })
+}
+
+/// Renders the report and writes it to `output` or standard output.
+fn emit(report: &report::Report, format: Format, output: Option<&std::path::Path>, color: ColorChoice, max_frames: Option<usize>) -> anyhow::Result<()> {
+    let rendered = match format {
         Format::Text => {
-            let color = use_color(args.color, args.output.is_some());
-            report::text::render_colored(&report, &TextOptions { max_frames: args.max_frames }, color)
+            let color = use_color(color, output.is_some());
+            report::text::render_colored(report, &TextOptions { max_frames }, color)
         }
-        Format::Json => report::to_json(&report) + "\n",
-        Format::Html => report::html::render(&report),
+        Format::Json => report::to_json(report) + "\n",
+        Format::Html => report::html::render(report),
     };
-    match &args.output {
-        Some(path) => std::fs::write(&path, rendered).with_context(|| format!("cannot write {}", path.display()))?,
+    match output {
+        Some(path) => std::fs::write(path, rendered).with_context(|| format!("cannot write {}", path.display()))?,
         None => {
             let mut out = std::io::stdout().lock();
             // A closed pipe (`knot … | head`) is not an error worth reporting.
             let _ = out.write_all(rendered.as_bytes());
         }
     }
+    Ok(())
+}
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn run_pid(args: PidArgs) -> anyhow::Result<u8> {
+    use knot::live::{self, LiveOptions};
+    use std::sync::atomic::Ordering;
+    use std::time::Instant;
+
+    let mut lopts = LiveOptions { max_copy_bytes: args.max_copy_mib.saturating_mul(1 << 20), ..LiveOptions::default() };
+    // Hidden hooks for the tests that interrupt knot while it holds the process, or fail there.
+    lopts.test_pause_after_attach = std::env::var("KNOT_TEST_PAUSE_AFTER_ATTACH_MS").ok().and_then(|v| v.parse().ok()).map(Duration::from_millis);
+    lopts.test_fail_after_attach = std::env::var_os("KNOT_TEST_FAIL_AFTER_ATTACH").is_some();
+    let (cancel, attached) = (lopts.cancel.clone(), lopts.attached.clone());
+    // ptrace requests only work from the thread that attached: the handler asks it to let go and
+    // waits until it has, then exits. (Were knot killed outright, the kernel would detach; with
+    // PTRACE_SEIZE no stop signal is left behind.)
+    let _ = ctrlc::set_handler(move || {
+        cancel.store(true, Ordering::SeqCst);
+        let until = Instant::now() + Duration::from_secs(3);
+        while attached.load(Ordering::SeqCst) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        eprintln!("knot pid: interrupted; the process was let go");
+        std::process::exit(i32::from(EXIT_INTERRUPTED));
+    });
+
+    let snapshot = match live::take(args.pid, &lopts) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("knot pid: {e}");
+            return Ok(if e.is_refusal() {
+                EXIT_REFUSED
+            } else if e.is_interruption() {
+                EXIT_INTERRUPTED
+            } else {
+                EXIT_UNREADABLE
+            });
+        }
+    };
+    let pid = snapshot.pid;
+    let bytes = snapshot.core_bytes();
+    if let Some(path) = &args.core {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).with_context(|| format!("cannot create {}", path.display()))?;
+        f.write_all(&bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let sysroot = args.sysroot.or_else(|| other_mount_namespace(pid).then(|| PathBuf::from(format!("/proc/{pid}/root"))));
+    let locator = Locator { sysroot, debug_dirs: args.debug_dirs, search_dirs: args.search_dirs, executable: args.exe, no_default_debug_dir: false };
+    let core = knot::core::Core::from_bytes(format!("/proc/{pid}"), bytes)?;
+    let process = knot::process::Process::from_core(core, &locator);
+    let opts = Options { locator, stacks_only: args.stacks_only, ..Options::default() };
+    let report = analysis::report_for(&process, &opts);
+    emit(&report, args.format, args.output.as_deref(), args.color, args.max_frames)?;
     Ok(if args.fail_on_deadlock && !report.deadlocks.is_empty() { EXIT_DEADLOCK } else { EXIT_OK })
+}
+
+/// Whether process `pid` sees another file system than knot (another container): then the
+/// paths it names are read through `/proc/PID/root`.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn other_mount_namespace(pid: u32) -> bool {
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok();
+    matches!((ns("self"), ns(&pid.to_string())), (Some(a), Some(b)) if a != b)
+}
+
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+fn run_pid(_args: PidArgs) -> anyhow::Result<u8> {
+    eprintln!("knot pid: reading a live process needs Linux on x86_64");
+    Ok(EXIT_REFUSED)
 }
 
 /// `--color auto`: colour when standard output is a terminal, NO_COLOR is unset (or empty) and

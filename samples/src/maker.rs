@@ -397,10 +397,10 @@ pub(crate) fn mapped_files(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Kills (SIGKILL) and reaps the child unless it was reaped already.
-struct ChildGuard(Option<Child>);
+pub(crate) struct ChildGuard(pub(crate) Option<Child>);
 
 impl ChildGuard {
-    fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.0.as_ref().map_or(0, |c| c.id() as i32)
     }
 
@@ -630,7 +630,7 @@ fn all_in_syscalls(snap: &Snapshot) -> bool {
 }
 
 /// Waits until every task sleeps in a syscall, unchanged over two polls.
-fn wait_all_blocked(pid: i32, timeout: Duration) -> Result<()> {
+pub(crate) fn wait_all_blocked(pid: i32, timeout: Duration) -> Result<()> {
     let deadline = Instant::now() + timeout;
     let mut prev: Option<Snapshot> = None;
     loop {

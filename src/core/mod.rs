@@ -5,6 +5,7 @@ pub mod auxv;
 mod bytes;
 pub mod compressed;
 mod error;
+pub mod knot_note;
 pub mod notes;
 pub mod nt_file;
 pub mod prpsinfo;
@@ -24,6 +25,7 @@ use crate::diagnostics::Diagnostic;
 use auxv::Auxv;
 use goblin::elf::header::{self, Header};
 use goblin::elf::program_header::{self, ProgramHeader};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -68,6 +70,11 @@ pub struct Core {
     /// NT_FILE's mappings; `None` when the core has no NT_FILE note.
     pub files: Option<Vec<FileMapping>>,
     pub signal: Option<SignalInfo>,
+    /// Thread names by tid, from knot's own note (cores `knot pid` builds); kernel cores and
+    /// gcore record none.
+    pub thread_names: BTreeMap<u32, String>,
+    /// How the live process was read, when `knot pid` built this core.
+    pub capture: Option<knot_note::Capture>,
     /// What was odd or missing; a warning here means the reading is partial.
     pub diagnostics: Vec<Diagnostic>,
 }
@@ -251,6 +258,8 @@ impl Core {
             auxv: found.auxv,
             files: found.files,
             signal: found.signal,
+            thread_names: found.thread_names,
+            capture: found.capture,
             diagnostics: found.diagnostics,
         })
     }
@@ -323,6 +332,8 @@ struct Found {
     auxv: Auxv,
     files: Option<Vec<FileMapping>>,
     signal: Option<SignalInfo>,
+    thread_names: BTreeMap<u32, String>,
+    capture: Option<knot_note::Capture>,
     diagnostics: Vec<Diagnostic>,
     /// Malformed notes seen, warned about or not.
     malformed: usize,
@@ -340,6 +351,10 @@ impl Found {
         let mut notes = notes::Notes::new(data, base);
         for note in notes.by_ref() {
             let owner = note.owner();
+            if owner == knot_note::OWNER {
+                self.read_knot_note(&note);
+                continue;
+            }
             if owner != b"CORE" && owner != b"LINUX" {
                 continue;
             }
@@ -393,6 +408,32 @@ impl Found {
         }
         if let Some((offset, why)) = notes.error {
             self.diagnostics.push(Diagnostic::warning("core", format!("notes unreadable from here on: {why}")).at_offset(offset));
+        }
+    }
+
+    fn read_knot_note(&mut self, note: &notes::Note<'_>) {
+        match note.kind {
+            knot_note::NT_KNOT_THREAD_NAMES => {
+                if let Err(why) = knot_note::parse_thread_names(note.desc, &mut self.thread_names) {
+                    self.malformed_note(Diagnostic::warning("core", format!("KNOT thread-name note: {why}; the names after it are ignored")).at_offset(note.offset));
+                }
+            }
+            knot_note::NT_KNOT_CAPTURE => match knot_note::Capture::parse(note.desc) {
+                Some(c) => {
+                    if c.bytes_left_out > 0 {
+                        self.diagnostics.push(Diagnostic::warning(
+                            "live",
+                            format!(
+                                "the live reading left out {} bytes of memory in {} mappings (the copy limit, --max-copy-mib); facts kept there are missing",
+                                c.bytes_left_out, c.mappings_left_out
+                            ),
+                        ));
+                    }
+                    self.capture = Some(c);
+                }
+                None => self.malformed_note(Diagnostic::warning("core", format!("KNOT capture note is malformed ({} bytes); ignored", note.desc.len())).at_offset(note.offset)),
+            },
+            _ => {}
         }
     }
 

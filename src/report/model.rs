@@ -33,6 +33,28 @@ pub struct Report {
     pub diagnostics: Vec<Diagnostic>,
     /// The .NET runtime, when the process has one: its version, managed threads, thread pool.
     pub dotnet: Option<crate::waits::dotnet::DotnetReport>,
+    /// How the live process was read (`knot pid`, or the core it wrote); absent for dumps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveReport>,
+}
+
+/// A live reading: the process was stopped only while its registers and memory were copied.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct LiveReport {
+    pub pid: u32,
+    /// How long the process was stopped, from the first thread stopped to the last let go.
+    pub pause_ms: f64,
+    pub threads: u32,
+    /// Process memory copied (stacks, writable memory, module headers).
+    pub bytes_copied: u64,
+    /// Memory left out by the copy limit (a warning says so when not 0).
+    pub bytes_left_out: u64,
+}
+
+impl From<&crate::core::knot_note::Capture> for LiveReport {
+    fn from(c: &crate::core::knot_note::Capture) -> Self {
+        LiveReport { pid: c.pid, pause_ms: c.pause_us as f64 / 1000.0, threads: c.threads, bytes_copied: c.bytes_copied, bytes_left_out: c.bytes_left_out }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -62,7 +84,7 @@ pub struct SignalReport {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ThreadReport {
     pub tid: u32,
-    /// The thread's name where the dump records one (cores record only the main thread's).
+    /// The thread's name where the dump records one (kernel and gcore cores only the main thread's; `knot pid` every thread's).
     pub name: Option<String>,
     /// This thread took the signal that caused the dump.
     pub signalled: bool,

@@ -215,6 +215,9 @@ fn header(out: &mut String, r: &Report) {
         }
     }
     let _ = writeln!(out, "; {} threads, {} modules{}", r.threads.len(), r.modules.len(), if d.partial { " (partial: see warnings)" } else { "" });
+    if let Some(l) = &r.live {
+        let _ = writeln!(out, "Live: process {} was stopped for {:.1} ms to copy {} threads and {} KiB of memory", l.pid, l.pause_ms, l.threads, l.bytes_copied / 1024);
+    }
 }
 
 pub fn thread(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_frames: Option<usize>) {
