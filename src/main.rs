@@ -1,7 +1,7 @@
 //! The `knot` command: argument parsing, output and exit codes. Everything else is the library.
 
 use anyhow::Context;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use knot::analysis::{self, Options, Phase, Progress};
 use knot::process::Locator;
 use knot::report::{self, text::TextOptions};
@@ -64,9 +64,46 @@ enum Command {
 struct AnalyzeArgs {
     /// The core file (from the kernel, gcore or createdump).
     core: PathBuf,
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
-    /// Prefix for every path the dump names, like gdb's `set sysroot`.
+    #[command(flatten)]
+    lookup: LookupArgs,
+    /// Only rebuild the stacks: skip lock analysis and the wait-for graph.
+    #[arg(long)]
+    stacks_only: bool,
+    /// Exit with status 3 when a deadlock (a wait-for cycle) is found, for jobs and CI scripts.
+    #[arg(long)]
+    fail_on_deadlock: bool,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+#[derive(Parser)]
+struct PidArgs {
+    /// The process id (a thread id means its process).
+    pid: i32,
+    /// Also write what was read as a core file (created new, mode 0600), for `knot analyze FILE` later.
+    #[arg(long, value_name = "FILE")]
+    core: Option<PathBuf>,
+    /// Copy at most this many MiB of memory besides the stacks and module headers (a warning says what was left out).
+    #[arg(long, value_name = "MIB", default_value_t = 512)]
+    max_copy_mib: u64,
+    #[command(flatten)]
+    lookup: LookupArgs,
+    /// Only rebuild the stacks: skip lock analysis and the wait-for graph.
+    #[arg(long)]
+    stacks_only: bool,
+    /// Exit with status 3 when a deadlock (a wait-for cycle) is found.
+    #[arg(long)]
+    fail_on_deadlock: bool,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+/// Where module files and their debug files are found: gdb's sysroot, debug-file-directory,
+/// solib-search-path and program argument. One definition for every command that reads a process.
+#[derive(Args)]
+struct LookupArgs {
+    /// Prefix for every path the dump (or process) names, like gdb's `set sysroot`. For `knot pid`
+    /// the default is /proc/PID/root when knot runs in another mount namespace (another container).
     #[arg(long, value_name = "DIR")]
     sysroot: Option<PathBuf>,
     /// Directory with separate debug files (`.build-id/xx/yyyy.debug`); may repeat. /usr/lib/debug is searched last.
@@ -79,56 +116,22 @@ struct AnalyzeArgs {
     /// The program that was dumped, wherever the dump says it was (`gdb PROGRAM CORE`).
     #[arg(long, value_name = "FILE")]
     exe: Option<PathBuf>,
-    /// Only rebuild the stacks: skip lock analysis and the wait-for graph.
-    #[arg(long)]
-    stacks_only: bool,
-    /// Show at most N frames per stack in the text report.
-    #[arg(long, value_name = "N")]
-    max_frames: Option<usize>,
-    /// Exit with status 3 when a deadlock (a wait-for cycle) is found, for jobs and CI scripts.
-    #[arg(long)]
-    fail_on_deadlock: bool,
-    /// Write the report to FILE instead of standard output.
-    #[arg(long, short, value_name = "FILE")]
-    output: Option<PathBuf>,
-    /// Colour the text report: auto = when standard output is a terminal and NO_COLOR is not set.
-    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
-    color: ColorChoice,
 }
 
-#[derive(Parser)]
-struct PidArgs {
-    /// The process id (a thread id means its process).
-    pid: i32,
+impl LookupArgs {
+    fn locator(self) -> Locator {
+        Locator { sysroot: self.sysroot, debug_dirs: self.debug_dirs, search_dirs: self.search_dirs, executable: self.exe, no_default_debug_dir: false }
+    }
+}
+
+/// How one report is written: for `analyze` and `pid`.
+#[derive(Args)]
+struct OutputArgs {
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
-    /// Also write what was read as a core file (created new, mode 0600), for `knot analyze FILE` later.
-    #[arg(long, value_name = "FILE")]
-    core: Option<PathBuf>,
-    /// Copy at most this many MiB of memory besides the stacks and module headers (a warning says what was left out).
-    #[arg(long, value_name = "MIB", default_value_t = 512)]
-    max_copy_mib: u64,
-    /// Prefix for every path the process names (default: /proc/PID/root when knot runs in another mount namespace, e.g. another container).
-    #[arg(long, value_name = "DIR")]
-    sysroot: Option<PathBuf>,
-    /// Directory with separate debug files (`.build-id/xx/yyyy.debug`); may repeat.
-    #[arg(long = "debug-dir", value_name = "DIR")]
-    debug_dirs: Vec<PathBuf>,
-    /// Directory searched for module files by name; may repeat.
-    #[arg(long = "search-dir", value_name = "DIR")]
-    search_dirs: Vec<PathBuf>,
-    /// The program's file, wherever the process says it is.
-    #[arg(long, value_name = "FILE")]
-    exe: Option<PathBuf>,
-    /// Only rebuild the stacks: skip lock analysis and the wait-for graph.
-    #[arg(long)]
-    stacks_only: bool,
     /// Show at most N frames per stack in the text report.
     #[arg(long, value_name = "N")]
     max_frames: Option<usize>,
-    /// Exit with status 3 when a deadlock (a wait-for cycle) is found.
-    #[arg(long)]
-    fail_on_deadlock: bool,
     /// Write the report to FILE instead of standard output.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -170,18 +173,8 @@ struct WatchArgs {
     /// Handle the dumps that are there (waiting for them to settle), then exit.
     #[arg(long)]
     once: bool,
-    /// Prefix for every path the dumps name, like gdb's `set sysroot` (e.g. a copy of the application image's root).
-    #[arg(long, value_name = "DIR")]
-    sysroot: Option<PathBuf>,
-    /// Directory with separate debug files (`.build-id/xx/yyyy.debug`); may repeat.
-    #[arg(long = "debug-dir", value_name = "DIR")]
-    debug_dirs: Vec<PathBuf>,
-    /// Directory searched for module files by name; may repeat.
-    #[arg(long = "search-dir", value_name = "DIR")]
-    search_dirs: Vec<PathBuf>,
-    /// The program that was dumped, for every dump in DIR.
-    #[arg(long, value_name = "FILE")]
-    exe: Option<PathBuf>,
+    #[command(flatten)]
+    lookup: LookupArgs,
     /// Only rebuild the stacks: skip lock analysis and the wait-for graph.
     #[arg(long)]
     stacks_only: bool,
@@ -217,21 +210,22 @@ fn main() -> ExitCode {
 }
 
 fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
-    let locator = Locator { sysroot: args.sysroot, debug_dirs: args.debug_dirs, search_dirs: args.search_dirs, executable: args.exe, no_default_debug_dir: false };
+    let locator = args.lookup.locator();
     let bar = ProgressBar::start();
     let opts = Options { locator, stacks_only: args.stacks_only, progress: bar.as_ref().map(ProgressBar::hook), ..Options::default() };
     let report = analysis::analyze(&args.core, &opts);
     drop(bar);
     let report = report?;
-    emit(&report, args.format, args.output.as_deref(), args.color, args.max_frames)?;
+    emit(&report, &args.output)?;
     Ok(if args.fail_on_deadlock && !report.deadlocks.is_empty() { EXIT_DEADLOCK } else { EXIT_OK })
 }
 
 /// Renders the report and writes it to `output` or standard output.
-fn emit(report: &report::Report, format: Format, output: Option<&std::path::Path>, color: ColorChoice, max_frames: Option<usize>) -> anyhow::Result<()> {
-    let rendered = match format {
+fn emit(report: &report::Report, how: &OutputArgs) -> anyhow::Result<()> {
+    let (output, max_frames) = (how.output.as_deref(), how.max_frames);
+    let rendered = match how.format {
         Format::Text => {
-            let color = use_color(color, output.is_some());
+            let color = use_color(how.color, output.is_some());
             report::text::render_colored(report, &TextOptions { max_frames }, color)
         }
         Format::Json => report::to_json(report) + "\n",
@@ -292,13 +286,15 @@ fn run_pid(args: PidArgs) -> anyhow::Result<u8> {
         let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).with_context(|| format!("cannot create {}", path.display()))?;
         f.write_all(&bytes).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    let sysroot = args.sysroot.or_else(|| other_mount_namespace(pid).then(|| PathBuf::from(format!("/proc/{pid}/root"))));
-    let locator = Locator { sysroot, debug_dirs: args.debug_dirs, search_dirs: args.search_dirs, executable: args.exe, no_default_debug_dir: false };
+    let mut locator = args.lookup.locator();
+    if locator.sysroot.is_none() && other_mount_namespace(pid) {
+        locator.sysroot = Some(PathBuf::from(format!("/proc/{pid}/root")));
+    }
     let core = knot::core::Core::from_bytes(format!("/proc/{pid}"), bytes)?;
     let process = knot::process::Process::from_core(core, &locator);
     let opts = Options { locator, stacks_only: args.stacks_only, ..Options::default() };
     let report = analysis::report_for(&process, &opts);
-    emit(&report, args.format, args.output.as_deref(), args.color, args.max_frames)?;
+    emit(&report, &args.output)?;
     Ok(if args.fail_on_deadlock && !report.deadlocks.is_empty() { EXIT_DEADLOCK } else { EXIT_OK })
 }
 
@@ -378,7 +374,7 @@ impl Drop for ProgressBar {
 }
 
 fn run_watch(args: WatchArgs) -> anyhow::Result<u8> {
-    let locator = Locator { sysroot: args.sysroot, debug_dirs: args.debug_dirs, search_dirs: args.search_dirs, executable: args.exe, no_default_debug_dir: false };
+    let locator = args.lookup.locator();
     let opts = WatchOptions {
         dir: args.dir,
         out: args.out,
