@@ -284,7 +284,7 @@ fn the_pinvoke_cycle_crosses_a_monitor_and_a_native_mutex() {
 }
 
 #[test]
-fn task_waits_and_the_thread_pool_in_sync_over_async() {
+fn monitor_waits_and_the_thread_pool_in_sync_over_async() {
     let c = case("sync_over_async");
     let s = sample("sync_over_async");
     let pool = c.report.dotnet.as_ref().and_then(|d| d.thread_pool.as_ref()).expect("thread pool read");
@@ -294,10 +294,12 @@ fn task_waits_and_the_thread_pool_in_sync_over_async() {
     // Every worker is blocked in its work item (SOS: Running 8, Idle 0).
     assert_eq!(pool.workers_blocked, want);
     assert!(c.report.deadlocks.is_empty(), "no monitor cycles (monitor_cycles = 0)");
-    // No thread waits on a runtime condvar any more: each is in Monitor.Wait (or on a task).
+    let out = text::render(&c.report, &TextOptions::default());
+    assert!(out.contains(&format!("  thread pool: {} workers, {} blocked inside work items", want.len(), want.len())), "{out}");
+    // No worker (nor Main) waits on a runtime condvar any more: each is in Monitor.Wait.
     for t in want.iter().chain([tid(c, "Main")].iter()) {
         let th = c.report.threads.iter().find(|x| x.tid == *t).expect("thread");
         let l = th.blocked_on.as_deref().and_then(|id| c.report.locks.iter().find(|l| l.id == id)).unwrap_or_else(|| panic!("thread {t} is blocked on nothing"));
-        assert!(matches!(l.kind.as_str(), "monitor_wait" | "task"), "thread {t}: {}", l.id);
+        assert!(l.kind == "monitor_wait", "thread {t}: {}", l.id);
     }
 }

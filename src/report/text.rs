@@ -95,6 +95,19 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
         let cycle = format!("cycle{}:", if d.inferred { " (through an inferred owner)" } else { "" });
         let _ = writeln!(out, "  {} {}", paint.cycle(&cycle), d.description);
     }
+    if let Some(tp) = r.dotnet.as_ref().and_then(|d| d.thread_pool.as_ref()) {
+        let _ = write!(out, "  thread pool: {} worker{}, {} blocked inside work items", tp.workers_total, plural(tp.workers_total as usize), tp.workers_blocked.len());
+        match (tp.workers_running, tp.workers_idle, tp.queued_work_items) {
+            (Some(run), Some(idle), q) => {
+                let _ = write!(out, "; {run} running, {idle} idle");
+                if let Some(q) = q {
+                    let _ = write!(out, ", {q} queued work items");
+                }
+            }
+            _ => out.push_str("; running/idle workers and queued work items not read"),
+        }
+        out.push('\n');
+    }
     for l in r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).take(5) {
         let _ = writeln!(out, "  {} waiter{} on {} — {}", l.waiter_tids.len(), plural(l.waiter_tids.len()), paint.lock(&l.display_name()), paint.owner(&owner_words(l)));
     }
