@@ -159,9 +159,25 @@ pub fn locate_from_file(process: &Process, module: &Module) -> Result<Located, N
     locate_from(process, module, false)
 }
 
+/// Why the runtime's file is needed and how to give it: its exports name the descriptor.
+fn missing_runtime_file(module: &Module) -> String {
+    use crate::process::FileStatus;
+    let found = match &module.file_status {
+        FileStatus::Missing { tried } => format!("not found (looked at {tried})"),
+        FileStatus::Refused { path, reason } => format!("{path} refused: {reason}"),
+        FileStatus::Loaded { path } => format!("{path} unreadable"),
+        FileStatus::InMemory => "only in dump memory".to_string(),
+    };
+    let build = module.build_id.as_ref().map(|b| b.iter().map(|x| format!("{x:02x}")).collect::<String>()).unwrap_or_else(|| "unknown".to_string());
+    format!(
+        "{} is needed to find the runtime's data contract descriptor, and was {found}; pass --search-dir DIR with that runtime's libcoreclr.so (build-id {build}), or --sysroot",
+        module.path
+    )
+}
+
 fn locate_from(process: &Process, module: &Module, use_dump: bool) -> Result<Located, NotLocated> {
     let file = module.file.as_ref().ok_or_else(|| {
-        NotLocated::Error(DotnetError::Invalid { what: "runtime module", at: module.start, why: format!("{} was not found on disk ({:?}); its exports cannot be looked up", module.path, module.file_status) })
+        NotLocated::Error(DotnetError::Invalid { what: "runtime module", at: module.start, why: missing_runtime_file(module) })
     })?;
     let sym = elf::dynamic_symbol(file, DESCRIPTOR_SYMBOL).ok_or_else(|| NotLocated::NoExport(format!("{} exports no {DESCRIPTOR_SYMBOL}", module.name())))?;
     let header_address = module.bias.wrapping_add(sym.value);
