@@ -33,63 +33,18 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The runtime's files, decompressed once under target/tmp.
-fn runtime_dirs() -> Vec<PathBuf> {
-    static DIRS: OnceLock<Vec<PathBuf>> = OnceLock::new();
-    DIRS.get_or_init(|| {
-        let root = repo().join("samples/dotnet/dumps/runtime");
-        let mut out = Vec::new();
-        for v in std::fs::read_dir(&root).into_iter().flatten().flatten() {
-            let dst = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dotnet-runtime").join(v.file_name());
-            std::fs::create_dir_all(&dst).expect("temp dir");
-            for f in std::fs::read_dir(v.path()).into_iter().flatten().flatten() {
-                let p = f.path();
-                let Some(name) = p.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".gz")) else { continue };
-                let out_file = dst.join(name);
-                if out_file.exists() {
-                    continue;
-                }
-                // Written beside, then renamed: a partial file is never taken for the runtime's.
-                let part = dst.join(format!("{name}.codemap.part"));
-                let mut d = flate2::read::GzDecoder::new(std::fs::File::open(&p).expect("open runtime file"));
-                let mut o = std::fs::File::create(&part).expect("create runtime file");
-                std::io::copy(&mut d, &mut o).expect("gunzip runtime file");
-                std::fs::rename(&part, &out_file).expect("rename runtime file");
-            }
-            out.push(dst);
-        }
-        out
-    })
-    .clone()
-}
 
 fn dumps() -> Vec<Dump> {
-    let root = repo().join("samples/dotnet/dumps");
-    let empty = Path::new(env!("CARGO_TARGET_TMPDIR")).join("empty-sysroot");
-    std::fs::create_dir_all(&empty).expect("temp dir");
-    let mut out = Vec::new();
-    let mut samples: Vec<PathBuf> = std::fs::read_dir(&root).into_iter().flatten().flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
-    samples.sort();
-    for sample in samples {
-        let sname = sample.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
-        if sname == "runtime" {
-            continue;
-        }
-        let mut kinds: Vec<PathBuf> = std::fs::read_dir(&sample).into_iter().flatten().flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
-        kinds.sort();
-        for dir in kinds {
-            let core = dir.join("core.gz");
-            if !core.is_file() || !dir.join("sos/clrstack-all.txt").is_file() {
-                continue;
-            }
-            let mut search_dirs = runtime_dirs();
-            search_dirs.push(sample.join("app"));
-            let locator = Locator { sysroot: Some(empty.clone()), search_dirs, ..Locator::default() };
-            let kname = dir.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
-            out.push(Dump { name: format!("{sname}/{kname}"), core, dir, locator });
-        }
-    }
-    assert!(!out.is_empty(), "no committed .NET dumps under {}", root.display());
+    let out: Vec<Dump> = knot_samples::dotnet::dumps("sos/clrstack-all.txt", false)
+        .into_iter()
+        .map(|d| Dump {
+            name: d.name(),
+            locator: Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() },
+            core: d.core,
+            dir: d.dir,
+        })
+        .collect();
+    assert!(!out.is_empty(), "no committed .NET dumps under {}", knot_samples::dotnet::committed_root().display());
     out
 }
 

@@ -24,66 +24,7 @@ struct Dump {
     locator: Locator,
 }
 
-fn roots() -> Vec<(PathBuf, bool)> {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut out = vec![(repo.join("samples/dotnet/dumps"), true), (repo.join("target/samples/dotnet"), false)];
-    if let Ok(extra) = std::env::var("KNOT_DOTNET_SAMPLES") {
-        for p in extra.split(':').filter(|p| !p.is_empty()) {
-            let p = PathBuf::from(p);
-            let committed = p.join("runtime").is_dir();
-            out.push((p, committed));
-        }
-    }
-    out
-}
 
-/// Decompresses `dir/*.gz` into `into`.
-fn gunzip_dir(dir: &Path, into: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for e in entries.flatten() {
-        let p = e.path();
-        let Some(name) = p.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".gz")) else { continue };
-        let out = into.join(name);
-        if out.exists() {
-            continue;
-        }
-        // Written beside, then renamed: a partial file is never taken for the runtime's.
-        let part = into.join(format!("{name}.part"));
-        let f = std::fs::File::open(&p).expect("open runtime file");
-        let mut d = flate2::read::GzDecoder::new(f);
-        let mut o = std::fs::File::create(&part).expect("create runtime file");
-        std::io::copy(&mut d, &mut o).expect("gunzip runtime file");
-        std::fs::rename(&part, &out).expect("rename runtime file");
-    }
-}
-
-fn runtime_files(root: &Path) -> Vec<PathBuf> {
-    static DIRS: std::sync::Mutex<BTreeMap<PathBuf, PathBuf>> = std::sync::Mutex::new(BTreeMap::new());
-    let mut dirs = DIRS.lock().unwrap_or_else(|e| e.into_inner());
-    let Ok(versions) = std::fs::read_dir(root.join("runtime")) else { return Vec::new() };
-    let mut out = Vec::new();
-    for v in versions.flatten() {
-        let src = v.path();
-        let dst = dirs
-            .entry(src.clone())
-            .or_insert_with(|| {
-                // Kept between runs under target/tmp; a file is decompressed once.
-                let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dotnet-runtime").join(src.file_name().unwrap_or_default());
-                std::fs::create_dir_all(&d).expect("temp dir");
-                gunzip_dir(&src, &d);
-                d
-            })
-            .clone();
-        out.push(dst);
-    }
-    out
-}
-
-fn empty_dir() -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("empty-sysroot");
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
-}
 
 /// Every dump, opened and read once for all the tests.
 fn loaded() -> &'static [(Dump, Process, DotnetReading)] {
@@ -100,43 +41,15 @@ fn loaded() -> &'static [(Dump, Process, DotnetReading)] {
 }
 
 fn dumps() -> Vec<Dump> {
-    let mut out = Vec::new();
-    for (root, committed) in roots() {
-        let Ok(samples) = std::fs::read_dir(&root) else {
-            eprintln!("skipping {}: not present", root.display());
-            continue;
-        };
-        let mut samples: Vec<_> = samples.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
-        samples.sort();
-        for sample in samples {
-            let sname = sample.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
-            if sname == "runtime" || sname == "artifacts" {
-                continue;
-            }
-            let Ok(kinds) = std::fs::read_dir(&sample) else { continue };
-            let mut kinds: Vec<_> = kinds.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
-            kinds.sort();
-            for dir in kinds {
-                let kname = dir.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
-                let core = [dir.join("core"), dir.join("core.gz")].into_iter().find(|p| p.is_file());
-                let Some(core) = core else { continue };
-                if !dir.join("sos/clrthreads.txt").is_file() {
-                    eprintln!("skipping {sname}/{kname}: no SOS oracle beside {}", core.display());
-                    continue;
-                }
-                // Committed dumps are read with their committed runtime and app files only (an
-                // empty sysroot hides any installed runtime), as on a machine without .NET.
-                let locator = if committed {
-                    let mut search_dirs = runtime_files(&root);
-                    search_dirs.push(sample.join("app"));
-                    Locator { sysroot: Some(empty_dir()), search_dirs, ..Locator::default() }
-                } else {
-                    Locator::default()
-                };
-                out.push(Dump { name: format!("{sname}/{kname} ({})", root.display()), core, dir, locator });
-            }
-        }
-    }
+    let out: Vec<Dump> = knot_samples::dotnet::dumps("sos/clrthreads.txt", true)
+        .into_iter()
+        .map(|d| Dump {
+            name: d.name(),
+            locator: Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() },
+            core: d.core,
+            dir: d.dir,
+        })
+        .collect();
     if out.is_empty() {
         eprintln!("skipping: no .NET dumps (commit samples/dotnet/dumps, or run samples/dotnet/make-dumps.sh)");
     }
@@ -555,7 +468,7 @@ fn a_runtime_without_its_file_is_unsupported_and_native_reading_goes_on() {
     let Some((d, ..)) = loaded().iter().find(|(d, ..)| d.name.contains("/heap")) else { return };
     // A sysroot with nothing in it and no search directories: libcoreclr.so is not found, so its
     // export cannot be looked up (a heap dump does not hold the descriptor's page).
-    let locator = Locator { sysroot: Some(empty_dir()), ..Locator::default() };
+    let locator = Locator { sysroot: Some(knot_samples::dotnet::empty_sysroot()), ..Locator::default() };
     let process = Process::open(&d.core, &locator).expect("open");
     match dotnet::read_with(&process, &locator) {
         DotnetReading::Unsupported { version, why } => {

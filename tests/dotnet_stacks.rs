@@ -28,69 +28,18 @@ struct Dump {
     locator: Locator,
 }
 
-fn gunzip_into(src: &Path, into: &Path) {
-    let Ok(entries) = std::fs::read_dir(src) else { return };
-    for e in entries.flatten() {
-        let p = e.path();
-        let Some(name) = p.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".gz")) else { continue };
-        let out = into.join(name);
-        if out.exists() {
-            continue;
-        }
-        let part = into.join(format!("{name}.part"));
-        let mut d = flate2::read::GzDecoder::new(std::fs::File::open(&p).expect("open runtime file"));
-        let mut o = std::fs::File::create(&part).expect("create runtime file");
-        std::io::copy(&mut d, &mut o).expect("gunzip runtime file");
-        std::fs::rename(&part, &out).expect("rename runtime file");
-    }
-}
 
 /// The committed runtime files, decompressed once under target/tmp.
-fn runtime_dirs(root: &Path) -> Vec<PathBuf> {
-    let Ok(versions) = std::fs::read_dir(root.join("runtime")) else { return Vec::new() };
-    versions
-        .flatten()
-        .map(|v| {
-            let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dotnet-runtime").join(v.file_name());
-            std::fs::create_dir_all(&d).expect("temp dir");
-            gunzip_into(&v.path(), &d);
-            d
-        })
+
+fn dumps() -> Vec<Dump> {
+    knot_samples::dotnet::dumps("sos/clrstack-all.txt", true)
+        .into_iter()
+        .map(|d| Dump { name: d.name(), locator: locator(&d), core: d.core, dir: d.dir })
         .collect()
 }
 
-fn dumps() -> Vec<Dump> {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let empty = Path::new(env!("CARGO_TARGET_TMPDIR")).join("empty-sysroot");
-    std::fs::create_dir_all(&empty).expect("temp dir");
-    let mut out = Vec::new();
-    for (root, committed) in [(repo.join("samples/dotnet/dumps"), true), (repo.join("target/samples/dotnet"), false)] {
-        let Ok(samples) = std::fs::read_dir(&root) else { continue };
-        let mut samples: Vec<_> = samples.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
-        samples.sort();
-        for sample in samples {
-            let sname = sample.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
-            let Ok(kinds) = std::fs::read_dir(&sample) else { continue };
-            let mut kinds: Vec<_> = kinds.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
-            kinds.sort();
-            for dir in kinds {
-                let Some(core) = [dir.join("core"), dir.join("core.gz")].into_iter().find(|p| p.is_file()) else { continue };
-                if !dir.join("sos/clrstack-all.txt").is_file() {
-                    continue;
-                }
-                let locator = if committed {
-                    let mut search_dirs = runtime_dirs(&root);
-                    search_dirs.push(sample.join("app"));
-                    Locator { sysroot: Some(empty.clone()), search_dirs, ..Locator::default() }
-                } else {
-                    Locator::default()
-                };
-                let kname = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                out.push(Dump { name: format!("{sname}/{kname}{}", if committed { "" } else { " (made here)" }), core, dir, locator });
-            }
-        }
-    }
-    out
+fn locator(d: &knot_samples::dotnet::DotnetDump) -> Locator {
+    Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() }
 }
 
 impl Dump {
