@@ -114,7 +114,8 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     tell(opts, Phase::Locks);
     let mut facts = if opts.stacks_only { waits::states_only(process, &inputs) } else { waits::analyze(process, &symbolizer, &inputs) };
     let tids: Vec<u32> = core.threads.iter().map(|t| t.tid).collect();
-    let dotnet = if opts.stacks_only { waits::dotnet::DotnetFacts::default() } else { waits::dotnet::merge(process, &opts.locator, &tids, &mut facts) };
+    let functions: Vec<&[&str]> = inputs.iter().map(|i| i.functions.as_slice()).collect();
+    let dotnet = if opts.stacks_only { waits::dotnet::DotnetFacts::default() } else { waits::dotnet::merge(process, &opts.locator, &tids, &functions, &mut facts) };
     let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();
     let deadlocks = WaitForGraph::new(&blocked, &facts.locks).deadlocks();
     let locks = order_locks(facts.locks.clone(), &deadlocks);

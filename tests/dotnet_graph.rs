@@ -296,10 +296,88 @@ fn monitor_waits_and_the_thread_pool_in_sync_over_async() {
     assert!(c.report.deadlocks.is_empty(), "no monitor cycles (monitor_cycles = 0)");
     let out = text::render(&c.report, &TextOptions::default());
     assert!(out.contains(&format!("  thread pool: {} workers, {} blocked inside work items", want.len(), want.len())), "{out}");
-    // No worker (nor Main) waits on a runtime condvar any more: each is in Monitor.Wait.
+    // No worker (nor Main) waits on a runtime condvar any more: each worker waits for its task
+    // (see below), Main (Task.WaitAll, not a wait on one task) is in Monitor.Wait.
     for t in want.iter().chain([tid(c, "Main")].iter()) {
         let th = c.report.threads.iter().find(|x| x.tid == *t).expect("thread");
         let l = th.blocked_on.as_deref().and_then(|id| c.report.locks.iter().find(|l| l.id == id)).unwrap_or_else(|| panic!("thread {t} is blocked on nothing"));
-        assert!(l.kind == "monitor_wait", "thread {t}: {}", l.id);
+        let kind = if *t == tid(c, "Main") { "monitor_wait" } else { "task" };
+        assert_eq!(l.kind, kind, "thread {t}: {}", l.id);
+    }
+}
+
+/// `dq` lines of sos/task-fields.txt: address → the words SOS printed from it.
+fn dq_lines(text: &str) -> BTreeMap<u64, Vec<u64>> {
+    text.lines()
+        .filter_map(|l| {
+            let (a, rest) = l.split_once(": ")?;
+            let a = u64::from_str_radix(a.trim(), 16).ok()?;
+            let words: Vec<u64> = rest.split_whitespace().map(|w| u64::from_str_radix(w, 16)).collect::<Result<_, _>>().ok()?;
+            Some((a, words))
+        })
+        .collect()
+}
+
+#[test]
+fn task_waits_in_sync_over_async_name_the_task_sos_shows() {
+    let c = case("sync_over_async");
+    // The FetchQuoteAsync boxes (the Task<int>s HandleRequestSync blocks on), as dumpasync lists them.
+    let dumpasync = std::fs::read_to_string(c.sos_dir.join("dumpasync.txt")).expect("dumpasync.txt");
+    let boxes: BTreeSet<u64> = dumpasync
+        .lines()
+        .filter(|l| l.contains("(0) Knot.Samples.SyncOverAsync.Program+<FetchQuoteAsync>d__9"))
+        .filter_map(|l| u64::from_str_radix(l.split_whitespace().next()?, 16).ok())
+        .collect();
+    assert_eq!(boxes.len(), 8, "dumpasync lists 8 FetchQuoteAsync state machines");
+    let fields = std::fs::read_to_string(c.sos_dir.join("task-fields.txt")).expect("task-fields.txt");
+    let dq = dq_lines(&fields);
+    let box_type = "System.Runtime.CompilerServices.AsyncTaskMethodBuilder`1+AsyncStateMachineBox`1[[System.Int32, System.Private.CoreLib],[Knot.Samples.SyncOverAsync.Program+<FetchQuoteAsync>d__9, sync_over_async]]";
+    assert!(fields.contains(&format!("Name:                {box_type}")), "task-fields.txt: dumpmt of the box type");
+
+    let s = sample("sync_over_async");
+    let mut seen = BTreeSet::new();
+    for want in s["thread"].as_array().expect("threads").iter().filter(|t| t["blocked_on"].as_str() == Some("task_wait")) {
+        let single_task = want["frames"].as_array().expect("frames").iter().any(|f| f.as_str() == Some("System.Threading.Tasks.Task.InternalWaitCore"));
+        let threads: Vec<u32> = match want.get("name_pattern").and_then(Value::as_str) {
+            Some(p) => {
+                // The one pattern sync_over_async uses: the pool's worker name, exactly.
+                assert_eq!(p, r"^\.NET TP Worker$");
+                c.report.threads.iter().filter(|t| t.name.as_deref() == Some(knot::waits::dotnet::THREADPOOL_WORKER_NAME)).map(|t| t.tid).collect()
+            }
+            None => vec![tid(c, want["name"].as_str().expect("name"))],
+        };
+        for t in threads {
+            let th = c.report.threads.iter().find(|x| x.tid == t).expect("thread");
+            let l = th.blocked_on.as_deref().and_then(|id| c.report.locks.iter().find(|l| l.id == id)).unwrap_or_else(|| panic!("thread {t} is blocked on nothing"));
+            if !single_task {
+                // Task.WaitAll waits on a countdown event over many tasks: not (yet) a task wait.
+                assert_eq!(l.kind, "monitor_wait", "thread {t} (Task.WaitAll)");
+                continue;
+            }
+            assert_eq!(l.kind, "task", "thread {t}: {}", l.id);
+            assert_eq!(l.waiter_tids, vec![t]);
+            let m = l.managed.as_ref().expect("managed");
+            let task = m.task.as_ref().expect("task fields");
+            let a = m.object.0;
+            assert!(boxes.contains(&a), "thread {t} waits for {a:#x}, not a box dumpasync lists");
+            assert!(seen.insert(a), "two threads wait for {a:#x}");
+            assert_eq!(m.type_name.as_deref(), Some(box_type));
+            // SOS's words at box+0x20: m_continuationObject, m_contingentProperties, then m_taskId
+            // (low half) and m_stateFlags (high half).
+            let words = dq.get(&(a + 0x20)).unwrap_or_else(|| panic!("task-fields.txt: no dq of {:#x}", a + 0x20));
+            assert_eq!(task.event.0, words[0], "thread {t}: continuation of {a:#x}");
+            assert_eq!(task.state_flags.0, words[2] >> 32, "thread {t}: m_stateFlags of {a:#x}");
+            // 0x02000c00: of the status bits only TASK_STATE_WAITINGFORACTIVATION (0x2000000).
+            assert_eq!(task.status, "WaitingForActivation");
+            let event = dq.get(&task.event.0).unwrap_or_else(|| panic!("task-fields.txt: no dq of {}", task.event));
+            assert_eq!(task.event_lock.0, event[1], "thread {t}: m_lock of {}", task.event);
+            assert_eq!(task.event_type.as_deref(), Some("System.Threading.Tasks.Task+SetOnInvokeMres"));
+            assert_eq!(l.owner_tid, None);
+        }
+    }
+    assert_eq!(seen, boxes, "each of the 8 workers waits for its own FetchQuoteAsync task");
+    let out = text::render(&c.report, &TextOptions::default());
+    for a in &boxes {
+        assert!(out.contains(&format!("waiting for task {box_type} at {a:#x} (status: WaitingForActivation)")), "{out}");
     }
 }

@@ -129,6 +129,7 @@ pub(crate) fn owner_words(l: &LockFact) -> String {
         Owner::Inferred { tid, .. } => format!("probably held by thread {tid} (inferred)"),
         Owner::Exited { tid } => format!("held by thread {tid}, which has exited"),
         Owner::Readers { count } => format!("held by {count} reader{}", plural(*count as usize)),
+        Owner::None if l.kind == "task" => "no owning thread: it completes when its work runs".to_string(),
         Owner::None => "no owner (waiting to be signalled)".to_string(),
         Owner::Unknown { why } => format!("owner unknown: {why}"),
     }
@@ -192,6 +193,7 @@ pub(crate) fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
     match t.blocked_on.as_deref().and_then(|id| locks.iter().find(|l| l.id == id)) {
         // A managed wait is what the thread waits for; its futex is only how the runtime waits.
         Some(l) if l.kind == "monitor_wait" => format!("in {}, waiting to be pulsed", l.display_name()),
+        Some(l) if l.kind == "task" => format!("waiting for {}", l.display_name()),
         Some(l) if l.managed.is_some() => format!("waiting for {} {}", l.display_name(), owner_words(l)),
         Some(l) => format!("blocked on {} ({})", l.display_name(), t.state.label()),
         None => t.state.label(),

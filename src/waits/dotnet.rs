@@ -48,6 +48,25 @@ pub struct ManagedLock {
     pub waiter_count: Option<u32>,
     /// Threads in Monitor.Wait on the object (they released it and wait to be pulsed).
     pub pulse_waiters: Vec<u32>,
+    /// For a lock of kind `task` (storage `task`): the task waited for (`object` and
+    /// `type_name` are the task's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<ManagedTask>,
+}
+
+/// A task threads wait for in `Task.Wait` / `Task<T>.Result` / `GetAwaiter().GetResult()`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ManagedTask {
+    /// `Task.Status` as the runtime derives it from `m_stateFlags` (WaitingForActivation,
+    /// WaitingToRun, Running, WaitingForChildrenToComplete, RanToCompletion, Canceled, Faulted,
+    /// Created).
+    pub status: String,
+    pub state_flags: Hex,
+    /// The ManualResetEventSlim registered as the task's continuation, which the waiter waits on.
+    pub event: Hex,
+    pub event_type: Option<String>,
+    /// The event's `m_lock`: the object of the waiter's Monitor.Wait.
+    pub event_lock: Hex,
 }
 
 /// What knot read of the .NET runtime, for the report.
@@ -96,7 +115,8 @@ pub struct DotnetFacts {
 
 /// Reads the .NET runtime (when `process` has one) and merges its locks and waits into
 /// `facts`. `tids` are the dump's threads, in the order of `facts.threads`.
-pub fn merge(process: &Process, locator: &Locator, tids: &[u32], facts: &mut WaitFacts) -> DotnetFacts {
+/// `stacks` are the threads' function names, innermost first, in the same order.
+pub fn merge(process: &Process, locator: &Locator, tids: &[u32], stacks: &[&[&str]], facts: &mut WaitFacts) -> DotnetFacts {
     let reading = dotnet::read_with(process, locator);
     match &reading {
         DotnetReading::NotDotnet => DotnetFacts::default(),
@@ -107,7 +127,7 @@ pub fn merge(process: &Process, locator: &Locator, tids: &[u32], facts: &mut Wai
         DotnetReading::Runtime(r) => {
             facts.diagnostics.extend(r.diagnostics.iter().cloned());
             let threads = managed_threads(process, r, &mut facts.diagnostics);
-            merge_runtime(r, &threads, tids, facts);
+            merge_runtime(r, &threads, tids, stacks, facts);
             let thread_pool = thread_pool(r, &threads, facts);
             let report = DotnetReport { summary: reading.summary(), runtime_version: Some(r.version.product.clone()), managed_threads: r.threads.len(), thread_pool };
             DotnetFacts { threads, report: Some(report) }
@@ -159,7 +179,7 @@ fn who(tid: u32, threads: &ManagedThreads) -> String {
     }
 }
 
-fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32], facts: &mut WaitFacts) {
+fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32], stacks: &[&[&str]], facts: &mut WaitFacts) {
     let in_dump: BTreeSet<u32> = tids.iter().copied().collect();
     let mut locks: BTreeMap<String, LockFact> = BTreeMap::new();
     // Monitors and Locks: held ones, and ones threads wait for.
@@ -212,6 +232,7 @@ fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32], fac
             monitor_held: m.monitor_held,
             waiter_count: m.waiter_count,
             pulse_waiters: m.wait_list.clone(),
+            task: None,
         };
         locks.insert(
             id.clone(),
@@ -248,6 +269,59 @@ fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32], fac
                     continue;
                 }
             },
+            BlockingKind::MonitorWait if let Some(tw) = task_wait(r, w.os_tid, object, stacks.get(ti).copied().unwrap_or(&[])) => {
+                let id = format!("task@{:#x}", tw.task);
+                let ty = tw.type_name.as_deref().unwrap_or("(type unread)");
+                locks.entry(id.clone()).or_insert_with(|| LockFact {
+                    id: id.clone(),
+                    kind: "task".into(),
+                    label: format!("task {ty} (status: {})", tw.status.name()),
+                    address: Some(Hex(tw.task)),
+                    name: None,
+                    owner: Owner::None,
+                    owner_tid: None,
+                    waiter_tids: Vec::new(),
+                    evidence: vec![format!(
+                        "task {:#x} ({ty}): m_stateFlags {:#x} = {}; its continuation {:#x} ({}) has m_lock {:#x}",
+                        tw.task,
+                        tw.state_flags,
+                        tw.status.name(),
+                        tw.event,
+                        tw.event_type.as_deref().unwrap_or("(type unread)"),
+                        tw.lock_object
+                    )],
+                    recursion: None,
+                    readers: None,
+                    managed: Some(ManagedLock {
+                        storage: "task".into(),
+                        object: Hex(tw.task),
+                        type_name: tw.type_name.clone(),
+                        sync_block_index: None,
+                        sync_block: None,
+                        owner_managed_id: None,
+                        owner_name: None,
+                        recursion: 0,
+                        monitor_held: None,
+                        waiter_count: None,
+                        pulse_waiters: Vec::new(),
+                        task: Some(ManagedTask {
+                            status: tw.status.name().into(),
+                            state_flags: Hex(tw.state_flags as u64),
+                            event: Hex(tw.event),
+                            event_type: tw.event_type.clone(),
+                            event_lock: Hex(tw.lock_object),
+                        }),
+                    }),
+                });
+                if let Some(l) = locks.get_mut(&id) {
+                    l.evidence.push(format!(
+                        "{} is in Monitor.Wait on {object:#x} under a task wait frame; the task is referenced from its stack at {:#x}",
+                        who(w.os_tid, threads),
+                        tw.stack_slot
+                    ));
+                }
+                id
+            }
             BlockingKind::MonitorWait | BlockingKind::Condition => {
                 let id = format!("monitor_wait@{object:#x}");
                 let m = by_object.get(&object);
@@ -276,6 +350,7 @@ fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32], fac
                         monitor_held: m.and_then(|m| m.monitor_held),
                         waiter_count: m.and_then(|m| m.waiter_count),
                         pulse_waiters: m.map(|m| m.wait_list.clone()).unwrap_or_default(),
+                        task: None,
                     }),
                 });
                 id
@@ -289,6 +364,7 @@ fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32], fac
         let how = match w.kind {
             BlockingKind::MonitorEnter => "waits to enter the monitor",
             BlockingKind::Lock => "waits to enter the Lock",
+            _ if id.starts_with("task@") => "is in Monitor.Wait on the task's event",
             _ => "is in Monitor.Wait",
         };
         let source = match w.source {
@@ -319,6 +395,24 @@ fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32], fac
         facts.locks.push(l);
     }
     facts.locks.sort_by(|a, b| a.id.cmp(&b.id));
+}
+
+/// Frames of `Task.Wait`, `Task<T>.Result` and `TaskAwaiter.GetResult` (by way of
+/// `Task.InternalWaitCore` → `SpinThenBlockingWait`); `Task.WaitAll` is not a wait on one task.
+const TASK_WAIT_FRAMES: &[&str] = &["System.Threading.Tasks.Task.SpinThenBlockingWait", "System.Threading.Tasks.Task.InternalWaitCore"];
+
+fn is_task_wait_frame(function: &str) -> bool {
+    let name = function.split('(').next().unwrap_or(function);
+    TASK_WAIT_FRAMES.contains(&name)
+}
+
+/// The task `tid` waits for: only when its stack shows a task wait and the reader tied a task
+/// referenced from that stack to `object`, the object of its Monitor.Wait.
+fn task_wait<'r>(r: &'r RuntimeReading, tid: u32, object: u64, stack: &[&str]) -> Option<&'r dotnet::tasks::TaskWait> {
+    if !stack.iter().any(|f| is_task_wait_frame(f)) {
+        return None;
+    }
+    r.task_waits.iter().find(|tw| tw.os_tid == tid && tw.lock_object == object)
 }
 
 fn thread_pool(r: &RuntimeReading, threads: &ManagedThreads, facts: &WaitFacts) -> Option<ThreadPoolReport> {

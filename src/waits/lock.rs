@@ -55,7 +55,7 @@ pub struct LockFact {
     pub recursion: Option<u32>,
     /// Readers holding it (rwlocks).
     pub readers: Option<u32>,
-    /// For a .NET lock (kind monitor, lock or monitor_wait): the object, its type and SOS's
+    /// For a .NET lock (kind monitor, lock, monitor_wait or task): the object, its type and SOS's
     /// syncblk columns.
     pub managed: Option<super::dotnet::ManagedLock>,
 }
@@ -68,6 +68,10 @@ impl LockFact {
             return match self.kind.as_str() {
                 "lock" => format!("Lock {ty} at {}", m.object),
                 "monitor_wait" => format!("Monitor.Wait on {ty} at {}", m.object),
+                "task" => match &m.task {
+                    Some(task) => format!("task {ty} at {} (status: {})", m.object, task.status),
+                    None => format!("task {ty} at {}", m.object),
+                },
                 _ => format!("monitor on {ty} at {}", m.object),
             };
         }

@@ -54,6 +54,9 @@ pub struct Layout {
     pub managed_lock_state: u64,
     pub managed_lock_recursion_count: u64,
     pub managed_lock_locked_mask: u32,
+    pub task_continuation_object: u64,
+    pub task_state_flags: u64,
+    pub manual_reset_event_slim_lock: u64,
 }
 
 #[derive(Debug, Deserialize)]

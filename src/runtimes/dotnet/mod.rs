@@ -38,6 +38,7 @@ pub mod rangesection;
 pub mod readytorun;
 pub mod syncblock;
 pub mod target;
+pub mod tasks;
 pub mod thread_names;
 pub mod threads;
 
@@ -110,6 +111,8 @@ pub struct RuntimeReading {
     /// Held or contended monitors, sync blocks first (in table order).
     pub monitors: Vec<Monitor>,
     pub waits: Vec<MonitorWait>,
+    /// Monitor.Waits that are waits on a task (`Task.Wait`, `Result`), with the task.
+    pub task_waits: Vec<tasks::TaskWait>,
     /// The sync block table's size, when it was read.
     pub sync_table: Option<SyncTableSummary>,
     /// Whether monitors could be read for this build, and from which facts.
@@ -282,6 +285,10 @@ pub fn read_with_facts(process: &Process, locator: &Locator, all_facts: Result<&
             (Vec::new(), Vec::new(), None)
         }
     };
+    let task_waits = match build {
+        Some(b) => tasks::task_waits(process, &t, &b.layout, &namer, &threads, &waits),
+        None => Vec::new(),
+    };
     if let Ok(notes) = image.notes.lock() {
         for (severity, n) in notes.iter() {
             let message = format!("managed image: {n}");
@@ -300,6 +307,7 @@ pub fn read_with_facts(process: &Process, locator: &Locator, all_facts: Result<&
         threads,
         monitors,
         waits,
+        task_waits,
         sync_table,
         monitor_support,
         diagnostics,
