@@ -41,24 +41,7 @@ fn gunzip(from: &Path, to: &Path) {
     std::fs::rename(&part, to).expect("rename");
 }
 
-/// The committed runtime files, decompressed once under target/tmp.
-fn runtime_dir() -> PathBuf {
-    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        let version = expected()["runtime_version"].as_str().expect("runtime_version");
-        let src = repo().join("samples/dotnet/dumps/runtime").join(version);
-        let dst = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dotnet-graph-runtime").join(version);
-        std::fs::create_dir_all(&dst).expect("temp dir");
-        for e in std::fs::read_dir(&src).expect("runtime dir").flatten() {
-            let p = e.path();
-            if let Some(name) = p.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".gz")) {
-                gunzip(&p, &dst.join(name));
-            }
-        }
-        dst
-    })
-    .clone()
-}
+
 
 struct Case {
     sample: String,
@@ -82,7 +65,11 @@ fn cases() -> &'static [Case] {
             let gz = repo().join("samples/dotnet").join(dump["path"].as_str().expect("path"));
             let core = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("dotnet-graph-{sample}-{kind}.core"));
             gunzip(&gz, &core);
-            let locator = Locator { search_dirs: vec![runtime_dir(), repo().join("samples/dotnet/dumps").join(&sample).join("app")], ..Locator::default() };
+            // The host's libc is read (no empty sysroot): the glibc analyzer needs it for the P/Invoke
+            // sample's pthread mutex.
+            let mut search_dirs = knot_samples::dotnet::runtime_dirs();
+            search_dirs.push(knot_samples::dotnet::committed_root().join(&sample).join("app"));
+            let locator = Locator { search_dirs, ..Locator::default() };
             let report = analysis::analyze(&core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{sample}/{kind}: {e}"));
             let tids = threads.iter().map(|(n, v)| (n.clone(), v.as_array().and_then(|a| a[0].as_integer()).expect("[tid, id]") as u32)).collect();
             let sos_dir = gz.parent().expect("dump dir").join("sos");
