@@ -119,7 +119,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();
     let deadlocks = WaitForGraph::new(&blocked, &facts.locks).deadlocks();
     let locks = order_locks(facts.locks.clone(), &deadlocks);
-    let verdict = verdict(&deadlocks, &locks, &facts.threads);
+    let verdict = verdict(&deadlocks, &locks, &facts.threads, dotnet.report.as_ref());
 
     let keys: Vec<Vec<u64>> = stacks.iter().map(|s| s.frames.iter().map(|f| f.ip).collect()).collect();
     let groups = groups::group_by_stack(&keys)
@@ -170,6 +170,14 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     }
 }
 
+/// Every thread-pool worker blocked inside a work item, and one of them waiting for a task: the
+/// classic sync-over-async starvation (SOS users read it from `threadpool` + `clrstack`).
+fn thread_pool_starved(locks: &[LockFact], dotnet: Option<&waits::dotnet::DotnetReport>) -> bool {
+    let Some(tp) = dotnet.and_then(|d| d.thread_pool.as_ref()) else { return false };
+    let all_blocked = tp.workers_total > 0 && tp.worker_tids.iter().all(|t| tp.workers_blocked.contains(t));
+    all_blocked && locks.iter().any(|l| l.kind == "task" && l.waiter_tids.iter().any(|t| tp.worker_tids.contains(t)))
+}
+
 /// Locks in deadlocks first (in cycle order), then the most waited-for.
 fn order_locks(mut locks: Vec<LockFact>, deadlocks: &[crate::graph::Deadlock]) -> Vec<LockFact> {
     let rank = |l: &LockFact| deadlocks.iter().flat_map(|d| d.locks.iter()).position(|id| *id == l.id).unwrap_or(usize::MAX);
@@ -177,12 +185,14 @@ fn order_locks(mut locks: Vec<LockFact>, deadlocks: &[crate::graph::Deadlock]) -
     locks
 }
 
-fn verdict(deadlocks: &[crate::graph::Deadlock], locks: &[LockFact], threads: &[waits::ThreadWait]) -> Verdict {
+fn verdict(deadlocks: &[crate::graph::Deadlock], locks: &[LockFact], threads: &[waits::ThreadWait], dotnet: Option<&waits::dotnet::DotnetReport>) -> Verdict {
     let exclusive = |l: &&LockFact| matches!(l.kind.as_str(), "mutex" | "rwlock" | "futex" | "join" | "monitor" | "lock");
     if !deadlocks.is_empty() {
         Verdict::Deadlock
     } else if locks.iter().filter(exclusive).any(|l| !l.waiter_tids.is_empty()) {
         Verdict::Contention
+    } else if thread_pool_starved(locks, dotnet) {
+        Verdict::ThreadPoolStarved
     } else if threads.iter().any(|t| matches!(t.state, ThreadState::Io { .. })) {
         Verdict::BlockedOnIo
     } else if threads.iter().any(|t| t.state.is_blocked()) {

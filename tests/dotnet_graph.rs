@@ -368,3 +368,18 @@ fn task_waits_in_sync_over_async_name_the_task_sos_shows() {
         assert!(out.contains(&format!("waiting for task {box_type} at {a:#x} (status: WaitingForActivation)")), "{out}");
     }
 }
+
+/// The verdict line names the wedge each sample was written to show: a cycle is a deadlock,
+/// workers all blocked on tasks is a starved thread pool.
+#[test]
+fn each_heap_dump_gets_the_verdict_of_its_wedge() {
+    for c in cases() {
+        let wedge = sample(&c.sample)["wedge"].as_str().expect("wedge");
+        let want = match wedge {
+            "monitor_cycle" | "lock_cycle" | "monitor_native_cycle" => knot::report::Verdict::Deadlock,
+            "threadpool_starvation" => knot::report::Verdict::ThreadPoolStarved,
+            other => panic!("{}: wedge {other} has no expected verdict", c.sample),
+        };
+        assert_eq!(c.report.verdict, want, "{}/{}: wedge {wedge}", c.sample, c.kind);
+    }
+}

@@ -63,6 +63,7 @@ fn verdict_class(v: Verdict) -> &'static str {
     match v {
         Verdict::Deadlock => "deadlock",
         Verdict::Contention => "contention",
+        Verdict::ThreadPoolStarved => "contention",
         Verdict::BlockedOnIo => "io",
         Verdict::Idle => "idle",
         Verdict::NothingBlocked => "ok",

@@ -18,7 +18,7 @@ pub struct Report {
     /// The knot version that wrote this report.
     pub knot_version: String,
     pub dump: DumpInfo,
-    /// The one-line answer: deadlock, contention, blocked_on_io, idle or nothing_blocked.
+    /// The one-line answer: deadlock, contention, thread_pool_starved, blocked_on_io, idle or nothing_blocked.
     pub verdict: Verdict,
     /// Every wait-for cycle; each is a deadlock.
     pub deadlocks: Vec<Deadlock>,
@@ -108,6 +108,9 @@ pub enum Verdict {
     Deadlock,
     /// Threads wait for locks other threads hold, without a cycle (a convoy).
     Contention,
+    /// Every .NET thread-pool worker is blocked inside a work item and some wait for tasks (sync
+    /// over async): the work that would complete those tasks is queued behind them.
+    ThreadPoolStarved,
     /// Blocked threads wait on I/O, not on each other.
     BlockedOnIo,
     /// Threads sleep, poll or wait on condition variables; nobody waits for a lock's owner.
@@ -121,6 +124,7 @@ impl Verdict {
         match self {
             Verdict::Deadlock => "deadlock",
             Verdict::Contention => "contention",
+            Verdict::ThreadPoolStarved => "thread pool starved",
             Verdict::BlockedOnIo => "blocked on I/O",
             Verdict::Idle => "idle",
             Verdict::NothingBlocked => "nothing blocked",

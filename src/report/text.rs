@@ -28,7 +28,7 @@ impl Paint {
     fn verdict(self, v: Verdict, s: &str) -> String {
         let code = match v {
             Verdict::Deadlock => "1;31",
-            Verdict::Contention | Verdict::BlockedOnIo => "1;33",
+            Verdict::Contention | Verdict::ThreadPoolStarved | Verdict::BlockedOnIo => "1;33",
             Verdict::Idle => "1;36",
             Verdict::NothingBlocked => "1;32",
         };
@@ -86,6 +86,12 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
         Verdict::Deadlock => {
             let n: usize = r.deadlocks.iter().map(|d| d.tids.len()).sum();
             let _ = write!(out, " — {n} thread{} in {} cycle{}", plural(n), r.deadlocks.len(), plural(r.deadlocks.len()));
+        }
+        Verdict::ThreadPoolStarved => {
+            if let Some(tp) = r.dotnet.as_ref().and_then(|d| d.thread_pool.as_ref()) {
+                let on_tasks = r.locks.iter().filter(|l| l.kind == "task").map(|l| l.waiter_tids.len()).sum::<usize>();
+                let _ = write!(out, " — {} of {} workers blocked, {on_tasks} thread{} waiting for tasks", tp.workers_blocked.len(), tp.workers_total, plural(on_tasks));
+            }
         }
         _ => {}
     }
