@@ -4,6 +4,8 @@
 //! what it cannot read.
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
+mod common;
+
 use knot_samples::LiveSample;
 use serde_json::{json, Value};
 use std::os::unix::process::CommandExt;
@@ -147,25 +149,7 @@ macro_rules! live_equals_gcore {
     )*};
 }
 
-live_equals_gcore!(
-    abba,
-    cycle3,
-    self_relock,
-    convoy,
-    rwlock_writer,
-    recursive,
-    join_cycle,
-    owner_exited,
-    robust_dead_owner,
-    mutex_kinds,
-    condvar_sem,
-    deep_recursion,
-    many_threads,
-    signal_handler,
-    omitfp,
-    stripped,
-    rust_mutex,
-);
+native_samples!(live_equals_gcore);
 
 #[test]
 fn the_core_it_writes_reads_back_to_the_same_report() {

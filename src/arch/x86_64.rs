@@ -141,4 +141,8 @@ pub mod dwarf {
     pub const RIP: u16 = 16;
     /// Registers 0..=16 are the ones a walk tracks.
     pub const TRACKED: usize = 17;
+
+    /// Windows register number (rax rcx rdx rbx rsp rbp rsi rdi r8..r15: the order of x64 unwind
+    /// codes and of CoreCLR's `CONTEXT`) → DWARF register number.
+    pub const FROM_WINDOWS: [u16; 16] = [RAX, RCX, RDX, RBX, RSP, RBP, RSI, RDI, R8, R9, R10, R11, R12, R13, R14, R15];
 }

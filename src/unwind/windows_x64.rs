@@ -41,25 +41,6 @@ const UWOP_PUSH_MACHFRAME: u8 = 10;
 /// CoreCLR on Unix only: a frame-pointer offset too large for `UNWIND_INFO.FrameOffset`.
 const UWOP_SET_FPREG_LARGE: u8 = 11;
 
-/// Windows register number → DWARF register number.
-const WIN_TO_DWARF: [u16; 16] = [
-    dwarf::RAX,
-    dwarf::RCX,
-    dwarf::RDX,
-    dwarf::RBX,
-    dwarf::RSP,
-    dwarf::RBP,
-    dwarf::RSI,
-    dwarf::RDI,
-    dwarf::R8,
-    dwarf::R9,
-    dwarf::R10,
-    dwarf::R11,
-    dwarf::R12,
-    dwarf::R13,
-    dwarf::R14,
-    dwarf::R15,
-];
 const WIN_RSP: usize = 4;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -255,7 +236,7 @@ pub fn unwind(mem: &dyn Memory, function: &WindowsUnwind, ip: u64, ip_is_exact: 
         return Err(WinUnwindError::Outside { ip, begin: function.begin, end: function.end });
     }
     let mut ctx = Context { mem, regs: [None; 16], restored: 0, rip: None };
-    for (w, &d) in WIN_TO_DWARF.iter().enumerate() {
+    for (w, &d) in dwarf::FROM_WINDOWS.iter().enumerate() {
         ctx.regs[w] = callee.get(d);
     }
     let info = Info::read(mem, function.unwind_info)?;
@@ -266,7 +247,7 @@ pub fn unwind(mem: &dyn Memory, function: &WindowsUnwind, ip: u64, ip_is_exact: 
         unwind_prologue(&mut ctx, function, info, ip, base)?
     };
     let mut regs = FrameRegs::default();
-    for (w, &d) in WIN_TO_DWARF.iter().enumerate() {
+    for (w, &d) in dwarf::FROM_WINDOWS.iter().enumerate() {
         if let Some(v) = ctx.regs[w]
             && (ctx.restored & (1 << w) != 0 || is_callee_saved(d) || w == WIN_RSP)
         {

@@ -29,24 +29,6 @@ pub const MAX_FRAMES: usize = 4096;
 /// register order, 8 bytes apart from 0x78) and rip.
 const CONTEXT_RAX: u64 = 0x78;
 const CONTEXT_RIP: u64 = 0xf8;
-const WIN_TO_DWARF: [u16; 16] = [
-    dwarf::RAX,
-    dwarf::RCX,
-    dwarf::RDX,
-    dwarf::RBX,
-    dwarf::RSP,
-    dwarf::RBP,
-    dwarf::RSI,
-    dwarf::RDI,
-    dwarf::R8,
-    dwarf::R9,
-    dwarf::R10,
-    dwarf::R11,
-    dwarf::R12,
-    dwarf::R13,
-    dwarf::R14,
-    dwarf::R15,
-];
 
 /// A runtime's code map with its threads' Frame chains beside it.
 pub struct WithFrames<C> {
@@ -157,7 +139,7 @@ fn resume(t: &Target, frame: u64, kind: &str) -> (Option<FrameRegs>, bool) {
 /// nonzero.
 fn context(t: &Target, at: u64) -> Option<FrameRegs> {
     let mut r = FrameRegs::default();
-    for (w, &d) in WIN_TO_DWARF.iter().enumerate() {
+    for (w, &d) in dwarf::FROM_WINDOWS.iter().enumerate() {
         if let Ok(v) = t.read_ptr(at.wrapping_add(CONTEXT_RAX + 8 * w as u64), "CONTEXT register") {
             r.set(d, v);
         }
