@@ -1,7 +1,7 @@
 //! NT_AUXV: the auxiliary vector, pairs of (type, value). knot uses it to find the executable's
 //! program headers (AT_PHDR) and entry (AT_ENTRY) when NT_FILE is missing.
 
-use super::bytes::u64_at;
+use crate::bytes::u64_at;
 
 pub const AT_NULL: u64 = 0;
 pub const AT_PHDR: u64 = 3;

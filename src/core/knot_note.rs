@@ -5,7 +5,7 @@
 //!   `/proc/PID/task/TID/comm`);
 //! - type 2, the capture: how long the process was stopped and how much was copied.
 
-use super::bytes::{u32_at, u64_at};
+use crate::bytes::{u32_at, u64_at};
 use std::collections::BTreeMap;
 
 pub const OWNER: &[u8] = b"KNOT";

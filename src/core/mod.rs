@@ -2,7 +2,6 @@
 //! threads. Nothing here knows about modules or stacks; see [`crate::process`].
 
 pub mod auxv;
-mod bytes;
 pub mod compressed;
 mod error;
 pub mod knot_note;

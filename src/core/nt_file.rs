@@ -1,7 +1,7 @@
 //! NT_FILE: the file-backed mappings at the time of the dump: `count`, `page_size`, then `count`
 //! triples (start, end, offset in pages), then `count` NUL-terminated paths.
 
-use super::bytes::u64_at;
+use crate::bytes::u64_at;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileMapping {

@@ -1,6 +1,6 @@
 //! NT_PRPSINFO: the process. x86_64 `struct elf_prpsinfo` (136 bytes).
 
-use super::bytes::{c_string, i32_at};
+use crate::bytes::{c_string, i32_at};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Default, Serialize)]

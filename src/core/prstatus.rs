@@ -1,7 +1,7 @@
 //! NT_PRSTATUS: one per thread. x86_64 `struct elf_prstatus` (336 bytes): signal info, pids,
 //! times, then `pr_reg` (user_regs_struct) at offset 112.
 
-use super::bytes::{i32_at, u16_at};
+use crate::bytes::{i32_at, u16_at};
 use crate::arch::x86_64::{Registers, USER_REGS_SIZE};
 
 pub const PRSTATUS_SIZE: usize = 336;

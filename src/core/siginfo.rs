@@ -1,6 +1,6 @@
 //! NT_SIGINFO: the `siginfo_t` of the signal that caused the dump (kernel cores only).
 
-use super::bytes::{i32_at, u64_at};
+use crate::bytes::{i32_at, u64_at};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]

@@ -7,6 +7,7 @@ use super::corebuilder::{self, CoreParts, FileEntry, ProcessRecord, Region, Thre
 use super::maps::{self, Mapping};
 use super::memory::Reader;
 use super::{LiveError, LiveOptions};
+use crate::bytes::{u16_at, u32_at, u64_at};
 use crate::core::knot_note::Capture;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -118,12 +119,10 @@ fn plan(mappings: &[Mapping], sps: &[u64], opts: &LiveOptions) -> (Vec<Want>, u6
 /// The program headers and notes of the ELF image whose first page is `page` (at `base`),
 /// where they lie beyond that page: build-ids are found there as in a gcore dump.
 fn header_extras(page: &[u8], base: u64) -> Vec<(u64, u64)> {
-    let u64_at = |o: usize| page.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
-    let u16_at = |o: usize| page.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
     if page.get(..4) != Some(b"\x7fELF") {
         return Vec::new();
     }
-    let (Some(phoff), Some(phnum)) = (u64_at(32), u16_at(56)) else { return Vec::new() };
+    let (Some(phoff), Some(phnum)) = (u64_at(page, 32), u16_at(page, 56)) else { return Vec::new() };
     let phnum = u64::from(phnum).min(MAX_PHDRS);
     let table_end = phoff.saturating_add(phnum * 56);
     let mut out = Vec::new();
@@ -131,8 +130,8 @@ fn header_extras(page: &[u8], base: u64) -> Vec<(u64, u64)> {
         out.push((base.saturating_add(phoff), base.saturating_add(table_end)));
         return out;
     }
-    let ph = |i: u64, field: usize| u64_at((phoff + i * 56) as usize + field);
-    let kind = |i: u64| page.get((phoff + i * 56) as usize..(phoff + i * 56) as usize + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let ph = |i: u64, field: usize| u64_at(page, (phoff + i * 56) as usize + field);
+    let kind = |i: u64| u32_at(page, (phoff + i * 56) as usize);
     // The link base: the page of the PT_LOAD that maps file offset 0, which is where `base` is.
     let loads = (0..phnum).filter(|&i| kind(i) == Some(1)).filter_map(|i| Some((ph(i, 8)?, ph(i, 16)?)));
     let Some(link) = loads.min_by_key(|(offset, _)| *offset).map(|(offset, vaddr)| vaddr.wrapping_sub(offset) & !(PAGE - 1)) else {

@@ -23,6 +23,7 @@
 //!   the dynamic symbols of an unstripped file). The separate debug file's `.symtab` is a table
 //!   of its own; see [`best_of`].
 
+use crate::bytes::{u16_at, u32_at, u64_at};
 use crate::process::ElfFile;
 use std::borrow::Cow;
 
@@ -385,18 +386,6 @@ fn c_str(table: &[u8], at: usize) -> Option<&[u8]> {
     let rest = table.get(at..)?;
     let end = memchr::memchr(0, rest)?;
     Some(&rest[..end])
-}
-
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! (`.dynsym`/`.dynstr`), and what a pointer slot in `.data` holds after the dynamic linker's
 //! relocations (`.rela.dyn`, `.relr.dyn`), for when the dump did not save that page.
 
+use crate::bytes::{u16_at, u32_at, u64_at};
 use crate::process::ElfFile;
 
 const SHT_DYNSYM: u32 = 11;
@@ -20,15 +21,6 @@ pub struct DynSymbol {
     pub size: u64,
 }
 
-fn u16_at(b: &[u8], o: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(o..o + 2)?.try_into().ok()?))
-}
-fn u32_at(b: &[u8], o: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?))
-}
-fn u64_at(b: &[u8], o: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?))
-}
 
 /// The defined `.dynsym` symbol called `name` (version suffixes live in `.gnu.version`, not in the
 /// name, so `DotNetRuntimeContractDescriptor@@V1.0` is found as `DotNetRuntimeContractDescriptor`).
