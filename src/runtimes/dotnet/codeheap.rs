@@ -97,16 +97,20 @@ fn start_in_unit(map_base: u64, unit: u32, unit_index: u64, mut pos: u64, at_or_
     }
 }
 
+/// Where `ip` falls in the nibble map (both versions): its 32-bit unit, the nibble (bucket) within
+/// it, and the value a method starting at `ip`'s 4-byte slot would have stored there.
+fn nibble_position(map_base: u64, ip: u64) -> (u64, u64, u32) {
+    let delta = ip - map_base;
+    (delta / UNIT_BYTES, (delta / BUCKET_BYTES) % NIBBLES_PER_UNIT, ((delta % BUCKET_BYTES) / 4) as u32 + 1)
+}
+
 fn read_unit(t: &Target, header_map: u64, index: u64) -> Result<u32> {
     t.read_u32(header_map + 4 * index, "nibble map")
 }
 
 /// ExecutionManager version 2 (`NibbleMapConstantLookup`).
 fn find_start_constant(t: &Target, map_base: u64, header_map: u64, ip: u64) -> Result<Option<u64>> {
-    let delta = ip - map_base;
-    let unit_index = delta / UNIT_BYTES;
-    let pos = (delta / BUCKET_BYTES) % NIBBLES_PER_UNIT;
-    let offset_nibble = ((delta % BUCKET_BYTES) / 4) as u32 + 1;
+    let (unit_index, pos, offset_nibble) = nibble_position(map_base, ip);
     let unit = read_unit(t, header_map, unit_index)?;
     if is_pointer(unit) {
         return Ok(Some(decode_pointer(map_base, unit)));
@@ -130,10 +134,7 @@ fn find_start_constant(t: &Target, map_base: u64, header_map: u64, ip: u64) -> R
 
 /// ExecutionManager version 1 (`NibbleMapLinearLookup`): scan back to the first start.
 fn find_start_linear(t: &Target, map_base: u64, header_map: u64, ip: u64) -> Result<Option<u64>> {
-    let delta = ip - map_base;
-    let unit_index = delta / UNIT_BYTES;
-    let pos = (delta / BUCKET_BYTES) % NIBBLES_PER_UNIT;
-    let offset_nibble = ((delta % BUCKET_BYTES) / 4) as u32 + 1;
+    let (unit_index, pos, offset_nibble) = nibble_position(map_base, ip);
     let unit = read_unit(t, header_map, unit_index)?;
     if let Some(s) = start_in_unit(map_base, unit, unit_index, pos, Some(offset_nibble)) {
         return Ok(Some(s));
