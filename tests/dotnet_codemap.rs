@@ -328,6 +328,7 @@ fn damaged_runtime_memory_never_makes_a_lookup_panic() {
         let (_, e) = probe(&p, &d.locator, &frames, &mut rng);
         errors += e;
         assert!(started.elapsed().as_secs() < 60, "round {round}: lookups on damaged memory took {:?}", started.elapsed());
+        whole_analysis_survives(&p, &d.locator, &format!("damage round {round}"));
     }
     // The damage reached what lookups read: some were refused with a reason.
     assert!(errors > 0, "no lookup noticed the damage");
@@ -344,7 +345,18 @@ fn a_truncated_dump_never_makes_a_lookup_panic() {
         let Ok(core) = Core::from_bytes("cut.core", bytes) else { continue };
         let p = Process::from_core(core, &d.locator);
         probe(&p, &d.locator, &frames, &mut rng);
+        whole_analysis_survives(&p, &d.locator, &format!("cut to {}/{frac}", frac - 1));
     }
+}
+
+/// The whole pipeline on the damaged process — managed unwinding through the damaged code map,
+/// transition Frames, monitors, Task links, managed thread names — ends, with every thread
+/// reported, and in bounded time: a partial reading, never a panic or a hang.
+fn whole_analysis_survives(p: &Process, locator: &Locator, what: &str) {
+    let started = Instant::now();
+    let report = knot::analysis::report_for(p, &knot::analysis::Options { locator: locator.clone(), ..Default::default() });
+    assert_eq!(report.threads.len(), p.core.threads.len(), "{what}: every thread is reported");
+    assert!(started.elapsed().as_secs() < 120, "{what}: the analysis took {:?}", started.elapsed());
 }
 
 // ---------------------------------------------------------------- speed
