@@ -11,6 +11,7 @@
 pub mod dactable;
 pub mod gcvars;
 pub mod names;
+pub mod report;
 pub mod state;
 pub mod stats;
 pub mod walk;

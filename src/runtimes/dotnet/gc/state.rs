@@ -69,6 +69,8 @@ pub struct GcState {
     /// The heap hard limit in bytes (`None`: no limit, or not known for this build).
     pub hard_limit_bytes: Option<u64>,
     pub hard_limit_source: Option<HardLimitSource>,
+    /// Whether this runtime build's limit could be read (its place is a per-build fact).
+    pub hard_limit_read: bool,
     /// The runtime was suspended for a GC, or a background GC was running.
     pub gc_in_progress: bool,
     /// A background GC was marking or planning.
@@ -95,10 +97,12 @@ pub fn gc_state(process: &Process, t: &Target, build: &BuildFacts, vars: &GcVars
     }
     let suspended = t.global_deref("GCThread").is_ok_and(|v| v != 0);
     let background_gc_running = vars.background_gc_state.is_some_and(|s| s != BACKGROUND_GC_FREE);
-    let hard_limit_bytes = build.layout.gc_heap_hard_limit_rva.and_then(|rva| {
+    let hard_limit_raw = build.layout.gc_heap_hard_limit_rva.and_then(|rva| {
         let module = super::super::locate::runtime_module(process)?;
         t.read_ptr(module.start + rva, "gc_heap::heap_hard_limit").ok()
     });
+    let hard_limit_read = hard_limit_raw.is_some() && !vars.server;
+    let hard_limit_bytes = hard_limit_raw.filter(|_| !vars.server);
     let hard_limit_source = hard_limit_bytes.filter(|&l| l != 0).map(|_| {
         if environment_has(process, &["DOTNET_GCHeapHardLimit", "COMPlus_GCHeapHardLimit", "DOTNET_GCHeapHardLimitPercent", "COMPlus_GCHeapHardLimitPercent"]) {
             HardLimitSource::Setting
@@ -112,6 +116,7 @@ pub fn gc_state(process: &Process, t: &Target, build: &BuildFacts, vars: &GcVars
         committed: c,
         hard_limit_bytes: hard_limit_bytes.filter(|&l| l != 0),
         hard_limit_source,
+        hard_limit_read,
         gc_in_progress: suspended || background_gc_running,
         background_gc_running,
         last_oom,
