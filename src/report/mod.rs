@@ -1,6 +1,8 @@
 //! The report: one data model ([`model`]) and its renderings. Renderers never compute facts.
 
 pub mod flame;
+pub mod gc_html;
+pub mod gc_text;
 pub mod hex;
 pub mod html;
 pub mod model;

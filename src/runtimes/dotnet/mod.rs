@@ -36,6 +36,7 @@ pub mod exception;
 pub mod facts;
 pub mod failfast;
 pub mod frames;
+pub mod gc;
 pub mod locate;
 pub mod metadata;
 pub mod methoddesc;
