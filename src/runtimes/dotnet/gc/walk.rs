@@ -142,8 +142,20 @@ pub fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
             return out;
         }
     };
+    // The segment's bytes in one piece when the dump holds them so (it usually does): a slice
+    // read per object instead of a lookup.
+    let len = usize::try_from(s.allocated - s.start).unwrap_or(0);
+    let bytes: &[u8] = t.mem.chunk(s.start, len).unwrap_or(&[]);
+    let word = |a: u64| -> Option<u64> {
+        let off = usize::try_from(a.checked_sub(s.start)?).ok()?;
+        Some(u64::from_le_bytes(bytes.get(off..off.checked_add(8)?)?.try_into().ok()?))
+    };
     while at < s.allocated {
-        let mt = match t.mem.read_u64(at) {
+        let head = match word(at) {
+            Some(v) => Ok(v),
+            None => t.mem.read_u64(at),
+        };
+        let mt = match head {
             Ok(v) => v & !unmask,
             Err(e) => {
                 out.broken = Some((at, format!("object header not in the dump: {e}")));
@@ -162,7 +174,7 @@ pub fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
             }
         };
         let count = if shape.component_size != 0 {
-            match t.mem.read_u32(at + 8) {
+            match word(at + 8).map(|w| Ok(w as u32)).unwrap_or_else(|| t.mem.read_u32(at + 8)) {
                 Ok(c) => c,
                 Err(e) => {
                     out.broken = Some((at, format!("component count not in the dump: {e}")));
