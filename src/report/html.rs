@@ -61,7 +61,7 @@ pub fn render(report: &Report) -> String {
 
 fn verdict_class(v: Verdict) -> &'static str {
     match v {
-        Verdict::Deadlock => "deadlock",
+        Verdict::Deadlock | Verdict::Crash => "deadlock",
         Verdict::Contention => "contention",
         Verdict::ThreadPoolStarved => "contention",
         Verdict::BlockedOnIo => "io",
