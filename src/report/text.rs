@@ -171,8 +171,10 @@ fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, 
         let _ = writeln!(out, "   inferred: {evidence}");
     }
     // The owner first, and whole: the call holding the lock is the answer.
-    if let Some(owner) = l.owner.tid().filter(|t| shown.contains(t)) {
-        let _ = writeln!(out, "Owner: thread {owner} (stack shown above)");
+    // The crashed thread's stack was shown first, whole; other owners are shown whole each time.
+    let crashed = r.crash.as_ref().filter(|c| c.kind != crate::crash::CrashKind::Killed).and_then(|c| c.thread);
+    if let Some(owner) = l.owner.tid().filter(|&t| Some(t) == crashed) {
+        let _ = writeln!(out, "Owner: thread {owner} (crashed; stack shown above)");
     } else if let Some(owner) = l.owner.tid().and_then(|t| thread_by_tid(r, t)) {
         let _ = write!(out, "Owner: ");
         thread_painted(out, owner, &r.locks, None, |s| paint.owner(s));
