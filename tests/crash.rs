@@ -209,3 +209,15 @@ fn the_signature_is_the_same_for_the_same_crash_and_differs_for_another() {
     let committed = common::analyze(&common::committed("crash_null", DumpKind::Kernel)).crash.map(|c| c.signature);
     assert_eq!(committed, null);
 }
+
+#[test]
+fn the_html_page_shows_the_crash_and_its_stack_at_the_top() {
+    let dump = common::committed("crash_null", DumpKind::Kernel);
+    let page = report::html::render(&common::analyze(&dump));
+    let crash = page.find("id=\"crash\"").expect("a crash section");
+    let verdict = page.find("Verdict:</span>").expect("the verdict");
+    assert!(crash < verdict, "the crash comes before the verdict");
+    let parse_qty = page.find(">parse_qty<").expect("the crashed thread's frame");
+    assert!(parse_qty < verdict, "the crashed thread's stack is at the top");
+    assert!(page[crash..verdict].contains("rax = 0, offset 0x2c"));
+}

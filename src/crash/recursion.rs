@@ -22,7 +22,9 @@ pub fn find(names: &[&str]) -> Option<Recursion> {
                 repeats += 1;
             }
             // A cycle that is itself a repetition (a, a) is counted as its shorter form.
-            if repeats >= MIN_REPEATS && best.as_ref().is_none_or(|b| repeats * len > b.frames) {
+            // A cycle of frames without names says nothing (runtime stubs, transition records).
+            let named = cycle.iter().any(|n| *n != "??");
+            if named && repeats >= MIN_REPEATS && best.as_ref().is_none_or(|b| repeats * len > b.frames) {
                 best = Some(Recursion { first_frame: start, frames: repeats * len, cycle: cycle.iter().map(|s| s.to_string()).collect(), repeats });
             }
         }
@@ -61,5 +63,6 @@ mod tests {
     fn an_ordinary_stack_has_none() {
         assert_eq!(find(&["a", "b", "c", "b", "c", "main"]), None);
         assert_eq!(find(&[]), None);
+        assert_eq!(find(&["??"; 9]), None, "unnamed frames are no recursion");
     }
 }
