@@ -37,10 +37,12 @@ pub enum Phase {
     Symbols,
     /// Thread states, lock owners and waiters, the wait-for graph.
     Locks,
+    /// Walking the .NET GC heap.
+    Heap,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 4] = [Phase::Open, Phase::Stacks, Phase::Symbols, Phase::Locks];
+    pub const ALL: [Phase; 5] = [Phase::Open, Phase::Stacks, Phase::Symbols, Phase::Locks, Phase::Heap];
 
     pub fn label(self) -> &'static str {
         match self {
@@ -48,6 +50,7 @@ impl Phase {
             Phase::Stacks => "walking stacks",
             Phase::Symbols => "reading symbols",
             Phase::Locks => "reading locks",
+            Phase::Heap => "walking the GC heap",
         }
     }
 }
@@ -115,7 +118,19 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     let mut facts = if opts.stacks_only { waits::states_only(process, &inputs) } else { waits::analyze(process, &symbolizer, &inputs) };
     let tids: Vec<u32> = core.threads.iter().map(|t| t.tid).collect();
     let functions: Vec<&[&str]> = inputs.iter().map(|i| i.functions.as_slice()).collect();
-    let dotnet = if opts.stacks_only { waits::dotnet::DotnetFacts::default() } else { waits::dotnet::merge(process, &opts.locator, &tids, &functions, &mut facts) };
+    let mut dotnet = if opts.stacks_only { waits::dotnet::DotnetFacts::default() } else { waits::dotnet::merge(process, &opts.locator, &tids, &functions, &mut facts) };
+    if let Some(report) = dotnet.report.as_mut().filter(|r| r.runtime_version.is_some() && r.managed_threads > 0) {
+        tell(opts, Phase::Heap);
+        match crate::runtimes::dotnet::gc::read(process, &opts.locator) {
+            Some(Ok(gc)) => {
+                report.heap = Some(crate::runtimes::dotnet::gc::report::HeapReport::of(&gc));
+                report.gc = Some(crate::runtimes::dotnet::gc::report::GcReport::of(&gc));
+                facts.diagnostics.extend(gc.diagnostics);
+            }
+            Some(Err(why)) => facts.diagnostics.push(crate::diagnostics::Diagnostic::warning("dotnet-gc", why)),
+            None => {}
+        }
+    }
     let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();
     let deadlocks = WaitForGraph::new(&blocked, &facts.locks).deadlocks();
     let locks = order_locks(facts.locks.clone(), &deadlocks);
@@ -202,6 +217,8 @@ fn verdict(
         Verdict::Deadlock
     } else if crashed.is_some() {
         Verdict::Crash
+    } else if dotnet.and_then(|d| d.gc.as_ref()).is_some_and(|g| g.stalled) {
+        Verdict::GcStall
     } else if locks.iter().filter(exclusive).filter(|l| contends(l, locks, reports, crashed)).any(|l| !l.waiter_tids.is_empty()) {
         Verdict::Contention
     } else if thread_pool_starved(locks, dotnet) {

@@ -3,6 +3,8 @@
 pub mod crash_html;
 pub mod crash_text;
 pub mod flame;
+pub mod gc_html;
+pub mod gc_text;
 pub mod hex;
 pub mod html;
 pub mod model;

@@ -110,6 +110,9 @@ pub enum Verdict {
     Deadlock,
     /// The process died of a crash (see `crash`) and no deadlock was found.
     Crash,
+    /// The .NET GC heap is near its hard limit and the GC recorded an out-of-memory: the process
+    /// is stalled in its own garbage collector.
+    GcStall,
     /// Threads wait for locks other threads hold, without a cycle (a convoy).
     Contention,
     /// Every .NET thread-pool worker is blocked inside a work item and some wait for tasks (sync
@@ -128,6 +131,7 @@ impl Verdict {
         match self {
             Verdict::Deadlock => "deadlock",
             Verdict::Crash => "crash",
+            Verdict::GcStall => "gc stall",
             Verdict::Contention => "contention",
             Verdict::ThreadPoolStarved => "thread pool starved",
             Verdict::BlockedOnIo => "blocked on I/O",

@@ -77,6 +77,10 @@ pub struct DotnetReport {
     pub runtime_version: Option<String>,
     pub managed_threads: usize,
     pub thread_pool: Option<ThreadPoolReport>,
+    /// The GC heap by type (SOS `dumpheap -stat`); null when it was not read (see diagnostics).
+    pub heap: Option<crate::runtimes::dotnet::gc::report::HeapReport>,
+    /// The GC's own state; null when it was not read.
+    pub gc: Option<crate::runtimes::dotnet::gc::report::GcReport>,
 }
 
 /// The thread pool as SOS's `threadpool` shows it, as far as knot can read it.
@@ -122,14 +126,14 @@ pub fn merge(process: &Process, locator: &Locator, tids: &[u32], stacks: &[&[&st
         DotnetReading::NotDotnet => DotnetFacts::default(),
         DotnetReading::Unsupported { version, why } => {
             facts.diagnostics.push(Diagnostic::warning(STAGE, why.clone()));
-            DotnetFacts { threads: ManagedThreads::default(), report: Some(DotnetReport { summary: reading.summary(), runtime_version: Some(version.clone()), managed_threads: 0, thread_pool: None }) }
+            DotnetFacts { threads: ManagedThreads::default(), report: Some(DotnetReport { summary: reading.summary(), runtime_version: Some(version.clone()), managed_threads: 0, thread_pool: None, heap: None, gc: None }) }
         }
         DotnetReading::Runtime(r) => {
             facts.diagnostics.extend(r.diagnostics.iter().cloned());
             let threads = managed_threads(process, r, &mut facts.diagnostics);
             merge_runtime(r, &threads, tids, stacks, facts);
             let thread_pool = thread_pool(r, &threads, facts);
-            let report = DotnetReport { summary: reading.summary(), runtime_version: Some(r.version.product.clone()), managed_threads: r.threads.len(), thread_pool };
+            let report = DotnetReport { summary: reading.summary(), runtime_version: Some(r.version.product.clone()), managed_threads: r.threads.len(), thread_pool, heap: None, gc: None };
             DotnetFacts { threads, report: Some(report) }
         }
     }

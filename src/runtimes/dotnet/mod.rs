@@ -29,6 +29,7 @@ pub mod elf;
 pub mod error;
 pub mod facts;
 pub mod frames;
+pub mod gc;
 pub mod locate;
 pub mod metadata;
 pub mod methoddesc;
