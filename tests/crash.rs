@@ -200,7 +200,8 @@ fn the_signature_is_the_same_for_the_same_crash_and_differs_for_another() {
     for name in ["crash_null", "crash_overflow", "crash_assert"] {
         let (Some(a), Some(b)) = (signature(name, &[]), signature(name, &["again"])) else { return };
         assert_eq!(a, b, "{name}: two dumps of one crash");
-        assert!(!a.contains("0x") && !a.chars().any(|c| c.is_ascii_digit() && a.contains(&format!("{c}{c}{c}"))), "{name}: {a}");
+        // No addresses, tids or line numbers in it.
+        assert!(!a.contains("0x") && !a.chars().any(|c| c.is_ascii_digit()), "{name}: {a}");
     }
     let null = signature("crash_null", &[]);
     let readonly = signature("crash_readonly", &[]);
