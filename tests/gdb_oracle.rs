@@ -96,6 +96,7 @@ macro_rules! made_sample_matches_gdb {
 }
 
 native_samples!(made_sample_matches_gdb);
+crash_samples!(made_sample_matches_gdb);
 
 native_samples!(sample_names);
 
