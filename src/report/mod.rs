@@ -1,6 +1,8 @@
 //! The report: one data model ([`model`]) and its renderings. Renderers never compute facts.
 
+pub mod dump;
 pub mod flame;
+pub mod frames;
 pub mod hex;
 pub mod html;
 pub mod model;

@@ -1,5 +1,77 @@
-//! Readers for managed runtimes' own structures in a dump: which managed threads exist, which
-//! runtime locks they hold and wait for. Each reader says plainly when it does not know the
-//! runtime build it is looking at, and the native reading goes on regardless.
+//! Managed runtimes, behind one entry: [`recognise`] finds the runtime of a process once per
+//! analysis and gives one handle ([`Runtime`]) that owns everything read about it — the located
+//! descriptor, memory views, caches. The pipeline asks the handle, and only the handle:
+//! - the unwinder and symbolizer for its code map ([`Runtime::code_lookup`], the
+//!   [`CodeLookup`] seam of `unwind::managed`);
+//! - the wait engine for its locks and waits ([`crate::waits::RuntimeLocks`]);
+//! - the report for its section ([`Runtime::report_section`]) and crash facts
+//!   ([`Runtime::crash`]);
+//! - every failure to read a part of it, as diagnostics that name the contract or structure
+//!   ([`Runtime::diagnostics`]).
+//!
+//! Each reader says plainly when it does not know the runtime build it is looking at, and the
+//! native reading goes on regardless. A second runtime (the JVM) is one more module here with
+//! one more arm in [`recognise`].
 
 pub mod dotnet;
+
+use crate::diagnostics::Diagnostic;
+use crate::process::{Locator, Process};
+use crate::report::RuntimeSection;
+use crate::unwind::managed::CodeLookup;
+use crate::waits::{RuntimeLocks, RuntimeWaits};
+
+/// One managed runtime in one process, read once.
+pub trait Runtime: RuntimeLocks + Send + Sync {
+    /// The runtime's map of the code it made, for the unwinder and the symbolizer; `None` when
+    /// it cannot be read (a diagnostic says why).
+    fn code_lookup(&self) -> Option<&dyn CodeLookup>;
+
+    /// The runtime's section of the report, after [`RuntimeLocks::merge_locks`] gave `waits`.
+    fn report_section(&self, waits: &RuntimeWaits) -> Option<RuntimeSection>;
+
+    /// What the runtime recorded about how the process died (an unhandled exception, a
+    /// FailFast); none by default.
+    fn crash(&self) -> Option<RuntimeCrash> {
+        None
+    }
+
+    /// What could not be read, and why. Call after the stacks and locks were read: lookups
+    /// made during the walk add to it.
+    fn diagnostics(&self) -> Vec<Diagnostic>;
+}
+
+/// The runtime of `process`, when it has one knot knows; managed images are looked for through
+/// `locator`.
+pub fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<Box<dyn Runtime + 'p>> {
+    if let Some(d) = dotnet::runtime::recognise(process, locator) {
+        return Some(Box::new(d));
+    }
+    None
+}
+
+/// How a runtime says the process died, beside the signal the kernel recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeCrash {
+    pub kind: RuntimeCrashKind,
+    /// The OS tid of the thread that failed, when known.
+    pub tid: Option<u32>,
+    /// What the program said as it died (a FailFast message).
+    pub message: Option<String>,
+    pub exception: Option<RuntimeException>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeCrashKind {
+    FailFast,
+    UnhandledException,
+}
+
+/// An exception object as the runtime holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeException {
+    pub type_name: String,
+    pub message: Option<String>,
+    pub hresult: Option<u32>,
+    pub inner: Option<Box<RuntimeException>>,
+}
