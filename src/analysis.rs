@@ -39,10 +39,12 @@ pub enum Phase {
     Symbols,
     /// Thread states, lock owners and waiters, the wait-for graph.
     Locks,
+    /// Walking the runtime's heap (.NET's GC heap).
+    Heap,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 4] = [Phase::Open, Phase::Stacks, Phase::Symbols, Phase::Locks];
+    pub const ALL: [Phase; 5] = [Phase::Open, Phase::Stacks, Phase::Symbols, Phase::Locks, Phase::Heap];
 
     pub fn label(self) -> &'static str {
         match self {
@@ -50,6 +52,7 @@ impl Phase {
             Phase::Stacks => "walking stacks",
             Phase::Symbols => "reading symbols",
             Phase::Locks => "reading locks",
+            Phase::Heap => "walking the GC heap",
         }
     }
 }
@@ -120,11 +123,20 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         Some(r) if !opts.stacks_only => r.merge_locks(&inputs, &mut facts),
         _ => RuntimeWaits::default(),
     };
-    let section = runtime.as_ref().filter(|_| !opts.stacks_only).and_then(|r| r.report_section(&runtime_waits));
+    let section = match &runtime {
+        Some(r) if !opts.stacks_only => {
+            if r.walks_heap() {
+                tell(opts, Phase::Heap);
+            }
+            r.report_section(&runtime_waits, &mut facts.diagnostics)
+        }
+        _ => None,
+    };
     let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();
     let deadlocks = WaitForGraph::new(&blocked, &facts.locks).deadlocks();
     let locks = order_locks(facts.locks.clone(), &deadlocks);
-    let verdict = verdict(&deadlocks, &locks, &facts.threads, runtime_waits.worker_pool.as_ref());
+    let gc_stalled = section.as_ref().is_some_and(|s| s.gc_stalled);
+    let verdict = verdict(&deadlocks, &locks, &facts.threads, runtime_waits.worker_pool.as_ref(), gc_stalled);
 
     let keys: Vec<Vec<u64>> = stacks.iter().map(|s| s.frames.iter().map(|f| f.ip).collect()).collect();
     let groups = groups::group_by_stack(&keys)
@@ -174,7 +186,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         live: core.capture.as_ref().map(crate::report::LiveReport::from),
     };
     if let Some(s) = section {
-        report.set_runtime_section(s);
+        report.set_runtime_section(s.section);
     }
     report
 }

@@ -19,6 +19,10 @@
 #                                                 native mutex, which is malloc'd so heap dumps hold it)
 #   failfast           heap full mini triage      Environment.FailFast with DOTNET_DbgEnableMiniDump=1,
 #                                                 DOTNET_DbgMiniDumpType=2|4|1|3
+#   unhandled_exception, failfast_exception, stack_overflow
+#                      heap                       the program dies (unhandled exception / FailFast with
+#                                                 an exception / stack overflow); the runtime's own
+#                                                 createdump writes the dump (DOTNET_DbgMiniDumpType=2)
 #
 # Environment:
 #   DOTNET        dotnet host (default: `dotnet` on PATH)
@@ -59,7 +63,11 @@ ALL_JOBS=(
   lock_abba/heap
   pinvoke_mutex/heap pinvoke_mutex/full
   failfast/heap failfast/full failfast/mini failfast/triage
+  unhandled_exception/heap failfast_exception/heap stack_overflow/heap
 )
+# Samples that die by themselves (no wedge, no 'ready'): the runtime dumps them.
+CRASH_SAMPLES=" unhandled_exception failfast_exception stack_overflow "
+is_crash() { [[ "$CRASH_SAMPLES" == *" $1 "* ]]; }
 
 # ---------------------------------------------------------------- tools
 DOTNET="${DOTNET:-$(command -v dotnet || true)}"
@@ -309,6 +317,31 @@ sos_gcrefs() {
   rm -rf "$tmp"
 }
 
+# The exception of every thread clrthreads lists with one, as `pe` prints it, and each
+# InnerException after it (by address: `pe -nested ADDR` does not follow them, and the current
+# thread of dotnet-dump need not be the crashing one); plus `pe -nested` on the default thread
+# and crashinfo.
+sos_exceptions() {  # sos_exceptions CORE SOSDIR
+  local core="$1" d="$2" addrs a depth=0 tmp
+  tmp="$(mktemp -d)"
+  sos "$core" "$d/pe-current.txt" "pe -nested"
+  sos "$core" "$d/crashinfo.txt" "crashinfo"
+  # clrthreads rows end in "... Apt Exception-type address [(nested exceptions)]" where a
+  # thread has one: the first 16-hex-digit word after the Apt column (field 11).
+  addrs="$(awk 'NF >= 12 { for (i = 12; i <= NF; i++) if (length($i) == 16 && $i ~ /^[0-9a-f]+$/) { print $i; break } }' "$d/clrthreads.txt" | sort -u)"
+  : >"$d/pe.txt"
+  while [[ -n "$addrs" ]] && ((depth < 8)); do
+    local cmds=()
+    for a in $addrs; do cmds+=("pe $a"); done
+    sos "$core" "$tmp/pe" "${cmds[@]}"
+    grep -v '^Loading core dump' "$tmp/pe" >>"$d/pe.txt" || true
+    addrs="$(sed -n 's/^InnerException: .*Use printexception \([0-9A-Fa-f]*\) to see more\.$/\1/p' "$tmp/pe" | tr 'A-F' 'a-f' | sort -u)"
+    depth=$((depth + 1))
+  done
+  rm -rf "$tmp"
+  return 0
+}
+
 oracle() {  # oracle SAMPLE DIR
   local sample="$1" dir="$2" core="$2/core"
   if [[ -z "$DOTNET_DUMP" ]]; then
@@ -324,6 +357,10 @@ oracle() {  # oracle SAMPLE DIR
   sos "$core" "$dir/sos/dumpasync.txt" "dumpasync"
   sos "$core" "$dir/sos/parallelstacks.txt" "parallelstacks"
   sos "$core" "$dir/sos/setthread-info.txt" "threads"
+  sos "$core" "$dir/sos/eeheap-gc.txt" "eeheap -gc"
+  sos "$core" "$dir/sos/dumpheap-stat.txt" "dumpheap -stat"
+  sos "$core" "$dir/sos/gcheapstat.txt" "gcheapstat"
+  sos "$core" "$dir/sos/analyzeoom.txt" "analyzeoom"
   sos "$core" "$dir/sos/thinlocks.txt" "dumpheap -thinlock"
   echo "# (no lines after 'Loading core dump' = SOS reported no thin locks)" >>"$dir/sos/thinlocks.txt"
   sos_thread_names "$core" "$dir/sos/thread-names.txt"
@@ -340,6 +377,9 @@ oracle() {  # oracle SAMPLE DIR
     failfast)
       sos "$core" "$dir/sos/crashinfo.txt" "crashinfo" ;;
   esac
+  if is_crash "$sample" || [[ "$sample" == failfast ]]; then
+    sos_exceptions "$core" "$dir/sos"
+  fi
   if [[ "$sample" == pinvoke_mutex ]]; then
     if command -v gdb >/dev/null; then
       mkdir -p "$dir/gdb"
@@ -364,7 +404,8 @@ oracle() {  # oracle SAMPLE DIR
 # ---------------------------------------------------------------- build
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   log "building samples (dotnet build -c Debug)"
-  for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast; do
+  for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
+           unhandled_exception failfast_exception stack_overflow; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }
   done
@@ -385,6 +426,10 @@ run_job() {  # run_job SAMPLE KIND
            DOTNET_EnableCrashReport=1)
       args=(8000)   # watchdog delay (ms) before Environment.FailFast: time to check and record the wedge
       how="Environment.FailFast via ${env[*]}" ;;
+    unhandled_exception/heap|failfast_exception/heap|stack_overflow/heap)
+      env=(DOTNET_DbgEnableMiniDump=1 DOTNET_DbgMiniDumpType=2 "DOTNET_DbgMiniDumpName=$dir/core"
+           DOTNET_EnableCrashReport=1)
+      how="the runtime's createdump on the crash via ${env[*]}" ;;
     */heap) flags="--withheap" ;;
     */full) flags="--full" ;;
     */mini) flags="--normal" ;;
@@ -400,10 +445,18 @@ run_job() {  # run_job SAMPLE KIND
   ) &
   local pid=$!
   PIDS+=("$pid")
+  local t0=$SECONDS
+  if is_crash "$sample"; then
+    log "  waiting for the crash and the runtime's createdump"
+    wait_for 120 bash -c "! kill -0 $pid 2>/dev/null" || die "$sample: process did not die within 120 s"
+    wait "$pid" 2>/dev/null || true
+    [[ -s "$dir/core" ]] || { cat "$dir/stderr.txt" >&2; die "$sample: runtime wrote no dump"; }
+    echo "# tid	state	wchan	comm  (none: the process had died by itself; see sos/thread-names.txt)" >"$dir/threads.txt"
+  else
   wait_for 60 has_ready "$dir/stdout.txt" || { cat "$dir/stderr.txt" >&2; die "$sample: no 'ready' within 60 s"; }
   wait_blocked "$pid" 30 || die "$sample: threads not all blocked (state S) within 30 s"
   record_threads "$pid" "$dir/threads.txt"
-  local t0=$SECONDS
+  t0=$SECONDS
   if [[ "$sample" == failfast ]]; then
     log "  waiting for the watchdog's FailFast and the runtime's createdump"
     wait_for 120 bash -c "! kill -0 $pid 2>/dev/null" || die "$sample: process did not exit after FailFast"
@@ -414,6 +467,7 @@ run_job() {  # run_job SAMPLE KIND
       || { cat "$dir/createdump.log" >&2; die "$sample: createdump failed"; }
     kill -9 "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
+  fi
   fi
   local size; size="$(stat -c %s "$dir/core")"
   {

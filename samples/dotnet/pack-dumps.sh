@@ -6,6 +6,8 @@
 # Usage: samples/dotnet/pack-dumps.sh [SRC] [DEST]
 #   SRC   make-dumps.sh output (default <repo>/target/samples/dotnet)
 #   DEST  default <repo>/samples/dotnet/dumps  (replaced wholesale)
+#   ONLY="sample/kind ..."  pack only these jobs, replacing just their directories
+#                           (and their samples' app/), and leave the rest of DEST alone
 set -Eeuo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,7 +25,13 @@ COMMITTED=(
   sync_over_async/heap
   failfast/heap
   monitor_abba/triage
+  unhandled_exception/heap
+  failfast_exception/heap
+  stack_overflow/heap
 )
+if [[ -n "${ONLY:-}" ]]; then
+  read -r -a COMMITTED <<<"$ONLY"
+fi
 RUNTIME_FILES=(libcoreclr.so libclrjit.so System.Private.CoreLib.dll libmscordaccore.so libSystem.Native.so)
 
 build_id() { readelf -n "$1" 2>/dev/null | awk '/Build ID/{print $3; exit}'; }
@@ -32,7 +40,11 @@ runtime_dir="$(awk -F' *= *' '$1=="runtime_dir"{print $2}' "$SRC/${COMMITTED[0]}
 runtime_version="$(awk -F' *= *' '$1=="runtime_version"{print $2}' "$SRC/${COMMITTED[0]}/info.txt")"
 [[ -d "$runtime_dir" ]] || { echo "runtime dir $runtime_dir missing" >&2; exit 1; }
 
-rm -rf "$DEST"
+if [[ -n "${ONLY:-}" ]]; then
+  for job in "${COMMITTED[@]}"; do rm -rf "${DEST:?}/$job" "${DEST:?}/${job%%/*}/app"; done
+else
+  rm -rf "$DEST"
+fi
 mkdir -p "$DEST/runtime/$runtime_version"
 {
   echo "# Runtime files of Microsoft.NETCore.App $runtime_version (linux-x64), gzip -9."

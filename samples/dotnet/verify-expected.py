@@ -143,6 +143,11 @@ def verify(sample, kind, d):
             check(tid_name.get(int(m.group(2))) == l["owner"], f"{tag}: mutex owner tid {m.group(2)} is {l['owner']}")
             check(int(m.group(1)) == l["mutex_lock_word"] and int(m.group(3)) == l["mutex_kind"], f"{tag}: mutex lock word/kind")
 
+    # The crash (samples that die by themselves).
+    crash = sample_cfg.get("crash")
+    if crash:
+        verify_crash(tag, d, crash, names, tid_name, st)
+
     # Cycles are consistent with the threads' holds / waits_for.
     by_name = {t.get("name"): t for t in sample_cfg["thread"]}
     for c in sample_cfg.get("cycle", []):
@@ -151,6 +156,63 @@ def verify(sample, kind, d):
             nxt = c["threads"][(i + 1) % len(c["threads"])]
             ok &= by_name[t].get("waits_for") == lk and lk in by_name[nxt].get("holds", [])
         check(ok, f"{tag}: cycle {' -> '.join(c['threads'])} consistent")
+
+
+def pe_blocks(d):
+    """address -> {type, message, hresult, inner, frames} from sos/pe.txt."""
+    out = {}
+    for block in re.split(r"^(?=Exception object: )", read(f"{d}/sos/pe.txt"), flags=re.M):
+        m = re.match(r"Exception object: ([0-9a-f]+)", block)
+        if not m:
+            continue
+        f = dict(re.findall(r"^(Exception type|Message|InnerException|HResult):\s+(.*)$", block, re.M))
+        inner = re.search(r"Use printexception ([0-9A-Fa-f]+)", f.get("InnerException", ""))
+        frames = [re.sub(r"[\[(].*$", "", fn) for fn in re.findall(r"^\s+[0-9A-F]{16} [0-9A-F]{16} (\S+)", block, re.M)]
+        out[int(m.group(1), 16)] = {
+            "type": f.get("Exception type", "").strip(),
+            "message": "" if f.get("Message", "").strip() == "<none>" else f.get("Message", "").strip(),
+            "hresult": int(f.get("HResult", "0"), 16),
+            "inner": int(inner.group(1), 16) if inner else None,
+            "frames": frames,
+        }
+    return out
+
+
+def verify_crash(tag, d, crash, names, tid_name, st):
+    tids = names.get(crash["thread"], [])
+    check(len(tids) == 1, f"{tag}: crashing thread {crash['thread']} present once")
+    tid = tids[0] if tids else None
+    # clrthreads: the crashing thread's Exception column.
+    row = None
+    for line in read(f"{d}/sos/clrthreads.txt").splitlines():
+        p = line.split()
+        if len(p) >= 12 and re.fullmatch(r"[0-9a-f]+", p[2]) and tid is not None and int(p[2], 16) == tid:
+            row = p
+    check(row is not None and row[10] == crash["exception"]["type"],
+          f"{tag}: clrthreads shows {crash['exception']['type']} on {crash['thread']} (found {row[10] if row else None})")
+    pes = pe_blocks(d)
+    top = pes.get(int(row[11], 16)) if row else None
+    chain = []
+    while top is not None and len(chain) < 8:
+        chain.append(top)
+        top = pes.get(top["inner"]) if top["inner"] else None
+    want = [crash["exception"]] + crash["inner"]
+    got = [{"type": e["type"], "hresult": e["hresult"], "message": e["message"]} for e in chain]
+    check(got == want, f"{tag}: pe chain {[w['type'] for w in want]} (found {[g['type'] for g in got]})")
+    with_stack = next((e for e in chain if e["frames"]), None)
+    check((with_stack["frames"] if with_stack else []) == crash["frames"], f"{tag}: pe frames {crash['frames'][:1]}..")
+    if "failfast_message" in crash:
+        check(crash["failfast_message"] in read(f"{d}/stderr.txt"), f"{tag}: the FailFast message is on stderr")
+    report = read(f"{d}/core.crashreport.json")
+    m = re.search(r'"crashed": "true",\s*"managed_exception_object": "[^"]*",\s*"managed_exception_type": "([^"]*)"', report)
+    check(m is not None and m.group(1) == crash["crashreport_exception_type"],
+          f"{tag}: crashreport names {crash['crashreport_exception_type']} (found {m.group(1) if m else None})")
+    if "cycle" in crash and tid is not None:
+        frames = st.get(tid, [])
+        c = crash["cycle"]
+        n = len(c)
+        repeats = sum(1 for i in range(0, len(frames) - n + 1) if frames[i:i + n] == c)
+        check(repeats > 1000, f"{tag}: the cycle {c[0]}.. repeats {repeats} times in clrstack")
 
 
 root = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(HERE, "dumps")

@@ -19,11 +19,14 @@ pub fn order_locks(mut locks: Vec<LockFact>, deadlocks: &[Deadlock]) -> Vec<Lock
     locks
 }
 
-/// `pool`: the runtime's worker pool, when it has one.
-pub fn verdict(deadlocks: &[Deadlock], locks: &[LockFact], threads: &[ThreadWait], pool: Option<&WorkerPool>) -> Verdict {
+/// `pool`: the runtime's worker pool, when it has one; `gc_stalled`: the runtime's collector
+/// is stalled.
+pub fn verdict(deadlocks: &[Deadlock], locks: &[LockFact], threads: &[ThreadWait], pool: Option<&WorkerPool>, gc_stalled: bool) -> Verdict {
     let exclusive = |l: &&LockFact| matches!(l.kind.as_str(), "mutex" | "rwlock" | "futex" | "join" | "monitor" | "lock");
     if !deadlocks.is_empty() {
         Verdict::Deadlock
+    } else if gc_stalled {
+        Verdict::GcStall
     } else if locks.iter().filter(exclusive).any(|l| !l.waiter_tids.is_empty()) {
         Verdict::Contention
     } else if thread_pool_starved(locks, pool) {

@@ -11,14 +11,10 @@ use crate::unwind::{Stack, StackEnd, Trust};
 pub fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> Vec<FrameReport> {
     let module_name = |addr: u64| process.module_at(addr).map(|(_, m)| m.name().to_string());
     let mut out = Vec::with_capacity(stack.frames.len() * 2);
-    // A transition record is shown before the frame whose stack range (its sp up to its
-    // caller's) holds it.
-    let mut transitions: Vec<_> = stack.transitions.iter().collect();
-    transitions.sort_by_key(|t| t.address);
-    let mut transitions = transitions.into_iter().peekable();
+    // A transition record is shown before the frame whose stack range holds it.
+    let mut transitions = stack.transition_slots().into_iter().peekable();
     for (i, f) in stack.frames.iter().enumerate() {
-        let caller_sp = stack.frames.get(i + 1).map_or(f.sp, |c| c.sp);
-        while let Some(t) = transitions.next_if(|t| t.address < caller_sp) {
+        while let Some((_, t)) = transitions.next_if(|(slot, _)| *slot <= i) {
             out.push(FrameReport::transition(out.len(), t));
         }
         if let Some(m) = symbolizer.managed(f.ip, !f.ip_is_exact) {
@@ -89,8 +85,8 @@ pub fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> 
             });
         }
     }
-    // Records above where the walk ended.
-    for t in transitions {
+    // Records above where the walk ended, or in no frame's range.
+    for (_, t) in transitions {
         out.push(FrameReport::transition(out.len(), t));
     }
     out

@@ -36,14 +36,18 @@ pub fn render(report: &Report) -> String {
     let pid = d.pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
     let _ = write!(
         out,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><meta name=\"generator\" content=\"knot {}\"><title>{} — {}{} — knot</title><style>{CSS}</style></head>\n<body>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><meta name=\"generator\" content=\"knot {}\"><title>{} — {}{} — knot</title><style>{CSS}{}</style></head>\n<body>\n",
         escape(&report.knot_version),
         escape(&report.verdict.as_str().to_uppercase()),
         escape(&what),
-        escape(&pid)
+        escape(&pid),
+        super::gc_html::CSS
     );
     verdict(&mut out, report);
     contended_table(&mut out, report);
+    if let Some(d) = report.dotnet.as_ref() {
+        super::gc_html::section(&mut out, d);
+    }
     graph(&mut out, report);
     let shown = locks(&mut out, report);
     others(&mut out, report, &shown);
@@ -63,7 +67,7 @@ fn verdict_class(v: Verdict) -> &'static str {
     match v {
         Verdict::Deadlock => "deadlock",
         Verdict::Contention => "contention",
-        Verdict::ThreadPoolStarved => "contention",
+        Verdict::ThreadPoolStarved | Verdict::GcStall => "contention",
         Verdict::BlockedOnIo => "io",
         Verdict::Idle => "idle",
         Verdict::NothingBlocked => "ok",

@@ -3,6 +3,8 @@
 pub mod dump;
 pub mod flame;
 pub mod frames;
+pub mod gc_html;
+pub mod gc_text;
 pub mod hex;
 pub mod html;
 pub mod model;

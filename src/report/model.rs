@@ -122,6 +122,9 @@ pub struct ThreadReport {
 pub enum Verdict {
     /// At least one wait-for cycle: those threads can never move again.
     Deadlock,
+    /// The .NET GC heap is near its hard limit and the GC recorded an out-of-memory: the process
+    /// is stalled in its own garbage collector.
+    GcStall,
     /// Threads wait for locks other threads hold, without a cycle (a convoy).
     Contention,
     /// Every .NET thread-pool worker is blocked inside a work item and some wait for tasks (sync
@@ -139,6 +142,7 @@ impl Verdict {
     pub fn as_str(&self) -> &'static str {
         match self {
             Verdict::Deadlock => "deadlock",
+            Verdict::GcStall => "gc stall",
             Verdict::Contention => "contention",
             Verdict::ThreadPoolStarved => "thread pool starved",
             Verdict::BlockedOnIo => "blocked on I/O",

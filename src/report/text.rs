@@ -28,7 +28,7 @@ impl Paint {
     fn verdict(self, v: Verdict, s: &str) -> String {
         let code = match v {
             Verdict::Deadlock => "1;31",
-            Verdict::Contention | Verdict::ThreadPoolStarved | Verdict::BlockedOnIo => "1;33",
+            Verdict::GcStall | Verdict::Contention | Verdict::ThreadPoolStarved | Verdict::BlockedOnIo => "1;33",
             Verdict::Idle => "1;36",
             Verdict::NothingBlocked => "1;32",
         };
@@ -87,6 +87,11 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
             let n: usize = r.deadlocks.iter().map(|d| d.tids.len()).sum();
             let _ = write!(out, " — {n} thread{} in {} cycle{}", plural(n), r.deadlocks.len(), plural(r.deadlocks.len()));
         }
+        Verdict::GcStall => {
+            if let Some(gc) = r.dotnet.as_ref().and_then(|d| d.gc.as_ref()) {
+                out.push_str(&super::gc_text::stall_words(gc));
+            }
+        }
         Verdict::ThreadPoolStarved => {
             if let Some(tp) = r.dotnet.as_ref().and_then(|d| d.thread_pool.as_ref()) {
                 let on_tasks = r.locks.iter().filter(|l| l.kind == "task").map(|l| l.waiter_tids.len()).sum::<usize>();
@@ -113,6 +118,9 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
             _ => out.push_str("; running/idle workers and queued work items not read"),
         }
         out.push('\n');
+    }
+    if let Some(d) = r.dotnet.as_ref() {
+        super::gc_text::summary_lines(out, d);
     }
     for l in r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).take(5) {
         let _ = writeln!(out, "  {} waiter{} on {} — {}", l.waiter_tids.len(), plural(l.waiter_tids.len()), paint.lock(&l.display_name()), paint.owner(&owner_words(l)));

@@ -27,8 +27,14 @@ pub trait Runtime: RuntimeLocks + Send + Sync {
     /// it cannot be read (a diagnostic says why).
     fn code_lookup(&self) -> Option<&dyn CodeLookup>;
 
-    /// The runtime's section of the report, after [`RuntimeLocks::merge_locks`] gave `waits`.
-    fn report_section(&self, waits: &RuntimeWaits) -> Option<RuntimeSection>;
+    /// Whether [`Runtime::report_section`] walks a heap (the pipeline's `Phase::Heap`).
+    fn walks_heap(&self) -> bool {
+        false
+    }
+
+    /// The runtime's section of the report (its heap and collector included), after
+    /// [`RuntimeLocks::merge_locks`] gave `waits`; what could not be read goes to `diagnostics`.
+    fn report_section(&self, waits: &RuntimeWaits, diagnostics: &mut Vec<Diagnostic>) -> Option<RuntimeReport>;
 
     /// What the runtime recorded about how the process died (an unhandled exception, a
     /// FailFast); none by default.
@@ -48,6 +54,15 @@ pub fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<Box<dyn 
         return Some(Box::new(d));
     }
     None
+}
+
+/// A runtime's section of the report, and the facts of it the verdict reads.
+#[derive(Debug, Clone)]
+pub struct RuntimeReport {
+    pub section: RuntimeSection,
+    /// The garbage collector is stalled: its heap is near the hard limit and it recorded an
+    /// out-of-memory.
+    pub gc_stalled: bool,
 }
 
 /// How a runtime says the process died, beside the signal the kernel recorded.

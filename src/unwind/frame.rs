@@ -97,3 +97,54 @@ pub struct Stack {
     /// without a runtime code lookup): reports show them between the frames they sit in.
     pub transitions: Vec<super::managed::TransitionFrame>,
 }
+
+impl Stack {
+    /// Where each transition record is shown among the frames: `(i, record)` puts the record
+    /// just before frame `i`, the frame whose stack range (its sp up to its caller's) holds it.
+    /// A record in no frame's range — beyond where the walk ended, or on a stack the walk did
+    /// not cross at that point — goes after the last frame (`i == frames.len()`), never before
+    /// frame #0: a thread that handles a stack overflow on another stack has its outer records
+    /// (`DebuggerU2MCatchHandlerFrame`, at the top of its own stack) below the handler's frames
+    /// by address only. Within a slot the runtime's order (innermost first) is kept.
+    pub fn transition_slots(&self) -> Vec<(usize, &super::managed::TransitionFrame)> {
+        let slot = |address: u64| {
+            self.frames
+                .iter()
+                .enumerate()
+                .position(|(i, f)| self.frames.get(i + 1).is_some_and(|caller| f.sp <= address && address < caller.sp))
+                .unwrap_or(self.frames.len())
+        };
+        let mut out: Vec<(usize, &super::managed::TransitionFrame)> = self.transitions.iter().map(|t| (slot(t.address), t)).collect();
+        // Stable: records in one slot keep their chain order.
+        out.sort_by_key(|(i, _)| *i);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::unwind::managed::TransitionFrame;
+
+    fn frame(ip: u64, sp: u64) -> Frame {
+        Frame { ip, sp, cfa: None, trust: Trust::Cfi, ip_is_exact: false, is_signal_frame: false, regs: FrameRegs::default() }
+    }
+
+    fn record(address: u64, kind: &str) -> TransitionFrame {
+        TransitionFrame { address, kind: kind.into(), resume: None, resume_ip_is_exact: false }
+    }
+
+    #[test]
+    fn records_go_before_the_frame_that_holds_them_and_never_before_frame_0() {
+        // A handler stack at 0x9000.. (frames 0-1), then the thread's own stack at 0x1000..
+        // (frames 2-3): the walk crossed from one to the other.
+        let stack = Stack {
+            tid: 1,
+            frames: vec![frame(1, 0x9000), frame(2, 0x9100), frame(3, 0x1000), frame(4, 0x1100)],
+            end: StackEnd::Outermost,
+            transitions: vec![record(0x9080, "FaultingExceptionFrame"), record(0x1080, "InlinedCallFrame"), record(0x1f00, "DebuggerU2MCatchHandlerFrame")],
+        };
+        let slots: Vec<_> = stack.transition_slots().into_iter().map(|(i, t)| (i, t.kind.as_str())).collect();
+        assert_eq!(slots, [(0, "FaultingExceptionFrame"), (2, "InlinedCallFrame"), (4, "DebuggerU2MCatchHandlerFrame")]);
+    }
+}

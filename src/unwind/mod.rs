@@ -115,6 +115,7 @@ impl<'p> Unwinder<'p> {
             match self.step(current, is_first, &mut ctx) {
                 Ok(next) => {
                     let next = self.prefer_transition(current, next, &transitions, &mut next_transition);
+                    let next = self.complete_from_transition(next, &transitions, &mut next_transition);
                     frames.push(next)
                 }
                 Err(end) => {
@@ -151,6 +152,29 @@ impl<'p> Unwinder<'p> {
             *index = probe;
             t
         })
+    }
+
+    /// A step into managed code that a transition record saved a whole context for — the same
+    /// instruction — takes the record's registers. CoreCLR handles a stack overflow on another
+    /// stack, through a trampoline whose CFI gives the faulting ip and %rbp but can only give
+    /// its own CFA as %rsp; the `FaultingExceptionFrame` it pushed holds the thread's real
+    /// context, without which the managed frames above cannot be unwound.
+    fn complete_from_transition(&self, next: Frame, transitions: &[TransitionFrame], index: &mut usize) -> Frame {
+        let Some(lookup) = self.code_lookup else { return next };
+        let pending = transitions.get(*index..).unwrap_or_default();
+        let Some(offset) = pending.iter().position(|t| {
+            t.resume_ip_is_exact && t.resume.is_some_and(|r| r.ip() == Some(next.ip) && r.sp().is_some_and(|sp| sp != next.sp))
+        }) else {
+            return next;
+        };
+        if lookup.lookup(next.ip).is_none() {
+            return next;
+        }
+        let t = &pending[offset];
+        let Some(regs) = t.resume else { return next };
+        let Some(sp) = regs.sp() else { return next };
+        *index += offset + 1;
+        Frame { ip: next.ip, sp, cfa: None, trust: Trust::TransitionFrame, ip_is_exact: true, is_signal_frame: false, regs }
     }
 
     /// The first unused transition record whose saved caller context is above `sp` and in code.

@@ -57,6 +57,15 @@ pub struct Layout {
     pub task_continuation_object: u64,
     pub task_state_flags: u64,
     pub manual_reset_event_slim_lock: u64,
+    /// `g_dacTable` slots (dacvars.h order): `ThreadStore::s_pThreadStore` (checked against the
+    /// descriptor), `g_heap_type`, `g_gcDacGlobals`, `g_global_alloc_context`.
+    pub dac_table_thread_store: u64,
+    pub dac_table_heap_type: u64,
+    pub dac_table_gc_dac_globals: u64,
+    pub dac_table_global_alloc_context: u64,
+    /// `gc_heap::heap_hard_limit` (workstation GC), from the module's start.
+    #[serde(default)]
+    pub gc_heap_hard_limit_rva: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

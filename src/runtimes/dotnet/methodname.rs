@@ -29,7 +29,7 @@ pub fn name(t: &Target, namer: &TypeNamer, md: &MethodDesc) -> Result<ManagedNam
                 DynamicKind::IlStub => "ILStubClass".to_string(),
                 DynamicKind::Other => namer.type_name(md.method_table)?,
             };
-            let ctx = SigContext { metadata: None, image: namer.image(), namer, type_def: None, method_def: None };
+            let ctx = SigContext { metadata: None, image: namer.image(), namer, type_def: None, method_def: None, method_instantiation: &[] };
             let signature = if sig.is_empty() { None } else { Some(method_params(&ctx, sig)?) };
             Ok(ManagedName { qualified: format!("{class}.{method}"), signature, module: None })
         }
@@ -41,7 +41,7 @@ pub fn name(t: &Target, namer: &TypeNamer, md: &MethodDesc) -> Result<ManagedNam
             let (method, sig) = metadata.method_def(namer.image(), rid)?;
             let generic = if md.instantiation.is_empty() { String::new() } else { namer.instantiation_suffix(&md.instantiation)? };
             let type_def = t.field_u32(md.method_table, "MethodTable", "MTFlags2").ok().map(|f| f >> 8);
-            let ctx = SigContext { metadata: Some(&metadata), image: namer.image(), namer, type_def, method_def: Some(rid) };
+            let ctx = SigContext { metadata: Some(&metadata), image: namer.image(), namer, type_def, method_def: Some(rid), method_instantiation: &md.instantiation };
             let signature = Some(method_params(&ctx, &sig)?);
             let module_name = module_file_name(t, module).or_else(|| namer.module_assembly_name(module).ok().flatten().map(|a| format!("{a}.dll")));
             Ok(ManagedName { qualified: format!("{class}.{method}{generic}"), signature, module: module_name })
@@ -72,6 +72,9 @@ struct SigContext<'a> {
     /// The declaring TypeDef and the MethodDef, for generic parameters' names.
     type_def: Option<u32>,
     method_def: Option<u32>,
+    /// An instantiated generic method's type arguments: SOS prints a method type parameter
+    /// (`!!0`) in the signature as its argument (`ReadOnlySpan`1<Char>`, not `<TChar>`).
+    method_instantiation: &'a [u64],
 }
 
 struct Reader<'b> {
@@ -101,6 +104,9 @@ impl Reader<'_> {
         } else {
             Err(self.bad("bad compressed integer"))
         }
+    }
+    fn peek_compressed(&self) -> Result<u32> {
+        Reader { bytes: self.bytes, pos: self.pos }.compressed()
     }
     fn pointer(&mut self) -> Result<u64> {
         let b = self.bytes.get(self.pos..self.pos + 8).ok_or_else(|| self.bad("ends inside a TypeHandle"))?;
@@ -167,6 +173,11 @@ fn type_text(ctx: &SigContext, r: &mut Reader, depth: u32) -> Result<String> {
             let coded = r.compressed()?;
             type_def_or_ref(ctx, coded, depth)?
         }
+        0x1e if ctx.method_instantiation.len() > r.peek_compressed()? as usize => {
+            let n = r.compressed()? as usize;
+            let name = ctx.namer.type_name(ctx.method_instantiation[n])?;
+            short_primitive_name(&name).map_or(name.clone(), str::to_string)
+        }
         0x13 | 0x1e => {
             let n = r.compressed()?;
             let (table, owner, prefix) = if e == 0x13 { (TYPE_DEF, ctx.type_def, "!") } else { (METHOD_DEF, ctx.method_def, "!!") };
@@ -227,6 +238,30 @@ fn type_text(ctx: &SigContext, r: &mut Reader, depth: u32) -> Result<String> {
     })
 }
 
+/// The name a signature gives a primitive type (`Char` for `System.Char`), as the element
+/// types above print.
+fn short_primitive_name(full: &str) -> Option<&'static str> {
+    Some(match full {
+        "System.Void" => "Void",
+        "System.Boolean" => "Boolean",
+        "System.Char" => "Char",
+        "System.SByte" => "SByte",
+        "System.Byte" => "Byte",
+        "System.Int16" => "Int16",
+        "System.UInt16" => "UInt16",
+        "System.Int32" => "Int32",
+        "System.UInt32" => "UInt32",
+        "System.Int64" => "Int64",
+        "System.UInt64" => "UInt64",
+        "System.Single" => "Single",
+        "System.Double" => "Double",
+        "System.TypedReference" => "TypedReference",
+        "System.IntPtr" => "IntPtr",
+        "System.UIntPtr" => "UIntPtr",
+        _ => return None,
+    })
+}
+
 /// A TypeDefOrRef coded index's type, as the signature format names it.
 fn type_def_or_ref(ctx: &SigContext, coded: u32, depth: u32) -> Result<String> {
     let md = ctx.metadata.ok_or_else(|| DotnetError::Invalid { what: "method signature", at: 0, why: "a metadata token in a signature without metadata".into() })?;
@@ -254,7 +289,7 @@ mod tests {
         let mem = RangeMemory::new();
         let t = Target::new(&mem, Descriptor::default(), Vec::new());
         let namer = TypeNamer::new(&t, &mem);
-        let ctx = SigContext { metadata: None, image: &mem, namer: &namer, type_def: None, method_def: None };
+        let ctx = SigContext { metadata: None, image: &mem, namer: &namer, type_def: None, method_def: None, method_instantiation: &[] };
         method_params(&ctx, sig)
     }
 

@@ -34,6 +34,7 @@ pub mod elf;
 pub mod error;
 pub mod facts;
 pub mod frames;
+pub mod gc;
 pub mod locate;
 pub mod locks;
 pub mod metadata;

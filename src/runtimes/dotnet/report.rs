@@ -12,6 +12,10 @@ pub struct DotnetReport {
     pub runtime_version: Option<String>,
     pub managed_threads: usize,
     pub thread_pool: Option<ThreadPoolReport>,
+    /// The GC heap by type (SOS `dumpheap -stat`); null when it was not read (see diagnostics).
+    pub heap: Option<super::gc::report::HeapReport>,
+    /// The GC's own state; null when it was not read.
+    pub gc: Option<super::gc::report::GcReport>,
 }
 
 /// The thread pool as SOS's `threadpool` shows it, as far as knot can read it.

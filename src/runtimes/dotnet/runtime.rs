@@ -7,12 +7,13 @@ use super::codemap::CodeMap;
 use super::context::{Context, NoContext};
 use super::frames::{self, WithFrames};
 use super::metadata::image_notes;
+use super::gc::{self, report::{GcReport, HeapReport}};
 use super::report::{DotnetReport, ThreadPoolReport};
 use super::{facts, locks, read_runtime, unreadable, DotnetReading, STAGE};
 use crate::diagnostics::Diagnostic;
 use crate::process::{Locator, Process};
 use crate::report::RuntimeSection;
-use crate::runtimes::Runtime;
+use crate::runtimes::{Runtime, RuntimeReport};
 use crate::unwind::managed::CodeLookup;
 use crate::waits::{RuntimeLocks, RuntimeWaits, ThreadInput, WaitFacts};
 use std::sync::{Arc, OnceLock};
@@ -89,21 +90,43 @@ impl Runtime for DotnetRuntime<'_> {
         self.code.as_ref().map(|c| c as &dyn CodeLookup)
     }
 
-    fn report_section(&self, waits: &RuntimeWaits) -> Option<RuntimeSection> {
+    fn walks_heap(&self) -> bool {
+        matches!(self.reading(), DotnetReading::Runtime(r) if !r.threads.is_empty())
+    }
+
+    fn report_section(&self, waits: &RuntimeWaits, diagnostics: &mut Vec<Diagnostic>) -> Option<RuntimeReport> {
         let reading = self.reading();
-        let report = match reading {
+        let mut report = match reading {
             DotnetReading::NotDotnet => return None,
-            DotnetReading::Unsupported { version, .. } => {
-                DotnetReport { summary: reading.summary(), runtime_version: Some(version.clone()), managed_threads: 0, thread_pool: None }
-            }
+            DotnetReading::Unsupported { version, .. } => DotnetReport {
+                summary: reading.summary(),
+                runtime_version: Some(version.clone()),
+                managed_threads: 0,
+                thread_pool: None,
+                heap: None,
+                gc: None,
+            },
             DotnetReading::Runtime(r) => DotnetReport {
                 summary: reading.summary(),
                 runtime_version: Some(r.version.product.clone()),
                 managed_threads: r.threads.len(),
                 thread_pool: waits.worker_pool.as_ref().map(ThreadPoolReport::from_pool),
+                heap: None,
+                gc: None,
             },
         };
-        Some(RuntimeSection::Dotnet(report))
+        if let (true, Ok(c)) = (self.walks_heap(), &self.context) {
+            match gc::read_in(c) {
+                Ok(gc) => {
+                    report.heap = Some(HeapReport::of(&gc));
+                    report.gc = Some(GcReport::of(&gc));
+                    diagnostics.extend(gc.diagnostics);
+                }
+                Err(why) => diagnostics.push(Diagnostic::warning(gc::STAGE, why)),
+            }
+        }
+        let gc_stalled = report.gc.as_ref().is_some_and(|g| g.stalled);
+        Some(RuntimeReport { section: RuntimeSection::Dotnet(report), gc_stalled })
     }
 
     fn diagnostics(&self) -> Vec<Diagnostic> {

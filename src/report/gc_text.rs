@@ -1,0 +1,86 @@
+//! The .NET GC heap in the text report's first screen: one line always (what the heap holds,
+//! what the GC has committed, against which limit), the last OOM when there is one, and the
+//! largest types when the heap is the story (a GC stall, an OOM, or a heap near its limit).
+
+use crate::runtimes::dotnet::gc::report::{GcReport, HeapReport, NEAR_LIMIT_PERCENT};
+use crate::runtimes::dotnet::gc::state::thousands;
+use crate::runtimes::dotnet::DotnetReport;
+use std::fmt::Write;
+
+/// Types shown when the heap is the story.
+pub const TOP_TYPES: usize = 8;
+
+/// `12.3 MiB`, `512 KiB`, `100 B`.
+pub fn bytes(n: u64) -> String {
+    const K: f64 = 1024.0;
+    let f = n as f64;
+    if f >= K * K * K {
+        format!("{:.1} GiB", f / (K * K * K))
+    } else if f >= K * K {
+        format!("{:.1} MiB", f / (K * K))
+    } else if f >= K {
+        format!("{:.1} KiB", f / K)
+    } else {
+        format!("{n} B")
+    }
+}
+
+/// Whether the heap is what the report is about.
+pub fn heap_is_the_story(gc: &GcReport) -> bool {
+    gc.stalled || gc.last_oom.is_some() || gc.limit_percent().is_some_and(|p| p >= NEAR_LIMIT_PERCENT as f64)
+}
+
+/// The words after "Verdict: GC STALL".
+pub fn stall_words(gc: &GcReport) -> String {
+    let mut s = String::new();
+    if let (Some(limit), Some(p)) = (gc.hard_limit_bytes, gc.limit_percent()) {
+        let _ = write!(s, " — heap at {p:.1} % of its {} hard limit", bytes(limit));
+    }
+    if let Some(o) = &gc.last_oom {
+        let _ = write!(s, ", out of memory after GC #{} allocating {} bytes", o.gc_index, thousands(o.allocation_bytes));
+    }
+    s
+}
+
+pub fn summary_lines(out: &mut String, d: &DotnetReport) {
+    let (Some(heap), Some(gc)) = (d.heap.as_ref(), d.gc.as_ref()) else { return };
+    let _ = write!(
+        out,
+        "  GC heap: {} in {} objects ({} free); committed {}",
+        bytes(heap.total_bytes),
+        thousands(heap.total_objects),
+        bytes(heap.free_bytes),
+        bytes(gc.committed_bytes)
+    );
+    match (gc.hard_limit_bytes, gc.limit_percent()) {
+        (Some(limit), Some(p)) => {
+            let source = match gc.hard_limit_source.as_deref() {
+                Some("setting") => ", GCHeapHardLimit",
+                Some("container_default") => ", the container default",
+                _ => "",
+            };
+            let _ = write!(out, " of a {} hard limit ({p:.1} %{source})", bytes(limit));
+        }
+        _ if gc.hard_limit_read => out.push_str(", no hard limit"),
+        _ => {}
+    }
+    let _ = writeln!(out, "; {}, {} GC{}", gc.layout, if gc.server { "server" } else { "workstation" }, if gc.gc_in_progress { "; a GC was in progress" } else { "" });
+    if let Some(o) = &gc.last_oom {
+        let _ = write!(out, "  last OOM: {} (after GC #{}, allocating {} bytes)", o.reason_text, o.gc_index, thousands(o.allocation_bytes));
+        if let Some(detail) = &o.detail {
+            let _ = write!(out, "; {detail}");
+        }
+        out.push('\n');
+    }
+    if heap_is_the_story(gc) {
+        top_types(out, heap);
+    }
+}
+
+fn top_types(out: &mut String, heap: &HeapReport) {
+    let _ = writeln!(out, "  largest types on the heap:");
+    for t in heap.types.iter().take(TOP_TYPES) {
+        let share = if heap.total_bytes > 0 { t.bytes as f64 * 100.0 / heap.total_bytes as f64 } else { 0.0 };
+        let _ = writeln!(out, "    {:>10} {share:>5.1} %  {:>9} × {}", bytes(t.bytes), thousands(t.count), t.name);
+    }
+}

@@ -1,0 +1,321 @@
+//! The GC's DAC interface, `GcDacVars` (`src/coreclr/gc/gcinterface.dac.h`, fields in
+//! `gcinterface.dacvars.def` order, versioned by the major/minor number it starts with), and
+//! what it leads to: each GC heap's generation table, the heap segments or regions of every
+//! generation (`dac_heap_segment`), the allocation contexts, the OOM history and the
+//! background GC state.
+//!
+//! Workstation GC keeps one heap in statics that the vars point at; server GC keeps `n_heaps`
+//! `gc_heap` objects whose fields are at `gc_heap_field_offsets` (the order of
+//! `dac_gcheap_fields.h`). Regions (the .NET 7+ default) are told from segments by the
+//! generation's `allocation_start` offset, which regions do not have (-1).
+
+use super::super::error::DotnetError;
+use super::super::target::{Result, Target};
+use serde::Serialize;
+use std::collections::HashSet;
+
+/// The `GcDacVars` major version this reader implements.
+pub const MAJOR_VERSION: u8 = 2;
+const PTR: u64 = 8;
+/// Generations a heap may have (gen0, gen1, gen2, LOH, POH).
+const MAX_GENERATIONS: u64 = 8;
+const MAX_HEAPS: i32 = 1024;
+/// Segments or regions in one generation's list at most: bounds a corrupt `next` chain.
+pub const MAX_SEGMENTS: usize = 1 << 20;
+/// `heap_segment.flags` bits (gcpriv.h): read-only (frozen), UOH (LOH/POH).
+const SEGMENT_FLAG_READONLY: u64 = 0x1;
+/// `dac_gcheap_fields.h` order.
+const HEAP_FIELD_ALLOC_ALLOCATED: usize = 0;
+const HEAP_FIELD_EPHEMERAL_SEGMENT: usize = 1;
+const HEAP_FIELD_OOM_INFO: usize = 3;
+const HEAP_FIELD_GENERATION_TABLE: usize = 18;
+const HEAP_FIELD_COUNT: usize = 19;
+
+/// GcDacVars field offsets (all but the first four are pointers).
+mod var {
+    pub const VERSION: u64 = 0;
+    pub const GENERATION_SIZE: u64 = 8;
+    pub const TOTAL_GENERATION_COUNT: u64 = 16;
+    pub const GENERATION_TABLE: u64 = 48;
+    pub const MAX_GEN: u64 = 56;
+    pub const CURRENT_C_GC_STATE: u64 = 72;
+    pub const EPHEMERAL_HEAP_SEGMENT: u64 = 80;
+    pub const ALLOC_ALLOCATED: u64 = 120;
+    pub const OOM_INFO: u64 = 136;
+    pub const N_HEAPS: u64 = 176;
+    pub const G_HEAPS: u64 = 184;
+    pub const GC_STRUCTURES_INVALID_CNT: u64 = 192;
+    pub const GC_HEAP_FIELD_OFFSETS: u64 = 240;
+    pub const GENERATION_FIELD_OFFSETS: u64 = 248;
+}
+
+/// `dac_heap_segment` field offsets.
+mod seg {
+    pub const ALLOCATED: u64 = 0;
+    pub const COMMITTED: u64 = 8;
+    pub const RESERVED: u64 = 16;
+    pub const MEM: u64 = 32;
+    pub const FLAGS: u64 = 40;
+    pub const NEXT: u64 = 48;
+}
+
+/// How the GC lays out its heap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeapLayout {
+    /// .NET 7+ default: fixed-size regions per generation.
+    Regions,
+    /// Segments (`DOTNET_GCRegionRange`-less builds, clrgc.dll/`libclrgc.so`).
+    Segments,
+}
+
+/// Which part of the heap a segment or region holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SegmentKind {
+    Gen0,
+    Gen1,
+    Gen2,
+    /// Segments layout: the segment holding gen0 and gen1 (and gen2's youngest part).
+    Ephemeral,
+    Large,
+    Pinned,
+    /// Read-only (frozen) segments: string literals and other objects the runtime never moves
+    /// or collects (SOS's "NonGC heap").
+    Frozen,
+}
+
+/// One segment or region, its objects in `[start, allocated)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Segment {
+    pub address: u64,
+    pub heap: usize,
+    pub kind: SegmentKind,
+    pub start: u64,
+    pub allocated: u64,
+    pub committed: u64,
+    pub reserved: u64,
+}
+
+/// `oom_history` (gcinterface.dac.h).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OomHistory {
+    pub reason: u32,
+    pub alloc_size: u64,
+    pub reserved: u64,
+    pub allocated: u64,
+    pub gc_index: u64,
+    pub fgm: u32,
+    pub size: u64,
+    pub available_pagefile_mb: u64,
+    pub loh_p: bool,
+}
+
+/// One GC heap (one for workstation GC).
+#[derive(Debug, Clone)]
+pub struct Heap {
+    pub index: usize,
+    /// The `gc_heap` object (0 for workstation GC).
+    pub address: u64,
+    pub alloc_allocated: u64,
+    pub ephemeral_segment: u64,
+    /// Each generation's allocation context (pointer, limit) and start segment.
+    pub generations: Vec<Generation>,
+    pub oom: Option<OomHistory>,
+    pub oom_address: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Generation {
+    pub alloc_context: (u64, u64),
+    pub start_segment: u64,
+}
+
+/// What `GcDacVars` says.
+#[derive(Debug, Clone)]
+pub struct GcVars {
+    pub address: u64,
+    pub major: u8,
+    pub minor: u8,
+    pub server: bool,
+    pub layout: HeapLayout,
+    pub max_generation: u32,
+    /// `current_c_gc_state`: 0 marking, 1 planning, 2 free (no background GC running).
+    pub background_gc_state: Option<u32>,
+    /// `gc_structures_invalid_cnt`: non-zero while a GC is rearranging the heap.
+    pub structures_invalid: Option<i32>,
+    pub heaps: Vec<Heap>,
+}
+
+impl GcVars {
+    /// Reads the vars at `address` (the value of `g_gcDacGlobals`).
+    /// `server` is the runtime's `g_heap_type` (GC_HEAP_SVR): `built_with_svr` only says the GC
+    /// could run as server GC.
+    pub fn read(t: &Target, address: u64, server: bool) -> Result<GcVars> {
+        let version = t.read_u16(address + var::VERSION, "GcDacVars version")?;
+        let (major, minor) = ((version & 0xff) as u8, (version >> 8) as u8);
+        if major != MAJOR_VERSION {
+            return Err(DotnetError::Unsupported(format!("GcDacVars major version {major}.{minor} (knot reads {MAJOR_VERSION}.x)")));
+        }
+        let ptr = |off: u64, what: &str| t.read_ptr(address + off, &format!("GcDacVars.{what}"));
+        let generation_size = ptr(var::GENERATION_SIZE, "generation_size")?;
+        let generation_count = ptr(var::TOTAL_GENERATION_COUNT, "total_generation_count")?;
+        if generation_count == 0 || generation_count > MAX_GENERATIONS || generation_size == 0 || generation_size > 4096 {
+            return Err(DotnetError::Invalid { what: "GcDacVars", at: address, why: format!("{generation_count} generations of {generation_size} bytes") });
+        }
+        let max_generation = t.read_u32(ptr(var::MAX_GEN, "max_gen")?, "max_gen")?;
+        let gen_offsets_at = ptr(var::GENERATION_FIELD_OFFSETS, "generation_field_offsets")?;
+        let gen_offset = |i: u64| -> Result<i32> { Ok(t.read_u32(gen_offsets_at + 4 * i, "generation_field_offsets")? as i32) };
+        let (alloc_context_off, start_segment_off, allocation_start_off) = (gen_offset(0)?, gen_offset(1)?, gen_offset(2)?);
+        if alloc_context_off < 0 || start_segment_off < 0 || start_segment_off as u64 >= generation_size {
+            return Err(DotnetError::Invalid { what: "generation_field_offsets", at: gen_offsets_at, why: format!("allocation_context {alloc_context_off}, start_segment {start_segment_off}") });
+        }
+        let layout = if allocation_start_off < 0 { HeapLayout::Regions } else { HeapLayout::Segments };
+        let opt_var = |off: u64| -> Option<u64> { ptr(off, "var").ok().filter(|&p| p != 0) };
+        let background_gc_state = opt_var(var::CURRENT_C_GC_STATE).and_then(|p| t.read_u32(p, "current_c_gc_state").ok());
+        let structures_invalid = opt_var(var::GC_STRUCTURES_INVALID_CNT).and_then(|p| t.read_u32(p, "gc_structures_invalid_cnt").ok()).map(|v| v as i32);
+
+        let generations_at = |table: u64| -> Result<Vec<Generation>> {
+            (0..generation_count)
+                .map(|g| {
+                    let at = table + g * generation_size;
+                    Ok(Generation {
+                        alloc_context: (
+                            t.read_ptr(at + alloc_context_off as u64, "generation allocation context")?,
+                            t.read_ptr(at + alloc_context_off as u64 + PTR, "generation allocation context")?,
+                        ),
+                        start_segment: t.read_ptr(at + start_segment_off as u64, "generation start_segment")?,
+                    })
+                })
+                .collect()
+        };
+        let oom_at = |at: u64| read_oom(t, at).ok();
+
+        let mut heaps = Vec::new();
+        if !server {
+            let table = ptr(var::GENERATION_TABLE, "generation_table")?;
+            let alloc_allocated = t.read_ptr(ptr(var::ALLOC_ALLOCATED, "alloc_allocated")?, "alloc_allocated")?;
+            let ephemeral_segment = t.read_ptr(ptr(var::EPHEMERAL_HEAP_SEGMENT, "ephemeral_heap_segment")?, "ephemeral_heap_segment")?;
+            let oom_address = ptr(var::OOM_INFO, "oom_info")?;
+            heaps.push(Heap { index: 0, address: 0, alloc_allocated, ephemeral_segment, generations: generations_at(table)?, oom: oom_at(oom_address), oom_address });
+        } else {
+            let n = t.read_u32(ptr(var::N_HEAPS, "n_heaps")?, "n_heaps")? as i32;
+            if n <= 0 || n > MAX_HEAPS {
+                return Err(DotnetError::Invalid { what: "GcDacVars.n_heaps", at: address, why: format!("{n} heaps") });
+            }
+            let list = t.read_ptr(ptr(var::G_HEAPS, "g_heaps")?, "g_heaps")?;
+            let offsets_at = ptr(var::GC_HEAP_FIELD_OFFSETS, "gc_heap_field_offsets")?;
+            let offsets: Vec<i32> = (0..HEAP_FIELD_COUNT as u64).map(|i| t.read_u32(offsets_at + 4 * i, "gc_heap_field_offsets").map(|v| v as i32)).collect::<Result<_>>()?;
+            let field = |heap: u64, i: usize| -> Result<u64> {
+                let off = offsets[i];
+                if off < 0 {
+                    return Err(DotnetError::Invalid { what: "gc_heap_field_offsets", at: offsets_at, why: format!("field {i} is missing") });
+                }
+                Ok(heap + off as u64)
+            };
+            for i in 0..n as u64 {
+                let h = t.read_ptr(list + PTR * i, "g_heaps entry")?;
+                let alloc_allocated = t.read_ptr(field(h, HEAP_FIELD_ALLOC_ALLOCATED)?, "gc_heap.alloc_allocated")?;
+                let ephemeral_segment = t.read_ptr(field(h, HEAP_FIELD_EPHEMERAL_SEGMENT)?, "gc_heap.ephemeral_heap_segment")?;
+                let oom_address = field(h, HEAP_FIELD_OOM_INFO)?;
+                let generations = generations_at(field(h, HEAP_FIELD_GENERATION_TABLE)?)?;
+                heaps.push(Heap { index: i as usize, address: h, alloc_allocated, ephemeral_segment, generations, oom: oom_at(oom_address), oom_address });
+            }
+        }
+        Ok(GcVars { address, major, minor, server, layout, max_generation, background_gc_state, structures_invalid, heaps })
+    }
+
+    /// Every segment or region of every heap, in the order SOS walks them: LOH, gen2 (with
+    /// the frozen segments at its head), then for regions gen1 and gen0, then POH. A segment
+    /// reached twice is listed once; a chain is cut at [`MAX_SEGMENTS`].
+    pub fn segments(&self, t: &Target) -> (Vec<Segment>, Vec<DotnetError>) {
+        let mut out = Vec::new();
+        let mut errors = Vec::new();
+        let mut seen: HashSet<u64> = HashSet::new();
+        let max = self.max_generation as usize;
+        for heap in &self.heaps {
+            let mut order: Vec<usize> = vec![max + 1, max];
+            if self.layout == HeapLayout::Regions {
+                order.extend((0..max).rev());
+            }
+            if heap.generations.len() > max + 2 {
+                order.push(max + 2);
+            }
+            for g in order {
+                let Some(generation) = heap.generations.get(g) else { continue };
+                let mut at = generation.start_segment;
+                let mut n = 0usize;
+                while at != 0 && seen.insert(at) {
+                    n += 1;
+                    if n > MAX_SEGMENTS {
+                        errors.push(DotnetError::TooMany { what: "generation segment list", at: generation.start_segment, limit: MAX_SEGMENTS as u64 });
+                        break;
+                    }
+                    match read_segment(t, at, heap, g, max, self.layout) {
+                        Ok((s, next)) => {
+                            out.push(s);
+                            at = next;
+                        }
+                        Err(e) => {
+                            errors.push(e);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        (out, errors)
+    }
+
+    /// Allocation contexts that are not objects: each generation's (the heap's own) of every
+    /// heap, as (pointer, limit).
+    pub fn heap_alloc_contexts(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.heaps.iter().flat_map(|h| h.generations.iter().map(|g| g.alloc_context))
+    }
+}
+
+fn read_segment(t: &Target, at: u64, heap: &Heap, generation: usize, max: usize, layout: HeapLayout) -> Result<(Segment, u64)> {
+    let p = |off: u64, what: &str| t.read_ptr(at + off, &format!("heap_segment.{what} of {at:#x}"));
+    let flags = p(seg::FLAGS, "flags")?;
+    let start = p(seg::MEM, "mem")?;
+    let allocated = if at == heap.ephemeral_segment { heap.alloc_allocated } else { p(seg::ALLOCATED, "allocated")? };
+    let kind = if flags & SEGMENT_FLAG_READONLY != 0 {
+        SegmentKind::Frozen
+    } else if generation == max + 1 {
+        SegmentKind::Large
+    } else if generation == max + 2 {
+        SegmentKind::Pinned
+    } else if layout == HeapLayout::Regions {
+        match generation {
+            0 => SegmentKind::Gen0,
+            1 => SegmentKind::Gen1,
+            _ => SegmentKind::Gen2,
+        }
+    } else if at == heap.ephemeral_segment {
+        SegmentKind::Ephemeral
+    } else {
+        SegmentKind::Gen2
+    };
+    let s = Segment { address: at, heap: heap.index, kind, start, allocated, committed: p(seg::COMMITTED, "committed")?, reserved: p(seg::RESERVED, "reserved")? };
+    if s.allocated < s.start {
+        return Err(DotnetError::Invalid { what: "heap_segment", at, why: format!("allocated {:#x} is below mem {:#x}", s.allocated, s.start) });
+    }
+    Ok((s, p(seg::NEXT, "next")?))
+}
+
+fn read_oom(t: &Target, at: u64) -> Result<OomHistory> {
+    let b = t.read_bytes(at, 72, "oom_history")?;
+    let q = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
+    let d = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap_or([0; 4]));
+    Ok(OomHistory {
+        reason: d(0),
+        alloc_size: q(8),
+        reserved: q(16),
+        allocated: q(24),
+        gc_index: q(32),
+        fgm: d(40),
+        size: q(48),
+        available_pagefile_mb: q(56),
+        loh_p: d(64) != 0,
+    })
+}

@@ -1,0 +1,152 @@
+//! The GC heap of a .NET process: where it is, what fills it, and the GC's own state.
+//!
+//! The .NET 10 contract descriptor has no GC contract, so the way in is libcoreclr's exported
+//! DAC table ([`dactable`]) to the GC's DAC interface `GcDacVars` ([`gcvars`]): the generation
+//! tables, the segments or regions of each generation, the allocation contexts, the OOM
+//! history. Which table slot is which variable is a per-build fact (`analyzers/dotnet/`).
+//! Then every object is walked ([`walk`], segments in parallel) and counted per type
+//! ([`stats`], named as SOS's heap commands name them: [`names`]); [`state`] says what the GC was
+//! doing and whether it had run out of memory.
+
+pub mod dactable;
+pub mod gcvars;
+pub mod names;
+pub mod report;
+pub mod state;
+pub mod stats;
+pub mod walk;
+
+pub use gcvars::{HeapLayout, Segment, SegmentKind};
+pub use state::{GcState, LastOom};
+pub use stats::{HeapStats, TypeStat};
+
+use super::context::Context;
+use super::facts::{self, BuildFacts};
+use super::objects::TypeNamer;
+use super::target::Target;
+use super::threads;
+use crate::diagnostics::Diagnostic;
+use crate::process::{Locator, Process};
+use std::collections::HashMap;
+
+pub const STAGE: &str = "dotnet-gc";
+/// `g_heap_type` values (gcinterface.h).
+const GC_HEAP_WKS: u32 = 1;
+const GC_HEAP_SVR: u32 = 2;
+
+/// What knot read of the GC heap.
+#[derive(Debug, Clone)]
+pub struct GcReading {
+    pub layout: HeapLayout,
+    pub server: bool,
+    pub heap_count: usize,
+    /// `GcDacVars` version (major, minor).
+    pub version: (u8, u8),
+    pub segments: Vec<Segment>,
+    pub stats: HeapStats,
+    /// Segments whose walk stopped early: (segment, where, why).
+    pub broken: Vec<(u64, u64, String)>,
+    pub state: GcState,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Reads the GC heap of the .NET runtime in `process`; `None` when there is no readable .NET
+/// runtime, `Err` with the reason when the heap cannot be read.
+pub fn read(process: &Process, locator: &Locator) -> Option<Result<GcReading, String>> {
+    let runtime = Context::open(process, locator).ok()?;
+    Some(read_in(&runtime))
+}
+
+/// Reads the GC heap of a located runtime.
+pub fn read_in(runtime: &Context<'_>) -> Result<GcReading, String> {
+    let version = &runtime.version;
+    let t = runtime.target();
+    let all = facts::builtin().map_err(|e| e.to_string())?;
+    let Some(build) = facts::lookup(all, version.build_id.as_deref(), &version.product, version.file_version.as_deref()) else {
+        return Err(format!("GC heap not read: unsupported runtime build {} {}", version.product, version.build_id.as_deref().unwrap_or("(no build-id)")));
+    };
+    let namer = TypeNamer::new(&t, &runtime.image);
+    read_with(runtime.process, runtime.module, &t, build, &namer)
+}
+
+/// As [`read`], given the runtime's target, build facts and type namer.
+pub fn read_with(process: &Process, module: &crate::process::Module, t: &Target, build: &BuildFacts, namer: &TypeNamer) -> Result<GcReading, String> {
+    let l = &build.layout;
+    let mut diagnostics = Vec::new();
+    let table = dactable::DacTable::locate(t, module, l).map_err(|e| format!("GC heap not read: {e}"))?;
+    let vars_at = table.variable(t, l.dac_table_gc_dac_globals).and_then(|a| t.read_ptr(a, "g_gcDacGlobals")).map_err(|e| format!("GC heap not read: {e}"))?;
+    if vars_at == 0 {
+        return Err("GC heap not read: g_gcDacGlobals is null (the GC had not started)".into());
+    }
+    let heap_type = table.variable(t, l.dac_table_heap_type).and_then(|a| t.read_u32(a, "g_heap_type")).map_err(|e| format!("GC heap not read: {e}"))?;
+    let server = match heap_type {
+        GC_HEAP_WKS => false,
+        GC_HEAP_SVR => true,
+        other => return Err(format!("GC heap not read: g_heap_type is {other} (the GC had not started)")),
+    };
+    let vars = gcvars::GcVars::read(t, vars_at, server).map_err(|e| format!("GC heap not read: {e}"))?;
+    let (segments, errors) = vars.segments(t);
+    for e in errors {
+        let mut d = Diagnostic::warning(STAGE, format!("GC segment list: {e}"));
+        if let Some(a) = e.address() {
+            d = d.at_address(a);
+        }
+        diagnostics.push(d);
+    }
+
+    // Allocation contexts: every thread's, the global one, each heap's generations'.
+    let mut contexts: HashMap<u64, u64> = HashMap::new();
+    let mut add = |(ptr, limit): (u64, u64)| {
+        if ptr != 0 && ptr < limit {
+            contexts.insert(ptr, limit);
+        }
+    };
+    if let Ok(ts) = threads::thread_store(t) {
+        match threads::thread_addresses(t, ts) {
+            Ok(list) => {
+                for a in list {
+                    if let Ok(th) = threads::read_thread(t, a, 0, 0) {
+                        add(th.alloc_context);
+                    }
+                }
+            }
+            Err(e) => diagnostics.push(Diagnostic::warning(STAGE, format!("threads' allocation contexts not read: {e}"))),
+        }
+    }
+    if let Ok(g) = table.variable(t, l.dac_table_global_alloc_context) {
+        // ee_alloc_context: m_CombinedLimit, then the gc_alloc_context (pointer, limit).
+        if let (Ok(p), Ok(lim)) = (t.read_ptr(g + 8, "g_global_alloc_context"), t.read_ptr(g + 16, "g_global_alloc_context")) {
+            add((p, lim));
+        }
+    }
+    for c in vars.heap_alloc_contexts() {
+        add(c);
+    }
+
+    let free_mt = t.global_deref("FreeObjectMethodTable").map_err(|e| format!("GC heap not read: {e}"))?;
+    let input = walk::WalkInput { t, alloc_contexts: &contexts, free_mt };
+    let walks = walk::walk_all(&input, &segments);
+    let mut broken = Vec::new();
+    for (s, w) in segments.iter().zip(&walks) {
+        if let Some((at, why)) = &w.broken {
+            diagnostics.push(Diagnostic::warning(STAGE, format!("the walk of {:?} region {:#x} stopped at {at:#x}: {why}", s.kind, s.address)).at_address(*at));
+            broken.push((s.address, *at, why.clone()));
+        }
+    }
+    let (stats, name_errors) = stats::heap_stats(&walks, free_mt, namer);
+    for (mt, e) in name_errors {
+        diagnostics.push(Diagnostic::warning(STAGE, format!("type name of MethodTable {mt:#x}: {e}")).at_address(mt));
+    }
+    let state = state::gc_state(process, t, build, &vars, &segments);
+    Ok(GcReading {
+        layout: vars.layout,
+        server: vars.server,
+        heap_count: vars.heaps.len(),
+        version: (vars.major, vars.minor),
+        segments,
+        stats,
+        broken,
+        state,
+        diagnostics,
+    })
+}

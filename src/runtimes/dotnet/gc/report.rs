@@ -1,0 +1,172 @@
+//! The GC heap and the GC's state as the report carries them (`dotnet.heap`, `dotnet.gc`), and
+//! the GC-stall judgement (a heap near its hard limit with an OOM recorded).
+
+use super::state::{Committed, HardLimitSource, LastOom};
+use super::GcReading;
+use crate::report::Hex;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// A heap within this share of its hard limit is "near" it.
+pub const NEAR_LIMIT_PERCENT: u64 = 85;
+
+/// `dumpheap -stat` as knot reads it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HeapReport {
+    /// Objects on the GC heap (free objects included), as SOS's "Total N objects".
+    pub total_objects: u64,
+    /// Their bytes, as SOS counts them (unaligned sizes).
+    pub total_bytes: u64,
+    /// Bytes of free objects (SOS's `Free` row).
+    pub free_bytes: u64,
+    /// Every type on the heap, largest total first.
+    pub types: Vec<HeapTypeReport>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HeapTypeReport {
+    /// As SOS `dumpheap -stat` prints it: `System.Collections.Generic.List<System.Char>`,
+    /// `System.Int32[]`, `Free`.
+    pub name: String,
+    pub method_table: Hex,
+    pub count: u64,
+    pub bytes: u64,
+}
+
+/// The GC's own state.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct GcReport {
+    /// `regions` (the .NET 7+ default) or `segments`.
+    pub layout: String,
+    /// Server GC (one heap per core) or workstation GC.
+    pub server: bool,
+    pub heaps: usize,
+    /// The heap hard limit; null when there is none (or knot cannot read it for this build).
+    pub hard_limit_bytes: Option<u64>,
+    /// `setting` (GCHeapHardLimit in the environment) or `container_default` (75 % of the
+    /// container's memory limit); null without a limit.
+    pub hard_limit_source: Option<String>,
+    /// Whether knot could read the limit for this runtime build.
+    pub hard_limit_read: bool,
+    /// Memory the GC heap has committed (frozen segments left out).
+    pub committed_bytes: u64,
+    pub committed: CommittedReport,
+    /// The runtime was suspended for a GC, or a background GC was running.
+    pub gc_in_progress: bool,
+    /// The last OOM the GC recorded (SOS `analyzeoom`), or null.
+    pub last_oom: Option<OomReport>,
+    /// The heap is within 85 % of its hard limit and an OOM is recorded: the GC-stall shape.
+    pub stalled: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct CommittedReport {
+    pub gen0: u64,
+    pub gen1: u64,
+    pub gen2: u64,
+    pub loh: u64,
+    pub poh: u64,
+    /// Read-only segments (string literals; SOS's "NonGC heap").
+    pub frozen: u64,
+    /// Segments layout: the ephemeral segment.
+    pub ephemeral: u64,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct OomReport {
+    pub heap: usize,
+    /// `budget`, `cant_commit`, `cant_reserve`, `loh`, `low_mem`, `unproductive_full_gc`.
+    pub reason: String,
+    /// SOS `analyzeoom`'s words for the reason.
+    pub reason_text: String,
+    /// The allocation that failed, in bytes.
+    pub allocation_bytes: u64,
+    /// The GC after which it happened.
+    pub gc_index: u64,
+    /// Why the GC could not get memory from the OS (`reserve_segment`, `commit_segment_beg`,
+    /// `commit_eph_segment`, `grow_table`, `commit_table`), or null.
+    pub get_memory_failure: Option<String>,
+    /// SOS's `Details:` line, or null.
+    pub detail: Option<String>,
+    pub large_object_heap: bool,
+    pub size: u64,
+    pub available_commit_mb: u64,
+}
+
+impl HeapReport {
+    pub fn of(r: &GcReading) -> HeapReport {
+        HeapReport {
+            total_objects: r.stats.total_objects,
+            total_bytes: r.stats.total_bytes,
+            free_bytes: r.stats.free_bytes,
+            types: r.stats.types.iter().map(|t| HeapTypeReport { name: t.name.clone(), method_table: Hex(t.method_table), count: t.count, bytes: t.bytes }).collect(),
+        }
+    }
+}
+
+impl GcReport {
+    pub fn of(r: &GcReading) -> GcReport {
+        let s = &r.state;
+        let c: &Committed = &s.committed;
+        GcReport {
+            layout: match r.layout {
+                super::HeapLayout::Regions => "regions",
+                super::HeapLayout::Segments => "segments",
+            }
+            .to_string(),
+            server: r.server,
+            heaps: r.heap_count,
+            hard_limit_bytes: s.hard_limit_bytes,
+            hard_limit_source: s.hard_limit_source.map(|h| match h {
+                HardLimitSource::Setting => "setting".to_string(),
+                HardLimitSource::ContainerDefault => "container_default".to_string(),
+            }),
+            hard_limit_read: s.hard_limit_read,
+            committed_bytes: s.committed_bytes,
+            committed: CommittedReport { gen0: c.gen0, gen1: c.gen1, gen2: c.gen2, loh: c.loh, poh: c.poh, frozen: c.frozen, ephemeral: c.ephemeral },
+            gc_in_progress: s.gc_in_progress,
+            last_oom: s.last_oom.as_ref().map(oom),
+            stalled: stalled(s.hard_limit_bytes, s.committed_bytes, r.stats.total_bytes, s.last_oom.is_some()),
+        }
+    }
+
+    /// The share of the hard limit in use (committed memory), in percent.
+    pub fn limit_percent(&self) -> Option<f64> {
+        self.hard_limit_bytes.filter(|&l| l > 0).map(|l| self.committed_bytes as f64 * 100.0 / l as f64)
+    }
+}
+
+/// Near its hard limit (committed memory or live bytes at 85 % or more) with an OOM recorded.
+pub fn stalled(hard_limit: Option<u64>, committed: u64, heap_bytes: u64, oom: bool) -> bool {
+    let Some(limit) = hard_limit.filter(|&l| l > 0) else { return false };
+    oom && committed.max(heap_bytes).saturating_mul(100) >= limit.saturating_mul(NEAR_LIMIT_PERCENT)
+}
+
+fn oom(o: &LastOom) -> OomReport {
+    OomReport {
+        heap: o.heap,
+        reason: o.reason.to_string(),
+        reason_text: o.reason_text.to_string(),
+        allocation_bytes: o.allocation_bytes,
+        gc_index: o.gc_index,
+        get_memory_failure: o.get_memory_failure.map(str::to_string),
+        detail: o.detail.clone(),
+        large_object_heap: o.large_object_heap,
+        size: o.size,
+        available_commit_mb: o.available_commit_mb,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stalled;
+
+    #[test]
+    fn stalled_needs_a_limit_an_oom_and_a_full_heap() {
+        assert!(stalled(Some(100), 90, 0, true));
+        assert!(stalled(Some(100), 10, 85, true));
+        assert!(!stalled(Some(100), 90, 0, false));
+        assert!(!stalled(Some(100), 50, 50, true));
+        assert!(!stalled(None, 90, 90, true));
+    }
+}

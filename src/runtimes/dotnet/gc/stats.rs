@@ -1,0 +1,71 @@
+//! Heap statistics as SOS `dumpheap -stat` gives them: per MethodTable the object count and the
+//! bytes (SOS's sizes, unaligned), the type named as SOS's heap commands name it, free objects
+//! as `Free`.
+
+use super::super::objects::TypeNamer;
+use super::names::sos_heap_name;
+use super::walk::{SegmentWalk, TypeCount};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// SOS's name for free space.
+pub const FREE: &str = "Free";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TypeStat {
+    /// As SOS `dumpheap -stat` prints it.
+    pub name: String,
+    pub method_table: u64,
+    pub count: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct HeapStats {
+    /// Objects walked, free objects included (SOS's "Total N objects").
+    pub total_objects: u64,
+    /// Their bytes (SOS's "Total ... bytes").
+    pub total_bytes: u64,
+    /// Bytes of free objects.
+    pub free_bytes: u64,
+    /// Every type, largest total first; ties by name, then MethodTable.
+    pub types: Vec<TypeStat>,
+}
+
+/// Sums the walks and names the types. A type whose name cannot be read is named
+/// `<unknown type MT>` and the error is returned beside it.
+pub fn heap_stats(walks: &[SegmentWalk], free_mt: u64, namer: &TypeNamer) -> (HeapStats, Vec<(u64, String)>) {
+    let mut by_mt: HashMap<u64, TypeCount> = HashMap::new();
+    let mut stats = HeapStats::default();
+    for w in walks {
+        stats.total_objects += w.objects;
+        stats.total_bytes += w.bytes;
+        for (mt, c) in &w.types {
+            let e = by_mt.entry(*mt).or_default();
+            e.count += c.count;
+            e.bytes += c.bytes;
+        }
+    }
+    let mut errors = Vec::new();
+    let mut types: Vec<TypeStat> = by_mt
+        .into_iter()
+        .map(|(mt, c)| {
+            let name = if mt == free_mt {
+                FREE.to_string()
+            } else {
+                match namer.type_name(mt) {
+                    Ok(n) => sos_heap_name(&n),
+                    Err(e) => {
+                        errors.push((mt, e.to_string()));
+                        format!("<unknown type {mt:#x}>")
+                    }
+                }
+            };
+            TypeStat { name, method_table: mt, count: c.count, bytes: c.bytes }
+        })
+        .collect();
+    stats.free_bytes = types.iter().filter(|t| t.method_table == free_mt).map(|t| t.bytes).sum();
+    types.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)).then(a.method_table.cmp(&b.method_table)));
+    stats.types = types;
+    (stats, errors)
+}

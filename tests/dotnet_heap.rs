@@ -1,0 +1,208 @@
+//! The GC heap against SOS on every .NET dump with SOS's heap readings beside it
+//! (`sos/dumpheap-stat.txt`, `sos/eeheap-gc.txt`, `sos/gcheapstat.txt`, `sos/analyzeoom.txt`,
+//! recorded by `samples/dotnet/make-dumps.sh`): every type row (MethodTable, count, bytes, name),
+//! the totals and free bytes of `dumpheap -stat`; every segment and region of `eeheap -gc`;
+//! committed bytes per generation of `gcheapstat`; the OOM of `analyzeoom`. A dump that is
+//! absent is skipped with a message.
+
+use knot::process::{Locator, Process};
+use knot::runtimes::dotnet::gc::{self, GcReading, SegmentKind};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+struct Dump {
+    name: String,
+    core: PathBuf,
+    dir: PathBuf,
+    locator: Locator,
+}
+
+fn dumps() -> Vec<Dump> {
+    let out: Vec<Dump> = knot_samples::dotnet::dumps("sos/dumpheap-stat.txt", true)
+        .into_iter()
+        .map(|d| Dump {
+            name: d.name(),
+            locator: Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() },
+            core: d.core,
+            dir: d.dir,
+        })
+        .collect();
+    if out.is_empty() {
+        eprintln!("skipping: no .NET dumps with sos/dumpheap-stat.txt");
+    }
+    out
+}
+
+fn loaded() -> &'static [(Dump, GcReading)] {
+    static ALL: std::sync::OnceLock<Vec<(Dump, GcReading)>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        dumps()
+            .into_iter()
+            .map(|d| {
+                let process = Process::open(&d.core, &d.locator).unwrap_or_else(|e| panic!("{}: {e}", d.name));
+                let r = match gc::read(&process, &d.locator) {
+                    Some(Ok(r)) => r,
+                    Some(Err(e)) => panic!("{}: GC heap not read: {e}", d.name),
+                    None => panic!("{}: no .NET runtime", d.name),
+                };
+                (d, r)
+            })
+            .collect()
+    })
+}
+
+fn oracle(d: &Dump, file: &str) -> String {
+    std::fs::read_to_string(d.dir.join("sos").join(file)).unwrap_or_else(|e| panic!("{}: sos/{file}: {e}", d.name))
+}
+
+fn num(s: &str) -> u64 {
+    s.replace(',', "").parse().unwrap_or_else(|_| panic!("not a number: {s:?}"))
+}
+
+fn hex(s: &str) -> u64 {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap_or_else(|_| panic!("not hex: {s:?}"))
+}
+
+/// `dumpheap -stat`: rows (MT, count, bytes, name) and the totals.
+fn parse_dumpheap_stat(text: &str) -> (Vec<(u64, u64, u64, String)>, u64, u64) {
+    let mut rows = Vec::new();
+    let mut totals = None;
+    let mut in_rows = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("MT ") {
+            in_rows = true;
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("Total ") {
+            let (objects, rest) = rest.split_once(" objects, ").expect("Total line");
+            totals = Some((num(objects), num(rest.trim_end_matches(" bytes"))));
+            break;
+        }
+        if !in_rows {
+            continue;
+        }
+        let mut tok = line.split_whitespace();
+        let (Some(mt), Some(count), Some(bytes)) = (tok.next(), tok.next(), tok.next()) else { continue };
+        let name = line.splitn(4, char::is_whitespace).filter(|s| !s.is_empty()).count();
+        let _ = name;
+        // The name is everything after the third column (it may hold spaces: `Dictionary<A, B>`).
+        let after = line.trim_start();
+        let after = after[mt.len()..].trim_start();
+        let after = after[count.len()..].trim_start();
+        let name = after[bytes.len()..].trim_start().to_string();
+        rows.push((hex(mt), num(count), num(bytes), name));
+    }
+    let (objects, bytes) = totals.expect("dumpheap -stat has a Total line");
+    (rows, objects, bytes)
+}
+
+#[test]
+fn heap_statistics_equal_sos_dumpheap_stat() {
+    for (d, r) in loaded() {
+        let (rows, objects, bytes) = parse_dumpheap_stat(&oracle(d, "dumpheap-stat.txt"));
+        assert!(!rows.is_empty(), "{}: no rows in sos/dumpheap-stat.txt", d.name);
+        let sos: BTreeMap<u64, (u64, u64, String)> = rows.iter().map(|(mt, c, b, n)| (*mt, (*c, *b, n.clone()))).collect();
+        let knot: BTreeMap<u64, (u64, u64, String)> = r.stats.types.iter().map(|t| (t.method_table, (t.count, t.bytes, t.name.clone()))).collect();
+        for (mt, s) in &sos {
+            assert_eq!(knot.get(mt), Some(s), "{}: type row of MethodTable {mt:#x}", d.name);
+        }
+        for (mt, k) in &knot {
+            assert!(sos.contains_key(mt), "{}: knot has a row SOS does not: {mt:#x} {k:?}", d.name);
+        }
+        assert_eq!((r.stats.total_objects, r.stats.total_bytes), (objects, bytes), "{}: totals", d.name);
+        let sos_free: u64 = rows.iter().filter(|r| r.3 == "Free").map(|r| r.2).sum();
+        assert_eq!(r.stats.free_bytes, sos_free, "{}: free bytes", d.name);
+        assert!(r.broken.is_empty(), "{}: walks stopped early: {:?}", d.name, r.broken);
+        // Largest first.
+        assert!(r.stats.types.windows(2).all(|w| w[0].bytes >= w[1].bytes), "{}: not sorted by bytes", d.name);
+        eprintln!("{}: {} types, {} objects, {} bytes equal SOS", d.name, rows.len(), objects, bytes);
+    }
+}
+
+/// `eeheap -gc`: (segment, begin, allocated, committed) per section.
+fn parse_eeheap(text: &str) -> Vec<(String, u64, u64, u64, u64)> {
+    let mut out = Vec::new();
+    let mut section = String::new();
+    for line in text.lines() {
+        let l = line.trim();
+        if ["Small object heap", "NonGC heap", "Large object heap", "Pinned object heap"].contains(&l) {
+            section = l.to_string();
+            continue;
+        }
+        if l.starts_with("generation ") {
+            section = l.trim_end_matches(':').to_string();
+            continue;
+        }
+        let tok: Vec<&str> = l.split_whitespace().collect();
+        if tok.len() >= 4 && tok[..4].iter().all(|t| t.len() >= 8 && t.chars().all(|c| c.is_ascii_hexdigit())) {
+            out.push((section.clone(), hex(tok[0]), hex(tok[1]), hex(tok[2]), hex(tok[3])));
+        }
+    }
+    out
+}
+
+fn section_of(kind: SegmentKind) -> &'static str {
+    match kind {
+        SegmentKind::Gen0 => "generation 0",
+        SegmentKind::Gen1 => "generation 1",
+        SegmentKind::Gen2 | SegmentKind::Ephemeral => "generation 2",
+        SegmentKind::Frozen => "NonGC heap",
+        SegmentKind::Large => "Large object heap",
+        SegmentKind::Pinned => "Pinned object heap",
+    }
+}
+
+#[test]
+fn segments_and_regions_equal_sos_eeheap() {
+    for (d, r) in loaded() {
+        let mut sos = parse_eeheap(&oracle(d, "eeheap-gc.txt"));
+        assert!(!sos.is_empty(), "{}: no segments in sos/eeheap-gc.txt", d.name);
+        let mut knot: Vec<(String, u64, u64, u64, u64)> =
+            r.segments.iter().map(|s| (section_of(s.kind).to_string(), s.address, s.start, s.allocated, s.committed)).collect();
+        sos.sort();
+        knot.sort();
+        assert_eq!(knot, sos, "{}: segments", d.name);
+        assert_eq!(r.layout, gc::HeapLayout::Regions, "{}", d.name);
+        assert!(!r.server, "{}: workstation GC", d.name);
+    }
+}
+
+/// `gcheapstat`'s "Committed space:" Total row: gen0 gen1 gen2 LOH POH.
+fn parse_gcheapstat_committed(text: &str) -> Vec<u64> {
+    let mut in_committed = false;
+    for line in text.lines() {
+        if line.starts_with("Committed space:") {
+            in_committed = true;
+            continue;
+        }
+        if in_committed && line.starts_with("Total") {
+            return line.split_whitespace().skip(1).map(num).collect();
+        }
+    }
+    panic!("no Committed space Total row")
+}
+
+#[test]
+fn committed_bytes_equal_sos_gcheapstat() {
+    for (d, r) in loaded() {
+        let sos = parse_gcheapstat_committed(&oracle(d, "gcheapstat.txt"));
+        let c = &r.state.committed;
+        assert_eq!(vec![c.gen0, c.gen1, c.gen2, c.loh, c.poh], sos[..5].to_vec(), "{}: committed gen0 gen1 gen2 LOH POH", d.name);
+    }
+}
+
+#[test]
+fn last_oom_equals_sos_analyzeoom() {
+    for (d, r) in loaded() {
+        let text = oracle(d, "analyzeoom.txt");
+        match &r.state.last_oom {
+            None => assert!(text.contains("There was no managed OOM due to allocations on the GC heap"), "{}: SOS reports an OOM:\n{text}", d.name),
+            Some(o) => {
+                assert!(text.contains(o.reason_text), "{}: reason {:?} not in SOS's\n{text}", d.name, o.reason_text);
+                if let Some(detail) = &o.detail {
+                    assert!(text.contains(&format!("Details: {detail}")), "{}: detail {detail:?} not in SOS's\n{text}", d.name);
+                }
+            }
+        }
+    }
+}
