@@ -378,8 +378,39 @@ fn each_heap_dump_gets_the_verdict_of_its_wedge() {
         let want = match wedge {
             "monitor_cycle" | "lock_cycle" | "monitor_native_cycle" => knot::report::Verdict::Deadlock,
             "threadpool_starvation" => knot::report::Verdict::ThreadPoolStarved,
+            "gc_stall" => knot::report::Verdict::GcStall,
             other => panic!("{}: wedge {other} has no expected verdict", c.sample),
         };
         assert_eq!(c.report.verdict, want, "{}/{}: wedge {wedge}", c.sample, c.kind);
     }
+}
+
+/// The GC's state against `[sample.heap]` (the limit each sample ran under, SOS analyzeoom's
+/// reason), and the GC-stall shape in the first screen of the OOM sample.
+#[test]
+fn gc_state_and_the_gc_stall_shape() {
+    for c in cases().iter().filter(|c| c.kind == "heap") {
+        let gc = c.report.dotnet.as_ref().and_then(|d| d.gc.as_ref()).unwrap_or_else(|| panic!("{}: no dotnet.gc", c.sample));
+        assert!(gc.hard_limit_read, "{}", c.sample);
+        let heap_cfg = sample(&c.sample).get("heap");
+        let limit = heap_cfg.and_then(|h| h.get("hard_limit")).and_then(Value::as_integer).map(|v| v as u64);
+        assert_eq!(gc.hard_limit_bytes, limit, "{}: hard limit", c.sample);
+        assert_eq!(gc.hard_limit_source.as_deref(), limit.map(|_| "setting"), "{}: hard limit source", c.sample);
+        let oom = std::fs::read_to_string(c.sos_dir.join("analyzeoom.txt")).expect("sos/analyzeoom.txt");
+        match &gc.last_oom {
+            Some(o) => assert!(oom.contains(&o.reason_text), "{}: {:?} not in {oom}", c.sample, o.reason_text),
+            None => assert!(oom.contains("There was no managed OOM"), "{}: SOS says {oom}", c.sample),
+        }
+        let want_oom = heap_cfg.and_then(|h| h.get("oom_reason")).and_then(Value::as_str);
+        assert_eq!(gc.last_oom.as_ref().map(|o| o.reason_text.as_str()), want_oom, "{}: last OOM", c.sample);
+        assert_eq!(gc.stalled, sample(&c.sample)["wedge"].as_str() == Some("gc_stall"), "{}: stalled", c.sample);
+        assert!(!gc.gc_in_progress, "{}: no GC was running", c.sample);
+    }
+    let c = case("gc_oom");
+    let out = text::render(&c.report, &TextOptions::default());
+    let first: Vec<&str> = out.lines().take(12).collect();
+    let first = first.join("\n");
+    assert!(first.contains("Verdict: GC STALL — heap at 98.1 % of its 64.0 MiB hard limit, out of memory after GC #"), "{first}");
+    assert!(first.contains("last OOM: OOM was due to an internal .Net error, likely a bug in the GC"), "{first}");
+    assert!(first.contains("× System.Byte[]") && first.contains("× Knot.Samples.GcOom.CacheEntry"), "{first}");
 }

@@ -23,6 +23,12 @@
 #                      heap                       the program dies (unhandled exception / FailFast with
 #                                                 an exception / stack overflow); the runtime's own
 #                                                 createdump writes the dump (DOTNET_DbgMiniDumpType=2)
+#   heap_population    heap                       createdump --withheap PID, under
+#                                                 DOTNET_GCHeapHardLimitPercent=0x32 (a known object
+#                                                 population; an ABBA deadlock on two classes' _gate fields)
+#   gc_oom             heap                       under DOTNET_GCHeapHardLimit=0x4000000 the program fills
+#                                                 the heap, catches OutOfMemoryException and FailFasts;
+#                                                 the runtime writes the dump (DOTNET_DbgMiniDumpType=2)
 #
 # Environment:
 #   DOTNET        dotnet host (default: `dotnet` on PATH)
@@ -64,9 +70,10 @@ ALL_JOBS=(
   pinvoke_mutex/heap pinvoke_mutex/full
   failfast/heap failfast/full failfast/mini failfast/triage
   unhandled_exception/heap failfast_exception/heap stack_overflow/heap
+  heap_population/heap gc_oom/heap
 )
 # Samples that die by themselves (no wedge, no 'ready'): the runtime dumps them.
-CRASH_SAMPLES=" unhandled_exception failfast_exception stack_overflow "
+CRASH_SAMPLES=" unhandled_exception failfast_exception stack_overflow gc_oom "
 is_crash() { [[ "$CRASH_SAMPLES" == *" $1 "* ]]; }
 
 # ---------------------------------------------------------------- tools
@@ -396,6 +403,9 @@ oracle() {  # oracle SAMPLE DIR
     fi
   fi
   case "$sample" in
+    heap_population)
+      sos_gcrefs "$core" "$dir/sos/inventory-refs.txt" "Knot.Samples.HeapPopulation.Inventory"
+      sos_gcrefs "$core" "$dir/sos/ledger-refs.txt" "Knot.Samples.HeapPopulation.Ledger" ;;
     monitor_abba|failfast|pinvoke_mutex)
       sos_gcrefs "$core" "$dir/sos/lock-objects.txt" "Knot.Samples." ;;
   esac
@@ -405,7 +415,7 @@ oracle() {  # oracle SAMPLE DIR
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   log "building samples (dotnet build -c Debug)"
   for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
-           unhandled_exception failfast_exception stack_overflow; do
+           unhandled_exception failfast_exception stack_overflow heap_population gc_oom; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }
   done
@@ -426,6 +436,14 @@ run_job() {  # run_job SAMPLE KIND
            DOTNET_EnableCrashReport=1)
       args=(8000)   # watchdog delay (ms) before Environment.FailFast: time to check and record the wedge
       how="Environment.FailFast via ${env[*]}" ;;
+    gc_oom/heap)
+      env=(DOTNET_GCHeapHardLimit=0x4000000 DOTNET_DbgEnableMiniDump=1 DOTNET_DbgMiniDumpType=2
+           "DOTNET_DbgMiniDumpName=$dir/core" DOTNET_EnableCrashReport=1)
+      how="OutOfMemoryException caught, then Environment.FailFast; the runtime's createdump via ${env[*]}" ;;
+    heap_population/heap)
+      env=(DOTNET_GCHeapHardLimitPercent=0x32)
+      flags="--withheap"
+      how="$CREATEDUMP -f $dir/core --withheap PID (process run with ${env[*]})" ;;
     unhandled_exception/heap|failfast_exception/heap|stack_overflow/heap)
       env=(DOTNET_DbgEnableMiniDump=1 DOTNET_DbgMiniDumpType=2 "DOTNET_DbgMiniDumpName=$dir/core"
            DOTNET_EnableCrashReport=1)

@@ -28,6 +28,8 @@ COMMITTED=(
   unhandled_exception/heap
   failfast_exception/heap
   stack_overflow/heap
+  heap_population/heap
+  gc_oom/heap
 )
 if [[ -n "${ONLY:-}" ]]; then
   read -r -a COMMITTED <<<"$ONLY"

@@ -143,6 +143,19 @@ def verify(sample, kind, d):
             check(tid_name.get(int(m.group(2))) == l["owner"], f"{tag}: mutex owner tid {m.group(2)} is {l['owner']}")
             check(int(m.group(1)) == l["mutex_lock_word"] and int(m.group(3)) == l["mutex_kind"], f"{tag}: mutex lock word/kind")
 
+    # The GC heap: the sample's own objects in dumpheap -stat, the OOM in analyzeoom.
+    heap_cfg = sample_cfg.get("heap")
+    if heap_cfg:
+        stat = read(f"{d}/sos/dumpheap-stat.txt")
+        counts = {}
+        for m in re.finditer(r"^[0-9a-f]+\s+([\d,]+)\s+[\d,]+ (.+)$", stat, re.M):
+            counts[m.group(2)] = counts.get(m.group(2), 0) + int(m.group(1).replace(",", ""))
+        for ty, n in heap_cfg["types"].items():
+            check(counts.get(ty) == n, f"{tag}: dumpheap -stat counts {n} {ty} (found {counts.get(ty)})")
+        oom = read(f"{d}/sos/analyzeoom.txt")
+        want = heap_cfg.get("oom_reason", "There was no managed OOM due to allocations on the GC heap")
+        check(want in oom, f"{tag}: analyzeoom says {want!r}")
+
     # The crash (samples that die by themselves).
     crash = sample_cfg.get("crash")
     if crash:

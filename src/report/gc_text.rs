@@ -55,7 +55,7 @@ pub fn summary_lines(out: &mut String, d: &DotnetReport) {
     match (gc.hard_limit_bytes, gc.limit_percent()) {
         (Some(limit), Some(p)) => {
             let source = match gc.hard_limit_source.as_deref() {
-                Some("setting") => ", GCHeapHardLimit",
+                Some("setting") => ", set in the environment",
                 Some("container_default") => ", the container default",
                 _ => "",
             };

@@ -19,6 +19,7 @@ use crate::diagnostics::Diagnostic;
 use crate::process::{Locator, Process};
 use crate::report::RuntimeSection;
 use crate::unwind::managed::CodeLookup;
+use crate::unwind::Stack;
 use crate::waits::{RuntimeLocks, RuntimeWaits};
 
 /// One managed runtime in one process, read once.
@@ -37,8 +38,10 @@ pub trait Runtime: RuntimeLocks + Send + Sync {
     fn report_section(&self, waits: &RuntimeWaits, diagnostics: &mut Vec<Diagnostic>) -> Option<RuntimeReport>;
 
     /// What the runtime recorded about how the process died (an unhandled exception, a
-    /// FailFast); none by default.
-    fn crash(&self) -> Option<RuntimeCrash> {
+    /// FailFast), given the unwound stacks (a FailFast frame is found on them); none by
+    /// default. Its diagnostics are in the returned reading.
+    fn crash(&self, stacks: &[Stack]) -> Option<RuntimeCrash> {
+        let _ = stacks;
         None
     }
 
@@ -65,28 +68,10 @@ pub struct RuntimeReport {
     pub gc_stalled: bool,
 }
 
-/// How a runtime says the process died, beside the signal the kernel recorded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuntimeCrash {
-    pub kind: RuntimeCrashKind,
-    /// The OS tid of the thread that failed, when known.
-    pub tid: Option<u32>,
-    /// What the program said as it died (a FailFast message).
-    pub message: Option<String>,
-    pub exception: Option<RuntimeException>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RuntimeCrashKind {
-    FailFast,
-    UnhandledException,
-}
-
-/// An exception object as the runtime holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuntimeException {
-    pub type_name: String,
-    pub message: Option<String>,
-    pub hresult: Option<u32>,
-    pub inner: Option<Box<RuntimeException>>,
+/// What a runtime recorded about how the process died (its own crash facts, beside the signal
+/// the kernel recorded), for the report's crash.
+#[derive(Debug, Clone)]
+pub enum RuntimeCrash {
+    /// The exceptions of every thread, createdump's header, and which thread died how.
+    Dotnet(Box<dotnet::crash::CrashReading>),
 }

@@ -15,6 +15,9 @@
 //! - waits ([`blocking`]): which thread waits to enter (or is in Monitor.Wait on) which monitor,
 //!   from the runtime's `ThreadBlockingInfo` records and the sync blocks' Monitor.Wait lists.
 //!
+//! - crashes ([`crash`]): each thread's last thrown exception as SOS `pe` prints it
+//!   ([`exception`]), the FailFast message ([`failfast`]), createdump's header ([`diaginfo`]),
+//!   and which thread died how;
 //! - code ([`codemap`]): an instruction pointer in JIT-compiled ([`codeheap`]) or ReadyToRun
 //!   ([`readytorun`]) code to its method ([`methoddesc`]) and SOS's name for it
 //!   ([`methodname`]), for the unwinder's [`crate::unwind::managed::CodeLookup`].
@@ -29,10 +32,14 @@ pub mod blocking;
 pub mod codeheap;
 pub mod codemap;
 pub mod context;
+pub mod crash;
 pub mod descriptor;
+pub mod diaginfo;
 pub mod elf;
 pub mod error;
+pub mod exception;
 pub mod facts;
+pub mod failfast;
 pub mod frames;
 pub mod gc;
 pub mod locate;

@@ -7,13 +7,15 @@ use super::codemap::CodeMap;
 use super::context::{Context, NoContext};
 use super::frames::{self, WithFrames};
 use super::metadata::image_notes;
+use super::crash;
 use super::gc::{self, report::{GcReport, HeapReport}};
 use super::report::{DotnetReport, ThreadPoolReport};
 use super::{facts, locks, read_runtime, unreadable, DotnetReading, STAGE};
 use crate::diagnostics::Diagnostic;
 use crate::process::{Locator, Process};
 use crate::report::RuntimeSection;
-use crate::runtimes::{Runtime, RuntimeReport};
+use crate::runtimes::{Runtime, RuntimeCrash, RuntimeReport};
+use crate::unwind::Stack;
 use crate::unwind::managed::CodeLookup;
 use crate::waits::{RuntimeLocks, RuntimeWaits, ThreadInput, WaitFacts};
 use std::sync::{Arc, OnceLock};
@@ -127,6 +129,12 @@ impl Runtime for DotnetRuntime<'_> {
         }
         let gc_stalled = report.gc.as_ref().is_some_and(|g| g.stalled);
         Some(RuntimeReport { section: RuntimeSection::Dotnet(report), gc_stalled })
+    }
+
+    fn crash(&self, stacks: &[Stack]) -> Option<RuntimeCrash> {
+        let c = self.context.as_ref().ok()?;
+        let code = self.code.as_ref()?;
+        Some(RuntimeCrash::Dotnet(Box::new(crash::read_in(c, stacks, code))))
     }
 
     fn diagnostics(&self) -> Vec<Diagnostic> {

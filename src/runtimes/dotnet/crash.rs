@@ -1,0 +1,155 @@
+//! Why a .NET process died, as the runtime's own structures say: every thread's last thrown
+//! exception (clrthreads' Exception column, read as `pe` prints it), which thread crashed, and
+//! how — `Environment.FailFast` (with the message, read from the FailFast frame), an unhandled
+//! exception (an `OutOfMemoryException` is one), or a stack overflow — and who wrote the dump.
+//!
+//! A dump the runtime writes on a crash records SIGABRT with `si_code` 0 (SI_USER) and sender
+//! pid 0 on the crashing thread: the runtime's own abort, not a kill from outside. A dump taken
+//! from outside (createdump PID, gcore) records no signal: no crash is read from it, whatever
+//! exceptions its threads last threw.
+
+use super::diaginfo::{self, DiagInfo};
+use super::exception::{self, ManagedException};
+use super::failfast::{self, FailFastMessage};
+use super::context::Context;
+use super::objects::TypeNamer;
+use super::{threads, STAGE};
+use crate::diagnostics::Diagnostic;
+use crate::process::{Locator, Process};
+use crate::unwind::managed::CodeLookup;
+use crate::unwind::Stack;
+use serde::Serialize;
+
+/// `COR_E_EXECUTIONENGINE`: the preallocated exception FailFast (and a fatal runtime error)
+/// leaves on the thread, its InnerException the exception passed to FailFast.
+pub const HRESULT_EXECUTION_ENGINE: u32 = 0x8013_1506;
+/// `COR_E_STACKOVERFLOW`.
+pub const HRESULT_STACK_OVERFLOW: u32 = 0x8007_03e9;
+const STACK_OVERFLOW_TYPE: &str = "System.StackOverflowException";
+const EXECUTION_ENGINE_TYPE: &str = "System.ExecutionEngineException";
+const SIGABRT: i32 = 6;
+const SI_USER: i32 = 0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DotnetCrashKind {
+    /// `Environment.FailFast` (or a fatal runtime error, which takes the same path).
+    Failfast,
+    /// An exception no handler caught (an `OutOfMemoryException` included).
+    UnhandledException,
+    StackOverflow,
+}
+
+/// What the runtime says of the crash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DotnetCrash {
+    pub kind: DotnetCrashKind,
+    /// The crashing thread.
+    pub os_tid: u32,
+    pub managed_id: u32,
+    /// The exception the crash is about: the unhandled one; for FailFast the one passed to it
+    /// (the InnerException of the preallocated ExecutionEngineException), when one was; the
+    /// preallocated StackOverflowException.
+    pub exception: Option<ManagedException>,
+    /// The FailFast message, read from the FailFast frame on the crashing thread's stack.
+    pub failfast_message: Option<FailFastMessage>,
+    /// The dump records the runtime's own abort (SIGABRT, SI_USER, sender pid 0): not a kill.
+    pub runtime_abort: bool,
+}
+
+/// One thread's last thrown exception (clrthreads' Exception column).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ThreadException {
+    pub os_tid: u32,
+    pub managed_id: u32,
+    pub exception: ManagedException,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CrashReading {
+    /// createdump's header: present when createdump wrote the dump.
+    pub diaginfo: Option<DiagInfo>,
+    /// Every thread with a last thrown object, in ThreadStore order.
+    pub thread_exceptions: Vec<ThreadException>,
+    pub crash: Option<DotnetCrash>,
+    #[serde(skip)]
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Reads the runtime's crash facts. `stacks` are the unwound stacks (for the FailFast frame),
+/// `code` the runtime's code map (to name frames). `None` when the process is not .NET or its
+/// runtime cannot be read.
+pub fn read(process: &Process, locator: &Locator, stacks: &[Stack], code: &dyn CodeLookup) -> Option<CrashReading> {
+    let runtime = Context::open(process, locator).ok()?;
+    Some(read_in(&runtime, stacks, code))
+}
+
+/// As [`read`], for a located runtime.
+pub fn read_in(runtime: &Context<'_>, stacks: &[Stack], code: &dyn CodeLookup) -> CrashReading {
+    let process = runtime.process;
+    let t = runtime.target();
+    let namer = TypeNamer::new(&t, &runtime.image);
+    let mut out = CrashReading { diaginfo: diaginfo::read(process), ..CrashReading::default() };
+    let warn = |out: &mut CrashReading, what: String| out.diagnostics.push(Diagnostic::warning(STAGE, what));
+
+    let ts = match threads::thread_store(&t).and_then(|ts| threads::thread_addresses(&t, ts)) {
+        Ok(a) => a,
+        Err(e) => {
+            warn(&mut out, format!("exceptions not read: {e}"));
+            return out;
+        }
+    };
+    let mut managed = Vec::new();
+    for a in ts {
+        match threads::read_thread(&t, a, 0, 0) {
+            Ok(th) => managed.push(th),
+            Err(e) => warn(&mut out, format!("thread {a:#x}: {e}")),
+        }
+    }
+    for th in managed.iter().filter(|th| th.last_thrown_object != 0) {
+        match exception::read(&t, &namer, code, th.last_thrown_object) {
+            Ok(e) => out.thread_exceptions.push(ThreadException { os_tid: th.os_tid, managed_id: th.managed_id, exception: e }),
+            Err(e) => warn(&mut out, format!("exception {:#x} of thread {}: {e}", th.last_thrown_object, th.managed_id)),
+        }
+    }
+
+    // The crashing thread: the one the dump's signal note names.
+    let signal = process.core.signal.as_ref();
+    let Some(crashed) = process.core.threads.iter().find(|t| t.signalled).filter(|_| signal.is_some()) else { return out };
+    let Some(th) = managed.iter().find(|m| m.os_tid == crashed.tid && m.os_tid != 0) else { return out };
+    let runtime_abort = signal.is_some_and(|s| s.signo == SIGABRT && s.code == SI_USER && s.sender_pid.unwrap_or(0) == 0);
+    let stack = stacks.iter().find(|s| s.tid == crashed.tid);
+    let thrown = out.thread_exceptions.iter().find(|e| e.os_tid == crashed.tid).map(|e| &e.exception);
+    let in_failfast = stack.is_some_and(|s| failfast::failfast_frame(s, code).is_some());
+    let is_type = |e: &ManagedException, ty: &str| e.type_name.as_deref() == Some(ty);
+    let kind = match thrown {
+        _ if in_failfast => DotnetCrashKind::Failfast,
+        Some(e) if is_type(e, STACK_OVERFLOW_TYPE) || e.hresult == HRESULT_STACK_OVERFLOW && e.type_name.is_none() => DotnetCrashKind::StackOverflow,
+        Some(e) if is_type(e, EXECUTION_ENGINE_TYPE) && e.hresult == HRESULT_EXECUTION_ENGINE => DotnetCrashKind::Failfast,
+        Some(_) => DotnetCrashKind::UnhandledException,
+        None => return out,
+    };
+    let exception = match (kind, thrown) {
+        // FailFast's preallocated ExecutionEngineException says nothing: the exception passed
+        // to FailFast is its InnerException.
+        (DotnetCrashKind::Failfast, Some(e)) if is_type(e, EXECUTION_ENGINE_TYPE) && e.message.is_none() => e.inner.as_deref().cloned(),
+        (_, e) => e.cloned(),
+    };
+    let failfast_message = match (kind, stack) {
+        (DotnetCrashKind::Failfast, Some(s)) => failfast::message(&t, s, code),
+        _ => None,
+    };
+    out.crash = Some(DotnetCrash { kind, os_tid: th.os_tid, managed_id: th.managed_id, exception, failfast_message, runtime_abort });
+    out
+}
+
+/// As [`read`], for a caller without stacks: makes the runtime's code map and walks the
+/// signalled thread's stack itself.
+pub fn read_alone(process: &Process, locator: &Locator) -> Option<CrashReading> {
+    let runtime = std::sync::Arc::new(Context::open(process, locator).ok()?);
+    let frames = super::frames::read(&runtime.target()).unwrap_or_default();
+    let code = super::frames::WithFrames { code: super::CodeMap::new(runtime.clone()).ok()?, frames };
+    let unwinder = crate::unwind::Unwinder::new(process).with_code_lookup(&code);
+    let stacks: Vec<Stack> = process.core.threads.iter().filter(|t| t.signalled).map(|t| unwinder.walk(t)).collect();
+    Some(read_in(&runtime, &stacks, &code))
+}
