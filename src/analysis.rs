@@ -128,7 +128,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
             if r.walks_heap() {
                 tell(opts, Phase::Heap);
             }
-            r.report_section(&runtime_waits, &mut facts.diagnostics)
+            r.report_section(&runtime_waits, &mut facts)
         }
         _ => None,
     };

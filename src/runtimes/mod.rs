@@ -20,7 +20,7 @@ use crate::process::{Locator, Process};
 use crate::report::RuntimeSection;
 use crate::unwind::managed::CodeLookup;
 use crate::unwind::Stack;
-use crate::waits::{RuntimeLocks, RuntimeWaits};
+use crate::waits::{RuntimeLocks, RuntimeWaits, WaitFacts};
 
 /// One managed runtime in one process, read once.
 pub trait Runtime: RuntimeLocks + Send + Sync {
@@ -34,8 +34,9 @@ pub trait Runtime: RuntimeLocks + Send + Sync {
     }
 
     /// The runtime's section of the report (its heap and collector included), after
-    /// [`RuntimeLocks::merge_locks`] gave `waits`; what could not be read goes to `diagnostics`.
-    fn report_section(&self, waits: &RuntimeWaits, diagnostics: &mut Vec<Diagnostic>) -> Option<RuntimeReport>;
+    /// [`RuntimeLocks::merge_locks`] gave `waits`. It may add to the locks it merged (the heap
+    /// names their objects' holders); what could not be read goes to `facts.diagnostics`.
+    fn report_section(&self, waits: &RuntimeWaits, facts: &mut WaitFacts) -> Option<RuntimeReport>;
 
     /// What the runtime recorded about how the process died (an unhandled exception, a
     /// FailFast), given the unwound stacks (a FailFast frame is found on them); none by

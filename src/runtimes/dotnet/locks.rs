@@ -114,6 +114,7 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
             waiter_count: m.waiter_count,
             pulse_waiters: m.wait_list.clone(),
             task: None,
+            referrers: Vec::new(),
         };
         locks.insert(
             id.clone(),
@@ -192,6 +193,7 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
                             event_type: tw.event_type.clone(),
                             event_lock: Hex(tw.lock_object),
                         }),
+                        referrers: Vec::new(),
                     }),
                 });
                 if let Some(l) = locks.get_mut(&id) {
@@ -232,6 +234,7 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
                         waiter_count: m.and_then(|m| m.waiter_count),
                         pulse_waiters: m.map(|m| m.wait_list.clone()).unwrap_or_default(),
                         task: None,
+                        referrers: Vec::new(),
                     }),
                 });
                 id

@@ -8,7 +8,7 @@ use super::context::{Context, NoContext};
 use super::frames::{self, WithFrames};
 use super::metadata::image_notes;
 use super::crash;
-use super::gc::{self, report::{GcReport, HeapReport}};
+use super::gc;
 use super::report::{DotnetReport, ThreadPoolReport};
 use super::{facts, locks, read_runtime, unreadable, DotnetReading, STAGE};
 use crate::diagnostics::Diagnostic;
@@ -96,7 +96,7 @@ impl Runtime for DotnetRuntime<'_> {
         matches!(self.reading(), DotnetReading::Runtime(r) if !r.threads.is_empty())
     }
 
-    fn report_section(&self, waits: &RuntimeWaits, diagnostics: &mut Vec<Diagnostic>) -> Option<RuntimeReport> {
+    fn report_section(&self, waits: &RuntimeWaits, facts: &mut WaitFacts) -> Option<RuntimeReport> {
         let reading = self.reading();
         let mut report = match reading {
             DotnetReading::NotDotnet => return None,
@@ -118,14 +118,7 @@ impl Runtime for DotnetRuntime<'_> {
             },
         };
         if let (true, Ok(c)) = (self.walks_heap(), &self.context) {
-            match gc::read_in(c) {
-                Ok(gc) => {
-                    report.heap = Some(HeapReport::of(&gc));
-                    report.gc = Some(GcReport::of(&gc));
-                    diagnostics.extend(gc.diagnostics);
-                }
-                Err(why) => diagnostics.push(Diagnostic::warning(gc::STAGE, why)),
-            }
+            gc::report::attach(c, &mut report, &mut facts.locks, &mut facts.diagnostics);
         }
         let gc_stalled = report.gc.as_ref().is_some_and(|g| g.stalled);
         Some(RuntimeReport { section: RuntimeSection::Dotnet(report), gc_stalled })

@@ -11,6 +11,7 @@
 pub mod dactable;
 pub mod gcvars;
 pub mod names;
+pub mod referrers;
 pub mod report;
 pub mod state;
 pub mod stats;
@@ -27,7 +28,7 @@ use super::target::Target;
 use super::threads;
 use crate::diagnostics::Diagnostic;
 use crate::process::{Locator, Process};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub const STAGE: &str = "dotnet-gc";
 /// `g_heap_type` values (gcinterface.h).
@@ -47,18 +48,21 @@ pub struct GcReading {
     /// Segments whose walk stopped early: (segment, where, why).
     pub broken: Vec<(u64, u64, String)>,
     pub state: GcState,
+    /// For each object asked about, the heap objects whose fields refer to it.
+    pub referrers: BTreeMap<u64, Vec<referrers::Referrer>>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
 /// Reads the GC heap of the .NET runtime in `process`; `None` when there is no readable .NET
-/// runtime, `Err` with the reason when the heap cannot be read.
-pub fn read(process: &Process, locator: &Locator) -> Option<Result<GcReading, String>> {
+/// runtime, `Err` with the reason when the heap cannot be read. The objects in `targets` (lock
+/// objects) get their referrers.
+pub fn read(process: &Process, locator: &Locator, targets: &[u64]) -> Option<Result<GcReading, String>> {
     let runtime = Context::open(process, locator).ok()?;
-    Some(read_in(&runtime))
+    Some(read_in(&runtime, targets))
 }
 
-/// Reads the GC heap of a located runtime.
-pub fn read_in(runtime: &Context<'_>) -> Result<GcReading, String> {
+/// Reads the GC heap of a located runtime; the objects in `targets` get their referrers.
+pub fn read_in(runtime: &Context<'_>, targets: &[u64]) -> Result<GcReading, String> {
     let version = &runtime.version;
     let t = runtime.target();
     let all = facts::builtin().map_err(|e| e.to_string())?;
@@ -66,11 +70,11 @@ pub fn read_in(runtime: &Context<'_>) -> Result<GcReading, String> {
         return Err(format!("GC heap not read: unsupported runtime build {} {}", version.product, version.build_id.as_deref().unwrap_or("(no build-id)")));
     };
     let namer = TypeNamer::new(&t, &runtime.image);
-    read_with(runtime.process, runtime.module, &t, build, &namer)
+    read_with(runtime.process, runtime.module, &t, build, &namer, targets)
 }
 
 /// As [`read`], given the runtime's target, build facts and type namer.
-pub fn read_with(process: &Process, module: &crate::process::Module, t: &Target, build: &BuildFacts, namer: &TypeNamer) -> Result<GcReading, String> {
+pub fn read_with(process: &Process, module: &crate::process::Module, t: &Target, build: &BuildFacts, namer: &TypeNamer, targets: &[u64]) -> Result<GcReading, String> {
     let l = &build.layout;
     let mut diagnostics = Vec::new();
     let table = dactable::DacTable::locate(t, module, l).map_err(|e| format!("GC heap not read: {e}"))?;
@@ -124,7 +128,9 @@ pub fn read_with(process: &Process, module: &crate::process::Module, t: &Target,
     }
 
     let free_mt = t.global_deref("FreeObjectMethodTable").map_err(|e| format!("GC heap not read: {e}"))?;
-    let input = walk::WalkInput { t, alloc_contexts: &contexts, free_mt };
+    let string_mt = t.global_deref("StringMethodTable").unwrap_or(0);
+    let target_set: HashSet<u64> = targets.iter().copied().filter(|&a| a != 0).collect();
+    let input = walk::WalkInput { t, alloc_contexts: &contexts, free_mt, targets: &target_set, string_mt };
     let walks = walk::walk_all(&input, &segments);
     let mut broken = Vec::new();
     for (s, w) in segments.iter().zip(&walks) {
@@ -138,6 +144,14 @@ pub fn read_with(process: &Process, module: &crate::process::Module, t: &Target,
         diagnostics.push(Diagnostic::warning(STAGE, format!("type name of MethodTable {mt:#x}: {e}")).at_address(mt));
     }
     let state = state::gc_state(process, t, build, &vars, &segments);
+    let hits: Vec<walk::Hit> = walks.iter().flat_map(|w| w.hits.iter().copied()).collect();
+    let mut by_target: BTreeMap<u64, Vec<referrers::Referrer>> = BTreeMap::new();
+    for (target, r) in referrers::resolve(t, namer, l, &hits, string_mt) {
+        let v = by_target.entry(target).or_default();
+        if v.len() < referrers::MAX_REFERRERS {
+            v.push(r);
+        }
+    }
     Ok(GcReading {
         layout: vars.layout,
         server: vars.server,
@@ -147,6 +161,7 @@ pub fn read_with(process: &Process, module: &crate::process::Module, t: &Target,
         stats,
         broken,
         state,
+        referrers: by_target,
         diagnostics,
     })
 }
