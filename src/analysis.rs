@@ -135,8 +135,6 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();
     let deadlocks = WaitForGraph::new(&blocked, &facts.locks).deadlocks();
     let locks = order_locks(facts.locks.clone(), &deadlocks);
-    let gc_stalled = section.as_ref().is_some_and(|s| s.gc_stalled);
-    let verdict = verdict(&deadlocks, &locks, &facts.threads, runtime_waits.worker_pool.as_ref(), gc_stalled);
 
     let keys: Vec<Vec<u64>> = stacks.iter().map(|s| s.frames.iter().map(|f| f.ip).collect()).collect();
     let groups = groups::group_by_stack(&keys)
@@ -145,12 +143,12 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         .collect();
 
     let managed = &runtime_waits.threads;
-    let threads = core
+    let threads: Vec<ThreadReport> = core
         .threads
         .iter()
         .zip(stacks.iter())
         .zip(frames)
-        .zip(facts.threads)
+        .zip(facts.threads.iter().cloned())
         .map(|(((t, stack), frames), wait)| ThreadReport {
             tid: t.tid,
             name: managed
@@ -168,6 +166,10 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
             managed_thread_id: managed.ids.get(&t.tid).copied(),
         })
         .collect();
+    let runtime_crash = runtime.as_ref().and_then(|r| r.crash(&stacks));
+    let crash = crate::crash::read(process, &symbolizer, &threads, runtime_crash.as_ref());
+    let gc_stalled = section.as_ref().is_some_and(|s| s.gc_stalled);
+    let verdict = verdict(&deadlocks, &locks, &threads, &facts.threads, crash.as_ref(), runtime_waits.worker_pool.as_ref(), gc_stalled);
     let mut diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
     diagnostics.extend(facts.diagnostics);
     diagnostics.extend(runtime.iter().flat_map(|r| r.diagnostics()));
@@ -176,6 +178,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         knot_version: env!("CARGO_PKG_VERSION").to_string(),
         dump: dump::dump_info(process),
         verdict,
+        crash,
         deadlocks,
         locks,
         groups,

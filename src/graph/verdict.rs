@@ -2,7 +2,8 @@
 //! threads' states; and the order the report lists locks in.
 
 use super::Deadlock;
-use crate::report::Verdict;
+use crate::crash::{CrashKind, CrashReport};
+use crate::report::{ThreadReport, Verdict};
 use crate::waits::{LockFact, ThreadState, ThreadWait, WorkerPool};
 
 /// Every thread-pool worker blocked inside a work item, and one of them waiting for a task: the
@@ -19,15 +20,27 @@ pub fn order_locks(mut locks: Vec<LockFact>, deadlocks: &[Deadlock]) -> Vec<Lock
     locks
 }
 
-/// `pool`: the runtime's worker pool, when it has one; `gc_stalled`: the runtime's collector
-/// is stalled.
-pub fn verdict(deadlocks: &[Deadlock], locks: &[LockFact], threads: &[ThreadWait], pool: Option<&WorkerPool>, gc_stalled: bool) -> Verdict {
+/// `reports`: the threads as reported; `crash`: the crash the dump records; `pool`: the
+/// runtime's worker pool, when it has one; `gc_stalled`: the runtime's collector is stalled.
+pub fn verdict(
+    deadlocks: &[Deadlock],
+    locks: &[LockFact],
+    reports: &[ThreadReport],
+    threads: &[ThreadWait],
+    crash: Option<&CrashReport>,
+    pool: Option<&WorkerPool>,
+    gc_stalled: bool,
+) -> Verdict {
     let exclusive = |l: &&LockFact| matches!(l.kind.as_str(), "mutex" | "rwlock" | "futex" | "join" | "monitor" | "lock");
+    let crashed = crash.filter(|c| c.kind != CrashKind::Killed);
     if !deadlocks.is_empty() {
         Verdict::Deadlock
     } else if gc_stalled {
+        // A wedge the crash followed from (an OOM FailFast in a stalled GC) stays the verdict.
         Verdict::GcStall
-    } else if locks.iter().filter(exclusive).any(|l| !l.waiter_tids.is_empty()) {
+    } else if crashed.is_some() {
+        Verdict::Crash
+    } else if locks.iter().filter(exclusive).filter(|l| contends(l, locks, reports, crashed)).any(|l| !l.waiter_tids.is_empty()) {
         Verdict::Contention
     } else if thread_pool_starved(locks, pool) {
         Verdict::ThreadPoolStarved
@@ -40,3 +53,23 @@ pub fn verdict(deadlocks: &[Deadlock], locks: &[LockFact], threads: &[ThreadWait
     }
 }
 
+/// Whether waiting for `l` is contention. Joining a thread is only when that thread is itself
+/// busy or waits for an exclusive lock: a join on the crashed thread, or on a thread that sleeps
+/// or waits to be signalled, is waiting for nobody's lock.
+fn contends(l: &LockFact, locks: &[LockFact], reports: &[ThreadReport], crash: Option<&CrashReport>) -> bool {
+    if l.kind != "join" {
+        return true;
+    }
+    let Some(joined) = l.owner.tid() else { return true };
+    if crash.is_some_and(|c| c.thread == Some(joined)) {
+        return false;
+    }
+    match reports.iter().find(|t| t.tid == joined) {
+        Some(t) if t.state.is_blocked() => t
+            .blocked_on
+            .as_deref()
+            .and_then(|id| locks.iter().find(|x| x.id == id))
+            .is_some_and(|x| x.kind != "join" && matches!(x.kind.as_str(), "mutex" | "rwlock" | "futex" | "monitor" | "lock")),
+        _ => true,
+    }
+}

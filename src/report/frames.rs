@@ -48,10 +48,13 @@ pub fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> 
         let module = module_name(f.lookup_address());
         let sym = symbolizer.symbolize(f.ip, !f.ip_is_exact);
         if sym.frames.is_empty() {
+            // The innermost frame of a call through a wild pointer sits in data: name it as gdb
+            // does, by the data symbol there.
+            let data = (f.trust == Trust::Context).then(|| symbolizer.data_symbol(f.ip)).flatten().map(|(name, _)| name);
             out.push(FrameReport {
                 index: out.len(),
                 ip: Hex(f.ip),
-                function: None,
+                function: data,
                 function_offset: None,
                 module,
                 file: None,

@@ -1,5 +1,7 @@
 //! The report: one data model ([`model`]) and its renderings. Renderers never compute facts.
 
+pub mod crash_html;
+pub mod crash_text;
 pub mod dump;
 pub mod flame;
 pub mod frames;

@@ -15,6 +15,7 @@
 
 pub mod dotnet;
 
+use crate::crash::RuntimeCrashFacts;
 use crate::diagnostics::Diagnostic;
 use crate::process::{Locator, Process};
 use crate::report::RuntimeSection;
@@ -39,9 +40,9 @@ pub trait Runtime: RuntimeLocks + Send + Sync {
     fn report_section(&self, waits: &RuntimeWaits, facts: &mut WaitFacts) -> Option<RuntimeReport>;
 
     /// What the runtime recorded about how the process died (an unhandled exception, a
-    /// FailFast), given the unwound stacks (a FailFast frame is found on them); none by
-    /// default. Its diagnostics are in the returned reading.
-    fn crash(&self, stacks: &[Stack]) -> Option<RuntimeCrash> {
+    /// FailFast), given the unwound stacks (a FailFast frame is found on them), for the
+    /// crash reading ([`crate::crash::read`]); none by default.
+    fn crash(&self, stacks: &[Stack]) -> Option<RuntimeCrashFacts> {
         let _ = stacks;
         None
     }
@@ -67,12 +68,4 @@ pub struct RuntimeReport {
     /// The garbage collector is stalled: its heap is near the hard limit and it recorded an
     /// out-of-memory.
     pub gc_stalled: bool,
-}
-
-/// What a runtime recorded about how the process died (its own crash facts, beside the signal
-/// the kernel recorded), for the report's crash.
-#[derive(Debug, Clone)]
-pub enum RuntimeCrash {
-    /// The exceptions of every thread, createdump's header, and which thread died how.
-    Dotnet(Box<dotnet::crash::CrashReading>),
 }

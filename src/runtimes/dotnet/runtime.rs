@@ -14,7 +14,7 @@ use super::{facts, locks, read_runtime, unreadable, DotnetReading, STAGE};
 use crate::diagnostics::Diagnostic;
 use crate::process::{Locator, Process};
 use crate::report::RuntimeSection;
-use crate::runtimes::{Runtime, RuntimeCrash, RuntimeReport};
+use crate::runtimes::{Runtime, RuntimeReport};
 use crate::unwind::Stack;
 use crate::unwind::managed::CodeLookup;
 use crate::waits::{RuntimeLocks, RuntimeWaits, ThreadInput, WaitFacts};
@@ -63,6 +63,16 @@ impl DotnetRuntime<'_> {
             },
             Err(e) => unreadable(e),
         })
+    }
+}
+
+impl DotnetRuntime<'_> {
+    /// The runtime's crash facts (every thread's last exception, createdump's header, which
+    /// thread died how); `None` when the runtime or its code map cannot be read.
+    pub fn crash_reading(&self, stacks: &[Stack]) -> Option<crash::CrashReading> {
+        let c = self.context.as_ref().ok()?;
+        let code = self.code.as_ref()?;
+        Some(crash::read_in(c, stacks, code))
     }
 }
 
@@ -122,12 +132,6 @@ impl Runtime for DotnetRuntime<'_> {
         }
         let gc_stalled = report.gc.as_ref().is_some_and(|g| g.stalled);
         Some(RuntimeReport { section: RuntimeSection::Dotnet(report), gc_stalled })
-    }
-
-    fn crash(&self, stacks: &[Stack]) -> Option<RuntimeCrash> {
-        let c = self.context.as_ref().ok()?;
-        let code = self.code.as_ref()?;
-        Some(RuntimeCrash::Dotnet(Box::new(crash::read_in(c, stacks, code))))
     }
 
     fn diagnostics(&self) -> Vec<Diagnostic> {
