@@ -11,10 +11,9 @@
 use super::diaginfo::{self, DiagInfo};
 use super::exception::{self, ManagedException};
 use super::failfast::{self, FailFastMessage};
-use super::metadata::ImageMemory;
+use super::context::Context;
 use super::objects::TypeNamer;
-use super::target::{RuntimeMemory, Target};
-use super::{locate, threads, STAGE};
+use super::{threads, STAGE};
 use crate::diagnostics::Diagnostic;
 use crate::process::{Locator, Process};
 use crate::unwind::managed::CodeLookup;
@@ -81,12 +80,15 @@ pub struct CrashReading {
 /// `code` the runtime's code map (to name frames). `None` when the process is not .NET or its
 /// runtime cannot be read.
 pub fn read(process: &Process, locator: &Locator, stacks: &[Stack], code: &dyn CodeLookup) -> Option<CrashReading> {
-    let module = locate::runtime_module(process)?;
-    let located = locate::locate(process, module).ok()?;
-    let memory = RuntimeMemory { process };
-    let t = Target::new(&memory, located.descriptor, located.pointer_data);
-    let image = ImageMemory::new(process, locator);
-    let namer = TypeNamer::new(&t, &image);
+    let runtime = Context::open(process, locator).ok()?;
+    Some(read_in(&runtime, stacks, code))
+}
+
+/// As [`read`], for a located runtime.
+pub fn read_in(runtime: &Context<'_>, stacks: &[Stack], code: &dyn CodeLookup) -> CrashReading {
+    let process = runtime.process;
+    let t = runtime.target();
+    let namer = TypeNamer::new(&t, &runtime.image);
     let mut out = CrashReading { diaginfo: diaginfo::read(process), ..CrashReading::default() };
     let warn = |out: &mut CrashReading, what: String| out.diagnostics.push(Diagnostic::warning(STAGE, what));
 
@@ -94,7 +96,7 @@ pub fn read(process: &Process, locator: &Locator, stacks: &[Stack], code: &dyn C
         Ok(a) => a,
         Err(e) => {
             warn(&mut out, format!("exceptions not read: {e}"));
-            return Some(out);
+            return out;
         }
     };
     let mut managed = Vec::new();
@@ -113,8 +115,8 @@ pub fn read(process: &Process, locator: &Locator, stacks: &[Stack], code: &dyn C
 
     // The crashing thread: the one the dump's signal note names.
     let signal = process.core.signal.as_ref();
-    let Some(crashed) = process.core.threads.iter().find(|t| t.signalled).filter(|_| signal.is_some()) else { return Some(out) };
-    let Some(th) = managed.iter().find(|m| m.os_tid == crashed.tid && m.os_tid != 0) else { return Some(out) };
+    let Some(crashed) = process.core.threads.iter().find(|t| t.signalled).filter(|_| signal.is_some()) else { return out };
+    let Some(th) = managed.iter().find(|m| m.os_tid == crashed.tid && m.os_tid != 0) else { return out };
     let runtime_abort = signal.is_some_and(|s| s.signo == SIGABRT && s.code == SI_USER && s.sender_pid.unwrap_or(0) == 0);
     let stack = stacks.iter().find(|s| s.tid == crashed.tid);
     let thrown = out.thread_exceptions.iter().find(|e| e.os_tid == crashed.tid).map(|e| &e.exception);
@@ -125,7 +127,7 @@ pub fn read(process: &Process, locator: &Locator, stacks: &[Stack], code: &dyn C
         Some(e) if is_type(e, STACK_OVERFLOW_TYPE) || e.hresult == HRESULT_STACK_OVERFLOW && e.type_name.is_none() => DotnetCrashKind::StackOverflow,
         Some(e) if is_type(e, EXECUTION_ENGINE_TYPE) && e.hresult == HRESULT_EXECUTION_ENGINE => DotnetCrashKind::Failfast,
         Some(_) => DotnetCrashKind::UnhandledException,
-        None => return Some(out),
+        None => return out,
     };
     let exception = match (kind, thrown) {
         // FailFast's preallocated ExecutionEngineException says nothing: the exception passed
@@ -138,14 +140,16 @@ pub fn read(process: &Process, locator: &Locator, stacks: &[Stack], code: &dyn C
         _ => None,
     };
     out.crash = Some(DotnetCrash { kind, os_tid: th.os_tid, managed_id: th.managed_id, exception, failfast_message, runtime_abort });
-    Some(out)
+    out
 }
 
 /// As [`read`], for a caller without stacks: makes the runtime's code map and walks the
 /// signalled thread's stack itself.
 pub fn read_alone(process: &Process, locator: &Locator) -> Option<CrashReading> {
-    let code = super::frames::WithFrames { code: super::code_map(process, locator).ok()?, frames: super::frames::read(process) };
+    let runtime = std::sync::Arc::new(Context::open(process, locator).ok()?);
+    let frames = super::frames::read(&runtime.target()).unwrap_or_default();
+    let code = super::frames::WithFrames { code: super::CodeMap::new(runtime.clone()).ok()?, frames };
     let unwinder = crate::unwind::Unwinder::new(process).with_code_lookup(&code);
     let stacks: Vec<Stack> = process.core.threads.iter().filter(|t| t.signalled).map(|t| unwinder.walk(t)).collect();
-    read(process, locator, &stacks, &code)
+    Some(read_in(&runtime, &stacks, &code))
 }
