@@ -134,7 +134,6 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();
     let deadlocks = WaitForGraph::new(&blocked, &facts.locks).deadlocks();
     let locks = order_locks(facts.locks.clone(), &deadlocks);
-    let verdict = verdict(&deadlocks, &locks, &facts.threads, dotnet.report.as_ref());
 
     let keys: Vec<Vec<u64>> = stacks.iter().map(|s| s.frames.iter().map(|f| f.ip).collect()).collect();
     let groups = groups::group_by_stack(&keys)
@@ -142,12 +141,12 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         .map(|idx| Group { tids: idx.iter().map(|&i| core.threads[i].tid).collect(), frames: frames[idx[0]].clone() })
         .collect();
 
-    let threads = core
+    let threads: Vec<ThreadReport> = core
         .threads
         .iter()
         .zip(stacks.iter())
         .zip(frames)
-        .zip(facts.threads)
+        .zip(facts.threads.iter().cloned())
         .map(|(((t, stack), frames), wait)| ThreadReport {
             tid: t.tid,
             name: dotnet
@@ -166,6 +165,9 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
             managed_thread_id: dotnet.threads.ids.get(&t.tid).copied(),
         })
         .collect();
+    // The runtime layer's reading of its own crash (FailFast, unhandled exception) plugs in here.
+    let crash = crate::crash::read(process, &symbolizer, &threads, None);
+    let verdict = verdict(&deadlocks, &locks, &threads, &facts.threads, crash.as_ref(), dotnet.report.as_ref());
     let mut diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
     diagnostics.extend(facts.diagnostics);
     diagnostics.extend(code_lookup.iter().flat_map(|l| l.code.diagnostics()));
@@ -174,6 +176,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         knot_version: env!("CARGO_PKG_VERSION").to_string(),
         dump: dump_info(process),
         verdict,
+        crash,
         deadlocks,
         locks,
         groups,
@@ -200,13 +203,23 @@ fn order_locks(mut locks: Vec<LockFact>, deadlocks: &[crate::graph::Deadlock]) -
     locks
 }
 
-fn verdict(deadlocks: &[crate::graph::Deadlock], locks: &[LockFact], threads: &[waits::ThreadWait], dotnet: Option<&waits::dotnet::DotnetReport>) -> Verdict {
+fn verdict(
+    deadlocks: &[crate::graph::Deadlock],
+    locks: &[LockFact],
+    reports: &[ThreadReport],
+    threads: &[waits::ThreadWait],
+    crash: Option<&crate::crash::CrashReport>,
+    dotnet: Option<&waits::dotnet::DotnetReport>,
+) -> Verdict {
     let exclusive = |l: &&LockFact| matches!(l.kind.as_str(), "mutex" | "rwlock" | "futex" | "join" | "monitor" | "lock");
+    let crashed = crash.filter(|c| c.kind != crate::crash::CrashKind::Killed);
     if !deadlocks.is_empty() {
         Verdict::Deadlock
+    } else if crashed.is_some() {
+        Verdict::Crash
     } else if dotnet.and_then(|d| d.gc.as_ref()).is_some_and(|g| g.stalled) {
         Verdict::GcStall
-    } else if locks.iter().filter(exclusive).any(|l| !l.waiter_tids.is_empty()) {
+    } else if locks.iter().filter(exclusive).filter(|l| contends(l, locks, reports, crashed)).any(|l| !l.waiter_tids.is_empty()) {
         Verdict::Contention
     } else if thread_pool_starved(locks, dotnet) {
         Verdict::ThreadPoolStarved
@@ -216,6 +229,27 @@ fn verdict(deadlocks: &[crate::graph::Deadlock], locks: &[LockFact], threads: &[
         Verdict::Idle
     } else {
         Verdict::NothingBlocked
+    }
+}
+
+/// Whether waiting for `l` is contention. Joining a thread is only when that thread is itself
+/// busy or waits for an exclusive lock: a join on the crashed thread, or on a thread that sleeps
+/// or waits to be signalled, is waiting for nobody's lock.
+fn contends(l: &LockFact, locks: &[LockFact], reports: &[ThreadReport], crash: Option<&crate::crash::CrashReport>) -> bool {
+    if l.kind != "join" {
+        return true;
+    }
+    let Some(joined) = l.owner.tid() else { return true };
+    if crash.is_some_and(|c| c.thread == Some(joined)) {
+        return false;
+    }
+    match reports.iter().find(|t| t.tid == joined) {
+        Some(t) if t.state.is_blocked() => t
+            .blocked_on
+            .as_deref()
+            .and_then(|id| locks.iter().find(|x| x.id == id))
+            .is_some_and(|x| x.kind != "join" && matches!(x.kind.as_str(), "mutex" | "rwlock" | "futex" | "monitor" | "lock")),
+        _ => true,
     }
 }
 
@@ -266,10 +300,13 @@ fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> Vec<
         let module = module_name(f.lookup_address());
         let sym = symbolizer.symbolize(f.ip, !f.ip_is_exact);
         if sym.frames.is_empty() {
+            // The innermost frame of a call through a wild pointer sits in data: name it as gdb
+            // does, by the data symbol there.
+            let data = (f.trust == Trust::Context).then(|| symbolizer.data_symbol(f.ip)).flatten().map(|(name, _)| name);
             out.push(FrameReport {
                 index: out.len(),
                 ip: Hex(f.ip),
-                function: None,
+                function: data,
                 function_offset: None,
                 module,
                 file: None,

@@ -4,7 +4,21 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lang {
     C,
+    Cxx,
     Rust,
+}
+
+/// How a sample's kernel core comes about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Death {
+    /// It wedges; the maker sends SIGABRT (kernel core) or runs gcore.
+    Wedge,
+    /// It wedges; the maker sends this signal from outside (kernel core), or
+    /// runs gcore.
+    Sent(i32),
+    /// Once the maker writes "go" to its stdin it dies by itself of this
+    /// signal; kernel cores only (there is nothing to gcore).
+    Crash(i32),
 }
 
 /// One sample program of `samples/native/`.
@@ -22,6 +36,7 @@ pub struct SampleSpec {
     /// Strip the binary and keep its DWARF in a separate file (debuglink and
     /// build-id layout).
     pub split_debug: bool,
+    pub death: Death,
     pub description: &'static str,
 }
 
@@ -39,9 +54,35 @@ const fn c(
         flags: C_O0,
         args: &[],
         split_debug: false,
+        death: Death::Wedge,
         description,
     }
 }
+
+/// A C crash sample: it dies of `signal` by itself once told "go".
+const fn crash(
+    name: &'static str,
+    sources: &'static [&'static str],
+    signal: i32,
+    description: &'static str,
+) -> SampleSpec {
+    SampleSpec {
+        name,
+        lang: Lang::C,
+        sources,
+        flags: C_O0,
+        args: &[],
+        split_debug: false,
+        death: Death::Crash(signal),
+        description,
+    }
+}
+
+const SIGQUIT: i32 = 3;
+const SIGABRT: i32 = 6;
+const SIGBUS: i32 = 7;
+const SIGFPE: i32 = 8;
+const SIGSEGV: i32 = 11;
 
 static SAMPLES: &[SampleSpec] = &[
     c(
@@ -121,6 +162,7 @@ static SAMPLES: &[SampleSpec] = &[
         flags: &["-g", "-O2", "-fomit-frame-pointer", "-pthread", "-Wall"],
         args: &[],
         split_debug: false,
+        death: Death::Wedge,
         description: "abba through inlined static helpers, -O2 -fomit-frame-pointer",
     },
     SampleSpec {
@@ -130,6 +172,7 @@ static SAMPLES: &[SampleSpec] = &[
         flags: &["-g", "-O1", "-pthread", "-Wall", "-Wl,--build-id"],
         args: &[],
         split_debug: true,
+        death: Death::Wedge,
         description: "vault_holder holds vault_lock, 2 vault_waiters; stripped binary, DWARF in a separate file",
     },
     SampleSpec {
@@ -147,18 +190,68 @@ static SAMPLES: &[SampleSpec] = &[
         ],
         args: &[],
         split_debug: false,
+        death: Death::Wedge,
         description: "std::sync::Mutex ABBA: ledger_then_audit vs audit_then_ledger on LEDGER/AUDIT",
     },
 ];
 
-/// Every native sample.
+/// Programs that die (issue 18): each crash sample's worker thread dies one
+/// way once the maker says "go", while an idle bystander waits on a condvar
+/// and main joins the worker. Kernel cores only, except `idle_join`.
+static CRASH_SAMPLES: &[SampleSpec] = &[
+    crash("crash_null", &["crash_null.c", "crash_common.h", "common.h"], SIGSEGV, "order_worker reads order->qty (offset 0x2c) through NULL in parse_qty"),
+    crash("crash_readonly", &["crash_readonly.c", "crash_common.h", "common.h"], SIGSEGV, "banner_worker writes into a string literal in shout"),
+    crash("crash_badfn", &["crash_badfn.c", "crash_common.h", "common.h"], SIGSEGV, "dispatch_worker calls through a pointer to the data array handler_table"),
+    crash("crash_overflow", &["crash_overflow.c", "crash_common.h", "common.h"], SIGSEGV, "recursing_worker recurses in descend until its 256 KiB stack overflows"),
+    crash("crash_divzero", &["crash_divzero.c", "crash_common.h", "common.h"], SIGFPE, "average_worker divides by zero in per_item"),
+    crash("crash_assert", &["crash_assert.c", "crash_common.h", "common.h"], SIGABRT, "settle_worker fails assert(balance + amount >= 0) in settle"),
+    crash("crash_double_free", &["crash_double_free.c", "crash_common.h", "common.h"], SIGABRT, "cleanup_worker frees its record twice in release"),
+    crash("crash_sigbus", &["crash_sigbus.c", "crash_common.h", "common.h"], SIGBUS, "journal_worker reads a file mapping past the truncated file's end in read_entry"),
+    SampleSpec {
+        name: "crash_cxx",
+        lang: Lang::Cxx,
+        sources: &["crash_cxx.cpp"],
+        flags: &["-g", "-O0", "-pthread", "-Wall"],
+        args: &[],
+        split_debug: false,
+        death: Death::Crash(SIGABRT),
+        description: "ledger_worker throws LedgerError (a std::runtime_error) nobody catches from load_ledger",
+    },
+    SampleSpec {
+        name: "crash_rust_panic",
+        lang: Lang::Rust,
+        sources: &["crash_rust_panic.rs"],
+        flags: &["-g", "-C", "opt-level=0", "-C", "panic=abort", "--edition", "2021"],
+        args: &[],
+        split_debug: false,
+        death: Death::Crash(SIGABRT),
+        description: "the thread \"settler\" panics in crash_rust_panic::settle, built with panic=abort",
+    },
+    SampleSpec {
+        name: "idle_join",
+        lang: Lang::C,
+        sources: &["idle_join.c", "crash_common.h", "common.h"],
+        flags: C_O0,
+        args: &[],
+        split_debug: false,
+        death: Death::Sent(SIGQUIT),
+        description: "2 idle_waiters on a condvar nobody signals, sleeper in pause(), main joins sleeper; SIGQUIT sent from outside",
+    },
+];
+
+/// Every native sample that wedges (the lock-analysis samples).
 pub fn native_samples() -> &'static [SampleSpec] {
     SAMPLES
 }
 
+/// Every crash sample (issue 18).
+pub fn crash_samples() -> &'static [SampleSpec] {
+    CRASH_SAMPLES
+}
+
 /// The sample called `name`.
 pub fn find(name: &str) -> Option<&'static SampleSpec> {
-    SAMPLES.iter().find(|s| s.name == name)
+    SAMPLES.iter().chain(CRASH_SAMPLES).find(|s| s.name == name)
 }
 
 impl SampleSpec {
@@ -166,6 +259,7 @@ impl SampleSpec {
     pub fn compiler(&self) -> &'static str {
         match self.lang {
             Lang::C => "gcc",
+            Lang::Cxx => "g++",
             Lang::Rust => "rustc",
         }
     }

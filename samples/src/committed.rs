@@ -9,7 +9,7 @@
 //! samples/dumps/debug/.build-id/xx/y.debug their debug files (and stripped's)
 //! ```
 
-use crate::maker::{self, record_oracle};
+use crate::maker::{self, record_crash_oracle, record_oracle, GDB_CRASH};
 use crate::{Availability, DumpKind, SampleDump, catalogue, elf, workspace_root};
 use anyhow::{Context, Result, anyhow, bail};
 use flate2::Compression;
@@ -25,6 +25,16 @@ pub const COMMITTED_SET: &[(&str, DumpKind)] = &[
     ("abba", DumpKind::Kernel),
     ("omitfp", DumpKind::Kernel),
     ("stripped", DumpKind::Gcore),
+    // Issue 18: programs that die, C only (their libraries are the sysroot's libc and ld.so).
+    ("crash_null", DumpKind::Kernel),
+    ("crash_readonly", DumpKind::Kernel),
+    ("crash_badfn", DumpKind::Kernel),
+    ("crash_overflow", DumpKind::Kernel),
+    ("crash_divzero", DumpKind::Kernel),
+    ("crash_assert", DumpKind::Kernel),
+    ("crash_double_free", DumpKind::Kernel),
+    ("crash_sigbus", DumpKind::Kernel),
+    ("idle_join", DumpKind::Kernel),
 ];
 
 /// `<workspace>/samples/dumps`.
@@ -185,6 +195,11 @@ pub fn regenerate_committed(only: &[String], log: &mut dyn FnMut(&str)) -> Resul
             dump.gdb_bt.clone(),
         )?;
         log(&format!("recorded {}", dump.gdb_bt.display()));
+        if kind == DumpKind::Kernel && catalogue::find(name).is_some_and(|s| s.death != catalogue::Death::Wedge) {
+            let crash = dump.gdb_bt.with_file_name(GDB_CRASH);
+            record_crash_oracle(&rel_dump, &root, &rel(&dump.binary), &rel(&dump.core), crash.clone())?;
+            log(&format!("recorded {}", crash.display()));
+        }
         out.push(dump);
     }
     Ok(out)

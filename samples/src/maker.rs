@@ -1,6 +1,6 @@
 //! Build a sample, run it to its wedged state, dump it, record gdb's reading.
 
-use crate::catalogue::{self, Lang, SampleSpec};
+use crate::catalogue::{self, Death, Lang, SampleSpec};
 use crate::{Availability, DumpKind, SampleDump, elf, gdb_oracle, native_dir, out_dir};
 use anyhow::{Context, Result, anyhow, bail};
 use std::collections::BTreeMap;
@@ -37,6 +37,8 @@ const TOOL_TIMEOUT: Duration = Duration::from_secs(600);
 
 const CORE: &str = "core";
 const GDB_BT: &str = "gdb-bt.txt";
+/// gdb's reading of a crash sample's crash (`$_siginfo`, `x/i $pc`, `__abort_msg`, `bt`).
+pub const GDB_CRASH: &str = "gdb-crash.txt";
 const STAMP: &str = "stamp.txt";
 
 /// [`crate::ensure_with_args`] returning errors instead of panicking.
@@ -60,6 +62,9 @@ pub fn try_ensure_with_args(name: &str, kind: DumpKind, args: &[&str]) -> Result
         return Ok(Availability::Ready(dump_at(spec, kind, &dir)));
     }
 
+    if kind == DumpKind::Gcore && matches!(spec.death, Death::Crash(_)) {
+        return Ok(Availability::Skipped(format!("{name} dies by itself: the kernel dumps it, gcore has nothing to take")));
+    }
     for tool in [spec.compiler(), "gdb"] {
         if find_tool(tool).is_none() {
             return Ok(Availability::Skipped(format!("{tool} not found on PATH")));
@@ -113,13 +118,17 @@ pub fn try_ensure_with_args(name: &str, kind: DumpKind, args: &[&str]) -> Result
 }
 
 fn stamp_text(spec: &SampleSpec, kind: DumpKind, args: &[&str]) -> String {
-    format!(
+    let mut stamp = format!(
         "knot-samples maker v{MAKER_VERSION}\nsample={}\nkind={kind}\ncompiler={}\nflags={:?}\nsplit_debug={}\nargs={args:?}\n",
         spec.name,
         spec.compiler(),
         spec.flags,
         spec.split_debug
-    )
+    );
+    if spec.death != Death::Wedge {
+        stamp.push_str(&format!("death={:?}\n", spec.death));
+    }
+    stamp
 }
 
 fn mtime(p: &Path) -> Option<SystemTime> {
@@ -265,7 +274,45 @@ fn make_in(spec: &SampleSpec, kind: DumpKind, args: &[&str], dir: &Path) -> Resu
         Path::new(CORE),
         dir.join(GDB_BT),
     )?;
+    if kind == DumpKind::Kernel && spec.death != Death::Wedge {
+        record_crash_oracle(&dump, dir, Path::new(&format!("./{}", spec.name)), Path::new(CORE), dir.join(GDB_CRASH))?;
+    }
     Ok(None)
+}
+
+/// gdb's reading of the crash, each part after an `==name` line: `siginfo` (`p $_siginfo`),
+/// `pc` (`x/i $pc`, Intel syntax), `abort_msg` (`p __abort_msg->msg`; an error when glibc
+/// recorded none), `bt` (the crashing thread's backtrace).
+pub(crate) fn record_crash_oracle(dump: &SampleDump, cwd: &Path, binary: &Path, core: &Path, out: PathBuf) -> Result<()> {
+    let mut cmd = gdb_command(
+        cwd,
+        binary,
+        core,
+        dump.sysroot.as_deref(),
+        dump.debug_dir.as_deref(),
+        &[
+            "set disassembly-flavor intel",
+            "echo ==siginfo\\n",
+            "p $_siginfo",
+            "echo ==pc\\n",
+            "x/i $pc",
+            "echo ==abort_msg\\n",
+            "p __abort_msg->msg",
+            "echo ==bt\\n",
+            "bt",
+            "echo ==end\\n",
+        ],
+    )?;
+    let stdout = File::create(&out).with_context(|| format!("creating {}", out.display()))?;
+    // gdb reports a missing `__abort_msg` on stderr; keep it in the same file, in order.
+    let stderr = stdout.try_clone().context("dup gdb-crash.txt")?;
+    cmd.stdin(Stdio::null()).stdout(stdout).stderr(stderr);
+    let status = run_with_timeout(&mut cmd, TOOL_TIMEOUT).context("running gdb")?;
+    let text = fs::read_to_string(&out).with_context(|| format!("reading {}", out.display()))?;
+    if !status.success() || !text.contains("==end") {
+        bail!("gdb did not read the crash of {} ({status}):\n{}", core.display(), tail(&text, 4000));
+    }
+    Ok(())
 }
 
 /// Runs `cmd` to completion with output to `log`; errors carry the log.
@@ -307,7 +354,7 @@ fn build(spec: &SampleSpec, dir: &Path) -> Result<()> {
     let mut cmd = Command::new(&compiler);
     cmd.current_dir(&root).args(spec.flags);
     match spec.lang {
-        Lang::C => {
+        Lang::C | Lang::Cxx => {
             cmd.args(["-I", "samples/native"])
                 .arg(format!("-fdebug-prefix-map={}=.", root.display()));
         }
@@ -320,7 +367,7 @@ fn build(spec: &SampleSpec, dir: &Path) -> Result<()> {
     for s in spec
         .sources
         .iter()
-        .filter(|s| s.ends_with(".c") || s.ends_with(".rs"))
+        .filter(|s| s.ends_with(".c") || s.ends_with(".cpp") || s.ends_with(".rs"))
     {
         cmd.arg(Path::new("samples/native").join(s));
     }
@@ -446,9 +493,11 @@ fn run_and_dump(
     let stderr_path = dir.join("program-stderr.txt");
     let stderr = File::create(&stderr_path).context("creating program-stderr.txt")?;
     let mut cmd = Command::new(dir.join(spec.name));
+    // A crash sample's worker waits in read(0) for the maker's "go".
+    let stdin = if matches!(spec.death, Death::Crash(_)) { Stdio::piped() } else { Stdio::null() };
     cmd.args(args)
         .current_dir(dir)
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(stderr);
     // SAFETY: only async-signal-safe calls (setrlimit, getrlimit, prctl) run
@@ -477,6 +526,7 @@ fn run_and_dump(
         .spawn()
         .with_context(|| format!("starting {}", spec.name))?;
     let stdout = child.stdout.take();
+    let mut go = child.stdin.take();
     let mut guard = ChildGuard(Some(child));
     let pid = guard.pid();
 
@@ -557,15 +607,34 @@ fn run_and_dump(
                 .with_context(|| format!("gcore wrote no {}", written.display()))?;
         }
         DumpKind::Kernel => {
-            // SAFETY: signalling our own child, which is not yet reaped.
-            if unsafe { libc::kill(pid, libc::SIGABRT) } != 0 {
-                bail!("kill -ABRT {pid}: {}", std::io::Error::last_os_error());
-            }
+            let signal = match spec.death {
+                Death::Crash(signal) => {
+                    use std::io::Write;
+                    let mut pipe = go.take().ok_or_else(|| anyhow!("{}: no stdin pipe", spec.name))?;
+                    pipe.write_all(b"go\n").context("writing go")?;
+                    drop(pipe);
+                    signal
+                }
+                Death::Sent(signal) => {
+                    // SAFETY: signalling our own child, which is not yet reaped.
+                    if unsafe { libc::kill(pid, signal) } != 0 {
+                        bail!("kill -{signal} {pid}: {}", std::io::Error::last_os_error());
+                    }
+                    signal
+                }
+                Death::Wedge => {
+                    // SAFETY: signalling our own child, which is not yet reaped.
+                    if unsafe { libc::kill(pid, libc::SIGABRT) } != 0 {
+                        bail!("kill -ABRT {pid}: {}", std::io::Error::last_os_error());
+                    }
+                    libc::SIGABRT
+                }
+            };
             let status = guard.wait_timeout(t.exit)?.ok_or_else(|| {
-                anyhow!("{} did not die within {:?} of SIGABRT", spec.name, t.exit)
+                anyhow!("{} did not die within {:?} of signal {signal}", spec.name, t.exit)
             })?;
-            if status.signal() != Some(libc::SIGABRT) {
-                bail!("{} ended with {status} instead of SIGABRT", spec.name);
+            if status.signal() != Some(signal) {
+                bail!("{} ended with {status} instead of signal {signal}", spec.name);
             }
             let pattern = core_pattern();
             if !status.core_dumped() {
@@ -780,6 +849,7 @@ mod tests {
             flags: &[],
             args: &[],
             split_debug: false,
+            death: Death::Wedge,
             description: "test",
         };
         (spec, dir)

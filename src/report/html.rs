@@ -43,13 +43,16 @@ pub fn render(report: &Report) -> String {
         escape(&pid),
         super::gc_html::CSS
     );
+    // The crash, if any, comes first, with the crashed thread's stack.
+    let crashed = super::crash_html::section(&mut out, report);
     verdict(&mut out, report);
     contended_table(&mut out, report);
     if let Some(d) = report.dotnet.as_ref() {
         super::gc_html::section(&mut out, d);
     }
     graph(&mut out, report);
-    let shown = locks(&mut out, report);
+    let mut shown = locks(&mut out, report);
+    shown.extend(crashed);
     others(&mut out, report, &shown);
     flame_graph(&mut out, report);
     diagnostics(&mut out, report);
@@ -65,7 +68,7 @@ pub fn render(report: &Report) -> String {
 
 fn verdict_class(v: Verdict) -> &'static str {
     match v {
-        Verdict::Deadlock => "deadlock",
+        Verdict::Deadlock | Verdict::Crash => "deadlock",
         Verdict::Contention => "contention",
         Verdict::ThreadPoolStarved | Verdict::GcStall => "contention",
         Verdict::BlockedOnIo => "io",
@@ -225,7 +228,10 @@ fn locks(out: &mut String, r: &Report) -> BTreeSet<u32> {
             }
             out.push_str("</ul></details>");
         }
-        if let Some(owner) = l.owner.tid().and_then(|t| thread_by_tid(r, t)) {
+        let crashed = r.crash.as_ref().filter(|c| c.kind != crate::crash::CrashKind::Killed).and_then(|c| c.thread);
+        if let Some(owner) = l.owner.tid().filter(|&t| Some(t) == crashed) {
+            let _ = write!(out, "<p class=\"shown\"><b>Owner:</b> thread {} (crashed; stack shown above)</p>", tid_link(owner));
+        } else if let Some(owner) = l.owner.tid().and_then(|t| thread_by_tid(r, t)) {
             // Whole, every time: the call holding the lock is the answer. The anchor goes on its
             // first showing.
             let id = if shown.insert(owner.tid) { format!(" id=\"t{}\"", owner.tid) } else { String::new() };
@@ -329,7 +335,7 @@ fn stack_end(out: &mut String, t: &ThreadReport) {
     }
 }
 
-fn frames(out: &mut String, frames: &[FrameReport]) {
+pub(crate) fn frames(out: &mut String, frames: &[FrameReport]) {
     out.push_str("<div class=\"frames\">");
     for f in frames {
         let cls = match f.trust {

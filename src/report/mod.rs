@@ -1,5 +1,7 @@
 //! The report: one data model ([`model`]) and its renderings. Renderers never compute facts.
 
+pub mod crash_html;
+pub mod crash_text;
 pub mod flame;
 pub mod gc_html;
 pub mod gc_text;

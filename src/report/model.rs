@@ -18,8 +18,10 @@ pub struct Report {
     /// The knot version that wrote this report.
     pub knot_version: String,
     pub dump: DumpInfo,
-    /// The one-line answer: deadlock, contention, thread_pool_starved, blocked_on_io, idle or nothing_blocked.
+    /// The one-line answer: deadlock, crash, contention, thread_pool_starved, blocked_on_io, idle or nothing_blocked.
     pub verdict: Verdict,
+    /// Why the process died; null when the dump records no crash (a gcore of a live process).
+    pub crash: Option<crate::crash::CrashReport>,
     /// Every wait-for cycle; each is a deadlock.
     pub deadlocks: Vec<Deadlock>,
     /// Every lock some thread is blocked on, most contended first.
@@ -106,6 +108,8 @@ pub struct ThreadReport {
 pub enum Verdict {
     /// At least one wait-for cycle: those threads can never move again.
     Deadlock,
+    /// The process died of a crash (see `crash`) and no deadlock was found.
+    Crash,
     /// The .NET GC heap is near its hard limit and the GC recorded an out-of-memory: the process
     /// is stalled in its own garbage collector.
     GcStall,
@@ -126,6 +130,7 @@ impl Verdict {
     pub fn as_str(&self) -> &'static str {
         match self {
             Verdict::Deadlock => "deadlock",
+            Verdict::Crash => "crash",
             Verdict::GcStall => "gc stall",
             Verdict::Contention => "contention",
             Verdict::ThreadPoolStarved => "thread pool starved",

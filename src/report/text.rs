@@ -27,7 +27,7 @@ impl Paint {
 
     fn verdict(self, v: Verdict, s: &str) -> String {
         let code = match v {
-            Verdict::Deadlock => "1;31",
+            Verdict::Deadlock | Verdict::Crash => "1;31",
             Verdict::GcStall | Verdict::Contention | Verdict::ThreadPoolStarved | Verdict::BlockedOnIo => "1;33",
             Verdict::Idle => "1;36",
             Verdict::NothingBlocked => "1;32",
@@ -57,8 +57,16 @@ pub fn render_colored(report: &Report, opts: &TextOptions, color: bool) -> Strin
     let paint = Paint { on: color };
     let mut out = String::new();
     header(&mut out, report);
+    if let Some(c) = &report.crash {
+        super::crash_text::lines(&mut out, report, c);
+    }
     summary(&mut out, report, paint);
     let mut shown: BTreeSet<u32> = BTreeSet::new();
+    // The crashed thread's stack comes first, whole.
+    if let Some(c) = &report.crash {
+        let state = c.thread.and_then(|t| thread_by_tid(report, t)).map(|t| state_words(t, &report.locks)).unwrap_or_default();
+        shown.extend(super::crash_text::crashed_thread(&mut out, report, c, &state));
+    }
     for lock in report.locks.iter().filter(|l| !l.waiter_tids.is_empty()) {
         out.push('\n');
         lock_section(&mut out, report, lock, opts, &mut shown, paint);
@@ -171,7 +179,11 @@ fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, 
         let _ = writeln!(out, "   inferred: {evidence}");
     }
     // The owner first, and whole: the call holding the lock is the answer.
-    if let Some(owner) = l.owner.tid().and_then(|t| thread_by_tid(r, t)) {
+    // The crashed thread's stack was shown first, whole; other owners are shown whole each time.
+    let crashed = r.crash.as_ref().filter(|c| c.kind != crate::crash::CrashKind::Killed).and_then(|c| c.thread);
+    if let Some(owner) = l.owner.tid().filter(|&t| Some(t) == crashed) {
+        let _ = writeln!(out, "Owner: thread {owner} (crashed; stack shown above)");
+    } else if let Some(owner) = l.owner.tid().and_then(|t| thread_by_tid(r, t)) {
         let _ = write!(out, "Owner: ");
         thread_painted(out, owner, &r.locks, None, |s| paint.owner(s));
         shown.insert(owner.tid);

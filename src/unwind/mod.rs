@@ -193,6 +193,11 @@ impl<'p> Unwinder<'p> {
     /// Finds the caller of `frame`. Marks `frame` as a signal trampoline when its CFI says so.
     fn step(&self, frame: &mut Frame, is_first: bool, ctx: &mut gimli::UnwindContext<usize>) -> Result<Frame, StackEnd> {
         let memory: &dyn Memory = self.process;
+        if is_first
+            && let Some(next) = self.bad_pc_step(frame)
+        {
+            return self.accept(frame, next);
+        }
         let addr = frame.lookup_address();
         let mut cfi_error = None;
         let mut has_cfi = false;
@@ -265,6 +270,24 @@ impl<'p> Unwinder<'p> {
         let out = windows_x64::unwind(self.process, &unwind, frame.ip, frame.ip_is_exact, &frame.regs).ok()?;
         let sp = out.regs.sp()?;
         Some(Frame { ip: out.regs.ip()?, sp, cfa: Some(sp), trust: Trust::RuntimeUnwindInfo, ip_is_exact: out.machine_frame, is_signal_frame: false, regs: out.regs })
+    }
+
+    /// A thread that crashed at a PC outside code (a call through a bad function pointer) ran no
+    /// instruction there: the call's return address is the word at the stack pointer, and every
+    /// other register is still the caller's.
+    fn bad_pc_step(&self, frame: &Frame) -> Option<Frame> {
+        if self.is_code_or_managed(frame.ip) {
+            return None;
+        }
+        let memory: &dyn Memory = self.process;
+        let ra = memory.read_u64(frame.sp).ok()?;
+        if !self.is_code(ra) {
+            return None;
+        }
+        let mut regs = frame.regs;
+        regs.set(dwarf::RSP, frame.sp.checked_add(8)?);
+        regs.set(dwarf::RIP, ra);
+        Some(Frame { ip: ra, sp: frame.sp + 8, cfa: None, trust: Trust::Scan, ip_is_exact: false, is_signal_frame: false, regs })
     }
 
     fn frame_pointer_step(&self, frame: &Frame) -> Option<Frame> {

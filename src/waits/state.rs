@@ -64,43 +64,8 @@ impl ThreadState {
     }
 }
 
-fn name(nr: u64) -> &'static str {
-    match nr {
-        0 => "read",
-        1 => "write",
-        7 => "poll",
-        17 => "pread64",
-        18 => "pwrite64",
-        19 => "readv",
-        20 => "writev",
-        23 => "select",
-        24 => "sched_yield",
-        34 => "pause",
-        35 => "nanosleep",
-        42 => "connect",
-        43 => "accept",
-        44 => "sendto",
-        45 => "recvfrom",
-        46 => "sendmsg",
-        47 => "recvmsg",
-        61 => "wait4",
-        65 => "semop",
-        70 => "msgrcv",
-        128 => "rt_sigtimedwait",
-        130 => "rt_sigsuspend",
-        202 => "futex",
-        220 => "semtimedop",
-        230 => "clock_nanosleep",
-        232 => "epoll_wait",
-        247 => "waitid",
-        270 => "pselect6",
-        271 => "ppoll",
-        281 => "epoll_pwait",
-        288 => "accept4",
-        441 => "epoll_pwait2",
-        449 => "futex_waitv",
-        _ => "unknown",
-    }
+fn name(nr: u64) -> String {
+    crate::arch::syscalls::name(nr).map_or_else(|| format!("syscall {nr}"), str::to_string)
 }
 
 fn futex_op(op: u64) -> &'static str {
@@ -137,7 +102,7 @@ pub fn classify(regs: &Registers, cursig: u16, memory: &dyn Memory) -> ThreadSta
     if readable && !after_syscall_instruction(memory, regs.rip) {
         return ThreadState::Running;
     }
-    let syscall = name(nr).to_string();
+    let syscall = name(nr);
     match nr {
         SYS_FUTEX => ThreadState::Futex {
             address: Hex(regs.rdi),

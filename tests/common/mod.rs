@@ -79,3 +79,23 @@ pub fn committed(name: &str, kind: DumpKind) -> SampleDump {
         None => panic!("committed sample {name} ({kind}) is missing from samples/dumps"),
     }
 }
+
+/// Every crash sample (issue 18), named once, as [`native_samples!`].
+#[macro_export]
+macro_rules! crash_samples {
+    ($m:ident) => {
+        $m!(
+            crash_null,
+            crash_readonly,
+            crash_badfn,
+            crash_overflow,
+            crash_divzero,
+            crash_assert,
+            crash_double_free,
+            crash_sigbus,
+            crash_cxx,
+            crash_rust_panic,
+            idle_join,
+        );
+    };
+}

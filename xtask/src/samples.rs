@@ -1,7 +1,7 @@
 //! `cargo xtask samples [NAME...] [--kind gcore|kernel|all] [--commit]`
 
 use anyhow::{Result, bail};
-use knot_samples::{Availability, DumpKind, native_samples};
+use knot_samples::{Availability, DumpKind, crash_samples, native_samples};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -44,14 +44,14 @@ impl KindArg {
 
 pub fn run(a: Args) -> Result<()> {
     if a.list {
-        for s in native_samples() {
+        for s in native_samples().iter().chain(crash_samples()) {
             println!("{:<18} {}", s.name, s.description);
         }
         return Ok(());
     }
     for n in &a.names {
         if knot_samples::find_sample(n).is_none() {
-            let all: Vec<_> = native_samples().iter().map(|s| s.name).collect();
+            let all: Vec<_> = native_samples().iter().chain(crash_samples()).map(|s| s.name).collect();
             bail!("no sample named {n:?}; samples: {}", all.join(", "));
         }
     }

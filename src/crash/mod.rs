@@ -1,0 +1,150 @@
+//! Why the process died (issue 18): the signal, the faulting address and instruction, what the
+//! process said (glibc's abort message, the C++ exception), the frame of its own code where it
+//! happened, a recursion's cycle, and a stable signature — read once into [`CrashReport`].
+//!
+//! A runtime layer that knows more (the .NET runtime's FailFast message, its exceptions, the
+//! fact that the SIGABRT in its own dumps is not a kill) passes [`RuntimeCrashFacts`]; whatever
+//! it sets wins over the native reading.
+
+pub mod abort_message;
+pub mod address;
+pub mod cxx_exception;
+pub mod instruction;
+pub mod machinery;
+pub mod model;
+pub mod origin;
+pub mod recursion;
+pub mod signal;
+pub mod signature;
+
+pub use model::*;
+
+use crate::process::Process;
+use crate::report::{Hex, ThreadReport};
+use crate::symbols::Symbolizer;
+
+/// What a runtime layer knows about the crash; each field set overrides the native reading.
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeCrashFacts {
+    /// `failfast`, `unhandled_exception`, `stack_overflow`, …: the runtime's own reading of a
+    /// dump it wrote (which records SIGABRT from pid 0 whatever happened).
+    pub kind: Option<CrashKind>,
+    /// The thread that crashed, when the runtime names another than the signalled one.
+    pub thread: Option<u32>,
+    /// The FailFast message, say (its `source` says where it was read).
+    pub message: Option<CrashMessage>,
+    pub exception: Option<ExceptionReport>,
+    /// The origin's index in the crashing thread's frames, when the runtime knows better which
+    /// managed frames are machinery.
+    pub origin_frame: Option<usize>,
+}
+
+/// Frames that mean a C++ exception is on its way to `std::terminate`.
+const CXX_THROW: &[&str] = &["__cxa_throw", "__cxa_rethrow", "std::terminate", "__cxxabiv1::__terminate"];
+
+/// The crash the dump records, or `None` when it records none (a gcore of a live process, a
+/// dump taken on request without a signal).
+pub fn read(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[ThreadReport], runtime: Option<&RuntimeCrashFacts>) -> Option<CrashReport> {
+    let core = &process.core;
+    let sig = core.signal.as_ref();
+    let own_pid = core.process.as_ref().map(|p| p.pid);
+    let native_kind = sig.and_then(|s| signal::kind(s.signo, s.code, s.sender_pid, own_pid));
+    let mut kind = runtime.and_then(|r| r.kind).or(native_kind)?;
+    let tid = runtime.and_then(|r| r.thread).or_else(|| core.threads.iter().find(|t| t.signalled).map(|t| t.tid));
+    let core_thread = tid.and_then(|tid| core.threads.iter().find(|t| t.tid == tid));
+    let frames = tid.and_then(|tid| threads.iter().find(|t| t.tid == tid)).map_or(&[][..], |t| t.frames.as_slice());
+
+    // The fault: its address, the instruction, what the address was.
+    let (mut address, mut address_kind, mut mapping, mut instruction) = (None, None, None, None);
+    if let (Some(s), Some(t), Some(CrashKind::Fault)) = (sig, core_thread, native_kind) {
+        let regs = &t.registers;
+        let memory_fault = matches!(s.signo, signal::SIGSEGV | signal::SIGBUS);
+        let given = s.fault_address.filter(|_| s.code != signal::SI_KERNEL);
+        instruction = instruction::decode(process, regs, regs.rip, given.filter(|_| memory_fault));
+        if memory_fault {
+            // A general-protection fault gives no address: the operand's is the one it tried.
+            address = given.or_else(|| instruction.as_ref().and_then(|i| i.operand.as_ref()).and_then(|o| o.address).map(|h| h.0));
+            let access = instruction.as_ref().and_then(|i| i.access);
+            address_kind = address.and_then(|a| address::classify(process, a, s.signo, s.code, access));
+            mapping = address.and_then(|a| address::mapping(process, a));
+        } else {
+            address = given;
+        }
+    }
+    if address_kind == Some(AddressKind::StackGuard) && runtime.and_then(|r| r.kind).is_none() {
+        kind = CrashKind::StackOverflow;
+    }
+
+    let mut exception = runtime.and_then(|r| r.exception.clone());
+    if exception.is_none()
+        && let Some(t) = core_thread
+        && frames.iter().any(|f| f.function.as_deref().is_some_and(|n| CXX_THROW.contains(&machinery::normalize(n).as_str())))
+    {
+        exception = cxx_exception::read(process, symbolizer, t.registers.rsp);
+    }
+    let message = runtime
+        .and_then(|r| r.message.clone())
+        .or_else(|| {
+            (sig.is_some_and(|s| s.signo == signal::SIGABRT) && kind == CrashKind::Abort)
+                .then(|| abort_message::read(process))
+                .flatten()
+                .map(|text| CrashMessage { text, source: "glibc_abort_msg".into() })
+        })
+        .or_else(|| {
+            exception.as_ref().filter(|_| runtime.and_then(|r| r.exception.as_ref()).is_none()).map(|e| CrashMessage {
+                text: match &e.message {
+                    Some(m) => format!("{}: {m}", e.type_name),
+                    None => e.type_name.clone(),
+                },
+                source: "cxx_exception".into(),
+            })
+        });
+
+    let names: Vec<&str> = frames.iter().map(|f| f.function.as_deref().unwrap_or("??")).collect();
+    let recursion = recursion::find(&names);
+    let bad_pc = instruction.as_ref().filter(|i| i.access == Some(Access::Execute)).map(|i| i.address.0);
+    let (past, origin) = match machinery::Machinery::builtin() {
+        Ok(m) if kind != CrashKind::Killed => {
+            let past = origin::past_machinery(frames, m, bad_pc);
+            (past, runtime.and_then(|r| r.origin_frame).filter(|&i| i < frames.len()).or_else(|| origin::find(frames, m, bad_pc)))
+        }
+        _ => (0, None),
+    };
+    let signal_name = sig.map(|s| crate::core::siginfo::signal_name(s.signo));
+    let signature = match machinery::Machinery::builtin() {
+        Ok(m) => signature::build(
+            process,
+            m,
+            &signature::SignatureInput {
+                kind,
+                signal: signal_name,
+                exception: exception.as_ref().map(|e| e.type_name.as_str()),
+                frames,
+                past_machinery: past,
+                origin,
+                recursion: recursion.as_ref(),
+            },
+        ),
+        Err(_) => String::new(),
+    };
+    Some(CrashReport {
+        kind,
+        thread: tid,
+        signal: sig.map(|s| CrashSignal {
+            number: s.signo,
+            name: crate::core::siginfo::signal_name(s.signo).to_string(),
+            code: s.code,
+            code_name: signal::code_name(s.signo, s.code).map(str::to_string),
+            sender_pid: s.sender_pid,
+        }),
+        address: address.map(Hex),
+        address_kind,
+        mapping,
+        instruction,
+        message,
+        exception,
+        origin: origin.and_then(|i| frames.get(i)).cloned(),
+        recursion,
+        signature,
+    })
+}
