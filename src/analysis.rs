@@ -165,11 +165,14 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
             managed_thread_id: dotnet.threads.ids.get(&t.tid).copied(),
         })
         .collect();
-    // The runtime layer's reading of its own crash (FailFast, unhandled exception) plugs in here.
-    let crash = crate::crash::read(process, &symbolizer, &threads, None);
+    // The .NET runtime's reading of its own crash (FailFast, unhandled exception, stack
+    // overflow) wins over the native one.
+    let dotnet_crash = code_lookup.as_ref().and_then(|l| crate::runtimes::dotnet::crash::read(process, &opts.locator, &stacks, l));
+    let crash = crate::crash::read(process, &symbolizer, &threads, dotnet_crash.as_ref().and_then(|c| c.runtime_facts()).as_ref());
     let verdict = verdict(&deadlocks, &locks, &threads, &facts.threads, crash.as_ref(), dotnet.report.as_ref());
     let mut diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
     diagnostics.extend(facts.diagnostics);
+    diagnostics.extend(dotnet_crash.into_iter().flat_map(|c| c.diagnostics));
     diagnostics.extend(code_lookup.iter().flat_map(|l| l.code.diagnostics()));
     Report {
         schema_version: SCHEMA_VERSION,

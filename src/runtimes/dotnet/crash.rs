@@ -149,3 +149,58 @@ pub fn read_alone(process: &Process, locator: &Locator) -> Option<CrashReading> 
     let stacks: Vec<Stack> = process.core.threads.iter().filter(|t| t.signalled).map(|t| unwinder.walk(t)).collect();
     read(process, locator, &stacks, &code)
 }
+
+impl CrashReading {
+    /// What the crash model takes from the runtime: the kind (a runtime-written dump's SIGABRT
+    /// is the runtime's own abort, not a kill), the crashing thread, the FailFast message (read
+    /// from the FailFast frame) and the exception, as `pe` prints it.
+    pub fn runtime_facts(&self) -> Option<crate::crash::RuntimeCrashFacts> {
+        let c = self.crash.as_ref()?;
+        Some(crate::crash::RuntimeCrashFacts {
+            kind: Some(match c.kind {
+                DotnetCrashKind::Failfast => crate::crash::CrashKind::Failfast,
+                DotnetCrashKind::UnhandledException => crate::crash::CrashKind::UnhandledException,
+                DotnetCrashKind::StackOverflow => crate::crash::CrashKind::StackOverflow,
+            }),
+            thread: Some(c.os_tid),
+            message: c.failfast_message.as_ref().map(|m| crate::crash::CrashMessage { text: m.text.clone(), source: FAILFAST_MESSAGE_SOURCE.into() }),
+            exception: c.exception.as_ref().map(exception_report),
+            origin_frame: None,
+        })
+    }
+}
+
+/// `crash.message.source` of a FailFast message: read from the FailFast frame on the stack.
+pub const FAILFAST_MESSAGE_SOURCE: &str = "dotnet_failfast_frame";
+
+fn exception_report(e: &ManagedException) -> crate::crash::ExceptionReport {
+    use crate::report::{FrameReport, Hex};
+    crate::crash::ExceptionReport {
+        type_name: e.type_name.clone().unwrap_or_else(|| "?".into()),
+        message: e.message.clone(),
+        hresult: Some(Hex(e.hresult as u64)),
+        address: Some(Hex(e.object)),
+        stack: e
+            .stack
+            .iter()
+            .enumerate()
+            .map(|(i, f)| FrameReport {
+                index: i,
+                ip: Hex(f.ip),
+                function: f.function.clone(),
+                function_offset: f.offset.map(Hex),
+                module: f.module.clone(),
+                file: None,
+                line: None,
+                inlined: false,
+                tail_call: false,
+                signal_frame: false,
+                trust: crate::unwind::Trust::Recorded,
+                managed: true,
+                signature: f.signature.clone(),
+                transition: None,
+            })
+            .collect(),
+        inner: e.inner.as_deref().map(|i| Box::new(exception_report(i))),
+    }
+}
