@@ -169,6 +169,14 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     // overflow) wins over the native one.
     let dotnet_crash = code_lookup.as_ref().and_then(|l| crate::runtimes::dotnet::crash::read(process, &opts.locator, &stacks, l));
     let crash = crate::crash::read(process, &symbolizer, &threads, dotnet_crash.as_ref().and_then(|c| c.runtime_facts()).as_ref());
+    if let (Some(report), Some(c)) = (dotnet.report.as_mut(), dotnet_crash.as_ref()) {
+        report.exceptions = c
+            .thread_exceptions
+            .iter()
+            .map(|t| waits::dotnet::ThreadExceptionReport { tid: t.os_tid, exception: crate::runtimes::dotnet::crash::exception_report(&t.exception) })
+            .collect();
+        report.createdump = c.diaginfo;
+    }
     let verdict = verdict(&deadlocks, &locks, &threads, &facts.threads, crash.as_ref(), dotnet.report.as_ref());
     let mut diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
     diagnostics.extend(facts.diagnostics);

@@ -304,6 +304,12 @@ fn the_report_says_the_runtimes_crash_first() {
             assert_eq!(got, cyc, "{name}: the cycle's frames");
             assert!(rec.repeats >= 2600, "{name}: {} repeats", rec.repeats);
         }
+        // dotnet.exceptions: clrthreads' Exception column; dotnet.createdump: who wrote the dump.
+        let dn = r.dotnet.as_ref().unwrap_or_else(|| panic!("{name}: no dotnet"));
+        let sos = clrthreads_exceptions(&text(&d.dir.join("sos/clrthreads.txt")));
+        let got: BTreeMap<u32, u64> = dn.exceptions.iter().map(|t| (t.tid, t.exception.address.map_or(0, |a| a.0))).collect();
+        assert_eq!(got, sos, "{name}: dotnet.exceptions");
+        assert!(dn.createdump.is_some_and(|h| h.version == 2), "{name}: dotnet.createdump {:?}", dn.createdump);
         let origin = c.origin.as_ref().and_then(|o| o.function.as_deref()).unwrap_or_else(|| panic!("{name}: no origin"));
         assert!(origin.starts_with("Knot.Samples."), "{name}: origin {origin}");
         let out = knot::report::text::render(&r, &Default::default());

@@ -81,6 +81,17 @@ pub struct DotnetReport {
     pub heap: Option<crate::runtimes::dotnet::gc::report::HeapReport>,
     /// The GC's own state; null when it was not read.
     pub gc: Option<crate::runtimes::dotnet::gc::report::GcReport>,
+    /// Every thread's last thrown exception (clrthreads' Exception column), as SOS `pe` prints it.
+    pub exceptions: Vec<ThreadExceptionReport>,
+    /// createdump's header (`DIAGINFOHEADER`), present when createdump wrote the dump.
+    pub createdump: Option<crate::runtimes::dotnet::diaginfo::DiagInfo>,
+}
+
+/// One thread's last thrown exception.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ThreadExceptionReport {
+    pub tid: u32,
+    pub exception: crate::crash::ExceptionReport,
 }
 
 /// The thread pool as SOS's `threadpool` shows it, as far as knot can read it.
@@ -126,14 +137,14 @@ pub fn merge(process: &Process, locator: &Locator, tids: &[u32], stacks: &[&[&st
         DotnetReading::NotDotnet => DotnetFacts::default(),
         DotnetReading::Unsupported { version, why } => {
             facts.diagnostics.push(Diagnostic::warning(STAGE, why.clone()));
-            DotnetFacts { threads: ManagedThreads::default(), report: Some(DotnetReport { summary: reading.summary(), runtime_version: Some(version.clone()), managed_threads: 0, thread_pool: None, heap: None, gc: None }) }
+            DotnetFacts { threads: ManagedThreads::default(), report: Some(DotnetReport { summary: reading.summary(), runtime_version: Some(version.clone()), managed_threads: 0, thread_pool: None, heap: None, gc: None, exceptions: Vec::new(), createdump: None }) }
         }
         DotnetReading::Runtime(r) => {
             facts.diagnostics.extend(r.diagnostics.iter().cloned());
             let threads = managed_threads(process, r, &mut facts.diagnostics);
             merge_runtime(r, &threads, tids, stacks, facts);
             let thread_pool = thread_pool(r, &threads, facts);
-            let report = DotnetReport { summary: reading.summary(), runtime_version: Some(r.version.product.clone()), managed_threads: r.threads.len(), thread_pool, heap: None, gc: None };
+            let report = DotnetReport { summary: reading.summary(), runtime_version: Some(r.version.product.clone()), managed_threads: r.threads.len(), thread_pool, heap: None, gc: None, exceptions: Vec::new(), createdump: None };
             DotnetFacts { threads, report: Some(report) }
         }
     }

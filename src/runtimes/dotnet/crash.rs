@@ -173,7 +173,8 @@ impl CrashReading {
 /// `crash.message.source` of a FailFast message: read from the FailFast frame on the stack.
 pub const FAILFAST_MESSAGE_SOURCE: &str = "dotnet_failfast_frame";
 
-fn exception_report(e: &ManagedException) -> crate::crash::ExceptionReport {
+/// An exception as the report carries it.
+pub fn exception_report(e: &ManagedException) -> crate::crash::ExceptionReport {
     use crate::report::{FrameReport, Hex};
     crate::crash::ExceptionReport {
         type_name: e.type_name.clone().unwrap_or_else(|| "?".into()),
