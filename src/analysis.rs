@@ -226,10 +226,11 @@ fn verdict(
     let crashed = crash.filter(|c| c.kind != crate::crash::CrashKind::Killed);
     if !deadlocks.is_empty() {
         Verdict::Deadlock
+    } else if dotnet.and_then(|d| d.gc.as_ref()).is_some_and(|g| g.stalled) {
+        // A wedge the crash followed from (an OOM FailFast in a stalled GC) stays the verdict.
+        Verdict::GcStall
     } else if crashed.is_some() {
         Verdict::Crash
-    } else if dotnet.and_then(|d| d.gc.as_ref()).is_some_and(|g| g.stalled) {
-        Verdict::GcStall
     } else if locks.iter().filter(exclusive).filter(|l| contends(l, locks, reports, crashed)).any(|l| !l.waiter_tids.is_empty()) {
         Verdict::Contention
     } else if thread_pool_starved(locks, dotnet) {

@@ -379,6 +379,7 @@ fn each_heap_dump_gets_the_verdict_of_its_wedge() {
             "monitor_cycle" | "lock_cycle" | "monitor_native_cycle" => knot::report::Verdict::Deadlock,
             "threadpool_starvation" => knot::report::Verdict::ThreadPoolStarved,
             "gc_stall" => knot::report::Verdict::GcStall,
+            "crash" => knot::report::Verdict::Crash,
             other => panic!("{}: wedge {other} has no expected verdict", c.sample),
         };
         assert_eq!(c.report.verdict, want, "{}/{}: wedge {wedge}", c.sample, c.kind);
