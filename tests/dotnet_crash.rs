@@ -279,7 +279,7 @@ fn the_report_says_the_runtimes_crash_first() {
         // A deadlock, or a stalled GC, stays the verdict over the crash it led to.
         let stalled = r.dotnet.as_ref().and_then(|d| d.gc.as_ref()).is_some_and(|g| g.stalled);
         let verdict = if !r.deadlocks.is_empty() { "deadlock" } else if stalled { "gc_stall" } else { "crash" };
-        assert_eq!(serde_json::to_value(&r.verdict).expect("verdict"), verdict, "{name}: verdict");
+        assert_eq!(serde_json::to_value(r.verdict).expect("verdict"), verdict, "{name}: verdict");
         match want.get("failfast_message").and_then(|m| m.as_str()) {
             Some(m) => {
                 let got = c.message.as_ref().unwrap_or_else(|| panic!("{name}: no message"));
