@@ -121,15 +121,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     let mut dotnet = if opts.stacks_only { waits::dotnet::DotnetFacts::default() } else { waits::dotnet::merge(process, &opts.locator, &tids, &functions, &mut facts) };
     if let Some(report) = dotnet.report.as_mut().filter(|r| r.runtime_version.is_some() && r.managed_threads > 0) {
         tell(opts, Phase::Heap);
-        match crate::runtimes::dotnet::gc::read(process, &opts.locator) {
-            Some(Ok(gc)) => {
-                report.heap = Some(crate::runtimes::dotnet::gc::report::HeapReport::of(&gc));
-                report.gc = Some(crate::runtimes::dotnet::gc::report::GcReport::of(&gc));
-                facts.diagnostics.extend(gc.diagnostics);
-            }
-            Some(Err(why)) => facts.diagnostics.push(crate::diagnostics::Diagnostic::warning("dotnet-gc", why)),
-            None => {}
-        }
+        crate::runtimes::dotnet::gc::report::attach(process, &opts.locator, report, &mut facts.locks, &mut facts.diagnostics);
     }
     let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();
     let deadlocks = WaitForGraph::new(&blocked, &facts.locks).deadlocks();

@@ -222,7 +222,7 @@ fn the_container_report_shows_the_cycle_then_the_grouped_convoy() {
     let n = root_lock["waiters"].as_array().expect("waiters").len();
     // Frames cut to 3 for waiters; owners are still shown whole, each first in its lock's section.
     let out = text::render(&c.report, &TextOptions { max_frames: Some(3) });
-    let heading = format!("== {n} threads wait for monitor on System.Object at {root} (held by thread {builder} (RootBuilder)) ==");
+    let heading = format!("== {n} threads wait for monitor on System.Object at {root} (LifetimeScope._synchRoot, Tag \"root\") (held by thread {builder} (RootBuilder)) ==");
     let convoy_at = out.find(&heading).unwrap_or_else(|| panic!("no convoy heading {heading:?}:\n{out}"));
     let tenant_at = out.find("== 1 thread waits for monitor on System.Object at ").unwrap_or_else(|| panic!("no section for the tenant lock:\n{out}"));
     assert!(tenant_at < convoy_at, "the cycle's other lock comes before the convoy");
@@ -246,7 +246,7 @@ fn the_container_report_shows_the_cycle_then_the_grouped_convoy() {
         .sum::<usize>()
         + section.matches("(stack shown above)").count();
     assert_eq!(listed, n, "every waiter once:\n{section}");
-    assert!(out.contains(&format!("cycle: thread {builder} holds monitor on System.Object at {root}")), "summary cycle line:\n{out}");
+    assert!(out.contains(&format!("cycle: thread {builder} holds monitor on System.Object at {root} (LifetimeScope._synchRoot, Tag \"root\"), waits for monitor on System.Object at ")), "summary cycle line:\n{out}");
     // And in JSON.
     let json: serde_json::Value = serde_json::from_str(&knot::report::to_json(&c.report)).expect("json");
     let lock = json["locks"].as_array().expect("locks").iter().find(|l| l["address"] == root).expect("root lock in JSON");
@@ -414,4 +414,73 @@ fn gc_state_and_the_gc_stall_shape() {
     assert!(first.contains("Verdict: GC STALL — heap at 98.1 % of its 64.0 MiB hard limit, out of memory after GC #"), "{first}");
     assert!(first.contains("last OOM: OOM was due to an internal .Net error, likely a bug in the GC"), "{first}");
     assert!(first.contains("× System.Byte[]") && first.contains("× Knot.Samples.GcOom.CacheEntry"), "{first}");
+}
+
+/// Contended locks are named by the heap objects that hold them in a field, as SOS finds them:
+/// `dumpobjgcrefs` of each holder (lock_abba's gates, heap_population's Inventory and Ledger)
+/// and the LifetimeScopes' `_synchRoot` fields read with `dumpclass` offsets (autofac_container).
+#[test]
+fn locks_are_named_by_their_referrers() {
+    // SOS: holder object -> (field, referenced object) from dumpobjgcrefs blocks.
+    fn gcrefs(text: &str) -> Vec<(u64, String, u64)> {
+        let mut out = Vec::new();
+        let mut holder = None;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("object ") {
+                holder = rest.split_whitespace().next().and_then(|h| u64::from_str_radix(h, 16).ok());
+                continue;
+            }
+            let tok: Vec<&str> = line.split_whitespace().collect();
+            if let (Some(h), [field, off, obj, _ty]) = (holder, tok.as_slice())
+                && off.starts_with("0x")
+            {
+                out.push((h, field.to_string(), u64::from_str_radix(obj, 16).expect("object")));
+            }
+        }
+        out
+    }
+    let referrers = |c: &Case, object: u64| -> Vec<(String, String, u64, Option<String>)> {
+        let l = c.report.locks.iter().find(|l| l.managed.as_ref().is_some_and(|m| m.object.0 == object)).unwrap_or_else(|| panic!("{}: no lock on {object:#x}", c.sample));
+        l.managed.as_ref().expect("managed").referrers.iter().map(|r| (r.type_name.clone(), r.field.clone(), r.address.0, r.identity.clone())).collect()
+    };
+    let checks: [(&str, &[&str], &str); 2] = [
+        ("lock_abba", &["lock-holders.txt"], "Knot.Samples.LockAbba."),
+        ("heap_population", &["inventory-refs.txt", "ledger-refs.txt"], "Knot.Samples.HeapPopulation."),
+    ];
+    for (sample_name, files, ns) in checks {
+        let c = case(sample_name);
+        let mut n = 0;
+        for f in files {
+            let text = std::fs::read_to_string(c.sos_dir.join(f)).expect("sos gcrefs");
+            for (holder, field, object) in gcrefs(&text) {
+                let Some(l) = c.report.locks.iter().find(|l| l.managed.as_ref().is_some_and(|m| m.object.0 == object) && !l.waiter_tids.is_empty()) else { continue };
+                let got = referrers(c, object);
+                let first = got.first().unwrap_or_else(|| panic!("{sample_name}: no referrer of {object:#x}"));
+                assert_eq!((first.1.as_str(), first.2), (field.as_str(), holder), "{sample_name}: referrer of {object:#x}");
+                assert!(first.0.starts_with(ns), "{sample_name}: {first:?}");
+                assert!(l.display_name().contains(&format!("({}.{field}", knot::runtimes::dotnet::gc::referrers::short_type(&first.0))), "{}", l.display_name());
+                n += 1;
+            }
+        }
+        assert_eq!(n, 2, "{sample_name}: both contended locks named");
+    }
+    // heap_population's holders carry a Tag string.
+    let c = case("heap_population");
+    let tags: BTreeSet<String> = c.report.locks.iter().filter_map(|l| l.managed.as_ref()).filter_map(|m| m.referrers.first()).filter_map(|r| r.identity.clone()).collect();
+    assert_eq!(tags, BTreeSet::from(["Tag \"inventory\"".to_string(), "Tag \"ledger\"".to_string()]));
+    // autofac_container: sos/lifetimescopes.txt "object SCOPE  _synchRoot=0x…  <Tag>k__BackingField=0x… ('root')".
+    let c = case("autofac_container");
+    let text = std::fs::read_to_string(c.sos_dir.join("lifetimescopes.txt")).expect("lifetimescopes.txt");
+    let mut named = 0;
+    for line in text.lines().filter(|l| l.starts_with("object ")) {
+        let scope = u64::from_str_radix(line.split_whitespace().nth(1).expect("scope"), 16).expect("hex");
+        let root = line.split("_synchRoot=0x").nth(1).and_then(|r| r.split_whitespace().next()).and_then(|h| u64::from_str_radix(h, 16).ok()).expect("_synchRoot");
+        let tag = line.split("('").nth(1).and_then(|r| r.split("')").next()).expect("tag");
+        let Some(l) = c.report.locks.iter().find(|l| l.managed.as_ref().is_some_and(|m| m.object.0 == root) && l.kind == "monitor") else { continue };
+        let got = referrers(c, root);
+        assert_eq!(got.first(), Some(&("Autofac.Core.Lifetime.LifetimeScope".to_string(), "_synchRoot".to_string(), scope, Some(format!("Tag \"{tag}\"")))), "scope {scope:#x}");
+        assert!(l.display_name().ends_with(&format!("(LifetimeScope._synchRoot, Tag \"{tag}\")")), "{}", l.display_name());
+        named += 1;
+    }
+    assert_eq!(named, 2, "the root and tenant scopes' locks");
 }

@@ -40,7 +40,7 @@ fn loaded() -> &'static [(Dump, GcReading)] {
             .into_iter()
             .map(|d| {
                 let process = Process::open(&d.core, &d.locator).unwrap_or_else(|e| panic!("{}: {e}", d.name));
-                let r = match gc::read(&process, &d.locator) {
+                let r = match gc::read(&process, &d.locator, &[]) {
                     Some(Ok(r)) => r,
                     Some(Err(e)) => panic!("{}: GC heap not read: {e}", d.name),
                     None => panic!("{}: no .NET runtime", d.name),

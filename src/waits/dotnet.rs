@@ -52,6 +52,9 @@ pub struct ManagedLock {
     /// `type_name` are the task's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<ManagedTask>,
+    /// The heap objects whose fields refer to the locked object, the one that names the lock
+    /// best first (the application's types before the framework's, objects before arrays).
+    pub referrers: Vec<crate::runtimes::dotnet::gc::report::ReferrerReport>,
 }
 
 /// A task threads wait for in `Task.Wait` / `Task<T>.Result` / `GetAwaiter().GetResult()`.
@@ -248,6 +251,7 @@ fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32], sta
             waiter_count: m.waiter_count,
             pulse_waiters: m.wait_list.clone(),
             task: None,
+            referrers: Vec::new(),
         };
         locks.insert(
             id.clone(),
@@ -326,6 +330,7 @@ fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32], sta
                             event_type: tw.event_type.clone(),
                             event_lock: Hex(tw.lock_object),
                         }),
+                        referrers: Vec::new(),
                     }),
                 });
                 if let Some(l) = locks.get_mut(&id) {
@@ -366,6 +371,7 @@ fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32], sta
                         waiter_count: m.and_then(|m| m.waiter_count),
                         pulse_waiters: m.map(|m| m.wait_list.clone()).unwrap_or_default(),
                         task: None,
+                        referrers: Vec::new(),
                     }),
                 });
                 id

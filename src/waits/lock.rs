@@ -65,7 +65,7 @@ impl LockFact {
     pub fn display_name(&self) -> String {
         if let Some(m) = &self.managed {
             let ty = m.type_name.as_deref().unwrap_or("an object");
-            return match self.kind.as_str() {
+            let name = match self.kind.as_str() {
                 "lock" => format!("Lock {ty} at {}", m.object),
                 "monitor_wait" => format!("Monitor.Wait on {ty} at {}", m.object),
                 "task" => match &m.task {
@@ -73,6 +73,12 @@ impl LockFact {
                     None => format!("task {ty} at {}", m.object),
                 },
                 _ => format!("monitor on {ty} at {}", m.object),
+            };
+            // Named by the object that holds it in a field: `(LifetimeScope._synchRoot, Tag
+            // "root")`. An array slot (a static field's storage, a collection) names nothing.
+            return match m.referrers.first().filter(|r| matches!(self.kind.as_str(), "monitor" | "lock" | "monitor_wait") && !r.field.starts_with('[')) {
+                Some(r) => format!("{name} ({})", r.label()),
+                None => name,
             };
         }
         match (&self.name, self.address) {

@@ -63,6 +63,17 @@ pub struct Layout {
     pub dac_table_heap_type: u64,
     pub dac_table_gc_dac_globals: u64,
     pub dac_table_global_alloc_context: u64,
+    /// FieldDesc (not in the descriptor): its size; the u32 at `field_desc_token` holds the
+    /// FieldDef rid (`field_desc_token_mask`) and the static bit; the u32 at `field_desc_offset`
+    /// the field's offset after the MethodTable pointer (`field_desc_offset_mask`) and its
+    /// CorElementType (the bits above `field_desc_type_shift`).
+    pub field_desc_size: u64,
+    pub field_desc_token: u64,
+    pub field_desc_token_mask: u32,
+    pub field_desc_static_bit: u32,
+    pub field_desc_offset: u64,
+    pub field_desc_offset_mask: u32,
+    pub field_desc_type_shift: u32,
     /// `gc_heap::heap_hard_limit` (workstation GC), from the module's start.
     #[serde(default)]
     pub gc_heap_hard_limit_rva: Option<u64>,

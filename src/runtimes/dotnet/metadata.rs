@@ -271,6 +271,7 @@ const SCHEMA: [&[Col]; 0x2d] = [
 
 pub const TYPE_REF: usize = 0x01;
 pub const TYPE_DEF: usize = 0x02;
+pub const FIELD: usize = 0x04;
 pub const METHOD_DEF: usize = 0x06;
 pub const TYPE_SPEC: usize = 0x1b;
 pub const GENERIC_PARAM: usize = 0x2a;
@@ -422,6 +423,12 @@ impl Metadata {
         }
         let max = ((size - index) as usize).min(MAX_NAME);
         mem.read_c_string(heap + index as u64, max).map_err(|e| DotnetError::memory("metadata string", e))
+    }
+
+    /// A Field's name.
+    pub fn field_name(&self, mem: &dyn Memory, rid: u32) -> Result<String, DotnetError> {
+        let name = self.cell(mem, FIELD, rid, 1)?;
+        self.string(mem, name)
     }
 
     /// A TypeDef's (namespace, name).

@@ -11,6 +11,7 @@
 pub mod dactable;
 pub mod gcvars;
 pub mod names;
+pub mod referrers;
 pub mod report;
 pub mod state;
 pub mod stats;
@@ -27,7 +28,7 @@ use super::target::{self, Target};
 use super::{locate, threads, RuntimeVersion};
 use crate::diagnostics::Diagnostic;
 use crate::process::{Locator, Process};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 const STAGE: &str = "dotnet-gc";
 /// `g_heap_type` values (gcinterface.h).
@@ -47,12 +48,15 @@ pub struct GcReading {
     /// Segments whose walk stopped early: (segment, where, why).
     pub broken: Vec<(u64, u64, String)>,
     pub state: GcState,
+    /// For each object asked about, the heap objects whose fields refer to it.
+    pub referrers: BTreeMap<u64, Vec<referrers::Referrer>>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
 /// Reads the GC heap of the .NET runtime in `process`; `None` when there is no readable .NET
-/// runtime, `Err` with the reason when the heap cannot be read.
-pub fn read(process: &Process, locator: &Locator) -> Option<Result<GcReading, String>> {
+/// runtime, `Err` with the reason when the heap cannot be read. The objects in `targets` (lock
+/// objects) get their referrers.
+pub fn read(process: &Process, locator: &Locator, targets: &[u64]) -> Option<Result<GcReading, String>> {
     let module = locate::runtime_module(process)?;
     let version = RuntimeVersion::of(module);
     let located = locate::locate(process, module).ok()?;
@@ -67,11 +71,11 @@ pub fn read(process: &Process, locator: &Locator) -> Option<Result<GcReading, St
     };
     let image = ImageMemory::new(process, locator);
     let namer = TypeNamer::new(&t, &image);
-    Some(read_with(process, module, &t, build, &namer))
+    Some(read_with(process, module, &t, build, &namer, targets))
 }
 
 /// As [`read`], given the runtime's target, build facts and type namer.
-pub fn read_with(process: &Process, module: &crate::process::Module, t: &Target, build: &BuildFacts, namer: &TypeNamer) -> Result<GcReading, String> {
+pub fn read_with(process: &Process, module: &crate::process::Module, t: &Target, build: &BuildFacts, namer: &TypeNamer, targets: &[u64]) -> Result<GcReading, String> {
     let l = &build.layout;
     let mut diagnostics = Vec::new();
     let table = dactable::DacTable::locate(t, module, l).map_err(|e| format!("GC heap not read: {e}"))?;
@@ -125,7 +129,9 @@ pub fn read_with(process: &Process, module: &crate::process::Module, t: &Target,
     }
 
     let free_mt = t.global_deref("FreeObjectMethodTable").map_err(|e| format!("GC heap not read: {e}"))?;
-    let input = walk::WalkInput { t, alloc_contexts: &contexts, free_mt };
+    let string_mt = t.global_deref("StringMethodTable").unwrap_or(0);
+    let target_set: HashSet<u64> = targets.iter().copied().filter(|&a| a != 0).collect();
+    let input = walk::WalkInput { t, alloc_contexts: &contexts, free_mt, targets: &target_set, string_mt };
     let walks = walk::walk_all(&input, &segments);
     let mut broken = Vec::new();
     for (s, w) in segments.iter().zip(&walks) {
@@ -139,6 +145,14 @@ pub fn read_with(process: &Process, module: &crate::process::Module, t: &Target,
         diagnostics.push(Diagnostic::warning(STAGE, format!("type name of MethodTable {mt:#x}: {e}")).at_address(mt));
     }
     let state = state::gc_state(process, t, build, &vars, &segments);
+    let hits: Vec<walk::Hit> = walks.iter().flat_map(|w| w.hits.iter().copied()).collect();
+    let mut by_target: BTreeMap<u64, Vec<referrers::Referrer>> = BTreeMap::new();
+    for (target, r) in referrers::resolve(t, namer, l, &hits, string_mt) {
+        let v = by_target.entry(target).or_default();
+        if v.len() < referrers::MAX_REFERRERS {
+            v.push(r);
+        }
+    }
     Ok(GcReading {
         layout: vars.layout,
         server: vars.server,
@@ -148,6 +162,7 @@ pub fn read_with(process: &Process, module: &crate::process::Module, t: &Target,
         stats,
         broken,
         state,
+        referrers: by_target,
         diagnostics,
     })
 }

@@ -1,9 +1,14 @@
 //! The GC heap and the GC's state as the report carries them (`dotnet.heap`, `dotnet.gc`), and
 //! the GC-stall judgement (a heap near its hard limit with an OOM recorded).
 
+use super::referrers::{self, Referrer};
 use super::state::{Committed, HardLimitSource, LastOom};
 use super::GcReading;
+use crate::diagnostics::Diagnostic;
+use crate::process::{Locator, Process};
 use crate::report::Hex;
+use crate::waits::dotnet::DotnetReport;
+use crate::waits::LockFact;
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -91,6 +96,57 @@ pub struct OomReport {
     pub large_object_heap: bool,
     pub size: u64,
     pub available_commit_mb: u64,
+}
+
+/// One heap object that refers to a lock's object (`locks[].managed.referrers[]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ReferrerReport {
+    /// The referrer's type, as SOS's heap commands print it.
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// The field that refers to the lock's object (`_synchRoot`), or `[i]` for an array element.
+    pub field: String,
+    /// The referrer.
+    pub address: Hex,
+    /// A cheap identifying field of the referrer (`Tag "root"`), or null.
+    pub identity: Option<String>,
+}
+
+impl ReferrerReport {
+    pub fn of(r: &Referrer) -> ReferrerReport {
+        ReferrerReport { type_name: r.type_name.clone(), field: r.field.clone(), address: Hex(r.address), identity: r.identity.clone() }
+    }
+
+    /// `LifetimeScope._synchRoot, Tag "root"`.
+    pub fn label(&self) -> String {
+        referrers::label(&Referrer { type_name: self.type_name.clone(), field: self.field.clone(), address: self.address.0, identity: self.identity.clone() })
+    }
+}
+
+/// Reads the GC heap into `report` (`dotnet.heap`, `dotnet.gc`), and names the objects of the
+/// .NET locks in `locks` by the heap objects that refer to them.
+pub fn attach(process: &Process, locator: &Locator, report: &mut DotnetReport, locks: &mut [LockFact], diagnostics: &mut Vec<Diagnostic>) {
+    let targets: Vec<u64> =
+        locks.iter().filter(|l| matches!(l.kind.as_str(), "monitor" | "lock" | "monitor_wait")).filter_map(|l| l.managed.as_ref()).map(|m| m.object.0).collect();
+    match super::read(process, locator, &targets) {
+        Some(Ok(gc)) => {
+            report.heap = Some(HeapReport::of(&gc));
+            report.gc = Some(GcReport::of(&gc));
+            for l in locks.iter_mut() {
+                let Some(m) = l.managed.as_mut() else { continue };
+                if let Some(rs) = gc.referrers.get(&m.object.0) {
+                    let mut rs: Vec<&Referrer> = rs.iter().collect();
+                    let best = referrers::best(&rs.iter().map(|r| (*r).clone()).collect::<Vec<_>>()).cloned();
+                    // The best first, then by address.
+                    rs.sort_by_key(|r| (Some(*r) != best.as_ref(), r.address));
+                    m.referrers = rs.into_iter().map(ReferrerReport::of).collect();
+                }
+            }
+            diagnostics.extend(gc.diagnostics);
+        }
+        Some(Err(why)) => diagnostics.push(Diagnostic::warning("dotnet-gc", why)),
+        None => {}
+    }
 }
 
 impl HeapReport {

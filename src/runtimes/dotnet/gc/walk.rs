@@ -17,7 +17,7 @@ use super::super::objects;
 use super::super::target::Target;
 use super::gcvars::{Segment, SegmentKind};
 use rayon::prelude::*;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 pub const MIN_OBJECT_SIZE: u64 = 24;
 const ALIGN: u64 = 8;
@@ -80,6 +80,8 @@ pub struct SegmentWalk {
     pub bytes: u64,
     /// Where and why the walk stopped before `allocated`.
     pub broken: Option<(u64, String)>,
+    /// Words that hold one of the [`WalkInput::targets`].
+    pub hits: Vec<Hit>,
 }
 
 /// What the walk needs besides the segments.
@@ -88,6 +90,23 @@ pub struct WalkInput<'a> {
     /// Allocation contexts: pointer → limit.
     pub alloc_contexts: &'a HashMap<u64, u64>,
     pub free_mt: u64,
+    /// Objects whose referrers are wanted: every word of every other object (strings and free
+    /// objects aside) is compared with them. Empty: no scan.
+    pub targets: &'a HashSet<u64>,
+    pub string_mt: u64,
+}
+
+/// Referrers kept per segment at most (a lock object has few).
+pub const MAX_HITS_PER_SEGMENT: usize = 256;
+
+/// A word inside an object that holds a target's address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hit {
+    pub referrer: u64,
+    pub method_table: u64,
+    /// From the referrer's start (its MethodTable pointer).
+    pub offset: u64,
+    pub target: u64,
 }
 
 /// Walks every segment, in parallel; results in segment order.
@@ -159,6 +178,9 @@ pub fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
             out.broken = Some((at, format!("object of {size} bytes (MethodTable {mt:#x}) runs past the segment's end {:#x}", s.allocated)));
             break;
         }
+        if !input.targets.is_empty() && mt != input.free_mt && mt != input.string_mt && out.hits.len() < MAX_HITS_PER_SEGMENT {
+            scan(input, at, mt, step, &mut out.hits);
+        }
         let e = out.types.entry(mt).or_default();
         e.count += 1;
         e.bytes += size;
@@ -173,4 +195,19 @@ pub fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
         };
     }
     out
+}
+
+/// Compares each word of the object at `at` (after its MethodTable pointer) with the targets.
+fn scan(input: &WalkInput, at: u64, mt: u64, size: u64, hits: &mut Vec<Hit>) {
+    let mut off = 8;
+    while off < size && hits.len() < MAX_HITS_PER_SEGMENT {
+        let Ok(chunk) = input.t.mem.chunk(at + off, (size - off) as usize) else { return };
+        for (i, w) in chunk.chunks_exact(8).enumerate() {
+            let v = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+            if input.targets.contains(&v) {
+                hits.push(Hit { referrer: at, method_table: mt, offset: off + 8 * i as u64, target: v });
+            }
+        }
+        off += (chunk.len() as u64 / 8).max(1) * 8;
+    }
 }

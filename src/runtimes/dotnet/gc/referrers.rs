@@ -1,0 +1,203 @@
+//! Who holds a lock object: the heap objects whose fields refer to it (found by the heap walk,
+//! [`super::walk::Hit`]), each named by its type and the field (from the class's FieldDescs and
+//! the module's metadata), with a cheap identifying field of the referrer when it has one (a
+//! string `Tag`, `Name` or `Id`: an Autofac scope's `Tag` is "root"). A word that is no
+//! reference field of its object (an integer that happens to equal the address) is dropped.
+
+use super::super::facts::Layout;
+use super::super::objects::{self, TypeNamer};
+use super::super::target::Target;
+use super::names::sos_heap_name;
+use super::walk::Hit;
+use serde::Serialize;
+
+/// Parent classes followed at most.
+const MAX_DEPTH: usize = 32;
+/// FieldDescs read per class at most.
+const MAX_FIELDS: u64 = 4096;
+/// Characters of an identifying string kept.
+const MAX_IDENTITY_CHARS: u32 = 64;
+/// Referrers kept per object.
+pub const MAX_REFERRERS: usize = 16;
+/// CorElementType of reference-typed fields: STRING, CLASS, OBJECT, SZARRAY, ARRAY, GENERICINST, VAR.
+const REFERENCE_TYPES: [u32; 7] = [0x0e, 0x12, 0x1c, 0x1d, 0x14, 0x15, 0x13];
+/// Fields that name their object, in order of preference (auto-properties' backing fields too).
+const IDENTITY_FIELDS: [&str; 6] = ["Tag", "Name", "Id", "Key", "name", "id"];
+
+/// One object that refers to a lock object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Referrer {
+    /// The referrer's type, as SOS's heap commands print it.
+    pub type_name: String,
+    /// The field (`_synchRoot`), or `[i]` for an array element.
+    pub field: String,
+    pub address: u64,
+    /// A cheap identifying field of the referrer: `Tag "root"`.
+    pub identity: Option<String>,
+}
+
+/// An instance field of a class.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    pub name: String,
+    /// From the object's start (its MethodTable pointer).
+    pub offset: u64,
+    pub element_type: u32,
+}
+
+/// Every instance field of the type `mt`, its parents' included (bounded).
+pub fn instance_fields(t: &Target, namer: &TypeNamer, l: &Layout, mt: u64) -> Vec<Field> {
+    let mut out = Vec::new();
+    let mut at = mt;
+    for _ in 0..MAX_DEPTH {
+        if at == 0 {
+            break;
+        }
+        let parent = t.field_ptr(at, "MethodTable", "ParentMethodTable").unwrap_or(0);
+        let count = |m: u64| -> u64 {
+            if m == 0 {
+                return 0;
+            }
+            objects::ee_class(t, m).and_then(|c| t.field_u16(c, "EEClass", "NumInstanceFields")).map_or(0, u64::from)
+        };
+        let own = count(at).saturating_sub(count(parent)).min(MAX_FIELDS);
+        let list = objects::ee_class(t, at).and_then(|c| t.field_ptr(c, "EEClass", "FieldDescList")).unwrap_or(0);
+        let md = t.field_ptr(at, "MethodTable", "Module").ok().and_then(|m| namer.module_metadata(m).ok());
+        if list != 0 {
+            for i in 0..own {
+                let fd = list + i * l.field_desc_size;
+                let (Ok(tok), Ok(off)) = (t.read_u32(fd + l.field_desc_token, "FieldDesc"), t.read_u32(fd + l.field_desc_offset, "FieldDesc")) else { break };
+                if tok & l.field_desc_static_bit != 0 {
+                    continue;
+                }
+                let rid = tok & l.field_desc_token_mask;
+                let name = md.as_ref().and_then(|md| md.field_name(namer.image(), rid).ok()).unwrap_or_else(|| format!("<field {rid:#x}>"));
+                out.push(Field { name, offset: 8 + (off & l.field_desc_offset_mask) as u64, element_type: off >> l.field_desc_type_shift });
+            }
+        }
+        at = parent;
+    }
+    out
+}
+
+/// Names each hit's referrer and field; drops words that are not reference fields.
+pub fn resolve(t: &Target, namer: &TypeNamer, l: &Layout, hits: &[Hit], string_mt: u64) -> Vec<(u64, Referrer)> {
+    let mut out = Vec::new();
+    for h in hits {
+        let Ok(dac_name) = namer.type_name(h.method_table) else { continue };
+        let type_name = sos_heap_name(&dac_name);
+        let flags = t.field_u32(h.method_table, "MethodTable", "MTFlags").unwrap_or(0);
+        let is_array = flags & 0x000C_0000 == 0x0008_0000;
+        let field = if is_array {
+            // Arrays of references only: element data starts after the MT pointer and the length
+            // (and bounds, for multi-dimensional ones: not followed).
+            if !type_name.ends_with("[]") || primitive_array(&type_name) || h.offset < 16 {
+                continue;
+            }
+            format!("[{}]", (h.offset - 16) / 8)
+        } else {
+            let fields = instance_fields(t, namer, l, h.method_table);
+            match fields.iter().find(|f| f.offset == h.offset && REFERENCE_TYPES.contains(&f.element_type)) {
+                Some(f) => f.name.clone(),
+                None => continue,
+            }
+        };
+        let identity = if is_array { None } else { identity(t, namer, l, h.referrer, h.method_table, string_mt) };
+        out.push((h.target, Referrer { type_name, field, address: h.referrer, identity }));
+    }
+    out
+}
+
+fn primitive_array(name: &str) -> bool {
+    const PRIMITIVE: [&str; 14] = [
+        "System.Boolean[]", "System.Char[]", "System.SByte[]", "System.Byte[]", "System.Int16[]", "System.UInt16[]", "System.Int32[]", "System.UInt32[]",
+        "System.Int64[]", "System.UInt64[]", "System.Single[]", "System.Double[]", "System.IntPtr[]", "System.UIntPtr[]",
+    ];
+    PRIMITIVE.contains(&name)
+}
+
+/// `Tag "root"`: the first identity field of the object that holds a string.
+fn identity(t: &Target, namer: &TypeNamer, l: &Layout, object: u64, mt: u64, string_mt: u64) -> Option<String> {
+    let fields = instance_fields(t, namer, l, mt);
+    for want in IDENTITY_FIELDS {
+        let Some(f) = fields.iter().find(|f| plain_name(&f.name) == want) else { continue };
+        if !REFERENCE_TYPES.contains(&f.element_type) {
+            continue;
+        }
+        let Ok(s) = t.read_ptr(object + f.offset, "identity field") else { continue };
+        if s == 0 || objects::method_table(t, s).ok() != Some(string_mt) {
+            continue;
+        }
+        if let Some(text) = read_string(t, s) {
+            return Some(format!("{} {text:?}", plain_name(&f.name)));
+        }
+    }
+    None
+}
+
+/// `<Tag>k__BackingField` → `Tag`; `_name` → `name`.
+fn plain_name(field: &str) -> &str {
+    if let Some(rest) = field.strip_prefix('<')
+        && let Some((name, _)) = rest.split_once(">k__BackingField")
+    {
+        return name;
+    }
+    field.trim_start_matches('_')
+}
+
+/// A managed string's text (the first 64 characters).
+pub fn read_string(t: &Target, s: u64) -> Option<String> {
+    let len = t.field_u32(s, "String", "m_StringLength").ok()?;
+    let n = len.min(MAX_IDENTITY_CHARS) as usize;
+    let at = s + t.offset("String", "m_FirstChar").ok()?;
+    let bytes = t.read_bytes(at, n * 2, "string characters").ok()?;
+    let units: Vec<u16> = bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+    let mut text = String::from_utf16_lossy(&units);
+    if len > MAX_IDENTITY_CHARS {
+        text.push('…');
+    }
+    Some(text)
+}
+
+/// The referrer to name a lock by: the application's own types before the framework's, objects
+/// before arrays, then by address.
+pub fn best(referrers: &[Referrer]) -> Option<&Referrer> {
+    referrers.iter().min_by_key(|r| (r.type_name.starts_with("System."), r.field.starts_with('['), r.address))
+}
+
+/// `LifetimeScope._synchRoot, Tag "root"`: the referrer in a lock's label.
+pub fn label(r: &Referrer) -> String {
+    let ty = short_type(&r.type_name);
+    match (&r.identity, r.field.starts_with('[')) {
+        (Some(id), _) => format!("{ty}.{}, {id}", r.field),
+        (None, true) => format!("{ty}{}", r.field),
+        (None, false) => format!("{ty}.{}", r.field),
+    }
+}
+
+/// The type's name without its namespace (`Autofac.Core.Lifetime.LifetimeScope` → `LifetimeScope`).
+pub fn short_type(name: &str) -> &str {
+    let head = name.find('<').map_or(name, |i| &name[..i]);
+    match head.rfind('.') {
+        Some(i) => &name[i + 1..],
+        None => name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_labels() {
+        assert_eq!(plain_name("<Tag>k__BackingField"), "Tag");
+        assert_eq!(plain_name("_name"), "name");
+        assert_eq!(short_type("Autofac.Core.Lifetime.LifetimeScope"), "LifetimeScope");
+        assert_eq!(short_type("System.Collections.Generic.List<System.Object>"), "List<System.Object>");
+        let r = Referrer { type_name: "Autofac.Core.Lifetime.LifetimeScope".into(), field: "_synchRoot".into(), address: 1, identity: Some("Tag \"root\"".into()) };
+        assert_eq!(label(&r), "LifetimeScope._synchRoot, Tag \"root\"");
+        let a = Referrer { type_name: "System.Object[]".into(), field: "[3]".into(), address: 0, identity: None };
+        assert_eq!(best(&[a.clone(), r.clone()]), Some(&r));
+        assert_eq!(label(&a), "Object[][3]");
+    }
+}
