@@ -96,10 +96,8 @@ fn differences(dump: &SampleDump, report: &Report) -> Vec<String> {
     let origin = &c["origin"];
     check(s(&origin["function"]) == want.origin, format!("origin {} (want {:?})", origin["function"], want.origin));
     if let (Some(i), Some(f)) = (origin["index"].as_u64(), s(&origin["function"])) {
-        // At the same position, or lower where gdb shows tail-call frames knot does not
-        // (crash_rust_panic's __pthread_kill_internal, a known difference).
-        let at = g.bt.iter().position(|b| b == f);
-        check(at.is_some_and(|at| at as u64 >= i && at as u64 <= i + 1), format!("origin #{i} {f} is at {at:?} in gdb's bt"));
+        let at = g.bt.get(i as usize).map(String::as_str);
+        check(at == Some(f), format!("origin #{i} {f} is {at:?} in gdb's bt"));
     }
     if let Some(cycle) = want.cycle {
         let r = &c["recursion"];
@@ -200,7 +198,8 @@ fn the_signature_is_the_same_for_the_same_crash_and_differs_for_another() {
     for name in ["crash_null", "crash_overflow", "crash_assert"] {
         let (Some(a), Some(b)) = (signature(name, &[]), signature(name, &["again"])) else { return };
         assert_eq!(a, b, "{name}: two dumps of one crash");
-        assert!(!a.contains("0x") && !a.chars().any(|c| c.is_ascii_digit() && a.contains(&format!("{c}{c}{c}"))), "{name}: {a}");
+        // No addresses, tids or line numbers in it.
+        assert!(!a.contains("0x") && !a.chars().any(|c| c.is_ascii_digit()), "{name}: {a}");
     }
     let null = signature("crash_null", &[]);
     let readonly = signature("crash_readonly", &[]);

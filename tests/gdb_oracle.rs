@@ -96,9 +96,7 @@ macro_rules! made_sample_matches_gdb {
 }
 
 native_samples!(made_sample_matches_gdb);
-// The crash samples too, except crash_rust_panic: there gdb shows two tail-call frames knot
-// does not find yet (__pthread_kill_internal, __GI___futex_abstimed_wait_cancelable64).
-made_sample_matches_gdb!(crash_null, crash_readonly, crash_badfn, crash_overflow, crash_divzero, crash_assert, crash_double_free, crash_sigbus, crash_cxx, idle_join);
+crash_samples!(made_sample_matches_gdb);
 
 native_samples!(sample_names);
 

@@ -75,7 +75,7 @@ mod tests {
     #[test]
     fn covers_every_sample_consistently() {
         let all = load().unwrap();
-        for spec in crate::native_samples() {
+        for spec in crate::native_samples().iter().chain(crate::crash_samples()) {
             let e = all
                 .get(spec.name)
                 .unwrap_or_else(|| panic!("no [{}] in expected.toml", spec.name));
@@ -122,7 +122,7 @@ mod tests {
         }
         assert_eq!(
             all.len(),
-            crate::native_samples().len(),
+            crate::native_samples().len() + crate::crash_samples().len(),
             "expected.toml has extra samples"
         );
     }

@@ -126,7 +126,7 @@ fn stamp_text(spec: &SampleSpec, kind: DumpKind, args: &[&str]) -> String {
         spec.split_debug
     );
     if spec.death != Death::Wedge {
-        stamp.push_str(&format!("death={:?}\n", spec.death));
+        stamp.push_str(&format!("death={:?}\nenv=no RUST_BACKTRACE\n", spec.death));
     }
     stamp
 }
@@ -495,6 +495,9 @@ fn run_and_dump(
     let mut cmd = Command::new(dir.join(spec.name));
     // A crash sample's worker waits in read(0) for the maker's "go".
     let stdin = if matches!(spec.death, Death::Crash(_)) { Stdio::piped() } else { Stdio::null() };
+    // A Rust panic prints a backtrace when RUST_BACKTRACE is set, mapping debug files into the
+    // process as it does: the dump would depend on the caller's environment.
+    cmd.env_remove("RUST_BACKTRACE").env_remove("RUST_LIB_BACKTRACE");
     cmd.args(args)
         .current_dir(dir)
         .stdin(stdin)

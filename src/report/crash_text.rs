@@ -82,7 +82,7 @@ pub fn lines(out: &mut String, r: &Report, c: &CrashReport) {
         if let Some(k) = c.address_kind {
             let _ = write!(out, " {}", k.words());
         }
-        if let Some(words) = c.instruction.as_ref().and_then(|i| i.operand.as_ref()).and_then(operand_words) {
+        if let Some(words) = c.instruction.as_ref().filter(|_| memory_fault).and_then(|i| i.operand.as_ref()).and_then(operand_words) {
             let _ = write!(out, " ({words})");
         }
     }
