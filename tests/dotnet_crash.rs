@@ -317,6 +317,9 @@ fn the_report_says_the_runtimes_crash_first() {
         let out = knot::report::text::render(&r, &Default::default());
         let first = out.lines().skip_while(|l| !l.is_empty()).find(|l| !l.is_empty()).unwrap_or("");
         assert!(first.starts_with("Crash:") && first.contains(&format!("\"{thread}\"")), "{name}: first line {first:?}");
+        if let Some(m) = want.get("failfast_message").and_then(|m| m.as_str()) {
+            assert!(first.contains(&format!("— \"{m}\" —")), "{name}: the FailFast message in {first:?}");
+        }
         seen += 1;
     }
     assert!(seen >= 4, "{seen} crash samples");
