@@ -349,6 +349,44 @@ fn a_truncated_dump_never_makes_a_lookup_panic() {
     }
 }
 
+/// A runtime whose ExecutionManager contract knot does not implement (the descriptor JSON in the
+/// dump edited to claim version 9): the managed frames cannot be named, and the report says
+/// which contract and why, instead of leaving nameless frames unexplained.
+#[test]
+fn an_unreadable_code_map_is_a_diagnostic_naming_the_contract() {
+    let (d, _) = loaded().iter().find(|(d, _)| d.name == "autofac_container/heap").expect("the autofac dump");
+    // The descriptor JSON is read from the runtime's file (the dump left that page out): give
+    // an edited copy of libcoreclr.so (same build-id) in place of the committed one.
+    let dir = std::env::temp_dir().join(format!("knot-em9-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut search_dirs = vec![dir.clone()];
+    for s in &d.locator.search_dirs {
+        if s.join("libcoreclr.so").is_file() {
+            let mut lib = std::fs::read(s.join("libcoreclr.so")).expect("libcoreclr.so");
+            let needle = br#""ExecutionManager":2"#;
+            let at = lib.windows(needle.len()).position(|w| w == needle).expect("the descriptor JSON names ExecutionManager 2");
+            lib[at + needle.len() - 1] = b'9';
+            std::fs::write(dir.join("libcoreclr.so"), lib).expect("write");
+            for f in std::fs::read_dir(s).expect("runtime dir").flatten().filter(|f| f.file_name() != "libcoreclr.so") {
+                std::fs::copy(f.path(), dir.join(f.file_name())).expect("copy");
+            }
+        } else {
+            search_dirs.push(s.clone());
+        }
+    }
+    let locator = Locator { search_dirs, ..d.locator.clone() };
+    let p = Process::open(&d.core, &locator).expect("open");
+    let report = knot::analysis::report_for(&p, &knot::analysis::Options { locator, ..Default::default() });
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(report.threads.len(), p.core.threads.len());
+    assert!(report.threads.iter().flat_map(|t| &t.frames).all(|f| !f.managed), "no managed frame is named without the code map");
+    let said: Vec<&str> = report.diagnostics.iter().map(|d| d.message.as_str()).filter(|m| m.contains("ExecutionManager")).collect();
+    assert_eq!(said.len(), 1, "said once: {:?}", report.diagnostics);
+    assert!(said[0].contains("managed code not mapped") && said[0].contains("ExecutionManager contract version Some(9) (knot reads 1 and 2)"), "{}", said[0]);
+    // The rest of the runtime is still read: the monitors' cycle is there.
+    assert!(report.dotnet.as_ref().is_some_and(|n| n.managed_threads > 0));
+}
+
 /// The whole pipeline on the damaged process — managed unwinding through the damaged code map,
 /// transition Frames, monitors, Task links, managed thread names — ends, with every thread
 /// reported, and in bounded time: a partial reading, never a panic or a hang.

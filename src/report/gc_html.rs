@@ -4,7 +4,7 @@
 use super::gc_text::bytes;
 use super::html::escape;
 use crate::runtimes::dotnet::gc::state::thousands;
-use crate::waits::dotnet::DotnetReport;
+use crate::runtimes::dotnet::DotnetReport;
 use std::fmt::Write;
 
 /// Bars drawn; the other types share one.

@@ -4,7 +4,7 @@
 
 use crate::runtimes::dotnet::gc::report::{GcReport, HeapReport, NEAR_LIMIT_PERCENT};
 use crate::runtimes::dotnet::gc::state::thousands;
-use crate::waits::dotnet::DotnetReport;
+use crate::runtimes::dotnet::DotnetReport;
 use std::fmt::Write;
 
 /// Types shown when the heap is the story.

@@ -2,7 +2,9 @@
 
 pub mod crash_html;
 pub mod crash_text;
+pub mod dump;
 pub mod flame;
+pub mod frames;
 pub mod gc_html;
 pub mod gc_text;
 pub mod hex;

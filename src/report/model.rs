@@ -34,10 +34,26 @@ pub struct Report {
     /// What was odd, missing or refused. A warning means some facts are missing or less certain.
     pub diagnostics: Vec<Diagnostic>,
     /// The .NET runtime, when the process has one: its version, managed threads, thread pool.
-    pub dotnet: Option<crate::waits::dotnet::DotnetReport>,
+    pub dotnet: Option<crate::runtimes::dotnet::DotnetReport>,
     /// How the live process was read (`knot pid`, or the core it wrote); absent for dumps.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveReport>,
+}
+
+/// A runtime's own section of the report, as the runtime's handle gives it
+/// ([`crate::runtimes::Runtime::report_section`]).
+#[derive(Debug, Clone)]
+pub enum RuntimeSection {
+    Dotnet(crate::runtimes::dotnet::DotnetReport),
+}
+
+impl Report {
+    /// Puts a runtime's section in its place.
+    pub fn set_runtime_section(&mut self, section: RuntimeSection) {
+        match section {
+            RuntimeSection::Dotnet(d) => self.dotnet = Some(d),
+        }
+    }
 }
 
 /// A live reading: the process was stopped only while its registers and memory were copied.

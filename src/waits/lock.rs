@@ -57,7 +57,7 @@ pub struct LockFact {
     pub readers: Option<u32>,
     /// For a .NET lock (kind monitor, lock, monitor_wait or task): the object, its type and SOS's
     /// syncblk columns.
-    pub managed: Option<super::dotnet::ManagedLock>,
+    pub managed: Option<ManagedLock>,
 }
 
 impl LockFact {
@@ -88,4 +88,54 @@ impl LockFact {
             (None, None) => self.id.clone(),
         }
     }
+}
+
+/// What a .NET lock is, beside the generic lock fact: SOS's `syncblk` columns for a Monitor,
+/// `System.Threading.Lock`'s fields for a Lock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ManagedLock {
+    /// sync_block (an inflated Monitor), thin_lock (a Monitor in the object header) or
+    /// lock_object (a `System.Threading.Lock`).
+    pub storage: String,
+    /// The locked object (for a Lock, the Lock object itself).
+    pub object: Hex,
+    /// The object's type as SOS prints it (`System.Object`, `System.Threading.Lock`).
+    pub type_name: Option<String>,
+    /// The sync block's index in the sync block table (syncblk's Index column).
+    pub sync_block_index: Option<u32>,
+    pub sync_block: Option<Hex>,
+    /// The owner's managed thread id.
+    pub owner_managed_id: Option<u32>,
+    /// The owner's managed thread name (`Thread.Name`).
+    pub owner_name: Option<String>,
+    /// Times the owner holds it (syncblk's Recursion column; 0 = not held).
+    pub recursion: u32,
+    /// syncblk's MonitorHeld: 1 when held, plus 2 per waiting thread.
+    pub monitor_held: Option<u32>,
+    /// Threads waiting to enter, by the lock's own count.
+    pub waiter_count: Option<u32>,
+    /// Threads in Monitor.Wait on the object (they released it and wait to be pulsed).
+    pub pulse_waiters: Vec<u32>,
+    /// For a lock of kind `task` (storage `task`): the task waited for (`object` and
+    /// `type_name` are the task's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<ManagedTask>,
+    /// The heap objects whose fields refer to the locked object, the one that names the lock
+    /// best first (the application's types before the framework's, objects before arrays).
+    pub referrers: Vec<crate::runtimes::dotnet::gc::report::ReferrerReport>,
+}
+
+/// A task threads wait for in `Task.Wait` / `Task<T>.Result` / `GetAwaiter().GetResult()`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ManagedTask {
+    /// `Task.Status` as the runtime derives it from `m_stateFlags` (WaitingForActivation,
+    /// WaitingToRun, Running, WaitingForChildrenToComplete, RanToCompletion, Canceled, Faulted,
+    /// Created).
+    pub status: String,
+    pub state_flags: Hex,
+    /// The ManualResetEventSlim registered as the task's continuation, which the waiter waits on.
+    pub event: Hex,
+    pub event_type: Option<String>,
+    /// The event's `m_lock`: the object of the waiter's Monitor.Wait.
+    pub event_lock: Hex,
 }

@@ -3,13 +3,14 @@
 //! is the engine that applies it.
 
 pub mod catalog;
-pub mod dotnet;
 mod infer;
 pub mod lock;
 mod readers;
+pub mod runtime;
 pub mod state;
 
-pub use lock::{LockFact, Owner};
+pub use lock::{LockFact, ManagedLock, ManagedTask, Owner};
+pub use runtime::{ManagedThreads, RuntimeLocks, RuntimeWaits, WorkerPool};
 pub use state::ThreadState;
 
 use crate::arch::x86_64::Registers;

@@ -5,18 +5,17 @@
 //! that meets the same method many times reads it once; an address knot cannot place, or dump
 //! data that does not hold together, is `None` (the first errors are kept as diagnostics).
 
-use super::descriptor::Descriptor;
+use super::context::Context;
 use super::error::DotnetError;
-use super::metadata::ImageMemory;
+use super::metadata::image_notes;
 use super::objects::TypeNamer;
 use super::rangesection::SectionKind;
-use super::target::{RuntimeMemory, Target};
-use super::{codeheap, locate, methoddesc, methodname, rangesection, readytorun, STAGE};
-use crate::diagnostics::{Diagnostic, Severity};
+use super::{codeheap, methoddesc, methodname, rangesection, readytorun, STAGE};
+use crate::diagnostics::Diagnostic;
 use crate::process::{Locator, Memory, Process};
 use crate::unwind::managed::{CodeLookup, ManagedCode, ManagedCodeKind, ManagedName};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The ExecutionManager contract versions knot reads (2: the nibble map holds pointers).
 const EXECUTION_MANAGER_VERSIONS: [u64; 2] = [1, 2];
@@ -26,10 +25,7 @@ const MAX_CACHED: usize = 1 << 16;
 const MAX_KEPT_ERRORS: usize = 16;
 
 pub struct CodeMap<'p> {
-    process: &'p Process,
-    image: ImageMemory<'p>,
-    descriptor: Descriptor,
-    pointer_data: Vec<u64>,
+    runtime: Arc<Context<'p>>,
     execution_manager: u64,
     lookups: Mutex<HashMap<u64, Option<ManagedCode>>>,
     names: Mutex<HashMap<u64, Option<ManagedName>>>,
@@ -39,36 +35,35 @@ pub struct CodeMap<'p> {
 /// The code map of the .NET runtime in `process`, finding managed images' files (for pages
 /// the dump lacks) through `locator`.
 pub fn code_map<'p>(process: &'p Process, locator: &Locator) -> Result<CodeMap<'p>, DotnetError> {
-    let module = locate::runtime_module(process).ok_or(DotnetError::NoRuntime)?;
-    let located = match locate::locate(process, module) {
-        Ok(l) => l,
-        Err(locate::NotLocated::NoExport(why)) => return Err(DotnetError::Unsupported(why)),
-        Err(locate::NotLocated::Error(e)) => return Err(e),
-    };
-    let contracts = &located.descriptor.contracts;
-    let execution_manager = match contracts.get("ExecutionManager") {
-        Some(v) if EXECUTION_MANAGER_VERSIONS.contains(v) => *v,
-        other => return Err(DotnetError::Unsupported(format!("ExecutionManager contract version {other:?} (knot reads 1 and 2)"))),
-    };
-    match contracts.get("RuntimeTypeSystem") {
-        Some(&RUNTIME_TYPE_SYSTEM_VERSION) => {}
-        other => return Err(DotnetError::Unsupported(format!("RuntimeTypeSystem contract version {other:?} (knot reads {RUNTIME_TYPE_SYSTEM_VERSION})"))),
+    let runtime = Context::open(process, locator).map_err(|e| e.into_error())?;
+    CodeMap::new(Arc::new(runtime))
+}
+
+impl<'p> CodeMap<'p> {
+    /// The code map over a located runtime; an error names the contract knot cannot read.
+    pub fn new(runtime: Arc<Context<'p>>) -> Result<CodeMap<'p>, DotnetError> {
+        let execution_manager = runtime.contract("ExecutionManager", &EXECUTION_MANAGER_VERSIONS)?;
+        runtime.contract("RuntimeTypeSystem", &[RUNTIME_TYPE_SYSTEM_VERSION])?;
+        Ok(CodeMap {
+            runtime,
+            execution_manager,
+            lookups: Mutex::new(HashMap::new()),
+            names: Mutex::new(HashMap::new()),
+            errors: Mutex::new(Vec::new()),
+        })
     }
-    Ok(CodeMap {
-        process,
-        image: ImageMemory::new(process, locator),
-        descriptor: located.descriptor,
-        pointer_data: located.pointer_data,
-        execution_manager,
-        lookups: Mutex::new(HashMap::new()),
-        names: Mutex::new(HashMap::new()),
-        errors: Mutex::new(Vec::new()),
-    })
 }
 
 impl CodeMap<'_> {
     /// What went wrong so far (the first errors), and what happened with images' files.
     pub fn diagnostics(&self) -> Vec<Diagnostic> {
+        let mut out = self.lookup_diagnostics();
+        out.extend(image_notes(&self.runtime.image));
+        out
+    }
+
+    /// The first errors of lookups and naming.
+    pub fn lookup_diagnostics(&self) -> Vec<Diagnostic> {
         let mut out = Vec::new();
         if let Ok(errors) = self.errors.lock() {
             for (what, e) in errors.iter() {
@@ -77,15 +72,6 @@ impl CodeMap<'_> {
                     d = d.at_address(a);
                 }
                 out.push(d);
-            }
-        }
-        if let Ok(notes) = self.image.notes.lock() {
-            for (severity, n) in notes.iter() {
-                let message = format!("managed image: {n}");
-                out.push(match severity {
-                    Severity::Warning => Diagnostic::warning(STAGE, message),
-                    Severity::Info => Diagnostic::info(STAGE, message),
-                });
             }
         }
         out
@@ -103,13 +89,12 @@ impl CodeMap<'_> {
     /// the dump maps for pages it did not save. A ReadyToRun method's `UNWIND_INFO` lives in
     /// its image, which a heap dump often leaves out, so an unwinder should read it here.
     pub fn image_memory(&self) -> &(dyn Memory + Sync + '_) {
-        &self.image
+        &self.runtime.image
     }
 
     /// As [`CodeLookup::lookup`], with the reason when the dump's data did not hold together.
     pub fn try_lookup(&self, ip: u64) -> Result<Option<ManagedCode>, DotnetError> {
-        let memory = RuntimeMemory { process: self.process };
-        let t = Target::borrowed(&memory, &self.descriptor, &self.pointer_data);
+        let t = self.runtime.target();
         let Some(section) = rangesection::find(&t, ip)? else { return Ok(None) };
         match section.kind() {
             SectionKind::CodeHeap => Ok(codeheap::lookup(&t, section.heap_list, section.begin, ip, self.execution_manager)?.map(|c| match c {
@@ -117,7 +102,7 @@ impl CodeMap<'_> {
                 codeheap::HeapCode::Stub { start } => ManagedCode { method_start: start, method: None, kind: ManagedCodeKind::Stub, unwind: None },
             })),
             SectionKind::ReadyToRun => {
-                let image = Target::borrowed(&self.image, &self.descriptor, &self.pointer_data);
+                let image = self.runtime.image_target();
                 Ok(readytorun::lookup(&t, &image, section.r2r_module, section.begin, ip)?.map(|c| match c {
                     readytorun::R2rCode::Method { start, method_desc, unwind } => {
                         ManagedCode { method_start: start, method: method_desc, kind: ManagedCodeKind::ReadyToRun, unwind: Some(unwind) }
@@ -133,9 +118,8 @@ impl CodeMap<'_> {
 
     /// As [`CodeLookup::name`], with the reason when the method could not be named.
     pub fn try_name(&self, method: u64) -> Result<ManagedName, DotnetError> {
-        let memory = RuntimeMemory { process: self.process };
-        let t = Target::borrowed(&memory, &self.descriptor, &self.pointer_data);
-        let namer = TypeNamer::new(&t, &self.image);
+        let t = self.runtime.target();
+        let namer = TypeNamer::new(&t, &self.runtime.image);
         let md = methoddesc::read(&t, method)?;
         methodname::name(&t, &namer, &md)
     }

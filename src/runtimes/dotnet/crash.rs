@@ -11,10 +11,9 @@
 use super::diaginfo::{self, DiagInfo};
 use super::exception::{self, ManagedException};
 use super::failfast::{self, FailFastMessage};
-use super::metadata::ImageMemory;
+use super::context::Context;
 use super::objects::TypeNamer;
-use super::target::{RuntimeMemory, Target};
-use super::{locate, threads, STAGE};
+use super::{threads, STAGE};
 use crate::diagnostics::Diagnostic;
 use crate::process::{Locator, Process};
 use crate::unwind::managed::CodeLookup;
@@ -75,18 +74,32 @@ pub struct CrashReading {
     pub crash: Option<DotnetCrash>,
     #[serde(skip)]
     pub diagnostics: Vec<Diagnostic>,
+    /// Every managed thread: OS tid, managed id, last thrown object.
+    #[serde(skip)]
+    pub threads: Vec<(u32, u32, u64)>,
 }
 
 /// Reads the runtime's crash facts. `stacks` are the unwound stacks (for the FailFast frame),
 /// `code` the runtime's code map (to name frames). `None` when the process is not .NET or its
 /// runtime cannot be read.
 pub fn read(process: &Process, locator: &Locator, stacks: &[Stack], code: &dyn CodeLookup) -> Option<CrashReading> {
-    let module = locate::runtime_module(process)?;
-    let located = locate::locate(process, module).ok()?;
-    let memory = RuntimeMemory { process };
-    let t = Target::new(&memory, located.descriptor, located.pointer_data);
-    let image = ImageMemory::new(process, locator);
-    let namer = TypeNamer::new(&t, &image);
+    let runtime = Context::open(process, locator).ok()?;
+    Some(read_in(&runtime, stacks, code))
+}
+
+/// As [`read`], for a located runtime.
+pub fn read_in(runtime: &Context<'_>, stacks: &[Stack], code: &dyn CodeLookup) -> CrashReading {
+    let mut out = exceptions_in(runtime, code);
+    out.crash = crash_in(runtime, &out, stacks, code);
+    out
+}
+
+/// Every thread's last thrown exception and createdump's header: what [`read_in`] reads before
+/// it decides the crash (no stacks needed; `crash` is `None`).
+pub fn exceptions_in(runtime: &Context<'_>, code: &dyn CodeLookup) -> CrashReading {
+    let process = runtime.process;
+    let t = runtime.target();
+    let namer = TypeNamer::new(&t, &runtime.image);
     let mut out = CrashReading { diaginfo: diaginfo::read(process), ..CrashReading::default() };
     let warn = |out: &mut CrashReading, what: String| out.diagnostics.push(Diagnostic::warning(STAGE, what));
 
@@ -94,30 +107,35 @@ pub fn read(process: &Process, locator: &Locator, stacks: &[Stack], code: &dyn C
         Ok(a) => a,
         Err(e) => {
             warn(&mut out, format!("exceptions not read: {e}"));
-            return Some(out);
+            return out;
         }
     };
-    let mut managed = Vec::new();
     for a in ts {
         match threads::read_thread(&t, a, 0, 0) {
-            Ok(th) => managed.push(th),
+            Ok(th) => out.threads.push((th.os_tid, th.managed_id, th.last_thrown_object)),
             Err(e) => warn(&mut out, format!("thread {a:#x}: {e}")),
         }
     }
-    for th in managed.iter().filter(|th| th.last_thrown_object != 0) {
-        match exception::read(&t, &namer, code, th.last_thrown_object) {
-            Ok(e) => out.thread_exceptions.push(ThreadException { os_tid: th.os_tid, managed_id: th.managed_id, exception: e }),
-            Err(e) => warn(&mut out, format!("exception {:#x} of thread {}: {e}", th.last_thrown_object, th.managed_id)),
+    for &(os_tid, managed_id, thrown) in out.threads.clone().iter().filter(|th| th.2 != 0) {
+        match exception::read(&t, &namer, code, thrown) {
+            Ok(e) => out.thread_exceptions.push(ThreadException { os_tid, managed_id, exception: e }),
+            Err(e) => warn(&mut out, format!("exception {thrown:#x} of thread {managed_id}: {e}")),
         }
     }
+    out
+}
 
+/// Which thread died how, from the exceptions [`exceptions_in`] read and the unwound stacks.
+pub fn crash_in(runtime: &Context<'_>, read: &CrashReading, stacks: &[Stack], code: &dyn CodeLookup) -> Option<DotnetCrash> {
+    let process = runtime.process;
+    let t = runtime.target();
     // The crashing thread: the one the dump's signal note names.
     let signal = process.core.signal.as_ref();
-    let Some(crashed) = process.core.threads.iter().find(|t| t.signalled).filter(|_| signal.is_some()) else { return Some(out) };
-    let Some(th) = managed.iter().find(|m| m.os_tid == crashed.tid && m.os_tid != 0) else { return Some(out) };
+    let crashed = process.core.threads.iter().find(|t| t.signalled).filter(|_| signal.is_some())?;
+    let &(os_tid, managed_id, _) = read.threads.iter().find(|m| m.0 == crashed.tid && m.0 != 0)?;
     let runtime_abort = signal.is_some_and(|s| s.signo == SIGABRT && s.code == SI_USER && s.sender_pid.unwrap_or(0) == 0);
     let stack = stacks.iter().find(|s| s.tid == crashed.tid);
-    let thrown = out.thread_exceptions.iter().find(|e| e.os_tid == crashed.tid).map(|e| &e.exception);
+    let thrown = read.thread_exceptions.iter().find(|e| e.os_tid == crashed.tid).map(|e| &e.exception);
     let in_failfast = stack.is_some_and(|s| failfast::failfast_frame(s, code).is_some());
     let is_type = |e: &ManagedException, ty: &str| e.type_name.as_deref() == Some(ty);
     let kind = match thrown {
@@ -125,7 +143,7 @@ pub fn read(process: &Process, locator: &Locator, stacks: &[Stack], code: &dyn C
         Some(e) if is_type(e, STACK_OVERFLOW_TYPE) || e.hresult == HRESULT_STACK_OVERFLOW && e.type_name.is_none() => DotnetCrashKind::StackOverflow,
         Some(e) if is_type(e, EXECUTION_ENGINE_TYPE) && e.hresult == HRESULT_EXECUTION_ENGINE => DotnetCrashKind::Failfast,
         Some(_) => DotnetCrashKind::UnhandledException,
-        None => return Some(out),
+        None => return None,
     };
     let exception = match (kind, thrown) {
         // FailFast's preallocated ExecutionEngineException says nothing: the exception passed
@@ -137,17 +155,18 @@ pub fn read(process: &Process, locator: &Locator, stacks: &[Stack], code: &dyn C
         (DotnetCrashKind::Failfast, Some(s)) => failfast::message(&t, s, code),
         _ => None,
     };
-    out.crash = Some(DotnetCrash { kind, os_tid: th.os_tid, managed_id: th.managed_id, exception, failfast_message, runtime_abort });
-    Some(out)
+    Some(DotnetCrash { kind, os_tid, managed_id, exception, failfast_message, runtime_abort })
 }
 
 /// As [`read`], for a caller without stacks: makes the runtime's code map and walks the
 /// signalled thread's stack itself.
 pub fn read_alone(process: &Process, locator: &Locator) -> Option<CrashReading> {
-    let code = super::frames::WithFrames { code: super::code_map(process, locator).ok()?, frames: super::frames::read(process) };
+    let runtime = std::sync::Arc::new(Context::open(process, locator).ok()?);
+    let frames = super::frames::read(&runtime.target()).unwrap_or_default();
+    let code = super::frames::WithFrames { code: super::CodeMap::new(runtime.clone()).ok()?, frames };
     let unwinder = crate::unwind::Unwinder::new(process).with_code_lookup(&code);
     let stacks: Vec<Stack> = process.core.threads.iter().filter(|t| t.signalled).map(|t| unwinder.walk(t)).collect();
-    read(process, locator, &stacks, &code)
+    Some(read_in(&runtime, &stacks, &code))
 }
 
 impl CrashReading {

@@ -13,11 +13,10 @@
 //! leaves it out.
 //! The AMD64 CONTEXT layout is the Windows one, which CoreCLR's PAL keeps on Linux.
 
-use super::locate;
-use super::target::{RuntimeMemory, Target};
+use super::error::DotnetError;
+use super::target::Target;
 use super::threads::{self, FRAME_TOP};
 use crate::arch::x86_64::dwarf;
-use crate::process::Process;
 use crate::unwind::managed::{CodeLookup, ManagedCode, ManagedName, TransitionFrame};
 use crate::unwind::FrameRegs;
 use std::collections::{HashMap, HashSet};
@@ -48,27 +47,23 @@ impl<C: CodeLookup> CodeLookup for WithFrames<C> {
     }
 }
 
-/// Every managed thread's Frame chain, by OS thread id. Empty when the process is not .NET or
-/// its runtime cannot be read.
-pub fn read(process: &Process) -> HashMap<u32, Vec<TransitionFrame>> {
-    let Some(module) = locate::runtime_module(process) else { return HashMap::new() };
-    let Ok(located) = locate::locate(process, module) else { return HashMap::new() };
-    let memory = RuntimeMemory { process };
-    let t = Target::new(&memory, located.descriptor, located.pointer_data);
-    let Ok(ts) = threads::thread_store(&t) else { return HashMap::new() };
-    let Ok(addresses) = threads::thread_addresses(&t, ts) else { return HashMap::new() };
-    let names = identifier_names(&t);
+/// Every managed thread's Frame chain, by OS thread id; the error says why the thread list
+/// could not be read (a thread that cannot be read is left out).
+pub fn read(t: &Target) -> Result<HashMap<u32, Vec<TransitionFrame>>, DotnetError> {
+    let ts = threads::thread_store(t)?;
+    let addresses = threads::thread_addresses(t, ts)?;
+    let names = identifier_names(t);
     let mut out = HashMap::new();
     for a in addresses {
-        let Ok(th) = threads::read_thread(&t, a, 0, 0) else { continue };
+        let Ok(th) = threads::read_thread(t, a, 0, 0) else { continue };
         if th.os_tid == 0 {
             continue;
         }
         if let Some(first) = th.last_frame {
-            out.insert(th.os_tid, chain(&t, first, &names));
+            out.insert(th.os_tid, chain(t, first, &names));
         }
     }
-    out
+    Ok(out)
 }
 
 /// `FrameIdentifier` value → type name, from the `<Type>Identifier` globals.

@@ -94,6 +94,22 @@ impl<'p> ImageMemory<'p> {
     }
 }
 
+/// What happened with the managed images' files, as diagnostics (each once).
+pub fn image_notes(image: &ImageMemory<'_>) -> Vec<crate::diagnostics::Diagnostic> {
+    use crate::diagnostics::Diagnostic;
+    let Ok(notes) = image.notes.lock() else { return Vec::new() };
+    notes
+        .iter()
+        .map(|(severity, n)| {
+            let message = format!("managed image: {n}");
+            match severity {
+                Severity::Warning => Diagnostic::warning(super::STAGE, message),
+                Severity::Info => Diagnostic::info(super::STAGE, message),
+            }
+        })
+        .collect()
+}
+
 impl Memory for ImageMemory<'_> {
     fn chunk(&self, addr: u64, len: usize) -> Result<&[u8], MemoryError> {
         let err = match self.process.chunk(addr, len) {

@@ -1,8 +1,12 @@
 //! The .NET (CoreCLR) runtime reader: CoreCLR's own structures read straight from dump memory
 //! through the runtime's data contract descriptor — no DAC, no SOS.
 //!
-//! [`read`] finds `libcoreclr.so`, reads its exported `DotNetRuntimeContractDescriptor`
-//! ([`locate`], [`descriptor`]), then:
+//! An analysis reaches it through one handle, [`runtime::DotnetRuntime`] (the
+//! [`crate::runtimes::Runtime`] of a .NET process): [`context::Context`] finds `libcoreclr.so`
+//! and reads its exported `DotNetRuntimeContractDescriptor` ([`locate`], [`descriptor`]) once,
+//! with one view of the managed images; the code map, the Frame chains, the reading below, the
+//! lock facts ([`locks`]) and the report section ([`report`]) all read through it.
+//! [`read`] is the same reading for a caller without a handle. It reads:
 //! - threads ([`threads`]): the `ThreadStore` list, each thread's OS tid, managed id, state,
 //!   `System.Threading.Thread` object and last `Frame`, joined to the dump's threads by tid;
 //! - monitors ([`syncblock`], [`objects`]): the sync block table's held monitors (owner,
@@ -27,6 +31,7 @@
 pub mod blocking;
 pub mod codeheap;
 pub mod codemap;
+pub mod context;
 pub mod crash;
 pub mod descriptor;
 pub mod diaginfo;
@@ -38,12 +43,15 @@ pub mod failfast;
 pub mod frames;
 pub mod gc;
 pub mod locate;
+pub mod locks;
 pub mod metadata;
 pub mod methoddesc;
 pub mod methodname;
 pub mod objects;
 pub mod rangesection;
 pub mod readytorun;
+pub mod report;
+pub mod runtime;
 pub mod syncblock;
 pub mod target;
 pub mod tasks;
@@ -52,8 +60,12 @@ pub mod threads;
 
 pub use blocking::BlockingKind;
 pub use codemap::{code_map, CodeMap};
+pub use context::{Context, NoContext};
 pub use error::DotnetError;
 pub use locate::{DescriptorSource, RuntimeVersion, Source};
+pub use locks::THREADPOOL_WORKER_NAME;
+pub use report::{DotnetReport, ThreadPoolReport};
+pub use runtime::DotnetRuntime;
 pub use threads::{ManagedThread, ThreadCounts};
 
 use crate::diagnostics::Diagnostic;
@@ -238,16 +250,32 @@ pub fn read_with(process: &Process, locator: &Locator) -> DotnetReading {
 
 /// As [`read_with`], with the per-build facts given (the built-in ones, or others for tests).
 pub fn read_with_facts(process: &Process, locator: &Locator, all_facts: Result<&[BuildFacts], facts::FactsError>) -> DotnetReading {
-    let Some(module) = locate::runtime_module(process) else { return DotnetReading::NotDotnet };
-    let version = RuntimeVersion::of(module);
-    let located = match locate::locate(process, module) {
-        Ok(l) => l,
-        Err(locate::NotLocated::NoExport(why)) => {
-            return DotnetReading::Unsupported { version: version.product.clone(), why: format!("runtime reader unsupported: {version}: {why} (runtimes before .NET 9 have no data contract descriptor)") }
-        }
-        Err(locate::NotLocated::Error(e)) => return DotnetReading::Unsupported { version: version.product.clone(), why: format!("runtime reader unsupported: {version}: {e}") },
+    let runtime = match Context::open(process, locator) {
+        Ok(c) => c,
+        Err(e) => return unreadable(&e),
     };
-    let contracts = located.descriptor.contracts.clone();
+    let mut reading = read_runtime(&runtime, all_facts);
+    if let DotnetReading::Runtime(r) = &mut reading {
+        r.diagnostics.extend(metadata::image_notes(&runtime.image));
+    }
+    reading
+}
+
+/// The reading of a runtime knot could not locate.
+pub fn unreadable(e: &NoContext) -> DotnetReading {
+    match e.why() {
+        None => DotnetReading::NotDotnet,
+        Some((version, why)) => DotnetReading::Unsupported { version, why },
+    }
+}
+
+/// Threads, monitors and waits of a located runtime. What happened with managed images'
+/// files is the context's to report (once), not part of this reading's diagnostics.
+pub fn read_runtime(runtime: &Context<'_>, all_facts: Result<&[BuildFacts], facts::FactsError>) -> DotnetReading {
+    let process = runtime.process;
+    let module = runtime.module;
+    let version = runtime.version.clone();
+    let contracts = runtime.descriptor.contracts.clone();
     match contracts.get("Thread") {
         Some(&THREAD_CONTRACT) => {}
         other => {
@@ -257,9 +285,8 @@ pub fn read_with_facts(process: &Process, locator: &Locator, all_facts: Result<&
             }
         }
     }
-    let source = located.source;
-    let memory = target::RuntimeMemory { process };
-    let t = Target::new(&memory, located.descriptor, located.pointer_data);
+    let source = runtime.source;
+    let t = runtime.target();
     let mut reader = Reader { process, t: &t, diagnostics: Vec::new() };
     if source.pointer_data == Source::File {
         reader.diagnostics.push(Diagnostic::info(
@@ -282,8 +309,7 @@ pub fn read_with_facts(process: &Process, locator: &Locator, all_facts: Result<&
     };
 
     let (counts, threads) = reader.threads();
-    let image = metadata::ImageMemory::new(process, locator);
-    let namer = TypeNamer::new(&t, &image);
+    let namer = TypeNamer::new(&t, &runtime.image);
     let (monitors, waits, sync_table) = match build {
         Some(b) => reader.monitors(b, &threads, &namer),
         None => {
@@ -297,15 +323,6 @@ pub fn read_with_facts(process: &Process, locator: &Locator, all_facts: Result<&
         Some(b) => tasks::task_waits(process, &t, &b.layout, &namer, &threads, &waits),
         None => Vec::new(),
     };
-    if let Ok(notes) = image.notes.lock() {
-        for (severity, n) in notes.iter() {
-            let message = format!("managed image: {n}");
-            reader.diagnostics.push(match severity {
-                crate::diagnostics::Severity::Warning => Diagnostic::warning(STAGE, message),
-                crate::diagnostics::Severity::Info => Diagnostic::info(STAGE, message),
-            });
-        }
-    }
     let diagnostics = reader.diagnostics;
     DotnetReading::Runtime(Box::new(RuntimeReading {
         version,

@@ -21,16 +21,16 @@ pub use gcvars::{HeapLayout, Segment, SegmentKind};
 pub use state::{GcState, LastOom};
 pub use stats::{HeapStats, TypeStat};
 
+use super::context::Context;
 use super::facts::{self, BuildFacts};
-use super::metadata::ImageMemory;
 use super::objects::TypeNamer;
-use super::target::{self, Target};
-use super::{locate, threads, RuntimeVersion};
+use super::target::Target;
+use super::threads;
 use crate::diagnostics::Diagnostic;
 use crate::process::{Locator, Process};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-const STAGE: &str = "dotnet-gc";
+pub const STAGE: &str = "dotnet-gc";
 /// `g_heap_type` values (gcinterface.h).
 const GC_HEAP_WKS: u32 = 1;
 const GC_HEAP_SVR: u32 = 2;
@@ -57,21 +57,20 @@ pub struct GcReading {
 /// runtime, `Err` with the reason when the heap cannot be read. The objects in `targets` (lock
 /// objects) get their referrers.
 pub fn read(process: &Process, locator: &Locator, targets: &[u64]) -> Option<Result<GcReading, String>> {
-    let module = locate::runtime_module(process)?;
-    let version = RuntimeVersion::of(module);
-    let located = locate::locate(process, module).ok()?;
-    let memory = target::RuntimeMemory { process };
-    let t = Target::new(&memory, located.descriptor, located.pointer_data);
-    let all = match facts::builtin() {
-        Ok(all) => all,
-        Err(e) => return Some(Err(e.to_string())),
-    };
+    let runtime = Context::open(process, locator).ok()?;
+    Some(read_in(&runtime, targets))
+}
+
+/// Reads the GC heap of a located runtime; the objects in `targets` get their referrers.
+pub fn read_in(runtime: &Context<'_>, targets: &[u64]) -> Result<GcReading, String> {
+    let version = &runtime.version;
+    let t = runtime.target();
+    let all = facts::builtin().map_err(|e| e.to_string())?;
     let Some(build) = facts::lookup(all, version.build_id.as_deref(), &version.product, version.file_version.as_deref()) else {
-        return Some(Err(format!("GC heap not read: unsupported runtime build {} {}", version.product, version.build_id.as_deref().unwrap_or("(no build-id)"))));
+        return Err(format!("GC heap not read: unsupported runtime build {} {}", version.product, version.build_id.as_deref().unwrap_or("(no build-id)")));
     };
-    let image = ImageMemory::new(process, locator);
-    let namer = TypeNamer::new(&t, &image);
-    Some(read_with(process, module, &t, build, &namer, targets))
+    let namer = TypeNamer::new(&t, &runtime.image);
+    read_with(runtime.process, runtime.module, &t, build, &namer, targets)
 }
 
 /// As [`read`], given the runtime's target, build facts and type namer.

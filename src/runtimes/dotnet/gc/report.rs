@@ -5,9 +5,9 @@ use super::referrers::{self, Referrer};
 use super::state::{Committed, HardLimitSource, LastOom};
 use super::GcReading;
 use crate::diagnostics::Diagnostic;
-use crate::process::{Locator, Process};
 use crate::report::Hex;
-use crate::waits::dotnet::DotnetReport;
+use super::super::context::Context;
+use super::super::report::DotnetReport;
 use crate::waits::LockFact;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -125,11 +125,11 @@ impl ReferrerReport {
 
 /// Reads the GC heap into `report` (`dotnet.heap`, `dotnet.gc`), and names the objects of the
 /// .NET locks in `locks` by the heap objects that refer to them.
-pub fn attach(process: &Process, locator: &Locator, report: &mut DotnetReport, locks: &mut [LockFact], diagnostics: &mut Vec<Diagnostic>) {
+pub fn attach(runtime: &Context<'_>, report: &mut DotnetReport, locks: &mut [LockFact], diagnostics: &mut Vec<Diagnostic>) {
     let targets: Vec<u64> =
         locks.iter().filter(|l| matches!(l.kind.as_str(), "monitor" | "lock" | "monitor_wait")).filter_map(|l| l.managed.as_ref()).map(|m| m.object.0).collect();
-    match super::read(process, locator, &targets) {
-        Some(Ok(gc)) => {
+    match super::read_in(runtime, &targets) {
+        Ok(gc) => {
             report.heap = Some(HeapReport::of(&gc));
             report.gc = Some(GcReport::of(&gc));
             for l in locks.iter_mut() {
@@ -144,8 +144,7 @@ pub fn attach(process: &Process, locator: &Locator, report: &mut DotnetReport, l
             }
             diagnostics.extend(gc.diagnostics);
         }
-        Some(Err(why)) => diagnostics.push(Diagnostic::warning("dotnet-gc", why)),
-        None => {}
+        Err(why) => diagnostics.push(Diagnostic::warning(super::STAGE, why)),
     }
 }
 

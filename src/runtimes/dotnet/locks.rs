@@ -1,168 +1,31 @@
 //! .NET waits as lock facts: Monitors (sync blocks, thin locks) and `System.Threading.Lock`s
-//! from the runtime reader ([`crate::runtimes::dotnet`]) become locks of kind `monitor` and
-//! `lock`, with the owner the runtime records, so the wait-for graph joins them to native locks
-//! and finds cycles across both. A thread in Monitor.Wait waits to be pulsed: a
-//! `monitor_wait`, with no owner, like a condition variable.
+//! from the runtime reading become locks of kind `monitor` and `lock`, with the owner the
+//! runtime records, so the wait-for graph joins them to native locks and finds cycles across
+//! both. A thread in Monitor.Wait waits to be pulsed: a `monitor_wait`, with no owner, like a
+//! condition variable.
 //!
 //! A thread blocked in a managed wait sleeps, natively, on the runtime's own event (a
 //! pthread condition variable or futex inside libcoreclr). That native wait is how the managed
 //! one is implemented, not a second wait: the managed wait supersedes it, and a native lock
 //! left with no waiters is dropped.
 
-use super::{LockFact, Owner, WaitFacts};
+use super::context::Context;
+use super::{thread_names, BlockingKind, Monitor, MonitorKind, RuntimeReading, WaitSource, STAGE};
 use crate::diagnostics::Diagnostic;
-use crate::process::{Locator, Process};
 use crate::report::Hex;
-use crate::runtimes::dotnet::{self, locate, target, thread_names, BlockingKind, DotnetReading, Monitor, MonitorKind, RuntimeReading};
-use schemars::JsonSchema;
-use serde::Serialize;
+use crate::waits::{LockFact, ManagedLock, ManagedTask, ManagedThreads, Owner, WaitFacts, WorkerPool};
 use std::collections::{BTreeMap, BTreeSet};
 
-const STAGE: &str = "dotnet";
 /// The name CoreCLR's portable thread pool gives its worker threads.
 pub const THREADPOOL_WORKER_NAME: &str = ".NET TP Worker";
 
-/// What a .NET lock is, beside the generic lock fact: SOS's `syncblk` columns for a Monitor,
-/// `System.Threading.Lock`'s fields for a Lock.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct ManagedLock {
-    /// sync_block (an inflated Monitor), thin_lock (a Monitor in the object header) or
-    /// lock_object (a `System.Threading.Lock`).
-    pub storage: String,
-    /// The locked object (for a Lock, the Lock object itself).
-    pub object: Hex,
-    /// The object's type as SOS prints it (`System.Object`, `System.Threading.Lock`).
-    pub type_name: Option<String>,
-    /// The sync block's index in the sync block table (syncblk's Index column).
-    pub sync_block_index: Option<u32>,
-    pub sync_block: Option<Hex>,
-    /// The owner's managed thread id.
-    pub owner_managed_id: Option<u32>,
-    /// The owner's managed thread name (`Thread.Name`).
-    pub owner_name: Option<String>,
-    /// Times the owner holds it (syncblk's Recursion column; 0 = not held).
-    pub recursion: u32,
-    /// syncblk's MonitorHeld: 1 when held, plus 2 per waiting thread.
-    pub monitor_held: Option<u32>,
-    /// Threads waiting to enter, by the lock's own count.
-    pub waiter_count: Option<u32>,
-    /// Threads in Monitor.Wait on the object (they released it and wait to be pulsed).
-    pub pulse_waiters: Vec<u32>,
-    /// For a lock of kind `task` (storage `task`): the task waited for (`object` and
-    /// `type_name` are the task's).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub task: Option<ManagedTask>,
-    /// The heap objects whose fields refer to the locked object, the one that names the lock
-    /// best first (the application's types before the framework's, objects before arrays).
-    pub referrers: Vec<crate::runtimes::dotnet::gc::report::ReferrerReport>,
-}
-
-/// A task threads wait for in `Task.Wait` / `Task<T>.Result` / `GetAwaiter().GetResult()`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct ManagedTask {
-    /// `Task.Status` as the runtime derives it from `m_stateFlags` (WaitingForActivation,
-    /// WaitingToRun, Running, WaitingForChildrenToComplete, RanToCompletion, Canceled, Faulted,
-    /// Created).
-    pub status: String,
-    pub state_flags: Hex,
-    /// The ManualResetEventSlim registered as the task's continuation, which the waiter waits on.
-    pub event: Hex,
-    pub event_type: Option<String>,
-    /// The event's `m_lock`: the object of the waiter's Monitor.Wait.
-    pub event_lock: Hex,
-}
-
-/// What knot read of the .NET runtime, for the report.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct DotnetReport {
-    /// `.NET 10.0.12: 25 managed threads, …`, or why the runtime could not be read.
-    pub summary: String,
-    pub runtime_version: Option<String>,
-    pub managed_threads: usize,
-    pub thread_pool: Option<ThreadPoolReport>,
-    /// The GC heap by type (SOS `dumpheap -stat`); null when it was not read (see diagnostics).
-    pub heap: Option<crate::runtimes::dotnet::gc::report::HeapReport>,
-    /// The GC's own state; null when it was not read.
-    pub gc: Option<crate::runtimes::dotnet::gc::report::GcReport>,
-    /// Every thread's last thrown exception (clrthreads' Exception column), as SOS `pe` prints it.
-    pub exceptions: Vec<ThreadExceptionReport>,
-    /// createdump's header (`DIAGINFOHEADER`), present when createdump wrote the dump.
-    pub createdump: Option<crate::runtimes::dotnet::diaginfo::DiagInfo>,
-}
-
-/// One thread's last thrown exception.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct ThreadExceptionReport {
-    pub tid: u32,
-    pub exception: crate::crash::ExceptionReport,
-}
-
-/// The thread pool as SOS's `threadpool` shows it, as far as knot can read it.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct ThreadPoolReport {
-    /// Worker threads (named `.NET TP Worker`).
-    pub workers_total: u32,
-    pub worker_tids: Vec<u32>,
-    /// Workers blocked inside a work item on a managed wait (they count as running for SOS:
-    /// they hold their worker and process no other work).
-    pub workers_blocked: Vec<u32>,
-    /// Running and idle workers, and queued work items: null when knot cannot read them
-    /// (see `unavailable`).
-    pub workers_running: Option<u32>,
-    pub workers_idle: Option<u32>,
-    pub queued_work_items: Option<u32>,
-    /// What is not read, and why.
-    pub unavailable: Vec<String>,
-}
-
-/// Per managed thread, what the report shows beside the native thread.
-#[derive(Debug, Clone, Default)]
-pub struct ManagedThreads {
-    /// OS tid → managed thread name.
-    pub names: BTreeMap<u32, String>,
-    /// OS tid → managed thread id.
-    pub ids: BTreeMap<u32, u32>,
-}
-
-/// The .NET part of the analysis.
-#[derive(Debug, Clone, Default)]
-pub struct DotnetFacts {
-    pub threads: ManagedThreads,
-    pub report: Option<DotnetReport>,
-}
-
-/// Reads the .NET runtime (when `process` has one) and merges its locks and waits into
-/// `facts`. `tids` are the dump's threads, in the order of `facts.threads`.
-/// `stacks` are the threads' function names, innermost first, in the same order.
-pub fn merge(process: &Process, locator: &Locator, tids: &[u32], stacks: &[&[&str]], facts: &mut WaitFacts) -> DotnetFacts {
-    let reading = dotnet::read_with(process, locator);
-    match &reading {
-        DotnetReading::NotDotnet => DotnetFacts::default(),
-        DotnetReading::Unsupported { version, why } => {
-            facts.diagnostics.push(Diagnostic::warning(STAGE, why.clone()));
-            DotnetFacts { threads: ManagedThreads::default(), report: Some(DotnetReport { summary: reading.summary(), runtime_version: Some(version.clone()), managed_threads: 0, thread_pool: None, heap: None, gc: None, exceptions: Vec::new(), createdump: None }) }
-        }
-        DotnetReading::Runtime(r) => {
-            facts.diagnostics.extend(r.diagnostics.iter().cloned());
-            let threads = managed_threads(process, r, &mut facts.diagnostics);
-            merge_runtime(r, &threads, tids, stacks, facts);
-            let thread_pool = thread_pool(r, &threads, facts);
-            let report = DotnetReport { summary: reading.summary(), runtime_version: Some(r.version.product.clone()), managed_threads: r.threads.len(), thread_pool, heap: None, gc: None, exceptions: Vec::new(), createdump: None };
-            DotnetFacts { threads, report: Some(report) }
-        }
-    }
-}
-
 /// Names and ids of the managed threads, by OS tid.
-fn managed_threads(process: &Process, r: &RuntimeReading, diagnostics: &mut Vec<Diagnostic>) -> ManagedThreads {
+pub fn managed_threads(runtime: &Context<'_>, r: &RuntimeReading, diagnostics: &mut Vec<Diagnostic>) -> ManagedThreads {
     let mut out = ManagedThreads::default();
     for th in r.threads.iter().filter(|th| th.os_tid != 0) {
         out.ids.insert(th.os_tid, th.managed_id);
     }
-    let Some(module) = locate::runtime_module(process) else { return out };
-    let Ok(located) = locate::locate(process, module) else { return out };
-    let memory = target::RuntimeMemory { process };
-    let t = target::Target::new(&memory, located.descriptor, located.pointer_data);
+    let t = runtime.target();
     for th in r.threads.iter().filter(|th| th.os_tid != 0 && th.thread_object != 0) {
         match thread_names::thread_name(&t, th.thread_object) {
             Ok(Some(n)) => {
@@ -197,7 +60,7 @@ fn who(tid: u32, threads: &ManagedThreads) -> String {
     }
 }
 
-fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32], stacks: &[&[&str]], facts: &mut WaitFacts) {
+pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32], stacks: &[&[&str]], facts: &mut WaitFacts) {
     let in_dump: BTreeSet<u32> = tids.iter().copied().collect();
     let mut locks: BTreeMap<String, LockFact> = BTreeMap::new();
     // Monitors and Locks: held ones, and ones threads wait for.
@@ -389,8 +252,8 @@ fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32], sta
             _ => "is in Monitor.Wait",
         };
         let source = match w.source {
-            dotnet::WaitSource::BlockingRecord => "its ThreadBlockingInfo record",
-            dotnet::WaitSource::WaitList => "the sync block's Monitor.Wait list",
+            WaitSource::BlockingRecord => "its ThreadBlockingInfo record",
+            WaitSource::WaitList => "the sync block's Monitor.Wait list",
         };
         lock.evidence.push(format!("{} {how} (by {source})", who(w.os_tid, threads)));
         if let Some(native) = facts.threads[ti].blocked_on.replace(id.clone())
@@ -429,14 +292,16 @@ fn is_task_wait_frame(function: &str) -> bool {
 
 /// The task `tid` waits for: only when its stack shows a task wait and the reader tied a task
 /// referenced from that stack to `object`, the object of its Monitor.Wait.
-fn task_wait<'r>(r: &'r RuntimeReading, tid: u32, object: u64, stack: &[&str]) -> Option<&'r dotnet::tasks::TaskWait> {
+fn task_wait<'r>(r: &'r RuntimeReading, tid: u32, object: u64, stack: &[&str]) -> Option<&'r super::tasks::TaskWait> {
     if !stack.iter().any(|f| is_task_wait_frame(f)) {
         return None;
     }
     r.task_waits.iter().find(|tw| tw.os_tid == tid && tw.lock_object == object)
 }
 
-fn thread_pool(r: &RuntimeReading, threads: &ManagedThreads, facts: &WaitFacts) -> Option<ThreadPoolReport> {
+/// The thread pool's workers (by their name), and those blocked in a managed wait; `None` when
+/// the process has no thread pool.
+pub fn worker_pool(r: &RuntimeReading, threads: &ManagedThreads, facts: &WaitFacts) -> Option<WorkerPool> {
     let worker_tids: Vec<u32> = r
         .threads
         .iter()
@@ -447,21 +312,10 @@ fn thread_pool(r: &RuntimeReading, threads: &ManagedThreads, facts: &WaitFacts) 
         return None;
     }
     let blocked_ids: BTreeSet<&str> = facts.locks.iter().filter(|l| l.managed.is_some()).map(|l| l.id.as_str()).collect();
-    let workers_blocked: Vec<u32> = worker_tids
+    let blocked: Vec<u32> = worker_tids
         .iter()
         .copied()
         .filter(|t| r.waits.iter().any(|w| w.os_tid == *t) || facts.locks.iter().any(|l| blocked_ids.contains(l.id.as_str()) && l.waiter_tids.contains(t)))
         .collect();
-    Some(ThreadPoolReport {
-        workers_total: worker_tids.len() as u32,
-        worker_tids,
-        workers_blocked,
-        workers_running: None,
-        workers_idle: None,
-        queued_work_items: None,
-        unavailable: vec![
-            "running and idle workers: the pool's counters (PortableThreadPool's ThreadCounts) are CoreLib statics knot does not read yet".into(),
-            "queued work items: ThreadPoolWorkQueue is reached through CoreLib statics knot does not read yet".into(),
-        ],
-    })
+    Some(WorkerPool { workers: worker_tids, blocked })
 }

@@ -1,0 +1,75 @@
+//! The verdict: the one-line answer, read from the wait-for graph's cycles, the locks and the
+//! threads' states; and the order the report lists locks in.
+
+use super::Deadlock;
+use crate::crash::{CrashKind, CrashReport};
+use crate::report::{ThreadReport, Verdict};
+use crate::waits::{LockFact, ThreadState, ThreadWait, WorkerPool};
+
+/// Every thread-pool worker blocked inside a work item, and one of them waiting for a task: the
+/// classic sync-over-async starvation (SOS users read it from `threadpool` + `clrstack`).
+fn thread_pool_starved(locks: &[LockFact], pool: Option<&WorkerPool>) -> bool {
+    let Some(pool) = pool else { return false };
+    pool.exhausted() && locks.iter().any(|l| l.kind == "task" && l.waiter_tids.iter().any(|t| pool.workers.contains(t)))
+}
+
+/// Locks in deadlocks first (in cycle order), then the most waited-for.
+pub fn order_locks(mut locks: Vec<LockFact>, deadlocks: &[Deadlock]) -> Vec<LockFact> {
+    let rank = |l: &LockFact| deadlocks.iter().flat_map(|d| d.locks.iter()).position(|id| *id == l.id).unwrap_or(usize::MAX);
+    locks.sort_by(|a, b| rank(a).cmp(&rank(b)).then(b.waiter_tids.len().cmp(&a.waiter_tids.len())).then(a.id.cmp(&b.id)));
+    locks
+}
+
+/// `reports`: the threads as reported; `crash`: the crash the dump records; `pool`: the
+/// runtime's worker pool, when it has one; `gc_stalled`: the runtime's collector is stalled.
+pub fn verdict(
+    deadlocks: &[Deadlock],
+    locks: &[LockFact],
+    reports: &[ThreadReport],
+    threads: &[ThreadWait],
+    crash: Option<&CrashReport>,
+    pool: Option<&WorkerPool>,
+    gc_stalled: bool,
+) -> Verdict {
+    let exclusive = |l: &&LockFact| matches!(l.kind.as_str(), "mutex" | "rwlock" | "futex" | "join" | "monitor" | "lock");
+    let crashed = crash.filter(|c| c.kind != CrashKind::Killed);
+    if !deadlocks.is_empty() {
+        Verdict::Deadlock
+    } else if gc_stalled {
+        // A wedge the crash followed from (an OOM FailFast in a stalled GC) stays the verdict.
+        Verdict::GcStall
+    } else if crashed.is_some() {
+        Verdict::Crash
+    } else if locks.iter().filter(exclusive).filter(|l| contends(l, locks, reports, crashed)).any(|l| !l.waiter_tids.is_empty()) {
+        Verdict::Contention
+    } else if thread_pool_starved(locks, pool) {
+        Verdict::ThreadPoolStarved
+    } else if threads.iter().any(|t| matches!(t.state, ThreadState::Io { .. })) {
+        Verdict::BlockedOnIo
+    } else if threads.iter().any(|t| t.state.is_blocked()) {
+        Verdict::Idle
+    } else {
+        Verdict::NothingBlocked
+    }
+}
+
+/// Whether waiting for `l` is contention. Joining a thread is only when that thread is itself
+/// busy or waits for an exclusive lock: a join on the crashed thread, or on a thread that sleeps
+/// or waits to be signalled, is waiting for nobody's lock.
+fn contends(l: &LockFact, locks: &[LockFact], reports: &[ThreadReport], crash: Option<&CrashReport>) -> bool {
+    if l.kind != "join" {
+        return true;
+    }
+    let Some(joined) = l.owner.tid() else { return true };
+    if crash.is_some_and(|c| c.thread == Some(joined)) {
+        return false;
+    }
+    match reports.iter().find(|t| t.tid == joined) {
+        Some(t) if t.state.is_blocked() => t
+            .blocked_on
+            .as_deref()
+            .and_then(|id| locks.iter().find(|x| x.id == id))
+            .is_some_and(|x| x.kind != "join" && matches!(x.kind.as_str(), "mutex" | "rwlock" | "futex" | "monitor" | "lock")),
+        _ => true,
+    }
+}

@@ -1,0 +1,104 @@
+//! The .NET runtime of one process, located once: its module, version, parsed contract
+//! descriptor with pointer data, and the two memory views every reader uses (the dump with the
+//! runtime's read-only file pages, and the managed images' files for pages the dump left out).
+//! The code map, the Frame chains, the thread and monitor reading and the thread names all read
+//! through one [`Context`].
+
+use super::descriptor::Descriptor;
+use super::error::DotnetError;
+use super::locate::{self, DescriptorSource, NotLocated, RuntimeVersion};
+use super::metadata::ImageMemory;
+use super::target::{RuntimeMemory, Target};
+use crate::process::{Locator, Module, Process};
+
+pub struct Context<'p> {
+    pub process: &'p Process,
+    pub module: &'p Module,
+    pub version: RuntimeVersion,
+    pub descriptor: Descriptor,
+    pub pointer_data: Vec<u64>,
+    pub source: DescriptorSource,
+    /// The dump, and the runtime's file for its read-only pages.
+    pub memory: RuntimeMemory<'p>,
+    /// Managed images' files, for the pages a dump left out (ReadyToRun code, metadata).
+    pub image: ImageMemory<'p>,
+}
+
+/// Why a process has no [`Context`].
+#[derive(Debug)]
+pub enum NoContext {
+    /// No `libcoreclr.so` in the process.
+    NotDotnet,
+    /// A CoreCLR whose descriptor could not be had.
+    NotLocated { version: Box<RuntimeVersion>, why: NotLocated },
+}
+
+impl<'p> Context<'p> {
+    /// Finds the runtime in `process` and reads its descriptor; managed images are looked for
+    /// through `locator`.
+    pub fn open(process: &'p Process, locator: &Locator) -> Result<Context<'p>, NoContext> {
+        let module = locate::runtime_module(process).ok_or(NoContext::NotDotnet)?;
+        let version = RuntimeVersion::of(module);
+        let located = match locate::locate(process, module) {
+            Ok(l) => l,
+            Err(why) => return Err(NoContext::NotLocated { version: Box::new(version), why }),
+        };
+        Ok(Context {
+            process,
+            module,
+            version,
+            descriptor: located.descriptor,
+            pointer_data: located.pointer_data,
+            source: located.source,
+            memory: RuntimeMemory { process },
+            image: ImageMemory::new(process, locator),
+        })
+    }
+
+    /// The contracts as the reader sees them, over the dump's memory.
+    pub fn target(&self) -> Target<'_> {
+        Target::borrowed(&self.memory, &self.descriptor, &self.pointer_data)
+    }
+
+    /// The contracts over the managed images' memory (ReadyToRun unwind data, metadata).
+    pub fn image_target(&self) -> Target<'_> {
+        Target::borrowed(&self.image, &self.descriptor, &self.pointer_data)
+    }
+
+    /// A contract's version, or why knot cannot read it: the contract is named, with the
+    /// versions knot implements.
+    pub fn contract(&self, name: &str, known: &[u64]) -> Result<u64, DotnetError> {
+        match self.descriptor.contracts.get(name) {
+            Some(v) if known.contains(v) => Ok(*v),
+            other => Err(DotnetError::Unsupported(format!("{name} contract version {other:?} (knot reads {})", versions(known)))),
+        }
+    }
+}
+
+fn versions(known: &[u64]) -> String {
+    let v: Vec<String> = known.iter().map(|v| v.to_string()).collect();
+    v.join(" and ")
+}
+
+impl NoContext {
+    /// The reader's one line for a runtime it cannot read.
+    pub fn why(&self) -> Option<(String, String)> {
+        match self {
+            NoContext::NotDotnet => None,
+            NoContext::NotLocated { version, why: NotLocated::NoExport(why) } => Some((
+                version.product.clone(),
+                format!("runtime reader unsupported: {version}: {why} (runtimes before .NET 9 have no data contract descriptor)"),
+            )),
+            NoContext::NotLocated { version, why: NotLocated::Error(e) } => Some((version.product.clone(), format!("runtime reader unsupported: {version}: {e}"))),
+        }
+    }
+
+    /// As a [`DotnetError`], for callers that want one.
+    pub fn into_error(self) -> DotnetError {
+        match self {
+            NoContext::NotDotnet => DotnetError::NoRuntime,
+            NoContext::NotLocated { why: NotLocated::NoExport(why), .. } => DotnetError::Unsupported(why),
+            NoContext::NotLocated { why: NotLocated::Error(e), .. } => e,
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! The .NET runtime handle: CoreCLR recognised once per analysis. It owns the located
+//! [`Context`] (descriptor, pointer data, memory views), the code map with the threads' Frame
+//! chains, and the reading of threads, monitors and waits (made once, when the locks are
+//! asked for).
+
+use super::codemap::CodeMap;
+use super::context::{Context, NoContext};
+use super::frames::{self, WithFrames};
+use super::metadata::image_notes;
+use super::crash;
+use super::gc;
+use super::report::{DotnetReport, ThreadExceptionReport, ThreadPoolReport};
+use super::{facts, locks, read_runtime, unreadable, DotnetReading, STAGE};
+use crate::diagnostics::Diagnostic;
+use crate::process::{Locator, Process};
+use crate::report::RuntimeSection;
+use crate::runtimes::{Runtime, RuntimeReport};
+use crate::unwind::Stack;
+use crate::unwind::managed::CodeLookup;
+use crate::waits::{RuntimeLocks, RuntimeWaits, ThreadInput, WaitFacts};
+use std::sync::{Arc, OnceLock};
+
+pub struct DotnetRuntime<'p> {
+    /// The located runtime, or why it could not be located.
+    context: Result<Arc<Context<'p>>, NoContext>,
+    code: Option<WithFrames<CodeMap<'p>>>,
+    /// Why the code map or the Frame chains could not be read.
+    failures: Vec<Diagnostic>,
+    reading: OnceLock<DotnetReading>,
+    /// Every thread's last thrown exception and createdump's header, read once (for the report
+    /// section and the crash).
+    exceptions: OnceLock<Option<crash::CrashReading>>,
+}
+
+/// The .NET runtime of `process`; `None` when the process has no `libcoreclr.so`.
+pub fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<DotnetRuntime<'p>> {
+    let context = match Context::open(process, locator) {
+        Err(NoContext::NotDotnet) => return None,
+        Err(e) => Err(e),
+        Ok(c) => Ok(Arc::new(c)),
+    };
+    let mut failures = Vec::new();
+    let code = context.as_ref().ok().and_then(|c| match CodeMap::new(c.clone()) {
+        Ok(code) => {
+            let frames = frames::read(&c.target()).unwrap_or_else(|e| {
+                failures.push(Diagnostic::warning(STAGE, format!("transition frames (the threads' Frame chains) not read: {e}")));
+                Default::default()
+            });
+            Some(WithFrames { code, frames })
+        }
+        Err(e) => {
+            failures.push(Diagnostic::warning(STAGE, format!("managed code not mapped, managed frames are unnamed: {e}")));
+            None
+        }
+    });
+    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new() })
+}
+
+impl DotnetRuntime<'_> {
+    /// Threads, monitors and waits, read on first use.
+    pub fn reading(&self) -> &DotnetReading {
+        self.reading.get_or_init(|| match &self.context {
+            Ok(c) => match facts::builtin() {
+                Ok(all) => read_runtime(c, Ok(all)),
+                Err(e) => read_runtime(c, Err(e.clone())),
+            },
+            Err(e) => unreadable(e),
+        })
+    }
+}
+
+impl DotnetRuntime<'_> {
+    /// The runtime's crash facts (every thread's last exception, createdump's header, which
+    /// thread died how); `None` when the runtime or its code map cannot be read.
+    pub fn crash_reading(&self, stacks: &[Stack]) -> Option<crash::CrashReading> {
+        let c = self.context.as_ref().ok()?;
+        let code = self.code.as_ref()?;
+        let mut r = self.exceptions()?.clone();
+        r.crash = crash::crash_in(c, &r, stacks, code);
+        Some(r)
+    }
+
+    /// Every thread's last thrown exception and createdump's header, read on first use.
+    fn exceptions(&self) -> Option<&crash::CrashReading> {
+        self.exceptions
+            .get_or_init(|| {
+                let c = self.context.as_ref().ok()?;
+                Some(crash::exceptions_in(c, self.code.as_ref()?))
+            })
+            .as_ref()
+    }
+}
+
+impl RuntimeLocks for DotnetRuntime<'_> {
+    fn merge_locks(&self, threads: &[ThreadInput<'_>], facts: &mut WaitFacts) -> RuntimeWaits {
+        match (self.reading(), &self.context) {
+            (DotnetReading::Runtime(r), Ok(c)) => {
+                facts.diagnostics.extend(r.diagnostics.iter().cloned());
+                let names = locks::managed_threads(c, r, &mut facts.diagnostics);
+                let tids: Vec<u32> = threads.iter().map(|t| t.tid).collect();
+                let stacks: Vec<&[&str]> = threads.iter().map(|t| t.functions.as_slice()).collect();
+                locks::merge_runtime(r, &names, &tids, &stacks, facts);
+                let worker_pool = locks::worker_pool(r, &names, facts);
+                RuntimeWaits { threads: names, worker_pool }
+            }
+            (DotnetReading::Unsupported { why, .. }, _) => {
+                facts.diagnostics.push(Diagnostic::warning(STAGE, why.clone()));
+                RuntimeWaits::default()
+            }
+            _ => RuntimeWaits::default(),
+        }
+    }
+}
+
+impl Runtime for DotnetRuntime<'_> {
+    fn code_lookup(&self) -> Option<&dyn CodeLookup> {
+        self.code.as_ref().map(|c| c as &dyn CodeLookup)
+    }
+
+    fn walks_heap(&self) -> bool {
+        matches!(self.reading(), DotnetReading::Runtime(r) if !r.threads.is_empty())
+    }
+
+    fn report_section(&self, waits: &RuntimeWaits, facts: &mut WaitFacts) -> Option<RuntimeReport> {
+        let reading = self.reading();
+        let mut report = match reading {
+            DotnetReading::NotDotnet => return None,
+            DotnetReading::Unsupported { version, .. } => DotnetReport {
+                summary: reading.summary(),
+                runtime_version: Some(version.clone()),
+                managed_threads: 0,
+                thread_pool: None,
+                heap: None,
+                gc: None,
+                exceptions: Vec::new(),
+                createdump: None,
+            },
+            DotnetReading::Runtime(r) => DotnetReport {
+                summary: reading.summary(),
+                runtime_version: Some(r.version.product.clone()),
+                managed_threads: r.threads.len(),
+                thread_pool: waits.worker_pool.as_ref().map(ThreadPoolReport::from_pool),
+                heap: None,
+                gc: None,
+                exceptions: Vec::new(),
+                createdump: None,
+            },
+        };
+        if let Some(x) = self.exceptions() {
+            report.exceptions = x
+                .thread_exceptions
+                .iter()
+                .map(|t| ThreadExceptionReport { tid: t.os_tid, exception: crash::exception_report(&t.exception) })
+                .collect();
+            report.createdump = x.diaginfo;
+            facts.diagnostics.extend(x.diagnostics.iter().cloned());
+        }
+        if let (true, Ok(c)) = (self.walks_heap(), &self.context) {
+            gc::report::attach(c, &mut report, &mut facts.locks, &mut facts.diagnostics);
+        }
+        let gc_stalled = report.gc.as_ref().is_some_and(|g| g.stalled);
+        Some(RuntimeReport { section: RuntimeSection::Dotnet(report), gc_stalled })
+    }
+
+    fn crash(&self, stacks: &[Stack]) -> Option<crate::crash::RuntimeCrashFacts> {
+        self.crash_reading(stacks)?.runtime_facts()
+    }
+
+    fn diagnostics(&self) -> Vec<Diagnostic> {
+        let mut out = self.failures.clone();
+        // Said by the reading when it was made; else here, once.
+        if self.reading.get().is_none()
+            && let Err(e) = &self.context
+            && let Some((_, why)) = e.why()
+        {
+            out.push(Diagnostic::warning(STAGE, why));
+        }
+        if let Some(code) = &self.code {
+            out.extend(code.code.lookup_diagnostics());
+        }
+        if let Ok(c) = &self.context {
+            out.extend(image_notes(&c.image));
+        }
+        out
+    }
+}
