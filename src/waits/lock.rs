@@ -1,6 +1,6 @@
 //! Lock facts: what knot established about one lock, and how sure it is of the owner.
 
-use crate::report::Hex;
+use crate::hex::Hex;
 use schemars::JsonSchema;
 use serde::Serialize;
 

@@ -16,7 +16,7 @@ pub use state::ThreadState;
 use crate::arch::x86_64::Registers;
 use crate::diagnostics::Diagnostic;
 use crate::process::Process;
-use crate::report::Hex;
+use crate::hex::Hex;
 use crate::symbols::Symbolizer;
 use catalog::{Catalog, Family, Kind};
 use std::collections::BTreeMap;

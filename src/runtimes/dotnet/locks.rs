@@ -12,7 +12,7 @@
 use super::context::Context;
 use super::{thread_names, BlockingKind, Monitor, MonitorKind, RuntimeReading, WaitSource, STAGE};
 use crate::diagnostics::Diagnostic;
-use crate::report::Hex;
+use crate::hex::Hex;
 use crate::waits::{LockFact, ManagedLock, ManagedTask, ManagedThreads, Owner, WaitFacts, WorkerPool};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -5,7 +5,7 @@ use super::referrers::{self, Referrer};
 use super::state::{Committed, HardLimitSource, LastOom};
 use super::GcReading;
 use crate::diagnostics::Diagnostic;
-use crate::report::Hex;
+use crate::hex::Hex;
 use super::super::context::Context;
 use super::super::report::DotnetReport;
 use crate::waits::LockFact;
