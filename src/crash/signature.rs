@@ -76,9 +76,12 @@ pub fn build(process: &Process, m: &Machinery, input: &SignatureInput<'_>) -> St
                 parts.push(key);
             }
         }
-        for f in input.frames[origin..].iter().filter(|f| f.transition.is_none() && !f.signal_frame).take(m.signature.frames) {
+        for (i, f) in input.frames[origin..].iter().filter(|f| f.transition.is_none() && !f.signal_frame).take(m.signature.frames).enumerate() {
             let key = frame_key(process, f);
-            if m.is_stop(&key) {
+            // The program's callers only: a library frame below the origin is how the thread
+            // was started (libc, the .NET runtime's call descriptors).
+            let library = f.module.as_deref().is_some_and(|name| m.is_library(name));
+            if m.is_stop(&key) || (i > 0 && library) {
                 break;
             }
             parts.push(key);

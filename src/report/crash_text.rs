@@ -122,10 +122,8 @@ pub fn lines(out: &mut String, r: &Report, c: &CrashReport) {
             inner = x.inner.as_deref();
         }
     }
-    if c.message.as_ref().is_some_and(|m| !m.source.is_empty()) {
-        if let Some(m) = &c.message {
-            let _ = writeln!(out, "  message read from: {}", m.source);
-        }
+    if let Some(m) = c.message.as_ref().filter(|m| !m.source.is_empty()) {
+        let _ = writeln!(out, "  message read from: {}", m.source);
     }
     let _ = writeln!(out, "  signature: {}", c.signature);
 }
