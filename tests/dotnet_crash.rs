@@ -256,3 +256,71 @@ fn a_stack_overflow_is_walked_whole() {
     }
     assert!(seen >= 1, "no stack overflow dump");
 }
+
+/// The whole report on each crash sample: `crash` is the runtime's reading (kind, thread, the
+/// FailFast message marked as read from its frame, the exception with its recorded frames, the
+/// recursion of a stack overflow), the verdict says crash (deadlock where the FailFast followed
+/// one), and the text's first line after the header is the `Crash:` line naming the thread.
+#[test]
+fn the_report_says_the_runtimes_crash_first() {
+    let mut seen = 0;
+    for d in knot_samples::dotnet::dumps("sos/pe.txt", false) {
+        let Some(want) = expected_crash(&d.sample) else { continue };
+        let name = d.name();
+        let l = locator(&d);
+        let p = Process::open(&d.core, &l).expect("core");
+        let r = knot::analysis::report_for(&p, &knot::analysis::Options { locator: l, ..Default::default() });
+        let names = thread_names(&text(&d.dir.join("sos/thread-names.txt")));
+        let thread = want["thread"].as_str().expect("thread");
+        let c = r.crash.as_ref().unwrap_or_else(|| panic!("{name}: no crash"));
+        let kind = serde_json::to_value(c.kind).expect("kind");
+        assert_eq!(kind.as_str(), want["kind"].as_str(), "{name}: kind");
+        assert_eq!(c.thread, Some(names[thread]), "{name}: thread");
+        // A deadlock, or a stalled GC, stays the verdict over the crash it led to.
+        let stalled = r.dotnet.as_ref().and_then(|d| d.gc.as_ref()).is_some_and(|g| g.stalled);
+        let verdict = if !r.deadlocks.is_empty() { "deadlock" } else if stalled { "gc_stall" } else { "crash" };
+        assert_eq!(serde_json::to_value(r.verdict).expect("verdict"), verdict, "{name}: verdict");
+        match want.get("failfast_message").and_then(|m| m.as_str()) {
+            Some(m) => {
+                let got = c.message.as_ref().unwrap_or_else(|| panic!("{name}: no message"));
+                assert_eq!((got.text.as_str(), got.source.as_str()), (m, crash::FAILFAST_MESSAGE_SOURCE), "{name}: message");
+            }
+            None => assert!(c.message.is_none(), "{name}: a message: {:?}", c.message),
+        }
+        // The exception: for FailFast the one passed to it (or the last thrown, which the
+        // preallocated ExecutionEngineException wraps), as the runtime's crash report names it.
+        let all: Vec<&toml::Value> = std::iter::once(&want["exception"]).chain(want["inner"].as_array().expect("inner")).collect();
+        let top = if want["kind"].as_str() == Some("failfast") { all.get(1).copied() } else { Some(all[0]) };
+        assert_eq!(c.exception.as_ref().map(|e| e.type_name.as_str()), top.and_then(|t| t["type"].as_str()), "{name}: exception type");
+        if let (Some(e), Some(t)) = (&c.exception, top) {
+            assert_eq!(e.hresult.map(|h| h.0), t["hresult"].as_integer().map(|h| h as u64), "{name}: hresult");
+            assert!(e.stack.iter().all(|f| f.trust == knot::unwind::Trust::Recorded && f.managed), "{name}: recorded frames");
+        }
+        if want["kind"].as_str() == Some("stack_overflow") {
+            let rec = c.recursion.as_ref().unwrap_or_else(|| panic!("{name}: no recursion"));
+            let cycle: Vec<&str> = want["cycle"].as_array().expect("cycle").iter().filter_map(|v| v.as_str()).collect();
+            let mut got = rec.cycle.clone();
+            got.sort();
+            let mut cyc: Vec<String> = cycle.iter().map(|s| s.to_string()).collect();
+            cyc.sort();
+            assert_eq!(got, cyc, "{name}: the cycle's frames");
+            assert!(rec.repeats >= 2600, "{name}: {} repeats", rec.repeats);
+        }
+        // dotnet.exceptions: clrthreads' Exception column; dotnet.createdump: who wrote the dump.
+        let dn = r.dotnet.as_ref().unwrap_or_else(|| panic!("{name}: no dotnet"));
+        let sos = clrthreads_exceptions(&text(&d.dir.join("sos/clrthreads.txt")));
+        let got: BTreeMap<u32, u64> = dn.exceptions.iter().map(|t| (t.tid, t.exception.address.map_or(0, |a| a.0))).collect();
+        assert_eq!(got, sos, "{name}: dotnet.exceptions");
+        assert!(dn.createdump.is_some_and(|h| h.version == 2), "{name}: dotnet.createdump {:?}", dn.createdump);
+        let origin = c.origin.as_ref().and_then(|o| o.function.as_deref()).unwrap_or_else(|| panic!("{name}: no origin"));
+        assert!(origin.starts_with("Knot.Samples."), "{name}: origin {origin}");
+        let out = knot::report::text::render(&r, &Default::default());
+        let first = out.lines().skip_while(|l| !l.is_empty()).find(|l| !l.is_empty()).unwrap_or("");
+        assert!(first.starts_with("Crash:") && first.contains(&format!("\"{thread}\"")), "{name}: first line {first:?}");
+        if let Some(m) = want.get("failfast_message").and_then(|m| m.as_str()) {
+            assert!(first.contains(&format!("— \"{m}\" —")), "{name}: the FailFast message in {first:?}");
+        }
+        seen += 1;
+    }
+    assert!(seen >= 4, "{seen} crash samples");
+}

@@ -503,7 +503,7 @@ fn run_and_dump(
         .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(stderr);
-    // SAFETY: only async-signal-safe calls (setrlimit, getrlimit, prctl) run
+    // SAFETY: only async-signal-safe calls (setrlimit, getrlimit, prctl, sigprocmask, signal) run
     // between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
@@ -522,6 +522,15 @@ fn run_and_dump(
             }
             // Die with the spawning thread: no stray wedged programs.
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            // A shell starting the suite in the background ignores SIGINT and SIGQUIT for it,
+            // and ignored signals survive exec: the sample would shrug off the maker's SIGQUIT.
+            // Every sample starts with the default dispositions and nothing blocked.
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGABRT, libc::SIGTERM] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
             Ok(())
         });
     }

@@ -5,7 +5,7 @@ use super::model::{Access, AddressKind, MappingReport};
 use super::signal::{BUS_ADRERR, SIGBUS};
 use crate::core::Segment;
 use crate::process::Process;
-use crate::report::Hex;
+use crate::hex::Hex;
 
 const PF_X: u32 = 1;
 const PF_W: u32 = 2;

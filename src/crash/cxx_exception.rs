@@ -7,7 +7,7 @@
 use super::abort_message::c_string;
 use super::model::ExceptionReport;
 use crate::process::{Memory, Process};
-use crate::report::Hex;
+use crate::hex::Hex;
 use crate::symbols::Symbolizer;
 
 /// `_Unwind_Exception.exception_class` of a primary exception thrown by libstdc++.

@@ -5,7 +5,7 @@
 use super::model::{Access, InstructionReport, OperandReport, RegisterValue};
 use crate::arch::x86_64::Registers;
 use crate::process::Memory;
-use crate::report::Hex;
+use crate::hex::Hex;
 use yaxpeax_arch::LengthedInstruction;
 use yaxpeax_x86::long_mode::{InstDecoder, Instruction, Opcode, Operand, RegSpec};
 

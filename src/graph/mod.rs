@@ -92,7 +92,7 @@ impl<'a> WaitForGraph<'a> {
             let next = lock.owner.tid()?;
             inferred |= matches!(lock.owner, Owner::Inferred { .. });
             // A thread "holds" a join only in the graph's sense; say what it holds that others want.
-            let held = self.locks.iter().filter(|l| l.owner.tid() == Some(t) && l.id != lock.id && l.kind != "join").map(|l| l.display_name()).collect::<Vec<_>>();
+            let held = self.locks.iter().filter(|l| l.owner.tid() == Some(t) && l.id != lock.id && l.kind != crate::waits::LockKind::Join).map(|l| l.display_name()).collect::<Vec<_>>();
             let step = if tids.is_empty() {
                 let holds = if held.is_empty() { String::new() } else { format!("holds {}, ", held.join(" and ")) };
                 format!("thread {t} {holds}waits for {}", lock.display_name())
@@ -120,7 +120,7 @@ mod tests {
     fn lock(id: &str, name: &str, owner: Option<u32>, waiters: &[u32]) -> LockFact {
         LockFact {
             id: id.into(),
-            kind: "mutex".into(),
+            kind: crate::waits::LockKind::Mutex,
             label: "pthread mutex (normal)".into(),
             address: None,
             name: Some(name.into()),

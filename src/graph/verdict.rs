@@ -4,13 +4,13 @@
 use super::Deadlock;
 use crate::crash::{CrashKind, CrashReport};
 use crate::report::{ThreadReport, Verdict};
-use crate::waits::{LockFact, ThreadState, ThreadWait, WorkerPool};
+use crate::waits::{LockFact, LockKind, ThreadState, ThreadWait, WorkerPool};
 
 /// Every thread-pool worker blocked inside a work item, and one of them waiting for a task: the
 /// classic sync-over-async starvation (SOS users read it from `threadpool` + `clrstack`).
 fn thread_pool_starved(locks: &[LockFact], pool: Option<&WorkerPool>) -> bool {
     let Some(pool) = pool else { return false };
-    pool.exhausted() && locks.iter().any(|l| l.kind == "task" && l.waiter_tids.iter().any(|t| pool.workers.contains(t)))
+    pool.exhausted() && locks.iter().any(|l| l.kind == LockKind::Task && l.waiter_tids.iter().any(|t| pool.workers.contains(t)))
 }
 
 /// Locks in deadlocks first (in cycle order), then the most waited-for.
@@ -31,7 +31,7 @@ pub fn verdict(
     pool: Option<&WorkerPool>,
     gc_stalled: bool,
 ) -> Verdict {
-    let exclusive = |l: &&LockFact| matches!(l.kind.as_str(), "mutex" | "rwlock" | "futex" | "join" | "monitor" | "lock");
+    let exclusive = |l: &&LockFact| l.kind.is_exclusive();
     let crashed = crash.filter(|c| c.kind != CrashKind::Killed);
     if !deadlocks.is_empty() {
         Verdict::Deadlock
@@ -57,7 +57,7 @@ pub fn verdict(
 /// busy or waits for an exclusive lock: a join on the crashed thread, or on a thread that sleeps
 /// or waits to be signalled, is waiting for nobody's lock.
 fn contends(l: &LockFact, locks: &[LockFact], reports: &[ThreadReport], crash: Option<&CrashReport>) -> bool {
-    if l.kind != "join" {
+    if l.kind != LockKind::Join {
         return true;
     }
     let Some(joined) = l.owner.tid() else { return true };
@@ -69,7 +69,7 @@ fn contends(l: &LockFact, locks: &[LockFact], reports: &[ThreadReport], crash: O
             .blocked_on
             .as_deref()
             .and_then(|id| locks.iter().find(|x| x.id == id))
-            .is_some_and(|x| x.kind != "join" && matches!(x.kind.as_str(), "mutex" | "rwlock" | "futex" | "monitor" | "lock")),
+            .is_some_and(|x| x.kind != LockKind::Join && x.kind.is_exclusive()),
         _ => true,
     }
 }

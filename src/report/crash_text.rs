@@ -87,6 +87,14 @@ pub fn lines(out: &mut String, r: &Report, c: &CrashReport) {
         }
     }
     match (&c.exception, &c.message) {
+        // A FailFast's own words first; the exception it passed (or that the runtime's
+        // preallocated ExecutionEngineException wraps) is another thing, with its own message.
+        (Some(e), Some(m)) if c.kind == crate::crash::CrashKind::Failfast => {
+            let _ = write!(out, " — \"{}\" — {}", m.text, e.type_name);
+            if let Some(text) = &e.message {
+                let _ = write!(out, ": \"{text}\"");
+            }
+        }
         (Some(e), m) => {
             let _ = write!(out, " — {}", e.type_name);
             if let Some(text) = e.message.as_deref().or(m.as_ref().filter(|m| m.source != "cxx_exception").map(|m| m.text.as_str())) {

@@ -1,6 +1,6 @@
 //! The dump and its modules as the report shows them.
 
-use super::hex::Hex;
+use crate::hex::Hex;
 use super::model::{DumpInfo, ModuleReport, SignalReport};
 use crate::core::siginfo;
 use crate::process::module::FileStatus;

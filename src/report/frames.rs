@@ -2,7 +2,7 @@
 //! inlined frames, gdb's tail-call frames, the runtime's managed names and transition records
 //! in place; and how the walk ended.
 
-use super::hex::Hex;
+use crate::hex::Hex;
 use super::model::{FrameReport, StackEndReport};
 use crate::process::Process;
 use crate::symbols::Symbolizer;

@@ -7,13 +7,12 @@ pub mod flame;
 pub mod frames;
 pub mod gc_html;
 pub mod gc_text;
-pub mod hex;
 pub mod html;
 pub mod model;
 pub mod svg;
 pub mod text;
 
-pub use hex::Hex;
+pub use crate::hex::Hex;
 pub use model::*;
 
 /// The report as pretty-printed JSON.

@@ -1,7 +1,7 @@
 //! The report: every fact knot established about a dump, in one data model. Renderers (text,
 //! JSON) only format it. Changing a field's meaning or shape bumps [`SCHEMA_VERSION`].
 
-use super::hex::Hex;
+use crate::hex::Hex;
 use crate::diagnostics::Diagnostic;
 use crate::graph::Deadlock;
 use crate::unwind::Trust;

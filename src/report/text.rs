@@ -2,7 +2,7 @@
 //! (`#3  0x00007f…  ___pthread_mutex_lock (pthread_mutex_lock.c:93) [libc.so.6]`).
 
 use super::model::{FrameReport, Group, Report, ThreadReport, Verdict};
-use crate::waits::{LockFact, Owner};
+use crate::waits::{LockFact, LockKind, Owner};
 use std::collections::BTreeSet;
 use crate::unwind::Trust;
 use std::fmt::Write;
@@ -102,7 +102,7 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
         }
         Verdict::ThreadPoolStarved => {
             if let Some(tp) = r.dotnet.as_ref().and_then(|d| d.thread_pool.as_ref()) {
-                let on_tasks = r.locks.iter().filter(|l| l.kind == "task").map(|l| l.waiter_tids.len()).sum::<usize>();
+                let on_tasks = r.locks.iter().filter(|l| l.kind == LockKind::Task).map(|l| l.waiter_tids.len()).sum::<usize>();
                 let _ = write!(out, " — {} of {} workers blocked, {on_tasks} thread{} waiting for tasks", tp.workers_blocked.len(), tp.workers_total, plural(on_tasks));
             }
         }
@@ -142,8 +142,8 @@ pub(crate) fn plural(n: usize) -> &'static str {
 /// `held by thread 11399`, `probably held by thread 12 (inferred)`, …: the owner in words.
 pub(crate) fn owner_words(l: &LockFact) -> String {
     match &l.owner {
-        Owner::Known { tid } if l.kind == "join" => format!("thread {tid} has not exited"),
-        Owner::Exited { tid } if l.kind == "join" => format!("thread {tid} is gone but was never reaped"),
+        Owner::Known { tid } if l.kind == LockKind::Join => format!("thread {tid} has not exited"),
+        Owner::Exited { tid } if l.kind == LockKind::Join => format!("thread {tid} is gone but was never reaped"),
         Owner::Known { tid } => match l.managed.as_ref().and_then(|m| m.owner_name.as_deref()) {
             Some(name) => format!("held by thread {tid} ({name})"),
             None => format!("held by thread {tid}"),
@@ -151,7 +151,7 @@ pub(crate) fn owner_words(l: &LockFact) -> String {
         Owner::Inferred { tid, .. } => format!("probably held by thread {tid} (inferred)"),
         Owner::Exited { tid } => format!("held by thread {tid}, which has exited"),
         Owner::Readers { count } => format!("held by {count} reader{}", plural(*count as usize)),
-        Owner::None if l.kind == "task" => "no owning thread: it completes when its work runs".to_string(),
+        Owner::None if l.kind == LockKind::Task => "no owning thread: it completes when its work runs".to_string(),
         Owner::None => "no owner (waiting to be signalled)".to_string(),
         Owner::Unknown { why } => format!("owner unknown: {why}"),
     }
@@ -161,7 +161,7 @@ fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, 
     if l.managed.is_some() {
         // `23 threads wait for monitor on System.Object at 0x… (held by thread 19133 (RootBuilder))`
         let n = l.waiter_tids.len();
-        let verb = if l.kind == "monitor_wait" { if n == 1 { "is in" } else { "are in" } } else if n == 1 { "waits for" } else { "wait for" };
+        let verb = if l.kind == LockKind::MonitorWait { if n == 1 { "is in" } else { "are in" } } else if n == 1 { "waits for" } else { "wait for" };
         let _ = writeln!(out, "== {n} thread{} {verb} {} ({}) ==", plural(n), paint.lock(&l.display_name()), paint.owner(&owner_words(l)));
         let _ = writeln!(out, "   {}", l.label);
     } else {
@@ -218,8 +218,8 @@ fn group(out: &mut String, r: &Report, tids: &[u32], frames_: &[FrameReport], ma
 pub(crate) fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
     match t.blocked_on.as_deref().and_then(|id| locks.iter().find(|l| l.id == id)) {
         // A managed wait is what the thread waits for; its futex is only how the runtime waits.
-        Some(l) if l.kind == "monitor_wait" => format!("in {}, waiting to be pulsed", l.display_name()),
-        Some(l) if l.kind == "task" => format!("waiting for {}", l.display_name()),
+        Some(l) if l.kind == LockKind::MonitorWait => format!("in {}, waiting to be pulsed", l.display_name()),
+        Some(l) if l.kind == LockKind::Task => format!("waiting for {}", l.display_name()),
         Some(l) if l.managed.is_some() => format!("waiting for {} {}", l.display_name(), owner_words(l)),
         Some(l) => format!("blocked on {} ({})", l.display_name(), t.state.label()),
         None => t.state.label(),

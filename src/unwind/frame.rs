@@ -21,6 +21,9 @@ pub enum Trust {
     /// Resumed from the caller context a runtime saved in a transition record on the stack
     /// (a CoreCLR `InlinedCallFrame`, say), where the walk could not go on by itself.
     TransitionFrame,
+    /// Not unwound: recorded by the runtime when it happened (a .NET exception's saved stack
+    /// trace, whose frames may be long gone from the stack).
+    Recorded,
 }
 
 impl Trust {
@@ -32,6 +35,7 @@ impl Trust {
             Trust::Scan => "scan",
             Trust::RuntimeUnwindInfo => "runtime_unwind_info",
             Trust::TransitionFrame => "transition_frame",
+            Trust::Recorded => "recorded",
         }
     }
 }

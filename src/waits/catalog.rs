@@ -19,13 +19,19 @@ pub enum Kind {
 
 impl Kind {
     pub fn as_str(self) -> &'static str {
+        self.lock_kind().as_str()
+    }
+
+    /// The kind of the locks this family's waiters wait on.
+    pub fn lock_kind(self) -> super::LockKind {
+        use super::LockKind;
         match self {
-            Kind::Mutex => "mutex",
-            Kind::Rwlock => "rwlock",
-            Kind::Cond => "cond",
-            Kind::Sem => "sem",
-            Kind::Join => "join",
-            Kind::FutexWord => "futex",
+            Kind::Mutex => LockKind::Mutex,
+            Kind::Rwlock => LockKind::Rwlock,
+            Kind::Cond => LockKind::Cond,
+            Kind::Sem => LockKind::Sem,
+            Kind::Join => LockKind::Join,
+            Kind::FutexWord => LockKind::Futex,
         }
     }
 }

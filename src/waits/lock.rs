@@ -1,8 +1,82 @@
 //! Lock facts: what knot established about one lock, and how sure it is of the owner.
 
-use crate::report::Hex;
+use crate::hex::Hex;
 use schemars::JsonSchema;
 use serde::Serialize;
+
+/// What kind of lock a [`LockFact`] is about (in JSON, its snake_case name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockKind {
+    Mutex,
+    Rwlock,
+    Cond,
+    Sem,
+    /// A thread waiting for another to exit (`pthread_join`).
+    Join,
+    /// A futex word: a lock with no owner field, or one no analyzer knows.
+    Futex,
+    /// A .NET Monitor (a sync block or a thin lock).
+    Monitor,
+    /// A .NET `System.Threading.Lock`.
+    Lock,
+    /// A .NET Monitor.Wait: waiting to be pulsed.
+    MonitorWait,
+    /// A .NET task waited for (`Task.Wait`, `.Result`).
+    Task,
+}
+
+impl LockKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockKind::Mutex => "mutex",
+            LockKind::Rwlock => "rwlock",
+            LockKind::Cond => "cond",
+            LockKind::Sem => "sem",
+            LockKind::Join => "join",
+            LockKind::Futex => "futex",
+            LockKind::Monitor => "monitor",
+            LockKind::Lock => "lock",
+            LockKind::MonitorWait => "monitor_wait",
+            LockKind::Task => "task",
+        }
+    }
+
+    /// A lock one thread holds at a time (or, for a join, a thread one waits out): waiting for
+    /// it is contention.
+    pub fn is_exclusive(self) -> bool {
+        matches!(self, LockKind::Mutex | LockKind::Rwlock | LockKind::Futex | LockKind::Join | LockKind::Monitor | LockKind::Lock)
+    }
+
+    /// A lock on a managed object (a Monitor, a Lock, a Monitor.Wait's object).
+    pub fn is_on_managed_object(self) -> bool {
+        matches!(self, LockKind::Monitor | LockKind::Lock | LockKind::MonitorWait)
+    }
+}
+
+impl std::fmt::Display for LockKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for LockKind {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for LockKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for LockKind {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
 
 /// Who holds a lock, and how that is known.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
@@ -38,7 +112,8 @@ pub struct LockFact {
     /// Stable within a report: `mutex@0x…`, `rwlock@0x…`, `join@<tid>`.
     pub id: String,
     /// mutex, rwlock, cond, sem, join or futex.
-    pub kind: String,
+    #[schemars(with = "String")]
+    pub kind: LockKind,
     /// What the lock is, for people: `pthread mutex (recursive)`, `Rust std::sync::Mutex`.
     pub label: String,
     pub address: Option<Hex>,
@@ -65,10 +140,10 @@ impl LockFact {
     pub fn display_name(&self) -> String {
         if let Some(m) = &self.managed {
             let ty = m.type_name.as_deref().unwrap_or("an object");
-            let name = match self.kind.as_str() {
-                "lock" => format!("Lock {ty} at {}", m.object),
-                "monitor_wait" => format!("Monitor.Wait on {ty} at {}", m.object),
-                "task" => match &m.task {
+            let name = match self.kind {
+                LockKind::Lock => format!("Lock {ty} at {}", m.object),
+                LockKind::MonitorWait => format!("Monitor.Wait on {ty} at {}", m.object),
+                LockKind::Task => match &m.task {
                     Some(task) => format!("task {ty} at {} (status: {})", m.object, task.status),
                     None => format!("task {ty} at {}", m.object),
                 },
@@ -76,13 +151,13 @@ impl LockFact {
             };
             // Named by the object that holds it in a field: `(LifetimeScope._synchRoot, Tag
             // "root")`. An array slot (a static field's storage, a collection) names nothing.
-            return match m.referrers.first().filter(|r| matches!(self.kind.as_str(), "monitor" | "lock" | "monitor_wait") && !r.field.starts_with('[')) {
+            return match m.referrers.first().filter(|r| self.kind.is_on_managed_object() && !r.field.starts_with('[')) {
                 Some(r) => format!("{name} ({})", r.label()),
                 None => name,
             };
         }
         match (&self.name, self.address) {
-            (_, _) if self.kind == "join" => format!("the exit of thread {}", self.owner_tid.map_or("?".to_string(), |t| t.to_string())),
+            (_, _) if self.kind == LockKind::Join => format!("the exit of thread {}", self.owner_tid.map_or("?".to_string(), |t| t.to_string())),
             (Some(n), _) => n.clone(),
             (None, Some(a)) => format!("{} at {a}", self.kind),
             (None, None) => self.id.clone(),

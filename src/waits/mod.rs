@@ -9,14 +9,14 @@ mod readers;
 pub mod runtime;
 pub mod state;
 
-pub use lock::{LockFact, ManagedLock, ManagedTask, Owner};
+pub use lock::{LockFact, LockKind, ManagedLock, ManagedTask, Owner};
 pub use runtime::{ManagedThreads, RuntimeLocks, RuntimeWaits, WorkerPool};
 pub use state::ThreadState;
 
 use crate::arch::x86_64::Registers;
 use crate::diagnostics::Diagnostic;
 use crate::process::Process;
-use crate::report::Hex;
+use crate::hex::Hex;
 use crate::symbols::Symbolizer;
 use catalog::{Catalog, Family, Kind};
 use std::collections::BTreeMap;
@@ -181,10 +181,10 @@ fn finish(
             if family.infer_owner && matches!(owner, Owner::Unknown { .. }) {
                 owner = infer_owner(process, stacks, addr, &p.waiters, budget, &mut p.evidence).unwrap_or(owner);
             }
-            (family.kind.as_str().to_string(), r.label.unwrap_or_else(|| family.label.clone()), owner, r.recursion, r.readers)
+            (family.kind.lock_kind(), r.label.unwrap_or_else(|| family.label.clone()), owner, r.recursion, r.readers)
         }
         None => (
-            "futex".to_string(),
+            LockKind::Futex,
             "futex word (no analyzer recognises the waiters' frames)".to_string(),
             Owner::Unknown { why: "no analyzer knows this lock's layout".into() },
             None,

@@ -3,7 +3,7 @@
 
 use crate::arch::x86_64::Registers;
 use crate::process::Memory;
-use crate::report::Hex;
+use crate::hex::Hex;
 use schemars::JsonSchema;
 use serde::Serialize;
 

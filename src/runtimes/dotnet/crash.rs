@@ -74,6 +74,9 @@ pub struct CrashReading {
     pub crash: Option<DotnetCrash>,
     #[serde(skip)]
     pub diagnostics: Vec<Diagnostic>,
+    /// Every managed thread: OS tid, managed id, last thrown object.
+    #[serde(skip)]
+    pub threads: Vec<(u32, u32, u64)>,
 }
 
 /// Reads the runtime's crash facts. `stacks` are the unwound stacks (for the FailFast frame),
@@ -86,6 +89,14 @@ pub fn read(process: &Process, locator: &Locator, stacks: &[Stack], code: &dyn C
 
 /// As [`read`], for a located runtime.
 pub fn read_in(runtime: &Context<'_>, stacks: &[Stack], code: &dyn CodeLookup) -> CrashReading {
+    let mut out = exceptions_in(runtime, code);
+    out.crash = crash_in(runtime, &out, stacks, code);
+    out
+}
+
+/// Every thread's last thrown exception and createdump's header: what [`read_in`] reads before
+/// it decides the crash (no stacks needed; `crash` is `None`).
+pub fn exceptions_in(runtime: &Context<'_>, code: &dyn CodeLookup) -> CrashReading {
     let process = runtime.process;
     let t = runtime.target();
     let namer = TypeNamer::new(&t, &runtime.image);
@@ -99,27 +110,32 @@ pub fn read_in(runtime: &Context<'_>, stacks: &[Stack], code: &dyn CodeLookup) -
             return out;
         }
     };
-    let mut managed = Vec::new();
     for a in ts {
         match threads::read_thread(&t, a, 0, 0) {
-            Ok(th) => managed.push(th),
+            Ok(th) => out.threads.push((th.os_tid, th.managed_id, th.last_thrown_object)),
             Err(e) => warn(&mut out, format!("thread {a:#x}: {e}")),
         }
     }
-    for th in managed.iter().filter(|th| th.last_thrown_object != 0) {
-        match exception::read(&t, &namer, code, th.last_thrown_object) {
-            Ok(e) => out.thread_exceptions.push(ThreadException { os_tid: th.os_tid, managed_id: th.managed_id, exception: e }),
-            Err(e) => warn(&mut out, format!("exception {:#x} of thread {}: {e}", th.last_thrown_object, th.managed_id)),
+    for &(os_tid, managed_id, thrown) in out.threads.clone().iter().filter(|th| th.2 != 0) {
+        match exception::read(&t, &namer, code, thrown) {
+            Ok(e) => out.thread_exceptions.push(ThreadException { os_tid, managed_id, exception: e }),
+            Err(e) => warn(&mut out, format!("exception {thrown:#x} of thread {managed_id}: {e}")),
         }
     }
+    out
+}
 
+/// Which thread died how, from the exceptions [`exceptions_in`] read and the unwound stacks.
+pub fn crash_in(runtime: &Context<'_>, read: &CrashReading, stacks: &[Stack], code: &dyn CodeLookup) -> Option<DotnetCrash> {
+    let process = runtime.process;
+    let t = runtime.target();
     // The crashing thread: the one the dump's signal note names.
     let signal = process.core.signal.as_ref();
-    let Some(crashed) = process.core.threads.iter().find(|t| t.signalled).filter(|_| signal.is_some()) else { return out };
-    let Some(th) = managed.iter().find(|m| m.os_tid == crashed.tid && m.os_tid != 0) else { return out };
+    let crashed = process.core.threads.iter().find(|t| t.signalled).filter(|_| signal.is_some())?;
+    let &(os_tid, managed_id, _) = read.threads.iter().find(|m| m.0 == crashed.tid && m.0 != 0)?;
     let runtime_abort = signal.is_some_and(|s| s.signo == SIGABRT && s.code == SI_USER && s.sender_pid.unwrap_or(0) == 0);
     let stack = stacks.iter().find(|s| s.tid == crashed.tid);
-    let thrown = out.thread_exceptions.iter().find(|e| e.os_tid == crashed.tid).map(|e| &e.exception);
+    let thrown = read.thread_exceptions.iter().find(|e| e.os_tid == crashed.tid).map(|e| &e.exception);
     let in_failfast = stack.is_some_and(|s| failfast::failfast_frame(s, code).is_some());
     let is_type = |e: &ManagedException, ty: &str| e.type_name.as_deref() == Some(ty);
     let kind = match thrown {
@@ -127,7 +143,7 @@ pub fn read_in(runtime: &Context<'_>, stacks: &[Stack], code: &dyn CodeLookup) -
         Some(e) if is_type(e, STACK_OVERFLOW_TYPE) || e.hresult == HRESULT_STACK_OVERFLOW && e.type_name.is_none() => DotnetCrashKind::StackOverflow,
         Some(e) if is_type(e, EXECUTION_ENGINE_TYPE) && e.hresult == HRESULT_EXECUTION_ENGINE => DotnetCrashKind::Failfast,
         Some(_) => DotnetCrashKind::UnhandledException,
-        None => return out,
+        None => return None,
     };
     let exception = match (kind, thrown) {
         // FailFast's preallocated ExecutionEngineException says nothing: the exception passed
@@ -139,8 +155,7 @@ pub fn read_in(runtime: &Context<'_>, stacks: &[Stack], code: &dyn CodeLookup) -
         (DotnetCrashKind::Failfast, Some(s)) => failfast::message(&t, s, code),
         _ => None,
     };
-    out.crash = Some(DotnetCrash { kind, os_tid: th.os_tid, managed_id: th.managed_id, exception, failfast_message, runtime_abort });
-    out
+    Some(DotnetCrash { kind, os_tid, managed_id, exception, failfast_message, runtime_abort })
 }
 
 /// As [`read`], for a caller without stacks: makes the runtime's code map and walks the
@@ -152,4 +167,60 @@ pub fn read_alone(process: &Process, locator: &Locator) -> Option<CrashReading> 
     let unwinder = crate::unwind::Unwinder::new(process).with_code_lookup(&code);
     let stacks: Vec<Stack> = process.core.threads.iter().filter(|t| t.signalled).map(|t| unwinder.walk(t)).collect();
     Some(read_in(&runtime, &stacks, &code))
+}
+
+impl CrashReading {
+    /// What the crash model takes from the runtime: the kind (a runtime-written dump's SIGABRT
+    /// is the runtime's own abort, not a kill), the crashing thread, the FailFast message (read
+    /// from the FailFast frame) and the exception, as `pe` prints it.
+    pub fn runtime_facts(&self) -> Option<crate::crash::RuntimeCrashFacts> {
+        let c = self.crash.as_ref()?;
+        Some(crate::crash::RuntimeCrashFacts {
+            kind: Some(match c.kind {
+                DotnetCrashKind::Failfast => crate::crash::CrashKind::Failfast,
+                DotnetCrashKind::UnhandledException => crate::crash::CrashKind::UnhandledException,
+                DotnetCrashKind::StackOverflow => crate::crash::CrashKind::StackOverflow,
+            }),
+            thread: Some(c.os_tid),
+            message: c.failfast_message.as_ref().map(|m| crate::crash::CrashMessage { text: m.text.clone(), source: FAILFAST_MESSAGE_SOURCE.into() }),
+            exception: c.exception.as_ref().map(exception_report),
+            origin_frame: None,
+        })
+    }
+}
+
+/// `crash.message.source` of a FailFast message: read from the FailFast frame on the stack.
+pub const FAILFAST_MESSAGE_SOURCE: &str = "dotnet_failfast_frame";
+
+/// An exception as the report carries it.
+pub fn exception_report(e: &ManagedException) -> crate::crash::ExceptionReport {
+    use crate::report::{FrameReport, Hex};
+    crate::crash::ExceptionReport {
+        type_name: e.type_name.clone().unwrap_or_else(|| "?".into()),
+        message: e.message.clone(),
+        hresult: Some(Hex(e.hresult as u64)),
+        address: Some(Hex(e.object)),
+        stack: e
+            .stack
+            .iter()
+            .enumerate()
+            .map(|(i, f)| FrameReport {
+                index: i,
+                ip: Hex(f.ip),
+                function: f.function.clone(),
+                function_offset: f.offset.map(Hex),
+                module: f.module.clone(),
+                file: None,
+                line: None,
+                inlined: false,
+                tail_call: false,
+                signal_frame: false,
+                trust: crate::unwind::Trust::Recorded,
+                managed: true,
+                signature: f.signature.clone(),
+                transition: None,
+            })
+            .collect(),
+        inner: e.inner.as_deref().map(|i| Box::new(exception_report(i))),
+    }
 }

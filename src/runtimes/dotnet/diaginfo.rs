@@ -9,6 +9,7 @@
 //! ```
 
 use crate::process::Memory;
+use crate::report::Hex;
 use serde::Serialize;
 
 /// Where createdump puts the header on 64-bit Linux.
@@ -19,13 +20,13 @@ const HEADER_SIZE: usize = 40;
 const RUNTIME_BASE_VERSION: i32 = 2;
 
 /// What the header says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct DiagInfo {
     pub version: i32,
     /// `ExceptionRecordAddress`, when nonzero.
-    pub exception_record: Option<u64>,
+    pub exception_record: Option<crate::report::Hex>,
     /// `RuntimeBaseAddress` (version 2 and later), when nonzero.
-    pub runtime_base: Option<u64>,
+    pub runtime_base: Option<crate::report::Hex>,
 }
 
 /// The header, when the dump has one (`None`: not written by createdump, or the page is
@@ -46,8 +47,8 @@ pub fn parse(bytes: &[u8]) -> Option<DiagInfo> {
     let nonzero = |v: Option<u64>| v.filter(|&v| v != 0);
     Some(DiagInfo {
         version,
-        exception_record: nonzero(word(24)),
-        runtime_base: if version >= RUNTIME_BASE_VERSION { nonzero(word(32)) } else { None },
+        exception_record: nonzero(word(24)).map(Hex),
+        runtime_base: if version >= RUNTIME_BASE_VERSION { nonzero(word(32)).map(Hex) } else { None },
     })
 }
 
@@ -67,10 +68,10 @@ mod tests {
     #[test]
     fn reads_the_signature_version_and_addresses() {
         let h = parse(&header(SIGNATURE, 2, 0, 0x7f00_0000_0000)).expect("a header");
-        assert_eq!(h, DiagInfo { version: 2, exception_record: None, runtime_base: Some(0x7f00_0000_0000) });
+        assert_eq!(h, DiagInfo { version: 2, exception_record: None, runtime_base: Some(Hex(0x7f00_0000_0000)) });
         // Version 1 has no runtime base: whatever follows is not read as one.
         assert_eq!(parse(&header(SIGNATURE, 1, 0x1234, 0x99)).expect("v1").runtime_base, None);
-        assert_eq!(parse(&header(SIGNATURE, 1, 0x1234, 0x99)).expect("v1").exception_record, Some(0x1234));
+        assert_eq!(parse(&header(SIGNATURE, 1, 0x1234, 0x99)).expect("v1").exception_record, Some(Hex(0x1234)));
         assert!(parse(&header(b"DIAGINFOHEADEX\0\0", 2, 0, 0)).is_none());
         assert!(parse(&header(SIGNATURE, 2, 0, 0)[..30]).is_none());
     }

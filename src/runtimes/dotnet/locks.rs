@@ -12,8 +12,8 @@
 use super::context::Context;
 use super::{thread_names, BlockingKind, Monitor, MonitorKind, RuntimeReading, WaitSource, STAGE};
 use crate::diagnostics::Diagnostic;
-use crate::report::Hex;
-use crate::waits::{LockFact, ManagedLock, ManagedTask, ManagedThreads, Owner, WaitFacts, WorkerPool};
+use crate::hex::Hex;
+use crate::waits::{LockFact, LockKind, ManagedLock, ManagedTask, ManagedThreads, Owner, WaitFacts, WorkerPool};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The name CoreCLR's portable thread pool gives its worker threads.
@@ -67,8 +67,8 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
     for m in &r.monitors {
         let id = lock_id(m);
         let (kind, what) = match m.kind {
-            MonitorKind::Lock => ("lock", "System.Threading.Lock"),
-            _ => ("monitor", "Monitor"),
+            MonitorKind::Lock => (LockKind::Lock, "System.Threading.Lock"),
+            _ => (LockKind::Monitor, "Monitor"),
         };
         let ty = m.type_name.clone().unwrap_or_else(|| "(type unread)".into());
         let label = match (m.kind, m.sync_block_index) {
@@ -120,7 +120,7 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
             id.clone(),
             LockFact {
                 id,
-                kind: kind.into(),
+                kind,
                 label,
                 address: Some(Hex(m.object)),
                 name: None,
@@ -156,7 +156,7 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
                 let ty = tw.type_name.as_deref().unwrap_or("(type unread)");
                 locks.entry(id.clone()).or_insert_with(|| LockFact {
                     id: id.clone(),
-                    kind: "task".into(),
+                    kind: LockKind::Task,
                     label: format!("task {ty} (status: {})", tw.status.name()),
                     address: Some(Hex(tw.task)),
                     name: None,
@@ -211,7 +211,7 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
                 let ty = m.and_then(|m| m.type_name.clone());
                 locks.entry(id.clone()).or_insert_with(|| LockFact {
                     id: id.clone(),
-                    kind: "monitor_wait".into(),
+                    kind: LockKind::MonitorWait,
                     label: format!("Monitor.Wait on {} (waiting to be pulsed)", ty.as_deref().unwrap_or("(type unread)")),
                     address: Some(Hex(object)),
                     name: None,

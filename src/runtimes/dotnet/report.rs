@@ -16,6 +16,17 @@ pub struct DotnetReport {
     pub heap: Option<super::gc::report::HeapReport>,
     /// The GC's own state; null when it was not read.
     pub gc: Option<super::gc::report::GcReport>,
+    /// Every thread's last thrown exception (clrthreads' Exception column), as SOS `pe` prints it.
+    pub exceptions: Vec<ThreadExceptionReport>,
+    /// createdump's header (`DIAGINFOHEADER`), present when createdump wrote the dump.
+    pub createdump: Option<super::diaginfo::DiagInfo>,
+}
+
+/// One thread's last thrown exception.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ThreadExceptionReport {
+    pub tid: u32,
+    pub exception: crate::crash::ExceptionReport,
 }
 
 /// The thread pool as SOS's `threadpool` shows it, as far as knot can read it.

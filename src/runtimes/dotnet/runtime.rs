@@ -9,7 +9,7 @@ use super::frames::{self, WithFrames};
 use super::metadata::image_notes;
 use super::crash;
 use super::gc;
-use super::report::{DotnetReport, ThreadPoolReport};
+use super::report::{DotnetReport, ThreadExceptionReport, ThreadPoolReport};
 use super::{facts, locks, read_runtime, unreadable, DotnetReading, STAGE};
 use crate::diagnostics::Diagnostic;
 use crate::process::{Locator, Process};
@@ -27,6 +27,9 @@ pub struct DotnetRuntime<'p> {
     /// Why the code map or the Frame chains could not be read.
     failures: Vec<Diagnostic>,
     reading: OnceLock<DotnetReading>,
+    /// Every thread's last thrown exception and createdump's header, read once (for the report
+    /// section and the crash).
+    exceptions: OnceLock<Option<crash::CrashReading>>,
 }
 
 /// The .NET runtime of `process`; `None` when the process has no `libcoreclr.so`.
@@ -50,7 +53,7 @@ pub fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<DotnetRu
             None
         }
     });
-    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new() })
+    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new() })
 }
 
 impl DotnetRuntime<'_> {
@@ -72,7 +75,19 @@ impl DotnetRuntime<'_> {
     pub fn crash_reading(&self, stacks: &[Stack]) -> Option<crash::CrashReading> {
         let c = self.context.as_ref().ok()?;
         let code = self.code.as_ref()?;
-        Some(crash::read_in(c, stacks, code))
+        let mut r = self.exceptions()?.clone();
+        r.crash = crash::crash_in(c, &r, stacks, code);
+        Some(r)
+    }
+
+    /// Every thread's last thrown exception and createdump's header, read on first use.
+    fn exceptions(&self) -> Option<&crash::CrashReading> {
+        self.exceptions
+            .get_or_init(|| {
+                let c = self.context.as_ref().ok()?;
+                Some(crash::exceptions_in(c, self.code.as_ref()?))
+            })
+            .as_ref()
     }
 }
 
@@ -117,6 +132,8 @@ impl Runtime for DotnetRuntime<'_> {
                 thread_pool: None,
                 heap: None,
                 gc: None,
+                exceptions: Vec::new(),
+                createdump: None,
             },
             DotnetReading::Runtime(r) => DotnetReport {
                 summary: reading.summary(),
@@ -125,13 +142,28 @@ impl Runtime for DotnetRuntime<'_> {
                 thread_pool: waits.worker_pool.as_ref().map(ThreadPoolReport::from_pool),
                 heap: None,
                 gc: None,
+                exceptions: Vec::new(),
+                createdump: None,
             },
         };
+        if let Some(x) = self.exceptions() {
+            report.exceptions = x
+                .thread_exceptions
+                .iter()
+                .map(|t| ThreadExceptionReport { tid: t.os_tid, exception: crash::exception_report(&t.exception) })
+                .collect();
+            report.createdump = x.diaginfo;
+            facts.diagnostics.extend(x.diagnostics.iter().cloned());
+        }
         if let (true, Ok(c)) = (self.walks_heap(), &self.context) {
             gc::report::attach(c, &mut report, &mut facts.locks, &mut facts.diagnostics);
         }
         let gc_stalled = report.gc.as_ref().is_some_and(|g| g.stalled);
         Some(RuntimeReport { section: RuntimeSection::Dotnet(report), gc_stalled })
+    }
+
+    fn crash(&self, stacks: &[Stack]) -> Option<crate::crash::RuntimeCrashFacts> {
+        self.crash_reading(stacks)?.runtime_facts()
     }
 
     fn diagnostics(&self) -> Vec<Diagnostic> {

@@ -5,7 +5,7 @@ use super::referrers::{self, Referrer};
 use super::state::{Committed, HardLimitSource, LastOom};
 use super::GcReading;
 use crate::diagnostics::Diagnostic;
-use crate::report::Hex;
+use crate::hex::Hex;
 use super::super::context::Context;
 use super::super::report::DotnetReport;
 use crate::waits::LockFact;
@@ -127,7 +127,7 @@ impl ReferrerReport {
 /// .NET locks in `locks` by the heap objects that refer to them.
 pub fn attach(runtime: &Context<'_>, report: &mut DotnetReport, locks: &mut [LockFact], diagnostics: &mut Vec<Diagnostic>) {
     let targets: Vec<u64> =
-        locks.iter().filter(|l| matches!(l.kind.as_str(), "monitor" | "lock" | "monitor_wait")).filter_map(|l| l.managed.as_ref()).map(|m| m.object.0).collect();
+        locks.iter().filter(|l| l.kind.is_on_managed_object()).filter_map(|l| l.managed.as_ref()).map(|m| m.object.0).collect();
     match super::read_in(runtime, &targets) {
         Ok(gc) => {
             report.heap = Some(HeapReport::of(&gc));
