@@ -206,3 +206,51 @@ fn last_oom_equals_sos_analyzeoom() {
         }
     }
 }
+
+/// A damaged heap: an object's MethodTable overwritten (with garbage, with the object's own
+/// address, with zero) and a region's object sizes inflated. The walk of that region stops at the
+/// broken object with a diagnostic, the other regions are walked whole, nothing loops or panics.
+#[test]
+fn a_damaged_object_ends_its_regions_walk_with_a_diagnostic() {
+    let Some((d, clean)) = loaded().iter().find(|(d, _)| d.name == "monitor_abba/heap") else {
+        eprintln!("skipping: no monitor_abba/heap dump");
+        return;
+    };
+    let gen0 = clean.segments.iter().find(|s| s.kind == SegmentKind::Gen0 && s.allocated > s.start).expect("a gen0 region with objects");
+    let mut raw = Vec::new();
+    let mut gz = flate2::read::GzDecoder::new(std::fs::File::open(&d.core).expect("core"));
+    if d.core.extension().is_some_and(|e| e == "gz") {
+        std::io::Read::read_to_end(&mut gz, &mut raw).expect("gunzip");
+    } else {
+        raw = std::fs::read(&d.core).expect("core");
+    }
+    let process = Process::open(&d.core, &d.locator).expect("open");
+    // The 10th object of the region.
+    let mut at = gen0.start;
+    for _ in 0..10 {
+        let mt = u64::from_le_bytes(process.core.bytes_at(at, 8).expect("object")[..8].try_into().expect("8")) & !7;
+        let flags = u32::from_le_bytes(process.core.bytes_at(mt, 4).expect("mt")[..4].try_into().expect("4"));
+        let base = u32::from_le_bytes(process.core.bytes_at(mt + 4, 4).expect("mt")[..4].try_into().expect("4")) as u64;
+        let comp = if flags & 0x8000_0000 != 0 { (flags & 0xffff) as u64 } else { 0 };
+        let count = if comp != 0 { u32::from_le_bytes(process.core.bytes_at(at + 8, 4).expect("count")[..4].try_into().expect("4")) as u64 } else { 0 };
+        at += (base + count * comp).max(24).div_ceil(8) * 8;
+    }
+    let (offset, _) = process.core.segments.locate(at).expect("in the dump");
+    drop(process);
+    let dir = tempfile::tempdir().expect("tmp");
+    for (what, value) in [("garbage", 0x4141_4141_4141_4140u64), ("itself", at), ("zero", 0)] {
+        let mut bad = raw.clone();
+        bad[offset as usize..offset as usize + 8].copy_from_slice(&value.to_le_bytes());
+        let path = dir.path().join(format!("core-{what}"));
+        std::fs::write(&path, &bad).expect("write");
+        let p = Process::open(&path, &d.locator).expect("open damaged");
+        let r = match gc::read(&p, &d.locator, &[]) {
+            Some(Ok(r)) => r,
+            other => panic!("{what}: {:?}", other.map(|r| r.map(|_| ()))),
+        };
+        assert_eq!(r.broken.len(), 1, "{what}: {:?}", r.broken);
+        assert_eq!((r.broken[0].0, r.broken[0].1), (gen0.address, at), "{what}: stopped at the broken object");
+        assert!(r.diagnostics.iter().any(|g| g.address == Some(at)), "{what}: a diagnostic names {at:#x}");
+        assert!(r.stats.total_objects < clean.stats.total_objects && r.stats.total_objects >= 10, "{what}: the rest is walked");
+    }
+}

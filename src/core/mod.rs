@@ -280,6 +280,37 @@ impl Core {
         Ok(&self.map[offset as usize..offset as usize + n])
     }
 
+    /// Hints that the `len` bytes at `addr` will be read soon, front to back (a heap walk): the
+    /// kernel reads them ahead instead of faulting page by page (the mapping is opened for
+    /// random access).
+    pub fn will_read(&self, addr: u64, len: u64) {
+        if let (Bytes::Mapped(m), Some((off, n))) = (&self.map, self.page_range(addr, len)) {
+            let _ = m.advise_range(memmap2::Advice::WillNeed, off, n);
+        }
+    }
+
+    /// Lets the kernel take back this mapping's pages of the `len` bytes at `addr` once they
+    /// have been read (they stay in the page cache): a walk of a heap bigger than memory keeps
+    /// its resident set small.
+    pub fn done_reading(&self, addr: u64, len: u64) {
+        if let (Bytes::Mapped(m), Some((off, n))) = (&self.map, self.page_range(addr, len)) {
+            // SAFETY: the mapping is a private read-only file mapping nobody writes: dropped
+            // pages are read again from the file on the next access, with the same bytes, and
+            // no reference into the mapping is invalidated.
+            let _ = unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, off, n) };
+        }
+    }
+
+    /// The whole pages of the file that hold the `len` bytes at `addr`, as (offset, length).
+    fn page_range(&self, addr: u64, len: u64) -> Option<(usize, usize)> {
+        const PAGE: u64 = 4096;
+        let (offset, avail) = self.segments.locate(addr).ok()?;
+        let end = offset.checked_add(len.min(avail))?;
+        let start = offset / PAGE * PAGE;
+        let end = (end / PAGE * PAGE).min(self.map.len() as u64);
+        (end > start).then(|| (start as usize, (end - start) as usize))
+    }
+
     /// Whether any warning made this reading partial.
     pub fn is_partial(&self) -> bool {
         self.diagnostics.iter().any(|d| d.severity == crate::diagnostics::Severity::Warning)

@@ -31,9 +31,17 @@ const RSS_OVER_CORE_TARGET: f64 = 0.25;
 #[derive(clap::Args)]
 pub struct Args {
     /// `dotnet`: knot against dotnet-dump (syncblk + clrstack -all) on a committed .NET heap
-    /// dump instead (see [`crate::bench_dotnet`]; takes --runs and --sample).
+    /// dump instead (see [`crate::bench_dotnet`]; takes --runs and --sample). `dotnet-heap`: knot
+    /// against `dumpheap -stat` on a multi-GB heap dump made here ([`crate::bench_dotnet_heap`];
+    /// --heap-mib, --runs, --remake).
     #[arg(value_enum)]
     suite: Option<Suite>,
+    /// With `dotnet-heap`: the heap to fill, in MiB.
+    #[arg(long, default_value_t = 2048)]
+    heap_mib: u64,
+    /// With `dotnet-heap`: make the dump again even when one is there.
+    #[arg(long)]
+    remake: bool,
     /// With `dotnet`: the committed sample whose heap dump is measured.
     #[arg(long, default_value = "autofac_container")]
     sample: String,
@@ -159,9 +167,14 @@ pub(crate) fn median(v: &[f64]) -> f64 {
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Suite {
     Dotnet,
+    /// knot against SOS `dumpheap -stat` on a dump with a multi-GB heap made here.
+    DotnetHeap,
 }
 
 pub fn run(a: Args) -> Result<()> {
+    if a.suite == Some(Suite::DotnetHeap) {
+        return crate::bench_dotnet_heap::run(a.runs.unwrap_or(3), a.heap_mib, a.remake);
+    }
     if a.suite == Some(Suite::Dotnet) {
         return crate::bench_dotnet::run(a.runs.unwrap_or(5), &a.sample);
     }

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bench_dotnet;
+mod bench_dotnet_heap;
 mod samples;
 mod scale;
 

@@ -130,7 +130,7 @@ pub fn read_with(process: &Process, module: &crate::process::Module, t: &Target,
     let free_mt = t.global_deref("FreeObjectMethodTable").map_err(|e| format!("GC heap not read: {e}"))?;
     let string_mt = t.global_deref("StringMethodTable").unwrap_or(0);
     let target_set: HashSet<u64> = targets.iter().copied().filter(|&a| a != 0).collect();
-    let input = walk::WalkInput { t, alloc_contexts: &contexts, free_mt, targets: &target_set, string_mt };
+    let input = walk::WalkInput { t, alloc_contexts: &contexts, free_mt, targets: &target_set, string_mt, core: Some(&process.core) };
     let walks = walk::walk_all(&input, &segments);
     let mut broken = Vec::new();
     for (s, w) in segments.iter().zip(&walks) {

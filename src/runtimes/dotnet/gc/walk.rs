@@ -17,6 +17,7 @@ use super::super::objects;
 use super::super::target::Target;
 use super::gcvars::{Segment, SegmentKind};
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 use std::collections::{HashMap, HashSet};
 
 pub const MIN_OBJECT_SIZE: u64 = 24;
@@ -94,6 +95,8 @@ pub struct WalkInput<'a> {
     /// objects aside) is compared with them. Empty: no scan.
     pub targets: &'a HashSet<u64>,
     pub string_mt: u64,
+    /// The core, for read-ahead and release hints on each segment's pages.
+    pub core: Option<&'a crate::core::Core>,
 }
 
 /// Referrers kept per segment at most (a lock object has few).
@@ -118,16 +121,22 @@ pub fn walk_all(input: &WalkInput, segments: &[Segment]) -> Vec<SegmentWalk> {
 pub fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
     let t = input.t;
     let mut out = SegmentWalk::default();
-    let mut shapes: HashMap<u64, Result<TypeShape, String>> = HashMap::new();
+    // Per type met here: its shape and the counts (one hash lookup per object, Fx-hashed).
+    let mut seen: FxHashMap<u64, (TypeShape, TypeCount)> = FxHashMap::default();
     let unmask = t.global("ObjectToMethodTableUnmask").unwrap_or(7);
     let skip_contexts = !matches!(s.kind, SegmentKind::Large | SegmentKind::Frozen);
+    // The contexts inside this segment: an object address is looked up only when it is one.
+    let here: FxHashMap<u64, u64> =
+        if skip_contexts { input.alloc_contexts.iter().filter(|(p, _)| **p >= s.start && **p <= s.allocated).map(|(p, l)| (*p, *l)).collect() } else { FxHashMap::default() };
+    let (lowest, highest) = (here.keys().min().copied().unwrap_or(u64::MAX), here.keys().max().copied().unwrap_or(0));
+    let bounds = (input.targets.iter().min().copied().unwrap_or(u64::MAX), input.targets.iter().max().copied().unwrap_or(0));
     let skip = |mut at: u64| -> Result<u64, String> {
-        if !skip_contexts {
+        if at < lowest || at > highest {
             return Ok(at);
         }
         // A chain of contexts cannot be longer than the segment has room for.
         for _ in 0..1024 {
-            match input.alloc_contexts.get(&at) {
+            match here.get(&at) {
                 Some(&limit) if limit > at => at = limit + aligned(MIN_OBJECT_SIZE),
                 Some(&limit) => return Err(format!("allocation context at {at:#x} ends at {limit:#x}")),
                 None => return Ok(at),
@@ -142,8 +151,23 @@ pub fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
             return out;
         }
     };
+    // The segment's bytes in one piece when the dump holds them so (it usually does): a slice
+    // read per object instead of a lookup.
+    let len = usize::try_from(s.allocated - s.start).unwrap_or(0);
+    if let Some(core) = input.core {
+        core.will_read(s.start, s.allocated - s.start);
+    }
+    let bytes: &[u8] = t.mem.chunk(s.start, len).unwrap_or(&[]);
+    let word = |a: u64| -> Option<u64> {
+        let off = usize::try_from(a.checked_sub(s.start)?).ok()?;
+        Some(u64::from_le_bytes(bytes.get(off..off.checked_add(8)?)?.try_into().ok()?))
+    };
     while at < s.allocated {
-        let mt = match t.mem.read_u64(at) {
+        let head = match word(at) {
+            Some(v) => Ok(v),
+            None => t.mem.read_u64(at),
+        };
+        let mt = match head {
             Ok(v) => v & !unmask,
             Err(e) => {
                 out.broken = Some((at, format!("object header not in the dump: {e}")));
@@ -154,15 +178,21 @@ pub fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
             out.broken = Some((at, "object with a null MethodTable".into()));
             break;
         }
-        let shape = match shapes.entry(mt).or_insert_with(|| TypeShape::read(t, mt, input.free_mt)) {
-            Ok(sh) => *sh,
-            Err(e) => {
-                out.broken = Some((at, e.clone()));
-                break;
-            }
+        let shape = match seen.get(&mt) {
+            Some((sh, _)) => *sh,
+            None => match TypeShape::read(t, mt, input.free_mt) {
+                Ok(sh) => {
+                    seen.insert(mt, (sh, TypeCount::default()));
+                    sh
+                }
+                Err(e) => {
+                    out.broken = Some((at, e));
+                    break;
+                }
+            },
         };
         let count = if shape.component_size != 0 {
-            match t.mem.read_u32(at + 8) {
+            match word(at + 8).map(|w| Ok(w as u32)).unwrap_or_else(|| t.mem.read_u32(at + 8)) {
                 Ok(c) => c,
                 Err(e) => {
                     out.broken = Some((at, format!("component count not in the dump: {e}")));
@@ -179,11 +209,12 @@ pub fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
             break;
         }
         if !input.targets.is_empty() && mt != input.free_mt && mt != input.string_mt && out.hits.len() < MAX_HITS_PER_SEGMENT {
-            scan(input, at, mt, step, &mut out.hits);
+            scan(input, at, mt, step, bounds, &mut out.hits);
         }
-        let e = out.types.entry(mt).or_default();
-        e.count += 1;
-        e.bytes += size;
+        if let Some((_, c)) = seen.get_mut(&mt) {
+            c.count += 1;
+            c.bytes += size;
+        }
         out.objects += 1;
         out.bytes += size;
         at = match skip(at + step) {
@@ -194,17 +225,22 @@ pub fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
             }
         };
     }
+    out.types = seen.into_iter().map(|(mt, (_, c))| (mt, c)).collect();
+    if let Some(core) = input.core {
+        core.done_reading(s.start, s.allocated - s.start);
+    }
     out
 }
 
 /// Compares each word of the object at `at` (after its MethodTable pointer) with the targets.
-fn scan(input: &WalkInput, at: u64, mt: u64, size: u64, hits: &mut Vec<Hit>) {
+/// `(lo, hi)` bound the targets: most words fail that test without a hash.
+fn scan(input: &WalkInput, at: u64, mt: u64, size: u64, (lo, hi): (u64, u64), hits: &mut Vec<Hit>) {
     let mut off = 8;
     while off < size && hits.len() < MAX_HITS_PER_SEGMENT {
         let Ok(chunk) = input.t.mem.chunk(at + off, (size - off) as usize) else { return };
         for (i, w) in chunk.chunks_exact(8).enumerate() {
             let v = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
-            if input.targets.contains(&v) {
+            if v >= lo && v <= hi && input.targets.contains(&v) {
                 hits.push(Hit { referrer: at, method_table: mt, offset: off + 8 * i as u64, target: v });
             }
         }
