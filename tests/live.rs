@@ -503,7 +503,9 @@ fn a_process_whose_main_thread_exited_is_read_without_it() {
     let started = Instant::now();
     let out = knot().args(["pid", &pid.to_string(), "--format=json"]).output().unwrap();
     let v = json_of(&out, "knot pid on a process without its main thread");
-    assert!(started.elapsed() < Duration::from_secs(2), "no waiting for a stop that never comes");
+    // A wait for the zombie's stop would end in DidNotStop and fail the run (json_of above); this
+    // bound only catches a hang, far from any load-dependent timing.
+    assert!(started.elapsed() < Duration::from_secs(60), "no waiting for a stop that never comes");
     assert_eq!(v["live"]["threads"], 1, "the worker alone");
     let frames: Vec<&str> = v["threads"][0]["frames"].as_array().unwrap().iter().filter_map(|f| f["function"].as_str()).collect();
     assert!(frames.contains(&"worker"), "{frames:?}");
