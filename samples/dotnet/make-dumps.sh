@@ -29,6 +29,9 @@
 #   gc_oom             heap                       under DOTNET_GCHeapHardLimit=0x4000000 the program fills
 #                                                 the heap, catches OutOfMemoryException and FailFasts;
 #                                                 the runtime writes the dump (DOTNET_DbgMiniDumpType=2)
+#   unhandled_oom      heap                       under DOTNET_GCHeapHardLimit=0x2000000 the worker "CacheLoader"
+#                                                 fills the heap; nothing catches the OutOfMemoryException: the
+#                                                 runtime writes the dump (DOTNET_DbgMiniDumpType=2) and aborts
 #
 # Environment:
 #   DOTNET        dotnet host (default: `dotnet` on PATH)
@@ -70,10 +73,10 @@ ALL_JOBS=(
   pinvoke_mutex/heap pinvoke_mutex/full
   failfast/heap failfast/full failfast/mini failfast/triage
   unhandled_exception/heap failfast_exception/heap stack_overflow/heap
-  heap_population/heap gc_oom/heap
+  heap_population/heap gc_oom/heap unhandled_oom/heap
 )
 # Samples that die by themselves (no wedge, no 'ready'): the runtime dumps them.
-CRASH_SAMPLES=" unhandled_exception failfast_exception stack_overflow gc_oom "
+CRASH_SAMPLES=" unhandled_exception failfast_exception stack_overflow gc_oom unhandled_oom "
 is_crash() { [[ "$CRASH_SAMPLES" == *" $1 "* ]]; }
 
 # ---------------------------------------------------------------- tools
@@ -415,7 +418,7 @@ oracle() {  # oracle SAMPLE DIR
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   log "building samples (dotnet build -c Debug)"
   for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
-           unhandled_exception failfast_exception stack_overflow heap_population gc_oom; do
+           unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }
   done
@@ -440,6 +443,10 @@ run_job() {  # run_job SAMPLE KIND
       env=(DOTNET_GCHeapHardLimit=0x4000000 DOTNET_DbgEnableMiniDump=1 DOTNET_DbgMiniDumpType=2
            "DOTNET_DbgMiniDumpName=$dir/core" DOTNET_EnableCrashReport=1)
       how="OutOfMemoryException caught, then Environment.FailFast; the runtime's createdump via ${env[*]}" ;;
+    unhandled_oom/heap)
+      env=(DOTNET_GCHeapHardLimit=0x2000000 DOTNET_DbgEnableMiniDump=1 DOTNET_DbgMiniDumpType=2
+           "DOTNET_DbgMiniDumpName=$dir/core" DOTNET_EnableCrashReport=1)
+      how="OutOfMemoryException unhandled on CacheLoader; the runtime's createdump via ${env[*]}" ;;
     heap_population/heap)
       env=(DOTNET_GCHeapHardLimitPercent=0x32)
       flags="--withheap"

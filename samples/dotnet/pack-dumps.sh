@@ -30,6 +30,7 @@ COMMITTED=(
   stack_overflow/heap
   heap_population/heap
   gc_oom/heap
+  unhandled_oom/heap
 )
 if [[ -n "${ONLY:-}" ]]; then
   read -r -a COMMITTED <<<"$ONLY"
