@@ -10,7 +10,7 @@
 //! Prints the medians and the ratio (target: knot at least 5x faster), and writes the raw
 //! numbers to `target/bench/dotnet.json`.
 
-use crate::bench::{build_knot, median, run_once, sample_json, target_dir, utc_now, git, loadavg, machine_info};
+use crate::bench::{build_knot, median, run_once, sample_json, target_dir, utc_now, git, loadavg, machine_info, Sample};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use std::ffi::OsString;
@@ -101,22 +101,7 @@ pub fn run(runs: u32, sample: &str) -> Result<()> {
     let log = |i: usize| out_dir.join("logs").join(format!("dotnet-{i}.stderr"));
 
     eprintln!("measure {sample} heap: warm-up, then {runs} rounds");
-    let load_before = loadavg();
-    let mut warm = Vec::new();
-    for (i, (name, argv)) in tools.iter().enumerate() {
-        let s = run_once(argv, &log(i))?;
-        if s.code != Some(0) {
-            bail!("{name} failed on {} (exit {:?}); see {}", core.display(), s.code, log(i).display());
-        }
-        warm.push(s);
-    }
-    let mut samples = vec![Vec::new(), Vec::new()];
-    for _ in 0..runs {
-        for (i, (_, argv)) in tools.iter().enumerate() {
-            samples[i].push(run_once(argv, &log(i))?);
-        }
-    }
-    let medians: Vec<f64> = samples.iter().map(|s| median(&s.iter().map(|x| x.wall.as_secs_f64()).collect::<Vec<_>>())).collect();
+    let Paired { load_before, warm, samples, medians } = measure_paired(&tools, &core, runs, log)?;
     let ratio = medians[1] / medians[0];
     let core_size = fs::metadata(&core)?.len();
     println!("\n.NET: {sample} heap dump, {:.1} MiB, {runs} runs after 1 warm-up, median wall time", core_size as f64 / (1 << 20) as f64);
@@ -139,13 +124,7 @@ pub fn run(runs: u32, sample: &str) -> Result<()> {
         "runs": runs,
         "loadavg_1min_before": load_before,
         "loadavg_1min_after": loadavg(),
-        "tools": tools.iter().enumerate().map(|(i, (name, argv))| json!({
-            "name": name,
-            "argv": argv.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>(),
-            "warmup": sample_json(&warm[i]),
-            "runs": samples[i].iter().map(sample_json).collect::<Vec<_>>(),
-            "median_wall_s": medians[i],
-        })).collect::<Vec<_>>(),
+        "tools": tools_json(&tools, &warm, &samples, &medians),
         "sos_over_knot": ratio,
         "target_sos_over_knot_at_least": SOS_OVER_KNOT_TARGET,
     });
@@ -153,4 +132,51 @@ pub fn run(runs: u32, sample: &str) -> Result<()> {
     fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")?;
     println!("raw numbers: {}", path.display());
     Ok(())
+}
+
+/// One paired measurement: each tool once to warm the page cache, then `runs` rounds in turn, so
+/// a drift of the machine hits both alike.
+pub(crate) struct Paired {
+    pub(crate) load_before: Option<f64>,
+    pub(crate) warm: Vec<Sample>,
+    pub(crate) samples: Vec<Vec<Sample>>,
+    /// Median wall time of each tool, in seconds.
+    pub(crate) medians: Vec<f64>,
+}
+
+pub(crate) fn measure_paired(tools: &[(&str, Vec<OsString>)], core: &Path, runs: u32, log: impl Fn(usize) -> PathBuf) -> Result<Paired> {
+    let load_before = loadavg();
+    let mut warm = Vec::new();
+    for (i, (name, argv)) in tools.iter().enumerate() {
+        let s = run_once(argv, &log(i))?;
+        if s.code != Some(0) {
+            bail!("{name} failed on {} (exit {:?}); see {}", core.display(), s.code, log(i).display());
+        }
+        warm.push(s);
+    }
+    let mut samples = vec![Vec::new(); tools.len()];
+    for _ in 0..runs {
+        for (i, (_, argv)) in tools.iter().enumerate() {
+            samples[i].push(run_once(argv, &log(i))?);
+        }
+    }
+    let medians = samples.iter().map(|s| median(&s.iter().map(|x| x.wall.as_secs_f64()).collect::<Vec<_>>())).collect();
+    Ok(Paired { load_before, warm, samples, medians })
+}
+
+/// The `tools` part of a bench's raw-numbers JSON.
+pub(crate) fn tools_json(tools: &[(&str, Vec<OsString>)], warm: &[Sample], samples: &[Vec<Sample>], medians: &[f64]) -> Vec<serde_json::Value> {
+    tools
+        .iter()
+        .enumerate()
+        .map(|(i, (name, argv))| {
+            json!({
+                "name": name,
+                "argv": argv.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>(),
+                "warmup": sample_json(&warm[i]),
+                "runs": samples[i].iter().map(sample_json).collect::<Vec<_>>(),
+                "median_wall_s": medians[i],
+            })
+        })
+        .collect()
 }

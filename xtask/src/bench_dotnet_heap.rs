@@ -11,7 +11,8 @@
 //! Prints the medians, peak RSS and the ratio (target: knot at least 10x faster), and writes the
 //! raw numbers to `target/bench/dotnet-heap.json`.
 
-use crate::bench::{build_knot, git, loadavg, machine_info, median, run_once, sample_json, target_dir, utc_now};
+use crate::bench::{build_knot, git, loadavg, machine_info, target_dir, utc_now};
+use crate::bench_dotnet::{measure_paired, tools_json, Paired};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use std::ffi::OsString;
@@ -130,22 +131,7 @@ pub fn run(runs: u32, heap_mib: u64, remake: bool) -> Result<()> {
     let tools = [("knot analyze (whole report)", knot_argv), ("dotnet-dump dumpheap -stat", sos_argv)];
     let log = |i: usize| out_dir.join("logs").join(format!("dotnet-heap-{i}.stderr"));
     eprintln!("measure big heap: warm-up, then {runs} rounds");
-    let load_before = loadavg();
-    let mut warm = Vec::new();
-    for (i, (name, argv)) in tools.iter().enumerate() {
-        let s = run_once(argv, &log(i))?;
-        if s.code != Some(0) {
-            bail!("{name} failed on {} (exit {:?}); see {}", core.display(), s.code, log(i).display());
-        }
-        warm.push(s);
-    }
-    let mut samples = vec![Vec::new(), Vec::new()];
-    for _ in 0..runs {
-        for (i, (_, argv)) in tools.iter().enumerate() {
-            samples[i].push(run_once(argv, &log(i))?);
-        }
-    }
-    let medians: Vec<f64> = samples.iter().map(|s| median(&s.iter().map(|x| x.wall.as_secs_f64()).collect::<Vec<_>>())).collect();
+    let Paired { load_before, warm, samples, medians } = measure_paired(&tools, &core, runs, log)?;
     let ratio = medians[1] / medians[0];
     let core_size = fs::metadata(&core)?.len();
     println!("\n.NET heap: {:.2} GiB dump, {} objects on the heap, {runs} runs after 1 warm-up, median wall time", core_size as f64 / (1u64 << 30) as f64, sos_tot.0);
@@ -166,13 +152,7 @@ pub fn run(runs: u32, heap_mib: u64, remake: bool) -> Result<()> {
         "runs": runs,
         "loadavg_1min_before": load_before,
         "loadavg_1min_after": loadavg(),
-        "tools": tools.iter().enumerate().map(|(i, (name, argv))| json!({
-            "name": name,
-            "argv": argv.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>(),
-            "warmup": sample_json(&warm[i]),
-            "runs": samples[i].iter().map(sample_json).collect::<Vec<_>>(),
-            "median_wall_s": medians[i],
-        })).collect::<Vec<_>>(),
+        "tools": tools_json(&tools, &warm, &samples, &medians),
         "sos_over_knot": ratio,
         "target_sos_over_knot_at_least": SOS_OVER_KNOT_TARGET,
     });
