@@ -56,3 +56,23 @@ fn compressed_data_that_is_not_elf_is_refused_before_it_is_unpacked() {
     let chain = format!("{:?}", err);
     assert!(chain.contains("not an ELF file"), "{chain}");
 }
+
+#[test]
+fn a_full_or_missing_temporary_directory_is_named_as_the_cause_not_the_dump() {
+    let dump = common::committed("abba", DumpKind::Gcore);
+    let dir = tempfile::tempdir().unwrap();
+    let gz = dir.path().join("core.gz");
+    std::fs::write(&gz, gzip(&std::fs::read(&dump.core).unwrap())).unwrap();
+    // A TMPDIR that cannot take the file stands for a full disk: the error must say where knot
+    // tried to write and what to do, not that the stream is corrupt.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_knot"))
+        .args(["analyze", "--format", "json"])
+        .arg(&gz)
+        .env("TMPDIR", dir.path().join("no-such-dir"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("temporary file") && stderr.contains("no-such-dir") && stderr.contains("TMPDIR"), "{stderr}");
+    assert!(!stderr.contains("cannot decompress"), "{stderr}");
+}

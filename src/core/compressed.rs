@@ -40,11 +40,25 @@ pub struct Decompressed {
     pub cut_off: Option<String>,
 }
 
+/// Why decompression failed: the stream itself, or the temporary file it is written to (a full
+/// `$TMPDIR` is the user's to fix, not a corrupt dump, so the two are told apart).
+#[derive(Debug)]
+pub enum DecompressError {
+    Stream(io::Error),
+    TempFile { written: u64, source: io::Error },
+}
+
+impl From<io::Error> for DecompressError {
+    fn from(e: io::Error) -> Self {
+        DecompressError::Stream(e)
+    }
+}
+
 /// Decompresses `path` into an anonymous temporary file. The output must start like an ELF file:
 /// anything else is refused after the first block, before it can fill the disk.
-pub fn decompress(path: &Path, kind: Compression) -> io::Result<Decompressed> {
+pub fn decompress(path: &Path, kind: Compression) -> Result<Decompressed, DecompressError> {
     let input = io::BufReader::with_capacity(1 << 20, File::open(path)?);
-    let mut out = tempfile::tempfile()?;
+    let mut out = tempfile::tempfile().map_err(|source| DecompressError::TempFile { written: 0, source })?;
     let (size, cut_off) = match kind {
         Compression::Gzip => copy(flate2::read::MultiGzDecoder::new(input), &mut out)?,
         Compression::Zstd => {
@@ -52,16 +66,16 @@ pub fn decompress(path: &Path, kind: Compression) -> io::Result<Decompressed> {
             copy(decoder, &mut out)?
         }
         Compression::Xz => {
-            return Err(io::Error::new(io::ErrorKind::Unsupported, "xz-compressed cores are not supported; decompress with `xz -d` first"));
+            return Err(DecompressError::Stream(io::Error::new(io::ErrorKind::Unsupported, "xz-compressed cores are not supported; decompress with `xz -d` first")));
         }
     };
-    out.flush()?;
+    out.flush().map_err(|source| DecompressError::TempFile { written: size, source })?;
     Ok(Decompressed { file: out, size, cut_off })
 }
 
 /// Copies until the end of the stream, or until it breaks after some output (then the error is
 /// returned as text beside the byte count).
-fn copy(mut from: impl Read, to: &mut File) -> io::Result<(u64, Option<String>)> {
+fn copy(mut from: impl Read, to: &mut File) -> Result<(u64, Option<String>), DecompressError> {
     let mut buf = vec![0u8; 1 << 20];
     let mut total = 0u64;
     loop {
@@ -70,12 +84,12 @@ fn copy(mut from: impl Read, to: &mut File) -> io::Result<(u64, Option<String>)>
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) if total >= 64 => return Ok((total, Some(e.to_string()))),
-            Err(e) => return Err(e),
+            Err(e) => return Err(DecompressError::Stream(e)),
         };
         if total == 0 && (n < 4 || &buf[..4] != b"\x7fELF") {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "the decompressed data is not an ELF file"));
+            return Err(DecompressError::Stream(io::Error::new(io::ErrorKind::InvalidData, "the decompressed data is not an ELF file")));
         }
-        to.write_all(&buf[..n])?;
+        to.write_all(&buf[..n]).map_err(|source| DecompressError::TempFile { written: total, source })?;
         total += n as u64;
     }
 }

@@ -8,6 +8,8 @@ pub enum CoreError {
     Open { path: PathBuf, source: std::io::Error },
     #[error("{path}: cannot decompress the {kind} stream")]
     Decompress { path: PathBuf, kind: &'static str, source: std::io::Error },
+    #[error("{path}: cannot write the decompressed core into a temporary file in {dir} after {written} bytes (free space there, or point TMPDIR elsewhere, or decompress it yourself)")]
+    DecompressSpace { path: PathBuf, dir: PathBuf, written: u64, source: std::io::Error },
     #[error("{path} is a directory; give the path of a core file")]
     IsDirectory { path: PathBuf },
     #[error("{path} is empty (0 bytes): not a core file")]

@@ -106,7 +106,12 @@ impl Core {
         let n = std::io::Read::read(&mut file, &mut magic).map_err(open_err)?;
         let mut note = None;
         if let Some(kind) = compressed::Compression::detect(&magic[..n]) {
-            let plain = compressed::decompress(&path, kind).map_err(|source| CoreError::Decompress { path: path.clone(), kind: kind.name(), source })?;
+            let plain = compressed::decompress(&path, kind).map_err(|e| match e {
+                compressed::DecompressError::Stream(source) => CoreError::Decompress { path: path.clone(), kind: kind.name(), source },
+                compressed::DecompressError::TempFile { written, source } => {
+                    CoreError::DecompressSpace { path: path.clone(), dir: std::env::temp_dir(), written, source }
+                }
+            })?;
             let size = plain.size;
             note = Some(match plain.cut_off {
                 None => Diagnostic::info("core", format!("{} is {}-compressed: read through a {size}-byte temporary file", path.display(), kind.name())),
