@@ -31,6 +31,9 @@ pub struct ThreadInput<'a> {
     pub cursig: u16,
     /// Function names, innermost first, inlined frames included ("" when unknown).
     pub functions: Vec<&'a str>,
+    /// The frames those names come from (transition records left out), for a runtime that
+    /// tells its own threads by module and managed method.
+    pub frames: Vec<&'a crate::report::FrameReport>,
 }
 
 /// What the analysis found for one thread.

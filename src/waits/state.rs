@@ -31,8 +31,16 @@ pub enum ThreadState {
     FutexWaitv,
     /// Waiting for file descriptors to become ready (poll, select, epoll).
     Polling { syscall: String },
-    /// Sleeping for a time (nanosleep, clock_nanosleep) or until a signal (pause, sigsuspend).
+    /// Sleeping for a time (nanosleep, clock_nanosleep) or until a signal (pause, sigsuspend);
+    /// `syscall` is the call it sleeps in: a syscall, or a runtime's sleep (`Thread.Sleep`,
+    /// which sleeps on a condition variable).
     Sleeping { syscall: String },
+    /// One of a runtime's own service threads, idle: waiting for nothing held or awaited (the
+    /// .NET finalizer, tiered compilation, timer, thread-pool gate, SynchManager, signal
+    /// handler, debugger, EventPipe threads). `role` names it where the runtime says which.
+    IdleRuntimeThread { role: String },
+    /// A thread-pool worker between work items, waiting for work.
+    WaitingForWork { pool: String },
     /// Blocked reading, writing, accepting or connecting on a file descriptor.
     Io { syscall: String, fd: i64 },
     /// Waiting for a child process (wait4, waitid).
@@ -52,6 +60,8 @@ impl ThreadState {
             ThreadState::FutexWaitv => "futex_waitv".into(),
             ThreadState::Polling { syscall } => format!("polling ({syscall})"),
             ThreadState::Sleeping { syscall } => format!("sleeping ({syscall})"),
+            ThreadState::IdleRuntimeThread { role } => format!("idle runtime thread ({role})"),
+            ThreadState::WaitingForWork { pool } => format!("waiting for work ({pool})"),
             ThreadState::Io { syscall, fd } => format!("in I/O ({syscall} on fd {fd})"),
             ThreadState::WaitingForChild { syscall } => format!("waiting for a child ({syscall})"),
             ThreadState::Stopped { signal } => format!("stopped (signal {signal})"),
@@ -59,8 +69,15 @@ impl ThreadState {
         }
     }
 
+    /// Inside a wait of some kind (a sleep counts: the verdict's `idle`). An idle runtime
+    /// thread and a worker waiting for work are not: they wait for nothing anybody holds.
     pub fn is_blocked(&self) -> bool {
-        !matches!(self, ThreadState::Running)
+        !matches!(self, ThreadState::Running | ThreadState::IdleRuntimeThread { .. } | ThreadState::WaitingForWork { .. })
+    }
+
+    /// An idle thread: a runtime's service thread or a pool worker with no work.
+    pub fn is_idle(&self) -> bool {
+        matches!(self, ThreadState::IdleRuntimeThread { .. } | ThreadState::WaitingForWork { .. })
     }
 }
 
