@@ -16,6 +16,38 @@ pub const TOTAL_BUDGET_WORDS: u64 = 32 << 20;
 pub struct StackRange {
     pub tid: u32,
     pub sp: u64,
+    /// Registers a function keeps a pointer in across a call (callee-saved, and the argument
+    /// registers of the call it is in).
+    pub saved: [(&'static str, u64); 8],
+}
+
+impl StackRange {
+    pub fn of(tid: u32, r: &crate::arch::x86_64::Registers) -> StackRange {
+        StackRange {
+            tid,
+            sp: r.rsp,
+            saved: [("rbx", r.rbx), ("rbp", r.rbp), ("r12", r.r12), ("r13", r.r13), ("r14", r.r14), ("r15", r.r15), ("rdi", r.rdi), ("rsi", r.rsi)],
+        }
+    }
+}
+
+/// Threads (other than `exclude`) with a pointer into `[lo, hi)` in a register or on their
+/// stack (from the stack pointer up): (tid, where, the pointer), where saying which register or
+/// stack address. The budget as for [`pointer_holders`].
+pub fn pointers_into(process: &Process, stacks: &[StackRange], lo: u64, hi: u64, exclude: &[u32], budget: &mut u64) -> Option<Vec<(u32, String, u64)>> {
+    let mut out = Vec::new();
+    for s in stacks.iter().filter(|s| !exclude.contains(&s.tid)) {
+        if let Some((name, v)) = s.saved.iter().find(|(_, v)| *v >= lo && *v < hi) {
+            out.push((s.tid, format!("register {name}"), *v));
+            continue;
+        }
+        let one = StackRange { tid: s.tid, sp: s.sp, saved: s.saved };
+        match scan(process, &one, lo, hi.saturating_sub(1), budget)? {
+            Some((at, v)) => out.push((s.tid, format!("its stack at {at:#x}"), v)),
+            None => {}
+        }
+    }
+    Some(out)
 }
 
 /// Threads (other than `exclude`) whose stack holds a pointer into `[futex - 64, futex]`, with
@@ -25,28 +57,36 @@ pub fn pointer_holders(process: &Process, stacks: &[StackRange], futex: u64, exc
     let lo = futex.saturating_sub(LOCK_SPAN_BEFORE);
     let mut out = Vec::new();
     for s in stacks.iter().filter(|s| !exclude.contains(&s.tid)) {
-        let Some(seg) = process.core.segments.find(s.sp) else { continue };
-        let end = seg.end().min(s.sp.saturating_add(MAX_STACK_WORDS * 8));
-        let mut at = s.sp & !7;
-        'scan: while at < end {
-            if *budget == 0 {
-                return None;
-            }
-            let Ok(chunk) = process.chunk(at, (end - at) as usize) else { break };
-            for (i, w) in chunk.chunks_exact(8).enumerate() {
-                let v = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
-                if v >= lo && v <= futex {
-                    out.push((s.tid, at + i as u64 * 8, v));
-                    break 'scan;
-                }
-            }
-            let whole = (chunk.len() as u64) & !7;
-            if whole == 0 {
-                break;
-            }
-            *budget = budget.saturating_sub(whole / 8);
-            at += whole;
+        if let Some((at, v)) = scan(process, s, lo, futex, budget)? {
+            out.push((s.tid, at, v));
         }
     }
     Some(out)
+}
+
+/// The first word of `s`'s stack (from its stack pointer up) in `[lo, hi]`: where and what.
+/// `None` when the budget ran out.
+fn scan(process: &Process, s: &StackRange, lo: u64, hi: u64, budget: &mut u64) -> Option<Option<(u64, u64)>> {
+    let Some(seg) = process.core.segments.find(s.sp) else { return Some(None) };
+    let end = seg.end().min(s.sp.saturating_add(MAX_STACK_WORDS * 8));
+    let mut at = s.sp & !7;
+    while at < end {
+        if *budget == 0 {
+            return None;
+        }
+        let Ok(chunk) = process.chunk(at, (end - at) as usize) else { break };
+        for (i, w) in chunk.chunks_exact(8).enumerate() {
+            let v = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+            if v >= lo && v <= hi {
+                return Some(Some((at + i as u64 * 8, v)));
+            }
+        }
+        let whole = (chunk.len() as u64) & !7;
+        if whole == 0 {
+            break;
+        }
+        *budget = budget.saturating_sub(whole / 8);
+        at += whole;
+    }
+    Some(None)
 }
