@@ -10,6 +10,7 @@ use crate::unwind::{Stack, StackEnd, Trust};
 
 pub fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> Vec<FrameReport> {
     let module_name = |addr: u64| process.module_at(addr).map(|(_, m)| m.name().to_string());
+    let without_symbols = |addr: u64| process.module_at(addr).is_some_and(|(_, m)| m.symbol_files().next().is_none());
     let mut out = Vec::with_capacity(stack.frames.len() * 2);
     // A transition record is shown before the frame whose stack range holds it.
     let mut transitions = stack.transition_slots().into_iter().peekable();
@@ -42,6 +43,7 @@ pub fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> 
                     managed: false,
                     signature: None,
                     transition: None,
+                    no_symbols: false,
                 });
             }
         }
@@ -54,6 +56,7 @@ pub fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> 
             out.push(FrameReport {
                 index: out.len(),
                 ip: Hex(f.ip),
+                no_symbols: data.is_none() && without_symbols(f.lookup_address()),
                 function: data,
                 function_offset: None,
                 module,
@@ -85,6 +88,7 @@ pub fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> 
                 managed: false,
                 signature: None,
                 transition: None,
+                no_symbols: false,
             });
         }
     }

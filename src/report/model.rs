@@ -94,9 +94,12 @@ pub struct DumpInfo {
 pub struct SignalReport {
     pub number: i32,
     pub name: String,
-    pub code: i32,
+    /// `si_code`; null when the core has no NT_SIGINFO.
+    pub code: Option<i32>,
     pub fault_address: Option<Hex>,
     pub sender_pid: Option<u32>,
+    /// `siginfo` (NT_SIGINFO) or `prstatus` (only `pr_cursig`: code and address unknown).
+    pub source: crate::core::siginfo::SignalSource,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -197,6 +200,10 @@ pub struct FrameReport {
     /// `[InlinedCallFrame: addr]`), shown where it sits between the frames; `ip` is the return
     /// address it saved, or 0.
     pub transition: Option<TransitionReport>,
+    /// The frame's module has no file and no debug file at hand (its file was absent): nothing
+    /// can name the frame, as `eu-unstrip -n` lists such a module without a file.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_symbols: bool,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -221,6 +228,10 @@ pub struct StackEndReport {
 pub struct ModuleReport {
     /// The path the dump names.
     pub path: String,
+    /// Set only for the program when the dump's list of files does not name it: where `path`
+    /// came from instead (`exe_option`, `auxv_execfn`, `prpsinfo`, `unknown`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_source: Option<String>,
     pub start: Hex,
     pub end: Hex,
     pub load_bias: Hex,
@@ -253,6 +264,7 @@ impl FrameReport {
             managed: false,
             signature: None,
             transition: Some(TransitionReport { kind: t.kind.clone(), address: Hex(t.address) }),
+            no_symbols: false,
         }
     }
 
@@ -273,6 +285,7 @@ impl FrameReport {
             managed: true,
             signature: m.signature,
             transition: None,
+            no_symbols: false,
         }
     }
 }
