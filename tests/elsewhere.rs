@@ -233,3 +233,123 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// 4–6 and issue 12 item 6: stacks without unwind tables.
+
+/// The sample's program with its unwind tables taken away (`.eh_frame` and `.eh_frame_hdr`
+/// renamed: a build without CFI), build-id unchanged, in a scratch directory.
+fn without_cfi(d: &SampleDump) -> PathBuf {
+    let dir = scratch(&format!("nocfi-{}", d.name));
+    let bytes = std::fs::read(&d.binary).expect("read the binary");
+    let name = b".eh_frame";
+    let mut out = bytes.clone();
+    let mut renamed = 0;
+    for at in 0..bytes.len().saturating_sub(name.len()) {
+        if &bytes[at..at + name.len()] == name {
+            out[at + 1..at + 3].copy_from_slice(b"no");
+            renamed += 1;
+        }
+    }
+    assert!(renamed >= 2, "the binary has .eh_frame and .eh_frame_hdr");
+    let path = dir.join(d.binary.file_name().expect("a file name"));
+    std::fs::write(&path, out).expect("write");
+    path
+}
+
+/// The sample read with its libraries' files absent (an empty sysroot, no debug directory).
+fn without_libraries(d: &SampleDump, name: &str) -> Locator {
+    Locator { sysroot: Some(scratch(name)), no_default_debug_dir: true, executable: Some(d.binary.clone()), ..Locator::default() }
+}
+
+fn names(t: &knot::report::ThreadReport) -> Vec<&str> {
+    t.frames.iter().map(|f| f.function.as_deref().unwrap_or("??")).collect()
+}
+
+#[test]
+fn a_stack_reaching_the_entry_point_is_complete() {
+    let d = sample("abba");
+    let mut locator = common::options_for(&d).locator;
+    locator.executable = Some(without_cfi(&d));
+    locator.search_dirs.clear();
+    let r = report_with(bytes(&d), locator);
+    let main = r.threads.iter().find(|t| names(t).contains(&"main")).expect("the main thread");
+    assert_eq!(names(main).last().copied(), Some("_start"), "{:?}", names(main));
+    assert_eq!(main.stack_end.reason, "entry_point", "{:#?}", main.stack_end);
+    assert!(main.stack_end.complete, "{:#?}", main.stack_end);
+    assert!(!text(&r).contains("stack incomplete"), "{}", text(&r));
+}
+
+#[test]
+fn frames_a_frame_pointer_step_skips_are_kept_as_scanned() {
+    let d = sample("abba");
+    let r = report_with(bytes(&d), without_libraries(&d, "fp-skip"));
+    for (worker, tid) in [("worker_ab", 11398), ("worker_ba", 11399)] {
+        let t = r.threads.iter().find(|t| t.tid == tid).expect("the worker");
+        // libc has no file and no CFI: the %rbp chain leads from frame #0 in libc straight to
+        // start_thread, over the worker's own frame, whose return address is on the stack.
+        let f = t.frames.iter().find(|f| f.function.as_deref() == Some(worker)).unwrap_or_else(|| panic!("{worker} is kept: {:?}", names(t)));
+        assert_eq!(f.trust, knot::unwind::Trust::Scan);
+        assert!(!t.stack_end.complete && t.stack_end.scanned_frames >= 1, "{:#?}", t.stack_end);
+    }
+}
+
+#[test]
+fn a_stack_that_needed_scanning_is_never_complete_and_says_how_many_frames_were_scanned() {
+    let d = sample("abba");
+    let r = report_with(bytes(&d), without_libraries(&d, "scanned"));
+    let main = r.threads.iter().find(|t| t.tid == 11396).expect("the main thread");
+    assert!(names(main).contains(&"main"), "{:?}", names(main));
+    let scanned = main.frames.iter().filter(|f| f.trust == knot::unwind::Trust::Scan).count();
+    assert!(scanned >= 1);
+    assert!(!main.stack_end.complete, "{:#?}", main.stack_end);
+    assert_eq!(main.stack_end.scanned_frames, scanned);
+    let mut shown = String::new();
+    knot::report::text::thread(&mut shown, main, &r.locks, None);
+    assert!(shown.contains(&format!("(stack incomplete: {scanned} frame{} found by scanning the stack", if scanned == 1 { "" } else { "s" })), "{shown}");
+}
+
+#[test]
+fn a_scan_never_takes_an_address_in_a_thread_stack_even_an_executable_one() {
+    let d = sample("abba");
+    let mut core = bytes(&d);
+    let rsp = register(&core, 0, REG_RSP);
+    assert_eq!(prstatus(&core, 0).desc.get(32..36).map(|b| u32::from_le_bytes(b.try_into().unwrap())), Some(11396));
+    let stack = load_holding(&core, rsp);
+    // The stack mapped read-write-execute, and at [rsp] a word pointing into it, just after
+    // bytes that look like a call: what a scan could take for a return address.
+    put_u32(&mut core, stack.at + 4, stack.flags | PF_X);
+    let fake = (rsp - 0x200) & !0xf;
+    poke(&mut core, fake - 5, &[0xe8, 0, 0, 0, 0]);
+    poke_u64(&mut core, rsp, fake);
+    let r = report_with(core, without_libraries(&d, "rwx"));
+    let main = r.threads.iter().find(|t| t.tid == 11396).expect("the main thread");
+    for f in &main.frames {
+        assert!(!stack.contains(f.ip.0) || f.index == 0, "frame #{} at {:#x} is in the thread's stack: {:?}", f.index, f.ip.0, names(main));
+    }
+    assert!(names(main).contains(&"main"), "{:?}", names(main));
+}
+
+#[test]
+fn a_scanned_return_address_whose_cfi_disagrees_is_stale() {
+    let d = sample("abba");
+    let mut core = bytes(&d);
+    let original = report(core.clone(), &d);
+    let main = original.threads.iter().find(|t| t.tid == 11396).expect("the main thread");
+    // A real return address into libc (after a call, with CFI whose CFA is %rsp-based): put
+    // at the wrong place it unwinds to a caller that is no code.
+    let clockjoin = main.frames.iter().find(|f| f.function.as_deref() == Some("__libc_start_call_main")).expect("__libc_start_call_main's frame").ip.0;
+    let main_fn = main.frames.iter().find(|f| f.function.as_deref() == Some("main")).expect("main").ip.0;
+    // Frame #0 in the program's code, which has no CFI here, and no frame pointer.
+    set_register(&mut core, 0, REG_RIP, main_fn);
+    set_register(&mut core, 0, REG_RBP, 0);
+    let rsp = register(&core, 0, REG_RSP);
+    poke_u64(&mut core, rsp, clockjoin);
+    let mut locator = common::options_for(&d).locator;
+    locator.executable = Some(without_cfi(&d));
+    locator.search_dirs.clear();
+    let r = report_with(core, locator);
+    let main = r.threads.iter().find(|t| t.tid == 11396).expect("the main thread");
+    assert_ne!(main.frames.get(1).map(|f| f.ip.0), Some(clockjoin), "the stale word is no frame: {:?}", names(main));
+    assert!(names(main).contains(&"__pthread_clockjoin_ex"), "the scan goes on to the real return address: {:?}", names(main));
+}

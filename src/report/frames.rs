@@ -99,7 +99,8 @@ pub fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> 
     out
 }
 
-pub fn stack_end(end: &StackEnd) -> StackEndReport {
+pub fn stack_end(stack: &crate::unwind::Stack) -> StackEndReport {
+    let end = &stack.end;
     let (reason, address, detail) = match *end {
         StackEnd::Outermost => ("outermost", None, "reached the thread's first frame".to_string()),
         StackEnd::ZeroReturnAddress => ("zero_return_address", None, "return address 0 ends the chain".to_string()),
@@ -108,7 +109,12 @@ pub fn stack_end(end: &StackEnd) -> StackEndReport {
         StackEnd::NoCaller { ip } => ("no_caller", Some(ip), format!("no unwind information, frame pointer or return address found above {ip:#x}")),
         StackEnd::NotCode { ip } => ("not_code", Some(ip), format!("return address {ip:#x} is not in executable memory")),
         StackEnd::DepthLimit { frames } => ("depth_limit", None, format!("stopped at the {frames}-frame limit")),
+        StackEnd::EntryPoint => ("entry_point", None, "reached the program's entry point (_start)".to_string()),
     };
-    StackEndReport { complete: end.is_complete(), reason: reason.into(), address: address.map(Hex), detail }
+    let detail = match stack.scanned {
+        0 => detail,
+        n => format!("{n} frame{} found by scanning the stack, which may be stale; {detail}", if n == 1 { "" } else { "s" }),
+    };
+    StackEndReport { complete: stack.is_complete(), reason: reason.into(), address: address.map(Hex), detail, scanned_frames: stack.scanned }
 }
 

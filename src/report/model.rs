@@ -222,12 +222,23 @@ pub struct TransitionReport {
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct StackEndReport {
+    /// The walk reached the thread's first frame (or the program's entry point) and found no
+    /// frame by scanning.
     pub complete: bool,
-    /// outermost, zero_return_address, no_progress, unreadable, no_caller, not_code, depth_limit.
+    /// outermost, zero_return_address, entry_point, no_progress, unreadable, no_caller,
+    /// not_code, depth_limit.
     pub reason: String,
     /// The address involved, when there is one.
     pub address: Option<Hex>,
     pub detail: String,
+    /// Frames found by scanning the stack for return addresses (`trust` `scan`); present only
+    /// when there are some.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub scanned_frames: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
