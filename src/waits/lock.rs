@@ -114,7 +114,8 @@ pub struct LockFact {
     /// mutex, rwlock, cond, sem, join or futex.
     #[schemars(with = "String")]
     pub kind: LockKind,
-    /// What the lock is, for people: `pthread mutex (recursive)`, `Rust std::sync::Mutex`.
+    /// What the lock is, for people: `pthread mutex (recursive)`, `Rust std::sync::Mutex` (a
+    /// .NET lock's is the report's words for its facts: `report::words::managed_lock_label`).
     pub label: String,
     pub address: Option<Hex>,
     /// The data symbol at the lock's address (`lock_a`), when the lock is a named global.
@@ -133,36 +134,6 @@ pub struct LockFact {
     /// For a .NET lock (kind monitor, lock, monitor_wait or task): the object, its type and SOS's
     /// syncblk columns.
     pub managed: Option<ManagedLock>,
-}
-
-impl LockFact {
-    /// `lock_a` (mutex@0x…) for people.
-    pub fn display_name(&self) -> String {
-        if let Some(m) = &self.managed {
-            let ty = m.type_name.as_deref().unwrap_or("an object");
-            let name = match self.kind {
-                LockKind::Lock => format!("Lock {ty} at {}", m.object),
-                LockKind::MonitorWait => format!("Monitor.Wait on {ty} at {}", m.object),
-                LockKind::Task => match &m.task {
-                    Some(task) => format!("task {ty} at {} (status: {})", m.object, task.status),
-                    None => format!("task {ty} at {}", m.object),
-                },
-                _ => format!("monitor on {ty} at {}", m.object),
-            };
-            // Named by the object that holds it in a field: `(LifetimeScope._synchRoot, Tag
-            // "root")`. An array slot (a static field's storage, a collection) names nothing.
-            return match m.referrers.first().filter(|r| self.kind.is_on_managed_object() && !r.field.starts_with('[')) {
-                Some(r) => format!("{name} ({})", r.label()),
-                None => name,
-            };
-        }
-        match (&self.name, self.address) {
-            (_, _) if self.kind == LockKind::Join => format!("the exit of thread {}", self.owner_tid.map_or("?".to_string(), |t| t.to_string())),
-            (Some(n), _) => n.clone(),
-            (None, Some(a)) => format!("{} at {a}", self.kind),
-            (None, None) => self.id.clone(),
-        }
-    }
 }
 
 /// What a .NET lock is, beside the generic lock fact: SOS's `syncblk` columns for a Monitor,

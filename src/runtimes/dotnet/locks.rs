@@ -66,15 +66,9 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
     // Monitors and Locks: held ones, and ones threads wait for.
     for m in &r.monitors {
         let id = lock_id(m);
-        let (kind, what) = match m.kind {
-            MonitorKind::Lock => (LockKind::Lock, "System.Threading.Lock"),
-            _ => (LockKind::Monitor, "Monitor"),
-        };
-        let ty = m.type_name.clone().unwrap_or_else(|| "(type unread)".into());
-        let label = match (m.kind, m.sync_block_index) {
-            (MonitorKind::SyncBlock, Some(i)) => format!("{what} on {ty} (sync block {i}, MonitorHeld {}, recursion {})", m.monitor_held.unwrap_or(0), m.recursion),
-            (MonitorKind::ThinLock, _) => format!("{what} on {ty} (thin lock, recursion {})", m.recursion),
-            _ => format!("{what} {ty} (recursion {})", m.recursion),
+        let kind = match m.kind {
+            MonitorKind::Lock => LockKind::Lock,
+            _ => LockKind::Monitor,
         };
         let owner = match m.owner_os_tid {
             Some(tid) if in_dump.contains(&tid) => Owner::Known { tid },
@@ -121,7 +115,8 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
             LockFact {
                 id,
                 kind,
-                label,
+                // The words are the report's (`report::words::managed_lock_label`), from `managed`.
+                label: String::new(),
                 address: Some(Hex(m.object)),
                 name: None,
                 owner_tid: owner.tid(),
@@ -157,7 +152,7 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
                 locks.entry(id.clone()).or_insert_with(|| LockFact {
                     id: id.clone(),
                     kind: LockKind::Task,
-                    label: format!("task {ty} (status: {})", tw.status.name()),
+                    label: String::new(),
                     address: Some(Hex(tw.task)),
                     name: None,
                     owner: Owner::None,
@@ -212,7 +207,7 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
                 locks.entry(id.clone()).or_insert_with(|| LockFact {
                     id: id.clone(),
                     kind: LockKind::MonitorWait,
-                    label: format!("Monitor.Wait on {} (waiting to be pulsed)", ty.as_deref().unwrap_or("(type unread)")),
+                    label: String::new(),
                     address: Some(Hex(object)),
                     name: None,
                     owner: Owner::None,
