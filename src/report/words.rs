@@ -5,7 +5,7 @@
 use super::model::{Deadlock, ThreadReport};
 use crate::graph::Cycle;
 use crate::runtimes::dotnet::gc::report::ReferrerReport;
-use crate::waits::{LockFact, LockKind, ManagedLock, Owner};
+use crate::waits::{LockFact, LockKind, LockStorage, ManagedLock, Owner};
 
 pub fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
@@ -49,9 +49,9 @@ pub fn managed_lock_label(kind: LockKind, m: &ManagedLock) -> String {
         LockKind::MonitorWait => format!("Monitor.Wait on {ty} (waiting to be pulsed)"),
         _ => {
             let what = if kind == LockKind::Lock { "System.Threading.Lock" } else { "Monitor" };
-            match (m.storage.as_str(), m.sync_block_index) {
-                ("sync_block", Some(i)) => format!("{what} on {ty} (sync block {i}, MonitorHeld {}, recursion {})", m.monitor_held.unwrap_or(0), m.recursion),
-                ("thin_lock", _) => format!("{what} on {ty} (thin lock, recursion {})", m.recursion),
+            match (m.storage, m.sync_block_index) {
+                (LockStorage::SyncBlock, Some(i)) => format!("{what} on {ty} (sync block {i}, MonitorHeld {}, recursion {})", m.monitor_held.unwrap_or(0), m.recursion),
+                (LockStorage::ThinLock, _) => format!("{what} on {ty} (thin lock, recursion {})", m.recursion),
                 _ => format!("{what} {ty} (recursion {})", m.recursion),
             }
         }
