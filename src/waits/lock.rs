@@ -150,6 +150,23 @@ pub enum LockStorage {
     Task,
 }
 
+impl LockStorage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockStorage::SyncBlock => "sync_block",
+            LockStorage::ThinLock => "thin_lock",
+            LockStorage::LockObject => "lock_object",
+            LockStorage::Task => "task",
+        }
+    }
+}
+
+impl PartialEq<&str> for LockStorage {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 // One representation from the runtime's reading (`RuntimeReading::monitors`) to the report
 // (`LockFact::managed`): the reader fills what the runtime records, the merge adds the owner's
 // name, the heap walk the referrers. (The doc comment below is the schema's description.)
