@@ -114,8 +114,8 @@ pub struct LockFact {
     /// mutex, rwlock, cond, sem, join or futex.
     #[schemars(with = "String")]
     pub kind: LockKind,
-    /// What the lock is, for people: `pthread mutex (recursive)`, `Rust std::sync::Mutex` (a
-    /// .NET lock's is the report's words for its facts: `report::words::managed_lock_label`).
+    // A .NET lock's label is the report's words for its facts (`report::words::managed_lock_label`).
+    /// What the lock is, for people: `pthread mutex (recursive)`, `Rust std::sync::Mutex`.
     pub label: String,
     pub address: Option<Hex>,
     /// The data symbol at the lock's address (`lock_a`), when the lock is a named global.
