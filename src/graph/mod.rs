@@ -4,6 +4,7 @@
 //! (the words are the report's).
 
 pub mod groups;
+pub mod limits;
 pub mod verdict;
 
 use crate::waits::{LockFact, Owner};
