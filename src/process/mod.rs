@@ -12,7 +12,7 @@ pub mod stack_words;
 pub use elf_file::ElfFile;
 pub use locate::Locator;
 pub use memory::{Memory, MemoryError, RangeMemory};
-pub use module::{FileStatus, Module};
+pub use module::{FileStatus, Module, PathSource};
 pub use stack_words::StackWords;
 
 use crate::core::{Absence, Core, CoreError};
