@@ -113,7 +113,7 @@ fn header_line(r: &Report) -> String {
         }
     }
     let (threads, modules) = (r.threads.len(), r.modules.len());
-    let plural = crate::report::text::plural;
+    let plural = crate::report::words::plural;
     let _ = write!(s, "; {threads} thread{}, {modules} module{}", plural(threads), plural(modules));
     if d.partial {
         s.push_str(" <span class=\"warn\">(partial: see the warnings)</span>");
