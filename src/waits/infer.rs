@@ -3,7 +3,7 @@
 //! into the lock on exactly one other thread's stack makes that thread the *inferred* owner —
 //! reported as such, with the evidence, never as a fact.
 
-use crate::process::{Memory, Process};
+use crate::process::{Process, StackWords};
 
 /// How far before the futex word a guard's pointer may point (the lock structure's start).
 const LOCK_SPAN_BEFORE: u64 = 64;
@@ -67,26 +67,19 @@ pub fn pointer_holders(process: &Process, stacks: &[StackRange], futex: u64, exc
 /// The first word of `s`'s stack (from its stack pointer up) in `[lo, hi]`: where and what.
 /// `None` when the budget ran out.
 fn scan(process: &Process, s: &StackRange, lo: u64, hi: u64, budget: &mut u64) -> Option<Option<(u64, u64)>> {
-    let Some(seg) = process.core.segments.find(s.sp) else { return Some(None) };
-    let end = seg.end().min(s.sp.saturating_add(MAX_STACK_WORDS * 8));
-    let mut at = s.sp & !7;
-    while at < end {
-        if *budget == 0 {
-            return None;
-        }
-        let Ok(chunk) = process.chunk(at, (end - at) as usize) else { break };
-        for (i, w) in chunk.chunks_exact(8).enumerate() {
-            let v = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
-            if v >= lo && v <= hi {
-                return Some(Some((at + i as u64 * 8, v)));
-            }
-        }
-        let whole = (chunk.len() as u64) & !7;
-        if whole == 0 {
-            break;
-        }
-        *budget = budget.saturating_sub(whole / 8);
-        at += whole;
+    let Some(words) = StackWords::new(process, s.sp, MAX_STACK_WORDS * 8) else { return Some(None) };
+    if words.spans_nothing() {
+        return Some(None);
     }
-    Some(None)
+    if *budget == 0 {
+        return None;
+    }
+    let scanned = words.len();
+    match words.into_iter().find(|&(_, v)| v >= lo && v <= hi) {
+        Some(found) => Some(Some(found)),
+        None => {
+            *budget = budget.saturating_sub(scanned);
+            Some(None)
+        }
+    }
 }
