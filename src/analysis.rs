@@ -173,10 +173,14 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     let mut diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
     diagnostics.extend(facts.diagnostics);
     diagnostics.extend(runtime.iter().flat_map(|r| r.diagnostics()));
+    let diagnostics = crate::diagnostics::cap_per_stage(diagnostics);
+    let mut dump = dump::dump_info(process);
+    // Partial when anything, in any stage, was missing, refused or cut.
+    dump.partial |= diagnostics.iter().any(|d| d.severity == crate::Severity::Warning);
     let mut report = Report {
         schema_version: SCHEMA_VERSION,
         knot_version: env!("CARGO_PKG_VERSION").to_string(),
-        dump: dump::dump_info(process),
+        dump,
         verdict,
         crash,
         deadlocks,

@@ -37,6 +37,9 @@ pub struct Table {
     pub free: u32,
     /// The entries in use, in index order.
     pub entries: Vec<Entry>,
+    /// Why the walk stopped before the table's end (an unreadable entry, [`MAX_ENTRIES`]): the
+    /// entries before it are kept.
+    pub stopped: Option<DotnetError>,
 }
 
 pub fn read_table(t: &Target, l: &Layout) -> Result<Table> {
@@ -44,6 +47,7 @@ pub fn read_table(t: &Target, l: &Layout) -> Result<Table> {
     if address == 0 {
         return Ok(Table::default());
     }
+    // Both are bounded by the target (at most MAX_TYPE_SIZE), so the sums below cannot overflow.
     let size = t.size("SyncTableEntry")?;
     let sb_off = t.offset("SyncTableEntry", "SyncBlock")?;
     let obj_off = l.sync_table_entry_object;
@@ -52,9 +56,21 @@ pub fn read_table(t: &Target, l: &Layout) -> Result<Table> {
     }
     let mut table = Table { address, ..Table::default() };
     for index in 1..=MAX_ENTRIES {
-        let at = address + index as u64 * size;
-        let entry = t.read_bytes(at, size as usize, &format!("sync table entry {index}"))?;
-        let word = |o: u64| u64::from_le_bytes(entry[o as usize..o as usize + 8].try_into().unwrap_or([0; 8]));
+        let at = (index as u64).checked_mul(size).and_then(|o| address.checked_add(o)).ok_or_else(|| DotnetError::Invalid {
+            what: "sync block table",
+            at: address,
+            why: format!("entry {index} of {size} bytes lies past the end of the address space"),
+        })?;
+        let entry = match t.read_bytes(at, size as usize, &format!("sync table entry {index}")) {
+            Ok(e) => e,
+            Err(e) if index == 1 => return Err(e),
+            Err(e) => {
+                table.total = index - 1;
+                table.stopped = Some(e);
+                return Ok(table);
+            }
+        };
+        let word = |o: u64| crate::bytes::u64_at(&entry, o as usize).unwrap_or(0);
         let (sync_block, object) = (word(sb_off), word(obj_off));
         if sync_block == 0 && object == 0 {
             table.total = index - 1;
@@ -66,7 +82,9 @@ pub fn read_table(t: &Target, l: &Layout) -> Result<Table> {
         }
         table.entries.push(Entry { index, sync_block, object });
     }
-    Err(DotnetError::TooMany { what: "sync block table", at: address, limit: MAX_ENTRIES as u64 })
+    table.total = MAX_ENTRIES;
+    table.stopped = Some(DotnetError::TooMany { what: "sync block table", at: address, limit: MAX_ENTRIES as u64 });
+    Ok(table)
 }
 
 /// The state of a sync block's `AwareLock`.
@@ -91,11 +109,11 @@ impl AwareLock {
 }
 
 pub fn read_aware_lock(t: &Target, l: &Layout, sync_block: u64) -> Result<AwareLock> {
-    let m = sync_block + l.sync_block_monitor;
-    let lock_state = t.read_u32(m + l.aware_lock_state, &format!("AwareLock state of sync block {sync_block:#x}"))?;
-    let recursion = t.read_u32(m + l.aware_lock_recursion, &format!("AwareLock recursion of sync block {sync_block:#x}"))?;
-    let holding_thread_id = t.read_u32(m + l.aware_lock_holding_thread_id, &format!("AwareLock owner of sync block {sync_block:#x}"))?;
-    let holding_os_thread_id = t.read_ptr(m + l.aware_lock_holding_os_thread_id, &format!("AwareLock OS owner of sync block {sync_block:#x}"))?;
+    let m = sync_block.wrapping_add(l.sync_block_monitor);
+    let lock_state = t.read_u32(m.wrapping_add(l.aware_lock_state), &format!("AwareLock state of sync block {sync_block:#x}"))?;
+    let recursion = t.read_u32(m.wrapping_add(l.aware_lock_recursion), &format!("AwareLock recursion of sync block {sync_block:#x}"))?;
+    let holding_thread_id = t.read_u32(m.wrapping_add(l.aware_lock_holding_thread_id), &format!("AwareLock owner of sync block {sync_block:#x}"))?;
+    let holding_os_thread_id = t.read_ptr(m.wrapping_add(l.aware_lock_holding_os_thread_id), &format!("AwareLock OS owner of sync block {sync_block:#x}"))?;
     Ok(AwareLock {
         lock_state,
         locked: lock_state & l.lock_state_locked_mask != 0,
@@ -109,7 +127,7 @@ pub fn read_aware_lock(t: &Target, l: &Layout, sync_block: u64) -> Result<AwareL
 /// The runtime `Thread`s in Monitor.Wait on this sync block (the `WaitEventLink` chain), with
 /// how many times each has called Wait on it.
 pub fn wait_list(t: &Target, l: &Layout, sync_block: u64) -> Result<Vec<(u64, u32)>> {
-    let mut link = t.read_ptr(sync_block + l.sync_block_link, &format!("Monitor.Wait list of sync block {sync_block:#x}"))?;
+    let mut link = t.read_ptr(sync_block.wrapping_add(l.sync_block_link), &format!("Monitor.Wait list of sync block {sync_block:#x}"))?;
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     while link != 0 {
@@ -120,12 +138,12 @@ pub fn wait_list(t: &Target, l: &Layout, sync_block: u64) -> Result<Vec<(u64, u3
             return Err(DotnetError::TooMany { what: "Monitor.Wait list", at: sync_block, limit: MAX_WAITERS as u64 });
         }
         let wel = link.wrapping_sub(l.wait_event_link_link);
-        let wait_sb = t.read_ptr(wel + l.wait_event_link_sync_block, "WaitEventLink.m_WaitSB")?;
+        let wait_sb = t.read_ptr(wel.wrapping_add(l.wait_event_link_sync_block), "WaitEventLink.m_WaitSB")?;
         if wait_sb != sync_block {
             return Err(DotnetError::Invalid { what: "WaitEventLink", at: wel, why: format!("names sync block {wait_sb:#x}, not {sync_block:#x}") });
         }
-        let thread = t.read_ptr(wel + l.wait_event_link_thread, "WaitEventLink.m_Thread")?;
-        let refs = t.read_u32(wel + l.wait_event_link_ref_count, "WaitEventLink.m_RefCount")?;
+        let thread = t.read_ptr(wel.wrapping_add(l.wait_event_link_thread), "WaitEventLink.m_Thread")?;
+        let refs = t.read_u32(wel.wrapping_add(l.wait_event_link_ref_count), "WaitEventLink.m_RefCount")?;
         out.push((thread, refs));
         link = t.read_ptr(link, "WaitEventLink.m_LinkSB")?;
     }
