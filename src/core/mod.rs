@@ -25,7 +25,6 @@ use auxv::Auxv;
 use goblin::elf::header::{self, Header};
 use goblin::elf::program_header::{self, ProgramHeader};
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 const NT_PRSTATUS: u32 = 1;
@@ -101,7 +100,8 @@ impl Core {
         if meta.len() == 0 {
             return Err(CoreError::Empty { path });
         }
-        let mut file = File::open(&path).map_err(open_err)?;
+        // Not a FIFO or a device: the open cannot block, and the type is checked before any read.
+        let mut file = crate::open::open_regular(&path).map_err(open_err)?;
         let mut magic = [0u8; 6];
         let n = std::io::Read::read(&mut file, &mut magic).map_err(open_err)?;
         let mut note = None;

@@ -108,11 +108,54 @@ fn from_nt_file(files: &[FileMapping]) -> Vec<Found> {
     out
 }
 
+/// The NT_FILE entries that agree with the dump's own memory. An entry is refused, with a
+/// warning, when it contradicts it:
+/// - a second mapping of a file's first page (a second ELF header for one path) that is not the
+///   one the dump shows an ELF header at, or that the dump has no mapping for while another has;
+/// - a mapping where the dump has no segment at all, in a dump that has a segment for most of
+///   its NT_FILE mappings (kernel and gcore dumps have one for every mapping; createdump leaves
+///   many out, so there an absent segment says nothing).
+fn consistent_with_memory(core: &Core, files: &[FileMapping], diagnostics: &mut Vec<Diagnostic>) -> Vec<FileMapping> {
+    let mapped = |a: u64| !matches!(core.bytes_at(a, 1), Err(crate::core::Absence::NotMapped));
+    let elf_at = |a: u64| core.bytes_at(a, 4).is_ok_and(|b| b == b"\x7fELF");
+    let covered = files.iter().filter(|m| mapped(m.start)).count();
+    let complete = covered * 2 > files.len();
+    // Path → the mapping of its first page that the dump backs best: an ELF header in memory,
+    // then a segment, then the lowest address.
+    let mut best: HashMap<&str, (u8, u64)> = HashMap::new();
+    for m in files.iter().filter(|m| m.file_offset == 0) {
+        let rank = if elf_at(m.start) { 2 } else if mapped(m.start) { 1 } else { 0 };
+        let e = best.entry(m.path.as_str()).or_insert((rank, m.start));
+        if rank > e.0 || (rank == e.0 && m.start < e.1) {
+            *e = (rank, m.start);
+        }
+    }
+    let mut out = Vec::with_capacity(files.len());
+    for m in files {
+        let why = if complete && !mapped(m.start) {
+            Some("the dump has no memory segment there".to_string())
+        } else if m.file_offset == 0 && best.get(m.path.as_str()).is_some_and(|&(rank, at)| at != m.start && rank > 0) {
+            let (rank, at) = best[m.path.as_str()];
+            Some(format!("the dump shows the file's first page at {at:#x}{}", if rank == 2 { " (its ELF header is there)" } else { "" }))
+        } else {
+            None
+        };
+        match why {
+            Some(why) => diagnostics.push(
+                Diagnostic::warning("modules", format!("NT_FILE places {} at {:#x}..{:#x}, which contradicts the dump's memory ({why}): entry refused", m.path, m.start, m.end))
+                    .at_address(m.start),
+            ),
+            None => out.push(m.clone()),
+        }
+    }
+    out
+}
+
 /// Discovers every module and opens its files through `locator`.
 pub fn discover(core: &Core, locator: &Locator, diagnostics: &mut Vec<Diagnostic>) -> Vec<Module> {
     let mut modules = Vec::new();
     let found = match &core.files {
-        Some(files) => from_nt_file(files),
+        Some(files) => from_nt_file(&consistent_with_memory(core, files, diagnostics)),
         None => {
             diagnostics.push(Diagnostic::info("modules", "the core has no NT_FILE note; modules come from the dynamic linker's link_map"));
             link_map::walk(core, diagnostics)
@@ -173,6 +216,13 @@ fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, di
         (Some(p), Some(b)) => build_id_in_memory(core, p, b),
         _ => None,
     };
+    if let Err(why) = locator.module_path(&f.path) {
+        let d = match why {
+            crate::open::Refused::NotAbsolute(_) => Diagnostic::info("modules", format!("{}: not opened: {why}", f.path)),
+            _ => Diagnostic::warning("modules", format!("{}: not opened: {why}", f.path)),
+        };
+        diagnostics.push(d.at_address(f.header_addr));
+    }
     let mut candidates = locator.module_candidates(&f.path);
     if is_executable {
         if let Some(exe) = &locator.executable {
@@ -243,6 +293,11 @@ fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, di
                 module.file = Some(file);
             }
         },
+        Err(super::elf_file::ElfFileError::Open { source, .. }) if source.kind() != std::io::ErrorKind::NotFound => {
+            let reason = source.to_string();
+            diagnostics.push(Diagnostic::warning("modules", format!("{}: not opened: {reason}; its code is read from the dump only", f.path)).at_address(start));
+            module.file_status = FileStatus::Refused { path: disk_path.display().to_string(), reason };
+        }
         Err(super::elf_file::ElfFileError::Open { .. }) => {
             diagnostics.push(
                 Diagnostic::warning("modules", format!("{}: file not found (looked at {}); its code is read from the dump only", f.path, disk_path.display()))
