@@ -26,6 +26,9 @@ pub struct Options {
     pub stacks_only: bool,
     /// Told as each phase of the pipeline starts (for a progress bar). It changes no fact.
     pub progress: Option<Progress>,
+    /// A compressed core is decompressed to at most this many bytes (None: the default,
+    /// `core::compressed::DEFAULT_MAX_DECOMPRESSED`); its program headers bound it too.
+    pub max_decompressed: Option<u64>,
 }
 
 /// The phases of [`analyze`], in order.
@@ -82,7 +85,8 @@ pub enum AnalyzeError {
 /// Reads the core at `path` and builds the report.
 pub fn analyze(path: impl AsRef<Path>, opts: &Options) -> Result<Report, AnalyzeError> {
     tell(opts, Phase::Open);
-    let process = Process::open(path.as_ref(), &opts.locator)?;
+    let limit = opts.max_decompressed.unwrap_or(crate::core::compressed::DEFAULT_MAX_DECOMPRESSED);
+    let process = Process::open_limited(path.as_ref(), &opts.locator, limit)?;
     Ok(report_for(&process, opts))
 }
 

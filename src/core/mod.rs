@@ -91,6 +91,12 @@ impl std::fmt::Debug for Core {
 impl Core {
     /// Opens `path` read-only and maps it. The file is never written, and never read whole.
     pub fn open(path: impl AsRef<Path>) -> Result<Core, CoreError> {
+        Core::open_limited(path, compressed::DEFAULT_MAX_DECOMPRESSED)
+    }
+
+    /// As [`Core::open`], with a compressed core decompressed to at most `max_decompressed`
+    /// bytes (besides the bound its own program headers set).
+    pub fn open_limited(path: impl AsRef<Path>, max_decompressed: u64) -> Result<Core, CoreError> {
         let path = path.as_ref().to_path_buf();
         let open_err = |source| CoreError::Open { path: path.clone(), source };
         let meta = std::fs::metadata(&path).map_err(open_err)?;
@@ -106,14 +112,24 @@ impl Core {
         let n = std::io::Read::read(&mut file, &mut magic).map_err(open_err)?;
         let mut note = None;
         if let Some(kind) = compressed::Compression::detect(&magic[..n]) {
-            let plain = compressed::decompress(&path, kind).map_err(|e| match e {
+            let plain = compressed::decompress(&path, kind, max_decompressed).map_err(|e| match e {
                 compressed::DecompressError::Stream(source) => CoreError::Decompress { path: path.clone(), kind: kind.name(), source },
                 compressed::DecompressError::TempFile { written, source } => {
                     CoreError::DecompressSpace { path: path.clone(), dir: std::env::temp_dir(), written, source }
                 }
+                compressed::DecompressError::TooBig { declared, limit } => CoreError::DecompressTooBig { path: path.clone(), declared, limit },
             })?;
             let size = plain.size;
             note = Some(match plain.cut_off {
+                // The core is whole; what follows it is not knot's to read.
+                None if plain.past_end.is_some() => Diagnostic::info(
+                    "core",
+                    format!(
+                        "{} is {}-compressed and its stream goes on past the {size} bytes the core's program headers declare: the rest was not decompressed",
+                        path.display(),
+                        kind.name()
+                    ),
+                ),
                 None => Diagnostic::info("core", format!("{} is {}-compressed: read through a {size}-byte temporary file", path.display(), kind.name())),
                 Some(why) => Diagnostic::warning(
                     "core",

@@ -108,18 +108,13 @@ fn from_nt_file(files: &[FileMapping]) -> Vec<Found> {
     out
 }
 
-/// The NT_FILE entries that agree with the dump's own memory. An entry is refused, with a
-/// warning, when it contradicts it:
-/// - a second mapping of a file's first page (a second ELF header for one path) that is not the
-///   one the dump shows an ELF header at, or that the dump has no mapping for while another has;
-/// - a mapping where the dump has no segment at all, in a dump that has a segment for most of
-///   its NT_FILE mappings (kernel and gcore dumps have one for every mapping; createdump leaves
-///   many out, so there an absent segment says nothing).
+/// The NT_FILE entries that agree with the dump's own memory. A second mapping of a file's first
+/// page (a second place for one path's ELF header) is refused, with a warning, when the dump
+/// shows the header elsewhere or has a segment for another of them and none for it. (A mapping
+/// with no segment alone says nothing: gcore and createdump leave read-only file pages out.)
 fn consistent_with_memory(core: &Core, files: &[FileMapping], diagnostics: &mut Vec<Diagnostic>) -> Vec<FileMapping> {
     let mapped = |a: u64| !matches!(core.bytes_at(a, 1), Err(crate::core::Absence::NotMapped));
     let elf_at = |a: u64| core.bytes_at(a, 4).is_ok_and(|b| b == b"\x7fELF");
-    let covered = files.iter().filter(|m| mapped(m.start)).count();
-    let complete = covered * 2 > files.len();
     // Path → the mapping of its first page that the dump backs best: an ELF header in memory,
     // then a segment, then the lowest address.
     let mut best: HashMap<&str, (u8, u64)> = HashMap::new();
@@ -132,9 +127,7 @@ fn consistent_with_memory(core: &Core, files: &[FileMapping], diagnostics: &mut 
     }
     let mut out = Vec::with_capacity(files.len());
     for m in files {
-        let why = if complete && !mapped(m.start) {
-            Some("the dump has no memory segment there".to_string())
-        } else if m.file_offset == 0 && best.get(m.path.as_str()).is_some_and(|&(rank, at)| at != m.start && rank > 0) {
+        let why = if m.file_offset == 0 && best.get(m.path.as_str()).is_some_and(|&(rank, at)| at != m.start && rank > 0) {
             let (rank, at) = best[m.path.as_str()];
             Some(format!("the dump shows the file's first page at {at:#x}{}", if rank == 2 { " (its ELF header is there)" } else { "" }))
         } else {
@@ -230,6 +223,19 @@ fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, di
         }
     }
     let (disk_path, opened) = open_matching(&candidates, dump_id.as_deref());
+    // The program the user named (--exe, or gdb's PROGRAM CORE) and did not get: say why.
+    if let Some(exe) = locator.executable.as_ref().filter(|e| is_executable && **e != disk_path) {
+        let why = match ElfFile::open(exe) {
+            Ok(file) => match (&dump_id, &file.build_id) {
+                (Some(want), Some(have)) if want != have => {
+                    format!("it is another build (build-id {}; the dump ran {})", super::elf_file::hex(have), super::elf_file::hex(want))
+                }
+                _ => "another candidate matched first".to_string(),
+            },
+            Err(e) => e.to_string(),
+        };
+        diagnostics.push(Diagnostic::warning("modules", format!("--exe {} not used for {}: {why}", exe.display(), f.path)).at_address(f.header_addr));
+    }
     let phdrs = match (&mem_phdrs, &opened) {
         (Some(p), _) => p.clone(),
         (None, Ok(file)) => phdrs_in_file(file),
@@ -243,6 +249,22 @@ fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, di
             return None;
         }
     };
+    // The file's first page placed where the dump holds other bytes than an ELF header: the
+    // entry contradicts the dump's memory.
+    if mem_phdrs.is_none()
+        && opened.is_ok()
+        && let Some(saved) = core_bytes(core, f.header_addr, 4)
+        && saved != b"\x7fELF"
+    {
+        diagnostics.push(
+            Diagnostic::warning(
+                "modules",
+                format!("NT_FILE places {} at {:#x}, which contradicts the dump's memory (it holds no ELF header there): entry refused", f.path, f.header_addr),
+            )
+            .at_address(f.header_addr),
+        );
+        return None;
+    }
     let bias = f.header_addr.wrapping_sub(link_base(&phdrs)?);
 
     let mut ranges = f.ranges;
