@@ -87,7 +87,12 @@ pub fn analyze(path: impl AsRef<Path>, opts: &Options) -> Result<Report, Analyze
     tell(opts, Phase::Open);
     let limit = opts.max_decompressed.unwrap_or(crate::core::compressed::DEFAULT_MAX_DECOMPRESSED);
     let process = Process::open_limited(path.as_ref(), &opts.locator, limit)?;
-    Ok(report_for(&process, opts))
+    let report = report_for(&process, opts);
+    // A file that shrank under the reading was read as zeros past its new end: no report.
+    if process.core.changed_while_read() {
+        return Err(CoreError::ChangedWhileRead { path: path.as_ref().to_path_buf() }.into());
+    }
+    Ok(report)
 }
 
 /// Builds the report for an opened process.

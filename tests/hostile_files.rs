@@ -154,3 +154,41 @@ fn an_nt_file_entry_placing_libc_where_the_dump_has_no_memory_is_refused() {
     assert_ne!(m.start.0, unmapped);
     assert!(r.dump.partial);
 }
+
+// Issue 13, item 5: the core shrinks while knot reads it (its producer rewrites it, a watcher's
+// dump is truncated): reads past the new end would raise SIGBUS; knot ends with a clean error.
+
+/// The abba kernel core copied into a scratch file, with the options to read it.
+fn scratch_core(name: &str) -> (tempfile::TempDir, PathBuf, Options) {
+    let dir = tempfile::Builder::new().prefix(&format!("knot-hostile-{name}-")).tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch dir");
+    let core = dir.path().join("core");
+    std::fs::write(&core, seed()).expect("copy the core");
+    (dir, core, common::options_for(&sample()))
+}
+
+#[test]
+fn a_core_truncated_after_it_was_opened_reads_as_changed_not_a_crash() {
+    let (_dir, core, options) = scratch_core("truncated");
+    let process = Process::open(&core, &options.locator).expect("the core opens");
+    // Keep the headers and notes (read at open); cut every stack page away.
+    std::fs::OpenOptions::new().write(true).open(&core).expect("open for truncation").set_len(8192).expect("truncate");
+    let report = analysis::report_for(&process, &options);
+    assert!(process.core.changed_while_read(), "knot did not notice the file shrank");
+    assert_eq!(report.threads.len(), 3, "the threads from the notes are still there");
+}
+
+#[test]
+fn a_core_truncated_while_knot_reads_it_is_a_clean_error() {
+    let (_dir, core, mut options) = scratch_core("truncating");
+    let path = core.clone();
+    // Truncated as the stack walk starts: after the open, before the stacks are read.
+    options.progress = Some(analysis::Progress(std::sync::Arc::new(move |phase| {
+        if phase == analysis::Phase::Stacks {
+            let _ = std::fs::OpenOptions::new().write(true).open(&path).and_then(|f| f.set_len(4096));
+        }
+    })));
+    match analysis::analyze(&core, &options) {
+        Err(e) => assert!(e.to_string().contains("shrank while knot read it"), "{e}"),
+        Ok(r) => panic!("a report from a truncated core: {:?}", r.verdict),
+    }
+}

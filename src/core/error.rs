@@ -12,6 +12,8 @@ pub enum CoreError {
     DecompressSpace { path: PathBuf, dir: PathBuf, written: u64, source: std::io::Error },
     #[error("{path}: the decompressed core {} more than the limit of {limit} bytes (--max-decompressed-mib)", match .declared { Some(d) => format!("declares {d} bytes,"), None => "runs to".to_string() })]
     DecompressTooBig { path: PathBuf, declared: Option<u64>, limit: u64 },
+    #[error("{path} shrank while knot read it (truncated by another process?); read it again once it is complete")]
+    ChangedWhileRead { path: PathBuf },
     #[error("{path} is a directory; give the path of a core file")]
     IsDirectory { path: PathBuf },
     #[error("{path} is empty (0 bytes): not a core file")]

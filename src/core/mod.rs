@@ -138,16 +138,16 @@ impl Core {
             });
             file = plain.file;
         }
-        // SAFETY: the mapping is read-only and private. If another process truncates the file
-        // while knot runs, reads past the new end fault (SIGBUS); knot accepts that risk as every
-        // mmap-based reader does, and never writes through the mapping.
+        // SAFETY: the mapping is read-only and knot never writes through it. If another process
+        // truncates the file while knot runs, reads past the new end would fault (SIGBUS): the
+        // mapping is guarded (crate::sigbus), they read zeros, and `changed_while_read` says so.
         let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(open_err)?;
         // Access is sparse (a few stack pages per thread): no read-ahead or fault-around.
         let _ = map.advise(memmap2::Advice::Random);
         if map.is_empty() {
             return Err(CoreError::Empty { path });
         }
-        let mut core = Core::from_map(path, Bytes::Mapped(map))?;
+        let mut core = Core::from_map(path, Bytes::mapped(map))?;
         core.diagnostics.extend(note);
         Ok(core)
     }
@@ -305,7 +305,7 @@ impl Core {
     /// kernel reads them ahead instead of faulting page by page (the mapping is opened for
     /// random access).
     pub fn will_read(&self, addr: u64, len: u64) {
-        if let (Bytes::Mapped(m), Some((off, n))) = (&self.map, self.page_range(addr, len)) {
+        if let (Bytes::Mapped { map: m, .. }, Some((off, n))) = (&self.map, self.page_range(addr, len)) {
             let _ = m.advise_range(memmap2::Advice::WillNeed, off, n);
         }
     }
@@ -314,7 +314,7 @@ impl Core {
     /// have been read (they stay in the page cache): a walk of a heap bigger than memory keeps
     /// its resident set small.
     pub fn done_reading(&self, addr: u64, len: u64) {
-        if let (Bytes::Mapped(m), Some((off, n))) = (&self.map, self.page_range(addr, len)) {
+        if let (Bytes::Mapped { map: m, .. }, Some((off, n))) = (&self.map, self.page_range(addr, len)) {
             // SAFETY: the mapping is a private read-only file mapping nobody writes: dropped
             // pages are read again from the file on the next access, with the same bytes, and
             // no reference into the mapping is invalidated.
@@ -330,6 +330,12 @@ impl Core {
         let start = offset / PAGE * PAGE;
         let end = (end / PAGE * PAGE).min(self.map.len() as u64);
         (end > start).then(|| (start as usize, (end - start) as usize))
+    }
+
+    /// Whether the core file shrank while it was read (truncated by another process): what was
+    /// read past its new end is zeros, so the reading is not the dump's.
+    pub fn changed_while_read(&self) -> bool {
+        self.map.changed_while_read()
     }
 
     /// Whether any warning made this reading partial.

@@ -110,8 +110,9 @@ fn from_nt_file(files: &[FileMapping]) -> Vec<Found> {
 
 /// The NT_FILE entries that agree with the dump's own memory. A second mapping of a file's first
 /// page (a second place for one path's ELF header) is refused, with a warning, when the dump
-/// shows the header elsewhere or has a segment for another of them and none for it. (A mapping
-/// with no segment alone says nothing: gcore and createdump leave read-only file pages out.)
+/// shows that ELF header at another of them and not at this one. (A mapping with no segment
+/// alone says nothing: gcore and createdump leave read-only file pages out; and .NET maps an
+/// assembly's first page more than once.)
 fn consistent_with_memory(core: &Core, files: &[FileMapping], diagnostics: &mut Vec<Diagnostic>) -> Vec<FileMapping> {
     let mapped = |a: u64| !matches!(core.bytes_at(a, 1), Err(crate::core::Absence::NotMapped));
     let elf_at = |a: u64| core.bytes_at(a, 4).is_ok_and(|b| b == b"\x7fELF");
@@ -127,9 +128,11 @@ fn consistent_with_memory(core: &Core, files: &[FileMapping], diagnostics: &mut 
     }
     let mut out = Vec::with_capacity(files.len());
     for m in files {
-        let why = if m.file_offset == 0 && best.get(m.path.as_str()).is_some_and(|&(rank, at)| at != m.start && rank > 0) {
-            let (rank, at) = best[m.path.as_str()];
-            Some(format!("the dump shows the file's first page at {at:#x}{}", if rank == 2 { " (its ELF header is there)" } else { "" }))
+        // Only where the dump shows an ELF header: a managed assembly (PE) is mapped at offset 0
+        // more than once by its runtime (flat and as an image).
+        let why = if m.file_offset == 0 && !elf_at(m.start) && best.get(m.path.as_str()).is_some_and(|&(rank, at)| at != m.start && rank == 2) {
+            let at = best[m.path.as_str()].1;
+            Some(format!("the dump shows the file's ELF header at {at:#x}"))
         } else {
             None
         };

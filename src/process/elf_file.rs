@@ -72,7 +72,7 @@ impl ElfFile {
         let file = crate::open::open_regular(&path).map_err(|source| ElfFileError::Open { path: path.clone(), source })?;
         // SAFETY: read-only private mapping of a file knot never writes; see Core::open.
         let map = unsafe { Mmap::map(&file) }.map_err(|source| ElfFileError::Open { path: path.clone(), source })?;
-        ElfFile::parse(path, Bytes::Mapped(map))
+        ElfFile::parse(path, Bytes::mapped(map))
     }
 
     /// An ELF image held in memory, e.g. copied out of the dump; `name` stands in for its path.
