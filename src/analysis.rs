@@ -124,6 +124,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
             registers: &t.registers,
             cursig: t.cursig,
             functions: f.iter().filter(|f| f.transition.is_none()).map(|f| f.function.as_deref().unwrap_or("")).collect(),
+            frames: f.iter().filter(|f| f.transition.is_none()).collect(),
         })
         .collect();
     tell(opts, Phase::Locks);
@@ -178,7 +179,13 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     let runtime_crash = runtime.as_ref().and_then(|r| r.crash(&stacks));
     let crash = crate::crash::read(process, &symbolizer, &threads, runtime_crash.as_ref());
     let gc_stalled = section.as_ref().is_some_and(|s| s.gc_stalled);
-    let verdict = verdict(&deadlocks, &locks, &threads, &facts.threads, crash.as_ref(), runtime_waits.worker_pool.as_ref(), gc_stalled);
+    let (verdict, verdict_limits) = if opts.stacks_only {
+        (crate::report::Verdict::NotAnalyzed, Vec::new())
+    } else {
+        let mut limits = crate::graph::limits::from_modules(process, &threads, &locks);
+        limits.extend(runtime.iter().flat_map(|r| r.verdict_limits()));
+        (verdict(&deadlocks, &locks, &threads, &facts.threads, crash.as_ref(), runtime_waits.worker_pool.as_ref(), gc_stalled), limits)
+    };
     let mut diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
     diagnostics.extend(facts.diagnostics);
     diagnostics.extend(runtime.iter().flat_map(|r| r.diagnostics()));
@@ -191,6 +198,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         knot_version: env!("CARGO_PKG_VERSION").to_string(),
         dump,
         verdict,
+        verdict_limits,
         crash,
         deadlocks,
         locks,

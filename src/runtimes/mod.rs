@@ -17,6 +17,7 @@ pub mod dotnet;
 
 use crate::crash::RuntimeCrashFacts;
 use crate::diagnostics::Diagnostic;
+use crate::graph::limits::VerdictLimit;
 use crate::process::{Locator, Process};
 use crate::report::RuntimeSection;
 use crate::unwind::managed::CodeLookup;
@@ -50,6 +51,12 @@ pub trait Runtime: RuntimeLocks + Send + Sync {
     /// What could not be read, and why. Call after the stacks and locks were read: lookups
     /// made during the walk add to it.
     fn diagnostics(&self) -> Vec<Diagnostic>;
+
+    /// What the verdict is reached without because the runtime could not be read (its
+    /// threads, locks and waits); none when it was read.
+    fn verdict_limits(&self) -> Vec<VerdictLimit> {
+        Vec::new()
+    }
 }
 
 /// The runtime of `process`, when it has one knot knows; managed images are looked for through

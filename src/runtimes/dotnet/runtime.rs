@@ -9,9 +9,10 @@ use super::frames::{self, WithFrames};
 use super::metadata::image_notes;
 use super::crash;
 use super::gc;
-use super::report::{DotnetReport, ThreadExceptionReport, ThreadPoolReport};
-use super::{facts, locks, read_runtime, unreadable, DotnetReading, STAGE};
+use super::report::{DotnetReport, SyncTableReport, ThreadExceptionReport, ThreadPoolReport};
+use super::{facts, idle, locks, read_runtime, unreadable, DotnetReading, STAGE};
 use crate::diagnostics::Diagnostic;
+use crate::graph::limits::VerdictLimit;
 use crate::process::{Locator, Process};
 use crate::report::RuntimeSection;
 use crate::runtimes::{Runtime, RuntimeReport};
@@ -30,6 +31,8 @@ pub struct DotnetRuntime<'p> {
     /// Every thread's last thrown exception and createdump's header, read once (for the report
     /// section and the crash).
     exceptions: OnceLock<Option<crash::CrashReading>>,
+    /// The path the dump names for `libcoreclr.so` and its build-id, for saying how to supply it.
+    runtime_file: Option<(String, Option<String>)>,
 }
 
 /// The .NET runtime of `process`; `None` when the process has no `libcoreclr.so`.
@@ -53,7 +56,8 @@ pub fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<DotnetRu
             None
         }
     });
-    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new() })
+    let runtime_file = super::locate::runtime_module(process).map(|m| (m.path.clone(), m.build_id_hex()));
+    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file })
 }
 
 impl DotnetRuntime<'_> {
@@ -101,6 +105,17 @@ impl RuntimeLocks for DotnetRuntime<'_> {
                 let stacks: Vec<&[&str]> = threads.iter().map(|t| t.functions.as_slice()).collect();
                 locks::merge_runtime(r, &names, &tids, &stacks, facts);
                 let worker_pool = locks::worker_pool(r, &names, facts);
+                // Sleepers, idle workers and the runtime's idle service threads wait for nobody.
+                let finalizer = r.threads.iter().find(|th| th.is_finalizer && th.os_tid != 0).map(|th| th.os_tid);
+                let WaitFacts { threads: waits, locks: all_locks, .. } = facts;
+                for (t, w) in threads.iter().zip(waits.iter_mut()) {
+                    if !idle::may_be_idle(w, all_locks) {
+                        continue;
+                    }
+                    if let Some(state) = idle::classify(&t.frames, finalizer == Some(t.tid)) {
+                        idle::set_idle(t.tid, state, w, all_locks);
+                    }
+                }
                 RuntimeWaits { threads: names, worker_pool }
             }
             (DotnetReading::Unsupported { why, .. }, _) => {
@@ -134,6 +149,7 @@ impl Runtime for DotnetRuntime<'_> {
                 gc: None,
                 exceptions: Vec::new(),
                 createdump: None,
+                sync_table: None,
             },
             DotnetReading::Runtime(r) => DotnetReport {
                 summary: reading.summary(),
@@ -144,6 +160,7 @@ impl Runtime for DotnetRuntime<'_> {
                 gc: None,
                 exceptions: Vec::new(),
                 createdump: None,
+                sync_table: r.sync_table.map(|t| SyncTableReport { address: crate::hex::Hex(t.address), total: t.total, free: t.free }),
             },
         };
         if let Some(x) = self.exceptions() {
@@ -164,6 +181,20 @@ impl Runtime for DotnetRuntime<'_> {
 
     fn crash(&self, stacks: &[Stack]) -> Option<crate::crash::RuntimeCrashFacts> {
         self.crash_reading(stacks)?.runtime_facts()
+    }
+
+    fn verdict_limits(&self) -> Vec<VerdictLimit> {
+        let DotnetReading::Unsupported { version, why } = self.reading() else { return Vec::new() };
+        let (path, build) = match &self.runtime_file {
+            Some((path, build)) => (path.as_str(), build.as_deref().map(|b| format!(" (build-id {b})")).unwrap_or_default()),
+            None => ("libcoreclr.so", String::new()),
+        };
+        vec![VerdictLimit {
+            missing: format!("the .NET runtime's data (CoreCLR {version}: {})", why.strip_prefix(&format!("runtime reader unsupported: {version}: ")).unwrap_or(why)),
+            hides: "managed frames, Monitors and Locks with their owners, managed waits and the thread pool: a managed deadlock, contention or starvation cannot be seen".into(),
+            fix: format!("--search-dir DIR holding this dump's libcoreclr.so{build}, or --sysroot DIR (DIR{path})"),
+            short: "the .NET runtime's data".into(),
+        }]
     }
 
     fn diagnostics(&self) -> Vec<Diagnostic> {
