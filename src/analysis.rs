@@ -178,6 +178,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         knot_version: env!("CARGO_PKG_VERSION").to_string(),
         dump: dump::dump_info(process),
         verdict,
+        verdict_limits: runtime.iter().flat_map(|r| r.verdict_limits()).collect(),
         crash,
         deadlocks,
         locks,

@@ -156,6 +156,9 @@ fn verdict(out: &mut String, r: &Report) {
         }
         out.push_str("</ol>");
     }
+    for limit in &r.verdict_limits {
+        let _ = write!(out, "<p class=\"summary\"><strong>Not seen:</strong> {}</p>", escape(limit));
+    }
     out.push_str("</header>\n");
 }
 

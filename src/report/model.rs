@@ -20,6 +20,10 @@ pub struct Report {
     pub dump: DumpInfo,
     /// The one-line answer: deadlock, crash, contention, thread_pool_starved, blocked_on_io, idle or nothing_blocked.
     pub verdict: Verdict,
+    /// What the verdict could not see, each with what to pass to see it: a runtime knot found
+    /// but could not read (its file not at hand and its build not in knot's catalogue, or a
+    /// build knot has no per-build facts for). Empty when the verdict saw everything it reads.
+    pub verdict_limits: Vec<String>,
     /// Why the process died; null when the dump records no crash (a gcore of a live process).
     pub crash: Option<crate::crash::CrashReport>,
     /// Every wait-for cycle; each is a deadlock.

@@ -110,6 +110,9 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
     }
     let contended = r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).count();
     let _ = writeln!(out, "; {blocked} of {} threads blocked on {contended} lock{}", r.threads.len(), plural(contended));
+    for limit in &r.verdict_limits {
+        let _ = writeln!(out, "  {} {limit}", paint.cycle("not seen:"));
+    }
     for d in &r.deadlocks {
         let cycle = format!("cycle{}:", if d.inferred { " (through an inferred owner)" } else { "" });
         let _ = writeln!(out, "  {} {}", paint.cycle(&cycle), d.description);

@@ -50,6 +50,12 @@ pub trait Runtime: RuntimeLocks + Send + Sync {
     /// What could not be read, and why. Call after the stacks and locks were read: lookups
     /// made during the walk add to it.
     fn diagnostics(&self) -> Vec<Diagnostic>;
+
+    /// What the verdict cannot see because the runtime (or part of it) was not read, each with
+    /// what to pass to see it; none by default.
+    fn verdict_limits(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// The runtime of `process`, when it has one knot knows; managed images are looked for through

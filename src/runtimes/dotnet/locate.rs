@@ -276,10 +276,16 @@ fn locate_from(process: &Process, module: &Module, use_dump: bool) -> Result<Loc
 
 fn read_header(process: &Process, statics: Statics, at: u64, use_dump: bool) -> Result<(Header, Source), DotnetError> {
     let module = statics.module;
+    let image = statics.catalogue_image(at);
     if let Some(bytes) = dump_bytes(process, at, HEADER_SIZE).filter(|_| use_dump) {
-        return Ok((Header::parse(&bytes, at)?, Source::Dump));
+        match (Header::parse(&bytes, at), image) {
+            (Ok(h), _) => return Ok((h, Source::Dump)),
+            // Damaged in the dump: the build's own header, from the catalogue.
+            (Err(_), Some(image)) => return Ok((image.header(module.bias), Source::Catalog)),
+            (Err(e), None) => return Err(e),
+        }
     }
-    if let Some(image) = statics.catalogue_image(at) {
+    if let Some(image) = image {
         return Ok((image.header(module.bias), Source::Catalog));
     }
     let file = module.file.as_ref().ok_or_else(|| DotnetError::Invalid { what: "contract descriptor", at, why: "not in the dump, no file, and not in knot's runtime catalogue".into() })?;

@@ -113,6 +113,17 @@ impl RuntimeLocks for DotnetRuntime<'_> {
 }
 
 impl Runtime for DotnetRuntime<'_> {
+    fn verdict_limits(&self) -> Vec<String> {
+        match self.reading() {
+            DotnetReading::Unsupported { why, .. } => vec![format!(".NET not read, so its threads, locks and heap are not in this verdict: {why}")],
+            DotnetReading::Runtime(r) => match &r.monitor_support {
+                super::Support::Unsupported { why } => vec![format!(".NET monitors not read, so managed locks are not in this verdict: {why}")],
+                super::Support::Supported { .. } => Vec::new(),
+            },
+            DotnetReading::NotDotnet => Vec::new(),
+        }
+    }
+
     fn code_lookup(&self) -> Option<&dyn CodeLookup> {
         self.code.as_ref().map(|c| c as &dyn CodeLookup)
     }

@@ -1,0 +1,225 @@
+//! A dump is enough: every .NET sample dump read with no files at all (`--sysroot /nonexistent`,
+//! no search directories: neither the runtime's `libcoreclr.so` nor the app's assemblies) gives
+//! the same verdict, cycles, locks and owners, managed frame names (those not found by stack
+//! scan), .NET section (threads, thread pool, heap statistics, GC state, exceptions) and crash
+//! as the reading with the files, through
+//! the runtime catalogue (`analyzers/dotnet/runtime-catalog.toml`). A build the catalogue lacks
+//! says which file to pass and how, in the verdict's limits; the catalogue is what
+//! `cargo xtask dotnet-catalog` makes from the runtime files (checked on the committed 10.0.12
+//! libcoreclr.so, and on every runtime pack cached in `target/dotnet-packs/`).
+
+mod dumpedit;
+
+use knot::analysis::{self, Options};
+use knot::process::{ElfFile, Locator};
+use knot::runtimes::dotnet::catalog::{self, Build};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn no_files() -> Locator {
+    Locator { sysroot: Some(PathBuf::from("/nonexistent")), ..Locator::default() }
+}
+
+fn with_files(d: &knot_samples::dotnet::DotnetDump) -> Locator {
+    Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() }
+}
+
+fn report(core: &Path, locator: Locator) -> Value {
+    let opts = Options { locator, ..Options::default() };
+    let r = analysis::analyze(core, &opts).unwrap_or_else(|e| panic!("{}: {e}", core.display()));
+    serde_json::to_value(&r).expect("report serialises")
+}
+
+/// What must not depend on having the files: everything a person reads about the wedge.
+fn reading(r: &Value) -> Value {
+    let mut dotnet = r["dotnet"].clone();
+    // The summary names where the descriptor came from; everything else in it must agree.
+    if let Some(s) = dotnet.get("summary").and_then(Value::as_str) {
+        let cut = s.split(" (descriptor from").next().unwrap_or(s).to_string();
+        dotnet["summary"] = Value::String(cut);
+    }
+    let threads: Vec<Value> = r["threads"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            // Managed frames the unwinder vouches for. Without libcoreclr's file its native
+            // frames are walked by frame pointers and stack scan, and a scan may add a stale
+            // managed frame below the real ones; knot marks such a frame "found by stack scan".
+            let managed: Vec<Value> = t["frames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|f| f["managed"] == Value::Bool(true) && f["trust"] != "scan")
+                .map(|f| f["function"].clone())
+                .collect();
+            serde_json::json!({ "tid": t["tid"], "name": t["name"], "managed_thread_id": t["managed_thread_id"], "blocked_on": t["blocked_on"], "managed_frames": managed })
+        })
+        .collect();
+    serde_json::json!({
+        "verdict": r["verdict"],
+        "verdict_limits": r["verdict_limits"],
+        "deadlocks": r["deadlocks"],
+        "locks": r["locks"],
+        "crash": r["crash"],
+        "dotnet": dotnet,
+        "threads": threads,
+    })
+}
+
+fn first_difference(a: &Value, b: &Value, path: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in x {
+                if let Some(d) = first_difference(v, y.get(k).unwrap_or(&Value::Null), &format!("{path}.{k}")) {
+                    return Some(d);
+                }
+            }
+            y.keys().find(|k| !x.contains_key(*k)).map(|k| format!("{path}.{k}: only without files"))
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x.iter().zip(y).enumerate().find_map(|(i, (v, w))| first_difference(v, w, &format!("{path}[{i}]"))),
+        _ if a == b => None,
+        _ => Some(format!("{path}: with files {a}, without {b}")),
+    }
+}
+
+#[test]
+fn every_dotnet_dump_reads_the_same_with_no_files_at_hand() {
+    let dumps = knot_samples::dotnet::dumps("sos/clrthreads.txt", true);
+    assert!(!dumps.is_empty(), "no .NET dumps: the committed ones are missing");
+    let mut checked = Vec::new();
+    for d in &dumps {
+        let with = report(&d.core, with_files(d));
+        let without = report(&d.core, no_files());
+        // The runtime really was not at hand, and the catalogue (or the dump) stood in for it.
+        let diags = without["diagnostics"].to_string();
+        assert!(diags.contains("libcoreclr.so: file not found"), "{}: libcoreclr.so was found somewhere: {diags}", d.name());
+        let summary = without["dotnet"]["summary"].as_str().unwrap_or_default();
+        assert!(summary.contains("descriptor from catalog") || summary.contains("descriptor from dump"), "{}: {summary}", d.name());
+        assert_ne!(with["verdict"], Value::Null);
+        let (a, b) = (reading(&with), reading(&without));
+        if let Some(diff) = first_difference(&a, &b, "") {
+            panic!("{}: the reading without files differs: {diff}", d.name());
+        }
+        let frames = b["threads"].as_array().map_or(0, |t| t.iter().map(|t| t["managed_frames"].as_array().map_or(0, Vec::len)).sum::<usize>());
+        assert!(frames > 0, "{}: no managed frames at all", d.name());
+        checked.push(format!("{} ({}, {frames} managed frames)", d.name(), b["verdict"]));
+    }
+    eprintln!("same reading with no files: {}", checked.join(", "));
+}
+
+/// A committed heap dump whose runtime build-id note is changed to one no catalogue holds.
+fn uncatalogued_dump() -> (PathBuf, String) {
+    let d = knot_samples::dotnet::dumps("sos/clrthreads.txt", false).into_iter().find(|d| d.sample == "monitor_abba" && d.kind == "heap").expect("the committed monitor_abba heap dump");
+    let mut core = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(std::fs::File::open(&d.core).expect("open core.gz")), &mut core).expect("gunzip");
+    let id: Vec<u8> = (0..20).map(|i| u8::from_str_radix(&"79945f51fb2612f13b7667a10a8fd29122664791"[2 * i..2 * i + 2], 16).unwrap()).collect();
+    let fake: Vec<u8> = id.iter().map(|b| b ^ 0x5a).collect();
+    let mut n = 0;
+    for at in memchr::memmem::find_iter(&core.clone(), &id).collect::<Vec<_>>() {
+        core[at..at + 20].copy_from_slice(&fake);
+        n += 1;
+    }
+    assert!(n > 0, "the dump holds libcoreclr's build-id note");
+    let out = knot_samples::out_dir().join("dotnet-catalog-test");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let path = out.join("uncatalogued.core");
+    std::fs::write(&path, &core).expect("write core");
+    (path, fake.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[test]
+fn an_uncatalogued_build_with_no_file_says_exactly_what_to_pass() {
+    let (core, build_id) = uncatalogued_dump();
+    let r = report(&core, no_files());
+    let opts = Options { locator: no_files(), ..Options::default() };
+    let text = knot::report::text::render(&analysis::analyze(&core, &opts).expect("reads"), &Default::default());
+    std::fs::remove_file(&core).ok();
+    let limits: Vec<&str> = r["verdict_limits"].as_array().expect("verdict_limits").iter().filter_map(Value::as_str).collect();
+    assert_eq!(limits.len(), 1, "{limits:?}");
+    let limit = limits[0];
+    for needle in [".NET not read", "libcoreclr.so", &build_id, "not found", "--search-dir", "--sysroot", "/usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.12/libcoreclr.so"] {
+        assert!(limit.contains(needle), "the limit does not say {needle:?}: {limit}");
+    }
+    // Where a person looks first: right under the verdict.
+    let first_screen: String = text.lines().take(12).collect::<Vec<_>>().join("\n");
+    assert!(first_screen.contains("not seen:") && first_screen.contains(&build_id), "first screen:\n{first_screen}");
+    assert_eq!(r["dotnet"]["managed_threads"], 0);
+}
+
+fn committed_libcoreclr() -> PathBuf {
+    let dirs = knot_samples::dotnet::runtime_dirs();
+    dirs.iter().map(|d| d.join("libcoreclr.so")).find(|p| p.is_file()).expect("the committed 10.0.12 libcoreclr.so")
+}
+
+#[test]
+fn the_catalogue_entry_is_what_the_runtime_file_gives() {
+    let file = ElfFile::open(committed_libcoreclr()).expect("libcoreclr.so parses");
+    let committed = catalog::lookup("79945f51fb2612f13b7667a10a8fd29122664791").expect("10.0.12 is catalogued");
+    let made = Build::from_file(&file, &committed.runtime_version, &committed.rid, &committed.file, &committed.package).expect("reads");
+    assert_eq!(&made, committed);
+    assert_eq!(made.file_version.as_deref(), Some("10.0.1226.42308"));
+    assert_eq!(made.descriptor_rva, Some(0x6a6f70));
+    assert_eq!(made.dac_table_rva, Some(0x6cc780));
+    // Rendering is deterministic: the same builds give the same text, which parses back.
+    let text = catalog::render(std::slice::from_ref(&made));
+    assert_eq!(text, catalog::render(&[made.clone()]));
+    assert_eq!(catalog::parse("t", &text).expect("parses back"), vec![made]);
+}
+
+#[test]
+fn every_cached_runtime_pack_regenerates_its_catalogue_entries() {
+    let mut checked = 0;
+    let all = catalog::builtin().expect("the catalogue parses");
+    for b in all {
+        let (id, entry) = match b.file.as_str() {
+            "libcoreclr.so" => (format!("Microsoft.NETCore.App.Runtime.{}", b.rid), format!("runtimes/{}/native/libcoreclr.so", b.rid)),
+            _ => (format!("Microsoft.NETCore.App.Host.{}", b.rid), format!("runtimes/{}/native/singlefilehost", b.rid)),
+        };
+        assert_eq!(b.package, id);
+        let pack = knot_samples::nupkg::cached(&id, &b.runtime_version);
+        if !pack.is_file() {
+            continue;
+        }
+        let bytes = knot_samples::nupkg::extract(&pack, &entry).unwrap_or_else(|e| panic!("{}: {e}", pack.display()));
+        let file = ElfFile::from_bytes(entry.clone(), bytes).expect("parses");
+        let made = Build::from_file(&file, &b.runtime_version, &b.rid, &b.file, &b.package).expect("reads");
+        assert_eq!(&made, b, "{id} {} {entry}", b.runtime_version);
+        checked += 1;
+    }
+    if checked == 0 {
+        eprintln!("skipping: no runtime packs in target/dotnet-packs/ (`cargo xtask dotnet-catalog` fetches them)");
+    } else {
+        eprintln!("{checked} of {} catalogue entries regenerated from the cached packs", all.len());
+    }
+}
+
+#[test]
+fn damaged_runtime_memory_in_a_dump_read_with_the_catalogue_does_not_panic() {
+    // The catalogue says where g_dacTable is; the dump's bytes there (all of libcoreclr's
+    // writable data the dump holds: the DAC table, the GC's globals, the thread store pointer)
+    // are garbage: knot reports, never panics or hangs.
+    let d = knot_samples::dotnet::dumps("sos/clrthreads.txt", false).into_iter().find(|d| d.sample == "monitor_abba" && d.kind == "heap").expect("committed dump");
+    let mut core = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(std::fs::File::open(&d.core).expect("open")), &mut core).expect("gunzip");
+    let base = 0x7f90e8200000u64;
+    let build = catalog::lookup("79945f51fb2612f13b7667a10a8fd29122664791").expect("catalogued");
+    let dac = base + build.dac_table_rva.expect("g_dacTable");
+    let mut rng = dumpedit::Rng(0x9e37_79b9_7f4a_7c15);
+    let mut damaged = 0;
+    for l in dumpedit::loads(&core) {
+        if l.vaddr >= base + 0x6a0000 && l.vaddr < base + 0x720000 && l.filesz > 0 {
+            let at = l.file_offset(l.vaddr);
+            rng.fill(&mut core[at..at + l.filesz as usize]);
+            damaged += 1;
+        }
+    }
+    assert!(damaged > 0 && dumpedit::load_holding(&core, dac).filesz > 0, "the dump holds libcoreclr's data");
+    let out = knot_samples::out_dir().join("dotnet-catalog-test");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let path = out.join("damaged.core");
+    std::fs::write(&path, &core).expect("write");
+    let r = report(&path, no_files());
+    std::fs::remove_file(&path).ok();
+    assert_ne!(r["verdict"], Value::Null);
+}
