@@ -223,3 +223,103 @@ fn damaged_runtime_memory_in_a_dump_read_with_the_catalogue_does_not_panic() {
     std::fs::remove_file(&path).ok();
     assert_ne!(r["verdict"], Value::Null);
 }
+
+// ---------------------------------------------------------------- deployment shapes
+
+fn deploy_dir(sample: &str) -> PathBuf {
+    knot_samples::workspace_root().join("samples/dotnet/deploy-dumps").join(sample).join("heap")
+}
+
+fn sos(sample: &str, file: &str) -> String {
+    std::fs::read_to_string(deploy_dir(sample).join("sos").join(file)).unwrap_or_else(|e| panic!("{sample}: sos/{file}: {e}"))
+}
+
+/// `syncblk` rows: (owner OS tid, object address, MonitorHeld).
+fn syncblk(sample: &str) -> Vec<(u64, u64, u64)> {
+    let mut rows: Vec<(u64, u64, u64)> = sos(sample, "syncblk.txt")
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 8 && f[0].parse::<u32>().is_ok()).then(|| {
+                let hex = |s: &str| u64::from_str_radix(s, 16).expect("hex");
+                (hex(f[5]), hex(f[7]), f[2].parse().expect("MonitorHeld"))
+            })
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+fn clrthreads_count(sample: &str) -> u64 {
+    let text = sos(sample, "clrthreads.txt");
+    let line = text.lines().find(|l| l.starts_with("ThreadCount:")).expect("ThreadCount");
+    line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("count")
+}
+
+/// knot's held monitors: (owner tid, object address, SOS's MonitorHeld).
+fn monitors(r: &Value) -> Vec<(u64, u64, u64)> {
+    let mut v: Vec<(u64, u64, u64)> = r["locks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["kind"] == "monitor")
+        .map(|l| {
+            let addr = u64::from_str_radix(l["address"].as_str().expect("address").trim_start_matches("0x"), 16).expect("hex");
+            let held = 1 + 2 * l["waiter_tids"].as_array().map_or(0, Vec::len) as u64;
+            (l["owner_tid"].as_u64().expect("owner"), addr, held)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_self_contained_app_reads_as_sos_reads_it_with_no_files() {
+    let core = deploy_dir("self_contained").join("core.gz");
+    let r = report(&core, no_files());
+    assert_eq!(r["verdict"], "deadlock");
+    assert_eq!(r["verdict_limits"], serde_json::json!([]));
+    // libcoreclr.so sits in the app's directory: the version comes from the catalogue.
+    assert_eq!(r["dotnet"]["runtime_version"], "10.0.12");
+    assert!(r["dotnet"]["summary"].as_str().unwrap_or_default().contains("descriptor from catalog"));
+    assert_eq!(monitors(&r), syncblk("self_contained"));
+    assert_eq!(r["dotnet"]["managed_threads"].as_u64(), Some(clrthreads_count("self_contained")));
+    let stat = sos("self_contained", "dumpheap-stat.txt");
+    let total = stat.lines().find_map(|l| l.strip_prefix("Total ")).expect("Total line").replace(',', "");
+    assert_eq!(total, format!("{} objects, {} bytes", r["dotnet"]["heap"]["total_objects"], r["dotnet"]["heap"]["total_bytes"]));
+    let frames = r["threads"].to_string();
+    for f in ["Knot.Samples.SelfContained.Program.WaitForAuditLock", "Knot.Samples.SelfContained.Program.WaitForLedgerLock", "System.Threading.Monitor.Enter"] {
+        assert!(frames.contains(f), "no managed frame {f}");
+    }
+    // With the runtime's files (the same 10.0.12 libcoreclr.so) the reading is the same.
+    let with = report(&core, Locator { sysroot: Some(knot_samples::dotnet::empty_sysroot()), search_dirs: knot_samples::dotnet::runtime_dirs(), ..Locator::default() });
+    if let Some(diff) = first_difference(&reading(&with), &reading(&r), "") {
+        panic!("self_contained: the reading without files differs: {diff}");
+    }
+}
+
+#[test]
+fn a_single_file_app_is_its_own_runtime_and_its_monitors_read_as_sos_reads_them() {
+    let r = report(&deploy_dir("single_file").join("core.gz"), no_files());
+    // No libcoreclr.so: the executable (singlefilehost 10.0.12, catalogued) is the runtime.
+    assert_eq!(r["dotnet"]["runtime_version"], "10.0.12");
+    assert!(r["dotnet"]["summary"].as_str().unwrap_or_default().contains("descriptor from catalog"), "{}", r["dotnet"]["summary"]);
+    assert_eq!(r["dotnet"]["managed_threads"].as_u64(), Some(clrthreads_count("single_file")));
+    assert_eq!(r["verdict"], "deadlock");
+    // SOS (with the runtime pack's DAC) names no types in a single-file dump; owners and objects it does.
+    assert_eq!(monitors(&r), syncblk("single_file"));
+}
+
+#[test]
+fn a_dotnet_9_process_says_plainly_what_knot_cannot_read() {
+    let r = report(&deploy_dir("net9_abba").join("core.gz"), no_files());
+    assert_eq!(r["dotnet"]["runtime_version"], "9.0.23");
+    // The 9.0 descriptor is catalogued: the threads are read as SOS reads them…
+    assert_eq!(r["dotnet"]["managed_threads"].as_u64(), Some(clrthreads_count("net9_abba")));
+    // …but not the monitors (no per-build facts for 9.0): said under the verdict, and no cycle
+    // is claimed or denied as if the managed locks had been seen.
+    let limits = r["verdict_limits"].to_string();
+    assert!(limits.contains("monitors not read") && limits.contains("9.0.23") && limits.contains("ea2417846f6e65e39f48c6d7442f409cc97a7f36"), "{limits}");
+    assert_ne!(r["verdict"], "deadlock");
+    assert_eq!(syncblk("net9_abba").len(), 2, "SOS sees the two held monitors knot says it did not read");
+}
