@@ -169,7 +169,13 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     let runtime_crash = runtime.as_ref().and_then(|r| r.crash(&stacks));
     let crash = crate::crash::read(process, &symbolizer, &threads, runtime_crash.as_ref());
     let gc_stalled = section.as_ref().is_some_and(|s| s.gc_stalled);
-    let verdict = verdict(&deadlocks, &locks, &threads, &facts.threads, crash.as_ref(), runtime_waits.worker_pool.as_ref(), gc_stalled);
+    let (verdict, verdict_limits) = if opts.stacks_only {
+        (crate::report::Verdict::NotAnalyzed, Vec::new())
+    } else {
+        let mut limits = crate::graph::limits::from_modules(process, &threads, &locks);
+        limits.extend(runtime.iter().flat_map(|r| r.verdict_limits()));
+        (verdict(&deadlocks, &locks, &threads, &facts.threads, crash.as_ref(), runtime_waits.worker_pool.as_ref(), gc_stalled), limits)
+    };
     let mut diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
     diagnostics.extend(facts.diagnostics);
     diagnostics.extend(runtime.iter().flat_map(|r| r.diagnostics()));
@@ -178,7 +184,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         knot_version: env!("CARGO_PKG_VERSION").to_string(),
         dump: dump::dump_info(process),
         verdict,
-        verdict_limits: runtime.iter().flat_map(|r| r.verdict_limits()).collect(),
+        verdict_limits,
         crash,
         deadlocks,
         locks,

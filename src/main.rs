@@ -70,7 +70,7 @@ struct AnalyzeArgs {
     #[arg(long)]
     stacks_only: bool,
     /// Exit with status 3 when a deadlock (a wait-for cycle) is found, for jobs and CI scripts.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "stacks_only")]
     fail_on_deadlock: bool,
     #[command(flatten)]
     output: OutputArgs,
@@ -92,7 +92,7 @@ struct PidArgs {
     #[arg(long)]
     stacks_only: bool,
     /// Exit with status 3 when a deadlock (a wait-for cycle) is found.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "stacks_only")]
     fail_on_deadlock: bool,
     #[command(flatten)]
     output: OutputArgs,
@@ -179,7 +179,7 @@ struct WatchArgs {
     #[arg(long)]
     stacks_only: bool,
     /// With --once, exit with status 3 when some dump has a deadlock.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "stacks_only")]
     fail_on_deadlock: bool,
 }
 
@@ -220,8 +220,13 @@ fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
     Ok(if args.fail_on_deadlock && !report.deadlocks.is_empty() { EXIT_DEADLOCK } else { EXIT_OK })
 }
 
-/// Renders the report and writes it to `output` or standard output.
+/// Renders the report and writes it to `output` or standard output; a verdict reached without
+/// facts it needs is said on stderr too, in one line, whatever the format.
 fn emit(report: &report::Report, how: &OutputArgs) -> anyhow::Result<()> {
+    if !report.verdict_limits.is_empty() {
+        let what: Vec<String> = report.verdict_limits.iter().map(|l| format!("{} missing (fix: {})", l.short, l.fix)).collect();
+        eprintln!("knot: the verdict ({}) is limited: {}", report.verdict.as_str().to_uppercase(), what.join("; "));
+    }
     let (output, max_frames) = (how.output.as_deref(), how.max_frames);
     let rendered = match how.format {
         Format::Text => {

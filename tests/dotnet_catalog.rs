@@ -135,15 +135,16 @@ fn an_uncatalogued_build_with_no_file_says_exactly_what_to_pass() {
     let opts = Options { locator: no_files(), ..Options::default() };
     let text = knot::report::text::render(&analysis::analyze(&core, &opts).expect("reads"), &Default::default());
     std::fs::remove_file(&core).ok();
-    let limits: Vec<&str> = r["verdict_limits"].as_array().expect("verdict_limits").iter().filter_map(Value::as_str).collect();
-    assert_eq!(limits.len(), 1, "{limits:?}");
-    let limit = limits[0];
-    for needle in [".NET not read", "libcoreclr.so", &build_id, "not found", "--search-dir", "--sysroot", "/usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.12/libcoreclr.so"] {
+    let limits = r["verdict_limits"].as_array().expect("verdict_limits");
+    let dotnet: Vec<&Value> = limits.iter().filter(|l| l["short"] == "the .NET runtime's data").collect();
+    assert_eq!(dotnet.len(), 1, "{limits:?}");
+    let limit = dotnet[0].to_string();
+    for needle in ["libcoreclr.so", &build_id, "runtime catalogue has no build", "not found", "--search-dir", "--sysroot", "/usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.12/libcoreclr.so"] {
         assert!(limit.contains(needle), "the limit does not say {needle:?}: {limit}");
     }
-    // Where a person looks first: right under the verdict.
+    // Where a person looks first: on and right under the verdict line.
     let first_screen: String = text.lines().take(12).collect::<Vec<_>>().join("\n");
-    assert!(first_screen.contains("not seen:") && first_screen.contains(&build_id), "first screen:\n{first_screen}");
+    assert!(first_screen.contains("limited by") && first_screen.contains(&build_id) && first_screen.contains("--search-dir"), "first screen:\n{first_screen}");
     assert_eq!(r["dotnet"]["managed_threads"], 0);
 }
 
@@ -278,7 +279,7 @@ fn a_self_contained_app_reads_as_sos_reads_it_with_no_files() {
     let core = deploy_dir("self_contained").join("core.gz");
     let r = report(&core, no_files());
     assert_eq!(r["verdict"], "deadlock");
-    assert_eq!(r["verdict_limits"], serde_json::json!([]));
+    assert_eq!(r["verdict_limits"], serde_json::json!([]), "nothing hidden with no files at hand");
     // libcoreclr.so sits in the app's directory: the version comes from the catalogue.
     assert_eq!(r["dotnet"]["runtime_version"], "10.0.12");
     assert!(r["dotnet"]["summary"].as_str().unwrap_or_default().contains("descriptor from catalog"));
@@ -319,7 +320,7 @@ fn a_dotnet_9_process_says_plainly_what_knot_cannot_read() {
     // …but not the monitors (no per-build facts for 9.0): said under the verdict, and no cycle
     // is claimed or denied as if the managed locks had been seen.
     let limits = r["verdict_limits"].to_string();
-    assert!(limits.contains("monitors not read") && limits.contains("9.0.23") && limits.contains("ea2417846f6e65e39f48c6d7442f409cc97a7f36"), "{limits}");
+    assert!(limits.contains("the .NET monitors") && limits.contains("9.0.23") && limits.contains("ea2417846f6e65e39f48c6d7442f409cc97a7f36"), "{limits}");
     assert_ne!(r["verdict"], "deadlock");
     assert_eq!(syncblk("net9_abba").len(), 2, "SOS sees the two held monitors knot says it did not read");
 }

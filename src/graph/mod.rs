@@ -3,6 +3,7 @@
 //! ordered chain a person reads: T1 holds L0, waits for L1 — held by T2, which waits for L0.
 
 pub mod groups;
+pub mod limits;
 pub mod verdict;
 
 use crate::waits::{LockFact, Owner};

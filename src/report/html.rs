@@ -74,6 +74,7 @@ fn verdict_class(v: Verdict) -> &'static str {
         Verdict::BlockedOnIo => "io",
         Verdict::Idle => "idle",
         Verdict::NothingBlocked => "ok",
+        Verdict::NotAnalyzed => "idle",
     }
 }
 
@@ -127,6 +128,9 @@ fn verdict(out: &mut String, r: &Report) {
         let _ = write!(line, "{n} thread{} in {} cycle{}; ", plural(n), r.deadlocks.len(), plural(r.deadlocks.len()));
     }
     let _ = write!(line, "{blocked} of {} threads blocked on {contended} lock{}", r.threads.len(), plural(contended));
+    for l in &r.verdict_limits {
+        let _ = write!(line, "<br><span class=\"warn\">limited by {}: {}; fix: {}</span>", escape(&l.missing), escape(&l.hides), escape(&l.fix));
+    }
     let _ = write!(
         out,
         "<header class=\"verdict {}\"><p class=\"dump\">{}</p><h1><span class=\"label\">Verdict:</span> {}</h1><p class=\"summary\">{}</p>",
@@ -155,9 +159,6 @@ fn verdict(out: &mut String, r: &Report) {
             let _ = write!(out, "<p class=\"words\">cycle: {}</p></li>", escape(&d.description));
         }
         out.push_str("</ol>");
-    }
-    for limit in &r.verdict_limits {
-        let _ = write!(out, "<p class=\"summary\"><strong>Not seen:</strong> {}</p>", escape(limit));
     }
     out.push_str("</header>\n");
 }

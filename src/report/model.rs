@@ -18,12 +18,11 @@ pub struct Report {
     /// The knot version that wrote this report.
     pub knot_version: String,
     pub dump: DumpInfo,
-    /// The one-line answer: deadlock, crash, contention, thread_pool_starved, blocked_on_io, idle or nothing_blocked.
+    /// The one-line answer: deadlock, crash, gc_stall, contention, thread_pool_starved, blocked_on_io, idle or nothing_blocked; not_analyzed with `--stacks-only`.
     pub verdict: Verdict,
-    /// What the verdict could not see, each with what to pass to see it: a runtime knot found
-    /// but could not read (its file not at hand and its build not in knot's catalogue, or a
-    /// build knot has no per-build facts for). Empty when the verdict saw everything it reads.
-    pub verdict_limits: Vec<String>,
+    /// Facts the verdict needs that could not be read: what is missing, what it hides, the
+    /// option that supplies it. Empty when the verdict rests on everything it needs.
+    pub verdict_limits: Vec<crate::graph::limits::VerdictLimit>,
     /// Why the process died; null when the dump records no crash (a gcore of a live process).
     pub crash: Option<crate::crash::CrashReport>,
     /// Every wait-for cycle; each is a deadlock.
@@ -144,6 +143,8 @@ pub enum Verdict {
     Idle,
     /// No thread is blocked.
     NothingBlocked,
+    /// No verdict: locks and waits were not analysed (`--stacks-only`).
+    NotAnalyzed,
 }
 
 impl Verdict {
@@ -157,6 +158,7 @@ impl Verdict {
             Verdict::BlockedOnIo => "blocked on I/O",
             Verdict::Idle => "idle",
             Verdict::NothingBlocked => "nothing blocked",
+            Verdict::NotAnalyzed => "not analyzed",
         }
     }
 }

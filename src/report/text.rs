@@ -31,6 +31,7 @@ impl Paint {
             Verdict::GcStall | Verdict::Contention | Verdict::ThreadPoolStarved | Verdict::BlockedOnIo => "1;33",
             Verdict::Idle => "1;36",
             Verdict::NothingBlocked => "1;32",
+            Verdict::NotAnalyzed => "1",
         };
         self.paint(code, s)
     }
@@ -89,7 +90,15 @@ fn thread_by_tid(report: &Report, tid: u32) -> Option<&ThreadReport> {
 
 fn summary(out: &mut String, r: &Report, paint: Paint) {
     let blocked = r.threads.iter().filter(|t| t.blocked_on.is_some()).count();
+    if r.verdict == Verdict::NotAnalyzed {
+        let _ = writeln!(out, "\nNo verdict: locks and waits were not analysed (--stacks-only)");
+        return;
+    }
     let _ = write!(out, "\nVerdict: {}", paint.verdict(r.verdict, &r.verdict.as_str().to_uppercase()));
+    if !r.verdict_limits.is_empty() {
+        let short: Vec<&str> = r.verdict_limits.iter().map(|l| l.short.as_str()).collect();
+        let _ = write!(out, " (limited by {} missing)", short.join(" and "));
+    }
     match r.verdict {
         Verdict::Deadlock => {
             let n: usize = r.deadlocks.iter().map(|d| d.tids.len()).sum();
@@ -110,8 +119,8 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
     }
     let contended = r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).count();
     let _ = writeln!(out, "; {blocked} of {} threads blocked on {contended} lock{}", r.threads.len(), plural(contended));
-    for limit in &r.verdict_limits {
-        let _ = writeln!(out, "  {} {limit}", paint.cycle("not seen:"));
+    for l in &r.verdict_limits {
+        let _ = writeln!(out, "  limited by {}: {}; fix: {}", l.missing, l.hides, l.fix);
     }
     for d in &r.deadlocks {
         let cycle = format!("cycle{}:", if d.inferred { " (through an inferred owner)" } else { "" });

@@ -17,6 +17,7 @@ pub mod dotnet;
 
 use crate::crash::RuntimeCrashFacts;
 use crate::diagnostics::Diagnostic;
+use crate::graph::limits::VerdictLimit;
 use crate::process::{Locator, Process};
 use crate::report::RuntimeSection;
 use crate::unwind::managed::CodeLookup;
@@ -51,9 +52,9 @@ pub trait Runtime: RuntimeLocks + Send + Sync {
     /// made during the walk add to it.
     fn diagnostics(&self) -> Vec<Diagnostic>;
 
-    /// What the verdict cannot see because the runtime (or part of it) was not read, each with
-    /// what to pass to see it; none by default.
-    fn verdict_limits(&self) -> Vec<String> {
+    /// What the verdict is reached without because the runtime could not be read (its
+    /// threads, locks and waits); none when it was read.
+    fn verdict_limits(&self) -> Vec<VerdictLimit> {
         Vec::new()
     }
 }

@@ -12,6 +12,7 @@ use super::gc;
 use super::report::{DotnetReport, ThreadExceptionReport, ThreadPoolReport};
 use super::{facts, locks, read_runtime, unreadable, DotnetReading, STAGE};
 use crate::diagnostics::Diagnostic;
+use crate::graph::limits::VerdictLimit;
 use crate::process::{Locator, Process};
 use crate::report::RuntimeSection;
 use crate::runtimes::{Runtime, RuntimeReport};
@@ -30,6 +31,8 @@ pub struct DotnetRuntime<'p> {
     /// Every thread's last thrown exception and createdump's header, read once (for the report
     /// section and the crash).
     exceptions: OnceLock<Option<crash::CrashReading>>,
+    /// The path the dump names for `libcoreclr.so` and its build-id, for saying how to supply it.
+    runtime_file: Option<(String, Option<String>)>,
 }
 
 /// The .NET runtime of `process`; `None` when the process has no `libcoreclr.so`.
@@ -53,7 +56,8 @@ pub fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<DotnetRu
             None
         }
     });
-    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new() })
+    let runtime_file = super::locate::runtime_module(process).map(|m| (m.path.clone(), m.build_id_hex()));
+    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file })
 }
 
 impl DotnetRuntime<'_> {
@@ -113,17 +117,6 @@ impl RuntimeLocks for DotnetRuntime<'_> {
 }
 
 impl Runtime for DotnetRuntime<'_> {
-    fn verdict_limits(&self) -> Vec<String> {
-        match self.reading() {
-            DotnetReading::Unsupported { why, .. } => vec![format!(".NET not read, so its threads, locks and heap are not in this verdict: {why}")],
-            DotnetReading::Runtime(r) => match &r.monitor_support {
-                super::Support::Unsupported { why } => vec![format!(".NET monitors not read, so managed locks are not in this verdict: {why}")],
-                super::Support::Supported { .. } => Vec::new(),
-            },
-            DotnetReading::NotDotnet => Vec::new(),
-        }
-    }
-
     fn code_lookup(&self) -> Option<&dyn CodeLookup> {
         self.code.as_ref().map(|c| c as &dyn CodeLookup)
     }
@@ -175,6 +168,31 @@ impl Runtime for DotnetRuntime<'_> {
 
     fn crash(&self, stacks: &[Stack]) -> Option<crate::crash::RuntimeCrashFacts> {
         self.crash_reading(stacks)?.runtime_facts()
+    }
+
+    fn verdict_limits(&self) -> Vec<VerdictLimit> {
+        // A runtime read without its per-build sync-block facts: threads yes, monitors no.
+        if let DotnetReading::Runtime(r) = self.reading()
+            && let super::Support::Unsupported { why } = &r.monitor_support
+        {
+            return vec![VerdictLimit {
+                missing: format!("the .NET monitors' layout ({why}: knot has no per-build facts for it in analyzers/dotnet/)"),
+                hides: "Monitors and Locks with their owners and the waits on them: a managed deadlock or contention cannot be seen".into(),
+                fix: format!("a runtime build knot has facts for (analyzers/dotnet/coreclr-*.toml lists them); {} has none", r.version),
+                short: "the .NET monitors".into(),
+            }];
+        }
+        let DotnetReading::Unsupported { version, why } = self.reading() else { return Vec::new() };
+        let (path, build) = match &self.runtime_file {
+            Some((path, build)) => (path.as_str(), build.as_deref().map(|b| format!(" (build-id {b})")).unwrap_or_default()),
+            None => ("libcoreclr.so", String::new()),
+        };
+        vec![VerdictLimit {
+            missing: format!("the .NET runtime's data (CoreCLR {version}: {})", why.strip_prefix(&format!("runtime reader unsupported: {version}: ")).unwrap_or(why)),
+            hides: "managed frames, Monitors and Locks with their owners, managed waits and the thread pool: a managed deadlock, contention or starvation cannot be seen".into(),
+            fix: format!("--search-dir DIR holding this dump's libcoreclr.so{build}, or --sysroot DIR (DIR{path})"),
+            short: "the .NET runtime's data".into(),
+        }]
     }
 
     fn diagnostics(&self) -> Vec<Diagnostic> {
