@@ -115,6 +115,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
             registers: &t.registers,
             cursig: t.cursig,
             functions: f.iter().filter(|f| f.transition.is_none()).map(|f| f.function.as_deref().unwrap_or("")).collect(),
+            frames: f.iter().filter(|f| f.transition.is_none()).collect(),
         })
         .collect();
     tell(opts, Phase::Locks);

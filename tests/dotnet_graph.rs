@@ -9,6 +9,9 @@
 //! `<sample>/app`) as search directories, and the host's system libraries for libc (the glibc
 //! analyzer needs it to find a pthread mutex's owner).
 
+#[allow(dead_code)]
+mod dumpedit;
+
 use knot::analysis::{self, Options};
 use knot::process::Locator;
 use knot::report::text::{self, TextOptions};
@@ -378,6 +381,7 @@ fn each_heap_dump_gets_the_verdict_of_its_wedge() {
         let want = match wedge {
             "monitor_cycle" | "lock_cycle" | "monitor_native_cycle" => knot::report::Verdict::Deadlock,
             "threadpool_starvation" => knot::report::Verdict::ThreadPoolStarved,
+            "monitor_contention" => knot::report::Verdict::Contention,
             "gc_stall" => knot::report::Verdict::GcStall,
             "crash" => knot::report::Verdict::Crash,
             other => panic!("{}: wedge {other} has no expected verdict", c.sample),
@@ -483,4 +487,117 @@ fn locks_are_named_by_their_referrers() {
         named += 1;
     }
     assert_eq!(named, 2, "the root and tenant scopes' locks");
+}
+
+/// Issue 12, item 3: sleeping, waiting for work and the runtime's own idle threads are not
+/// "blocked". On the idle_runtime sample the headline counts are the truth expected.toml states
+/// (2 threads on 1 lock); its sleepers sleep, its pool workers wait for work, and every runtime
+/// service thread the dump's threads.txt names (by comm) is an idle runtime thread. On every
+/// committed dump no thread the runtime made for itself is counted blocked.
+#[test]
+fn idle_threads_are_not_blocked_and_headline_counts_are_the_truth() {
+    use knot::waits::ThreadState;
+    let mut checked = 0;
+    for c in cases() {
+        let s = sample(&c.sample);
+        let comm: BTreeMap<u32, String> = std::fs::read_to_string(c.sos_dir.parent().expect("dump dir").join("threads.txt"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                Some((f.first()?.parse().ok()?, f.get(3)?.to_string()))
+            })
+            .collect();
+        for t in &c.report.threads {
+            let Some(name) = comm.get(&t.tid) else { continue };
+            let service = name.starts_with(".NET ") && name != ".NET TP Worker";
+            if service && !matches!(c.sample.as_str(), "sync_over_async") {
+                assert!(t.blocked_on.is_none(), "{}: runtime thread {} ({name}) counted blocked on {:?}", c.sample, t.tid, t.blocked_on);
+            }
+            if c.sample == "idle_runtime" {
+                if service {
+                    assert!(matches!(t.state, ThreadState::IdleRuntimeThread { .. }), "{}: {} ({name}) is {:?}", c.sample, t.tid, t.state);
+                }
+                if name == ".NET TP Worker" {
+                    assert!(matches!(t.state, ThreadState::WaitingForWork { .. }), "{}: worker {} is {:?}", c.sample, t.tid, t.state);
+                }
+                if name == ".NET Finalizer" {
+                    assert_eq!(t.state, ThreadState::IdleRuntimeThread { role: "finalizer".into() });
+                }
+            }
+        }
+        for th in s.get("thread").and_then(Value::as_array).into_iter().flatten() {
+            if th.get("blocked_on").and_then(Value::as_str) != Some("sleep") {
+                continue;
+            }
+            // Threads the dump's table names (a sample's own sleepers, by Thread.Name).
+            let Some(&tid) = th["name"].as_str().and_then(|n| c.tids.get(n)) else { continue };
+            let t = c.report.threads.iter().find(|t| t.tid == tid).expect("thread");
+            let idle = matches!(&t.state, ThreadState::Sleeping { .. } | ThreadState::IdleRuntimeThread { .. });
+            assert!(idle, "{}: {:?} sleeps, knot says {:?}", c.sample, t.name, t.state);
+            assert!(t.blocked_on.is_none(), "{}: a sleeper is not blocked", c.sample);
+        }
+        if let (Some(threads), Some(locks)) = (s.get("blocked_threads").and_then(Value::as_integer), s.get("blocked_locks").and_then(Value::as_integer)) {
+            let blocked = c.report.threads.iter().filter(|t| t.blocked_on.is_some()).count();
+            let contended = c.report.locks.iter().filter(|l| !l.waiter_tids.is_empty()).count();
+            assert_eq!((blocked as i64, contended as i64), (threads, locks), "{}: threads blocked, locks contended", c.sample);
+            let text = text::render(&c.report, &TextOptions::default());
+            let want = format!("; {threads} of {} threads blocked on {locks} lock", c.report.threads.len());
+            assert!(text.lines().any(|l| l.starts_with("Verdict:") && l.contains(&want)), "{}: headline {want:?} in\n{text}", c.sample);
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "no sample states its headline counts");
+}
+
+/// Issue 12, item 1: the sync table is read as far as the runtime handed it out — SOS
+/// `syncblk`'s `Total` and `Free` on every committed dump (idle_runtime: 300 and 198, 200 of its
+/// sync blocks freed).
+#[test]
+fn sync_table_total_and_free_equal_sos() {
+    let mut checked = 0;
+    for c in cases() {
+        let Ok(text) = std::fs::read_to_string(c.sos_dir.join("syncblk.txt")) else { continue };
+        let count = |what: &str| text.lines().find_map(|l| l.strip_prefix(what).and_then(|v| v.trim().parse::<u32>().ok()));
+        let (Some(total), Some(free)) = (count("Total"), count("Free")) else { continue };
+        let t = c.report.dotnet.as_ref().and_then(|d| d.sync_table).unwrap_or_else(|| panic!("{}: no sync table read", c.sample));
+        assert_eq!((t.total, t.free), (total, free), "{}/{}: syncblk Total, Free", c.sample, c.kind);
+        if let Some(want) = sample(&c.sample).get("sync_table_total").and_then(Value::as_integer) {
+            assert_eq!(t.total as i64, want, "{}: expected.toml's sync_table_total", c.sample);
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} dumps have a syncblk Total");
+}
+
+/// Issue 12, item 1: entries past the ones the runtime handed out are not locks. The table grows
+/// by `new[]` without zeroing, so those entries hold what the allocator had there; here the
+/// idle_runtime dump gets, right past its 300 used entries, copies of the held GateLock's entry
+/// (what a stale or reused block looks like). The reading is SOS's: one monitor, Total 300.
+#[test]
+fn stale_entries_past_the_used_ones_are_not_read() {
+    let c = case("idle_runtime");
+    let t = c.report.dotnet.as_ref().and_then(|d| d.sync_table).expect("sync table");
+    let core = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dotnet-graph-idle_runtime-heap.core");
+    let mut bytes = std::fs::read(&core).expect("core");
+    let entry = |i: u64| t.address.0 + 16 * i;
+    let mut used = [0u8; 16];
+    let gate = c.report.locks.iter().find(|l| l.kind == "monitor").and_then(|l| l.managed.as_ref()).and_then(|m| m.sync_block_index).expect("gate's index");
+    used[..8].copy_from_slice(&dumpedit::peek_u64(&bytes, entry(gate as u64)).to_le_bytes());
+    used[8..].copy_from_slice(&dumpedit::peek_u64(&bytes, entry(gate as u64) + 8).to_le_bytes());
+    for i in 0..8 {
+        dumpedit::poke(&mut bytes, entry(t.total as u64 + 1 + i), &used);
+    }
+    let stale = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dotnet-graph-idle_runtime-stale.core");
+    std::fs::write(&stale, &bytes).expect("write");
+    drop(bytes);
+    let mut search_dirs = knot_samples::dotnet::runtime_dirs();
+    search_dirs.push(knot_samples::dotnet::committed_root().join("idle_runtime/app"));
+    let r = analysis::analyze(&stale, &Options { locator: Locator { search_dirs, ..Locator::default() }, ..Options::default() }).expect("read");
+    let _ = std::fs::remove_file(&stale);
+    let monitors: Vec<&LockFact> = r.locks.iter().filter(|l| l.kind == "monitor").collect();
+    assert_eq!(monitors.len(), 1, "{:?}", monitors.iter().map(|l| &l.label).collect::<Vec<_>>());
+    assert_eq!(r.dotnet.as_ref().and_then(|d| d.sync_table).map(|t| (t.total, t.free)), Some((300, 198)));
+    assert!(!r.diagnostics.iter().any(|d| d.message.contains("sync block 30")), "{:?}", r.diagnostics);
 }

@@ -176,3 +176,21 @@ fn committed_dumps_give_the_same_facts() {
         check(&common::committed(name, kind));
     }
 }
+
+/// Issue 12, item 4: in the kernel's core of a timed-lock ABBA deadlock
+/// (`pthread_mutex_timedlock`, stopped and continued once), both workers are in
+/// `restart_syscall` (219), not `futex`: knot reads each as the futex wait it resumes, from its
+/// frames and registers, and says DEADLOCK.
+#[test]
+fn timed_lock_waits_resumed_by_restart_syscall_are_a_deadlock() {
+    let dump = common::committed("timed_abba", DumpKind::Kernel);
+    let process = knot::process::Process::open(&dump.core, &common::options_for(&dump).locator).expect("core");
+    let restarted = process.core.threads.iter().filter(|t| t.registers.syscall_number() == Some(219)).count();
+    assert_eq!(restarted, 2, "the sample's two workers sleep in restart_syscall");
+    let report = common::analyze(&dump);
+    assert_eq!(report.verdict, knot::report::Verdict::Deadlock);
+    assert_eq!(report.deadlocks.len(), 1);
+    assert_eq!(report.deadlocks[0].tids.len(), 2);
+    let evidence: Vec<&String> = report.locks.iter().flat_map(|l| l.evidence.iter()).filter(|e| e.contains("restart_syscall")).collect();
+    assert_eq!(evidence.len(), 2, "each restarted wait says so: {:?}", report.locks);
+}

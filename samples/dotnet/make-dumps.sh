@@ -29,6 +29,10 @@
 #   gc_oom             heap                       under DOTNET_GCHeapHardLimit=0x4000000 the program fills
 #                                                 the heap, catches OutOfMemoryException and FailFasts;
 #                                                 the runtime writes the dump (DOTNET_DbgMiniDumpType=2)
+#   idle_runtime       heap                       createdump --withheap PID (2 threads wait for a Monitor held by
+#                                                 a sleeping thread; the rest sleep, wait for work or are idle
+#                                                 runtime threads; the sync table grown over junk, 200 of 300
+#                                                 sync blocks freed)
 #   unhandled_oom      heap                       under DOTNET_GCHeapHardLimit=0x2000000 the worker "CacheLoader"
 #                                                 fills the heap; nothing catches the OutOfMemoryException: the
 #                                                 runtime writes the dump (DOTNET_DbgMiniDumpType=2) and aborts
@@ -80,6 +84,7 @@ ALL_JOBS=(
   failfast/heap failfast/full failfast/mini failfast/triage
   unhandled_exception/heap failfast_exception/heap stack_overflow/heap
   heap_population/heap gc_oom/heap unhandled_oom/heap
+  idle_runtime/heap
   self_contained/heap single_file/heap net9_abba/heap
 )
 # Samples run from their `dotnet publish` output (their own runtime), not with the machine's.
@@ -436,7 +441,7 @@ oracle() {  # oracle SAMPLE DIR
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   log "building samples (dotnet build -c Debug)"
   for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
-           unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom; do
+           unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }
   done

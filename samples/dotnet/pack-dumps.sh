@@ -33,6 +33,7 @@ COMMITTED=(
   heap_population/heap
   gc_oom/heap
   unhandled_oom/heap
+  idle_runtime/heap
 )
 if [[ -n "${ONLY:-}" ]]; then
   read -r -a COMMITTED <<<"$ONLY"

@@ -91,6 +91,11 @@ static SAMPLES: &[SampleSpec] = &[
         "worker_ab holds lock_a waits lock_b; worker_ba holds lock_b waits lock_a",
     ),
     c(
+        "timed_abba",
+        &["timed_abba.c", "common.h"],
+        "abba through pthread_mutex_timedlock (1 h): stopped and continued, both timed waits resumed by restart_syscall",
+    ),
+    c(
         "cycle3",
         &["cycle3.c", "common.h"],
         "three-thread cycle over ledger -> audit -> index_lock -> ledger",

@@ -23,6 +23,8 @@ use std::path::{Path, PathBuf};
 pub const COMMITTED_SET: &[(&str, DumpKind)] = &[
     ("abba", DumpKind::Gcore),
     ("abba", DumpKind::Kernel),
+    // Issue 12: timed-lock waits resumed by restart_syscall, dumped by the kernel.
+    ("timed_abba", DumpKind::Kernel),
     ("omitfp", DumpKind::Kernel),
     ("stripped", DumpKind::Gcore),
     // Issue 18: programs that die, C only (their libraries are the sysroot's libc and ld.so).

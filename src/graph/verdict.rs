@@ -65,6 +65,7 @@ fn contends(l: &LockFact, locks: &[LockFact], reports: &[ThreadReport], crash: O
         return false;
     }
     match reports.iter().find(|t| t.tid == joined) {
+        Some(t) if t.state.is_idle() => false,
         Some(t) if t.state.is_blocked() => t
             .blocked_on
             .as_deref()

@@ -31,6 +31,9 @@ pub struct ThreadInput<'a> {
     pub cursig: u16,
     /// Function names, innermost first, inlined frames included ("" when unknown).
     pub functions: Vec<&'a str>,
+    /// The frames those names come from (transition records left out), for a runtime that
+    /// tells its own threads by module and managed method.
+    pub frames: Vec<&'a crate::report::FrameReport>,
 }
 
 /// What the analysis found for one thread.
@@ -72,7 +75,8 @@ pub fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Thread
     let mut pending: BTreeMap<String, Pending<'_>> = BTreeMap::new();
 
     for t in threads {
-        let state = state::classify(t.registers, t.cursig, process);
+        let state = state::resolve_restart(state::classify(t.registers, t.cursig, process), t.registers, &t.functions);
+        let restarted = if t.registers.syscall_number() == Some(state::SYS_RESTART_SYSCALL) { " (a timed wait the kernel restarted: restart_syscall)" } else { "" };
         let recognised = catalog.recognise(t.functions.iter().copied(), RECOGNITION_DEPTH);
         let blocked_on = match (&state, recognised) {
             (ThreadState::Futex { address, expected, .. }, Some((family, frame))) => {
@@ -92,7 +96,7 @@ pub fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Thread
                 });
                 entry.waiters.push(t.tid);
                 entry.evidence.push(format!(
-                    "thread {} is in futex wait on {futex:#x} (expecting {expected:#x}) under {} (frame #{frame})",
+                    "thread {} is in futex wait on {futex:#x} (expecting {expected:#x}){restarted} under {} (frame #{frame})",
                     t.tid,
                     t.functions.get(frame).copied().unwrap_or("?")
                 ));
@@ -139,7 +143,10 @@ pub fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Thread
 
 /// Each thread's state, without lock analysis.
 pub fn states_only(process: &Process, threads: &[ThreadInput<'_>]) -> WaitFacts {
-    let threads = threads.iter().map(|t| ThreadWait { state: state::classify(t.registers, t.cursig, process), blocked_on: None }).collect();
+    let threads = threads
+        .iter()
+        .map(|t| ThreadWait { state: state::resolve_restart(state::classify(t.registers, t.cursig, process), t.registers, &t.functions), blocked_on: None })
+        .collect();
     WaitFacts { threads, ..WaitFacts::default() }
 }
 

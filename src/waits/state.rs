@@ -8,6 +8,12 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 pub const SYS_FUTEX: u64 = 202;
+/// The kernel's restart of an interrupted call with a timeout (a timed futex wait, a
+/// nanosleep) after a stop or an ignored signal: the thread re-entered it as `restart_syscall`,
+/// with the original call's argument registers.
+pub const SYS_RESTART_SYSCALL: u64 = 219;
+/// How many innermost frames may name the futex wait a `restart_syscall` resumed.
+const RESTART_FRAMES: usize = 6;
 pub const SYS_FUTEX_WAITV: u64 = 449;
 
 const FUTEX_CMD_MASK: u64 = 0x7f;
@@ -31,8 +37,16 @@ pub enum ThreadState {
     FutexWaitv,
     /// Waiting for file descriptors to become ready (poll, select, epoll).
     Polling { syscall: String },
-    /// Sleeping for a time (nanosleep, clock_nanosleep) or until a signal (pause, sigsuspend).
+    /// Sleeping for a time (nanosleep, clock_nanosleep) or until a signal (pause, sigsuspend);
+    /// `syscall` is the call it sleeps in: a syscall, or a runtime's sleep (`Thread.Sleep`,
+    /// which sleeps on a condition variable).
     Sleeping { syscall: String },
+    /// One of a runtime's own service threads, idle: waiting for nothing held or awaited (the
+    /// .NET finalizer, tiered compilation, timer, thread-pool gate, SynchManager, signal
+    /// handler, debugger, EventPipe threads). `role` names it where the runtime says which.
+    IdleRuntimeThread { role: String },
+    /// A thread-pool worker between work items, waiting for work.
+    WaitingForWork { pool: String },
     /// Blocked reading, writing, accepting or connecting on a file descriptor.
     Io { syscall: String, fd: i64 },
     /// Waiting for a child process (wait4, waitid).
@@ -52,6 +66,8 @@ impl ThreadState {
             ThreadState::FutexWaitv => "futex_waitv".into(),
             ThreadState::Polling { syscall } => format!("polling ({syscall})"),
             ThreadState::Sleeping { syscall } => format!("sleeping ({syscall})"),
+            ThreadState::IdleRuntimeThread { role } => format!("idle runtime thread ({role})"),
+            ThreadState::WaitingForWork { pool } => format!("waiting for work ({pool})"),
             ThreadState::Io { syscall, fd } => format!("in I/O ({syscall} on fd {fd})"),
             ThreadState::WaitingForChild { syscall } => format!("waiting for a child ({syscall})"),
             ThreadState::Stopped { signal } => format!("stopped (signal {signal})"),
@@ -59,8 +75,15 @@ impl ThreadState {
         }
     }
 
+    /// Inside a wait of some kind (a sleep counts: the verdict's `idle`). An idle runtime
+    /// thread and a worker waiting for work are not: they wait for nothing anybody holds.
     pub fn is_blocked(&self) -> bool {
-        !matches!(self, ThreadState::Running)
+        !matches!(self, ThreadState::Running | ThreadState::IdleRuntimeThread { .. } | ThreadState::WaitingForWork { .. })
+    }
+
+    /// An idle thread: a runtime's service thread or a pool worker with no work.
+    pub fn is_idle(&self) -> bool {
+        matches!(self, ThreadState::IdleRuntimeThread { .. } | ThreadState::WaitingForWork { .. })
     }
 }
 
@@ -119,6 +142,23 @@ pub fn classify(regs: &Registers, cursig: u16, memory: &dyn Memory) -> ThreadSta
     }
 }
 
+/// A thread in `restart_syscall` (219) resumes a call the kernel interrupted: when its innermost
+/// frames are a futex wait (glibc's `__futex_abstimed_wait_common`, `__lll_clocklock_wait`, …:
+/// `pthread_mutex_timedlock`, `pthread_cond_timedwait`, `sem_timedwait`) and its registers still
+/// hold a futex wait's arguments, it is that futex wait. Else the state is left as it is.
+pub fn resolve_restart(state: ThreadState, regs: &Registers, functions: &[&str]) -> ThreadState {
+    if !matches!(state, ThreadState::Syscall { number: SYS_RESTART_SYSCALL, .. }) {
+        return state;
+    }
+    let in_futex_wait = functions.iter().take(RESTART_FRAMES).any(|f| f.contains("futex") || f.contains("lll_lock_wait") || f.contains("lll_clocklock_wait"));
+    let op = regs.rsi & FUTEX_CMD_MASK;
+    let wait_op = matches!(op, 0 | 6 | 9 | 11 | 13);
+    if !in_futex_wait || !wait_op || regs.rdi == 0 {
+        return state;
+    }
+    ThreadState::Futex { address: Hex(regs.rdi), expected: regs.rdx as u32, op: futex_op(regs.rsi).to_string(), private: regs.rsi & FUTEX_PRIVATE_FLAG != 0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,6 +186,17 @@ mod tests {
         let mut m = RangeMemory::new();
         m.add(0x1000, vec![0x90, 0x90, 0x90]);
         assert_eq!(classify(&regs(202, 0x1002), 0, &m), ThreadState::Running, "orig_rax without a syscall instruction");
+    }
+
+    #[test]
+    fn a_restarted_timed_futex_wait_is_that_wait_only_under_a_futex_frame() {
+        let m = code_with_syscall_at(0x1002);
+        let r = Registers { orig_rax: 219, rip: 0x1002, rdi: 0x5000, rsi: 128 | 9, rdx: 2, ..Default::default() };
+        let s = classify(&r, 0, &m);
+        assert!(matches!(s, ThreadState::Syscall { number: 219, .. }));
+        let waiting = resolve_restart(s.clone(), &r, &["__futex_abstimed_wait_common", "__pthread_mutex_clocklock_common"]);
+        assert_eq!(waiting, ThreadState::Futex { address: Hex(0x5000), expected: 2, op: "FUTEX_WAIT_BITSET".into(), private: true });
+        assert_eq!(resolve_restart(s.clone(), &r, &["__GI___clock_nanosleep", "sleep"]), s, "a restarted nanosleep is not a futex wait");
     }
 
     #[test]

@@ -13,6 +13,7 @@ macro_rules! native_samples {
     ($m:ident) => {
         $m!(
             abba,
+            timed_abba,
             cycle3,
             self_relock,
             convoy,

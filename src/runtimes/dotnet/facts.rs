@@ -74,6 +74,15 @@ pub struct Layout {
     pub field_desc_offset: u64,
     pub field_desc_offset_mask: u32,
     pub field_desc_type_shift: u32,
+    /// `g_dacTable` slot of `SyncBlockCache::s_pSyncBlockCache`, and the offsets in the
+    /// `SyncBlockCache` of `m_FreeSyncTableIndex` and `m_SyncTableSize` (how many sync table
+    /// entries the runtime handed out, and the table's capacity).
+    #[serde(default)]
+    pub dac_table_sync_block_cache: Option<u64>,
+    #[serde(default)]
+    pub sync_block_cache_free_sync_table_index: Option<u64>,
+    #[serde(default)]
+    pub sync_block_cache_sync_table_size: Option<u64>,
     /// `gc_heap::heap_hard_limit` (workstation GC), from the module's start.
     #[serde(default)]
     pub gc_heap_hard_limit_rva: Option<u64>,

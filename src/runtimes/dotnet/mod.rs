@@ -43,6 +43,7 @@ pub mod facts;
 pub mod failfast;
 pub mod frames;
 pub mod gc;
+pub mod idle;
 pub mod locate;
 pub mod locks;
 pub mod metadata;
@@ -323,7 +324,16 @@ pub fn read_runtime(runtime: &Context<'_>, all_facts: Result<&[BuildFacts], fact
     let (counts, threads) = reader.threads();
     let namer = TypeNamer::new(&t, &runtime.image);
     let (monitors, waits, sync_table) = match build {
-        Some(b) => reader.monitors(b, &threads, &namer),
+        Some(b) => {
+            let cache = match syncblock::read_cache(&t, module, &b.layout) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    reader.warn("sync table's used length not read (entries are read up to the first empty one, and may include stale ones)", &e);
+                    None
+                }
+            };
+            reader.monitors(b, &threads, &namer, cache)
+        }
         None => {
             if let Support::Unsupported { why } = &monitor_support {
                 reader.diagnostics.push(Diagnostic::warning(STAGE, format!("monitors not read: {why}")));
@@ -408,7 +418,7 @@ impl Reader<'_> {
         (counts, out)
     }
 
-    fn monitors(&mut self, b: &BuildFacts, threads: &[ManagedThread], namer: &TypeNamer) -> (Vec<Monitor>, Vec<MonitorWait>, Option<SyncTableSummary>) {
+    fn monitors(&mut self, b: &BuildFacts, threads: &[ManagedThread], namer: &TypeNamer, cache: Option<syncblock::CacheCounts>) -> (Vec<Monitor>, Vec<MonitorWait>, Option<SyncTableSummary>) {
         let t = self.t;
         let l = &b.layout;
         let by_thread: HashMap<u64, &ManagedThread> = threads.iter().map(|th| (th.address, th)).collect();
@@ -417,8 +427,13 @@ impl Reader<'_> {
         let mut waits: Vec<MonitorWait> = Vec::new();
 
         // Sync blocks.
-        let table = match syncblock::read_table(t, l) {
-            Ok(table) => Some(table),
+        let table = match syncblock::read_table(t, l, cache) {
+            Ok(table) => {
+                for (index, what) in &table.unsound {
+                    self.diagnostics.push(Diagnostic::info(STAGE, format!("sync table entry {index} is in the used range but holds no sync block of a live object ({what}): not read as a lock")));
+                }
+                Some(table)
+            }
             Err(e) => {
                 self.warn("sync block table not read", &e);
                 None
@@ -450,13 +465,20 @@ impl Reader<'_> {
             if !lock.locked && lock.waiter_count == 0 && wait_list.is_empty() && lock.holding_thread_id == 0 {
                 continue;
             }
-            // The object header must name this entry.
+            // The object header must name this entry: else the entry is stale or damaged, and
+            // what it says is no lock.
             match objects::header_value(t, entry.object).map(|v| objects::decode_header(v, l)) {
                 Ok(Header::SyncBlock(i)) if i == entry.index => {}
-                Ok(h) => self.diagnostics.push(
-                    Diagnostic::warning(STAGE, format!("object {:#x} of sync block {} has header {h:?}, not that index", entry.object, entry.index)).at_address(entry.object),
-                ),
-                Err(e) => self.warn(&format!("header of object {:#x}", entry.object), &e),
+                Ok(h) => {
+                    self.diagnostics.push(
+                        Diagnostic::warning(STAGE, format!("object {:#x} of sync block {} has header {h:?}, not that index: the entry is not read as a lock", entry.object, entry.index)).at_address(entry.object),
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    self.warn(&format!("header of object {:#x} (sync block {} not read as a lock)", entry.object, entry.index), &e);
+                    continue;
+                }
             }
             let (owner_thread, owner_os_tid, owner_managed_id) = if lock.holding_thread_id != 0 {
                 let thread = match threads::id_to_thread(t, lock.holding_thread_id) {

@@ -20,6 +20,19 @@ pub struct DotnetReport {
     pub exceptions: Vec<ThreadExceptionReport>,
     /// createdump's header (`DIAGINFOHEADER`), present when createdump wrote the dump.
     pub createdump: Option<super::diaginfo::DiagInfo>,
+    /// The sync block table as SOS's `syncblk` counts it; null when it was not read.
+    pub sync_table: Option<SyncTableReport>,
+}
+
+/// SOS `syncblk`'s `Total` and `Free`.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+pub struct SyncTableReport {
+    /// Where the table is (`g_pSyncTable`).
+    pub address: crate::hex::Hex,
+    /// Entries the runtime handed out (`SyncBlockCache::m_FreeSyncTableIndex` - 1).
+    pub total: u32,
+    /// Of those, entries on the free list (their objects died).
+    pub free: u32,
 }
 
 /// One thread's last thrown exception.

@@ -9,8 +9,8 @@ use super::frames::{self, WithFrames};
 use super::metadata::image_notes;
 use super::crash;
 use super::gc;
-use super::report::{DotnetReport, ThreadExceptionReport, ThreadPoolReport};
-use super::{facts, locks, read_runtime, unreadable, DotnetReading, STAGE};
+use super::report::{DotnetReport, SyncTableReport, ThreadExceptionReport, ThreadPoolReport};
+use super::{facts, idle, locks, read_runtime, unreadable, DotnetReading, STAGE};
 use crate::diagnostics::Diagnostic;
 use crate::graph::limits::VerdictLimit;
 use crate::process::{Locator, Process};
@@ -105,6 +105,17 @@ impl RuntimeLocks for DotnetRuntime<'_> {
                 let stacks: Vec<&[&str]> = threads.iter().map(|t| t.functions.as_slice()).collect();
                 locks::merge_runtime(r, &names, &tids, &stacks, facts);
                 let worker_pool = locks::worker_pool(r, &names, facts);
+                // Sleepers, idle workers and the runtime's idle service threads wait for nobody.
+                let finalizer = r.threads.iter().find(|th| th.is_finalizer && th.os_tid != 0).map(|th| th.os_tid);
+                let WaitFacts { threads: waits, locks: all_locks, .. } = facts;
+                for (t, w) in threads.iter().zip(waits.iter_mut()) {
+                    if !idle::may_be_idle(w, all_locks) {
+                        continue;
+                    }
+                    if let Some(state) = idle::classify(&t.frames, finalizer == Some(t.tid)) {
+                        idle::set_idle(t.tid, state, w, all_locks);
+                    }
+                }
                 RuntimeWaits { threads: names, worker_pool }
             }
             (DotnetReading::Unsupported { why, .. }, _) => {
@@ -138,6 +149,7 @@ impl Runtime for DotnetRuntime<'_> {
                 gc: None,
                 exceptions: Vec::new(),
                 createdump: None,
+                sync_table: None,
             },
             DotnetReading::Runtime(r) => DotnetReport {
                 summary: reading.summary(),
@@ -148,6 +160,7 @@ impl Runtime for DotnetRuntime<'_> {
                 gc: None,
                 exceptions: Vec::new(),
                 createdump: None,
+                sync_table: r.sync_table.map(|t| SyncTableReport { address: crate::hex::Hex(t.address), total: t.total, free: t.free }),
             },
         };
         if let Some(x) = self.exceptions() {

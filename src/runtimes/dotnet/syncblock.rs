@@ -5,13 +5,17 @@
 //! descriptor does not describe them): `SyncTableEntry`'s object field, the `AwareLock` inside
 //! the `SyncBlock`, and the Monitor.Wait list (`SyncBlock.m_Link` → `WaitEventLink`s).
 //!
-//! The table's used length is `SyncBlockCache::m_FreeSyncTableIndex`, which the .NET 10
-//! descriptor does not reach; entries past it are zero (the table is zero-filled and handed out
-//! in order, freed entries keep a tagged free-list link in their object field), so the walk runs
-//! from index 1 to the first all-zero entry, bounded by [`MAX_ENTRIES`].
+//! The table's used length is `SyncBlockCache::m_FreeSyncTableIndex` (SOS's `Total` is it less
+//! one), which the .NET 10 descriptor does not reach: it is read through `g_dacTable`'s slot of
+//! `SyncBlockCache::s_pSyncBlockCache` with per-build offsets. Only those entries are read: the
+//! table is `new[]`ed uninitialised when it grows, so entries past the used ones hold whatever the
+//! allocator had there. Without the count (a build without those facts) the walk stops at the
+//! first all-zero entry, bounded by [`MAX_ENTRIES`], and a diagnostic says so.
 
 use super::error::DotnetError;
 use super::facts::Layout;
+use super::gc::dactable::DacTable;
+use crate::process::Module;
 use super::target::{Result, Target};
 use std::collections::HashSet;
 
@@ -37,9 +41,46 @@ pub struct Table {
     pub free: u32,
     /// The entries in use, in index order.
     pub entries: Vec<Entry>,
+    /// Entries in the used range that fail a sanity check (no sync block, no or misaligned
+    /// object): index and what they hold. Diagnostics, never locks.
+    pub unsound: Vec<(u32, String)>,
 }
 
-pub fn read_table(t: &Target, l: &Layout) -> Result<Table> {
+/// The `SyncBlockCache`'s own counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheCounts {
+    /// `m_FreeSyncTableIndex`: the next never-used entry; entries 1.. below it were handed out.
+    pub next_free_index: u32,
+    /// `m_SyncTableSize`: the table's capacity.
+    pub table_size: u32,
+}
+
+/// Reads the `SyncBlockCache` through `g_dacTable` (per-build slot and offsets).
+pub fn read_cache(t: &Target, module: &Module, l: &Layout) -> Result<CacheCounts> {
+    let (Some(slot), Some(next_off), Some(size_off)) = (l.dac_table_sync_block_cache, l.sync_block_cache_free_sync_table_index, l.sync_block_cache_sync_table_size) else {
+        return Err(DotnetError::Unsupported("this build's facts do not locate the SyncBlockCache".into()));
+    };
+    let dac = DacTable::locate(t, module, l)?;
+    let var = dac.variable(t, slot)?;
+    let cache = t.read_ptr(var, "SyncBlockCache::s_pSyncBlockCache")?;
+    if cache == 0 {
+        return Ok(CacheCounts { next_free_index: 1, table_size: 0 });
+    }
+    let next_free_index = t.read_u32(cache + next_off, "SyncBlockCache.m_FreeSyncTableIndex")?;
+    let table_size = t.read_u32(cache + size_off, "SyncBlockCache.m_SyncTableSize")?;
+    if next_free_index == 0 || next_free_index > table_size || next_free_index > MAX_ENTRIES {
+        return Err(DotnetError::Invalid {
+            what: "SyncBlockCache",
+            at: cache,
+            why: format!("next free sync table index {next_free_index} is not within 1..={} (table size {table_size})", table_size.min(MAX_ENTRIES)),
+        });
+    }
+    Ok(CacheCounts { next_free_index, table_size })
+}
+
+/// The table's entries in use; `cache` gives how many the runtime handed out (else the walk
+/// stops at the first all-zero entry).
+pub fn read_table(t: &Target, l: &Layout, cache: Option<CacheCounts>) -> Result<Table> {
     let address = t.global_deref("SyncTableEntries")?;
     if address == 0 {
         return Ok(Table::default());
@@ -51,12 +92,13 @@ pub fn read_table(t: &Target, l: &Layout) -> Result<Table> {
         return Err(DotnetError::Invalid { what: "SyncTableEntry", at: address, why: format!("size {size} does not hold fields at {sb_off} and {obj_off}") });
     }
     let mut table = Table { address, ..Table::default() };
-    for index in 1..=MAX_ENTRIES {
+    let end = cache.map_or(MAX_ENTRIES + 1, |c| c.next_free_index);
+    for index in 1..end {
         let at = address + index as u64 * size;
         let entry = t.read_bytes(at, size as usize, &format!("sync table entry {index}"))?;
         let word = |o: u64| u64::from_le_bytes(entry[o as usize..o as usize + 8].try_into().unwrap_or([0; 8]));
         let (sync_block, object) = (word(sb_off), word(obj_off));
-        if sync_block == 0 && object == 0 {
+        if cache.is_none() && sync_block == 0 && object == 0 {
             table.total = index - 1;
             return Ok(table);
         }
@@ -64,9 +106,19 @@ pub fn read_table(t: &Target, l: &Layout) -> Result<Table> {
             table.free += 1;
             continue;
         }
+        if sync_block == 0 || object == 0 || object & 7 != 0 {
+            table.unsound.push((index, format!("sync block {sync_block:#x}, object {object:#x}")));
+            continue;
+        }
         table.entries.push(Entry { index, sync_block, object });
     }
-    Err(DotnetError::TooMany { what: "sync block table", at: address, limit: MAX_ENTRIES as u64 })
+    match cache {
+        Some(c) => {
+            table.total = c.next_free_index - 1;
+            Ok(table)
+        }
+        None => Err(DotnetError::TooMany { what: "sync block table", at: address, limit: MAX_ENTRIES as u64 }),
+    }
 }
 
 /// The state of a sync block's `AwareLock`.

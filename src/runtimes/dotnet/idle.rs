@@ -1,0 +1,70 @@
+//! What a .NET thread that waits for nobody is doing: sleeping (`Thread.Sleep`, a condition
+//! variable wait inside the runtime's PAL), a thread-pool worker waiting for work, or one of the
+//! runtime's own idle service threads (the finalizer, tiered compilation, the timer and pool
+//! gate, and the native SynchManager, signal handler, debugger and EventPipe threads). Such a
+//! thread is not blocked: it leaves the locks' waiters, the headline counts and the verdict.
+//!
+//! Told from the thread's frames: its innermost managed method, or — for a thread that never
+//! ran managed code — that every frame outside libc is in the runtime's own modules.
+
+use crate::report::FrameReport;
+use crate::waits::{LockFact, Owner, ThreadState, ThreadWait};
+
+const SLEEP: &[&str] = &["System.Threading.Thread.Sleep", "System.Threading.Thread.SleepInternal"];
+/// Where a pool worker waits for work, innermost frames first.
+const WORKER_WAIT: &str = "System.Threading.LowLevelLifoSemaphore.";
+const WORKER_START: &str = "System.Threading.PortableThreadPool+WorkerThread.WorkerThreadStart";
+/// Managed service loops, and the waits they idle in.
+const SERVICE_LOOPS: &[(&str, &str)] =
+    &[("System.Threading.PortableThreadPool+GateThread.GateThreadStart", "thread pool gate"), ("System.Threading.TimerQueue.TimerThread", "timer")];
+const SERVICE_WAITS: &[&str] = &["System.Threading.WaitHandle.", "System.Threading.AutoResetEvent.", "System.Threading.EventWaitHandle."];
+/// The runtime's native modules; a thread whose frames outside libc are all here never ran
+/// managed code: the runtime made it for itself.
+const RUNTIME_MODULES: &[&str] = &["libcoreclr.so", "libSystem.Native.so", "libclrjit.so", "libclrgc.so"];
+const SYSTEM_MODULES: &[&str] = &["libc.so.6", "libpthread.so.0", "ld-linux-x86-64.so.2", "linux-vdso.so.1"];
+
+/// What an idle thread does, from its frames; `None` when it may be waiting for something.
+pub fn classify(frames: &[&FrameReport], is_finalizer: bool) -> Option<ThreadState> {
+    let managed: Vec<&str> = frames.iter().filter(|f| f.managed).filter_map(|f| f.function.as_deref()).collect();
+    match managed.first() {
+        Some(first) if SLEEP.contains(first) => Some(ThreadState::Sleeping { syscall: "Thread.Sleep".into() }),
+        Some(first) if first.starts_with(WORKER_WAIT) => {
+            let after = managed.iter().find(|m| !m.starts_with(WORKER_WAIT))?;
+            (*after == WORKER_START).then(|| ThreadState::WaitingForWork { pool: "thread pool".into() })
+        }
+        Some(first) if SERVICE_WAITS.iter().any(|w| first.starts_with(w)) => {
+            let after = managed.iter().find(|m| !SERVICE_WAITS.iter().any(|w| m.starts_with(w)))?;
+            SERVICE_LOOPS.iter().find(|(m, _)| after == m).map(|(_, role)| ThreadState::IdleRuntimeThread { role: (*role).into() })
+        }
+        Some(_) => None,
+        None => {
+            let modules: Vec<&str> = frames.iter().filter_map(|f| f.module.as_deref()).collect();
+            let runtime_only = modules.iter().any(|m| RUNTIME_MODULES.contains(m)) && modules.iter().all(|m| RUNTIME_MODULES.contains(m) || SYSTEM_MODULES.contains(m));
+            runtime_only.then(|| ThreadState::IdleRuntimeThread { role: if is_finalizer { "finalizer" } else { "runtime service" }.into() })
+        }
+    }
+}
+
+/// Whether the wait `w` may be set aside as idle: the thread is inside a syscall and waits on no
+/// lock that has an owner (a condition variable, a semaphore, an unnamed futex word).
+pub fn may_be_idle(w: &ThreadWait, locks: &[LockFact]) -> bool {
+    if matches!(w.state, ThreadState::Running | ThreadState::Stopped { .. }) {
+        return false;
+    }
+    match w.blocked_on.as_deref().and_then(|id| locks.iter().find(|l| l.id == id)) {
+        Some(l) => l.managed.is_none() && matches!(l.owner, Owner::None | Owner::Unknown { .. }),
+        None => true,
+    }
+}
+
+/// Marks `tid` idle: its state, no lock, and off the waiters of the native lock it was counted
+/// on (dropped when nobody else waits there).
+pub fn set_idle(tid: u32, state: ThreadState, wait: &mut ThreadWait, locks: &mut Vec<LockFact>) {
+    if let Some(id) = wait.blocked_on.take() {
+        if let Some(l) = locks.iter_mut().find(|l| l.id == id) {
+            l.waiter_tids.retain(|t| *t != tid);
+        }
+        locks.retain(|l| l.id != id || !l.waiter_tids.is_empty() || l.managed.is_some());
+    }
+    wait.state = state;
+}
