@@ -11,7 +11,7 @@ pub mod module;
 pub use elf_file::ElfFile;
 pub use locate::Locator;
 pub use memory::{Memory, MemoryError, RangeMemory};
-pub use module::{FileStatus, Module};
+pub use module::{FileStatus, Module, PathSource};
 
 use crate::core::{Absence, Core, CoreError};
 use crate::diagnostics::Diagnostic;

@@ -46,6 +46,13 @@ pub struct Rule {
     source: Source,
 }
 
+impl Rule {
+    /// The CFA is the stack pointer plus a constant: applying the rule needs no guessed register.
+    pub fn cfa_from_sp(&self) -> bool {
+        matches!(self.cfa, CfaRule::RegisterAndOffset { register, .. } if register.0 == dwarf::RSP)
+    }
+}
+
 /// The caller's registers, recovered by a [`Rule`].
 pub struct Recovered {
     pub regs: FrameRegs,
