@@ -6,7 +6,7 @@ use crate::core::CoreError;
 use crate::graph::verdict::{order_locks, verdict};
 use crate::graph::{groups, WaitForGraph};
 use crate::process::{Locator, Process};
-use crate::report::{dump, frames, FrameReport, Group, Report, ThreadReport, SCHEMA_VERSION};
+use crate::report::{dump, frames, words, FrameReport, Group, Report, ThreadReport, SCHEMA_VERSION};
 use crate::runtimes;
 use crate::symbols::Symbolizer;
 use crate::unwind::Unwinder;
@@ -134,8 +134,10 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         _ => None,
     };
     let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();
-    let deadlocks = WaitForGraph::new(&blocked, &facts.locks).deadlocks();
-    let locks = order_locks(facts.locks.clone(), &deadlocks);
+    let cycles = WaitForGraph::new(&blocked, &facts.locks).cycles();
+    let deadlocks = cycles.iter().map(|c| words::deadlock(c, &facts.locks)).collect();
+    let mut locks = order_locks(facts.locks.clone(), &cycles);
+    words::label_managed_locks(&mut locks);
 
     let keys: Vec<Vec<u64>> = stacks.iter().map(|s| s.frames.iter().map(|f| f.ip).collect()).collect();
     let groups = groups::group_by_stack(&keys)
@@ -175,7 +177,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     } else {
         let mut limits = crate::graph::limits::from_modules(process, &threads, &locks);
         limits.extend(runtime.iter().flat_map(|r| r.verdict_limits()));
-        (verdict(&deadlocks, &locks, &threads, &facts.threads, crash.as_ref(), runtime_waits.worker_pool.as_ref(), gc_stalled), limits)
+        (verdict(&cycles, &locks, &threads, &facts.threads, crash.as_ref(), runtime_waits.worker_pool.as_ref(), gc_stalled), limits)
     };
     let mut diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
     diagnostics.extend(facts.diagnostics);

@@ -462,7 +462,7 @@ fn locks_are_named_by_their_referrers() {
                 let first = got.first().unwrap_or_else(|| panic!("{sample_name}: no referrer of {object:#x}"));
                 assert_eq!((first.1.as_str(), first.2), (field.as_str(), holder), "{sample_name}: referrer of {object:#x}");
                 assert!(first.0.starts_with(ns), "{sample_name}: {first:?}");
-                assert!(l.display_name().contains(&format!("({}.{field}", knot::runtimes::dotnet::gc::referrers::short_type(&first.0))), "{}", l.display_name());
+                assert!(knot::report::words::lock_name(l).contains(&format!("({}.{field}", knot::report::words::short_type(&first.0))), "{}", knot::report::words::lock_name(l));
                 n += 1;
             }
         }
@@ -483,7 +483,7 @@ fn locks_are_named_by_their_referrers() {
         let Some(l) = c.report.locks.iter().find(|l| l.managed.as_ref().is_some_and(|m| m.object.0 == root) && l.kind == "monitor") else { continue };
         let got = referrers(c, root);
         assert_eq!(got.first(), Some(&("Autofac.Core.Lifetime.LifetimeScope".to_string(), "_synchRoot".to_string(), scope, Some(format!("Tag \"{tag}\"")))), "scope {scope:#x}");
-        assert!(l.display_name().ends_with(&format!("(LifetimeScope._synchRoot, Tag \"{tag}\")")), "{}", l.display_name());
+        assert!(knot::report::words::lock_name(l).ends_with(&format!("(LifetimeScope._synchRoot, Tag \"{tag}\")")), "{}", knot::report::words::lock_name(l));
         named += 1;
     }
     assert_eq!(named, 2, "the root and tenant scopes' locks");

@@ -10,7 +10,7 @@
 use knot::process::{Locator, Memory, Process, RangeMemory};
 use knot::runtimes::dotnet::descriptor::{self, Descriptor, GlobalValue, Header};
 use knot::runtimes::dotnet::target::Target;
-use knot::runtimes::dotnet::{self, threads, BlockingKind, DotnetError, DotnetReading, MonitorKind, RuntimeReading, Support, WaitSource};
+use knot::runtimes::dotnet::{self, threads, BlockingKind, DotnetError, DotnetReading, LockStorage, RuntimeReading, Support, WaitSource};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -341,7 +341,7 @@ fn monitors_equal_syncblk() {
             SyncBlk::Error(e) => {
                 // SOS could not read the sync blocks; knot must say it could not either, not
                 // invent monitors.
-                assert!(r.monitors.iter().all(|m| m.kind != MonitorKind::SyncBlock), "{}: SOS says {e:?} but knot read sync blocks", d.name);
+                assert!(r.monitors.iter().all(|m| m.storage != LockStorage::SyncBlock), "{}: SOS says {e:?} but knot read sync blocks", d.name);
                 assert!(r.diagnostics.iter().any(|x| x.message.contains("sync block")), "{}: no diagnostic for the unreadable sync blocks", d.name);
                 eprintln!("{}: SOS: {e}; knot too could not read the sync blocks ({} waits still read)", d.name, r.waits.len());
                 continue;
@@ -352,22 +352,22 @@ fn monitors_equal_syncblk() {
         let mine: Vec<SyncRow> = r
             .monitors
             .iter()
-            .filter(|m| m.kind == MonitorKind::SyncBlock && m.monitor_held.unwrap_or(0) != 0)
+            .filter(|m| m.storage == LockStorage::SyncBlock && m.monitor_held.unwrap_or(0) != 0)
             .map(|m| SyncRow {
                 index: m.sync_block_index.unwrap_or(0),
-                sync_block: m.sync_block.unwrap_or(0),
+                sync_block: m.sync_block.map_or(0, |b| b.0),
                 monitor_held: m.monitor_held.unwrap_or(0),
                 recursion: m.recursion,
                 owner_thread: m.owner_thread,
                 owner_os_tid: m.owner_os_tid,
                 owner_dbg: m.owner_os_tid.and_then(|tid| r.thread_by_os_tid(tid)).and_then(|t| t.dump_thread_index),
-                object: m.object,
+                object: m.object.0,
                 type_name: m.type_name.clone().unwrap_or_default(),
             })
             .collect();
         assert_eq!(mine, rows, "{}: held monitors vs syncblk", d.name);
         // Each held monitor's waiters, as the blocking records name them, match the lock's count.
-        for m in r.monitors.iter().filter(|m| m.kind == MonitorKind::SyncBlock) {
+        for m in r.monitors.iter().filter(|m| m.storage == LockStorage::SyncBlock) {
             assert_eq!(m.waiters.len() as u32, m.waiter_count.unwrap_or(0), "{}: waiters of {:#x}", d.name, m.object);
         }
         // Thin locks: SOS's dumpheap -thinlock.
@@ -375,8 +375,8 @@ fn monitors_equal_syncblk() {
         // the heap), with the same owner.
         if let Some(text) = oracle(d, "thinlocks.txt") {
             let sos: BTreeSet<(u64, u64, u32)> = parse_thin_locks(&text).into_iter().collect();
-            for m in r.monitors.iter().filter(|m| m.kind == MonitorKind::ThinLock) {
-                let row = (m.object, m.owner_thread.unwrap_or(0), m.owner_os_tid.unwrap_or(0));
+            for m in r.monitors.iter().filter(|m| m.storage == LockStorage::ThinLock) {
+                let row = (m.object.0, m.owner_thread.unwrap_or(0), m.owner_os_tid.unwrap_or(0));
                 assert!(sos.contains(&row), "{}: thin lock {row:x?} is not in SOS's {sos:x?}", d.name);
             }
         }
@@ -411,10 +411,10 @@ fn waits_match_the_stacks_sos_shows() {
         }
         // Every wait names a monitor knot read, when knot could read the lock.
         for w in &r.waits {
-            if let Some(m) = r.monitors.iter().find(|m| Some(m.object) == w.object) {
+            if let Some(m) = r.monitors.iter().find(|m| Some(m.object.0) == w.object) {
                 assert_eq!(w.owner_os_tid, m.owner_os_tid, "{}: owner of the lock {:#x} OS tid {} waits on", d.name, m.object, w.os_tid);
                 match w.kind {
-                    BlockingKind::MonitorWait => assert!(m.wait_list.contains(&w.os_tid) || w.source == WaitSource::BlockingRecord),
+                    BlockingKind::MonitorWait => assert!(m.pulse_waiters.contains(&w.os_tid) || w.source == WaitSource::BlockingRecord),
                     _ => assert!(m.waiters.contains(&w.os_tid), "{}: {} not among the waiters of {:#x}", d.name, w.os_tid, m.object),
                 }
             }
@@ -431,7 +431,7 @@ fn managed_locks_equal_sos_lock_fields() {
         let sos = parse_lock_fields(&text);
         assert!(!sos.is_empty(), "{}: locks.txt has no object lines", d.name);
         for (object, owner, state, recursion) in sos {
-            let m = r.monitors.iter().find(|m| m.object == object && m.kind == MonitorKind::Lock);
+            let m = r.monitors.iter().find(|m| m.object.0 == object && m.storage == LockStorage::LockObject);
             // knot finds Lock objects through the blocking records of the threads waiting on them.
             let waited = r.waits.iter().any(|w| w.object == Some(object));
             if !waited {

@@ -49,7 +49,7 @@ fn the_abba_page_is_one_file_with_the_graph_the_stacks_and_the_flame_graph() {
     for id in &cycle.locks {
         let (i, lock) = rep.locks.iter().enumerate().find(|(_, l)| &l.id == id).unwrap();
         let node = between(svg, &format!("<a href=\"#l{i}\">"), "</a>");
-        assert!(node.contains(&format!(">{}</text>", html::escape(&lock.display_name()))), "no box for {}", lock.display_name());
+        assert!(node.contains(&format!(">{}</text>", html::escape(&knot::report::words::lock_name(lock)))), "no box for {}", knot::report::words::lock_name(lock));
         assert!(svg[..svg.find(node).unwrap()].ends_with("<g class=\"node lock cycle\">"));
     }
     // Each thread of the cycle waits for a lock, and each lock is held by the next thread.

@@ -399,7 +399,7 @@ fn a_dotnet_sample_read_live_shows_its_monitor_cycle() {
         return;
     }
     use knot::process::{Locator, Process};
-    use knot::runtimes::dotnet::{self, MonitorKind};
+    use knot::runtimes::dotnet::{self, LockStorage};
     use std::io::BufRead;
     let dll = knot_samples::workspace_root().join("samples/dotnet/dumps/monitor_abba/app/monitor_abba.dll");
     let Ok(dotnet_host) = which("dotnet") else {
@@ -445,7 +445,7 @@ fn a_dotnet_sample_read_live_shows_its_monitor_cycle() {
     let mut monitors: Vec<(String, String, u32, Option<u32>, Vec<String>)> = rt
         .monitors
         .iter()
-        .filter(|m| m.kind == MonitorKind::SyncBlock)
+        .filter(|m| m.storage == LockStorage::SyncBlock)
         .map(|m| (m.type_name.clone().unwrap_or_default(), name(m.owner_os_tid), m.recursion, m.monitor_held, m.waiters.iter().map(|t| name(Some(*t))).collect()))
         .collect();
     monitors.sort();

@@ -73,7 +73,7 @@ fn find_lock<'r>(report: &'r Report, e: &ExpectedLock, roles: &BTreeMap<u32, Str
 
 fn check_lock(report: &Report, e: &ExpectedLock, roles: &BTreeMap<u32, String>) {
     let l = find_lock(report, e, roles);
-    let what = format!("lock {} ({})", l.display_name(), l.id);
+    let what = format!("lock {} ({})", knot::report::words::lock_name(l), l.id);
     assert_eq!(role_counts(&l.waiter_tids, roles), e.waiters, "{what}: waiters");
     for t in &l.waiter_tids {
         let thread = report.threads.iter().find(|x| x.tid == *t).unwrap();

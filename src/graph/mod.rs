@@ -1,6 +1,7 @@
 //! The wait-for graph: threads and locks as nodes, *waits-for* (thread → lock) and *held-by*
 //! (lock → thread) edges. Every strongly connected component is a deadlock; it is reported as the
-//! ordered chain a person reads: T1 holds L0, waits for L1 — held by T2, which waits for L0.
+//! ordered chain a person reads: T1 waits for L1 — held by T2, which waits for L0 — held by T1
+//! (the words are the report's).
 
 pub mod groups;
 pub mod limits;
@@ -9,8 +10,6 @@ pub mod verdict;
 use crate::waits::{LockFact, Owner};
 use petgraph::algo::tarjan_scc;
 use petgraph::graphmap::DiGraphMap;
-use schemars::JsonSchema;
-use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Node {
@@ -18,8 +17,9 @@ enum Node {
     Lock(usize),
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct Deadlock {
+/// One wait-for cycle, as data: the report words it (`report::words::deadlock`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cycle {
     /// The threads in cycle order: each waits for a lock held by the next; the last waits for
     /// one held by the first. Starts with the lowest tid.
     pub tids: Vec<u32>,
@@ -27,8 +27,6 @@ pub struct Deadlock {
     pub locks: Vec<String>,
     /// True when an edge rests on an inferred owner rather than one the lock records.
     pub inferred: bool,
-    /// The chain in words.
-    pub description: String,
 }
 
 /// Who waits for what: the graph built from lock facts and each thread's `blocked_on`.
@@ -67,7 +65,7 @@ impl<'a> WaitForGraph<'a> {
     }
 
     /// Every cycle, ordered by their lowest tid.
-    pub fn deadlocks(&self) -> Vec<Deadlock> {
+    pub fn cycles(&self) -> Vec<Cycle> {
         let mut out = Vec::new();
         for scc in tarjan_scc(&self.graph) {
             let mut tids: Vec<u32> = scc.iter().filter_map(|n| if let Node::Thread(t) = n { Some(*t) } else { None }).collect();
@@ -84,29 +82,18 @@ impl<'a> WaitForGraph<'a> {
     }
 
     /// Follows waits-for and held-by edges from `start` until the chain closes.
-    fn chain_from(&self, start: u32, limit: usize) -> Option<Deadlock> {
-        let (mut tids, mut locks, mut inferred, mut words) = (Vec::new(), Vec::new(), false, Vec::new());
+    fn chain_from(&self, start: u32, limit: usize) -> Option<Cycle> {
+        let (mut tids, mut locks, mut inferred) = (Vec::new(), Vec::new(), false);
         let mut t = start;
         for _ in 0..limit {
             let li = self.waits_for(t)?;
             let lock = &self.locks[li];
             let next = lock.owner.tid()?;
             inferred |= matches!(lock.owner, Owner::Inferred { .. });
-            // A thread "holds" a join only in the graph's sense; say what it holds that others want.
-            let held = self.locks.iter().filter(|l| l.owner.tid() == Some(t) && l.id != lock.id && l.kind != crate::waits::LockKind::Join).map(|l| l.display_name()).collect::<Vec<_>>();
-            let step = if tids.is_empty() {
-                let holds = if held.is_empty() { String::new() } else { format!("holds {}, ", held.join(" and ")) };
-                format!("thread {t} {holds}waits for {}", lock.display_name())
-            } else {
-                format!("held by {t}, which waits for {}", lock.display_name())
-            };
-            words.push(step);
             tids.push(t);
             locks.push(lock.id.clone());
             if next == start {
-                let closing = if tids.len() == 1 { format!("held by {start} itself") } else { format!("held by {start}") };
-                words.push(closing);
-                return Some(Deadlock { tids, locks, inferred, description: words.join(" — ") });
+                return Some(Cycle { tids, locks, inferred });
             }
             t = next;
         }
@@ -139,36 +126,33 @@ mod tests {
     fn a_three_thread_cycle_reads_as_one_chain() {
         let locks = vec![lock("m1", "ledger", Some(8609), &[8611]), lock("m2", "audit", Some(8610), &[8609]), lock("m3", "index_lock", Some(8611), &[8610])];
         let threads = [(8609, Some("m2")), (8610, Some("m3")), (8611, Some("m1")), (9000, None)];
-        let d = WaitForGraph::new(&threads, &locks).deadlocks();
+        let d = WaitForGraph::new(&threads, &locks).cycles();
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].tids, vec![8609, 8610, 8611]);
         assert_eq!(d[0].locks, vec!["m2", "m3", "m1"]);
-        assert_eq!(
-            d[0].description,
-            "thread 8609 holds ledger, waits for audit — held by 8610, which waits for index_lock — held by 8611, which waits for ledger — held by 8609"
-        );
+        // Its words: report::words's tests.
     }
 
     #[test]
     fn relocking_an_owned_mutex_is_a_cycle_of_one() {
         let locks = vec![lock("m", "self_lock", Some(5), &[5])];
-        let d = WaitForGraph::new(&[(5, Some("m"))], &locks).deadlocks();
+        let d = WaitForGraph::new(&[(5, Some("m"))], &locks).cycles();
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].tids, vec![5]);
-        assert!(d[0].description.ends_with("held by 5 itself"), "{}", d[0].description);
+        assert_eq!(d[0].locks, vec!["m"]);
     }
 
     #[test]
     fn a_convoy_is_not_a_deadlock() {
         let locks = vec![lock("m", "convoy_lock", Some(1), &[2, 3, 4])];
         let threads = [(1, None), (2, Some("m")), (3, Some("m")), (4, Some("m"))];
-        assert!(WaitForGraph::new(&threads, &locks).deadlocks().is_empty());
+        assert!(WaitForGraph::new(&threads, &locks).cycles().is_empty());
     }
 
     #[test]
     fn an_unknown_owner_breaks_no_chain_into_a_false_cycle() {
         let locks = vec![lock("a", "a", None, &[1]), lock("b", "b", Some(1), &[2])];
         let threads = [(1, Some("a")), (2, Some("b"))];
-        assert!(WaitForGraph::new(&threads, &locks).deadlocks().is_empty());
+        assert!(WaitForGraph::new(&threads, &locks).cycles().is_empty());
     }
 }

@@ -1,7 +1,7 @@
 //! The verdict: the one-line answer, read from the wait-for graph's cycles, the locks and the
 //! threads' states; and the order the report lists locks in.
 
-use super::Deadlock;
+use super::Cycle;
 use crate::crash::{CrashKind, CrashReport};
 use crate::report::{ThreadReport, Verdict};
 use crate::waits::{LockFact, LockKind, ThreadState, ThreadWait, WorkerPool};
@@ -14,7 +14,7 @@ fn thread_pool_starved(locks: &[LockFact], pool: Option<&WorkerPool>) -> bool {
 }
 
 /// Locks in deadlocks first (in cycle order), then the most waited-for.
-pub fn order_locks(mut locks: Vec<LockFact>, deadlocks: &[Deadlock]) -> Vec<LockFact> {
+pub fn order_locks(mut locks: Vec<LockFact>, deadlocks: &[Cycle]) -> Vec<LockFact> {
     let rank = |l: &LockFact| deadlocks.iter().flat_map(|d| d.locks.iter()).position(|id| *id == l.id).unwrap_or(usize::MAX);
     locks.sort_by(|a, b| rank(a).cmp(&rank(b)).then(b.waiter_tids.len().cmp(&a.waiter_tids.len())).then(a.id.cmp(&b.id)));
     locks
@@ -23,7 +23,7 @@ pub fn order_locks(mut locks: Vec<LockFact>, deadlocks: &[Deadlock]) -> Vec<Lock
 /// `reports`: the threads as reported; `crash`: the crash the dump records; `pool`: the
 /// runtime's worker pool, when it has one; `gc_stalled`: the runtime's collector is stalled.
 pub fn verdict(
-    deadlocks: &[Deadlock],
+    deadlocks: &[Cycle],
     locks: &[LockFact],
     reports: &[ThreadReport],
     threads: &[ThreadWait],

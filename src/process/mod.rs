@@ -7,11 +7,13 @@ mod link_map;
 pub mod locate;
 pub mod memory;
 pub mod module;
+pub mod stack_words;
 
 pub use elf_file::ElfFile;
 pub use locate::Locator;
 pub use memory::{Memory, MemoryError, RangeMemory};
 pub use module::{FileStatus, Module, PathSource};
+pub use stack_words::StackWords;
 
 use crate::core::{Absence, Core, CoreError};
 use crate::diagnostics::Diagnostic;

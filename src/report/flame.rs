@@ -2,6 +2,7 @@
 //! threads; the top of each tower is where those threads are, and what they wait for.
 
 use super::model::{FrameReport, Report};
+use super::words::lock_name;
 
 /// The folded stacks: `root;outermost;…;innermost;[state] 1`, one line per thread. inferno
 /// merges identical lines.
@@ -17,7 +18,7 @@ pub fn folded_lines(report: &Report) -> Vec<String> {
                 line.push_str(&clean(&frame_name(f)));
             }
             let state = match t.blocked_on.as_deref().and_then(|id| report.locks.iter().find(|l| l.id == id)) {
-                Some(l) => format!("[blocked on {}]", l.display_name()),
+                Some(l) => format!("[blocked on {}]", lock_name(&l)),
                 None => format!("[{}]", t.state.label()),
             };
             line.push(';');

@@ -7,7 +7,7 @@
 use super::flame;
 use super::model::{FrameReport, Report, ThreadReport, Verdict};
 use super::svg;
-use super::text::{owner_words, plural, state_words};
+use super::words::{lock_name, owner_words, plural, state_words};
 use crate::unwind::Trust;
 use crate::waits::{LockFact, Owner};
 use std::collections::BTreeSet;
@@ -92,7 +92,7 @@ fn tid_link(tid: u32) -> String {
 
 fn lock_link(r: &Report, id: &str) -> String {
     match lock_index(r, id) {
-        Some(i) => format!("<a class=\"lockname\" href=\"#l{i}\">{}</a>", escape(&r.locks[i].display_name())),
+        Some(i) => format!("<a class=\"lockname\" href=\"#l{i}\">{}</a>", escape(&lock_name(&r.locks[i]))),
         None => escape(id),
     }
 }
@@ -113,7 +113,7 @@ fn header_line(r: &Report) -> String {
         }
     }
     let (threads, modules) = (r.threads.len(), r.modules.len());
-    let plural = crate::report::text::plural;
+    let plural = crate::report::words::plural;
     let _ = write!(s, "; {threads} thread{}, {modules} module{}", plural(threads), plural(modules));
     if d.partial {
         s.push_str(" <span class=\"warn\">(partial: see the warnings)</span>");
@@ -175,7 +175,7 @@ fn contended_table(out: &mut String, r: &Report) {
         let _ = write!(
             out,
             "<tr><td><a class=\"lockname\" href=\"#l{i}\">{}</a></td><td>{}</td><td class=\"mono\">{}</td><td class=\"owner\">{}</td><td class=\"n\">{}</td></tr>",
-            escape(&l.display_name()),
+            escape(&lock_name(&l)),
             escape(&l.label),
             l.address.map(|a| a.to_string()).unwrap_or_default(),
             owner_html(l),
@@ -216,7 +216,7 @@ fn locks(out: &mut String, r: &Report) -> BTreeSet<u32> {
     out.push_str("<section id=\"locks\"><h2>Locks</h2>\n");
     for (i, l) in contended {
         let in_cycle = r.deadlocks.iter().any(|d| d.locks.contains(&l.id));
-        let _ = write!(out, "<article class=\"lock{}\" id=\"l{i}\"><h3><span class=\"lockname\">{}</span> — {}", if in_cycle { " cycle" } else { "" }, escape(&l.display_name()), escape(&l.label));
+        let _ = write!(out, "<article class=\"lock{}\" id=\"l{i}\"><h3><span class=\"lockname\">{}</span> — {}", if in_cycle { " cycle" } else { "" }, escape(&lock_name(&l)), escape(&l.label));
         if let Some(a) = l.address {
             let _ = write!(out, " at <span class=\"mono\">{a}</span>");
         }
@@ -316,7 +316,7 @@ fn group(out: &mut String, r: &Report, tids: &[u32], frames_: &[FrameReport], op
 fn state_html(t: Option<&ThreadReport>, r: &Report, words: &str) -> String {
     match t.and_then(|t| t.blocked_on.as_deref()).and_then(|id| lock_index(r, id)) {
         Some(i) => {
-            let name = escape(&r.locks[i].display_name());
+            let name = escape(&lock_name(&r.locks[i]));
             escape(words).replacen(&name, &format!("<a class=\"lockname\" href=\"#l{i}\">{name}</a>"), 1)
         }
         None => escape(words),

@@ -11,6 +11,7 @@ pub mod html;
 pub mod model;
 pub mod svg;
 pub mod text;
+pub mod words;
 
 pub use crate::hex::Hex;
 pub use model::*;

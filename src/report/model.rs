@@ -3,7 +3,6 @@
 
 use crate::hex::Hex;
 use crate::diagnostics::Diagnostic;
-use crate::graph::Deadlock;
 use crate::unwind::Trust;
 use crate::waits::{LockFact, ThreadState};
 use schemars::JsonSchema;
@@ -57,6 +56,21 @@ impl Report {
             RuntimeSection::Dotnet(d) => self.dotnet = Some(d),
         }
     }
+}
+
+// A wait-for cycle (`graph::Cycle`) as the report gives it, with its chain in words. (No doc
+// comment: the schema's `Deadlock` has none.)
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Deadlock {
+    /// The threads in cycle order: each waits for a lock held by the next; the last waits for
+    /// one held by the first. Starts with the lowest tid.
+    pub tids: Vec<u32>,
+    /// `locks[i]` is the lock `tids[i]` waits for (held by `tids[i+1]`).
+    pub locks: Vec<String>,
+    /// True when an edge rests on an inferred owner rather than one the lock records.
+    pub inferred: bool,
+    /// The chain in words.
+    pub description: String,
 }
 
 /// A live reading: the process was stopped only while its registers and memory were copied.

@@ -2,7 +2,8 @@
 //! (thread → lock) and "held by" (lock → owner) arrows, every cycle in red.
 //!
 //! Only the model's facts are drawn: a thread's `blocked_on`, a lock's `owner`, the report's
-//! `deadlocks`. The layout is our own and needs no graphviz. Each thread waits for at most one
+//! `deadlocks` (the cycles, found once by the graph, not again here); the words are
+//! `report::words`'s. The layout is our own and needs no graphviz. Each thread waits for at most one
 //! lock and each lock has at most one owner, so every node has at most one outgoing edge: each
 //! connected part is a tree leading to one sink (a thread that waits for nothing, or a lock
 //! whose owner is not a thread we have) or to one cycle. Nodes sit in columns by their distance
@@ -12,7 +13,7 @@
 
 use super::html::escape;
 use super::model::Report;
-use super::text::{owner_words, state_words};
+use super::words::{edge_words, lock_name, owner_words, state_words};
 use crate::waits::Owner;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -152,11 +153,22 @@ fn build(report: &Report) -> Graph {
     Graph { nodes, parts, left_out, left_out_nodes }
 }
 
-/// Splits the graph into its parts (each ends in a sink or a ring) and picks those to draw.
+/// Splits the graph into its parts (each ends in a sink or in one of the report's cycles) and
+/// picks those to draw.
 fn parts(report: &Report, nodes: &[Node], thread_node: &HashMap<u32, usize>) -> (Vec<Part>, usize, usize) {
     const UNSEEN: usize = usize::MAX;
     let mut part_of = vec![UNSEEN; nodes.len()];
     let mut all: Vec<Part> = Vec::new();
+    // The rings are the report's cycles, in its order, each from its first thread.
+    let lock_node = |id: &str| nodes.iter().position(|n| matches!(n.kind, Kind::Lock(i) if report.locks[i].id == id));
+    for d in &report.deadlocks {
+        let ring: Option<Vec<usize>> = d.tids.iter().zip(&d.locks).flat_map(|(t, l)| [thread_node.get(t).copied(), lock_node(l)]).collect();
+        let Some(ring) = ring.filter(|r| !r.is_empty() && r.iter().all(|&n| part_of[n] == UNSEEN)) else { continue };
+        all.push(Part { ring: ring.clone(), root: None, size: 0 });
+        for &n in &ring {
+            part_of[n] = all.len() - 1;
+        }
+    }
     for start in 0..nodes.len() {
         let mut path: Vec<usize> = Vec::new();
         let mut v = start;
@@ -164,23 +176,11 @@ fn parts(report: &Report, nodes: &[Node], thread_node: &HashMap<u32, usize>) -> 
             if part_of[v] != UNSEEN {
                 break part_of[v];
             }
-            if let Some(pos) = path.iter().position(|&p| p == v) {
-                let mut ring = path.split_off(pos);
-                // Start the ring where the report's cycle starts (its lowest tid), else at its
-                // lowest-numbered thread.
-                let first = report.deadlocks.iter().flat_map(|d| d.tids.first()).filter_map(|t| thread_node.get(t)).find(|n| ring.contains(n));
-                let first = first.copied().or_else(|| ring.iter().copied().filter(|&n| matches!(nodes[n].kind, Kind::Thread(_))).min());
-                if let Some(at) = first.and_then(|f| ring.iter().position(|&n| n == f)) {
-                    ring.rotate_left(at);
-                }
-                all.push(Part { ring: ring.clone(), root: None, size: 0 });
-                for &n in &ring {
-                    part_of[n] = all.len() - 1;
-                }
-                break all.len() - 1;
-            }
+            // A loop that is none of the report's cycles cannot be (the graph found them all);
+            // were it there, it is drawn as a tree ending where the walk came round.
+            let next = nodes[v].out.filter(|w| !path.contains(w) && *w != v);
             path.push(v);
-            match nodes[v].out {
+            match next {
                 Some(w) => v = w,
                 None => {
                     path.pop();
@@ -197,15 +197,9 @@ fn parts(report: &Report, nodes: &[Node], thread_node: &HashMap<u32, usize>) -> 
     for &p in &part_of {
         all[p].size += 1;
     }
-    // Rings first, in the report's order, then the largest trees.
-    let ring_rank = |p: &Part| {
-        p.ring.iter().filter_map(|&n| match nodes[n].kind {
-            Kind::Thread(t) => report.deadlocks.iter().position(|d| d.tids.contains(&t)),
-            _ => None,
-        }).min().unwrap_or(usize::MAX)
-    };
+    // Rings first, in the report's order (they were made first), then the largest trees.
     let mut order: Vec<usize> = (0..all.len()).collect();
-    order.sort_by_key(|&i| (all[i].ring.is_empty(), ring_rank(&all[i]), std::cmp::Reverse(all[i].size), i));
+    order.sort_by_key(|&i| (all[i].ring.is_empty(), if all[i].ring.is_empty() { 0 } else { i }, std::cmp::Reverse(all[i].size), i));
     let mut drawn = Vec::new();
     let (mut budget, mut left_out, mut left_out_nodes) = (MAX_NODES, 0, 0);
     let mut taken: Vec<Option<Part>> = all.into_iter().map(Some).collect();
@@ -302,7 +296,7 @@ fn draw(report: &Report, g: &Graph) -> String {
             class.push_str(" cycle");
         }
         let marker = if node.out_cycle { "wfg-arrow-cycle" } else if held { "wfg-arrow-held" } else { "wfg-arrow" };
-        let words = if held { if node.out_inferred { "probably held by" } else { "held by" } } else { "waits for" };
+        let words = edge_words(held, node.out_inferred);
         let title = format!("{} {} {}", node_name(report, &node.kind), words, node_name(report, &g.nodes[o].kind));
         let ring_edge = g.parts.iter().any(|p| p.ring.contains(&i) && p.ring.contains(&o));
         let (d, lx, ly, anchor) = if ring_edge && placed.row[o] > placed.row[i] {
@@ -359,7 +353,7 @@ fn node_name(report: &Report, kind: &Kind) -> String {
         Kind::Thread(t) => format!("thread {t}"),
         Kind::Threads(ts) => format!("{} threads", ts.len()),
         Kind::Exited(t) => format!("thread {t} (exited)"),
-        Kind::Lock(i) => report.locks[*i].display_name(),
+        Kind::Lock(i) => lock_name(&report.locks[*i]),
     }
 }
 
@@ -384,7 +378,7 @@ fn node_svg(s: &mut String, report: &Report, node: &Node, x: f64, y: f64) {
         Kind::Exited(tid) => ("node thread exited", String::new(), format!("thread {tid}"), "exited (not in the dump)".to_string(), format!("thread {tid}: the lock names it as owner, but it is not among the dump's threads")),
         Kind::Lock(i) => {
             let l = &report.locks[*i];
-            let mut title = format!("{} — {}", l.display_name(), l.label);
+            let mut title = format!("{} — {}", lock_name(&l), l.label);
             if let Some(a) = l.address {
                 let _ = write!(title, " at {a}");
             }
@@ -394,7 +388,7 @@ fn node_svg(s: &mut String, report: &Report, node: &Node, x: f64, y: f64) {
                 Owner::Readers { .. } | Owner::Unknown { .. } => owner_words(l),
                 _ => l.label.clone(),
             };
-            ("node lock", format!("#l{i}"), l.display_name(), line2, title)
+            ("node lock", format!("#l{i}"), lock_name(&l), line2, title)
         }
     };
     let class = if node.cycle { format!("{class} cycle") } else { class.to_string() };

@@ -2,6 +2,7 @@
 //! (`#3  0x00007f…  ___pthread_mutex_lock (pthread_mutex_lock.c:93) [libc.so.6]`).
 
 use super::model::{FrameReport, Group, Report, ThreadReport, Verdict};
+use super::words::{lock_name, owner_words, plural, state_words};
 use crate::waits::{LockFact, LockKind, Owner};
 use std::collections::BTreeSet;
 use crate::unwind::Trust;
@@ -143,29 +144,7 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
         super::gc_text::summary_lines(out, d);
     }
     for l in r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).take(5) {
-        let _ = writeln!(out, "  {} waiter{} on {} — {}", l.waiter_tids.len(), plural(l.waiter_tids.len()), paint.lock(&l.display_name()), paint.owner(&owner_words(l)));
-    }
-}
-
-pub(crate) fn plural(n: usize) -> &'static str {
-    if n == 1 { "" } else { "s" }
-}
-
-/// `held by thread 11399`, `probably held by thread 12 (inferred)`, …: the owner in words.
-pub(crate) fn owner_words(l: &LockFact) -> String {
-    match &l.owner {
-        Owner::Known { tid } if l.kind == LockKind::Join => format!("thread {tid} has not exited"),
-        Owner::Exited { tid } if l.kind == LockKind::Join => format!("thread {tid} is gone but was never reaped"),
-        Owner::Known { tid } => match l.managed.as_ref().and_then(|m| m.owner_name.as_deref()) {
-            Some(name) => format!("held by thread {tid} ({name})"),
-            None => format!("held by thread {tid}"),
-        },
-        Owner::Inferred { tid, .. } => format!("probably held by thread {tid} (inferred)"),
-        Owner::Exited { tid } => format!("held by thread {tid}, which has exited"),
-        Owner::Readers { count } => format!("held by {count} reader{}", plural(*count as usize)),
-        Owner::None if l.kind == LockKind::Task => "no owning thread: it completes when its work runs".to_string(),
-        Owner::None => "no owner (waiting to be signalled)".to_string(),
-        Owner::Unknown { why } => format!("owner unknown: {why}"),
+        let _ = writeln!(out, "  {} waiter{} on {} — {}", l.waiter_tids.len(), plural(l.waiter_tids.len()), paint.lock(&lock_name(l)), paint.owner(&owner_words(l)));
     }
 }
 
@@ -174,10 +153,10 @@ fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, 
         // `23 threads wait for monitor on System.Object at 0x… (held by thread 19133 (RootBuilder))`
         let n = l.waiter_tids.len();
         let verb = if l.kind == LockKind::MonitorWait { if n == 1 { "is in" } else { "are in" } } else if n == 1 { "waits for" } else { "wait for" };
-        let _ = writeln!(out, "== {n} thread{} {verb} {} ({}) ==", plural(n), paint.lock(&l.display_name()), paint.owner(&owner_words(l)));
+        let _ = writeln!(out, "== {n} thread{} {verb} {} ({}) ==", plural(n), paint.lock(&lock_name(l)), paint.owner(&owner_words(l)));
         let _ = writeln!(out, "   {}", l.label);
     } else {
-        let _ = write!(out, "== {} — {}", paint.lock(&l.display_name()), l.label);
+        let _ = write!(out, "== {} — {}", paint.lock(&lock_name(l)), l.label);
         if let Some(a) = l.address {
             let _ = write!(out, " at {a}");
         }
@@ -224,18 +203,6 @@ fn group(out: &mut String, r: &Report, tids: &[u32], frames_: &[FrameReport], ma
     let list: Vec<String> = tids.iter().map(|t| t.to_string()).collect();
     let _ = writeln!(out, "  {} thread{} ({state}): {}", tids.len(), plural(tids.len()), list.join(", "));
     frames(out, frames_, max_frames);
-}
-
-/// `blocked on lock_a (futex wait on 0x…)`, or the bare state.
-pub(crate) fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
-    match t.blocked_on.as_deref().and_then(|id| locks.iter().find(|l| l.id == id)) {
-        // A managed wait is what the thread waits for; its futex is only how the runtime waits.
-        Some(l) if l.kind == LockKind::MonitorWait => format!("in {}, waiting to be pulsed", l.display_name()),
-        Some(l) if l.kind == LockKind::Task => format!("waiting for {}", l.display_name()),
-        Some(l) if l.managed.is_some() => format!("waiting for {} {}", l.display_name(), owner_words(l)),
-        Some(l) => format!("blocked on {} ({})", l.display_name(), t.state.label()),
-        None => t.state.label(),
-    }
 }
 
 fn warnings(out: &mut String, report: &Report) {

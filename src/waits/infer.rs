@@ -3,7 +3,7 @@
 //! into the lock on exactly one other thread's stack makes that thread the *inferred* owner —
 //! reported as such, with the evidence, never as a fact.
 
-use crate::process::{Memory, Process};
+use crate::process::{Process, StackWords};
 
 /// How far before the futex word a guard's pointer may point (the lock structure's start).
 const LOCK_SPAN_BEFORE: u64 = 64;
@@ -25,27 +25,17 @@ pub fn pointer_holders(process: &Process, stacks: &[StackRange], futex: u64, exc
     let lo = futex.saturating_sub(LOCK_SPAN_BEFORE);
     let mut out = Vec::new();
     for s in stacks.iter().filter(|s| !exclude.contains(&s.tid)) {
-        let Some(seg) = process.core.segments.find(s.sp) else { continue };
-        let end = seg.end().min(s.sp.saturating_add(MAX_STACK_WORDS * 8));
-        let mut at = s.sp & !7;
-        'scan: while at < end {
-            if *budget == 0 {
-                return None;
-            }
-            let Ok(chunk) = process.chunk(at, (end - at) as usize) else { break };
-            for (i, w) in chunk.chunks_exact(8).enumerate() {
-                let v = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
-                if v >= lo && v <= futex {
-                    out.push((s.tid, at + i as u64 * 8, v));
-                    break 'scan;
-                }
-            }
-            let whole = (chunk.len() as u64) & !7;
-            if whole == 0 {
-                break;
-            }
-            *budget = budget.saturating_sub(whole / 8);
-            at += whole;
+        let Some(words) = StackWords::new(process, s.sp, MAX_STACK_WORDS * 8) else { continue };
+        if words.spans_nothing() {
+            continue;
+        }
+        if *budget == 0 {
+            return None;
+        }
+        let scanned = words.len();
+        match words.into_iter().find(|&(_, v)| v >= lo && v <= futex) {
+            Some((at, v)) => out.push((s.tid, at, v)),
+            None => *budget = budget.saturating_sub(scanned),
         }
     }
     Some(out)

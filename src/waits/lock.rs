@@ -114,6 +114,7 @@ pub struct LockFact {
     /// mutex, rwlock, cond, sem, join or futex.
     #[schemars(with = "String")]
     pub kind: LockKind,
+    // A .NET lock's label is the report's words for its facts (`report::words::managed_lock_label`).
     /// What the lock is, for people: `pthread mutex (recursive)`, `Rust std::sync::Mutex`.
     pub label: String,
     pub address: Option<Hex>,
@@ -135,43 +136,48 @@ pub struct LockFact {
     pub managed: Option<ManagedLock>,
 }
 
-impl LockFact {
-    /// `lock_a` (mutex@0x…) for people.
-    pub fn display_name(&self) -> String {
-        if let Some(m) = &self.managed {
-            let ty = m.type_name.as_deref().unwrap_or("an object");
-            let name = match self.kind {
-                LockKind::Lock => format!("Lock {ty} at {}", m.object),
-                LockKind::MonitorWait => format!("Monitor.Wait on {ty} at {}", m.object),
-                LockKind::Task => match &m.task {
-                    Some(task) => format!("task {ty} at {} (status: {})", m.object, task.status),
-                    None => format!("task {ty} at {}", m.object),
-                },
-                _ => format!("monitor on {ty} at {}", m.object),
-            };
-            // Named by the object that holds it in a field: `(LifetimeScope._synchRoot, Tag
-            // "root")`. An array slot (a static field's storage, a collection) names nothing.
-            return match m.referrers.first().filter(|r| self.kind.is_on_managed_object() && !r.field.starts_with('[')) {
-                Some(r) => format!("{name} ({})", r.label()),
-                None => name,
-            };
-        }
-        match (&self.name, self.address) {
-            (_, _) if self.kind == LockKind::Join => format!("the exit of thread {}", self.owner_tid.map_or("?".to_string(), |t| t.to_string())),
-            (Some(n), _) => n.clone(),
-            (None, Some(a)) => format!("{} at {a}", self.kind),
-            (None, None) => self.id.clone(),
+/// Where a .NET lock's state lives (in JSON, its snake_case name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockStorage {
+    /// An inflated Monitor: an `AwareLock` in a sync block.
+    SyncBlock,
+    /// A Monitor in the object header.
+    ThinLock,
+    /// A `System.Threading.Lock` object (found through a blocked thread's blocking record).
+    LockObject,
+    /// A task waited for (`ManagedLock::task`).
+    Task,
+}
+
+impl LockStorage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockStorage::SyncBlock => "sync_block",
+            LockStorage::ThinLock => "thin_lock",
+            LockStorage::LockObject => "lock_object",
+            LockStorage::Task => "task",
         }
     }
 }
 
+impl PartialEq<&str> for LockStorage {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+// One representation from the runtime's reading (`RuntimeReading::monitors`) to the report
+// (`LockFact::managed`): the reader fills what the runtime records, the merge adds the owner's
+// name, the heap walk the referrers. (The doc comment below is the schema's description.)
 /// What a .NET lock is, beside the generic lock fact: SOS's `syncblk` columns for a Monitor,
 /// `System.Threading.Lock`'s fields for a Lock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct ManagedLock {
     /// sync_block (an inflated Monitor), thin_lock (a Monitor in the object header) or
     /// lock_object (a `System.Threading.Lock`).
-    pub storage: String,
+    #[schemars(with = "String")]
+    pub storage: LockStorage,
     /// The locked object (for a Lock, the Lock object itself).
     pub object: Hex,
     /// The object's type as SOS prints it (`System.Object`, `System.Threading.Lock`).
@@ -179,6 +185,12 @@ pub struct ManagedLock {
     /// The sync block's index in the sync block table (syncblk's Index column).
     pub sync_block_index: Option<u32>,
     pub sync_block: Option<Hex>,
+    /// The owner's runtime `Thread` (clrthreads' ThreadOBJ).
+    #[serde(skip)]
+    pub owner_thread: Option<u64>,
+    /// The owner's OS tid, as the runtime records it.
+    #[serde(skip)]
+    pub owner_os_tid: Option<u32>,
     /// The owner's managed thread id.
     pub owner_managed_id: Option<u32>,
     /// The owner's managed thread name (`Thread.Name`).
@@ -189,6 +201,9 @@ pub struct ManagedLock {
     pub monitor_held: Option<u32>,
     /// Threads waiting to enter, by the lock's own count.
     pub waiter_count: Option<u32>,
+    /// OS tids of the threads whose blocking records say they wait to enter it.
+    #[serde(skip)]
+    pub waiters: Vec<u32>,
     /// Threads in Monitor.Wait on the object (they released it and wait to be pulsed).
     pub pulse_waiters: Vec<u32>,
     /// For a lock of kind `task` (storage `task`): the task waited for (`object` and
@@ -198,6 +213,34 @@ pub struct ManagedLock {
     /// The heap objects whose fields refer to the locked object, the one that names the lock
     /// best first (the application's types before the framework's, objects before arrays).
     pub referrers: Vec<crate::runtimes::dotnet::gc::report::ReferrerReport>,
+}
+
+impl ManagedLock {
+    /// A lock on `object` as the reader first finds it: nothing known but where it lives.
+    pub fn new(storage: LockStorage, object: u64) -> ManagedLock {
+        ManagedLock {
+            storage,
+            object: Hex(object),
+            type_name: None,
+            sync_block_index: None,
+            sync_block: None,
+            owner_thread: None,
+            owner_os_tid: None,
+            owner_managed_id: None,
+            owner_name: None,
+            recursion: 0,
+            monitor_held: None,
+            waiter_count: None,
+            waiters: Vec::new(),
+            pulse_waiters: Vec::new(),
+            task: None,
+            referrers: Vec::new(),
+        }
+    }
+
+    pub fn is_held(&self) -> bool {
+        self.recursion > 0 || self.owner_managed_id.is_some() || self.owner_os_tid.is_some()
+    }
 }
 
 /// A task threads wait for in `Task.Wait` / `Task<T>.Result` / `GetAwaiter().GetResult()`.

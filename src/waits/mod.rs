@@ -9,7 +9,7 @@ mod readers;
 pub mod runtime;
 pub mod state;
 
-pub use lock::{LockFact, LockKind, ManagedLock, ManagedTask, Owner};
+pub use lock::{LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner};
 pub use runtime::{ManagedThreads, RuntimeLocks, RuntimeWaits, WorkerPool};
 pub use state::ThreadState;
 

@@ -10,10 +10,10 @@
 //! left with no waiters is dropped.
 
 use super::context::Context;
-use super::{thread_names, BlockingKind, Monitor, MonitorKind, RuntimeReading, WaitSource, STAGE};
+use super::{thread_names, BlockingKind, RuntimeReading, WaitSource, STAGE};
 use crate::diagnostics::Diagnostic;
 use crate::hex::Hex;
-use crate::waits::{LockFact, LockKind, ManagedLock, ManagedTask, ManagedThreads, Owner, WaitFacts, WorkerPool};
+use crate::waits::{LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, ManagedThreads, Owner, WaitFacts, WorkerPool};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The name CoreCLR's portable thread pool gives its worker threads.
@@ -38,18 +38,10 @@ pub fn managed_threads(runtime: &Context<'_>, r: &RuntimeReading, diagnostics: &
     out
 }
 
-fn lock_id(m: &Monitor) -> String {
-    match m.kind {
-        MonitorKind::Lock => format!("lock@{:#x}", m.object),
-        MonitorKind::SyncBlock | MonitorKind::ThinLock => format!("monitor@{:#x}", m.object),
-    }
-}
-
-fn storage(kind: MonitorKind) -> &'static str {
-    match kind {
-        MonitorKind::SyncBlock => "sync_block",
-        MonitorKind::ThinLock => "thin_lock",
-        MonitorKind::Lock => "lock_object",
+fn lock_id(m: &ManagedLock) -> String {
+    match m.storage {
+        LockStorage::LockObject => format!("lock@{:#x}", m.object),
+        LockStorage::SyncBlock | LockStorage::ThinLock | LockStorage::Task => format!("monitor@{:#x}", m.object),
     }
 }
 
@@ -66,15 +58,9 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
     // Monitors and Locks: held ones, and ones threads wait for.
     for m in &r.monitors {
         let id = lock_id(m);
-        let (kind, what) = match m.kind {
-            MonitorKind::Lock => (LockKind::Lock, "System.Threading.Lock"),
-            _ => (LockKind::Monitor, "Monitor"),
-        };
-        let ty = m.type_name.clone().unwrap_or_else(|| "(type unread)".into());
-        let label = match (m.kind, m.sync_block_index) {
-            (MonitorKind::SyncBlock, Some(i)) => format!("{what} on {ty} (sync block {i}, MonitorHeld {}, recursion {})", m.monitor_held.unwrap_or(0), m.recursion),
-            (MonitorKind::ThinLock, _) => format!("{what} on {ty} (thin lock, recursion {})", m.recursion),
-            _ => format!("{what} {ty} (recursion {})", m.recursion),
+        let kind = match m.storage {
+            LockStorage::LockObject => LockKind::Lock,
+            _ => LockKind::Monitor,
         };
         let owner = match m.owner_os_tid {
             Some(tid) if in_dump.contains(&tid) => Owner::Known { tid },
@@ -83,46 +69,33 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
             None => Owner::Unknown { why: "not held at the time of the dump (being handed over)".into() },
         };
         let mut evidence = Vec::new();
-        match m.kind {
-            MonitorKind::SyncBlock => evidence.push(format!(
+        match m.storage {
+            LockStorage::SyncBlock | LockStorage::Task => evidence.push(format!(
                 "sync block {} at {:#x}: object {:#x}, MonitorHeld {}, recursion {}, holding thread id {}",
                 m.sync_block_index.unwrap_or(0),
-                m.sync_block.unwrap_or(0),
+                m.sync_block.map_or(0, |b| b.0),
                 m.object,
                 m.monitor_held.unwrap_or(0),
                 m.recursion,
                 m.owner_managed_id.map_or("none".into(), |i| i.to_string())
             )),
-            MonitorKind::ThinLock => evidence.push(format!("object header of {:#x}: thin lock of managed thread {}, recursion {}", m.object, m.owner_managed_id.unwrap_or(0), m.recursion)),
-            MonitorKind::Lock => evidence.push(format!(
+            LockStorage::ThinLock => evidence.push(format!("object header of {:#x}: thin lock of managed thread {}, recursion {}", m.object, m.owner_managed_id.unwrap_or(0), m.recursion)),
+            LockStorage::LockObject => evidence.push(format!(
                 "System.Threading.Lock {:#x}: _owningThreadId {}, recursion {}",
                 m.object,
                 m.owner_os_tid.map_or("0".into(), |t| t.to_string()),
                 m.recursion
             )),
         }
-        let managed = ManagedLock {
-            storage: storage(m.kind).into(),
-            object: Hex(m.object),
-            type_name: m.type_name.clone(),
-            sync_block_index: m.sync_block_index,
-            sync_block: m.sync_block.map(Hex),
-            owner_managed_id: m.owner_managed_id,
-            owner_name: m.owner_os_tid.and_then(|t| threads.names.get(&t).cloned()),
-            recursion: m.recursion,
-            monitor_held: m.monitor_held,
-            waiter_count: m.waiter_count,
-            pulse_waiters: m.wait_list.clone(),
-            task: None,
-            referrers: Vec::new(),
-        };
+        let managed = ManagedLock { owner_name: m.owner_os_tid.and_then(|t| threads.names.get(&t).cloned()), ..m.clone() };
         locks.insert(
             id.clone(),
             LockFact {
                 id,
                 kind,
-                label,
-                address: Some(Hex(m.object)),
+                // The words are the report's (`report::words::managed_lock_label`), from `managed`.
+                label: String::new(),
+                address: Some(m.object),
                 name: None,
                 owner_tid: owner.tid(),
                 owner,
@@ -135,7 +108,7 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
         );
     }
     // Waits: each thread's managed wait supersedes its native one.
-    let by_object: BTreeMap<u64, &Monitor> = r.monitors.iter().map(|m| (m.object, m)).collect();
+    let by_object: BTreeMap<u64, &ManagedLock> = r.monitors.iter().map(|m| (m.object.0, m)).collect();
     let mut superseded: BTreeMap<u32, String> = BTreeMap::new();
     for w in &r.waits {
         let Some(object) = w.object else {
@@ -157,7 +130,7 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
                 locks.entry(id.clone()).or_insert_with(|| LockFact {
                     id: id.clone(),
                     kind: LockKind::Task,
-                    label: format!("task {ty} (status: {})", tw.status.name()),
+                    label: String::new(),
                     address: Some(Hex(tw.task)),
                     name: None,
                     owner: Owner::None,
@@ -175,17 +148,7 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
                     recursion: None,
                     readers: None,
                     managed: Some(ManagedLock {
-                        storage: "task".into(),
-                        object: Hex(tw.task),
                         type_name: tw.type_name.clone(),
-                        sync_block_index: None,
-                        sync_block: None,
-                        owner_managed_id: None,
-                        owner_name: None,
-                        recursion: 0,
-                        monitor_held: None,
-                        waiter_count: None,
-                        pulse_waiters: Vec::new(),
                         task: Some(ManagedTask {
                             status: tw.status.name().into(),
                             state_flags: Hex(tw.state_flags as u64),
@@ -193,7 +156,7 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
                             event_type: tw.event_type.clone(),
                             event_lock: Hex(tw.lock_object),
                         }),
-                        referrers: Vec::new(),
+                        ..ManagedLock::new(LockStorage::Task, tw.task)
                     }),
                 });
                 if let Some(l) = locks.get_mut(&id) {
@@ -212,7 +175,7 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
                 locks.entry(id.clone()).or_insert_with(|| LockFact {
                     id: id.clone(),
                     kind: LockKind::MonitorWait,
-                    label: format!("Monitor.Wait on {} (waiting to be pulsed)", ty.as_deref().unwrap_or("(type unread)")),
+                    label: String::new(),
                     address: Some(Hex(object)),
                     name: None,
                     owner: Owner::None,
@@ -221,20 +184,15 @@ pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32],
                     evidence: Vec::new(),
                     recursion: None,
                     readers: None,
+                    // The object's Monitor as read, as a wait to be pulsed: no owner, no recursion.
                     managed: Some(ManagedLock {
-                        storage: m.map_or("sync_block", |m| storage(m.kind)).into(),
-                        object: Hex(object),
                         type_name: ty,
                         sync_block_index: m.and_then(|m| m.sync_block_index),
                         sync_block: w.sync_block.map(Hex),
-                        owner_managed_id: None,
-                        owner_name: None,
-                        recursion: 0,
                         monitor_held: m.and_then(|m| m.monitor_held),
                         waiter_count: m.and_then(|m| m.waiter_count),
-                        pulse_waiters: m.map(|m| m.wait_list.clone()).unwrap_or_default(),
-                        task: None,
-                        referrers: Vec::new(),
+                        pulse_waiters: m.map(|m| m.pulse_waiters.clone()).unwrap_or_default(),
+                        ..ManagedLock::new(m.map_or(LockStorage::SyncBlock, |m| m.storage), object)
                     }),
                 });
                 id

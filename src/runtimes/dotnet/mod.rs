@@ -71,7 +71,8 @@ pub use runtime::DotnetRuntime;
 pub use threads::{ManagedThread, ThreadCounts};
 
 use crate::diagnostics::Diagnostic;
-use crate::process::{Locator, Process};
+use crate::hex::Hex;
+use crate::process::{Locator, Process, StackWords};
 use facts::{BuildFacts, Layout};
 use objects::{Header, TypeNamer};
 use serde::Serialize;
@@ -131,7 +132,7 @@ pub struct RuntimeReading {
     /// In ThreadStore list order.
     pub threads: Vec<ManagedThread>,
     /// Held or contended monitors, sync blocks first (in table order).
-    pub monitors: Vec<Monitor>,
+    pub monitors: Vec<ManagedLock>,
     pub waits: Vec<MonitorWait>,
     /// Monitor.Waits that are waits on a task (`Task.Wait`, `Result`), with the task.
     pub task_waits: Vec<tasks::TaskWait>,
@@ -169,48 +170,8 @@ pub struct SyncTableSummary {
     pub free: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MonitorKind {
-    /// An inflated monitor: an `AwareLock` in a sync block.
-    SyncBlock,
-    /// A thin lock in the object header.
-    ThinLock,
-    /// A `System.Threading.Lock` object (not a Monitor; found through a blocked thread's
-    /// blocking record).
-    Lock,
-}
-
-/// A lock on one object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Monitor {
-    pub kind: MonitorKind,
-    pub object: u64,
-    /// The object's type, as SOS prints it (`None` when it could not be read; see diagnostics).
-    pub type_name: Option<String>,
-    pub sync_block: Option<u64>,
-    pub sync_block_index: Option<u32>,
-    /// The owner's runtime `Thread` (clrthreads' ThreadOBJ).
-    pub owner_thread: Option<u64>,
-    pub owner_os_tid: Option<u32>,
-    pub owner_managed_id: Option<u32>,
-    /// Times the owner holds it (1 = held once; 0 = not held).
-    pub recursion: u32,
-    /// SOS's MonitorHeld (1 if held, plus 2 per waiter), for sync blocks.
-    pub monitor_held: Option<u32>,
-    /// Threads waiting to enter, by the lock's own count (sync blocks).
-    pub waiter_count: Option<u32>,
-    /// OS tids of the threads whose blocking records say they wait to enter it.
-    pub waiters: Vec<u32>,
-    /// OS tids of the threads in Monitor.Wait on it.
-    pub wait_list: Vec<u32>,
-}
-
-impl Monitor {
-    pub fn is_held(&self) -> bool {
-        self.recursion > 0 || self.owner_managed_id.is_some() || self.owner_os_tid.is_some()
-    }
-}
+/// A lock on one object, as read, is the report's own representation (`LockFact::managed`).
+pub use crate::waits::{LockStorage, ManagedLock};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -418,12 +379,12 @@ impl Reader<'_> {
         (counts, out)
     }
 
-    fn monitors(&mut self, b: &BuildFacts, threads: &[ManagedThread], namer: &TypeNamer, cache: Option<syncblock::CacheCounts>) -> (Vec<Monitor>, Vec<MonitorWait>, Option<SyncTableSummary>) {
+    fn monitors(&mut self, b: &BuildFacts, threads: &[ManagedThread], namer: &TypeNamer, cache: Option<syncblock::CacheCounts>) -> (Vec<ManagedLock>, Vec<MonitorWait>, Option<SyncTableSummary>) {
         let t = self.t;
         let l = &b.layout;
         let by_thread: HashMap<u64, &ManagedThread> = threads.iter().map(|th| (th.address, th)).collect();
         let by_id: HashMap<u32, &ManagedThread> = threads.iter().map(|th| (th.managed_id, th)).collect();
-        let mut monitors: Vec<Monitor> = Vec::new();
+        let mut monitors: Vec<ManagedLock> = Vec::new();
         let mut waits: Vec<MonitorWait> = Vec::new();
 
         // Sync blocks.
@@ -520,11 +481,8 @@ impl Reader<'_> {
             }
             by_sync_block.insert(entry.sync_block + l.sync_block_monitor, monitors.len());
             sync_objects.insert(entry.object, monitors.len());
-            monitors.push(Monitor {
-                kind: MonitorKind::SyncBlock,
-                object: entry.object,
-                type_name: None,
-                sync_block: Some(entry.sync_block),
+            monitors.push(ManagedLock {
+                sync_block: Some(Hex(entry.sync_block)),
                 sync_block_index: Some(entry.index),
                 owner_thread,
                 owner_os_tid,
@@ -532,8 +490,8 @@ impl Reader<'_> {
                 recursion: if lock.locked { lock.recursion } else { 0 },
                 monitor_held: Some(lock.monitor_held()),
                 waiter_count: Some(lock.waiter_count),
-                waiters: Vec::new(),
-                wait_list: wait_tids,
+                pulse_waiters: wait_tids,
+                ..ManagedLock::new(LockStorage::SyncBlock, entry.object)
             });
         }
         // Blocking records.
@@ -563,7 +521,7 @@ impl Reader<'_> {
                         let idx = by_sync_block.get(&r.object_ptr).copied();
                         let m = idx.map(|i| &monitors[i]);
                         let entry = entries.get(&r.object_ptr);
-                        let object = m.map(|m| m.object).or(entry.map(|e| e.object));
+                        let object = m.map(|m| m.object.0).or(entry.map(|e| e.object));
                         let w = wait(object, Some(r.object_ptr.wrapping_sub(l.sync_block_monitor)), m.and_then(|m| m.owner_os_tid));
                         if r.kind == BlockingKind::MonitorWait
                             && waits.iter().any(|x| x.source == WaitSource::WaitList && x.thread == th.address && x.sync_block == w.sync_block)
@@ -628,30 +586,22 @@ impl Reader<'_> {
                     continue;
                 }
                 let owner = by_id.get(&owner_id);
-                monitors.push(Monitor {
-                    kind: MonitorKind::ThinLock,
-                    object,
-                    type_name: None,
-                    sync_block: None,
-                    sync_block_index: None,
+                monitors.push(ManagedLock {
                     owner_thread: owner.map(|th| th.address),
                     owner_os_tid: owner.map(|th| th.os_tid),
                     owner_managed_id: Some(owner_id),
                     recursion: recursion_level + 1,
-                    monitor_held: None,
-                    waiter_count: None,
-                    waiters: Vec::new(),
-                    wait_list: Vec::new(),
+                    ..ManagedLock::new(LockStorage::ThinLock, object)
                 });
             }
         }
         // Type names.
         for m in &mut monitors {
-            match namer.object_type_name(m.object) {
+            match namer.object_type_name(m.object.0) {
                 Ok(n) => m.type_name = Some(n),
                 Err(e) => {
-                    let mut d = Diagnostic::warning(STAGE, format!("type of object {:#x}: {e}", m.object));
-                    d = d.at_address(m.object);
+                    let mut d = Diagnostic::warning(STAGE, format!("type of object {}: {e}", m.object));
+                    d = d.at_address(m.object.0);
                     self.diagnostics.push(d);
                 }
             }
@@ -661,27 +611,19 @@ impl Reader<'_> {
     }
 
     /// A `System.Threading.Lock` object's owner and recursion.
-    fn managed_lock(&self, l: &Layout, object: u64, threads: &[ManagedThread]) -> Result<Monitor, DotnetError> {
+    fn managed_lock(&self, l: &Layout, object: u64, threads: &[ManagedThread]) -> Result<ManagedLock, DotnetError> {
         let t = self.t;
         let owner_os = t.read_u32(object + l.managed_lock_owning_thread_id, "Lock._owningThreadId")?;
         let state = t.read_u32(object + l.managed_lock_state, "Lock._state")?;
         let recursion = t.read_u32(object + l.managed_lock_recursion_count, "Lock._recursionCount")?;
         let locked = state & l.managed_lock_locked_mask != 0;
         let owner = threads.iter().find(|th| owner_os != 0 && th.os_tid == owner_os);
-        Ok(Monitor {
-            kind: MonitorKind::Lock,
-            object,
-            type_name: None,
-            sync_block: None,
-            sync_block_index: None,
+        Ok(ManagedLock {
             owner_thread: owner.map(|th| th.address),
             owner_os_tid: (locked && owner_os != 0).then_some(owner_os),
             owner_managed_id: owner.filter(|_| locked).map(|th| th.managed_id),
             recursion: if locked { recursion + 1 } else { 0 },
-            monitor_held: None,
-            waiter_count: None,
-            waiters: Vec::new(),
-            wait_list: Vec::new(),
+            ..ManagedLock::new(LockStorage::LockObject, object)
         })
     }
 
@@ -696,15 +638,12 @@ impl Reader<'_> {
         for th in threads {
             let Some(i) = th.dump_thread_index else { continue };
             let Some(ct) = self.process.core.threads.get(i) else { continue };
-            let sp = ct.registers.rsp & !7;
-            let Some(seg) = self.process.core.segments.find(sp) else { continue };
-            let end = seg.end().min(sp.saturating_add(STACK_SCAN_BYTES));
-            let Ok(bytes) = self.process.core.bytes_at(sp, (end - sp) as usize) else { continue };
-            for w in bytes.chunks_exact(8) {
-                let v = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+            let Some(words) = StackWords::new(self.process, ct.registers.rsp & !7, STACK_SCAN_BYTES) else { continue };
+            let stack = words.stack().clone();
+            for (_, v) in words {
                 // Objects live on the GC heap: a word pointing into this stack is a frame
                 // pointer or a local's address, not a locked object.
-                if v < 0x10000 || v & 7 != 0 || seg.contains(v) {
+                if v < 0x10000 || v & 7 != 0 || stack.contains(&v) {
                     continue;
                 }
                 let Ok(h) = objects::header_value(t, v) else { continue };

@@ -10,7 +10,7 @@ use super::facts::Layout;
 use super::objects::{self, TypeNamer};
 use super::target::{Result, Target};
 use super::{BlockingKind, ManagedThread, MonitorWait};
-use crate::process::Process;
+use crate::process::{Process, StackWords};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -137,17 +137,14 @@ pub fn task_waits(process: &Process, t: &Target, l: &Layout, namer: &TypeNamer, 
         let Some(object) = w.object else { continue };
         let Some(th) = threads.iter().find(|th| th.os_tid == w.os_tid && th.os_tid != 0) else { continue };
         let Some(ct) = th.dump_thread_index.and_then(|i| process.core.threads.get(i)) else { continue };
-        let sp = ct.registers.rsp & !7;
-        let Some(seg) = process.core.segments.find(sp) else { continue };
-        let end = seg.end().min(sp.saturating_add(TASK_SCAN_BYTES));
-        let Ok(bytes) = process.core.bytes_at(sp, (end - sp) as usize) else { continue };
-        for (i, word) in bytes.chunks_exact(8).enumerate() {
-            let v = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
-            if v < 0x10000 || v & 7 != 0 || seg.contains(v) {
+        let Some(words) = StackWords::new(process, ct.registers.rsp & !7, TASK_SCAN_BYTES) else { continue };
+        let stack = words.stack().clone();
+        for (slot, v) in words {
+            if v < 0x10000 || v & 7 != 0 || stack.contains(&v) {
                 continue;
             }
             if let Ok(Some(tw)) = link(t, l, namer, &mut derives, v, object) {
-                out.push(TaskWait { os_tid: w.os_tid, stack_slot: sp + 8 * i as u64, ..tw });
+                out.push(TaskWait { os_tid: w.os_tid, stack_slot: slot, ..tw });
                 break;
             }
         }

@@ -165,25 +165,6 @@ pub fn best(referrers: &[Referrer]) -> Option<&Referrer> {
     referrers.iter().min_by_key(|r| (r.type_name.starts_with("System."), r.field.starts_with('['), r.address))
 }
 
-/// `LifetimeScope._synchRoot, Tag "root"`: the referrer in a lock's label.
-pub fn label(r: &Referrer) -> String {
-    let ty = short_type(&r.type_name);
-    match (&r.identity, r.field.starts_with('[')) {
-        (Some(id), _) => format!("{ty}.{}, {id}", r.field),
-        (None, true) => format!("{ty}{}", r.field),
-        (None, false) => format!("{ty}.{}", r.field),
-    }
-}
-
-/// The type's name without its namespace (`Autofac.Core.Lifetime.LifetimeScope` → `LifetimeScope`).
-pub fn short_type(name: &str) -> &str {
-    let head = name.find('<').map_or(name, |i| &name[..i]);
-    match head.rfind('.') {
-        Some(i) => &name[i + 1..],
-        None => name,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,12 +173,9 @@ mod tests {
     fn names_and_labels() {
         assert_eq!(plain_name("<Tag>k__BackingField"), "Tag");
         assert_eq!(plain_name("_name"), "name");
-        assert_eq!(short_type("Autofac.Core.Lifetime.LifetimeScope"), "LifetimeScope");
-        assert_eq!(short_type("System.Collections.Generic.List<System.Object>"), "List<System.Object>");
         let r = Referrer { type_name: "Autofac.Core.Lifetime.LifetimeScope".into(), field: "_synchRoot".into(), address: 1, identity: Some("Tag \"root\"".into()) };
-        assert_eq!(label(&r), "LifetimeScope._synchRoot, Tag \"root\"");
         let a = Referrer { type_name: "System.Object[]".into(), field: "[3]".into(), address: 0, identity: None };
         assert_eq!(best(&[a.clone(), r.clone()]), Some(&r));
-        assert_eq!(label(&a), "Object[][3]");
+        // Their words (short type, field): report::words's tests.
     }
 }

@@ -116,11 +116,6 @@ impl ReferrerReport {
     pub fn of(r: &Referrer) -> ReferrerReport {
         ReferrerReport { type_name: r.type_name.clone(), field: r.field.clone(), address: Hex(r.address), identity: r.identity.clone() }
     }
-
-    /// `LifetimeScope._synchRoot, Tag "root"`.
-    pub fn label(&self) -> String {
-        referrers::label(&Referrer { type_name: self.type_name.clone(), field: self.field.clone(), address: self.address.0, identity: self.identity.clone() })
-    }
 }
 
 /// Reads the GC heap into `report` (`dotnet.heap`, `dotnet.gc`), and names the objects of the

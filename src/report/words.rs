@@ -1,0 +1,203 @@
+//! The words for people: how a lock, its owner, a thread's wait, a cycle and a referrer are
+//! named. The analyzers and the graph give data; the text report, the HTML page, its SVG and
+//! flame graph, and the JSON's `description` and `label` fields all say it with these words.
+
+use super::model::{Deadlock, ThreadReport};
+use crate::graph::Cycle;
+use crate::runtimes::dotnet::gc::report::ReferrerReport;
+use crate::waits::{LockFact, LockKind, LockStorage, ManagedLock, Owner};
+
+pub fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// `lock_a`, `mutex at 0x…`, `monitor on System.Object at 0x… (LifetimeScope._synchRoot, Tag
+/// "root")`: a lock for people.
+pub fn lock_name(l: &LockFact) -> String {
+    if let Some(m) = &l.managed {
+        let ty = m.type_name.as_deref().unwrap_or("an object");
+        let name = match l.kind {
+            LockKind::Lock => format!("Lock {ty} at {}", m.object),
+            LockKind::MonitorWait => format!("Monitor.Wait on {ty} at {}", m.object),
+            LockKind::Task => match &m.task {
+                Some(task) => format!("task {ty} at {} (status: {})", m.object, task.status),
+                None => format!("task {ty} at {}", m.object),
+            },
+            _ => format!("monitor on {ty} at {}", m.object),
+        };
+        // Named by the object that holds it in a field: `(LifetimeScope._synchRoot, Tag
+        // "root")`. An array slot (a static field's storage, a collection) names nothing.
+        return match m.referrers.first().filter(|r| l.kind.is_on_managed_object() && !r.field.starts_with('[')) {
+            Some(r) => format!("{name} ({})", referrer(r)),
+            None => name,
+        };
+    }
+    match (&l.name, l.address) {
+        (_, _) if l.kind == LockKind::Join => format!("the exit of thread {}", l.owner_tid.map_or("?".to_string(), |t| t.to_string())),
+        (Some(n), _) => n.clone(),
+        (None, Some(a)) => format!("{} at {a}", l.kind),
+        (None, None) => l.id.clone(),
+    }
+}
+
+/// What a .NET lock is (`LockFact::label`): `Monitor on System.Object (sync block 3,
+/// MonitorHeld 1, recursion 1)`, `task … (status: WaitingForActivation)`, from its facts.
+pub fn managed_lock_label(kind: LockKind, m: &ManagedLock) -> String {
+    let ty = m.type_name.as_deref().unwrap_or("(type unread)");
+    match kind {
+        LockKind::Task => format!("task {ty} (status: {})", m.task.as_ref().map_or("", |t| t.status.as_str())),
+        LockKind::MonitorWait => format!("Monitor.Wait on {ty} (waiting to be pulsed)"),
+        _ => {
+            let what = if kind == LockKind::Lock { "System.Threading.Lock" } else { "Monitor" };
+            match (m.storage, m.sync_block_index) {
+                (LockStorage::SyncBlock, Some(i)) => format!("{what} on {ty} (sync block {i}, MonitorHeld {}, recursion {})", m.monitor_held.unwrap_or(0), m.recursion),
+                (LockStorage::ThinLock, _) => format!("{what} on {ty} (thin lock, recursion {})", m.recursion),
+                _ => format!("{what} {ty} (recursion {})", m.recursion),
+            }
+        }
+    }
+}
+
+/// Gives every .NET lock its label, from its facts (the reader leaves it to the report).
+pub fn label_managed_locks(locks: &mut [LockFact]) {
+    for l in locks.iter_mut() {
+        if let Some(m) = &l.managed {
+            l.label = managed_lock_label(l.kind, m);
+        }
+    }
+}
+
+/// `held by thread 11399`, `probably held by thread 12 (inferred)`, …: the owner in words.
+pub fn owner_words(l: &LockFact) -> String {
+    match &l.owner {
+        Owner::Known { tid } if l.kind == LockKind::Join => format!("thread {tid} has not exited"),
+        Owner::Exited { tid } if l.kind == LockKind::Join => format!("thread {tid} is gone but was never reaped"),
+        Owner::Known { tid } => match l.managed.as_ref().and_then(|m| m.owner_name.as_deref()) {
+            Some(name) => format!("held by thread {tid} ({name})"),
+            None => format!("held by thread {tid}"),
+        },
+        Owner::Inferred { tid, .. } => format!("probably held by thread {tid} (inferred)"),
+        Owner::Exited { tid } => format!("held by thread {tid}, which has exited"),
+        Owner::Readers { count } => format!("held by {count} reader{}", plural(*count as usize)),
+        Owner::None if l.kind == LockKind::Task => "no owning thread: it completes when its work runs".to_string(),
+        Owner::None => "no owner (waiting to be signalled)".to_string(),
+        Owner::Unknown { why } => format!("owner unknown: {why}"),
+    }
+}
+
+/// An edge of the wait-for graph: a thread `waits for` a lock, a lock is `held by` a thread.
+pub fn edge_words(held: bool, inferred: bool) -> &'static str {
+    match (held, inferred) {
+        (true, true) => "probably held by",
+        (true, false) => "held by",
+        (false, _) => "waits for",
+    }
+}
+
+/// `blocked on lock_a (futex wait on 0x…)`, or the bare state.
+pub fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
+    match t.blocked_on.as_deref().and_then(|id| locks.iter().find(|l| l.id == id)) {
+        // A managed wait is what the thread waits for; its futex is only how the runtime waits.
+        Some(l) if l.kind == LockKind::MonitorWait => format!("in {}, waiting to be pulsed", lock_name(l)),
+        Some(l) if l.kind == LockKind::Task => format!("waiting for {}", lock_name(l)),
+        Some(l) if l.managed.is_some() => format!("waiting for {} {}", lock_name(l), owner_words(l)),
+        Some(l) => format!("blocked on {} ({})", lock_name(l), t.state.label()),
+        None => t.state.label(),
+    }
+}
+
+/// The cycle as the report gives it: its facts and the chain in words, `thread 8609 holds
+/// ledger, waits for audit — held by 8610, which waits for ledger — held by 8609`.
+pub fn deadlock(c: &Cycle, locks: &[LockFact]) -> Deadlock {
+    let by_id = |id: &str| locks.iter().find(|l| l.id == id);
+    let mut words = Vec::with_capacity(c.tids.len() + 1);
+    for (i, (&t, id)) in c.tids.iter().zip(&c.locks).enumerate() {
+        let name = by_id(id).map_or_else(|| id.clone(), lock_name);
+        if i == 0 {
+            // A thread "holds" a join only in the graph's sense; say what it holds that others want.
+            let held: Vec<String> = locks.iter().filter(|l| l.owner.tid() == Some(t) && l.id != *id && l.kind != LockKind::Join).map(lock_name).collect();
+            let holds = if held.is_empty() { String::new() } else { format!("holds {}, ", held.join(" and ")) };
+            words.push(format!("thread {t} {holds}waits for {name}"));
+        } else {
+            words.push(format!("held by {t}, which waits for {name}"));
+        }
+    }
+    if let Some(&start) = c.tids.first() {
+        words.push(if c.tids.len() == 1 { format!("held by {start} itself") } else { format!("held by {start}") });
+    }
+    Deadlock { tids: c.tids.clone(), locks: c.locks.clone(), inferred: c.inferred, description: words.join(" — ") }
+}
+
+/// `LifetimeScope._synchRoot, Tag "root"`: the referrer in a lock's name.
+pub fn referrer(r: &ReferrerReport) -> String {
+    let ty = short_type(&r.type_name);
+    match (&r.identity, r.field.starts_with('[')) {
+        (Some(id), _) => format!("{ty}.{}, {id}", r.field),
+        (None, true) => format!("{ty}{}", r.field),
+        (None, false) => format!("{ty}.{}", r.field),
+    }
+}
+
+/// The type's name without its namespace (`Autofac.Core.Lifetime.LifetimeScope` → `LifetimeScope`).
+pub fn short_type(name: &str) -> &str {
+    let head = name.find('<').map_or(name, |i| &name[..i]);
+    match head.rfind('.') {
+        Some(i) => &name[i + 1..],
+        None => name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::WaitForGraph;
+    use crate::hex::Hex;
+
+    fn lock(id: &str, name: &str, owner: Option<u32>, waiters: &[u32]) -> LockFact {
+        LockFact {
+            id: id.into(),
+            kind: LockKind::Mutex,
+            label: "pthread mutex (normal)".into(),
+            address: None,
+            name: Some(name.into()),
+            owner: owner.map(|tid| Owner::Known { tid }).unwrap_or(Owner::Unknown { why: "test".into() }),
+            owner_tid: owner,
+            waiter_tids: waiters.to_vec(),
+            evidence: vec![],
+            recursion: None,
+            readers: None,
+            managed: None,
+        }
+    }
+
+    #[test]
+    fn a_three_thread_cycle_reads_as_one_chain() {
+        let locks = vec![lock("m1", "ledger", Some(8609), &[8611]), lock("m2", "audit", Some(8610), &[8609]), lock("m3", "index_lock", Some(8611), &[8610])];
+        let threads = [(8609, Some("m2")), (8610, Some("m3")), (8611, Some("m1")), (9000, None)];
+        let c = WaitForGraph::new(&threads, &locks).cycles();
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            deadlock(&c[0], &locks).description,
+            "thread 8609 holds ledger, waits for audit — held by 8610, which waits for index_lock — held by 8611, which waits for ledger — held by 8609"
+        );
+    }
+
+    #[test]
+    fn relocking_an_owned_mutex_is_a_cycle_of_one() {
+        let locks = vec![lock("m", "self_lock", Some(5), &[5])];
+        let c = WaitForGraph::new(&[(5, Some("m"))], &locks).cycles();
+        assert_eq!(c.len(), 1);
+        let d = deadlock(&c[0], &locks);
+        assert!(d.description.ends_with("held by 5 itself"), "{}", d.description);
+    }
+
+    #[test]
+    fn referrers_name_by_short_type_and_field() {
+        assert_eq!(short_type("Autofac.Core.Lifetime.LifetimeScope"), "LifetimeScope");
+        assert_eq!(short_type("System.Collections.Generic.List<System.Object>"), "List<System.Object>");
+        let r = ReferrerReport { type_name: "Autofac.Core.Lifetime.LifetimeScope".into(), field: "_synchRoot".into(), address: Hex(1), identity: Some("Tag \"root\"".into()) };
+        assert_eq!(referrer(&r), "LifetimeScope._synchRoot, Tag \"root\"");
+        let a = ReferrerReport { type_name: "System.Object[]".into(), field: "[3]".into(), address: Hex(0), identity: None };
+        assert_eq!(referrer(&a), "Object[][3]");
+    }
+}
