@@ -51,7 +51,7 @@ fn dumps() -> Vec<Dump> {
         })
         .collect();
     if out.is_empty() {
-        eprintln!("skipping: no .NET dumps (commit samples/dotnet/dumps, or run samples/dotnet/make-dumps.sh)");
+        knot_samples::skipped(&format!("skipping: no .NET dumps (commit samples/dotnet/dumps, or run samples/dotnet/make-dumps.sh)"));
     }
     out
 }
@@ -333,7 +333,7 @@ fn monitors_equal_syncblk() {
         let r = runtime(d, reading);
         assert!(matches!(r.monitor_support, Support::Supported { .. }), "{}: {:?}", d.name, r.monitor_support);
         let Some(text) = oracle(d, "syncblk.txt") else {
-            eprintln!("skipping monitors of {}: no syncblk oracle", d.name);
+            knot_samples::skipped(&format!("skipping monitors of {}: no syncblk oracle", d.name));
             continue;
         };
         let (rows, total, free) = match parse_syncblk(&text) {
@@ -464,19 +464,18 @@ fn monitor_abba_is_a_cycle() {
 // ---------------------------------------------------------------- versions
 
 #[test]
-fn a_runtime_without_its_file_is_unsupported_and_native_reading_goes_on() {
-    let Some((d, ..)) = loaded().iter().find(|(d, ..)| d.name.contains("/heap")) else { return };
-    // A sysroot with nothing in it and no search directories: libcoreclr.so is not found, so its
-    // export cannot be looked up (a heap dump does not hold the descriptor's page).
+fn a_runtime_without_its_file_is_read_through_the_catalogue() {
+    let Some((d, _, with_file)) = loaded().iter().find(|(d, ..)| d.name.contains("/heap")) else { return };
+    // A sysroot with nothing in it and no search directories: libcoreclr.so is not found, and a
+    // heap dump does not hold the descriptor's page: the runtime catalogue stands in for the file
+    // (a build it lacks is tests/dotnet_catalog.rs's an_uncatalogued_build_…).
     let locator = Locator { sysroot: Some(knot_samples::dotnet::empty_sysroot()), ..Locator::default() };
     let process = Process::open(&d.core, &locator).expect("open");
-    match dotnet::read_with(&process, &locator) {
-        DotnetReading::Unsupported { version, why } => {
-            assert_eq!(version, "10.0.12");
-            assert!(why.starts_with("runtime reader unsupported: 10.0.12"), "{why}");
-        }
-        other => panic!("{}: expected unsupported, got {}", d.name, other.summary()),
-    }
+    let reading = dotnet::read_with(&process, &locator);
+    let r = runtime(d, &reading);
+    assert_eq!(r.descriptor_source.header, dotnet::Source::Catalog, "{}", d.name);
+    assert_eq!(r.version.product, "10.0.12");
+    assert_eq!(r.threads, runtime(d, with_file).threads, "{}", d.name);
     let report = knot::analysis::report_for(&process, &knot::analysis::Options { locator, ..Default::default() });
     assert!(!report.threads.is_empty(), "the native reading still has the threads");
 }
@@ -509,7 +508,7 @@ fn a_runtime_without_a_descriptor_is_unsupported() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = repo.join("samples/dumps/abba/gcore");
     let Some(core) = std::fs::read_dir(&dir).ok().into_iter().flatten().flatten().map(|e| e.path()).find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("core"))) else {
-        eprintln!("skipping: no native sample core in {}", dir.display());
+        knot_samples::skipped(&format!("skipping: no native sample core in {}", dir.display()));
         return;
     };
     let mut process = Process::open(&core, &Locator::default()).expect("open native core");
@@ -571,7 +570,7 @@ fn a_native_process_is_not_dotnet() {
     let Some(core) = std::fs::read_dir(&dir).ok().into_iter().flatten().flatten().map(|e| e.path()).find(|p| {
         p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("core"))
     }) else {
-        eprintln!("skipping: no native sample core in samples/dumps/abba");
+        knot_samples::skipped(&format!("skipping: no native sample core in samples/dumps/abba"));
         return;
     };
     let process = Process::open(&core, &Locator::default()).expect("open native core");
