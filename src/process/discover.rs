@@ -287,10 +287,9 @@ fn open_matching(candidates: &[std::path::PathBuf], want: Option<&[u8]>) -> (std
 }
 
 /// Mappings NT_FILE names that are never a loaded image: anonymous inodes (`anon_inode:[io_uring]`,
-/// `anon_inode:[perf_event]`), memfds, POSIX and System V shared memory, devices, and the
-/// kernel's bracketed names.
+/// `anon_inode:[perf_event]`), memfds, POSIX and System V shared memory, and devices.
 fn names_no_image(path: &str) -> bool {
-    const PREFIXES: &[&str] = &["anon_inode:", "/memfd:", "/dev/", "/SYSV", "/anon_hugepage", "/drm mm object", "["];
+    const PREFIXES: &[&str] = &["anon_inode:", "/memfd:", "/dev/", "/SYSV", "/anon_hugepage", "/drm mm object"];
     PREFIXES.iter().any(|p| path.starts_with(p))
 }
 
@@ -307,6 +306,11 @@ fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, ne
         (Some(p), Some(b)) => build_id_in_memory(core, p, b),
         _ => None,
     };
+    // Not a file a module could be loaded from (an io_uring, a memfd, shared memory, a device)
+    // and no ELF image in memory: data, not a module, and nothing to open or warn about.
+    if mem_phdrs.is_none() && (names_no_image(&f.path) || first_page_is_data(core, f.header_addr)) {
+        return None;
+    }
     // A name that is no path (`[executable]`, or one knot made up) is never opened; a path that
     // would lead out of the sysroot, or to a device, is refused and said.
     let real_path = matches!(f.path_source, PathSource::NtFile | PathSource::LinkMap | PathSource::AuxvExecfn) && !is_pseudo_path(&f.path);
