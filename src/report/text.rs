@@ -228,7 +228,7 @@ fn header(out: &mut String, r: &Report) {
     }
 }
 
-pub fn thread(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_frames: Option<usize>) {
+pub(crate) fn thread(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_frames: Option<usize>) {
     thread_painted(out, t, locks, max_frames, str::to_string)
 }
 
@@ -247,7 +247,7 @@ fn thread_painted(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_fr
     }
 }
 
-pub fn frames(out: &mut String, frames: &[FrameReport], max_frames: Option<usize>) {
+pub(crate) fn frames(out: &mut String, frames: &[FrameReport], max_frames: Option<usize>) {
     let shown = max_frames.unwrap_or(usize::MAX).min(frames.len());
     for f in &frames[..shown] {
         frame(out, f);

@@ -7,8 +7,8 @@ use crate::hex::Hex;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-pub const SYS_FUTEX: u64 = 202;
-pub const SYS_FUTEX_WAITV: u64 = 449;
+pub(crate) const SYS_FUTEX: u64 = 202;
+pub(crate) const SYS_FUTEX_WAITV: u64 = 449;
 
 const FUTEX_CMD_MASK: u64 = 0x7f;
 const FUTEX_PRIVATE_FLAG: u64 = 128;
@@ -90,7 +90,7 @@ fn after_syscall_instruction(memory: &dyn Memory, rip: u64) -> bool {
     rip.checked_sub(2).is_some_and(|at| memory.read(at, &mut b).is_ok()) && b == [0x0f, 0x05]
 }
 
-pub fn classify(regs: &Registers, cursig: u16, memory: &dyn Memory) -> ThreadState {
+pub(crate) fn classify(regs: &Registers, cursig: u16, memory: &dyn Memory) -> ThreadState {
     if is_stop_signal(cursig) {
         return ThreadState::Stopped { signal: cursig };
     }

@@ -9,8 +9,8 @@ use super::error::DotnetError;
 use crate::process::{Memory, Module, Process};
 use serde::Serialize;
 
-pub const RUNTIME_MODULE: &str = "libcoreclr.so";
-pub const DESCRIPTOR_SYMBOL: &str = "DotNetRuntimeContractDescriptor";
+pub(crate) const RUNTIME_MODULE: &str = "libcoreclr.so";
+pub(crate) const DESCRIPTOR_SYMBOL: &str = "DotNetRuntimeContractDescriptor";
 const MAX_SUB_DESCRIPTORS: usize = 8;
 
 /// Where a piece of the descriptor was read from.
@@ -27,9 +27,9 @@ pub enum Source {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct DescriptorSource {
     /// The 40-byte `DotNetRuntimeContractDescriptor` header.
-    pub header: Source,
+    pub(crate) header: Source,
     /// The JSON text (read-only data: the same bytes either way).
-    pub json: Source,
+    pub(crate) json: Source,
     /// The pointer-data array (runtime addresses of the globals).
     pub pointer_data: Source,
 }
@@ -55,11 +55,11 @@ pub struct RuntimeVersion {
     pub file_version: Option<String>,
     pub commit: Option<String>,
     pub build_id: Option<String>,
-    pub path: String,
+    pub(crate) path: String,
 }
 
 impl RuntimeVersion {
-    pub fn of(module: &Module) -> RuntimeVersion {
+    pub(crate) fn of(module: &Module) -> RuntimeVersion {
         let (file_version, commit) = module.file.as_ref().and_then(elf::sccs_version).map_or((None, None), |(v, c)| (Some(v), c));
         let from_path = product_version_from_path(&module.path);
         RuntimeVersion {
@@ -101,7 +101,7 @@ pub struct Located {
     pub descriptor: Descriptor,
     pub pointer_data: Vec<u64>,
     pub source: DescriptorSource,
-    pub header_address: u64,
+    pub(crate) header_address: u64,
 }
 
 /// Why the descriptor could not be had.
