@@ -27,44 +27,44 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub const REPORT_SUFFIX: &str = ".knot.json";
-pub const ERROR_SUFFIX: &str = ".knot.error.txt";
-pub const MARKER_SUFFIX: &str = ".knot.done";
+pub(crate) const REPORT_SUFFIX: &str = ".knot.json";
+pub(crate) const ERROR_SUFFIX: &str = ".knot.error.txt";
+pub(crate) const MARKER_SUFFIX: &str = ".knot.done";
 const TMP_INFIX: &str = ".knot-tmp-";
 /// Temporary files of a killed run older than this are removed.
 const STALE_TMP: Duration = Duration::from_secs(15 * 60);
 
 #[derive(Debug, Clone)]
-pub struct WatchOptions {
+pub(crate) struct WatchOptions {
     /// The directory dumps appear in (not searched recursively).
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Where reports, error files and markers go; `None` means beside the dumps.
-    pub out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
     /// How long a dump's size and time must hold still before it counts as complete.
-    pub settle: Duration,
+    pub(crate) settle: Duration,
     /// Time between scans of `dir`.
-    pub interval: Duration,
+    pub(crate) interval: Duration,
     /// Process what is there (waiting for it to settle), then return.
-    pub once: bool,
+    pub(crate) once: bool,
     /// How each dump is analyzed (module and debug-file locations, …).
-    pub analysis: Options,
+    pub(crate) analysis: Options,
 }
 
 /// What one run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// Dumps analyzed, each now with its `.knot.json`.
-    pub analyzed: usize,
+    pub(crate) analyzed: usize,
     /// Dumps that could not be analyzed, each now with its `.knot.error.txt`.
-    pub failed: usize,
+    pub(crate) failed: usize,
     /// Of the analyzed dumps, those with at least one deadlock.
-    pub deadlocked: usize,
+    pub(crate) deadlocked: usize,
     /// Times an output could not be written (the dump is tried again at the next scan).
-    pub write_errors: usize,
+    pub(crate) write_errors: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum WatchError {
+pub(crate) enum WatchError {
     #[error("cannot watch {path}: {source}")]
     Dir { path: String, source: io::Error },
     #[error("{path} is not a directory")]
@@ -73,7 +73,7 @@ pub enum WatchError {
 
 /// What the first bytes of a file say.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Sniff {
+pub(crate) enum Sniff {
     /// An ELF core, plain or compressed (or a compressed stream too broken to tell).
     Dump,
     /// Anything else, and why it is not a dump.
@@ -81,7 +81,7 @@ pub enum Sniff {
 }
 
 /// Looks at the first bytes of `path` (decompressing the start of a compressed file).
-pub fn sniff(path: &Path) -> io::Result<Sniff> {
+pub(crate) fn sniff(path: &Path) -> io::Result<Sniff> {
     let mut head = Vec::with_capacity(64);
     fs::File::open(path)?.take(64).read_to_end(&mut head)?;
     if head.starts_with(b"\x7fELF") {
@@ -130,13 +130,13 @@ fn ignored_name(name: &str) -> bool {
 }
 
 /// The files knot writes for the dump named `name`.
-pub struct Outputs {
-    pub report: PathBuf,
-    pub error: PathBuf,
-    pub marker: PathBuf,
+pub(crate) struct Outputs {
+    pub(crate) report: PathBuf,
+    pub(crate) error: PathBuf,
+    pub(crate) marker: PathBuf,
 }
 
-pub fn outputs(out_dir: &Path, name: &str) -> Outputs {
+pub(crate) fn outputs(out_dir: &Path, name: &str) -> Outputs {
     Outputs {
         report: out_dir.join(format!("{name}{REPORT_SUFFIX}")),
         error: out_dir.join(format!("{name}{ERROR_SUFFIX}")),
@@ -175,7 +175,7 @@ fn is_done(o: &Outputs, dump: &fs::Metadata) -> bool {
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Writes `bytes` to `dest` through a temporary file in the same directory and a rename.
-pub fn write_atomic(dest: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_atomic(dest: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}{TMP_INFIX}{}-{}", std::process::id(), TMP_COUNTER.fetch_add(1, Ordering::Relaxed)));
@@ -212,7 +212,7 @@ struct Seen {
 
 /// Watches `opts.dir`; with `once`, returns when every dump there has been handled. `log`
 /// receives one line per event.
-pub fn run(opts: &WatchOptions, log: &mut dyn FnMut(&str)) -> Result<Summary, WatchError> {
+pub(crate) fn run(opts: &WatchOptions, log: &mut dyn FnMut(&str)) -> Result<Summary, WatchError> {
     let dir = &opts.dir;
     let out_dir = opts.out.clone().unwrap_or_else(|| dir.clone());
     for d in [dir, &out_dir] {

@@ -1,22 +1,22 @@
 //! The ELF core reader: maps the file read-only, finds its segments and notes, and rebuilds the
 //! threads. Nothing here knows about modules or stacks; see [`crate::process`].
 
-pub mod auxv;
-pub mod compressed;
+pub(crate) mod auxv;
+pub(crate) mod compressed;
 mod error;
-pub mod knot_note;
-pub mod notes;
-pub mod nt_file;
-pub mod prpsinfo;
-pub mod prstatus;
-pub mod segments;
-pub mod siginfo;
+pub(crate) mod knot_note;
+pub(crate) mod notes;
+pub(crate) mod nt_file;
+pub(crate) mod prpsinfo;
+pub(crate) mod prstatus;
+pub(crate) mod segments;
+pub(crate) mod siginfo;
 
-pub use error::CoreError;
-pub use nt_file::FileMapping;
-pub use prpsinfo::ProcessInfo;
-pub use segments::{Absence, Segment, Segments};
-pub use siginfo::SignalInfo;
+pub(crate) use error::CoreError;
+pub(crate) use nt_file::FileMapping;
+pub(crate) use prpsinfo::ProcessInfo;
+pub(crate) use segments::{Absence, Segment, Segments};
+pub(crate) use siginfo::SignalInfo;
 
 use crate::bytes::Bytes;
 use crate::arch::x86_64::Registers;
@@ -43,39 +43,39 @@ const MAX_NOTE_WARNINGS: usize = 32;
 
 /// One thread as the core records it, in the core's order.
 #[derive(Debug, Clone)]
-pub struct CoreThread {
-    pub tid: u32,
-    pub registers: Registers,
+pub(crate) struct CoreThread {
+    pub(crate) tid: u32,
+    pub(crate) registers: Registers,
     /// The signal this thread was stopped by (0 when none).
-    pub cursig: u16,
+    pub(crate) cursig: u16,
     /// The thread that took the signal that caused the dump (the kernel writes it first, with
     /// NT_SIGINFO after it).
-    pub signalled: bool,
+    pub(crate) signalled: bool,
     /// Whether NT_FPREGSET / NT_X86_XSTATE were present for this thread.
-    pub has_fpregs: bool,
-    pub has_xstate: bool,
+    pub(crate) has_fpregs: bool,
+    pub(crate) has_xstate: bool,
     /// File offset of its NT_PRSTATUS note.
-    pub note_offset: u64,
+    pub(crate) note_offset: u64,
 }
 
 /// A parsed core file. Memory is read lazily from the mapping.
-pub struct Core {
+pub(crate) struct Core {
     path: PathBuf,
     map: Bytes,
-    pub segments: Segments,
-    pub threads: Vec<CoreThread>,
-    pub process: Option<ProcessInfo>,
-    pub auxv: Auxv,
+    pub(crate) segments: Segments,
+    pub(crate) threads: Vec<CoreThread>,
+    pub(crate) process: Option<ProcessInfo>,
+    pub(crate) auxv: Auxv,
     /// NT_FILE's mappings; `None` when the core has no NT_FILE note.
-    pub files: Option<Vec<FileMapping>>,
-    pub signal: Option<SignalInfo>,
+    pub(crate) files: Option<Vec<FileMapping>>,
+    pub(crate) signal: Option<SignalInfo>,
     /// Thread names by tid, from knot's own note (cores `knot pid` builds); kernel cores and
     /// gcore record none.
-    pub thread_names: BTreeMap<u32, String>,
+    pub(crate) thread_names: BTreeMap<u32, String>,
     /// How the live process was read, when `knot pid` built this core.
-    pub capture: Option<knot_note::Capture>,
+    pub(crate) capture: Option<knot_note::Capture>,
     /// What was odd or missing; a warning here means the reading is partial.
-    pub diagnostics: Vec<Diagnostic>,
+    pub(crate) diagnostics: Vec<Diagnostic>,
 }
 
 impl std::fmt::Debug for Core {
@@ -91,7 +91,7 @@ impl std::fmt::Debug for Core {
 
 impl Core {
     /// Opens `path` read-only and maps it. The file is never written, and never read whole.
-    pub fn open(path: impl AsRef<Path>) -> Result<Core, CoreError> {
+    pub(crate) fn open(path: impl AsRef<Path>) -> Result<Core, CoreError> {
         let path = path.as_ref().to_path_buf();
         let open_err = |source| CoreError::Open { path: path.clone(), source };
         let meta = std::fs::metadata(&path).map_err(open_err)?;
@@ -137,7 +137,7 @@ impl Core {
     }
 
     /// Parses a core held in memory; `name` stands in for its path in messages.
-    pub fn from_bytes(name: impl Into<PathBuf>, bytes: Vec<u8>) -> Result<Core, CoreError> {
+    pub(crate) fn from_bytes(name: impl Into<PathBuf>, bytes: Vec<u8>) -> Result<Core, CoreError> {
         let path = name.into();
         if bytes.is_empty() {
             return Err(CoreError::Empty { path });
@@ -268,17 +268,17 @@ impl Core {
         })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The whole file, for readers that need raw offsets.
-    pub fn file_bytes(&self) -> &[u8] {
+    pub(crate) fn file_bytes(&self) -> &[u8] {
         &self.map
     }
 
     /// Up to `len` bytes at `addr` that the core holds contiguously, without copying.
-    pub fn bytes_at(&self, addr: u64, len: usize) -> Result<&[u8], Absence> {
+    pub(crate) fn bytes_at(&self, addr: u64, len: usize) -> Result<&[u8], Absence> {
         let (offset, avail) = self.segments.locate(addr)?;
         let n = (len as u64).min(avail) as usize;
         // `locate` only returns offsets whose `avail` bytes lie inside the file.
@@ -288,7 +288,7 @@ impl Core {
     /// Hints that the `len` bytes at `addr` will be read soon, front to back (a heap walk): the
     /// kernel reads them ahead instead of faulting page by page (the mapping is opened for
     /// random access).
-    pub fn will_read(&self, addr: u64, len: u64) {
+    pub(crate) fn will_read(&self, addr: u64, len: u64) {
         if let (Bytes::Mapped(m), Some((off, n))) = (&self.map, self.page_range(addr, len)) {
             let _ = m.advise_range(memmap2::Advice::WillNeed, off, n);
         }
@@ -297,7 +297,7 @@ impl Core {
     /// Lets the kernel take back this mapping's pages of the `len` bytes at `addr` once they
     /// have been read (they stay in the page cache): a walk of a heap bigger than memory keeps
     /// its resident set small.
-    pub fn done_reading(&self, addr: u64, len: u64) {
+    pub(crate) fn done_reading(&self, addr: u64, len: u64) {
         if let (Bytes::Mapped(m), Some((off, n))) = (&self.map, self.page_range(addr, len)) {
             // SAFETY: the mapping is a private read-only file mapping nobody writes: dropped
             // pages are read again from the file on the next access, with the same bytes, and
@@ -317,7 +317,7 @@ impl Core {
     }
 
     /// Whether any warning made this reading partial.
-    pub fn is_partial(&self) -> bool {
+    pub(crate) fn is_partial(&self) -> bool {
         self.diagnostics.iter().any(|d| d.severity == crate::diagnostics::Severity::Warning)
     }
 }

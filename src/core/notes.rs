@@ -4,16 +4,16 @@
 
 /// One note: `offset` is where its header starts in the core file.
 #[derive(Debug, Clone, Copy)]
-pub struct Note<'a> {
-    pub offset: u64,
-    pub name: &'a [u8],
-    pub kind: u32,
-    pub desc: &'a [u8],
+pub(crate) struct Note<'a> {
+    pub(crate) offset: u64,
+    pub(crate) name: &'a [u8],
+    pub(crate) kind: u32,
+    pub(crate) desc: &'a [u8],
 }
 
 impl Note<'_> {
     /// The owner name without its terminating NUL.
-    pub fn owner(&self) -> &[u8] {
+    pub(crate) fn owner(&self) -> &[u8] {
         match self.name.iter().position(|&b| b == 0) {
             Some(n) => &self.name[..n],
             None => self.name,
@@ -23,15 +23,15 @@ impl Note<'_> {
 
 /// Iterates notes in `data`, which lies at `base_offset` in the file. Stops at the first
 /// malformed header and records it in `error`.
-pub struct Notes<'a> {
+pub(crate) struct Notes<'a> {
     data: &'a [u8],
     base_offset: u64,
     pos: usize,
-    pub error: Option<(u64, String)>,
+    pub(crate) error: Option<(u64, String)>,
 }
 
 impl<'a> Notes<'a> {
-    pub fn new(data: &'a [u8], base_offset: u64) -> Self {
+    pub(crate) fn new(data: &'a [u8], base_offset: u64) -> Self {
         Notes { data, base_offset, pos: 0, error: None }
     }
 }

@@ -4,18 +4,18 @@ use crate::bytes::{c_string, i32_at};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct ProcessInfo {
-    pub pid: u32,
-    pub ppid: u32,
+pub(crate) struct ProcessInfo {
+    pub(crate) pid: u32,
+    pub(crate) ppid: u32,
     /// The executable's short name (`comm`, at most 15 bytes).
-    pub name: String,
+    pub(crate) name: String,
     /// The start of the command line (the kernel keeps at most 80 bytes).
-    pub args: String,
+    pub(crate) args: String,
     /// The scheduler state letter (`R`, `S`, `D`, ...).
-    pub state: char,
+    pub(crate) state: char,
 }
 
-pub fn parse(desc: &[u8]) -> Option<ProcessInfo> {
+pub(crate) fn parse(desc: &[u8]) -> Option<ProcessInfo> {
     if desc.len() < 136 {
         return None;
     }

@@ -4,34 +4,34 @@
 
 /// One PT_LOAD segment, with its file bytes clamped to what the file really has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Segment {
-    pub vaddr: u64,
-    pub memsz: u64,
-    pub offset: u64,
+pub(crate) struct Segment {
+    pub(crate) vaddr: u64,
+    pub(crate) memsz: u64,
+    pub(crate) offset: u64,
     /// p_filesz as the header says.
-    pub filesz: u64,
+    pub(crate) filesz: u64,
     /// Bytes present in the file from `offset` (less than `filesz` when the core is truncated).
-    pub present: u64,
-    pub flags: u32,
+    pub(crate) present: u64,
+    pub(crate) flags: u32,
 }
 
 impl Segment {
-    pub fn end(&self) -> u64 {
+    pub(crate) fn end(&self) -> u64 {
         self.vaddr.saturating_add(self.memsz)
     }
 
-    pub fn contains(&self, addr: u64) -> bool {
+    pub(crate) fn contains(&self, addr: u64) -> bool {
         addr >= self.vaddr && addr < self.end()
     }
 
-    pub fn is_truncated(&self) -> bool {
+    pub(crate) fn is_truncated(&self) -> bool {
         self.present < self.filesz
     }
 }
 
 /// Why an address could not be read from the core's own bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Absence {
+pub(crate) enum Absence {
     /// No segment covers the address: it was not mapped (or not dumped at all).
     NotMapped,
     /// A segment covers it but its bytes were not written to the core (filesz < memsz).
@@ -41,33 +41,33 @@ pub enum Absence {
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct Segments {
+pub(crate) struct Segments {
     /// Sorted by vaddr (stable: equal starts keep their header order). Overlapping segments are
     /// kept; a lookup uses the one starting nearest below the address (the later of equals).
     list: Vec<Segment>,
 }
 
 impl Segments {
-    pub fn new(mut list: Vec<Segment>) -> Segments {
+    pub(crate) fn new(mut list: Vec<Segment>) -> Segments {
         list.sort_by_key(|s| s.vaddr);
         Segments { list }
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Segment> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Segment> {
         self.list.iter()
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.list.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.list.is_empty()
     }
 
     /// How many segments overlap one before them, and the start of the first that does; `None`
     /// when none do (a well-formed core).
-    pub fn overlaps(&self) -> Option<(usize, u64)> {
+    pub(crate) fn overlaps(&self) -> Option<(usize, u64)> {
         let mut end = 0u64;
         let mut count = 0;
         let mut first = None;
@@ -82,13 +82,13 @@ impl Segments {
     }
 
     /// The segment covering `addr`.
-    pub fn find(&self, addr: u64) -> Option<&Segment> {
+    pub(crate) fn find(&self, addr: u64) -> Option<&Segment> {
         let i = self.list.partition_point(|s| s.vaddr <= addr);
         self.list[..i].iter().rev().take(4).find(|s| s.contains(addr))
     }
 
     /// Where `addr` lives in the file and how many contiguous bytes from there the file holds.
-    pub fn locate(&self, addr: u64) -> Result<(u64, u64), Absence> {
+    pub(crate) fn locate(&self, addr: u64) -> Result<(u64, u64), Absence> {
         let seg = self.find(addr).ok_or(Absence::NotMapped)?;
         let delta = addr - seg.vaddr;
         if delta >= seg.filesz {

@@ -4,15 +4,15 @@ use crate::bytes::{i32_at, u64_at};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
-pub struct SignalInfo {
-    pub signo: i32,
-    pub code: i32,
-    pub errno: i32,
+pub(crate) struct SignalInfo {
+    pub(crate) signo: i32,
+    pub(crate) code: i32,
+    pub(crate) errno: i32,
     /// The faulting address for SIGSEGV/SIGBUS/SIGILL/SIGFPE; the sender's pid for kill().
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fault_address: Option<u64>,
+    pub(crate) fault_address: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sender_pid: Option<u32>,
+    pub(crate) sender_pid: Option<u32>,
 }
 
 const SIGILL: i32 = 4;
@@ -22,7 +22,7 @@ const SIGSEGV: i32 = 11;
 /// si_code <= 0 means the signal came from a process (kill, tgkill, sigqueue).
 const SI_USER_MAX: i32 = 0;
 
-pub fn parse(desc: &[u8]) -> Option<SignalInfo> {
+pub(crate) fn parse(desc: &[u8]) -> Option<SignalInfo> {
     let signo = i32_at(desc, 0)?;
     let errno = i32_at(desc, 4)?;
     let code = i32_at(desc, 8)?;
@@ -37,7 +37,7 @@ pub fn parse(desc: &[u8]) -> Option<SignalInfo> {
 }
 
 /// The conventional name of a Linux signal number.
-pub fn signal_name(signo: i32) -> &'static str {
+pub(crate) fn signal_name(signo: i32) -> &'static str {
     const NAMES: [&str; 32] = [
         "0", "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
         "SIGKILL", "SIGUSR1", "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT",

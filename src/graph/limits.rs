@@ -11,15 +11,15 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct VerdictLimit {
+pub(crate) struct VerdictLimit {
     /// What could not be read: a module's file, the runtime's data.
-    pub missing: String,
+    pub(crate) missing: String,
     /// What the verdict cannot see without it.
-    pub hides: String,
+    pub(crate) hides: String,
     /// The option (or step) that supplies it.
-    pub fix: String,
+    pub(crate) fix: String,
     /// The missing thing in a few words, for the verdict line (`libc.so.6's file`).
-    pub short: String,
+    pub(crate) short: String,
 }
 
 /// A thread that waits: on a lock the analysis named, or on a futex word.
@@ -31,7 +31,7 @@ fn waits(t: &ThreadReport) -> bool {
 /// could not be unwound by CFI: the walk out of them fell back to frame pointers or scanning, or
 /// stopped there. Without their CFI the frames that name a lock are lost, so a lock's owner, and
 /// a cycle through it, cannot be seen.
-pub fn from_modules(process: &Process, threads: &[ThreadReport], locks: &[LockFact]) -> Vec<VerdictLimit> {
+pub(crate) fn from_modules(process: &Process, threads: &[ThreadReport], locks: &[LockFact]) -> Vec<VerdictLimit> {
     let mut out = Vec::new();
     for m in &process.modules {
         let detail = match &m.file_status {

@@ -6,12 +6,12 @@
 //! Linux on x86_64 only, like the dump reader.
 
 mod attach;
-pub mod corebuilder;
-pub mod maps;
+pub(crate) mod corebuilder;
+pub(crate) mod maps;
 mod memory;
 mod snapshot;
 
-pub use snapshot::{take, Snapshot};
+pub(crate) use snapshot::{take, Snapshot};
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -19,19 +19,19 @@ use std::time::Duration;
 
 /// How a live reading is made.
 #[derive(Debug, Clone)]
-pub struct LiveOptions {
+pub(crate) struct LiveOptions {
     /// Memory copied at most, besides stacks and module headers (which are always copied).
-    pub max_copy_bytes: u64,
+    pub(crate) max_copy_bytes: u64,
     /// Per thread, the stack copied from its stack pointer up.
-    pub max_stack_bytes: u64,
+    pub(crate) max_stack_bytes: u64,
     /// Set (e.g. by a signal handler) to stop reading and let the process go at once.
-    pub cancel: Arc<AtomicBool>,
+    pub(crate) cancel: Arc<AtomicBool>,
     /// True while the process is stopped: a signal handler waits for it to go false.
-    pub attached: Arc<AtomicBool>,
+    pub(crate) attached: Arc<AtomicBool>,
     /// Tests only: stay attached this long before reading (to interrupt knot there).
-    pub test_pause_after_attach: Option<Duration>,
+    pub(crate) test_pause_after_attach: Option<Duration>,
     /// Tests only: fail right after attaching (to prove a failure lets the process go).
-    pub test_fail_after_attach: bool,
+    pub(crate) test_fail_after_attach: bool,
 }
 
 impl Default for LiveOptions {
@@ -48,7 +48,7 @@ impl Default for LiveOptions {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum LiveError {
+pub(crate) enum LiveError {
     #[error("no process {pid}")]
     NoSuchProcess { pid: i32 },
     #[error("knot cannot read itself (pid {pid})")]
@@ -73,11 +73,11 @@ pub enum LiveError {
 
 impl LiveError {
     /// knot was not allowed to read the process, or there is none: nothing was attached.
-    pub fn is_refusal(&self) -> bool {
+    pub(crate) fn is_refusal(&self) -> bool {
         matches!(self, LiveError::NoSuchProcess { .. } | LiveError::SelfTrace { .. } | LiveError::AlreadyTraced { .. } | LiveError::NotPermitted { .. })
     }
 
-    pub fn is_interruption(&self) -> bool {
+    pub(crate) fn is_interruption(&self) -> bool {
         matches!(self, LiveError::Interrupted { .. })
     }
 

@@ -109,7 +109,7 @@ fn from_nt_file(files: &[FileMapping]) -> Vec<Found> {
 }
 
 /// Discovers every module and opens its files through `locator`.
-pub fn discover(core: &Core, locator: &Locator, diagnostics: &mut Vec<Diagnostic>) -> Vec<Module> {
+pub(crate) fn discover(core: &Core, locator: &Locator, diagnostics: &mut Vec<Diagnostic>) -> Vec<Module> {
     let mut modules = Vec::new();
     let found = match &core.files {
         Some(files) => from_nt_file(files),

@@ -22,7 +22,7 @@ const MAX_SECTION_SIZE: u64 = 2 << 30;
 const MAX_INFLATE_RESERVE: u64 = 16 << 20;
 
 #[derive(Debug, thiserror::Error)]
-pub enum ElfFileError {
+pub(crate) enum ElfFileError {
     #[error("cannot open {path}: {source}")]
     Open { path: PathBuf, source: std::io::Error },
     #[error("{path} is not an ELF file")]
@@ -33,32 +33,32 @@ pub enum ElfFileError {
 
 /// One section header, reduced to what knot uses.
 #[derive(Debug, Clone)]
-pub struct Section {
-    pub name: String,
-    pub kind: u32,
-    pub flags: u64,
-    pub addr: u64,
-    pub offset: u64,
-    pub size: u64,
-    pub link: u32,
-    pub entsize: u64,
+pub(crate) struct Section {
+    pub(crate) name: String,
+    pub(crate) kind: u32,
+    pub(crate) flags: u64,
+    pub(crate) addr: u64,
+    pub(crate) offset: u64,
+    pub(crate) size: u64,
+    pub(crate) link: u32,
+    pub(crate) entsize: u64,
 }
 
 impl Section {
-    pub fn is_nobits(&self) -> bool {
+    pub(crate) fn is_nobits(&self) -> bool {
         self.kind == section_header::SHT_NOBITS
     }
 }
 
 /// A mapped ELF file.
-pub struct ElfFile {
+pub(crate) struct ElfFile {
     path: PathBuf,
     map: Bytes,
-    pub e_type: u16,
-    pub program_headers: Vec<ProgramHeader>,
-    pub sections: Vec<Section>,
+    pub(crate) e_type: u16,
+    pub(crate) program_headers: Vec<ProgramHeader>,
+    pub(crate) sections: Vec<Section>,
     inflated: Vec<OnceLock<Option<Box<[u8]>>>>,
-    pub build_id: Option<Vec<u8>>,
+    pub(crate) build_id: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for ElfFile {
@@ -68,7 +68,7 @@ impl std::fmt::Debug for ElfFile {
 }
 
 impl ElfFile {
-    pub fn open(path: impl AsRef<Path>) -> Result<ElfFile, ElfFileError> {
+    pub(crate) fn open(path: impl AsRef<Path>) -> Result<ElfFile, ElfFileError> {
         let path = path.as_ref().to_path_buf();
         let file = File::open(&path).map_err(|source| ElfFileError::Open { path: path.clone(), source })?;
         // SAFETY: read-only private mapping of a file knot never writes; see Core::open.
@@ -77,7 +77,7 @@ impl ElfFile {
     }
 
     /// An ELF image held in memory, e.g. copied out of the dump; `name` stands in for its path.
-    pub fn from_bytes(name: impl Into<PathBuf>, bytes: Vec<u8>) -> Result<ElfFile, ElfFileError> {
+    pub(crate) fn from_bytes(name: impl Into<PathBuf>, bytes: Vec<u8>) -> Result<ElfFile, ElfFileError> {
         ElfFile::parse(name.into(), Bytes::Owned(bytes.into_boxed_slice()))
     }
 
@@ -128,21 +128,21 @@ impl ElfFile {
         Ok(file)
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.map
     }
 
-    pub fn section_by_name(&self, name: &str) -> Option<(usize, &Section)> {
+    pub(crate) fn section_by_name(&self, name: &str) -> Option<(usize, &Section)> {
         self.sections.iter().enumerate().find(|(_, s)| s.name == name)
     }
 
     /// The contents of section `index`, decompressed if needed. `None` for NOBITS sections,
     /// ranges outside the file and data that fails to decompress.
-    pub fn section_data(&self, index: usize) -> Option<&[u8]> {
+    pub(crate) fn section_data(&self, index: usize) -> Option<&[u8]> {
         let s = self.sections.get(index)?;
         if s.is_nobits() {
             return None;
@@ -155,13 +155,13 @@ impl ElfFile {
     }
 
     /// Section data by name.
-    pub fn section(&self, name: &str) -> Option<&[u8]> {
+    pub(crate) fn section(&self, name: &str) -> Option<&[u8]> {
         let (i, _) = self.section_by_name(name)?;
         self.section_data(i)
     }
 
     /// The link-time address of the first loadable byte (p_vaddr of the PT_LOAD at file offset 0).
-    pub fn first_load_vaddr(&self) -> Option<u64> {
+    pub(crate) fn first_load_vaddr(&self) -> Option<u64> {
         self.program_headers
             .iter()
             .filter(|p| p.p_type == program_header::PT_LOAD)
@@ -170,13 +170,13 @@ impl ElfFile {
     }
 
     /// Bytes at file offset `offset`.
-    pub fn bytes_at_offset(&self, offset: u64, len: u64) -> Option<&[u8]> {
+    pub(crate) fn bytes_at_offset(&self, offset: u64, len: u64) -> Option<&[u8]> {
         file_range(&self.map, offset, len)
     }
 
     /// The file offset of link-time address `vaddr`, from the PT_LOAD that maps it, with the
     /// number of file bytes that follow in that segment.
-    pub fn offset_of_vaddr(&self, vaddr: u64) -> Option<(u64, u64)> {
+    pub(crate) fn offset_of_vaddr(&self, vaddr: u64) -> Option<(u64, u64)> {
         self.program_headers.iter().filter(|p| p.p_type == program_header::PT_LOAD).find_map(|p| {
             let delta = vaddr.checked_sub(p.p_vaddr)?;
             if delta >= p.p_filesz {
@@ -187,7 +187,7 @@ impl ElfFile {
     }
 
     /// `.gnu_debuglink`: the debug file's name and the CRC32 of its contents.
-    pub fn debuglink(&self) -> Option<(String, u32)> {
+    pub(crate) fn debuglink(&self) -> Option<(String, u32)> {
         let data = self.section(".gnu_debuglink")?;
         let end = data.iter().position(|&b| b == 0)?;
         let name = std::str::from_utf8(&data[..end]).ok()?.to_string();
@@ -196,7 +196,7 @@ impl ElfFile {
         Some((name, u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]])))
     }
 
-    pub fn crc32(&self) -> u32 {
+    pub(crate) fn crc32(&self) -> u32 {
         crc32fast::hash(&self.map)
     }
 
@@ -216,7 +216,7 @@ impl ElfFile {
 }
 
 /// The GNU build-id in a run of ELF notes.
-pub fn build_id_in_notes(data: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn build_id_in_notes(data: &[u8]) -> Option<Vec<u8>> {
     crate::core::notes::Notes::new(data, 0)
         .find(|n| n.kind == NT_GNU_BUILD_ID && n.owner() == b"GNU")
         .map(|n| n.desc.to_vec())
@@ -248,6 +248,6 @@ fn inflate(raw: &[u8]) -> Option<Box<[u8]>> {
 }
 
 /// Formats a build-id as gdb and `file` print it.
-pub fn hex(id: &[u8]) -> String {
+pub(crate) fn hex(id: &[u8]) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()
 }

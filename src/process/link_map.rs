@@ -27,7 +27,7 @@ fn read_string(core: &Core, addr: u64) -> Option<String> {
 
 /// The objects the linker reports, as (path, address of their ELF header). The executable comes
 /// first, named by AT_EXECFN.
-pub fn walk(core: &Core, diagnostics: &mut Vec<Diagnostic>) -> Vec<(String, u64)> {
+pub(crate) fn walk(core: &Core, diagnostics: &mut Vec<Diagnostic>) -> Vec<(String, u64)> {
     let mut out = Vec::new();
     let (Some(phdr), Some(phnum)) = (core.auxv.get(auxv::AT_PHDR), core.auxv.get(auxv::AT_PHNUM)) else {
         diagnostics.push(Diagnostic::warning("modules", "no AT_PHDR in the auxiliary vector: modules cannot be listed"));

@@ -6,26 +6,26 @@
 use std::path::{Path, PathBuf};
 
 /// The default debug directory, as gdb's `debug-file-directory`.
-pub const DEFAULT_DEBUG_DIR: &str = "/usr/lib/debug";
+pub(crate) const DEFAULT_DEBUG_DIR: &str = "/usr/lib/debug";
 
 #[derive(Debug, Clone, Default)]
-pub struct Locator {
+pub(crate) struct Locator {
     /// Prepended to every absolute path from the dump, like gdb's `set sysroot`.
-    pub sysroot: Option<PathBuf>,
+    pub(crate) sysroot: Option<PathBuf>,
     /// Searched in order for separate debug files; the default directory is searched last.
-    pub debug_dirs: Vec<PathBuf>,
+    pub(crate) debug_dirs: Vec<PathBuf>,
     /// Leave out [`DEFAULT_DEBUG_DIR`] (for reproducible tests on committed samples).
-    pub no_default_debug_dir: bool,
+    pub(crate) no_default_debug_dir: bool,
     /// Directories searched for a module by its file name when it is not at its recorded path
     /// (or the file there is another build), like gdb's `solib-search-path`.
-    pub search_dirs: Vec<PathBuf>,
+    pub(crate) search_dirs: Vec<PathBuf>,
     /// The executable to use, whatever path the dump records (`gdb PROGRAM CORE`).
-    pub executable: Option<PathBuf>,
+    pub(crate) executable: Option<PathBuf>,
 }
 
 impl Locator {
     /// The on-disk path for a module path recorded in the dump.
-    pub fn module_path(&self, dump_path: &str) -> PathBuf {
+    pub(crate) fn module_path(&self, dump_path: &str) -> PathBuf {
         match &self.sysroot {
             Some(root) => root.join(dump_path.trim_start_matches('/')),
             None => PathBuf::from(dump_path),
@@ -34,7 +34,7 @@ impl Locator {
 
     /// Every place the module file may be, best first: the recorded path (under the sysroot),
     /// then each search directory with the file's name. Build-ids decide among them.
-    pub fn module_candidates(&self, dump_path: &str) -> Vec<PathBuf> {
+    pub(crate) fn module_candidates(&self, dump_path: &str) -> Vec<PathBuf> {
         let mut out = vec![self.module_path(dump_path)];
         if let Some(name) = Path::new(dump_path).file_name() {
             out.extend(self.search_dirs.iter().map(|d| d.join(name)));
@@ -52,7 +52,7 @@ impl Locator {
     }
 
     /// Candidate debug files for a build-id, in search order.
-    pub fn build_id_candidates(&self, build_id: &[u8]) -> Vec<PathBuf> {
+    pub(crate) fn build_id_candidates(&self, build_id: &[u8]) -> Vec<PathBuf> {
         if build_id.len() < 2 {
             return Vec::new();
         }
@@ -61,7 +61,7 @@ impl Locator {
     }
 
     /// Candidate debug files named by `.gnu_debuglink` of the file at `binary`.
-    pub fn debuglink_candidates(&self, binary: &Path, link: &str) -> Vec<PathBuf> {
+    pub(crate) fn debuglink_candidates(&self, binary: &Path, link: &str) -> Vec<PathBuf> {
         // A debuglink is a bare file name; anything with a separator is not to be trusted.
         if link.is_empty() || link.contains('/') || link == ".." {
             return Vec::new();

@@ -1,19 +1,19 @@
 //! The process as the dump shows it: the core, its modules and their files, and one memory view
 //! over all of them.
 
-pub mod discover;
-pub mod elf_file;
+pub(crate) mod discover;
+pub(crate) mod elf_file;
 mod link_map;
-pub mod locate;
-pub mod memory;
-pub mod module;
-pub mod stack_words;
+pub(crate) mod locate;
+pub(crate) mod memory;
+pub(crate) mod module;
+pub(crate) mod stack_words;
 
-pub use elf_file::ElfFile;
-pub use locate::Locator;
-pub use memory::{Memory, MemoryError, RangeMemory};
-pub use module::{FileStatus, Module};
-pub use stack_words::StackWords;
+pub(crate) use elf_file::ElfFile;
+pub(crate) use locate::Locator;
+pub(crate) use memory::{Memory, MemoryError, RangeMemory};
+pub(crate) use module::{FileStatus, Module};
+pub(crate) use stack_words::StackWords;
 
 use crate::core::{Absence, Core, CoreError};
 use crate::diagnostics::Diagnostic;
@@ -28,21 +28,21 @@ struct Backing {
     module: usize,
 }
 
-pub struct Process {
-    pub core: Core,
+pub(crate) struct Process {
+    pub(crate) core: Core,
     /// Sorted by start address.
-    pub modules: Vec<Module>,
+    pub(crate) modules: Vec<Module>,
     backing: Vec<Backing>,
-    pub diagnostics: Vec<Diagnostic>,
+    pub(crate) diagnostics: Vec<Diagnostic>,
 }
 
 impl Process {
     /// Opens a core file and finds its modules' files.
-    pub fn open(core_path: impl AsRef<Path>, locator: &Locator) -> Result<Process, CoreError> {
+    pub(crate) fn open(core_path: impl AsRef<Path>, locator: &Locator) -> Result<Process, CoreError> {
         Ok(Process::from_core(Core::open(core_path)?, locator))
     }
 
-    pub fn from_core(core: Core, locator: &Locator) -> Process {
+    pub(crate) fn from_core(core: Core, locator: &Locator) -> Process {
         let mut diagnostics = Vec::new();
         let modules = discover::discover(&core, locator, &mut diagnostics);
         let mut backing: Vec<Backing> = modules
@@ -56,7 +56,7 @@ impl Process {
     }
 
     /// The module whose address range holds `addr`.
-    pub fn module_at(&self, addr: u64) -> Option<(usize, &Module)> {
+    pub(crate) fn module_at(&self, addr: u64) -> Option<(usize, &Module)> {
         let i = self.modules.partition_point(|m| m.start <= addr);
         let idx = i.checked_sub(1)?;
         let m = &self.modules[idx];
@@ -64,7 +64,7 @@ impl Process {
     }
 
     /// Every diagnostic so far: the core's, then the process's.
-    pub fn all_diagnostics(&self) -> impl Iterator<Item = &Diagnostic> {
+    pub(crate) fn all_diagnostics(&self) -> impl Iterator<Item = &Diagnostic> {
         self.core.diagnostics.iter().chain(self.diagnostics.iter())
     }
 

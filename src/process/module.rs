@@ -5,15 +5,15 @@ use serde::Serialize;
 
 /// An address range of the module backed by its file at `file_offset`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileRange {
-    pub start: u64,
-    pub end: u64,
-    pub file_offset: u64,
+pub(crate) struct FileRange {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) file_offset: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum BuildIdSource {
+pub(crate) enum BuildIdSource {
     /// Read from the image's note in dump memory: the identity of what really ran.
     Dump,
     /// Only the file on disk had one; it could not be checked against the dump.
@@ -23,7 +23,7 @@ pub enum BuildIdSource {
 /// What happened when knot looked for the module's file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
-pub enum FileStatus {
+pub(crate) enum FileStatus {
     Loaded { path: String },
     /// The image was read out of dump memory (the vDSO).
     InMemory,
@@ -32,21 +32,21 @@ pub enum FileStatus {
     Refused { path: String, reason: String },
 }
 
-pub struct Module {
+pub(crate) struct Module {
     /// The path the dump names.
-    pub path: String,
-    pub start: u64,
-    pub end: u64,
+    pub(crate) path: String,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
     /// Added to link-time addresses to get runtime addresses.
-    pub bias: u64,
-    pub ranges: Vec<FileRange>,
-    pub build_id: Option<Vec<u8>>,
-    pub build_id_source: Option<BuildIdSource>,
-    pub file: Option<ElfFile>,
-    pub debug_file: Option<ElfFile>,
-    pub file_status: FileStatus,
+    pub(crate) bias: u64,
+    pub(crate) ranges: Vec<FileRange>,
+    pub(crate) build_id: Option<Vec<u8>>,
+    pub(crate) build_id_source: Option<BuildIdSource>,
+    pub(crate) file: Option<ElfFile>,
+    pub(crate) debug_file: Option<ElfFile>,
+    pub(crate) file_status: FileStatus,
     /// Where the debug file came from, or why there is none.
-    pub debug_status: Option<String>,
+    pub(crate) debug_status: Option<String>,
 }
 
 impl std::fmt::Debug for Module {
@@ -64,30 +64,30 @@ impl std::fmt::Debug for Module {
 
 impl Module {
     /// The file name, as the text report shows it (`libc.so.6`).
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.path.rsplit('/').next().unwrap_or(&self.path)
     }
 
-    pub fn contains(&self, addr: u64) -> bool {
+    pub(crate) fn contains(&self, addr: u64) -> bool {
         addr >= self.start && addr < self.end
     }
 
-    pub fn build_id_hex(&self) -> Option<String> {
+    pub(crate) fn build_id_hex(&self) -> Option<String> {
         self.build_id.as_deref().map(hex)
     }
 
     /// The link-time address for a runtime address in this module.
-    pub fn to_link_address(&self, addr: u64) -> u64 {
+    pub(crate) fn to_link_address(&self, addr: u64) -> u64 {
         addr.wrapping_sub(self.bias)
     }
 
     /// The file that holds unwind tables and text: the module file.
-    pub fn image(&self) -> Option<&ElfFile> {
+    pub(crate) fn image(&self) -> Option<&ElfFile> {
         self.file.as_ref()
     }
 
     /// The files to read symbols and DWARF from, best first.
-    pub fn symbol_files(&self) -> impl Iterator<Item = &ElfFile> {
+    pub(crate) fn symbol_files(&self) -> impl Iterator<Item = &ElfFile> {
         self.debug_file.iter().chain(self.file.iter())
     }
 }

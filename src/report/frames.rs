@@ -8,7 +8,7 @@ use crate::process::Process;
 use crate::symbols::Symbolizer;
 use crate::unwind::{Stack, StackEnd, Trust};
 
-pub fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> Vec<FrameReport> {
+pub(crate) fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> Vec<FrameReport> {
     let module_name = |addr: u64| process.module_at(addr).map(|(_, m)| m.name().to_string());
     let mut out = Vec::with_capacity(stack.frames.len() * 2);
     // A transition record is shown before the frame whose stack range holds it.
@@ -95,7 +95,7 @@ pub fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> 
     out
 }
 
-pub fn stack_end(end: &StackEnd) -> StackEndReport {
+pub(crate) fn stack_end(end: &StackEnd) -> StackEndReport {
     let (reason, address, detail) = match *end {
         StackEnd::Outermost => ("outermost", None, "reached the thread's first frame".to_string()),
         StackEnd::ZeroReturnAddress => ("zero_return_address", None, "return address 0 ends the chain".to_string()),

@@ -9,9 +9,9 @@ use crate::unwind::Trust;
 use std::fmt::Write;
 
 #[derive(Debug, Clone, Default)]
-pub struct TextOptions {
+pub(crate) struct TextOptions {
     /// Show at most this many frames per stack (the rest are counted, not shown).
-    pub max_frames: Option<usize>,
+    pub(crate) max_frames: Option<usize>,
 }
 
 /// ANSI colours for a terminal (the verdict, lock names, owners). Without them the text is
@@ -50,12 +50,12 @@ impl Paint {
     }
 }
 
-pub fn render(report: &Report, opts: &TextOptions) -> String {
+pub(crate) fn render(report: &Report, opts: &TextOptions) -> String {
     render_colored(report, opts, false)
 }
 
 /// [`render`], with ANSI colours when `color` is true (for a terminal).
-pub fn render_colored(report: &Report, opts: &TextOptions, color: bool) -> String {
+pub(crate) fn render_colored(report: &Report, opts: &TextOptions, color: bool) -> String {
     let paint = Paint { on: color };
     let mut out = String::new();
     header(&mut out, report);
@@ -240,7 +240,7 @@ fn header(out: &mut String, r: &Report) {
     }
 }
 
-pub fn thread(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_frames: Option<usize>) {
+pub(crate) fn thread(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_frames: Option<usize>) {
     thread_painted(out, t, locks, max_frames, str::to_string)
 }
 
@@ -259,7 +259,7 @@ fn thread_painted(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_fr
     }
 }
 
-pub fn frames(out: &mut String, frames: &[FrameReport], max_frames: Option<usize>) {
+pub(crate) fn frames(out: &mut String, frames: &[FrameReport], max_frames: Option<usize>) {
     let shown = max_frames.unwrap_or(usize::MAX).min(frames.len());
     for f in &frames[..shown] {
         frame(out, f);

@@ -28,25 +28,25 @@ enum Source {
 
 /// The unwind rule for one address, reduced to the registers knot tracks.
 #[derive(Debug, Clone)]
-pub struct Rule {
+pub(crate) struct Rule {
     cfa: CfaRule<usize>,
     regs: [Option<RegisterRule<usize>>; dwarf::TRACKED],
     ra_register: u16,
     /// The FDE's CIE has the `S` augmentation: this is a signal trampoline.
-    pub signal_frame: bool,
+    pub(crate) signal_frame: bool,
     source: Source,
 }
 
 /// The caller's registers, recovered by a [`Rule`].
-pub struct Recovered {
-    pub regs: FrameRegs,
-    pub cfa: u64,
+pub(crate) struct Recovered {
+    pub(crate) regs: FrameRegs,
+    pub(crate) cfa: u64,
     /// The rule marks the return address undefined: there is no caller.
-    pub outermost: bool,
+    pub(crate) outermost: bool,
 }
 
 #[derive(Debug)]
-pub enum ApplyError {
+pub(crate) enum ApplyError {
     Unreadable(u64),
     /// A register the rule needs is not known in this frame.
     MissingRegister,
@@ -61,7 +61,7 @@ struct Table<'p, S> {
     hdr: Option<ParsedEhFrameHdr<R<'p>>>,
 }
 
-pub struct ModuleCfi<'p> {
+pub(crate) struct ModuleCfi<'p> {
     eh: Option<Table<'p, EhFrame<R<'p>>>>,
     debug: Option<Table<'p, DebugFrame<R<'p>>>>,
     cache: RwLock<FxHashMap<u64, Option<Arc<Rule>>>>,
@@ -91,7 +91,7 @@ fn build_index<'p, S: UnwindSection<R<'p>>>(section: &S, bases: &BaseAddresses) 
 
 impl<'p> ModuleCfi<'p> {
     /// Loads the unwind sections of `module`; `None` when it has none.
-    pub fn load(module: &'p Module) -> Option<ModuleCfi<'p>> {
+    pub(crate) fn load(module: &'p Module) -> Option<ModuleCfi<'p>> {
         let eh = module.image().and_then(|file| {
             let (eh_addr, eh_data) = section_addr(file, ".eh_frame")?;
             let mut bases = BaseAddresses::default().set_eh_frame(eh_addr);
@@ -127,7 +127,7 @@ impl<'p> ModuleCfi<'p> {
     }
 
     /// The rule for link-time address `addr`, from `.eh_frame` first, then `.debug_frame`.
-    pub fn rule(&self, addr: u64, ctx: &mut UnwindContext<usize>) -> Option<Arc<Rule>> {
+    pub(crate) fn rule(&self, addr: u64, ctx: &mut UnwindContext<usize>) -> Option<Arc<Rule>> {
         if let Ok(cache) = self.cache.read() {
             if let Some(hit) = cache.get(&addr) {
                 return hit.clone();
@@ -165,7 +165,7 @@ impl<'p> ModuleCfi<'p> {
     }
 
     /// Recovers the caller's registers from `regs` with `rule`.
-    pub fn apply(&self, rule: &Rule, regs: &FrameRegs, memory: &dyn Memory) -> Result<Recovered, ApplyError> {
+    pub(crate) fn apply(&self, rule: &Rule, regs: &FrameRegs, memory: &dyn Memory) -> Result<Recovered, ApplyError> {
         let cfa = match &rule.cfa {
             CfaRule::RegisterAndOffset { register, offset } => {
                 let base = regs.get(register.0).ok_or(ApplyError::MissingRegister)?;

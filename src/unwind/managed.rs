@@ -7,18 +7,18 @@ use super::regs::FrameRegs;
 
 /// What the runtime says about one address of its code.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ManagedCode {
+pub(crate) struct ManagedCode {
     /// First byte of the method's code (its entry point), for `+offset` display.
-    pub method_start: u64,
+    pub(crate) method_start: u64,
     /// The runtime's handle for the method (CoreCLR: the `MethodDesc` address), when known.
-    pub method: Option<u64>,
-    pub kind: ManagedCodeKind,
+    pub(crate) method: Option<u64>,
+    pub(crate) kind: ManagedCodeKind,
     /// How to unwind the function fragment that holds the address, when the runtime has it.
-    pub unwind: Option<WindowsUnwind>,
+    pub(crate) unwind: Option<WindowsUnwind>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ManagedCodeKind {
+pub(crate) enum ManagedCodeKind {
     /// Compiled at run time into a code heap.
     Jitted,
     /// Precompiled into a managed image (ReadyToRun).
@@ -30,32 +30,32 @@ pub enum ManagedCodeKind {
 /// x64 Windows-style unwind data, which CoreCLR uses on every OS: a `RUNTIME_FUNCTION` and the
 /// `UNWIND_INFO` it points to. All addresses absolute (image base already added).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WindowsUnwind {
+pub(crate) struct WindowsUnwind {
     /// The base the RVAs in the unwind data (chained entries) are relative to.
-    pub image_base: u64,
+    pub(crate) image_base: u64,
     /// The fragment's first byte (`RUNTIME_FUNCTION.BeginAddress` + base).
-    pub begin: u64,
+    pub(crate) begin: u64,
     /// One past its last byte (`RUNTIME_FUNCTION.EndAddress` + base).
-    pub end: u64,
+    pub(crate) end: u64,
     /// Address of the `UNWIND_INFO` (`RUNTIME_FUNCTION.UnwindData` + base).
-    pub unwind_info: u64,
+    pub(crate) unwind_info: u64,
 }
 
 /// A managed method's name, as SOS's `clrstack` prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ManagedName {
+pub(crate) struct ManagedName {
     /// `Namespace.Type.Method`, nested types joined with `+`, generic arguments as SOS shows
     /// them; no signature. This is what stacks are compared and grouped by.
-    pub qualified: String,
+    pub(crate) qualified: String,
     /// The parameter list, e.g. `(System.Object, Boolean ByRef)`, when decoded.
-    pub signature: Option<String>,
+    pub(crate) signature: Option<String>,
     /// The managed module (assembly file name, e.g. `System.Private.CoreLib.dll`).
-    pub module: Option<String>,
+    pub(crate) module: Option<String>,
 }
 
 /// A runtime's map of its own code. Lookups must be cheap after the first (cache inside) and
 /// must never panic on dump data: an address the runtime cannot place is `None`.
-pub trait CodeLookup: Send + Sync {
+pub(crate) trait CodeLookup: Send + Sync {
     fn lookup(&self, ip: u64) -> Option<ManagedCode>;
     fn name(&self, method: u64) -> Option<ManagedName>;
     /// The runtime's bookkeeping records on thread `tid`'s stack (CoreCLR's `Frame` chain),
@@ -70,14 +70,14 @@ pub trait CodeLookup: Send + Sync {
 /// One runtime transition record on a thread's stack (CoreCLR: an `InlinedCallFrame` for a
 /// P/Invoke, a `FaultingExceptionFrame`, ...), as SOS shows it: `[InlinedCallFrame: addr]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TransitionFrame {
+pub(crate) struct TransitionFrame {
     /// Where the record lives (on the stack, inside its owner's frame).
-    pub address: u64,
+    pub(crate) address: u64,
     /// The runtime's type name for it, e.g. `InlinedCallFrame`.
-    pub kind: String,
+    pub(crate) kind: String,
     /// The context the record saved for its caller, when it saved one (`ip` and `sp` known).
-    pub resume: Option<FrameRegs>,
+    pub(crate) resume: Option<FrameRegs>,
     /// The saved `ip` is where the thread was interrupted (a full saved context), not a
     /// return address.
-    pub resume_ip_is_exact: bool,
+    pub(crate) resume_ip_is_exact: bool,
 }

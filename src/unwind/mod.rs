@@ -6,14 +6,14 @@
 //! which one found it; every walk ends with a reason, and is bounded.
 
 mod cfi;
-pub mod frame;
-pub mod managed;
-pub mod regs;
+pub(crate) mod frame;
+pub(crate) mod managed;
+pub(crate) mod regs;
 mod scan;
-pub mod windows_x64;
+pub(crate) mod windows_x64;
 
-pub use frame::{Frame, Stack, StackEnd, Trust};
-pub use regs::FrameRegs;
+pub(crate) use frame::{Frame, Stack, StackEnd, Trust};
+pub(crate) use regs::FrameRegs;
 
 use crate::arch::x86_64::dwarf;
 use crate::core::CoreThread;
@@ -24,25 +24,25 @@ use rayon::prelude::*;
 use std::sync::OnceLock;
 
 /// Frames per stack at most; deeper stacks end with [`StackEnd::DepthLimit`].
-pub const DEFAULT_MAX_FRAMES: usize = 10_000;
+pub(crate) const DEFAULT_MAX_FRAMES: usize = 10_000;
 /// How far a scan looks for a return address, in 8-byte words.
 const SCAN_WORDS: u64 = 1024;
 /// A frame-pointer step may not jump further than this.
 const MAX_FRAME_SIZE: u64 = 16 << 20;
 const PF_X: u32 = 1;
 
-pub struct Unwinder<'p> {
+pub(crate) struct Unwinder<'p> {
     process: &'p Process,
     cfi: Vec<OnceLock<Option<ModuleCfi<'p>>>>,
     /// Executable address ranges, sorted and merged.
     code: Vec<(u64, u64)>,
-    pub max_frames: usize,
+    pub(crate) max_frames: usize,
     /// A runtime's map of the code it made, asked where no CFI covers an address.
     code_lookup: Option<&'p dyn CodeLookup>,
 }
 
 impl<'p> Unwinder<'p> {
-    pub fn new(process: &'p Process) -> Unwinder<'p> {
+    pub(crate) fn new(process: &'p Process) -> Unwinder<'p> {
         let mut code: Vec<(u64, u64)> = process.core.segments.iter().filter(|s| s.flags & PF_X != 0).map(|s| (s.vaddr, s.end())).collect();
         for m in &process.modules {
             if let Some(file) = m.image() {
@@ -65,7 +65,7 @@ impl<'p> Unwinder<'p> {
 
     /// Unwinds code that has no CFI (JIT and ReadyToRun code) with `lookup`'s unwind data, and
     /// resumes at its transition records.
-    pub fn with_code_lookup(mut self, lookup: &'p dyn CodeLookup) -> Unwinder<'p> {
+    pub(crate) fn with_code_lookup(mut self, lookup: &'p dyn CodeLookup) -> Unwinder<'p> {
         self.code_lookup = Some(lookup);
         self
     }
@@ -86,11 +86,11 @@ impl<'p> Unwinder<'p> {
     }
 
     /// Walks every thread, in parallel, in the core's thread order.
-    pub fn walk_all(&self) -> Vec<Stack> {
+    pub(crate) fn walk_all(&self) -> Vec<Stack> {
         self.process.core.threads.par_iter().map(|t| self.walk(t)).collect()
     }
 
-    pub fn walk(&self, thread: &CoreThread) -> Stack {
+    pub(crate) fn walk(&self, thread: &CoreThread) -> Stack {
         let regs = FrameRegs::from_context(&thread.registers);
         let first = Frame {
             ip: thread.registers.rip,

@@ -9,14 +9,14 @@ use super::error::DotnetError;
 use crate::process::{Memory, Module, Process};
 use serde::Serialize;
 
-pub const RUNTIME_MODULE: &str = "libcoreclr.so";
-pub const DESCRIPTOR_SYMBOL: &str = "DotNetRuntimeContractDescriptor";
+pub(crate) const RUNTIME_MODULE: &str = "libcoreclr.so";
+pub(crate) const DESCRIPTOR_SYMBOL: &str = "DotNetRuntimeContractDescriptor";
 const MAX_SUB_DESCRIPTORS: usize = 8;
 
 /// Where a piece of the descriptor was read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Source {
+pub(crate) enum Source {
     /// Dump memory: what the process really held.
     Dump,
     /// The module file on disk (matched to the dump by build-id), relocated by knot.
@@ -25,17 +25,17 @@ pub enum Source {
 
 /// Which source each part of the descriptor came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct DescriptorSource {
+pub(crate) struct DescriptorSource {
     /// The 40-byte `DotNetRuntimeContractDescriptor` header.
-    pub header: Source,
+    pub(crate) header: Source,
     /// The JSON text (read-only data: the same bytes either way).
-    pub json: Source,
+    pub(crate) json: Source,
     /// The pointer-data array (runtime addresses of the globals).
-    pub pointer_data: Source,
+    pub(crate) pointer_data: Source,
 }
 
 impl DescriptorSource {
-    pub fn summary(&self) -> &'static str {
+    pub(crate) fn summary(&self) -> &'static str {
         match (self.header, self.pointer_data) {
             (Source::Dump, Source::Dump) => "dump",
             (Source::File, Source::File) => "file",
@@ -46,20 +46,20 @@ impl DescriptorSource {
 
 /// The runtime module's identity.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RuntimeVersion {
+pub(crate) struct RuntimeVersion {
     /// The product version (`10.0.12`), from the shared-framework directory the runtime was
     /// loaded from; the file version when the path does not say.
-    pub product: String,
+    pub(crate) product: String,
     /// The `@(#)Version` string compiled into libcoreclr (`10.0.1226.42308`), when the file is
     /// at hand.
-    pub file_version: Option<String>,
-    pub commit: Option<String>,
-    pub build_id: Option<String>,
-    pub path: String,
+    pub(crate) file_version: Option<String>,
+    pub(crate) commit: Option<String>,
+    pub(crate) build_id: Option<String>,
+    pub(crate) path: String,
 }
 
 impl RuntimeVersion {
-    pub fn of(module: &Module) -> RuntimeVersion {
+    pub(crate) fn of(module: &Module) -> RuntimeVersion {
         let (file_version, commit) = module.file.as_ref().and_then(elf::sccs_version).map_or((None, None), |(v, c)| (Some(v), c));
         let from_path = product_version_from_path(&module.path);
         RuntimeVersion {
@@ -92,21 +92,21 @@ fn product_version_from_path(path: &str) -> Option<String> {
 }
 
 /// The runtime module, when the process has one.
-pub fn runtime_module(process: &Process) -> Option<&Module> {
+pub(crate) fn runtime_module(process: &Process) -> Option<&Module> {
     process.modules.iter().find(|m| m.name() == RUNTIME_MODULE)
 }
 
 /// The descriptor, parsed, with its pointer data and where each came from.
-pub struct Located {
-    pub descriptor: Descriptor,
-    pub pointer_data: Vec<u64>,
-    pub source: DescriptorSource,
-    pub header_address: u64,
+pub(crate) struct Located {
+    pub(crate) descriptor: Descriptor,
+    pub(crate) pointer_data: Vec<u64>,
+    pub(crate) source: DescriptorSource,
+    pub(crate) header_address: u64,
 }
 
 /// Why the descriptor could not be had.
 #[derive(Debug)]
-pub enum NotLocated {
+pub(crate) enum NotLocated {
     /// The runtime exports no descriptor: a runtime before .NET 9, or not CoreCLR.
     NoExport(String),
     Error(DotnetError),
@@ -149,13 +149,13 @@ fn file_slots(module: &Module, addr: u64, count: usize, what: &str) -> Result<Ve
 
 /// Finds and reads the descriptor of the runtime `module`: from the dump where it holds the
 /// bytes, else from the module's file.
-pub fn locate(process: &Process, module: &Module) -> Result<Located, NotLocated> {
+pub(crate) fn locate(process: &Process, module: &Module) -> Result<Located, NotLocated> {
     locate_from(process, module, true)
 }
 
 /// As [`locate`], but the header and pointer data from the module's file even when the dump has
 /// them (to check the relocation against a dump that saved them).
-pub fn locate_from_file(process: &Process, module: &Module) -> Result<Located, NotLocated> {
+pub(crate) fn locate_from_file(process: &Process, module: &Module) -> Result<Located, NotLocated> {
     locate_from(process, module, false)
 }
 

@@ -28,46 +28,46 @@
 //! without a descriptor (before .NET 9) is [`DotnetReading::Unsupported`]. Nothing here
 //! panics on dump data, and every list walk is bounded and cycle-checked.
 
-pub mod blocking;
-pub mod codeheap;
-pub mod codemap;
-pub mod context;
-pub mod crash;
-pub mod descriptor;
-pub mod diaginfo;
-pub mod elf;
-pub mod error;
-pub mod exception;
-pub mod facts;
-pub mod failfast;
-pub mod frames;
-pub mod gc;
-pub mod idle;
-pub mod locate;
-pub mod locks;
-pub mod metadata;
-pub mod methoddesc;
-pub mod methodname;
-pub mod objects;
-pub mod rangesection;
-pub mod readytorun;
-pub mod report;
-pub mod runtime;
-pub mod syncblock;
-pub mod target;
-pub mod tasks;
-pub mod thread_names;
-pub mod threads;
+pub(crate) mod blocking;
+pub(crate) mod codeheap;
+pub(crate) mod codemap;
+pub(crate) mod context;
+pub(crate) mod crash;
+pub(crate) mod descriptor;
+pub(crate) mod diaginfo;
+pub(crate) mod elf;
+pub(crate) mod error;
+pub(crate) mod exception;
+pub(crate) mod facts;
+pub(crate) mod failfast;
+pub(crate) mod frames;
+pub(crate) mod gc;
+pub(crate) mod idle;
+pub(crate) mod locate;
+pub(crate) mod locks;
+pub(crate) mod metadata;
+pub(crate) mod methoddesc;
+pub(crate) mod methodname;
+pub(crate) mod objects;
+pub(crate) mod rangesection;
+pub(crate) mod readytorun;
+pub(crate) mod report;
+pub(crate) mod runtime;
+pub(crate) mod syncblock;
+pub(crate) mod target;
+pub(crate) mod tasks;
+pub(crate) mod thread_names;
+pub(crate) mod threads;
 
-pub use blocking::BlockingKind;
-pub use codemap::{code_map, CodeMap};
-pub use context::{Context, NoContext};
-pub use error::DotnetError;
-pub use locate::{DescriptorSource, RuntimeVersion, Source};
-pub use locks::THREADPOOL_WORKER_NAME;
-pub use report::{DotnetReport, ThreadPoolReport};
-pub use runtime::DotnetRuntime;
-pub use threads::{ManagedThread, ThreadCounts};
+pub(crate) use blocking::BlockingKind;
+pub(crate) use codemap::{code_map, CodeMap};
+pub(crate) use context::{Context, NoContext};
+pub(crate) use error::DotnetError;
+pub(crate) use locate::{DescriptorSource, RuntimeVersion, Source};
+pub(crate) use locks::THREADPOOL_WORKER_NAME;
+pub(crate) use report::{DotnetReport, ThreadPoolReport};
+pub(crate) use runtime::DotnetRuntime;
+pub(crate) use threads::{ManagedThread, ThreadCounts};
 
 use crate::diagnostics::Diagnostic;
 use crate::hex::Hex;
@@ -87,7 +87,7 @@ const THREAD_CONTRACT: u64 = 1;
 /// What the reader made of the process.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
-pub enum DotnetReading {
+pub(crate) enum DotnetReading {
     /// No `libcoreclr.so` in the process.
     NotDotnet,
     /// A CoreCLR knot cannot read: no descriptor (before .NET 9), or a layout it does not know.
@@ -96,7 +96,7 @@ pub enum DotnetReading {
 }
 
 impl DotnetReading {
-    pub fn runtime(&self) -> Option<&RuntimeReading> {
+    pub(crate) fn runtime(&self) -> Option<&RuntimeReading> {
         match self {
             DotnetReading::Runtime(r) => Some(r),
             _ => None,
@@ -104,7 +104,7 @@ impl DotnetReading {
     }
 
     /// One line for a report.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         match self {
             DotnetReading::NotDotnet => "not a .NET process".into(),
             DotnetReading::Unsupported { version, why } => format!("runtime reader unsupported: {version}: {why}"),
@@ -121,39 +121,39 @@ impl DotnetReading {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct RuntimeReading {
-    pub version: RuntimeVersion,
-    pub descriptor_source: DescriptorSource,
+pub(crate) struct RuntimeReading {
+    pub(crate) version: RuntimeVersion,
+    pub(crate) descriptor_source: DescriptorSource,
     /// The contracts the runtime says it satisfies, with their versions.
-    pub contracts: BTreeMap<String, u64>,
+    pub(crate) contracts: BTreeMap<String, u64>,
     /// The ThreadStore's counters (clrthreads' header lines).
-    pub counts: Option<ThreadCounts>,
+    pub(crate) counts: Option<ThreadCounts>,
     /// In ThreadStore list order.
-    pub threads: Vec<ManagedThread>,
+    pub(crate) threads: Vec<ManagedThread>,
     /// Held or contended monitors, sync blocks first (in table order).
-    pub monitors: Vec<ManagedLock>,
-    pub waits: Vec<MonitorWait>,
+    pub(crate) monitors: Vec<ManagedLock>,
+    pub(crate) waits: Vec<MonitorWait>,
     /// Monitor.Waits that are waits on a task (`Task.Wait`, `Result`), with the task.
-    pub task_waits: Vec<tasks::TaskWait>,
+    pub(crate) task_waits: Vec<tasks::TaskWait>,
     /// The sync block table's size, when it was read.
-    pub sync_table: Option<SyncTableSummary>,
+    pub(crate) sync_table: Option<SyncTableSummary>,
     /// Whether monitors could be read for this build, and from which facts.
-    pub monitor_support: Support,
-    pub diagnostics: Vec<Diagnostic>,
+    pub(crate) monitor_support: Support,
+    pub(crate) diagnostics: Vec<Diagnostic>,
 }
 
 impl RuntimeReading {
-    pub fn thread_by_os_tid(&self, tid: u32) -> Option<&ManagedThread> {
+    pub(crate) fn thread_by_os_tid(&self, tid: u32) -> Option<&ManagedThread> {
         self.threads.iter().find(|t| t.os_tid == tid && tid != 0)
     }
-    pub fn thread_by_managed_id(&self, id: u32) -> Option<&ManagedThread> {
+    pub(crate) fn thread_by_managed_id(&self, id: u32) -> Option<&ManagedThread> {
         self.threads.iter().find(|t| t.managed_id == id)
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
-pub enum Support {
+pub(crate) enum Support {
     /// Read with the per-build facts from `file`.
     Supported { file: String, layout: String },
     /// Not read, and why ("unsupported runtime build <version> <build-id>").
@@ -161,20 +161,20 @@ pub enum Support {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct SyncTableSummary {
-    pub address: u64,
+pub(crate) struct SyncTableSummary {
+    pub(crate) address: u64,
     /// SOS's "Total": entries ever used.
-    pub total: u32,
+    pub(crate) total: u32,
     /// SOS's "Free".
-    pub free: u32,
+    pub(crate) free: u32,
 }
 
 /// A lock on one object, as read, is the report's own representation (`LockFact::managed`).
-pub use crate::waits::{LockStorage, ManagedLock};
+pub(crate) use crate::waits::{LockStorage, ManagedLock};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum WaitSource {
+pub(crate) enum WaitSource {
     /// The thread's `ThreadBlockingInfo` record.
     BlockingRecord,
     /// The sync block's Monitor.Wait list (`WaitEventLink`).
@@ -183,27 +183,27 @@ pub enum WaitSource {
 
 /// One thread blocked on one lock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MonitorWait {
-    pub os_tid: u32,
-    pub managed_id: u32,
-    pub thread: u64,
-    pub kind: BlockingKind,
-    pub object: Option<u64>,
-    pub sync_block: Option<u64>,
+pub(crate) struct MonitorWait {
+    pub(crate) os_tid: u32,
+    pub(crate) managed_id: u32,
+    pub(crate) thread: u64,
+    pub(crate) kind: BlockingKind,
+    pub(crate) object: Option<u64>,
+    pub(crate) sync_block: Option<u64>,
     /// The lock's owner at the time of the dump.
-    pub owner_os_tid: Option<u32>,
+    pub(crate) owner_os_tid: Option<u32>,
     /// -1 for infinite, when the record says.
-    pub timeout_ms: Option<i32>,
-    pub source: WaitSource,
+    pub(crate) timeout_ms: Option<i32>,
+    pub(crate) source: WaitSource,
 }
 
 /// Reads the .NET runtime in `process`, finding managed images' files where the dump names them.
-pub fn read(process: &Process) -> DotnetReading {
+pub(crate) fn read(process: &Process) -> DotnetReading {
     read_with(process, &Locator::default())
 }
 
 /// As [`read`], with `locator` naming where else managed images (for type names) may be on disk.
-pub fn read_with(process: &Process, locator: &Locator) -> DotnetReading {
+pub(crate) fn read_with(process: &Process, locator: &Locator) -> DotnetReading {
     match facts::builtin() {
         Ok(all) => read_with_facts(process, locator, Ok(all)),
         Err(e) => read_with_facts(process, locator, Err(e.clone())),
@@ -211,7 +211,7 @@ pub fn read_with(process: &Process, locator: &Locator) -> DotnetReading {
 }
 
 /// As [`read_with`], with the per-build facts given (the built-in ones, or others for tests).
-pub fn read_with_facts(process: &Process, locator: &Locator, all_facts: Result<&[BuildFacts], facts::FactsError>) -> DotnetReading {
+pub(crate) fn read_with_facts(process: &Process, locator: &Locator, all_facts: Result<&[BuildFacts], facts::FactsError>) -> DotnetReading {
     let runtime = match Context::open(process, locator) {
         Ok(c) => c,
         Err(e) => return unreadable(&e),
@@ -224,7 +224,7 @@ pub fn read_with_facts(process: &Process, locator: &Locator, all_facts: Result<&
 }
 
 /// The reading of a runtime knot could not locate.
-pub fn unreadable(e: &NoContext) -> DotnetReading {
+pub(crate) fn unreadable(e: &NoContext) -> DotnetReading {
     match e.why() {
         None => DotnetReading::NotDotnet,
         Some((version, why)) => DotnetReading::Unsupported { version, why },
@@ -233,7 +233,7 @@ pub fn unreadable(e: &NoContext) -> DotnetReading {
 
 /// Threads, monitors and waits of a located runtime. What happened with managed images'
 /// files is the context's to report (once), not part of this reading's diagnostics.
-pub fn read_runtime(runtime: &Context<'_>, all_facts: Result<&[BuildFacts], facts::FactsError>) -> DotnetReading {
+pub(crate) fn read_runtime(runtime: &Context<'_>, all_facts: Result<&[BuildFacts], facts::FactsError>) -> DotnetReading {
     let process = runtime.process;
     let module = runtime.module;
     let version = runtime.version.clone();

@@ -11,14 +11,14 @@ use super::super::facts::Layout;
 use super::super::target::{Result, Target};
 use crate::process::Module;
 
-pub const DAC_TABLE_SYMBOL: &str = "g_dacTable";
+pub(crate) const DAC_TABLE_SYMBOL: &str = "g_dacTable";
 /// Slots at most (dacvars.h has about 100 variables).
 const MAX_SLOTS: u64 = 1024;
 
 /// The table, read from dump memory.
 #[derive(Debug, Clone, Copy)]
-pub struct DacTable {
-    pub address: u64,
+pub(crate) struct DacTable {
+    pub(crate) address: u64,
     module_start: u64,
     module_end: u64,
 }
@@ -26,7 +26,7 @@ pub struct DacTable {
 impl DacTable {
     /// Finds the table in `module` (libcoreclr) and checks the ThreadStore slot against the
     /// descriptor.
-    pub fn locate(t: &Target, module: &Module, l: &Layout) -> Result<DacTable> {
+    pub(crate) fn locate(t: &Target, module: &Module, l: &Layout) -> Result<DacTable> {
         let file = module.file.as_ref().ok_or_else(|| DotnetError::Invalid { what: "runtime module", at: module.start, why: "no file: its exports name g_dacTable".into() })?;
         let sym = elf::dynamic_symbol(file, DAC_TABLE_SYMBOL).ok_or_else(|| DotnetError::Unsupported(format!("{} exports no {DAC_TABLE_SYMBOL}", module.name())))?;
         let table = DacTable { address: module.bias.wrapping_add(sym.value), module_start: module.start, module_end: module.end };
@@ -47,7 +47,7 @@ impl DacTable {
 
     /// The address of the variable in slot `index`. Slots hold addresses; an RVA (a value
     /// below the module's size) is turned into one.
-    pub fn variable(&self, t: &Target, index: u64) -> Result<u64> {
+    pub(crate) fn variable(&self, t: &Target, index: u64) -> Result<u64> {
         if index >= MAX_SLOTS {
             return Err(DotnetError::TooMany { what: "g_dacTable slot", at: self.address, limit: MAX_SLOTS });
         }

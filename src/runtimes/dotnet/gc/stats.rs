@@ -9,32 +9,32 @@ use serde::Serialize;
 use std::collections::HashMap;
 
 /// SOS's name for free space.
-pub const FREE: &str = "Free";
+pub(crate) const FREE: &str = "Free";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TypeStat {
+pub(crate) struct TypeStat {
     /// As SOS `dumpheap -stat` prints it.
-    pub name: String,
-    pub method_table: u64,
-    pub count: u64,
-    pub bytes: u64,
+    pub(crate) name: String,
+    pub(crate) method_table: u64,
+    pub(crate) count: u64,
+    pub(crate) bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
-pub struct HeapStats {
+pub(crate) struct HeapStats {
     /// Objects walked, free objects included (SOS's "Total N objects").
-    pub total_objects: u64,
+    pub(crate) total_objects: u64,
     /// Their bytes (SOS's "Total ... bytes").
-    pub total_bytes: u64,
+    pub(crate) total_bytes: u64,
     /// Bytes of free objects.
-    pub free_bytes: u64,
+    pub(crate) free_bytes: u64,
     /// Every type, largest total first; ties by name, then MethodTable.
-    pub types: Vec<TypeStat>,
+    pub(crate) types: Vec<TypeStat>,
 }
 
 /// Sums the walks and names the types. A type whose name cannot be read is named
 /// `<unknown type MT>` and the error is returned beside it.
-pub fn heap_stats(walks: &[SegmentWalk], free_mt: u64, namer: &TypeNamer) -> (HeapStats, Vec<(u64, String)>) {
+pub(crate) fn heap_stats(walks: &[SegmentWalk], free_mt: u64, namer: &TypeNamer) -> (HeapStats, Vec<(u64, String)>) {
     let mut by_mt: HashMap<u64, TypeCount> = HashMap::new();
     let mut stats = HeapStats::default();
     for w in walks {
