@@ -163,7 +163,7 @@ pub(crate) fn report_for(process: &Process, opts: &Options) -> Report {
                 .filter(|n| !n.is_empty()),
             signalled: t.signalled,
             frames,
-            stack_end: frames::stack_end(&stack.end),
+            stack_end: frames::stack_end(stack),
             state: wait.state,
             blocked_on: wait.blocked_on,
             managed_thread_id: managed.ids.get(&t.tid).copied(),

@@ -518,6 +518,7 @@ fn a_runtime_without_a_descriptor_is_unsupported() {
     let path = "/usr/share/dotnet/shared/Microsoft.NETCore.App/8.0.11/libcoreclr.so".to_string();
     process.modules.push(knot::process::Module {
         path: path.clone(),
+        path_source: knot::process::PathSource::NtFile,
         start: 0x7f00_0000_0000,
         end: 0x7f00_0010_0000,
         bias: 0x7f00_0000_0000,

@@ -251,6 +251,14 @@ impl Core {
         if !found.threads.iter().any(|t| t.signalled) {
             if let Some(t) = found.threads.iter_mut().find(|t| t.cursig != 0) {
                 t.signalled = true;
+                // No NT_SIGINFO (kernels before 3.7, some dumpers): the number is all there is.
+                if found.signal.is_none() {
+                    found.signal = Some(SignalInfo::from_cursig(t.cursig));
+                    found.diagnostics.push(Diagnostic::info(
+                        "core",
+                        format!("the core has no NT_SIGINFO: signal {} taken from thread {}'s pr_cursig; its code and address are unknown", siginfo::signal_name(i32::from(t.cursig)), t.tid),
+                    ));
+                }
             }
         }
         Ok(Core {

@@ -1,12 +1,26 @@
-//! NT_SIGINFO: the `siginfo_t` of the signal that caused the dump (kernel cores only).
+//! NT_SIGINFO: the `siginfo_t` of the signal that caused the dump (kernel cores since 3.7, gcore).
+//! Older kernels and some dumpers write none: then the signal is only the dumping thread's
+//! NT_PRSTATUS `pr_cursig`, without `si_code` or address ([`SignalInfo::from_cursig`]).
 
 use crate::bytes::{i32_at, u64_at};
 use serde::Serialize;
 
+/// Where the dump recorded the signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum SignalSource {
+    /// NT_SIGINFO: the whole `siginfo_t`.
+    Siginfo,
+    /// Only NT_PRSTATUS `pr_cursig`: the number; code, address and sender are unknown.
+    Prstatus,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct SignalInfo {
     pub(crate) signo: i32,
-    pub(crate) code: i32,
+    /// `si_code`; `None` when the dump has no NT_SIGINFO.
+    pub(crate) code: Option<i32>,
+    pub(crate) source: SignalSource,
     pub(crate) errno: i32,
     /// The faulting address for SIGSEGV/SIGBUS/SIGILL/SIGFPE; the sender's pid for kill().
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -29,11 +43,19 @@ pub(crate) fn parse(desc: &[u8]) -> Option<SignalInfo> {
     let fault = matches!(signo, SIGILL | SIGBUS | SIGFPE | SIGSEGV) && code > SI_USER_MAX;
     Some(SignalInfo {
         signo,
-        code,
+        code: Some(code),
+        source: SignalSource::Siginfo,
         errno,
         fault_address: if fault { u64_at(desc, 16) } else { None },
         sender_pid: if code <= SI_USER_MAX { i32_at(desc, 16).map(|p| p as u32) } else { None },
     })
+}
+
+impl SignalInfo {
+    /// The signal of a core without NT_SIGINFO, from the dumping thread's `pr_cursig`.
+    pub(crate) fn from_cursig(cursig: u16) -> SignalInfo {
+        SignalInfo { signo: i32::from(cursig), code: None, source: SignalSource::Prstatus, errno: 0, fault_address: None, sender_pid: None }
+    }
 }
 
 /// The conventional name of a Linux signal number.

@@ -59,13 +59,13 @@ pub(crate) fn read(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Th
     if let (Some(s), Some(t), Some(CrashKind::Fault)) = (sig, core_thread, native_kind) {
         let regs = &t.registers;
         let memory_fault = matches!(s.signo, signal::SIGSEGV | signal::SIGBUS);
-        let given = s.fault_address.filter(|_| s.code != signal::SI_KERNEL);
+        let given = s.fault_address.filter(|_| s.code != Some(signal::SI_KERNEL));
         instruction = instruction::decode(process, regs, regs.rip, given.filter(|_| memory_fault));
         if memory_fault {
             // A general-protection fault gives no address: the operand's is the one it tried.
             address = given.or_else(|| instruction.as_ref().and_then(|i| i.operand.as_ref()).and_then(|o| o.address).map(|h| h.0));
             let access = instruction.as_ref().and_then(|i| i.access);
-            address_kind = address.and_then(|a| address::classify(process, a, s.signo, s.code, access));
+            address_kind = address.and_then(|a| address::classify(process, a, s.signo, s.code.unwrap_or(0), access));
             mapping = address.and_then(|a| address::mapping(process, a));
         } else {
             address = given;
@@ -134,7 +134,8 @@ pub(crate) fn read(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Th
             number: s.signo,
             name: crate::core::siginfo::signal_name(s.signo).to_string(),
             code: s.code,
-            code_name: signal::code_name(s.signo, s.code).map(str::to_string),
+            code_name: s.code.and_then(|c| signal::code_name(s.signo, c)).map(str::to_string),
+            source: s.source,
             sender_pid: s.sender_pid,
         }),
         address: address.map(Hex),

@@ -73,12 +73,15 @@ pub struct CrashSignal {
     pub number: i32,
     /// `SIGSEGV`, …
     pub name: String,
-    /// `si_code` as recorded.
-    pub code: i32,
+    /// `si_code` as recorded; null when the core has no NT_SIGINFO (`source` is `prstatus`).
+    pub code: Option<i32>,
     /// `si_code` as the kernel names it for this signal: `SEGV_MAPERR`, `SI_TKILL`, …
     pub code_name: Option<String>,
     /// The sending process, for a signal sent with kill/tgkill/sigqueue.
     pub sender_pid: Option<u32>,
+    /// Where the dump recorded the signal: `siginfo` (NT_SIGINFO), or `prstatus` (only the
+    /// thread's `pr_cursig`: code, address and sender unknown).
+    pub source: crate::core::siginfo::SignalSource,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]

@@ -74,10 +74,20 @@ pub(crate) fn code_name(signo: i32, code: i32) -> Option<&'static str> {
 /// A signal the process sent itself (raise/abort: `tgkill` from its own pid), or one with
 /// sender pid 0 (the .NET runtime's own dump writer records SIGABRT, SI_USER, pid 0), is an
 /// abort; one another process sent is `killed`.
-pub(crate) fn kind(signo: i32, code: i32, sender_pid: Option<u32>, own_pid: Option<u32>) -> Option<CrashKind> {
+///
+/// Without `si_code` (a core without NT_SIGINFO) the likeliest reading: a fault signal is a
+/// fault, SIGABRT an abort, any other a kill.
+pub(crate) fn kind(signo: i32, code: Option<i32>, sender_pid: Option<u32>, own_pid: Option<u32>) -> Option<CrashKind> {
     if !dumps_core(signo) {
         return None;
     }
+    let Some(code) = code else {
+        return Some(match signo {
+            _ if is_fault_signal(signo) && signo != SIGTRAP && signo != SIGSYS => CrashKind::Fault,
+            SIGABRT => CrashKind::Abort,
+            _ => CrashKind::Killed,
+        });
+    };
     if code > 0 {
         return Some(if is_fault_signal(signo) { CrashKind::Fault } else { CrashKind::Killed });
     }
@@ -109,10 +119,14 @@ mod tests {
 
     #[test]
     fn who_sent_it_decides_abort_or_killed() {
-        assert_eq!(kind(SIGABRT, -6, Some(100), Some(100)), Some(CrashKind::Abort));
-        assert_eq!(kind(SIGABRT, 0, Some(0), Some(100)), Some(CrashKind::Abort), "the .NET runtime's own dump: not killed");
-        assert_eq!(kind(SIGQUIT, 0, Some(7), Some(100)), Some(CrashKind::Killed));
-        assert_eq!(kind(SIGSEGV, 1, None, Some(100)), Some(CrashKind::Fault));
-        assert_eq!(kind(19, 0x80, None, Some(100)), None, "gcore's SIGSTOP is no crash");
+        assert_eq!(kind(SIGABRT, Some(-6), Some(100), Some(100)), Some(CrashKind::Abort));
+        assert_eq!(kind(SIGABRT, Some(0), Some(0), Some(100)), Some(CrashKind::Abort), "the .NET runtime's own dump: not killed");
+        assert_eq!(kind(SIGQUIT, Some(0), Some(7), Some(100)), Some(CrashKind::Killed));
+        assert_eq!(kind(SIGSEGV, Some(1), None, Some(100)), Some(CrashKind::Fault));
+        assert_eq!(kind(19, Some(0x80), None, Some(100)), None, "gcore's SIGSTOP is no crash");
+        // pr_cursig only (no NT_SIGINFO).
+        assert_eq!(kind(SIGSEGV, None, None, Some(100)), Some(CrashKind::Fault));
+        assert_eq!(kind(SIGABRT, None, None, Some(100)), Some(CrashKind::Abort));
+        assert_eq!(kind(SIGQUIT, None, None, Some(100)), Some(CrashKind::Killed));
     }
 }

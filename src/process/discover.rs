@@ -5,7 +5,7 @@
 use super::elf_file::{build_id_in_notes, ElfFile};
 use super::link_map;
 use super::locate::Locator;
-use super::module::{BuildIdSource, FileRange, FileStatus, Module};
+use super::module::{BuildIdSource, FileRange, FileStatus, Module, PathSource};
 use crate::core::{auxv, Core, FileMapping};
 use crate::diagnostics::Diagnostic;
 use goblin::elf::program_header::{PT_LOAD, PT_NOTE};
@@ -80,8 +80,65 @@ fn build_id_in_memory(core: &Core, phdrs: &[Phdr], bias: u64) -> Option<Vec<u8>>
 /// A module before its files are looked for.
 struct Found {
     path: String,
+    path_source: PathSource,
     ranges: Vec<FileRange>,
     header_addr: u64,
+    /// `l_ld` from the link map: an address inside the object.
+    dynamic: Option<u64>,
+}
+
+/// The most segments one module without headers or file is taken to span.
+const MAX_HEADERLESS_SEGMENTS: usize = 64;
+/// The most a module without headers or file is taken to span.
+const MAX_HEADERLESS_SPAN: u64 = 1 << 32;
+
+/// A path that names no file: the `[executable]` some dumpers write in NT_FILE, an empty name.
+fn is_pseudo_path(path: &str) -> bool {
+    path.is_empty() || path.starts_with('[')
+}
+
+/// The program's name where the dump's list of files gives none: `--exe`, else AT_EXECFN,
+/// else NT_PRPSINFO's command line (its first word) or short name.
+fn program_name(core: &Core, locator: &Locator) -> (String, PathSource) {
+    if let Some(exe) = &locator.executable {
+        return (exe.display().to_string(), PathSource::ExeOption);
+    }
+    if let Some(name) = link_map::execfn(core) {
+        return (name, PathSource::AuxvExecfn);
+    }
+    let from_prpsinfo = core.process.as_ref().and_then(|p| {
+        let first = p.args.split_whitespace().next().filter(|a| !a.is_empty());
+        first.map(str::to_string).or_else(|| (!p.name.is_empty()).then(|| p.name.clone()))
+    });
+    match from_prpsinfo {
+        Some(name) => (name, PathSource::Prpsinfo),
+        None => ("[executable]".into(), PathSource::Unknown),
+    }
+}
+
+/// The address range of an object whose file is absent and whose headers are not in the dump:
+/// the core's segments that run on without a gap from its header, up to the next object's
+/// header, and at least to its dynamic section. Empty when no segment starts at the header.
+fn headerless_ranges(core: &Core, f: &Found, next_header: u64) -> Vec<FileRange> {
+    let mut out: Vec<FileRange> = Vec::new();
+    let mut at = f.header_addr;
+    for seg in core.segments.iter().filter(|s| s.vaddr >= f.header_addr).take(MAX_HEADERLESS_SEGMENTS) {
+        let contiguous = seg.vaddr == at || f.dynamic.is_some_and(|d| seg.vaddr <= d);
+        if !contiguous || seg.vaddr >= next_header || seg.vaddr - f.header_addr >= MAX_HEADERLESS_SPAN {
+            break;
+        }
+        out.push(FileRange { start: seg.vaddr, end: seg.end().min(next_header), file_offset: seg.vaddr - f.header_addr });
+        at = seg.end();
+    }
+    if out.first().is_none_or(|r| r.start != f.header_addr) {
+        return Vec::new();
+    }
+    out
+}
+
+/// Whether any of `ranges` is executable in the core: code, not a mapped data file.
+fn holds_code(core: &Core, ranges: &[FileRange]) -> bool {
+    core.segments.iter().any(|s| s.flags & 1 != 0 && ranges.iter().any(|r| s.vaddr < r.end && r.start < s.end()))
 }
 
 fn from_nt_file(files: &[FileMapping]) -> Vec<Found> {
@@ -99,7 +156,13 @@ fn from_nt_file(files: &[FileMapping]) -> Vec<Found> {
             }
             None => {
                 by_path.insert(&m.path, out.len());
-                out.push(Found { path: m.path.clone(), ranges: vec![range], header_addr: if m.file_offset == 0 { m.start } else { u64::MAX } });
+                out.push(Found {
+                    path: m.path.clone(),
+                    path_source: PathSource::NtFile,
+                    ranges: vec![range],
+                    header_addr: if m.file_offset == 0 { m.start } else { u64::MAX },
+                    dynamic: None,
+                });
             }
         }
     }
@@ -117,15 +180,34 @@ pub(crate) fn discover(core: &Core, locator: &Locator, diagnostics: &mut Vec<Dia
             diagnostics.push(Diagnostic::info("modules", "the core has no NT_FILE note; modules come from the dynamic linker's link_map"));
             link_map::walk(core, diagnostics)
                 .into_iter()
-                .map(|(path, header_addr)| Found { path, ranges: Vec::new(), header_addr })
+                .map(|o| Found { path: o.path, path_source: PathSource::LinkMap, ranges: Vec::new(), header_addr: o.header_addr, dynamic: o.dynamic })
                 .collect()
         }
     };
     // The executable is the image holding the program headers the kernel passed in AT_PHDR.
     let exe_phdr = core.auxv.get(auxv::AT_PHDR);
-    for f in found {
+    let mut headers: Vec<u64> = found.iter().map(|f| f.header_addr).collect();
+    headers.sort_unstable();
+    for mut f in found {
         let is_exe = exe_phdr.is_some_and(|a| f.ranges.iter().any(|r| a >= r.start && a < r.end) || (f.ranges.is_empty() && a & !0xfff == f.header_addr));
-        if let Some(m) = open_module(core, locator, f, is_exe, diagnostics) {
+        // The linker's own entry for the program has no name: without NT_FILE, or where NT_FILE
+        // names it `[executable]`, the program is named from what else there is, and says so.
+        if is_exe && (is_pseudo_path(&f.path) || f.path_source == PathSource::LinkMap) {
+            let (name, source) = program_name(core, locator);
+            diagnostics.push(Diagnostic::info(
+                "modules",
+                format!("the dump's list of files does not name the program; it is named {name} from {}", match source {
+                    PathSource::ExeOption => "--exe",
+                    PathSource::AuxvExecfn => "the auxiliary vector (AT_EXECFN)",
+                    PathSource::Prpsinfo => "NT_PRPSINFO",
+                    _ => "nothing",
+                }),
+            ));
+            f.path = name;
+            f.path_source = source;
+        }
+        let next_header = headers.get(headers.partition_point(|&h| h <= f.header_addr)).copied().unwrap_or(u64::MAX);
+        if let Some(m) = open_module(core, locator, f, is_exe, next_header, diagnostics) {
             modules.push(m);
         }
     }
@@ -165,7 +247,7 @@ fn open_matching(candidates: &[std::path::PathBuf], want: Option<&[u8]>) -> (std
     })
 }
 
-fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, diagnostics: &mut Vec<Diagnostic>) -> Option<Module> {
+fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, next_header: u64, diagnostics: &mut Vec<Diagnostic>) -> Option<Module> {
     // The headers in dump memory identify what ran; the file is chosen to match them.
     let mem_phdrs = phdrs_in_memory(core, f.header_addr);
     let mem_bias = mem_phdrs.as_deref().and_then(link_base).map(|b| f.header_addr.wrapping_sub(b));
@@ -173,7 +255,11 @@ fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, di
         (Some(p), Some(b)) => build_id_in_memory(core, p, b),
         _ => None,
     };
-    let mut candidates = locator.module_candidates(&f.path);
+    // A name that is no path (`[executable]`, or one knot made up) is never opened.
+    let mut candidates = match f.path_source {
+        PathSource::NtFile | PathSource::LinkMap | PathSource::AuxvExecfn if !is_pseudo_path(&f.path) => locator.module_candidates(&f.path),
+        _ => Vec::new(),
+    };
     if is_executable {
         if let Some(exe) = &locator.executable {
             candidates.insert(0, exe.clone());
@@ -185,13 +271,7 @@ fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, di
         (None, Ok(file)) => phdrs_in_file(file),
         // Neither an ELF image in memory nor an ELF file on disk: a mapped data file.
         (None, Err(super::elf_file::ElfFileError::NotElf { .. })) => return None,
-        (None, Err(e)) => {
-            diagnostics.push(
-                Diagnostic::warning("modules", format!("{}: its ELF headers are not in the dump and the file is unusable ({e}); its frames stay unnamed", f.path))
-                    .at_address(f.header_addr),
-            );
-            return None;
-        }
+        (None, Err(e)) => return headerless_module(core, f, next_header, &disk_path, e, diagnostics),
     };
     let bias = f.header_addr.wrapping_sub(link_base(&phdrs)?);
 
@@ -212,6 +292,7 @@ fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, di
 
     let mut module = Module {
         path: f.path.clone(),
+        path_source: f.path_source,
         start,
         end,
         bias,
@@ -256,6 +337,56 @@ fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, di
     }
     find_debug_file(&mut module, locator);
     Some(module)
+}
+
+/// An object whose file is absent and whose ELF headers are not in the dump stays a module, as
+/// `eu-unstrip -n` lists it: its name and base from the link map or NT_FILE, its range from the
+/// core's mappings, no build-id (the note is in the missing header page), no symbols. A file
+/// that holds no code (a mapped data file) is not a module.
+fn headerless_module(
+    core: &Core,
+    f: Found,
+    next_header: u64,
+    disk_path: &std::path::Path,
+    error: &super::elf_file::ElfFileError,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Module> {
+    let ranges = if f.ranges.is_empty() { headerless_ranges(core, &f, next_header) } else { f.ranges };
+    if ranges.is_empty() || !holds_code(core, &ranges) {
+        diagnostics.push(
+            Diagnostic::warning("modules", format!("{}: its ELF headers are not in the dump and the file is unusable ({error}); its frames stay unnamed", f.path))
+                .at_address(f.header_addr),
+        );
+        return None;
+    }
+    let start = ranges.iter().map(|r| r.start).min().unwrap_or(f.header_addr);
+    let end = ranges.iter().map(|r| r.end).max().unwrap_or(f.header_addr);
+    diagnostics.push(
+        Diagnostic::warning(
+            "modules",
+            format!(
+                "{}: file not found (looked at {}) and its ELF headers are not in the dump; kept as a module at {start:#x}..{end:#x} without symbols",
+                f.path,
+                disk_path.display()
+            ),
+        )
+        .at_address(start),
+    );
+    Some(Module {
+        path: f.path,
+        path_source: f.path_source,
+        start,
+        end,
+        // A shared object's link base is 0: its bias is where its header is.
+        bias: f.header_addr,
+        ranges,
+        build_id: None,
+        build_id_source: None,
+        file: None,
+        debug_file: None,
+        file_status: FileStatus::Missing { tried: disk_path.display().to_string() },
+        debug_status: Some("no file, no headers in the dump: no symbols".into()),
+    })
 }
 
 fn find_debug_file(module: &mut Module, locator: &Locator) {
@@ -307,6 +438,7 @@ fn vdso_module(core: &Core, addr: u64) -> Option<Module> {
     let bias = addr.wrapping_sub(base);
     Some(Module {
         path: "[vdso]".into(),
+        path_source: PathSource::Image,
         start: addr,
         end: addr.saturating_add(size),
         bias,

@@ -25,9 +25,24 @@ fn read_string(core: &Core, addr: u64) -> Option<String> {
     Some(String::from_utf8_lossy(&b[..end]).into_owned())
 }
 
-/// The objects the linker reports, as (path, address of their ELF header). The executable comes
-/// first, named by AT_EXECFN.
-pub(crate) fn walk(core: &Core, diagnostics: &mut Vec<Diagnostic>) -> Vec<(String, u64)> {
+/// One object the linker reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Object {
+    /// The path the linker used; empty for the executable when AT_EXECFN gives none.
+    pub(crate) path: String,
+    /// Where its ELF header is (`l_addr` for a shared object, whose link base is 0).
+    pub(crate) header_addr: u64,
+    /// `l_ld`, its dynamic section: inside the object whatever else is missing.
+    pub(crate) dynamic: Option<u64>,
+}
+
+/// The program's name from the auxiliary vector (AT_EXECFN), when the dump holds a non-empty one.
+pub(crate) fn execfn(core: &Core) -> Option<String> {
+    core.auxv.get(AT_EXECFN).and_then(|a| read_string(core, a)).filter(|s| !s.is_empty())
+}
+
+/// The objects the linker reports. The executable comes first, named by AT_EXECFN (or not named).
+pub(crate) fn walk(core: &Core, diagnostics: &mut Vec<Diagnostic>) -> Vec<Object> {
     let mut out = Vec::new();
     let (Some(phdr), Some(phnum)) = (core.auxv.get(auxv::AT_PHDR), core.auxv.get(auxv::AT_PHNUM)) else {
         diagnostics.push(Diagnostic::warning("modules", "no AT_PHDR in the auxiliary vector: modules cannot be listed"));
@@ -47,9 +62,8 @@ pub(crate) fn walk(core: &Core, diagnostics: &mut Vec<Diagnostic>) -> Vec<(Strin
         }
     }
     let bias = bias.unwrap_or(0);
-    let exe = core.auxv.get(AT_EXECFN).and_then(|a| read_string(core, a)).unwrap_or_else(|| "[executable]".into());
     // The executable's header is at the start of its first page.
-    out.push((exe, phdr & !0xfff));
+    out.push(Object { path: execfn(core).unwrap_or_default(), header_addr: phdr & !0xfff, dynamic: None });
     let Some(dynamic) = dynamic.map(|d| bias.wrapping_add(d)) else {
         diagnostics.push(Diagnostic::info("modules", "the executable has no PT_DYNAMIC: statically linked"));
         return out;
@@ -80,14 +94,14 @@ pub(crate) fn walk(core: &Core, diagnostics: &mut Vec<Diagnostic>) -> Vec<(Strin
             break;
         }
         let field = |offset: u64| lm.checked_add(offset).and_then(|a| read_u64(core, a));
-        let (Some(l_addr), Some(l_name), Some(l_next)) = (read_u64(core, lm), field(8), field(24)) else {
+        let (Some(l_addr), Some(l_name), Some(l_next), l_ld) = (read_u64(core, lm), field(8), field(24), field(16)) else {
             diagnostics.push(Diagnostic::warning("modules", "link_map entry not readable; walk stopped").at_address(lm));
             break;
         };
         let name = read_string(core, l_name).unwrap_or_default();
         // The first entry (empty name) is the executable, already listed; skip the vDSO too.
         if !name.is_empty() && !name.starts_with("linux-vdso") {
-            out.push((name, l_addr));
+            out.push(Object { path: name, header_addr: l_addr, dynamic: l_ld });
         }
         lm = l_next;
     }

@@ -12,7 +12,7 @@ pub(crate) mod stack_words;
 pub(crate) use elf_file::ElfFile;
 pub(crate) use locate::Locator;
 pub(crate) use memory::{Memory, MemoryError, RangeMemory};
-pub(crate) use module::{FileStatus, Module};
+pub(crate) use module::{FileStatus, Module, PathSource};
 pub(crate) use stack_words::StackWords;
 
 use crate::core::{Absence, Core, CoreError};

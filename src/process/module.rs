@@ -20,6 +20,45 @@ pub(crate) enum BuildIdSource {
     File,
 }
 
+/// Where the module's name came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum PathSource {
+    /// The core's NT_FILE note.
+    NtFile,
+    /// The dynamic linker's `link_map` in dump memory (a core without NT_FILE).
+    LinkMap,
+    /// The image itself, read from dump memory (the vDSO).
+    Image,
+    /// The program, where the dump names it nowhere usable: from `--exe`,
+    ExeOption,
+    /// from the auxiliary vector's AT_EXECFN string,
+    AuxvExecfn,
+    /// from NT_PRPSINFO's command line (or its short name),
+    Prpsinfo,
+    /// or from nothing: `[executable]`.
+    Unknown,
+}
+
+impl PathSource {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            PathSource::NtFile => "nt_file",
+            PathSource::LinkMap => "link_map",
+            PathSource::Image => "image",
+            PathSource::ExeOption => "exe_option",
+            PathSource::AuxvExecfn => "auxv_execfn",
+            PathSource::Prpsinfo => "prpsinfo",
+            PathSource::Unknown => "unknown",
+        }
+    }
+
+    /// The program was named by something other than the dump's list of mapped files.
+    pub(crate) fn is_fallback(self) -> bool {
+        matches!(self, PathSource::ExeOption | PathSource::AuxvExecfn | PathSource::Prpsinfo | PathSource::Unknown)
+    }
+}
+
 /// What happened when knot looked for the module's file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
@@ -35,6 +74,7 @@ pub(crate) enum FileStatus {
 pub(crate) struct Module {
     /// The path the dump names.
     pub(crate) path: String,
+    pub(crate) path_source: PathSource,
     pub(crate) start: u64,
     pub(crate) end: u64,
     /// Added to link-time addresses to get runtime addresses.

@@ -59,6 +59,8 @@ pub(crate) fn lines(out: &mut String, r: &Report, c: &CrashReport) {
         let _ = write!(out, " — {}", s.name);
         if let Some(code) = &s.code_name {
             let _ = write!(out, " ({code})");
+        } else if s.source == crate::core::siginfo::SignalSource::Prstatus {
+            out.push_str(" (no NT_SIGINFO: code and address unknown)");
         }
         if c.kind == CrashKind::Killed
             && let Some(pid) = s.sender_pid

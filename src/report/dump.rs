@@ -20,6 +20,7 @@ pub(crate) fn dump_info(process: &Process) -> DumpInfo {
             code: s.code,
             fault_address: s.fault_address.map(Hex),
             sender_pid: s.sender_pid,
+            source: s.source,
         }),
         partial: process.all_diagnostics().any(|d| d.severity == crate::Severity::Warning),
     }
@@ -34,6 +35,7 @@ pub(crate) fn module_report(m: &crate::process::Module) -> ModuleReport {
     };
     ModuleReport {
         path: m.path.clone(),
+        path_source: m.path_source.is_fallback().then(|| m.path_source.as_str().to_string()),
         start: Hex(m.start),
         end: Hex(m.end),
         load_bias: Hex(m.bias),

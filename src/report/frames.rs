@@ -10,6 +10,7 @@ use crate::unwind::{Stack, StackEnd, Trust};
 
 pub(crate) fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> Vec<FrameReport> {
     let module_name = |addr: u64| process.module_at(addr).map(|(_, m)| m.name().to_string());
+    let without_symbols = |addr: u64| process.module_at(addr).is_some_and(|(_, m)| m.symbol_files().next().is_none());
     let mut out = Vec::with_capacity(stack.frames.len() * 2);
     // A transition record is shown before the frame whose stack range holds it.
     let mut transitions = stack.transition_slots().into_iter().peekable();
@@ -42,6 +43,7 @@ pub(crate) fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Sta
                     managed: false,
                     signature: None,
                     transition: None,
+                    no_symbols: false,
                 });
             }
         }
@@ -54,6 +56,7 @@ pub(crate) fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Sta
             out.push(FrameReport {
                 index: out.len(),
                 ip: Hex(f.ip),
+                no_symbols: data.is_none() && without_symbols(f.lookup_address()),
                 function: data,
                 function_offset: None,
                 module,
@@ -85,6 +88,7 @@ pub(crate) fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Sta
                 managed: false,
                 signature: None,
                 transition: None,
+                no_symbols: false,
             });
         }
     }
@@ -95,7 +99,8 @@ pub(crate) fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Sta
     out
 }
 
-pub(crate) fn stack_end(end: &StackEnd) -> StackEndReport {
+pub(crate) fn stack_end(stack: &crate::unwind::Stack) -> StackEndReport {
+    let end = &stack.end;
     let (reason, address, detail) = match *end {
         StackEnd::Outermost => ("outermost", None, "reached the thread's first frame".to_string()),
         StackEnd::ZeroReturnAddress => ("zero_return_address", None, "return address 0 ends the chain".to_string()),
@@ -104,7 +109,12 @@ pub(crate) fn stack_end(end: &StackEnd) -> StackEndReport {
         StackEnd::NoCaller { ip } => ("no_caller", Some(ip), format!("no unwind information, frame pointer or return address found above {ip:#x}")),
         StackEnd::NotCode { ip } => ("not_code", Some(ip), format!("return address {ip:#x} is not in executable memory")),
         StackEnd::DepthLimit { frames } => ("depth_limit", None, format!("stopped at the {frames}-frame limit")),
+        StackEnd::EntryPoint => ("entry_point", None, "reached the program's entry point (_start)".to_string()),
     };
-    StackEndReport { complete: end.is_complete(), reason: reason.into(), address: address.map(Hex), detail }
+    let detail = match stack.scanned {
+        0 => detail,
+        n => format!("{n} frame{} found by scanning the stack, which may be stale; {detail}", if n == 1 { "" } else { "s" }),
+    };
+    StackEndReport { complete: stack.is_complete(), reason: reason.into(), address: address.map(Hex), detail, scanned_frames: stack.scanned }
 }
 

@@ -112,7 +112,9 @@ fn header_line(r: &Report) -> String {
             let _ = write!(s, " at {a}");
         }
     }
-    let _ = write!(s, "; {} threads, {} modules", r.threads.len(), r.modules.len());
+    let (threads, modules) = (r.threads.len(), r.modules.len());
+    let plural = crate::report::words::plural;
+    let _ = write!(s, "; {threads} thread{}, {modules} module{}", plural(threads), plural(modules));
     if d.partial {
         s.push_str(" <span class=\"warn\">(partial: see the warnings)</span>");
     }

@@ -111,9 +111,12 @@ pub struct DumpInfo {
 pub struct SignalReport {
     pub number: i32,
     pub name: String,
-    pub code: i32,
+    /// `si_code`; null when the core has no NT_SIGINFO.
+    pub code: Option<i32>,
     pub fault_address: Option<Hex>,
     pub sender_pid: Option<u32>,
+    /// `siginfo` (NT_SIGINFO) or `prstatus` (only `pr_cursig`: code and address unknown).
+    pub source: crate::core::siginfo::SignalSource,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -217,6 +220,10 @@ pub struct FrameReport {
     /// `[InlinedCallFrame: addr]`), shown where it sits between the frames; `ip` is the return
     /// address it saved, or 0.
     pub transition: Option<TransitionReport>,
+    /// The frame's module has no file and no debug file at hand (its file was absent): nothing
+    /// can name the frame, as `eu-unstrip -n` lists such a module without a file.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_symbols: bool,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -229,18 +236,33 @@ pub struct TransitionReport {
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct StackEndReport {
+    /// The walk reached the thread's first frame (or the program's entry point) and found no
+    /// frame by scanning.
     pub complete: bool,
-    /// outermost, zero_return_address, no_progress, unreadable, no_caller, not_code, depth_limit.
+    /// outermost, zero_return_address, entry_point, no_progress, unreadable, no_caller,
+    /// not_code, depth_limit.
     pub reason: String,
     /// The address involved, when there is one.
     pub address: Option<Hex>,
     pub detail: String,
+    /// Frames found by scanning the stack for return addresses (`trust` `scan`); present only
+    /// when there are some.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub scanned_frames: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ModuleReport {
     /// The path the dump names.
     pub path: String,
+    /// Set only for the program when the dump's list of files does not name it: where `path`
+    /// came from instead (`exe_option`, `auxv_execfn`, `prpsinfo`, `unknown`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_source: Option<String>,
     pub start: Hex,
     pub end: Hex,
     pub load_bias: Hex,
@@ -273,6 +295,7 @@ impl FrameReport {
             managed: false,
             signature: None,
             transition: Some(TransitionReport { kind: t.kind.clone(), address: Hex(t.address) }),
+            no_symbols: false,
         }
     }
 
@@ -293,6 +316,7 @@ impl FrameReport {
             managed: true,
             signature: m.signature,
             transition: None,
+            no_symbols: false,
         }
     }
 }

@@ -233,8 +233,18 @@ fn header(out: &mut String, r: &Report) {
         if let Some(a) = sig.fault_address {
             let _ = write!(out, " at {a}");
         }
+        if sig.source == crate::core::siginfo::SignalSource::Prstatus {
+            out.push_str(" (from pr_cursig: code and address unknown)");
+        }
     }
-    let _ = writeln!(out, "; {} threads, {} modules{}", r.threads.len(), r.modules.len(), if d.partial { " (partial: see warnings)" } else { "" });
+    let (threads, modules) = (r.threads.len(), r.modules.len());
+    let _ = writeln!(
+        out,
+        "; {threads} thread{}, {modules} module{}{}",
+        plural(threads),
+        plural(modules),
+        if d.partial { " (partial: see warnings)" } else { "" }
+    );
     if let Some(l) = &r.live {
         let _ = writeln!(out, "Live: process {} was stopped for {:.1} ms to copy {} threads and {} KiB of memory", l.pid, l.pause_ms, l.threads, l.bytes_copied / 1024);
     }
@@ -300,6 +310,9 @@ fn frame(out: &mut String, f: &FrameReport) {
     }
     if let Some(m) = &f.module {
         let _ = write!(out, " [{m}]");
+    }
+    if f.no_symbols {
+        out.push_str(" (no symbols)");
     }
     if f.inlined {
         out.push_str(" (inlined)");

@@ -37,6 +37,13 @@ pub(crate) struct Rule {
     source: Source,
 }
 
+impl Rule {
+    /// The CFA is the stack pointer plus a constant: applying the rule needs no guessed register.
+    pub(crate) fn cfa_from_sp(&self) -> bool {
+        matches!(self.cfa, CfaRule::RegisterAndOffset { register, .. } if register.0 == dwarf::RSP)
+    }
+}
+
 /// The caller's registers, recovered by a [`Rule`].
 pub(crate) struct Recovered {
     pub(crate) regs: FrameRegs,

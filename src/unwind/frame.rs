@@ -83,12 +83,16 @@ pub enum StackEnd {
     NotCode { ip: u64 },
     /// The walk reached the frame limit.
     DepthLimit { frames: usize },
+    /// The frame is the program's entry point (`_start`, at the auxiliary vector's AT_ENTRY):
+    /// nothing calls it, and the word above it is `argc`.
+    EntryPoint,
 }
 
 impl StackEnd {
-    /// Whether the stack is known to be complete.
+    /// Whether the walk reached the thread's first frame (a stack with scanned frames is still
+    /// not certain: see [`Stack::is_complete`]).
     pub fn is_complete(&self) -> bool {
-        matches!(self, StackEnd::Outermost | StackEnd::ZeroReturnAddress)
+        matches!(self, StackEnd::Outermost | StackEnd::ZeroReturnAddress | StackEnd::EntryPoint)
     }
 }
 
@@ -97,12 +101,19 @@ pub struct Stack {
     pub tid: u32,
     pub frames: Vec<Frame>,
     pub end: StackEnd,
+    /// Frames found by searching the stack for return addresses (each validated, none certain).
+    pub scanned: usize,
     /// The runtime's transition records on this thread's stack, innermost first (empty
     /// without a runtime code lookup): reports show them between the frames they sit in.
     pub transitions: Vec<super::managed::TransitionFrame>,
 }
 
 impl Stack {
+    /// The walk reached the thread's first frame and needed no scanning to get there.
+    pub fn is_complete(&self) -> bool {
+        self.end.is_complete() && self.scanned == 0
+    }
+
     /// Where each transition record is shown among the frames: `(i, record)` puts the record
     /// just before frame `i`, the frame whose stack range (its sp up to its caller's) holds it.
     /// A record in no frame's range — beyond where the walk ended, or on a stack the walk did
@@ -146,6 +157,7 @@ mod tests {
             tid: 1,
             frames: vec![frame(1, 0x9000), frame(2, 0x9100), frame(3, 0x1000), frame(4, 0x1100)],
             end: StackEnd::Outermost,
+            scanned: 0,
             transitions: vec![record(0x9080, "FaultingExceptionFrame"), record(0x1080, "InlinedCallFrame"), record(0x1f00, "DebuggerU2MCatchHandlerFrame")],
         };
         let slots: Vec<_> = stack.transition_slots().into_iter().map(|(i, t)| (i, t.kind.as_str())).collect();

@@ -4,6 +4,13 @@
 //! bounded scan of the stack for a return address. Where all fail, the walk resumes at a
 //! runtime transition record (a CoreCLR `Frame`) above it, if there is one. Every frame records
 //! which one found it; every walk ends with a reason, and is bounded.
+//!
+//! Scanning is careful: a candidate return address must lie in a module's code or code a runtime
+//! knows (never in a thread's stack, even an executable one), follow a call instruction, and,
+//! where its module has CFI, unwind to a plausible caller. A frame-pointer step is checked
+//! against the words it jumps over: a valid return address among them means frames without a
+//! frame pointer were skipped, and the scan's frames are kept (marked `Scan`). A stack that
+//! needed scanning is never complete; one that reaches the program's entry point is.
 
 mod cfi;
 pub(crate) mod frame;
@@ -30,6 +37,9 @@ const SCAN_WORDS: u64 = 1024;
 /// A frame-pointer step may not jump further than this.
 const MAX_FRAME_SIZE: u64 = 16 << 20;
 const PF_X: u32 = 1;
+/// A return address this close after the program's entry point is in `_start` (glibc's calls
+/// `__libc_start_main` at +0x21..+0x24; musl's `_start_c` sooner).
+const ENTRY_WINDOW: u64 = 64;
 
 pub(crate) struct Unwinder<'p> {
     process: &'p Process,
@@ -39,6 +49,10 @@ pub(crate) struct Unwinder<'p> {
     pub(crate) max_frames: usize,
     /// A runtime's map of the code it made, asked where no CFI covers an address.
     code_lookup: Option<&'p dyn CodeLookup>,
+    /// The program's entry point (AT_ENTRY).
+    entry: Option<u64>,
+    /// The mappings holding a thread's stack pointer, sorted: never code for a scan.
+    stacks: Vec<(u64, u64)>,
 }
 
 impl<'p> Unwinder<'p> {
@@ -60,7 +74,19 @@ impl<'p> Unwinder<'p> {
                 _ => merged.push((s, e)),
             }
         }
-        Unwinder { process, cfi: process.modules.iter().map(|_| OnceLock::new()).collect(), code: merged, max_frames: DEFAULT_MAX_FRAMES, code_lookup: None }
+        let mut stacks: Vec<(u64, u64)> =
+            process.core.threads.iter().filter_map(|t| process.core.segments.find(t.registers.rsp)).map(|s| (s.vaddr, s.end())).collect();
+        stacks.sort_unstable();
+        stacks.dedup();
+        Unwinder {
+            process,
+            cfi: process.modules.iter().map(|_| OnceLock::new()).collect(),
+            code: merged,
+            max_frames: DEFAULT_MAX_FRAMES,
+            code_lookup: None,
+            entry: process.core.auxv.get(crate::core::auxv::AT_ENTRY).filter(|&e| e != 0),
+            stacks,
+        }
     }
 
     /// Unwinds code that has no CFI (JIT and ReadyToRun code) with `lookup`'s unwind data, and
@@ -79,6 +105,16 @@ impl<'p> Unwinder<'p> {
     /// missing from a small dump). Not for scanning: each miss asks the code map.
     fn is_code_or_managed(&self, ra: u64) -> bool {
         self.is_code(ra) || self.code_lookup.is_some_and(|l| l.lookup(ra.wrapping_sub(1)).is_some())
+    }
+
+    fn in_stack(&self, addr: u64) -> bool {
+        let i = self.stacks.partition_point(|&(s, _)| s <= addr);
+        i > 0 && addr < self.stacks[i - 1].1
+    }
+
+    /// The frame is in the program's entry function.
+    fn is_entry(&self, frame: &Frame) -> bool {
+        self.entry.is_some_and(|e| frame.lookup_address().wrapping_sub(e) < ENTRY_WINDOW)
     }
 
     fn module_cfi(&self, index: usize) -> Option<&ModuleCfi<'p>> {
@@ -106,14 +142,24 @@ impl<'p> Unwinder<'p> {
         let transitions = self.code_lookup.map(|l| l.transition_frames(thread.tid)).unwrap_or_default();
         // Transition records are used innermost first, each at most once: the walk stays bounded.
         let mut next_transition = 0;
+        let mut scanned = 0;
         let end = loop {
             if frames.len() >= self.max_frames {
                 break StackEnd::DepthLimit { frames: frames.len() };
             }
             let is_first = frames.len() == 1;
             let Some(current) = frames.last_mut() else { break StackEnd::NoCaller { ip: 0 } };
+            let in_entry = self.is_entry(current);
+            // A call through a bad pointer is read at [rsp] exactly: no search.
+            let bad_pc = is_first && !self.is_code_or_managed(current.ip);
             match self.step(current, is_first, &mut ctx) {
+                Err(StackEnd::Outermost) if in_entry => break StackEnd::Outermost,
+                // Whatever lies above `_start` is argc and argv, not a caller.
+                _ if in_entry => break StackEnd::EntryPoint,
                 Ok(next) => {
+                    if next.trust == Trust::Scan && !bad_pc {
+                        scanned += 1;
+                    }
                     let next = self.prefer_transition(current, next, &transitions, &mut next_transition);
                     let next = self.complete_from_transition(next, &transitions, &mut next_transition);
                     frames.push(next)
@@ -127,7 +173,7 @@ impl<'p> Unwinder<'p> {
                 }
             }
         };
-        Stack { tid: thread.tid, frames, end, transitions }
+        Stack { tid: thread.tid, frames, end, scanned, transitions }
     }
 
     /// A guess (frame pointer or scan) out of native code that lands in managed code, or beyond
@@ -233,9 +279,16 @@ impl<'p> Unwinder<'p> {
             return self.accept(frame, next);
         }
         if let Some(next) = self.frame_pointer_step(frame) {
-            return self.accept(frame, next);
+            // Return addresses between this frame and the caller the %rbp chain names are
+            // frames that keep no frame pointer: take the first of them instead.
+            let skipped = if self.code_lookup.is_some_and(|l| l.lookup(addr).is_some()) {
+                None
+            } else {
+                self.scan_between(frame, frame.sp, next.sp.saturating_sub(16), false, ctx)
+            };
+            return self.accept(frame, skipped.unwrap_or(next));
         }
-        if let Some(next) = self.scan_step(frame, is_first) {
+        if let Some(next) = self.scan_step(frame, ctx) {
             return self.accept(frame, next);
         }
         if let Some(end) = cfi_error {
@@ -310,27 +363,83 @@ impl<'p> Unwinder<'p> {
         Some(Frame { ip: ra, sp: caller_sp, cfa: Some(caller_sp), trust: Trust::FramePointer, ip_is_exact: false, is_signal_frame: false, regs })
     }
 
-    fn scan_step(&self, frame: &Frame, is_first: bool) -> Option<Frame> {
-        let memory: &dyn Memory = self.process;
+    fn scan_step(&self, frame: &Frame, ctx: &mut gimli::UnwindContext<usize>) -> Option<Frame> {
         // Frame #0 may be a leaf that pushed nothing: its return address is at [rsp]. A caller
         // frame's own return address was at sp - 8 and is already used, so start at sp.
-        let start = frame.sp;
-        let _ = is_first;
-        for i in 0..SCAN_WORDS {
+        let end = frame.sp.saturating_add(SCAN_WORDS * 8);
+        self.scan_between(frame, frame.sp, end, true, ctx)
+    }
+
+    /// The first validated return address in the words from `start` up to `end` (at most
+    /// [`SCAN_WORDS`]), as the caller's frame. JIT code counts only when `jit` is true.
+    fn scan_between(&self, frame: &Frame, start: u64, end: u64, jit: bool, ctx: &mut gimli::UnwindContext<usize>) -> Option<Frame> {
+        let memory: &dyn Memory = self.process;
+        let words = (end.saturating_sub(start) / 8).min(SCAN_WORDS);
+        for i in 0..words {
             let slot = start.checked_add(i * 8)?;
-            let caller_sp = slot.checked_add(8)?;
             let Ok(value) = memory.read_u64(slot) else { return None };
-            if self.is_code(value) && scan::follows_call(memory, value) {
-                let mut regs = FrameRegs::default();
-                regs.set(dwarf::RSP, caller_sp);
-                regs.set(dwarf::RIP, value);
-                // Keep %rbp: it is still the best guess for a frame-pointer walk further up.
-                if let Some(bp) = frame.regs.bp() {
-                    regs.set(dwarf::RBP, bp);
-                }
-                return Some(Frame { ip: value, sp: caller_sp, cfa: None, trust: Trust::Scan, ip_is_exact: false, is_signal_frame: false, regs });
+            if let Some(next) = self.scan_candidate(frame, slot, value, jit, ctx) {
+                return Some(next);
             }
         }
         None
+    }
+
+    /// `value`, read at `slot`, as a return address, if it passes every check: it points into a
+    /// module's code or code a runtime knows (not into a thread's stack, whatever its
+    /// permissions), right after a call instruction, and its frame's CFI, where there is some,
+    /// unwinds to a caller above it in code (or to the end of the stack).
+    fn scan_candidate(&self, frame: &Frame, slot: u64, value: u64, jit: bool, ctx: &mut gimli::UnwindContext<usize>) -> Option<Frame> {
+        let memory: &dyn Memory = self.process;
+        if !self.is_code(value) || self.in_stack(value) {
+            return None;
+        }
+        let call = value.wrapping_sub(1);
+        let module = self.process.module_at(call);
+        if module.is_none() && !(jit && self.code_lookup.is_some_and(|l| l.lookup(call).is_some())) {
+            return None;
+        }
+        if !scan::follows_call(memory, value) {
+            return None;
+        }
+        let caller_sp = slot.checked_add(8)?;
+        let mut regs = FrameRegs::default();
+        regs.set(dwarf::RSP, caller_sp);
+        regs.set(dwarf::RIP, value);
+        // Keep %rbp: it is still the best guess for a frame-pointer walk further up.
+        if let Some(bp) = frame.regs.bp() {
+            regs.set(dwarf::RBP, bp);
+        }
+        if let Some((index, m)) = module
+            && let Some(cfi) = self.module_cfi(index)
+            && let Some(rule) = cfi.rule(m.to_link_address(call), ctx)
+        {
+            // The candidate's %rbp: the one carried up, or the one its callee pushed right
+            // below the return address (a standard prologue).
+            let pushed = slot.checked_sub(8).and_then(|a| memory.read_u64(a).ok());
+            let guesses = [frame.regs.bp(), pushed];
+            let agrees = |bp: Option<u64>| {
+                let mut r = regs;
+                if let Some(bp) = bp {
+                    r.set(dwarf::RBP, bp);
+                }
+                match cfi.apply(&rule, &r, memory) {
+                    Ok(rec) if rec.outermost => true,
+                    Ok(rec) => {
+                        let ip = rec.regs.ip().unwrap_or(0);
+                        rec.regs.sp().unwrap_or(rec.cfa) > caller_sp && (ip == 0 || self.is_code_or_managed(ip) && scan::follows_call(memory, ip))
+                    }
+                    Err(_) => false,
+                }
+            };
+            match guesses.iter().find(|g| g.is_some() && agrees(**g)) {
+                Some(Some(bp)) => regs.set(dwarf::RBP, *bp),
+                // The CFA needs no guess: the CFI disagrees, so the word is stale.
+                _ if rule.cfa_from_sp() => return None,
+                // It needs a %rbp that no guess gives: unchecked, kept as the scan's guess.
+                _ => {}
+            }
+        }
+        Some(Frame { ip: value, sp: caller_sp, cfa: None, trust: Trust::Scan, ip_is_exact: false, is_signal_frame: false, regs })
     }
 }

@@ -133,7 +133,7 @@ pub(crate) fn crash_in(runtime: &Context<'_>, read: &CrashReading, stacks: &[Sta
     let signal = process.core.signal.as_ref();
     let crashed = process.core.threads.iter().find(|t| t.signalled).filter(|_| signal.is_some())?;
     let &(os_tid, managed_id, _) = read.threads.iter().find(|m| m.0 == crashed.tid && m.0 != 0)?;
-    let runtime_abort = signal.is_some_and(|s| s.signo == SIGABRT && s.code == SI_USER && s.sender_pid.unwrap_or(0) == 0);
+    let runtime_abort = signal.is_some_and(|s| s.signo == SIGABRT && s.code == Some(SI_USER) && s.sender_pid.unwrap_or(0) == 0);
     let stack = stacks.iter().find(|s| s.tid == crashed.tid);
     let thrown = read.thread_exceptions.iter().find(|e| e.os_tid == crashed.tid).map(|e| &e.exception);
     let in_failfast = stack.is_some_and(|s| failfast::failfast_frame(s, code).is_some());
@@ -219,6 +219,7 @@ pub(crate) fn exception_report(e: &ManagedException) -> crate::crash::ExceptionR
                 managed: true,
                 signature: f.signature.clone(),
                 transition: None,
+                no_symbols: false,
             })
             .collect(),
         inner: e.inner.as_deref().map(|i| Box::new(exception_report(i))),
