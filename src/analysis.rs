@@ -16,21 +16,21 @@ use std::path::Path;
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Options {
+pub struct Options {
     /// Where module files and debug files are looked for.
-    pub(crate) locator: Locator,
+    pub locator: Locator,
     /// Frames per stack at most (the walk's bound, not a display limit).
-    pub(crate) max_walk_frames: Option<usize>,
+    pub max_walk_frames: Option<usize>,
     /// Only stacks: no lock analysis, no wait-for graph (for measuring, and for dumps where
     /// only the stacks matter).
-    pub(crate) stacks_only: bool,
+    pub stacks_only: bool,
     /// Told as each phase of the pipeline starts (for a progress bar). It changes no fact.
-    pub(crate) progress: Option<Progress>,
+    pub progress: Option<Progress>,
 }
 
 /// The phases of [`analyze`], in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phase {
+pub enum Phase {
     /// Mapping the core, reading its notes, finding module and debug files.
     Open,
     /// Walking every thread's stack.
@@ -44,9 +44,9 @@ pub(crate) enum Phase {
 }
 
 impl Phase {
-    pub(crate) const ALL: [Phase; 5] = [Phase::Open, Phase::Stacks, Phase::Symbols, Phase::Locks, Phase::Heap];
+    pub const ALL: [Phase; 5] = [Phase::Open, Phase::Stacks, Phase::Symbols, Phase::Locks, Phase::Heap];
 
-    pub(crate) fn label(self) -> &'static str {
+    pub fn label(self) -> &'static str {
         match self {
             Phase::Open => "opening the dump",
             Phase::Stacks => "walking stacks",
@@ -59,7 +59,7 @@ impl Phase {
 
 /// A progress hook: called with each [`Phase`] as it starts.
 #[derive(Clone)]
-pub(crate) struct Progress(pub Arc<dyn Fn(Phase) + Send + Sync>);
+pub struct Progress(pub Arc<dyn Fn(Phase) + Send + Sync>);
 
 impl std::fmt::Debug for Progress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -74,20 +74,20 @@ fn tell(opts: &Options, phase: Phase) {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum AnalyzeError {
+pub enum AnalyzeError {
     #[error(transparent)]
     Core(#[from] CoreError),
 }
 
 /// Reads the core at `path` and builds the report.
-pub(crate) fn analyze(path: impl AsRef<Path>, opts: &Options) -> Result<Report, AnalyzeError> {
+pub fn analyze(path: impl AsRef<Path>, opts: &Options) -> Result<Report, AnalyzeError> {
     tell(opts, Phase::Open);
     let process = Process::open(path.as_ref(), &opts.locator)?;
     Ok(report_for(&process, opts))
 }
 
 /// Builds the report for an opened process.
-pub(crate) fn report_for(process: &Process, opts: &Options) -> Report {
+pub fn report_for(process: &Process, opts: &Options) -> Report {
     let runtime = runtimes::recognise(process, &opts.locator);
     let code_lookup = runtime.as_ref().and_then(|r| r.code_lookup());
     let mut unwinder = Unwinder::new(process);

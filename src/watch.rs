@@ -35,36 +35,36 @@ const TMP_INFIX: &str = ".knot-tmp-";
 const STALE_TMP: Duration = Duration::from_secs(15 * 60);
 
 #[derive(Debug, Clone)]
-pub(crate) struct WatchOptions {
+pub struct WatchOptions {
     /// The directory dumps appear in (not searched recursively).
-    pub(crate) dir: PathBuf,
+    pub dir: PathBuf,
     /// Where reports, error files and markers go; `None` means beside the dumps.
-    pub(crate) out: Option<PathBuf>,
+    pub out: Option<PathBuf>,
     /// How long a dump's size and time must hold still before it counts as complete.
-    pub(crate) settle: Duration,
+    pub settle: Duration,
     /// Time between scans of `dir`.
-    pub(crate) interval: Duration,
+    pub interval: Duration,
     /// Process what is there (waiting for it to settle), then return.
-    pub(crate) once: bool,
+    pub once: bool,
     /// How each dump is analyzed (module and debug-file locations, …).
-    pub(crate) analysis: Options,
+    pub analysis: Options,
 }
 
 /// What one run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Summary {
+pub struct Summary {
     /// Dumps analyzed, each now with its `.knot.json`.
-    pub(crate) analyzed: usize,
+    pub analyzed: usize,
     /// Dumps that could not be analyzed, each now with its `.knot.error.txt`.
-    pub(crate) failed: usize,
+    pub failed: usize,
     /// Of the analyzed dumps, those with at least one deadlock.
-    pub(crate) deadlocked: usize,
+    pub deadlocked: usize,
     /// Times an output could not be written (the dump is tried again at the next scan).
-    pub(crate) write_errors: usize,
+    pub write_errors: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum WatchError {
+pub enum WatchError {
     #[error("cannot watch {path}: {source}")]
     Dir { path: String, source: io::Error },
     #[error("{path} is not a directory")]
@@ -212,7 +212,7 @@ struct Seen {
 
 /// Watches `opts.dir`; with `once`, returns when every dump there has been handled. `log`
 /// receives one line per event.
-pub(crate) fn run(opts: &WatchOptions, log: &mut dyn FnMut(&str)) -> Result<Summary, WatchError> {
+pub fn run(opts: &WatchOptions, log: &mut dyn FnMut(&str)) -> Result<Summary, WatchError> {
     let dir = &opts.dir;
     let out_dir = opts.out.clone().unwrap_or_else(|| dir.clone());
     for d in [dir, &out_dir] {

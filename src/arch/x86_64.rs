@@ -3,19 +3,12 @@
 
 use serde::Serialize;
 
-/// Register names in `user_regs_struct` order: the order of `pr_reg` in NT_PRSTATUS.
-pub(crate) const USER_REGS_NAMES: [&str; 27] = [
-    "r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx", "rdx", "rsi",
-    "rdi", "orig_rax", "rip", "cs", "eflags", "rsp", "ss", "fs_base", "gs_base", "ds", "es", "fs",
-    "gs",
-];
-
 /// Size of `user_regs_struct` in bytes.
-pub(crate) const USER_REGS_SIZE: usize = 27 * 8;
+pub const USER_REGS_SIZE: usize = 27 * 8;
 
 /// The general registers of one thread at the moment of the dump.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub(crate) struct Registers {
+pub struct Registers {
     pub(crate) r15: u64,
     pub(crate) r14: u64,
     pub(crate) r13: u64,
@@ -33,10 +26,10 @@ pub(crate) struct Registers {
     pub(crate) rdi: u64,
     /// The syscall number when the thread is inside a syscall, else `u64::MAX` (-1).
     pub(crate) orig_rax: u64,
-    pub(crate) rip: u64,
+    pub rip: u64,
     pub(crate) cs: u64,
     pub(crate) eflags: u64,
-    pub(crate) rsp: u64,
+    pub rsp: u64,
     pub(crate) ss: u64,
     pub(crate) fs_base: u64,
     pub(crate) gs_base: u64,
@@ -114,7 +107,7 @@ impl Registers {
     }
 
     /// The syscall the thread is inside, if any (`orig_rax` is -1 outside a syscall).
-    pub(crate) fn syscall_number(&self) -> Option<u64> {
+    pub fn syscall_number(&self) -> Option<u64> {
         if self.orig_rax as i64 >= 0 { Some(self.orig_rax) } else { None }
     }
 }

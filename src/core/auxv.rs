@@ -6,17 +6,16 @@ use crate::bytes::u64_at;
 pub(crate) const AT_NULL: u64 = 0;
 pub(crate) const AT_PHDR: u64 = 3;
 pub(crate) const AT_PHNUM: u64 = 5;
-pub(crate) const AT_BASE: u64 = 7;
 pub(crate) const AT_ENTRY: u64 = 9;
 pub(crate) const AT_SYSINFO_EHDR: u64 = 33;
 
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Auxv {
-    pub(crate) entries: Vec<(u64, u64)>,
+pub struct Auxv {
+    pub entries: Vec<(u64, u64)>,
 }
 
 impl Auxv {
-    pub(crate) fn parse(desc: &[u8]) -> Auxv {
+    pub fn parse(desc: &[u8]) -> Auxv {
         let mut entries = Vec::with_capacity(desc.len() / 16);
         let mut off = 0;
         while let (Some(k), Some(v)) = (u64_at(desc, off), u64_at(desc, off + 8)) {

@@ -3,7 +3,7 @@ use std::path::PathBuf;
 /// Why a core file could not be read at all. Problems that leave a partial reading possible are
 /// [`crate::Diagnostic`]s instead.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum CoreError {
+pub enum CoreError {
     #[error("cannot open {path}")]
     Open { path: PathBuf, source: std::io::Error },
     #[error("{path}: cannot decompress the {kind} stream")]

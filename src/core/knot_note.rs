@@ -16,13 +16,13 @@ const MAX_NAME: usize = 64;
 
 /// How a live process was read (`knot pid`), as the capture note records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Capture {
+pub struct Capture {
     pub(crate) pid: u32,
     pub(crate) threads: u32,
     /// From the first thread stopped to the last one let go, in microseconds.
     pub(crate) pause_us: u64,
     /// Process memory copied into the core.
-    pub(crate) bytes_copied: u64,
+    pub bytes_copied: u64,
     /// Memory that would have been copied but for the copy limit.
     pub(crate) bytes_left_out: u64,
     /// Mappings left out (wholly or partly) because of the limit.

@@ -1,21 +1,21 @@
 //! The ELF core reader: maps the file read-only, finds its segments and notes, and rebuilds the
 //! threads. Nothing here knows about modules or stacks; see [`crate::process`].
 
-pub(crate) mod auxv;
+pub mod auxv;
 pub(crate) mod compressed;
 mod error;
 pub(crate) mod knot_note;
-pub(crate) mod notes;
-pub(crate) mod nt_file;
-pub(crate) mod prpsinfo;
-pub(crate) mod prstatus;
+pub mod notes;
+pub mod nt_file;
+pub mod prpsinfo;
+pub mod prstatus;
 pub(crate) mod segments;
-pub(crate) mod siginfo;
+pub mod siginfo;
 
-pub(crate) use error::CoreError;
+pub use error::CoreError;
 pub(crate) use nt_file::FileMapping;
 pub(crate) use prpsinfo::ProcessInfo;
-pub(crate) use segments::{Absence, Segment, Segments};
+pub use segments::{Absence, Segment, Segments};
 pub(crate) use siginfo::SignalInfo;
 
 use crate::bytes::Bytes;
@@ -43,14 +43,14 @@ const MAX_NOTE_WARNINGS: usize = 32;
 
 /// One thread as the core records it, in the core's order.
 #[derive(Debug, Clone)]
-pub(crate) struct CoreThread {
-    pub(crate) tid: u32,
-    pub(crate) registers: Registers,
+pub struct CoreThread {
+    pub tid: u32,
+    pub registers: Registers,
     /// The signal this thread was stopped by (0 when none).
     pub(crate) cursig: u16,
     /// The thread that took the signal that caused the dump (the kernel writes it first, with
     /// NT_SIGINFO after it).
-    pub(crate) signalled: bool,
+    pub signalled: bool,
     /// Whether NT_FPREGSET / NT_X86_XSTATE were present for this thread.
     pub(crate) has_fpregs: bool,
     pub(crate) has_xstate: bool,
@@ -59,23 +59,23 @@ pub(crate) struct CoreThread {
 }
 
 /// A parsed core file. Memory is read lazily from the mapping.
-pub(crate) struct Core {
+pub struct Core {
     path: PathBuf,
     map: Bytes,
-    pub(crate) segments: Segments,
-    pub(crate) threads: Vec<CoreThread>,
+    pub segments: Segments,
+    pub threads: Vec<CoreThread>,
     pub(crate) process: Option<ProcessInfo>,
-    pub(crate) auxv: Auxv,
+    pub auxv: Auxv,
     /// NT_FILE's mappings; `None` when the core has no NT_FILE note.
-    pub(crate) files: Option<Vec<FileMapping>>,
-    pub(crate) signal: Option<SignalInfo>,
+    pub files: Option<Vec<FileMapping>>,
+    pub signal: Option<SignalInfo>,
     /// Thread names by tid, from knot's own note (cores `knot pid` builds); kernel cores and
     /// gcore record none.
-    pub(crate) thread_names: BTreeMap<u32, String>,
+    pub thread_names: BTreeMap<u32, String>,
     /// How the live process was read, when `knot pid` built this core.
     pub(crate) capture: Option<knot_note::Capture>,
     /// What was odd or missing; a warning here means the reading is partial.
-    pub(crate) diagnostics: Vec<Diagnostic>,
+    pub diagnostics: Vec<Diagnostic>,
 }
 
 impl std::fmt::Debug for Core {
@@ -91,7 +91,7 @@ impl std::fmt::Debug for Core {
 
 impl Core {
     /// Opens `path` read-only and maps it. The file is never written, and never read whole.
-    pub(crate) fn open(path: impl AsRef<Path>) -> Result<Core, CoreError> {
+    pub fn open(path: impl AsRef<Path>) -> Result<Core, CoreError> {
         let path = path.as_ref().to_path_buf();
         let open_err = |source| CoreError::Open { path: path.clone(), source };
         let meta = std::fs::metadata(&path).map_err(open_err)?;
@@ -137,7 +137,7 @@ impl Core {
     }
 
     /// Parses a core held in memory; `name` stands in for its path in messages.
-    pub(crate) fn from_bytes(name: impl Into<PathBuf>, bytes: Vec<u8>) -> Result<Core, CoreError> {
+    pub fn from_bytes(name: impl Into<PathBuf>, bytes: Vec<u8>) -> Result<Core, CoreError> {
         let path = name.into();
         if bytes.is_empty() {
             return Err(CoreError::Empty { path });
@@ -286,7 +286,7 @@ impl Core {
     }
 
     /// Up to `len` bytes at `addr` that the core holds contiguously, without copying.
-    pub(crate) fn bytes_at(&self, addr: u64, len: usize) -> Result<&[u8], Absence> {
+    pub fn bytes_at(&self, addr: u64, len: usize) -> Result<&[u8], Absence> {
         let (offset, avail) = self.segments.locate(addr)?;
         let n = (len as u64).min(avail) as usize;
         // `locate` only returns offsets whose `avail` bytes lie inside the file.
@@ -325,7 +325,7 @@ impl Core {
     }
 
     /// Whether any warning made this reading partial.
-    pub(crate) fn is_partial(&self) -> bool {
+    pub fn is_partial(&self) -> bool {
         self.diagnostics.iter().any(|d| d.severity == crate::diagnostics::Severity::Warning)
     }
 }

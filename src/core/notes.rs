@@ -4,11 +4,11 @@
 
 /// One note: `offset` is where its header starts in the core file.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Note<'a> {
-    pub(crate) offset: u64,
-    pub(crate) name: &'a [u8],
-    pub(crate) kind: u32,
-    pub(crate) desc: &'a [u8],
+pub struct Note<'a> {
+    pub offset: u64,
+    pub name: &'a [u8],
+    pub kind: u32,
+    pub desc: &'a [u8],
 }
 
 impl Note<'_> {
@@ -23,15 +23,15 @@ impl Note<'_> {
 
 /// Iterates notes in `data`, which lies at `base_offset` in the file. Stops at the first
 /// malformed header and records it in `error`.
-pub(crate) struct Notes<'a> {
+pub struct Notes<'a> {
     data: &'a [u8],
     base_offset: u64,
     pos: usize,
-    pub(crate) error: Option<(u64, String)>,
+    pub error: Option<(u64, String)>,
 }
 
 impl<'a> Notes<'a> {
-    pub(crate) fn new(data: &'a [u8], base_offset: u64) -> Self {
+    pub fn new(data: &'a [u8], base_offset: u64) -> Self {
         Notes { data, base_offset, pos: 0, error: None }
     }
 }

@@ -4,19 +4,19 @@
 
 /// One PT_LOAD segment, with its file bytes clamped to what the file really has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Segment {
-    pub(crate) vaddr: u64,
-    pub(crate) memsz: u64,
+pub struct Segment {
+    pub vaddr: u64,
+    pub memsz: u64,
     pub(crate) offset: u64,
     /// p_filesz as the header says.
-    pub(crate) filesz: u64,
+    pub filesz: u64,
     /// Bytes present in the file from `offset` (less than `filesz` when the core is truncated).
-    pub(crate) present: u64,
+    pub present: u64,
     pub(crate) flags: u32,
 }
 
 impl Segment {
-    pub(crate) fn end(&self) -> u64 {
+    pub fn end(&self) -> u64 {
         self.vaddr.saturating_add(self.memsz)
     }
 
@@ -31,7 +31,7 @@ impl Segment {
 
 /// Why an address could not be read from the core's own bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Absence {
+pub enum Absence {
     /// No segment covers the address: it was not mapped (or not dumped at all).
     NotMapped,
     /// A segment covers it but its bytes were not written to the core (filesz < memsz).
@@ -41,7 +41,7 @@ pub(crate) enum Absence {
 }
 
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Segments {
+pub struct Segments {
     /// Sorted by vaddr (stable: equal starts keep their header order). Overlapping segments are
     /// kept; a lookup uses the one starting nearest below the address (the later of equals).
     list: Vec<Segment>,
@@ -53,16 +53,12 @@ impl Segments {
         Segments { list }
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Segment> {
+    pub fn iter(&self) -> impl Iterator<Item = &Segment> {
         self.list.iter()
     }
 
     pub(crate) fn len(&self) -> usize {
         self.list.len()
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.list.is_empty()
     }
 
     /// How many segments overlap one before them, and the start of the first that does; `None`
@@ -88,7 +84,7 @@ impl Segments {
     }
 
     /// Where `addr` lives in the file and how many contiguous bytes from there the file holds.
-    pub(crate) fn locate(&self, addr: u64) -> Result<(u64, u64), Absence> {
+    pub fn locate(&self, addr: u64) -> Result<(u64, u64), Absence> {
         let seg = self.find(addr).ok_or(Absence::NotMapped)?;
         let delta = addr - seg.vaddr;
         if delta >= seg.filesz {

@@ -8,7 +8,7 @@ use serde::Serialize;
 /// Where the dump recorded the signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum SignalSource {
+pub enum SignalSource {
     /// NT_SIGINFO: the whole `siginfo_t`.
     Siginfo,
     /// Only NT_PRSTATUS `pr_cursig`: the number; code, address and sender are unknown.
@@ -16,7 +16,7 @@ pub(crate) enum SignalSource {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct SignalInfo {
+pub struct SignalInfo {
     pub(crate) signo: i32,
     /// `si_code`; `None` when the dump has no NT_SIGINFO.
     pub(crate) code: Option<i32>,
@@ -36,7 +36,7 @@ const SIGSEGV: i32 = 11;
 /// si_code <= 0 means the signal came from a process (kill, tgkill, sigqueue).
 const SI_USER_MAX: i32 = 0;
 
-pub(crate) fn parse(desc: &[u8]) -> Option<SignalInfo> {
+pub fn parse(desc: &[u8]) -> Option<SignalInfo> {
     let signo = i32_at(desc, 0)?;
     let errno = i32_at(desc, 4)?;
     let code = i32_at(desc, 8)?;

@@ -17,7 +17,7 @@ pub(crate) mod recursion;
 pub(crate) mod signal;
 pub(crate) mod signature;
 
-pub(crate) use model::*;
+pub use model::*;
 
 use crate::process::Process;
 use crate::report::{Hex, ThreadReport};

@@ -16,7 +16,6 @@ pub(crate) const SIGSYS: i32 = 31;
 
 /// `si_code` of a fault the kernel raised without an address (a general-protection fault).
 pub(crate) const SI_KERNEL: i32 = 0x80;
-pub(crate) const SEGV_ACCERR: i32 = 2;
 pub(crate) const BUS_ADRERR: i32 = 2;
 
 /// The signals whose default action is to dump core (signal(7)).

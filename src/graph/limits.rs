@@ -11,15 +11,15 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub(crate) struct VerdictLimit {
+pub struct VerdictLimit {
     /// What could not be read: a module's file, the runtime's data.
-    pub(crate) missing: String,
+    pub missing: String,
     /// What the verdict cannot see without it.
-    pub(crate) hides: String,
+    pub hides: String,
     /// The option (or step) that supplies it.
-    pub(crate) fix: String,
+    pub fix: String,
     /// The missing thing in a few words, for the verdict line (`libc.so.6's file`).
-    pub(crate) short: String,
+    pub short: String,
 }
 
 /// A thread that waits: on a lock the analysis named, or on a futex word.

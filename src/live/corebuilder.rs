@@ -22,7 +22,7 @@ const PAGE: u64 = 4096;
 
 /// One thread: its registers as `user_regs_struct` bytes, and its FPU state if read.
 #[derive(Debug, Clone)]
-pub(crate) struct ThreadRecord {
+pub struct ThreadRecord {
     pub(crate) tid: u32,
     pub(crate) regs: [u8; 216],
     pub(crate) fpregs: Option<Vec<u8>>,
@@ -64,13 +64,13 @@ pub(crate) struct FileEntry {
 }
 
 #[derive(Debug, Clone, Default)]
-pub(crate) struct CoreParts {
+pub struct CoreParts {
     pub(crate) process: ProcessRecord,
-    pub(crate) threads: Vec<ThreadRecord>,
+    pub threads: Vec<ThreadRecord>,
     pub(crate) auxv: Vec<u8>,
     pub(crate) files: Vec<FileEntry>,
     pub(crate) names: Vec<(u32, String)>,
-    pub(crate) capture: Capture,
+    pub capture: Capture,
     /// Sorted by address, not overlapping.
     pub(crate) regions: Vec<Region>,
 }

@@ -20,9 +20,6 @@ pub(crate) struct Mapping {
 }
 
 impl Mapping {
-    pub(crate) fn len(&self) -> u64 {
-        self.end - self.start
-    }
 
     pub(crate) fn is_empty(&self) -> bool {
         self.end == self.start

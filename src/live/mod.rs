@@ -11,7 +11,7 @@ pub(crate) mod maps;
 mod memory;
 mod snapshot;
 
-pub(crate) use snapshot::{take, Snapshot};
+pub use snapshot::{take, Snapshot};
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -19,19 +19,19 @@ use std::time::Duration;
 
 /// How a live reading is made.
 #[derive(Debug, Clone)]
-pub(crate) struct LiveOptions {
+pub struct LiveOptions {
     /// Memory copied at most, besides stacks and module headers (which are always copied).
-    pub(crate) max_copy_bytes: u64,
+    pub max_copy_bytes: u64,
     /// Per thread, the stack copied from its stack pointer up.
-    pub(crate) max_stack_bytes: u64,
+    pub max_stack_bytes: u64,
     /// Set (e.g. by a signal handler) to stop reading and let the process go at once.
-    pub(crate) cancel: Arc<AtomicBool>,
+    pub cancel: Arc<AtomicBool>,
     /// True while the process is stopped: a signal handler waits for it to go false.
-    pub(crate) attached: Arc<AtomicBool>,
+    pub attached: Arc<AtomicBool>,
     /// Tests only: stay attached this long before reading (to interrupt knot there).
-    pub(crate) test_pause_after_attach: Option<Duration>,
+    pub test_pause_after_attach: Option<Duration>,
     /// Tests only: fail right after attaching (to prove a failure lets the process go).
-    pub(crate) test_fail_after_attach: bool,
+    pub test_fail_after_attach: bool,
 }
 
 impl Default for LiveOptions {
@@ -48,7 +48,7 @@ impl Default for LiveOptions {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum LiveError {
+pub enum LiveError {
     #[error("no process {pid}")]
     NoSuchProcess { pid: i32 },
     #[error("knot cannot read itself (pid {pid})")]
@@ -73,11 +73,11 @@ pub(crate) enum LiveError {
 
 impl LiveError {
     /// knot was not allowed to read the process, or there is none: nothing was attached.
-    pub(crate) fn is_refusal(&self) -> bool {
+    pub fn is_refusal(&self) -> bool {
         matches!(self, LiveError::NoSuchProcess { .. } | LiveError::SelfTrace { .. } | LiveError::AlreadyTraced { .. } | LiveError::NotPermitted { .. })
     }
 
-    pub(crate) fn is_interruption(&self) -> bool {
+    pub fn is_interruption(&self) -> bool {
         matches!(self, LiveError::Interrupted { .. })
     }
 

@@ -21,15 +21,15 @@ const MAX_NOTE_BYTES: u64 = 64 * 1024;
 
 /// What was read, ready to be written as a core.
 #[derive(Debug, Clone)]
-pub(crate) struct Snapshot {
-    pub(crate) pid: u32,
-    pub(crate) parts: CoreParts,
+pub struct Snapshot {
+    pub pid: u32,
+    pub parts: CoreParts,
     /// From the first thread seized to the last one detached.
-    pub(crate) pause: Duration,
+    pub pause: Duration,
 }
 
 impl Snapshot {
-    pub(crate) fn core_bytes(&self) -> Vec<u8> {
+    pub fn core_bytes(&self) -> Vec<u8> {
         corebuilder::build(&self.parts)
     }
 }
@@ -184,7 +184,7 @@ fn sleep_cancellable(d: Duration, opts: &LiveOptions) {
 
 /// Reads process `pid` live. The process is stopped only inside this call, and is let go on
 /// every way out of it.
-pub(crate) fn take(pid: i32, opts: &LiveOptions) -> Result<Snapshot, LiveError> {
+pub fn take(pid: i32, opts: &LiveOptions) -> Result<Snapshot, LiveError> {
     let pid = super::check_target(pid)?;
     let mut process = process_record(pid);
 

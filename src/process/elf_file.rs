@@ -22,7 +22,7 @@ const MAX_SECTION_SIZE: u64 = 2 << 30;
 const MAX_INFLATE_RESERVE: u64 = 16 << 20;
 
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ElfFileError {
+pub enum ElfFileError {
     #[error("cannot open {path}: {source}")]
     Open { path: PathBuf, source: std::io::Error },
     #[error("{path} is not an ELF file")]
@@ -33,7 +33,7 @@ pub(crate) enum ElfFileError {
 
 /// One section header, reduced to what knot uses.
 #[derive(Debug, Clone)]
-pub(crate) struct Section {
+pub struct Section {
     pub(crate) name: String,
     pub(crate) kind: u32,
     pub(crate) flags: u64,
@@ -51,14 +51,14 @@ impl Section {
 }
 
 /// A mapped ELF file.
-pub(crate) struct ElfFile {
+pub struct ElfFile {
     path: PathBuf,
     map: Bytes,
     pub(crate) e_type: u16,
-    pub(crate) program_headers: Vec<ProgramHeader>,
-    pub(crate) sections: Vec<Section>,
+    pub program_headers: Vec<ProgramHeader>,
+    pub sections: Vec<Section>,
     inflated: Vec<OnceLock<Option<Box<[u8]>>>>,
-    pub(crate) build_id: Option<Vec<u8>>,
+    pub build_id: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for ElfFile {
@@ -68,7 +68,7 @@ impl std::fmt::Debug for ElfFile {
 }
 
 impl ElfFile {
-    pub(crate) fn open(path: impl AsRef<Path>) -> Result<ElfFile, ElfFileError> {
+    pub fn open(path: impl AsRef<Path>) -> Result<ElfFile, ElfFileError> {
         let path = path.as_ref().to_path_buf();
         let file = File::open(&path).map_err(|source| ElfFileError::Open { path: path.clone(), source })?;
         // SAFETY: read-only private mapping of a file knot never writes; see Core::open.
@@ -77,7 +77,7 @@ impl ElfFile {
     }
 
     /// An ELF image held in memory, e.g. copied out of the dump; `name` stands in for its path.
-    pub(crate) fn from_bytes(name: impl Into<PathBuf>, bytes: Vec<u8>) -> Result<ElfFile, ElfFileError> {
+    pub fn from_bytes(name: impl Into<PathBuf>, bytes: Vec<u8>) -> Result<ElfFile, ElfFileError> {
         ElfFile::parse(name.into(), Bytes::Owned(bytes.into_boxed_slice()))
     }
 
@@ -142,7 +142,7 @@ impl ElfFile {
 
     /// The contents of section `index`, decompressed if needed. `None` for NOBITS sections,
     /// ranges outside the file and data that fails to decompress.
-    pub(crate) fn section_data(&self, index: usize) -> Option<&[u8]> {
+    pub fn section_data(&self, index: usize) -> Option<&[u8]> {
         let s = self.sections.get(index)?;
         if s.is_nobits() {
             return None;
@@ -155,13 +155,13 @@ impl ElfFile {
     }
 
     /// Section data by name.
-    pub(crate) fn section(&self, name: &str) -> Option<&[u8]> {
+    pub fn section(&self, name: &str) -> Option<&[u8]> {
         let (i, _) = self.section_by_name(name)?;
         self.section_data(i)
     }
 
     /// The link-time address of the first loadable byte (p_vaddr of the PT_LOAD at file offset 0).
-    pub(crate) fn first_load_vaddr(&self) -> Option<u64> {
+    pub fn first_load_vaddr(&self) -> Option<u64> {
         self.program_headers
             .iter()
             .filter(|p| p.p_type == program_header::PT_LOAD)
@@ -170,13 +170,13 @@ impl ElfFile {
     }
 
     /// Bytes at file offset `offset`.
-    pub(crate) fn bytes_at_offset(&self, offset: u64, len: u64) -> Option<&[u8]> {
+    pub fn bytes_at_offset(&self, offset: u64, len: u64) -> Option<&[u8]> {
         file_range(&self.map, offset, len)
     }
 
     /// The file offset of link-time address `vaddr`, from the PT_LOAD that maps it, with the
     /// number of file bytes that follow in that segment.
-    pub(crate) fn offset_of_vaddr(&self, vaddr: u64) -> Option<(u64, u64)> {
+    pub fn offset_of_vaddr(&self, vaddr: u64) -> Option<(u64, u64)> {
         self.program_headers.iter().filter(|p| p.p_type == program_header::PT_LOAD).find_map(|p| {
             let delta = vaddr.checked_sub(p.p_vaddr)?;
             if delta >= p.p_filesz {
@@ -187,7 +187,7 @@ impl ElfFile {
     }
 
     /// `.gnu_debuglink`: the debug file's name and the CRC32 of its contents.
-    pub(crate) fn debuglink(&self) -> Option<(String, u32)> {
+    pub fn debuglink(&self) -> Option<(String, u32)> {
         let data = self.section(".gnu_debuglink")?;
         let end = data.iter().position(|&b| b == 0)?;
         let name = std::str::from_utf8(&data[..end]).ok()?.to_string();

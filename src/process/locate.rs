@@ -9,18 +9,18 @@ use std::path::{Path, PathBuf};
 pub(crate) const DEFAULT_DEBUG_DIR: &str = "/usr/lib/debug";
 
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Locator {
+pub struct Locator {
     /// Prepended to every absolute path from the dump, like gdb's `set sysroot`.
-    pub(crate) sysroot: Option<PathBuf>,
+    pub sysroot: Option<PathBuf>,
     /// Searched in order for separate debug files; the default directory is searched last.
-    pub(crate) debug_dirs: Vec<PathBuf>,
+    pub debug_dirs: Vec<PathBuf>,
     /// Leave out [`DEFAULT_DEBUG_DIR`] (for reproducible tests on committed samples).
-    pub(crate) no_default_debug_dir: bool,
+    pub no_default_debug_dir: bool,
     /// Directories searched for a module by its file name when it is not at its recorded path
     /// (or the file there is another build), like gdb's `solib-search-path`.
-    pub(crate) search_dirs: Vec<PathBuf>,
+    pub search_dirs: Vec<PathBuf>,
     /// The executable to use, whatever path the dump records (`gdb PROGRAM CORE`).
-    pub(crate) executable: Option<PathBuf>,
+    pub executable: Option<PathBuf>,
 }
 
 impl Locator {

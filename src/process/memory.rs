@@ -6,7 +6,7 @@ use crate::core::Absence;
 
 /// Why bytes at an address could not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum MemoryError {
+pub enum MemoryError {
     #[error("address {0:#x} is not mapped in the dump")]
     NotMapped(u64),
     #[error("address {0:#x} is mapped but its bytes were not saved in the dump, and no module file supplies them")]
@@ -33,7 +33,7 @@ impl MemoryError {
 
 /// Read-only process memory. Implemented by [`crate::process::Process`] over a dump, and by test
 /// fixtures; the unwinder and analyzers see only this.
-pub(crate) trait Memory: Sync {
+pub trait Memory: Sync {
     /// The longest run of bytes starting at `addr`, up to `len`, that one source holds
     /// contiguously. Never empty on success.
     fn chunk(&self, addr: u64, len: usize) -> Result<&[u8], MemoryError>;
@@ -81,16 +81,16 @@ pub(crate) trait Memory: Sync {
 
 /// Memory made of explicit byte ranges: for tests and for images built by hand.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct RangeMemory {
+pub struct RangeMemory {
     ranges: Vec<(u64, Vec<u8>)>,
 }
 
 impl RangeMemory {
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self::default()
     }
 
-    pub(crate) fn add(&mut self, addr: u64, bytes: Vec<u8>) -> &mut Self {
+    pub fn add(&mut self, addr: u64, bytes: Vec<u8>) -> &mut Self {
         self.ranges.push((addr, bytes));
         self.ranges.sort_by_key(|r| r.0);
         self

@@ -9,10 +9,10 @@ pub(crate) mod memory;
 pub(crate) mod module;
 pub(crate) mod stack_words;
 
-pub(crate) use elf_file::ElfFile;
-pub(crate) use locate::Locator;
-pub(crate) use memory::{Memory, MemoryError, RangeMemory};
-pub(crate) use module::{FileStatus, Module, PathSource};
+pub use elf_file::ElfFile;
+pub use locate::Locator;
+pub use memory::{Memory, MemoryError, RangeMemory};
+pub use module::{BuildIdSource, FileRange, FileStatus, Module, PathSource};
 pub(crate) use stack_words::StackWords;
 
 use crate::core::{Absence, Core, CoreError};
@@ -28,21 +28,21 @@ struct Backing {
     module: usize,
 }
 
-pub(crate) struct Process {
-    pub(crate) core: Core,
+pub struct Process {
+    pub core: Core,
     /// Sorted by start address.
-    pub(crate) modules: Vec<Module>,
+    pub modules: Vec<Module>,
     backing: Vec<Backing>,
-    pub(crate) diagnostics: Vec<Diagnostic>,
+    pub diagnostics: Vec<Diagnostic>,
 }
 
 impl Process {
     /// Opens a core file and finds its modules' files.
-    pub(crate) fn open(core_path: impl AsRef<Path>, locator: &Locator) -> Result<Process, CoreError> {
+    pub fn open(core_path: impl AsRef<Path>, locator: &Locator) -> Result<Process, CoreError> {
         Ok(Process::from_core(Core::open(core_path)?, locator))
     }
 
-    pub(crate) fn from_core(core: Core, locator: &Locator) -> Process {
+    pub fn from_core(core: Core, locator: &Locator) -> Process {
         let mut diagnostics = Vec::new();
         let modules = discover::discover(&core, locator, &mut diagnostics);
         let mut backing: Vec<Backing> = modules
@@ -56,7 +56,7 @@ impl Process {
     }
 
     /// The module whose address range holds `addr`.
-    pub(crate) fn module_at(&self, addr: u64) -> Option<(usize, &Module)> {
+    pub fn module_at(&self, addr: u64) -> Option<(usize, &Module)> {
         let i = self.modules.partition_point(|m| m.start <= addr);
         let idx = i.checked_sub(1)?;
         let m = &self.modules[idx];
@@ -64,7 +64,7 @@ impl Process {
     }
 
     /// Every diagnostic so far: the core's, then the process's.
-    pub(crate) fn all_diagnostics(&self) -> impl Iterator<Item = &Diagnostic> {
+    pub fn all_diagnostics(&self) -> impl Iterator<Item = &Diagnostic> {
         self.core.diagnostics.iter().chain(self.diagnostics.iter())
     }
 

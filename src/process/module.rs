@@ -5,7 +5,7 @@ use serde::Serialize;
 
 /// An address range of the module backed by its file at `file_offset`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FileRange {
+pub struct FileRange {
     pub(crate) start: u64,
     pub(crate) end: u64,
     pub(crate) file_offset: u64,
@@ -13,7 +13,7 @@ pub(crate) struct FileRange {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum BuildIdSource {
+pub enum BuildIdSource {
     /// Read from the image's note in dump memory: the identity of what really ran.
     Dump,
     /// Only the file on disk had one; it could not be checked against the dump.
@@ -23,7 +23,7 @@ pub(crate) enum BuildIdSource {
 /// Where the module's name came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum PathSource {
+pub enum PathSource {
     /// The core's NT_FILE note.
     NtFile,
     /// The dynamic linker's `link_map` in dump memory (a core without NT_FILE).
@@ -62,7 +62,7 @@ impl PathSource {
 /// What happened when knot looked for the module's file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
-pub(crate) enum FileStatus {
+pub enum FileStatus {
     Loaded { path: String },
     /// The image was read out of dump memory (the vDSO).
     InMemory,
@@ -71,22 +71,22 @@ pub(crate) enum FileStatus {
     Refused { path: String, reason: String },
 }
 
-pub(crate) struct Module {
+pub struct Module {
     /// The path the dump names.
-    pub(crate) path: String,
-    pub(crate) path_source: PathSource,
-    pub(crate) start: u64,
-    pub(crate) end: u64,
+    pub path: String,
+    pub path_source: PathSource,
+    pub start: u64,
+    pub end: u64,
     /// Added to link-time addresses to get runtime addresses.
-    pub(crate) bias: u64,
-    pub(crate) ranges: Vec<FileRange>,
-    pub(crate) build_id: Option<Vec<u8>>,
-    pub(crate) build_id_source: Option<BuildIdSource>,
-    pub(crate) file: Option<ElfFile>,
-    pub(crate) debug_file: Option<ElfFile>,
-    pub(crate) file_status: FileStatus,
+    pub bias: u64,
+    pub ranges: Vec<FileRange>,
+    pub build_id: Option<Vec<u8>>,
+    pub build_id_source: Option<BuildIdSource>,
+    pub file: Option<ElfFile>,
+    pub debug_file: Option<ElfFile>,
+    pub file_status: FileStatus,
     /// Where the debug file came from, or why there is none.
-    pub(crate) debug_status: Option<String>,
+    pub debug_status: Option<String>,
 }
 
 impl std::fmt::Debug for Module {
@@ -104,7 +104,7 @@ impl std::fmt::Debug for Module {
 
 impl Module {
     /// The file name, as the text report shows it (`libc.so.6`).
-    pub(crate) fn name(&self) -> &str {
+    pub fn name(&self) -> &str {
         self.path.rsplit('/').next().unwrap_or(&self.path)
     }
 

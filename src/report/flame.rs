@@ -47,7 +47,7 @@ fn clean(s: &str) -> String {
 
 /// The flame graph as a standalone SVG document (with its own script for zoom and search), or
 /// `None` when there are no threads.
-pub(crate) fn flame_graph(report: &Report) -> Option<String> {
+pub fn flame_graph(report: &Report) -> Option<String> {
     let lines = folded_lines(report);
     if lines.is_empty() {
         return None;

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 
 /// Escapes text for HTML and XML: element content and quoted attribute values alike.
-pub(crate) fn escape(s: &str) -> String {
+pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -29,7 +29,7 @@ pub(crate) fn escape(s: &str) -> String {
     out
 }
 
-pub(crate) fn render(report: &Report) -> String {
+pub fn render(report: &Report) -> String {
     let mut out = String::with_capacity(64 * 1024);
     let d = &report.dump;
     let what = d.process_name.clone().filter(|n| !n.is_empty()).or_else(|| d.path.rsplit('/').next().map(str::to_string)).unwrap_or_default();

@@ -3,27 +3,28 @@
 pub(crate) mod crash_html;
 pub(crate) mod crash_text;
 pub(crate) mod dump;
-pub(crate) mod flame;
+pub mod flame;
 pub(crate) mod frames;
 pub(crate) mod gc_html;
 pub(crate) mod gc_text;
-pub(crate) mod html;
+pub mod html;
 pub(crate) mod model;
 pub(crate) mod svg;
-pub(crate) mod text;
-pub(crate) mod words;
+pub mod text;
+pub mod words;
 
-pub(crate) use crate::hex::Hex;
-pub(crate) use model::*;
+pub use crate::graph::limits::VerdictLimit;
+pub use crate::hex::Hex;
+pub use model::*;
 
 /// The report as pretty-printed JSON.
-pub(crate) fn to_json(report: &Report) -> String {
+pub fn to_json(report: &Report) -> String {
     // Serializing plain data structures cannot fail; fall back to an error object regardless.
     serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
 /// The JSON Schema of [`Report`], as committed in docs/schema/report-v{SCHEMA_VERSION}.schema.json.
-pub(crate) fn json_schema() -> String {
+pub fn json_schema() -> String {
     let schema = schemars::schema_for!(Report);
     serde_json::to_string_pretty(&schema).unwrap_or_default()
 }

@@ -9,9 +9,9 @@ use crate::unwind::Trust;
 use std::fmt::Write;
 
 #[derive(Debug, Clone, Default)]
-pub(crate) struct TextOptions {
+pub struct TextOptions {
     /// Show at most this many frames per stack (the rest are counted, not shown).
-    pub(crate) max_frames: Option<usize>,
+    pub max_frames: Option<usize>,
 }
 
 /// ANSI colours for a terminal (the verdict, lock names, owners). Without them the text is
@@ -50,12 +50,12 @@ impl Paint {
     }
 }
 
-pub(crate) fn render(report: &Report, opts: &TextOptions) -> String {
+pub fn render(report: &Report, opts: &TextOptions) -> String {
     render_colored(report, opts, false)
 }
 
 /// [`render`], with ANSI colours when `color` is true (for a terminal).
-pub(crate) fn render_colored(report: &Report, opts: &TextOptions, color: bool) -> String {
+pub fn render_colored(report: &Report, opts: &TextOptions, color: bool) -> String {
     let paint = Paint { on: color };
     let mut out = String::new();
     header(&mut out, report);
@@ -250,7 +250,7 @@ fn header(out: &mut String, r: &Report) {
     }
 }
 
-pub(crate) fn thread(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_frames: Option<usize>) {
+pub fn thread(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_frames: Option<usize>) {
     thread_painted(out, t, locks, max_frames, str::to_string)
 }
 

@@ -13,7 +13,7 @@ pub(crate) fn plural(n: usize) -> &'static str {
 
 /// `lock_a`, `mutex at 0x…`, `monitor on System.Object at 0x… (LifetimeScope._synchRoot, Tag
 /// "root")`: a lock for people.
-pub(crate) fn lock_name(l: &LockFact) -> String {
+pub fn lock_name(l: &LockFact) -> String {
     if let Some(m) = &l.managed {
         let ty = m.type_name.as_deref().unwrap_or("an object");
         let name = match l.kind {
@@ -139,7 +139,7 @@ pub(crate) fn referrer(r: &ReferrerReport) -> String {
 }
 
 /// The type's name without its namespace (`Autofac.Core.Lifetime.LifetimeScope` → `LifetimeScope`).
-pub(crate) fn short_type(name: &str) -> &str {
+pub fn short_type(name: &str) -> &str {
     let head = name.find('<').map_or(name, |i| &name[..i]);
     match head.rfind('.') {
         Some(i) => &name[i + 1..],

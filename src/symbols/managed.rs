@@ -7,7 +7,7 @@ use crate::unwind::managed::{CodeLookup, ManagedCodeKind};
 
 /// A managed method at an address.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ManagedSymbol {
+pub struct ManagedSymbol {
     /// `Namespace.Type.Method`, as SOS names it; `None` when the runtime could not name it.
     pub(crate) qualified: Option<String>,
     pub(crate) signature: Option<String>,

@@ -7,18 +7,18 @@ use super::regs::FrameRegs;
 
 /// What the runtime says about one address of its code.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ManagedCode {
+pub struct ManagedCode {
     /// First byte of the method's code (its entry point), for `+offset` display.
-    pub(crate) method_start: u64,
+    pub method_start: u64,
     /// The runtime's handle for the method (CoreCLR: the `MethodDesc` address), when known.
-    pub(crate) method: Option<u64>,
-    pub(crate) kind: ManagedCodeKind,
+    pub method: Option<u64>,
+    pub kind: ManagedCodeKind,
     /// How to unwind the function fragment that holds the address, when the runtime has it.
-    pub(crate) unwind: Option<WindowsUnwind>,
+    pub unwind: Option<WindowsUnwind>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ManagedCodeKind {
+pub enum ManagedCodeKind {
     /// Compiled at run time into a code heap.
     Jitted,
     /// Precompiled into a managed image (ReadyToRun).
@@ -30,32 +30,32 @@ pub(crate) enum ManagedCodeKind {
 /// x64 Windows-style unwind data, which CoreCLR uses on every OS: a `RUNTIME_FUNCTION` and the
 /// `UNWIND_INFO` it points to. All addresses absolute (image base already added).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct WindowsUnwind {
+pub struct WindowsUnwind {
     /// The base the RVAs in the unwind data (chained entries) are relative to.
     pub(crate) image_base: u64,
     /// The fragment's first byte (`RUNTIME_FUNCTION.BeginAddress` + base).
-    pub(crate) begin: u64,
+    pub begin: u64,
     /// One past its last byte (`RUNTIME_FUNCTION.EndAddress` + base).
-    pub(crate) end: u64,
+    pub end: u64,
     /// Address of the `UNWIND_INFO` (`RUNTIME_FUNCTION.UnwindData` + base).
-    pub(crate) unwind_info: u64,
+    pub unwind_info: u64,
 }
 
 /// A managed method's name, as SOS's `clrstack` prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ManagedName {
+pub struct ManagedName {
     /// `Namespace.Type.Method`, nested types joined with `+`, generic arguments as SOS shows
     /// them; no signature. This is what stacks are compared and grouped by.
-    pub(crate) qualified: String,
+    pub qualified: String,
     /// The parameter list, e.g. `(System.Object, Boolean ByRef)`, when decoded.
-    pub(crate) signature: Option<String>,
+    pub signature: Option<String>,
     /// The managed module (assembly file name, e.g. `System.Private.CoreLib.dll`).
-    pub(crate) module: Option<String>,
+    pub module: Option<String>,
 }
 
 /// A runtime's map of its own code. Lookups must be cheap after the first (cache inside) and
 /// must never panic on dump data: an address the runtime cannot place is `None`.
-pub(crate) trait CodeLookup: Send + Sync {
+pub trait CodeLookup: Send + Sync {
     fn lookup(&self, ip: u64) -> Option<ManagedCode>;
     fn name(&self, method: u64) -> Option<ManagedName>;
     /// The runtime's bookkeeping records on thread `tid`'s stack (CoreCLR's `Frame` chain),
@@ -70,7 +70,7 @@ pub(crate) trait CodeLookup: Send + Sync {
 /// One runtime transition record on a thread's stack (CoreCLR: an `InlinedCallFrame` for a
 /// P/Invoke, a `FaultingExceptionFrame`, ...), as SOS shows it: `[InlinedCallFrame: addr]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TransitionFrame {
+pub struct TransitionFrame {
     /// Where the record lives (on the stack, inside its owner's frame).
     pub(crate) address: u64,
     /// The runtime's type name for it, e.g. `InlinedCallFrame`.

@@ -3,10 +3,9 @@
 //! values from outer frames here (a lock's address kept in %rbx, say).
 
 use crate::arch::x86_64::{dwarf, Registers};
-use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct FrameRegs {
+pub struct FrameRegs {
     vals: [u64; dwarf::TRACKED],
     known: u32,
 }
@@ -36,12 +35,6 @@ impl FrameRegs {
         }
     }
 
-    pub(crate) fn forget(&mut self, reg: u16) {
-        if (reg as usize) < dwarf::TRACKED {
-            self.known &= !(1 << reg);
-        }
-    }
-
     pub(crate) fn ip(&self) -> Option<u64> {
         self.get(dwarf::RIP)
     }
@@ -53,19 +46,6 @@ impl FrameRegs {
     pub(crate) fn bp(&self) -> Option<u64> {
         self.get(dwarf::RBP)
     }
-
-    /// Known registers as (name, value), for reports.
-    pub(crate) fn named(&self) -> Vec<NamedReg> {
-        const NAMES: [&str; dwarf::TRACKED] =
-            ["rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip"];
-        (0..dwarf::TRACKED as u16).filter_map(|r| self.get(r).map(|v| NamedReg { name: NAMES[r as usize], value: v })).collect()
-    }
-}
-
-#[derive(Debug, Clone, Copy, Serialize)]
-pub(crate) struct NamedReg {
-    pub(crate) name: &'static str,
-    pub(crate) value: u64,
 }
 
 /// Registers the x86_64 psABI makes callee-saved: an unwind rule that does not mention them means

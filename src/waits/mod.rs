@@ -9,9 +9,9 @@ mod readers;
 pub(crate) mod runtime;
 pub(crate) mod state;
 
-pub(crate) use lock::{LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner};
+pub use lock::{LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner};
 pub(crate) use runtime::{ManagedThreads, RuntimeLocks, RuntimeWaits, WorkerPool};
-pub(crate) use state::ThreadState;
+pub use state::ThreadState;
 
 use crate::arch::x86_64::Registers;
 use crate::diagnostics::Diagnostic;

@@ -32,7 +32,7 @@ const SI_USER: i32 = 0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum DotnetCrashKind {
+pub enum DotnetCrashKind {
     /// `Environment.FailFast` (or a fatal runtime error, which takes the same path).
     Failfast,
     /// An exception no handler caught (an `OutOfMemoryException` included).
@@ -42,49 +42,41 @@ pub(crate) enum DotnetCrashKind {
 
 /// What the runtime says of the crash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct DotnetCrash {
-    pub(crate) kind: DotnetCrashKind,
+pub struct DotnetCrash {
+    pub kind: DotnetCrashKind,
     /// The crashing thread.
-    pub(crate) os_tid: u32,
+    pub os_tid: u32,
     pub(crate) managed_id: u32,
     /// The exception the crash is about: the unhandled one; for FailFast the one passed to it
     /// (the InnerException of the preallocated ExecutionEngineException), when one was; the
     /// preallocated StackOverflowException.
-    pub(crate) exception: Option<ManagedException>,
+    pub exception: Option<ManagedException>,
     /// The FailFast message, read from the FailFast frame on the crashing thread's stack.
-    pub(crate) failfast_message: Option<FailFastMessage>,
+    pub failfast_message: Option<FailFastMessage>,
     /// The dump records the runtime's own abort (SIGABRT, SI_USER, sender pid 0): not a kill.
-    pub(crate) runtime_abort: bool,
+    pub runtime_abort: bool,
 }
 
 /// One thread's last thrown exception (clrthreads' Exception column).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct ThreadException {
-    pub(crate) os_tid: u32,
+pub struct ThreadException {
+    pub os_tid: u32,
     pub(crate) managed_id: u32,
-    pub(crate) exception: ManagedException,
+    pub exception: ManagedException,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
-pub(crate) struct CrashReading {
+pub struct CrashReading {
     /// createdump's header: present when createdump wrote the dump.
-    pub(crate) diaginfo: Option<DiagInfo>,
+    pub diaginfo: Option<DiagInfo>,
     /// Every thread with a last thrown object, in ThreadStore order.
-    pub(crate) thread_exceptions: Vec<ThreadException>,
-    pub(crate) crash: Option<DotnetCrash>,
+    pub thread_exceptions: Vec<ThreadException>,
+    pub crash: Option<DotnetCrash>,
     #[serde(skip)]
     pub(crate) diagnostics: Vec<Diagnostic>,
     /// Every managed thread: OS tid, managed id, last thrown object.
     #[serde(skip)]
     pub(crate) threads: Vec<(u32, u32, u64)>,
-}
-
-/// Reads the runtime's crash facts. `stacks` are the unwound stacks (for the FailFast frame),
-/// `code` the runtime's code map (to name frames). `None` when the process is not .NET or its
-/// runtime cannot be read.
-pub(crate) fn read(process: &Process, locator: &Locator, stacks: &[Stack], code: &dyn CodeLookup) -> Option<CrashReading> {
-    let runtime = Context::open(process, locator).ok()?;
-    Some(read_in(&runtime, stacks, code))
 }
 
 /// As [`read`], for a located runtime.
@@ -160,7 +152,7 @@ pub(crate) fn crash_in(runtime: &Context<'_>, read: &CrashReading, stacks: &[Sta
 
 /// As [`read`], for a caller without stacks: makes the runtime's code map and walks the
 /// signalled thread's stack itself.
-pub(crate) fn read_alone(process: &Process, locator: &Locator) -> Option<CrashReading> {
+pub fn read_alone(process: &Process, locator: &Locator) -> Option<CrashReading> {
     let runtime = std::sync::Arc::new(Context::open(process, locator).ok()?);
     let frames = super::frames::read(&runtime.target()).unwrap_or_default();
     let code = super::frames::WithFrames { code: super::CodeMap::new(runtime.clone()).ok()?, frames };
@@ -190,7 +182,7 @@ impl CrashReading {
 }
 
 /// `crash.message.source` of a FailFast message: read from the FailFast frame on the stack.
-pub(crate) const FAILFAST_MESSAGE_SOURCE: &str = "dotnet_failfast_frame";
+pub const FAILFAST_MESSAGE_SOURCE: &str = "dotnet_failfast_frame";
 
 /// An exception as the report carries it.
 pub(crate) fn exception_report(e: &ManagedException) -> crate::crash::ExceptionReport {

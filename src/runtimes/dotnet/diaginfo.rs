@@ -21,8 +21,8 @@ const RUNTIME_BASE_VERSION: i32 = 2;
 
 /// What the header says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub(crate) struct DiagInfo {
-    pub(crate) version: i32,
+pub struct DiagInfo {
+    pub version: i32,
     /// `ExceptionRecordAddress`, when nonzero.
     pub(crate) exception_record: Option<crate::report::Hex>,
     /// `RuntimeBaseAddress` (version 2 and later), when nonzero.

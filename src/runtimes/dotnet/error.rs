@@ -3,7 +3,7 @@
 use crate::process::MemoryError;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum DotnetError {
+pub enum DotnetError {
     #[error("reading {what}: {source}")]
     Memory { what: String, source: MemoryError },
     #[error("no contract descriptor at {at:#x}: magic is {found:#018x}, not DNCCDAC\\0")]
@@ -44,7 +44,7 @@ impl DotnetError {
     }
 
     /// The address the error is about, when it has one.
-    pub(crate) fn address(&self) -> Option<u64> {
+    pub fn address(&self) -> Option<u64> {
         match self {
             DotnetError::Memory { source, .. } => Some(source.address()),
             DotnetError::BadMagic { at, .. }

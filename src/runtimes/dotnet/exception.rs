@@ -28,52 +28,48 @@ const STACK_TRACE_ELEMENT: u64 = 32;
 
 /// One exception object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct ManagedException {
+pub struct ManagedException {
     /// The exception object's address (`pe`'s "Exception object").
-    pub(crate) object: u64,
+    pub object: u64,
     /// Its type, as SOS prints it; `None` when it could not be read.
-    pub(crate) type_name: Option<String>,
+    pub type_name: Option<String>,
     /// `_message`; `None` when null (`pe`: `<none>`).
-    pub(crate) message: Option<String>,
+    pub message: Option<String>,
     /// `_HResult`.
-    pub(crate) hresult: u32,
+    pub hresult: u32,
     /// The saved stack trace (`pe`'s "StackTrace (generated)"), innermost first.
-    pub(crate) stack: Vec<ExceptionFrame>,
-    pub(crate) inner: Option<Box<ManagedException>>,
+    pub stack: Vec<ExceptionFrame>,
+    pub inner: Option<Box<ManagedException>>,
     /// What could not be read (the chain or stack stops there).
-    pub(crate) problems: Vec<String>,
+    pub problems: Vec<String>,
 }
 
 impl ManagedException {
-    /// This exception and its inner ones, outermost first.
-    pub(crate) fn chain(&self) -> impl Iterator<Item = &ManagedException> {
-        std::iter::successors(Some(self), |e| e.inner.as_deref())
-    }
 }
 
 /// One `StackTraceElement`, named as `pe` names it: `module!Type.Method(args)+0xoffset`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct ExceptionFrame {
+pub struct ExceptionFrame {
     /// As the runtime stored it: the return address minus one where `flags` has
     /// [`STEF_IP_ADJUSTED`].
-    pub(crate) ip: u64,
-    pub(crate) sp: u64,
-    pub(crate) method_desc: u64,
+    pub ip: u64,
+    pub sp: u64,
+    pub method_desc: u64,
     /// `StackTraceElement.flags` (CoreCLR's `STEF_*` bits).
-    pub(crate) flags: u32,
+    pub flags: u32,
     /// `Namespace.Type.Method`, as clrstack and `pe` print it (no signature).
-    pub(crate) function: Option<String>,
+    pub function: Option<String>,
     /// The parameter list, `(System.String)`.
-    pub(crate) signature: Option<String>,
+    pub signature: Option<String>,
     /// The managed module's file name, `System.Private.CoreLib.dll`.
-    pub(crate) module: Option<String>,
+    pub module: Option<String>,
     /// `ip` minus the method's start, when the code map places `ip`.
-    pub(crate) offset: Option<u64>,
+    pub offset: Option<u64>,
 }
 
 impl ExceptionFrame {
     /// The frame as `pe` prints its Function column.
-    pub(crate) fn pe_text(&self) -> String {
+    pub fn pe_text(&self) -> String {
         let mut s = String::new();
         if let Some(m) = &self.module {
             s.push_str(m);
@@ -237,7 +233,7 @@ pub(crate) fn elements(bytes: &[u8], at: u64) -> Result<Vec<Element>> {
 /// call, for its line). SOS's `pe` prints the stored ip for some exceptions and adds the one
 /// back for others (on .NET 10.0.12, the unhandled and the FailFast one as stored, a caught
 /// inner one plus one), by a rule knot has not found; knot gives the stored ip.
-pub(crate) const STEF_IP_ADJUSTED: u32 = 0x2;
+pub const STEF_IP_ADJUSTED: u32 = 0x2;
 
 fn name_frame(code: &dyn CodeLookup, e: Element) -> ExceptionFrame {
     let name = code.name(e.method_desc);

@@ -21,8 +21,8 @@ const MAX_SCAN_BYTES: u64 = 64 * 1024;
 
 /// A FailFast message, read from the stack.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct FailFastMessage {
-    pub(crate) text: String,
+pub struct FailFastMessage {
+    pub text: String,
     /// The `System.String` object.
     pub(crate) string: u64,
     /// Where on the stack it was referred to.

@@ -16,7 +16,7 @@ const MAX_SUB_DESCRIPTORS: usize = 8;
 /// Where a piece of the descriptor was read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum Source {
+pub enum Source {
     /// Dump memory: what the process really held.
     Dump,
     /// The module file on disk (matched to the dump by build-id), relocated by knot.
@@ -25,17 +25,17 @@ pub(crate) enum Source {
 
 /// Which source each part of the descriptor came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub(crate) struct DescriptorSource {
+pub struct DescriptorSource {
     /// The 40-byte `DotNetRuntimeContractDescriptor` header.
     pub(crate) header: Source,
     /// The JSON text (read-only data: the same bytes either way).
     pub(crate) json: Source,
     /// The pointer-data array (runtime addresses of the globals).
-    pub(crate) pointer_data: Source,
+    pub pointer_data: Source,
 }
 
 impl DescriptorSource {
-    pub(crate) fn summary(&self) -> &'static str {
+    pub fn summary(&self) -> &'static str {
         match (self.header, self.pointer_data) {
             (Source::Dump, Source::Dump) => "dump",
             (Source::File, Source::File) => "file",
@@ -46,15 +46,15 @@ impl DescriptorSource {
 
 /// The runtime module's identity.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct RuntimeVersion {
+pub struct RuntimeVersion {
     /// The product version (`10.0.12`), from the shared-framework directory the runtime was
     /// loaded from; the file version when the path does not say.
-    pub(crate) product: String,
+    pub product: String,
     /// The `@(#)Version` string compiled into libcoreclr (`10.0.1226.42308`), when the file is
     /// at hand.
-    pub(crate) file_version: Option<String>,
-    pub(crate) commit: Option<String>,
-    pub(crate) build_id: Option<String>,
+    pub file_version: Option<String>,
+    pub commit: Option<String>,
+    pub build_id: Option<String>,
     pub(crate) path: String,
 }
 
@@ -92,21 +92,21 @@ fn product_version_from_path(path: &str) -> Option<String> {
 }
 
 /// The runtime module, when the process has one.
-pub(crate) fn runtime_module(process: &Process) -> Option<&Module> {
+pub fn runtime_module(process: &Process) -> Option<&Module> {
     process.modules.iter().find(|m| m.name() == RUNTIME_MODULE)
 }
 
 /// The descriptor, parsed, with its pointer data and where each came from.
-pub(crate) struct Located {
-    pub(crate) descriptor: Descriptor,
-    pub(crate) pointer_data: Vec<u64>,
-    pub(crate) source: DescriptorSource,
+pub struct Located {
+    pub descriptor: Descriptor,
+    pub pointer_data: Vec<u64>,
+    pub source: DescriptorSource,
     pub(crate) header_address: u64,
 }
 
 /// Why the descriptor could not be had.
 #[derive(Debug)]
-pub(crate) enum NotLocated {
+pub enum NotLocated {
     /// The runtime exports no descriptor: a runtime before .NET 9, or not CoreCLR.
     NoExport(String),
     Error(DotnetError),
@@ -149,13 +149,13 @@ fn file_slots(module: &Module, addr: u64, count: usize, what: &str) -> Result<Ve
 
 /// Finds and reads the descriptor of the runtime `module`: from the dump where it holds the
 /// bytes, else from the module's file.
-pub(crate) fn locate(process: &Process, module: &Module) -> Result<Located, NotLocated> {
+pub fn locate(process: &Process, module: &Module) -> Result<Located, NotLocated> {
     locate_from(process, module, true)
 }
 
 /// As [`locate`], but the header and pointer data from the module's file even when the dump has
 /// them (to check the relocation against a dump that saved them).
-pub(crate) fn locate_from_file(process: &Process, module: &Module) -> Result<Located, NotLocated> {
+pub fn locate_from_file(process: &Process, module: &Module) -> Result<Located, NotLocated> {
     locate_from(process, module, false)
 }
 

@@ -17,7 +17,7 @@ use crate::waits::{LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Ma
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The name CoreCLR's portable thread pool gives its worker threads.
-pub(crate) const THREADPOOL_WORKER_NAME: &str = ".NET TP Worker";
+pub const THREADPOOL_WORKER_NAME: &str = ".NET TP Worker";
 
 /// Names and ids of the managed threads, by OS tid.
 pub(crate) fn managed_threads(runtime: &Context<'_>, r: &RuntimeReading, diagnostics: &mut Vec<Diagnostic>) -> ManagedThreads {

@@ -150,7 +150,7 @@ fn rd_u32(mem: &dyn Memory, addr: u64, what: &str) -> Result<u32, DotnetError> {
 /// Finds the metadata root of the PE image at `base`: the CLI header's metadata directory,
 /// resolved as a mapped image (RVA from base) or as a flat file (RVA through the section
 /// table), whichever has the metadata signature there.
-pub(crate) fn metadata_root(mem: &dyn Memory, base: u64) -> Result<(u64, u32), DotnetError> {
+pub fn metadata_root(mem: &dyn Memory, base: u64) -> Result<(u64, u32), DotnetError> {
     let bad = |why: String| DotnetError::Metadata { at: base, why };
     if rd_u16(mem, base, "PE DOS header")? != 0x5a4d {
         return Err(bad("no MZ signature".into()));
@@ -303,7 +303,7 @@ struct Table {
 
 /// A module's metadata tables and string heap, located (nothing is read until asked).
 #[derive(Debug, Clone)]
-pub(crate) struct Metadata {
+pub struct Metadata {
     pub(crate) root: u64,
     strings: (u64, u32),
     /// The `#Blob` heap, when the image has one.
@@ -316,7 +316,7 @@ pub(crate) struct Metadata {
 
 impl Metadata {
     /// Reads the metadata root at `root` (`size` bytes, from the CLI header).
-    pub(crate) fn open(mem: &dyn Memory, root: u64, size: u32) -> Result<Metadata, DotnetError> {
+    pub fn open(mem: &dyn Memory, root: u64, size: u32) -> Result<Metadata, DotnetError> {
         let bad = |why: String| DotnetError::Metadata { at: root, why };
         if rd_u32(mem, root, "metadata root")? != METADATA_SIGNATURE {
             return Err(bad("no BSJB signature".into()));
@@ -470,7 +470,7 @@ impl Metadata {
     }
 
     /// The assembly's simple name (Assembly table, row 1).
-    pub(crate) fn assembly_name(&self, mem: &dyn Memory) -> Result<Option<String>, DotnetError> {
+    pub fn assembly_name(&self, mem: &dyn Memory) -> Result<Option<String>, DotnetError> {
         if self.rows(ASSEMBLY) == 0 {
             return Ok(None);
         }
@@ -479,7 +479,7 @@ impl Metadata {
     }
 
     /// The full name SOS prints for a TypeDef: `Namespace.Outer+Inner`.
-    pub(crate) fn type_def_full_name(&self, mem: &dyn Memory, rid: u32) -> Result<String, DotnetError> {
+    pub fn type_def_full_name(&self, mem: &dyn Memory, rid: u32) -> Result<String, DotnetError> {
         let mut parts = Vec::new();
         let mut cur = rid;
         for _ in 0..64 {
@@ -560,7 +560,4 @@ impl Metadata {
         Ok(None)
     }
 
-    pub(crate) fn has_wide_strings(&self) -> bool {
-        self.wide_strings
-    }
 }

@@ -32,20 +32,20 @@ pub(crate) mod blocking;
 pub(crate) mod codeheap;
 pub(crate) mod codemap;
 pub(crate) mod context;
-pub(crate) mod crash;
-pub(crate) mod descriptor;
+pub mod crash;
+pub mod descriptor;
 pub(crate) mod diaginfo;
 pub(crate) mod elf;
 pub(crate) mod error;
-pub(crate) mod exception;
-pub(crate) mod facts;
+pub mod exception;
+pub mod facts;
 pub(crate) mod failfast;
 pub(crate) mod frames;
-pub(crate) mod gc;
+pub mod gc;
 pub(crate) mod idle;
-pub(crate) mod locate;
+pub mod locate;
 pub(crate) mod locks;
-pub(crate) mod metadata;
+pub mod metadata;
 pub(crate) mod methoddesc;
 pub(crate) mod methodname;
 pub(crate) mod objects;
@@ -54,19 +54,18 @@ pub(crate) mod readytorun;
 pub(crate) mod report;
 pub(crate) mod runtime;
 pub(crate) mod syncblock;
-pub(crate) mod target;
+pub mod target;
 pub(crate) mod tasks;
 pub(crate) mod thread_names;
-pub(crate) mod threads;
+pub mod threads;
 
-pub(crate) use blocking::BlockingKind;
-pub(crate) use codemap::{code_map, CodeMap};
+pub use blocking::BlockingKind;
+pub use codemap::{code_map, CodeMap};
 pub(crate) use context::{Context, NoContext};
-pub(crate) use error::DotnetError;
-pub(crate) use locate::{DescriptorSource, RuntimeVersion, Source};
-pub(crate) use locks::THREADPOOL_WORKER_NAME;
-pub(crate) use report::{DotnetReport, ThreadPoolReport};
-pub(crate) use runtime::DotnetRuntime;
+pub use error::DotnetError;
+pub use locate::{DescriptorSource, RuntimeVersion, Source};
+pub use locks::THREADPOOL_WORKER_NAME;
+pub(crate) use report::DotnetReport;
 pub(crate) use threads::{ManagedThread, ThreadCounts};
 
 use crate::diagnostics::Diagnostic;
@@ -87,7 +86,7 @@ const THREAD_CONTRACT: u64 = 1;
 /// What the reader made of the process.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
-pub(crate) enum DotnetReading {
+pub enum DotnetReading {
     /// No `libcoreclr.so` in the process.
     NotDotnet,
     /// A CoreCLR knot cannot read: no descriptor (before .NET 9), or a layout it does not know.
@@ -96,7 +95,7 @@ pub(crate) enum DotnetReading {
 }
 
 impl DotnetReading {
-    pub(crate) fn runtime(&self) -> Option<&RuntimeReading> {
+    pub fn runtime(&self) -> Option<&RuntimeReading> {
         match self {
             DotnetReading::Runtime(r) => Some(r),
             _ => None,
@@ -104,7 +103,7 @@ impl DotnetReading {
     }
 
     /// One line for a report.
-    pub(crate) fn summary(&self) -> String {
+    pub fn summary(&self) -> String {
         match self {
             DotnetReading::NotDotnet => "not a .NET process".into(),
             DotnetReading::Unsupported { version, why } => format!("runtime reader unsupported: {version}: {why}"),
@@ -121,39 +120,36 @@ impl DotnetReading {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct RuntimeReading {
-    pub(crate) version: RuntimeVersion,
-    pub(crate) descriptor_source: DescriptorSource,
+pub struct RuntimeReading {
+    pub version: RuntimeVersion,
+    pub descriptor_source: DescriptorSource,
     /// The contracts the runtime says it satisfies, with their versions.
     pub(crate) contracts: BTreeMap<String, u64>,
     /// The ThreadStore's counters (clrthreads' header lines).
-    pub(crate) counts: Option<ThreadCounts>,
+    pub counts: Option<ThreadCounts>,
     /// In ThreadStore list order.
-    pub(crate) threads: Vec<ManagedThread>,
+    pub threads: Vec<ManagedThread>,
     /// Held or contended monitors, sync blocks first (in table order).
-    pub(crate) monitors: Vec<ManagedLock>,
-    pub(crate) waits: Vec<MonitorWait>,
+    pub monitors: Vec<ManagedLock>,
+    pub waits: Vec<MonitorWait>,
     /// Monitor.Waits that are waits on a task (`Task.Wait`, `Result`), with the task.
     pub(crate) task_waits: Vec<tasks::TaskWait>,
     /// The sync block table's size, when it was read.
-    pub(crate) sync_table: Option<SyncTableSummary>,
+    pub sync_table: Option<SyncTableSummary>,
     /// Whether monitors could be read for this build, and from which facts.
-    pub(crate) monitor_support: Support,
-    pub(crate) diagnostics: Vec<Diagnostic>,
+    pub monitor_support: Support,
+    pub diagnostics: Vec<Diagnostic>,
 }
 
 impl RuntimeReading {
-    pub(crate) fn thread_by_os_tid(&self, tid: u32) -> Option<&ManagedThread> {
+    pub fn thread_by_os_tid(&self, tid: u32) -> Option<&ManagedThread> {
         self.threads.iter().find(|t| t.os_tid == tid && tid != 0)
-    }
-    pub(crate) fn thread_by_managed_id(&self, id: u32) -> Option<&ManagedThread> {
-        self.threads.iter().find(|t| t.managed_id == id)
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
-pub(crate) enum Support {
+pub enum Support {
     /// Read with the per-build facts from `file`.
     Supported { file: String, layout: String },
     /// Not read, and why ("unsupported runtime build <version> <build-id>").
@@ -161,20 +157,20 @@ pub(crate) enum Support {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub(crate) struct SyncTableSummary {
+pub struct SyncTableSummary {
     pub(crate) address: u64,
     /// SOS's "Total": entries ever used.
-    pub(crate) total: u32,
+    pub total: u32,
     /// SOS's "Free".
-    pub(crate) free: u32,
+    pub free: u32,
 }
 
 /// A lock on one object, as read, is the report's own representation (`LockFact::managed`).
-pub(crate) use crate::waits::{LockStorage, ManagedLock};
+pub use crate::waits::{LockStorage, ManagedLock};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum WaitSource {
+pub enum WaitSource {
     /// The thread's `ThreadBlockingInfo` record.
     BlockingRecord,
     /// The sync block's Monitor.Wait list (`WaitEventLink`).
@@ -183,27 +179,27 @@ pub(crate) enum WaitSource {
 
 /// One thread blocked on one lock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct MonitorWait {
-    pub(crate) os_tid: u32,
+pub struct MonitorWait {
+    pub os_tid: u32,
     pub(crate) managed_id: u32,
     pub(crate) thread: u64,
-    pub(crate) kind: BlockingKind,
-    pub(crate) object: Option<u64>,
+    pub kind: BlockingKind,
+    pub object: Option<u64>,
     pub(crate) sync_block: Option<u64>,
     /// The lock's owner at the time of the dump.
-    pub(crate) owner_os_tid: Option<u32>,
+    pub owner_os_tid: Option<u32>,
     /// -1 for infinite, when the record says.
     pub(crate) timeout_ms: Option<i32>,
-    pub(crate) source: WaitSource,
+    pub source: WaitSource,
 }
 
 /// Reads the .NET runtime in `process`, finding managed images' files where the dump names them.
-pub(crate) fn read(process: &Process) -> DotnetReading {
+pub fn read(process: &Process) -> DotnetReading {
     read_with(process, &Locator::default())
 }
 
 /// As [`read`], with `locator` naming where else managed images (for type names) may be on disk.
-pub(crate) fn read_with(process: &Process, locator: &Locator) -> DotnetReading {
+pub fn read_with(process: &Process, locator: &Locator) -> DotnetReading {
     match facts::builtin() {
         Ok(all) => read_with_facts(process, locator, Ok(all)),
         Err(e) => read_with_facts(process, locator, Err(e.clone())),
@@ -211,7 +207,7 @@ pub(crate) fn read_with(process: &Process, locator: &Locator) -> DotnetReading {
 }
 
 /// As [`read_with`], with the per-build facts given (the built-in ones, or others for tests).
-pub(crate) fn read_with_facts(process: &Process, locator: &Locator, all_facts: Result<&[BuildFacts], facts::FactsError>) -> DotnetReading {
+pub fn read_with_facts(process: &Process, locator: &Locator, all_facts: Result<&[BuildFacts], facts::FactsError>) -> DotnetReading {
     let runtime = match Context::open(process, locator) {
         Ok(c) => c,
         Err(e) => return unreadable(&e),

@@ -36,7 +36,7 @@ impl Memory for RuntimeMemory<'_> {
     }
 }
 
-pub(crate) struct Target<'a> {
+pub struct Target<'a> {
     pub(crate) mem: &'a dyn Memory,
     /// Owned, or borrowed from a longer-lived reader (the code map makes a `Target` per lookup).
     pub(crate) descriptor: Cow<'a, Descriptor>,
@@ -46,7 +46,7 @@ pub(crate) struct Target<'a> {
 pub(crate) type Result<T> = std::result::Result<T, DotnetError>;
 
 impl<'a> Target<'a> {
-    pub(crate) fn new(mem: &'a dyn Memory, descriptor: Descriptor, pointer_data: Vec<u64>) -> Target<'a> {
+    pub fn new(mem: &'a dyn Memory, descriptor: Descriptor, pointer_data: Vec<u64>) -> Target<'a> {
         Target { mem, descriptor: Cow::Owned(descriptor), pointer_data: Cow::Owned(pointer_data) }
     }
 
@@ -56,7 +56,7 @@ impl<'a> Target<'a> {
     }
 
     /// A field's offset in a described type.
-    pub(crate) fn offset(&self, ty: &str, field: &str) -> Result<u64> {
+    pub fn offset(&self, ty: &str, field: &str) -> Result<u64> {
         let t = self.descriptor.types.get(ty).ok_or_else(|| DotnetError::MissingType(ty.into()))?;
         t.fields.get(field).map(|f| f.offset).ok_or_else(|| DotnetError::MissingField { ty: ty.into(), field: field.into() })
     }
@@ -72,7 +72,7 @@ impl<'a> Target<'a> {
     }
 
     /// A global's value: the value itself, or the pointer-data slot it names.
-    pub(crate) fn global(&self, name: &str) -> Result<u64> {
+    pub fn global(&self, name: &str) -> Result<u64> {
         let g = self.descriptor.globals.get(name).ok_or_else(|| DotnetError::MissingGlobal(name.into()))?;
         match &g.value {
             GlobalValue::Direct(v) => Ok(*v),
@@ -82,13 +82,6 @@ impl<'a> Target<'a> {
                 count: self.pointer_data.len(),
             }),
             GlobalValue::Text(_) => Err(DotnetError::TextGlobal(name.into())),
-        }
-    }
-
-    pub(crate) fn global_text(&self, name: &str) -> Option<&str> {
-        match &self.descriptor.globals.get(name)?.value {
-            GlobalValue::Text(t) => Some(t),
-            _ => None,
         }
     }
 

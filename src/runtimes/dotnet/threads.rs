@@ -41,57 +41,52 @@ pub(crate) const THREAD_STATE_FLAGS: &[(u32, &str)] = &[
     (0x0200_0000, "WaitSleepJoin"),
     (0x8000_0000, "Detached"),
 ];
-pub(crate) const TS_BACKGROUND: u32 = 0x200;
-pub(crate) const TS_UNSTARTED: u32 = 0x400;
 pub(crate) const TS_DEAD: u32 = 0x0001_0000;
 pub(crate) const TS_THREADPOOL_WORKER: u32 = 0x0100_0000;
 
 /// The `ThreadStore`'s counters, as `clrthreads` prints them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub(crate) struct ThreadCounts {
-    pub(crate) thread_count: i32,
-    pub(crate) unstarted: i32,
-    pub(crate) background: i32,
-    pub(crate) pending: i32,
-    pub(crate) dead: i32,
+pub struct ThreadCounts {
+    pub thread_count: i32,
+    pub unstarted: i32,
+    pub background: i32,
+    pub pending: i32,
+    pub dead: i32,
 }
 
 /// What the runtime knows about one of its threads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct ManagedThread {
+pub struct ManagedThread {
     /// The runtime `Thread` (clrthreads' ThreadOBJ).
-    pub(crate) address: u64,
+    pub address: u64,
     /// OS thread id (0 for a thread that has not started or has ended).
-    pub(crate) os_tid: u32,
+    pub os_tid: u32,
     /// Managed thread id (`Thread.ManagedThreadId`; the thin-lock id).
-    pub(crate) managed_id: u32,
+    pub managed_id: u32,
     /// `Thread::m_State`, raw.
-    pub(crate) state: u32,
+    pub state: u32,
     /// The named bits of `state`.
     pub(crate) state_flags: Vec<&'static str>,
     /// Cooperative mode (running managed code, or must be suspended for a GC).
-    pub(crate) cooperative: bool,
+    pub cooperative: bool,
     /// The `System.Threading.Thread` object (0 when the handle is unset).
     pub(crate) thread_object: u64,
     /// The innermost explicit `Frame`, or `None` when the thread has none (`FRAME_TOP`).
-    pub(crate) last_frame: Option<u64>,
+    pub last_frame: Option<u64>,
     /// The GC allocation context (pointer, limit).
-    pub(crate) alloc_context: (u64, u64),
+    pub alloc_context: (u64, u64),
     /// The last exception object thrown on the thread (0 when none).
-    pub(crate) last_thrown_object: u64,
+    pub last_thrown_object: u64,
     /// `Thread::m_ThreadLocalDataPtr`: the thread's managed thread-static storage.
     pub(crate) thread_local_data: u64,
-    pub(crate) is_finalizer: bool,
+    pub is_finalizer: bool,
     pub(crate) is_gc_thread: bool,
     /// Index of the dump's thread with this OS tid (its NT_PRSTATUS order), when there is one.
-    pub(crate) dump_thread_index: Option<usize>,
+    pub dump_thread_index: Option<usize>,
 }
 
 impl ManagedThread {
-    pub(crate) fn is_background(&self) -> bool {
-        self.state & TS_BACKGROUND != 0
-    }
-    pub(crate) fn is_threadpool_worker(&self) -> bool {
+    pub fn is_threadpool_worker(&self) -> bool {
         self.state & TS_THREADPOOL_WORKER != 0
     }
     pub(crate) fn is_dead(&self) -> bool {
@@ -104,7 +99,7 @@ fn state_flags(state: u32) -> Vec<&'static str> {
 }
 
 /// The `ThreadStore` address.
-pub(crate) fn thread_store(t: &Target) -> Result<u64> {
+pub fn thread_store(t: &Target) -> Result<u64> {
     let ts = t.global_deref("ThreadStore")?;
     if ts == 0 {
         return Err(DotnetError::Invalid { what: "ThreadStore", at: t.global("ThreadStore")?, why: "null: the runtime had not started".into() });
@@ -118,7 +113,7 @@ pub(crate) fn counts(t: &Target, ts: u64) -> Result<ThreadCounts> {
 }
 
 /// Every `Thread` in the store's list, in list order.
-pub(crate) fn thread_addresses(t: &Target, ts: u64) -> Result<Vec<u64>> {
+pub fn thread_addresses(t: &Target, ts: u64) -> Result<Vec<u64>> {
     let link_offset = t.offset("Thread", "LinkNext")?;
     let mut link = t.field_ptr(ts, "ThreadStore", "FirstThreadLink")?;
     let mut seen = HashSet::new();

@@ -62,7 +62,7 @@ mod seg {
 /// How the GC lays out its heap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum HeapLayout {
+pub enum HeapLayout {
     /// .NET 7+ default: fixed-size regions per generation.
     Regions,
     /// Segments (`DOTNET_GCRegionRange`-less builds, clrgc.dll/`libclrgc.so`).
@@ -72,7 +72,7 @@ pub(crate) enum HeapLayout {
 /// Which part of the heap a segment or region holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum SegmentKind {
+pub enum SegmentKind {
     Gen0,
     Gen1,
     Gen2,
@@ -87,13 +87,13 @@ pub(crate) enum SegmentKind {
 
 /// One segment or region, its objects in `[start, allocated)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub(crate) struct Segment {
-    pub(crate) address: u64,
+pub struct Segment {
+    pub address: u64,
     pub(crate) heap: usize,
-    pub(crate) kind: SegmentKind,
-    pub(crate) start: u64,
-    pub(crate) allocated: u64,
-    pub(crate) committed: u64,
+    pub kind: SegmentKind,
+    pub start: u64,
+    pub allocated: u64,
+    pub committed: u64,
     pub(crate) reserved: u64,
 }
 

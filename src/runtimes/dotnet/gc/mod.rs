@@ -17,9 +17,9 @@ pub(crate) mod state;
 pub(crate) mod stats;
 pub(crate) mod walk;
 
-pub(crate) use gcvars::{HeapLayout, Segment, SegmentKind};
-pub(crate) use state::{GcState, LastOom};
-pub(crate) use stats::{HeapStats, TypeStat};
+pub use gcvars::{HeapLayout, Segment, SegmentKind};
+pub(crate) use state::GcState;
+pub(crate) use stats::HeapStats;
 
 use super::context::Context;
 use super::facts::{self, BuildFacts};
@@ -37,26 +37,26 @@ const GC_HEAP_SVR: u32 = 2;
 
 /// What knot read of the GC heap.
 #[derive(Debug, Clone)]
-pub(crate) struct GcReading {
-    pub(crate) layout: HeapLayout,
-    pub(crate) server: bool,
+pub struct GcReading {
+    pub layout: HeapLayout,
+    pub server: bool,
     pub(crate) heap_count: usize,
     /// `GcDacVars` version (major, minor).
     pub(crate) version: (u8, u8),
-    pub(crate) segments: Vec<Segment>,
-    pub(crate) stats: HeapStats,
+    pub segments: Vec<Segment>,
+    pub stats: HeapStats,
     /// Segments whose walk stopped early: (segment, where, why).
-    pub(crate) broken: Vec<(u64, u64, String)>,
-    pub(crate) state: GcState,
+    pub broken: Vec<(u64, u64, String)>,
+    pub state: GcState,
     /// For each object asked about, the heap objects whose fields refer to it.
     pub(crate) referrers: BTreeMap<u64, Vec<referrers::Referrer>>,
-    pub(crate) diagnostics: Vec<Diagnostic>,
+    pub diagnostics: Vec<Diagnostic>,
 }
 
 /// Reads the GC heap of the .NET runtime in `process`; `None` when there is no readable .NET
 /// runtime, `Err` with the reason when the heap cannot be read. The objects in `targets` (lock
 /// objects) get their referrers.
-pub(crate) fn read(process: &Process, locator: &Locator, targets: &[u64]) -> Option<Result<GcReading, String>> {
+pub fn read(process: &Process, locator: &Locator, targets: &[u64]) -> Option<Result<GcReading, String>> {
     let runtime = Context::open(process, locator).ok()?;
     Some(read_in(&runtime, targets))
 }

@@ -26,7 +26,7 @@ const IDENTITY_FIELDS: [&str; 6] = ["Tag", "Name", "Id", "Key", "name", "id"];
 
 /// One object that refers to a lock object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct Referrer {
+pub struct Referrer {
     /// The referrer's type, as SOS's heap commands print it.
     pub(crate) type_name: String,
     /// The field (`_synchRoot`), or `[i]` for an array element.

@@ -12,12 +12,12 @@ use serde::Serialize;
 const BACKGROUND_GC_FREE: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
-pub(crate) struct Committed {
-    pub(crate) gen0: u64,
-    pub(crate) gen1: u64,
-    pub(crate) gen2: u64,
-    pub(crate) loh: u64,
-    pub(crate) poh: u64,
+pub struct Committed {
+    pub gen0: u64,
+    pub gen1: u64,
+    pub gen2: u64,
+    pub loh: u64,
+    pub poh: u64,
     /// Read-only (frozen) segments: SOS's "NonGC heap".
     pub(crate) frozen: u64,
     /// Segments layout: the ephemeral segment (gen0, gen1 and the youngest gen2).
@@ -42,12 +42,12 @@ pub(crate) enum HardLimitSource {
 
 /// The last OOM the GC recorded, as SOS `analyzeoom` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct LastOom {
+pub struct LastOom {
     pub(crate) heap: usize,
     /// `oom_reason`: budget, cant_commit, cant_reserve, loh, low_mem, unproductive_full_gc.
     pub(crate) reason: &'static str,
     /// SOS's line for the reason.
-    pub(crate) reason_text: &'static str,
+    pub reason_text: &'static str,
     /// The allocation that failed.
     pub(crate) allocation_bytes: u64,
     /// The GC after which it happened (SOS: "after GC #N").
@@ -55,7 +55,7 @@ pub(crate) struct LastOom {
     /// `failure_get_memory`, when the GC could not get memory from the OS.
     pub(crate) get_memory_failure: Option<&'static str>,
     /// SOS's "Details:" line, when there is one.
-    pub(crate) detail: Option<String>,
+    pub detail: Option<String>,
     pub(crate) large_object_heap: bool,
     /// The size the GC tried to reserve or commit.
     pub(crate) size: u64,
@@ -63,8 +63,8 @@ pub(crate) struct LastOom {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct GcState {
-    pub(crate) committed: Committed,
+pub struct GcState {
+    pub committed: Committed,
     pub(crate) committed_bytes: u64,
     /// The heap hard limit in bytes (`None`: no limit, or not known for this build).
     pub(crate) hard_limit_bytes: Option<u64>,
@@ -75,7 +75,7 @@ pub(crate) struct GcState {
     pub(crate) gc_in_progress: bool,
     /// A background GC was marking or planning.
     pub(crate) background_gc_running: bool,
-    pub(crate) last_oom: Option<LastOom>,
+    pub last_oom: Option<LastOom>,
 }
 
 pub(crate) fn gc_state(process: &Process, t: &Target, build: &BuildFacts, vars: &GcVars, segments: &[Segment]) -> GcState {

@@ -12,24 +12,24 @@ use std::collections::HashMap;
 pub(crate) const FREE: &str = "Free";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct TypeStat {
+pub struct TypeStat {
     /// As SOS `dumpheap -stat` prints it.
-    pub(crate) name: String,
-    pub(crate) method_table: u64,
-    pub(crate) count: u64,
-    pub(crate) bytes: u64,
+    pub name: String,
+    pub method_table: u64,
+    pub count: u64,
+    pub bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
-pub(crate) struct HeapStats {
+pub struct HeapStats {
     /// Objects walked, free objects included (SOS's "Total N objects").
-    pub(crate) total_objects: u64,
+    pub total_objects: u64,
     /// Their bytes (SOS's "Total ... bytes").
-    pub(crate) total_bytes: u64,
+    pub total_bytes: u64,
     /// Bytes of free objects.
-    pub(crate) free_bytes: u64,
+    pub free_bytes: u64,
     /// Every type, largest total first; ties by name, then MethodTable.
-    pub(crate) types: Vec<TypeStat>,
+    pub types: Vec<TypeStat>,
 }
 
 /// Sums the walks and names the types. A type whose name cannot be read is named
