@@ -104,8 +104,26 @@ fn a_dotnet_dump_without_libcoreclr_says_the_runtime_was_not_read() {
     let core = Path::new(env!("CARGO_TARGET_TMPDIR")).join("verdict-limits-monitor_abba-heap.core");
     gunzip(&root.join("monitor_abba/heap/core.gz"), &core);
     let app = root.join("monitor_abba/app");
+    // A catalogued build (10.0.12) needs no file: knot's runtime catalogue stands in for it.
     let without = Locator { sysroot: Some(empty_dir()), search_dirs: vec![app.clone()], ..Locator::default() };
-    let r = analysis::analyze(&core, &Options { locator: without, ..Options::default() }).expect("read");
+    let r = analysis::analyze(&core, &Options { locator: without.clone(), ..Options::default() }).expect("read");
+    assert_eq!(r.verdict, Verdict::Deadlock);
+    assert!(r.verdict_limits.is_empty(), "{:?}", r.verdict_limits);
+    // The same dump claiming a build no catalogue holds (its build-id note changed): not read,
+    // and the verdict says so.
+    let uncatalogued = Path::new(env!("CARGO_TARGET_TMPDIR")).join("verdict-limits-uncatalogued.core");
+    let mut bytes = std::fs::read(&core).expect("read core");
+    let id: Vec<u8> = (0..20).map(|i| u8::from_str_radix(&"79945f51fb2612f13b7667a10a8fd29122664791"[2 * i..2 * i + 2], 16).unwrap()).collect();
+    let at: Vec<usize> = bytes.windows(20).enumerate().filter(|(_, w)| *w == id.as_slice()).map(|(i, _)| i).collect();
+    assert!(!at.is_empty(), "the dump holds libcoreclr's build-id note");
+    for i in at {
+        for b in &mut bytes[i..i + 20] {
+            *b ^= 0x5a;
+        }
+    }
+    std::fs::write(&uncatalogued, &bytes).expect("write core");
+    let r = analysis::analyze(&uncatalogued, &Options { locator: without, ..Options::default() }).expect("read");
+    std::fs::remove_file(&uncatalogued).ok();
     assert_ne!(r.verdict, Verdict::Deadlock);
     let l = r.verdict_limits.iter().find(|l| l.missing.contains(".NET runtime")).unwrap_or_else(|| panic!("no runtime limit: {:?}", r.verdict_limits));
     assert!(l.fix.contains("--search-dir") && l.fix.contains("libcoreclr.so"), "{}", l.fix);

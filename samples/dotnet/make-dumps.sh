@@ -36,6 +36,12 @@
 #   unhandled_oom      heap                       under DOTNET_GCHeapHardLimit=0x2000000 the worker "CacheLoader"
 #                                                 fills the heap; nothing catches the OutOfMemoryException: the
 #                                                 runtime writes the dump (DOTNET_DbgMiniDumpType=2) and aborts
+#   self_contained     heap                       monitor_abba's wedge, `dotnet publish` self-contained (10.0.12
+#                                                 runtime pack: libcoreclr.so in the app's directory); createdump --withheap
+#   single_file        heap                       the same, PublishSingleFile: the runtime linked into the executable
+#                                                 (singlefilehost 10.0.12), no libcoreclr.so; createdump --withheap
+#   net9_abba          heap                       the same on .NET 9 (net9.0, self-contained from the 9.0.23 runtime
+#                                                 pack); the publish directory's own createdump --withheap
 #
 # Environment:
 #   DOTNET        dotnet host (default: `dotnet` on PATH)
@@ -79,7 +85,12 @@ ALL_JOBS=(
   unhandled_exception/heap failfast_exception/heap stack_overflow/heap
   heap_population/heap gc_oom/heap unhandled_oom/heap
   idle_runtime/heap
+  self_contained/heap single_file/heap net9_abba/heap
 )
+# Samples run from their `dotnet publish` output (their own runtime), not with the machine's.
+PUBLISHED=" self_contained single_file net9_abba "
+is_published() { [[ "$PUBLISHED" == *" $1 "* ]]; }
+publish_dir() { echo "$ARTIFACTS/publish/$1/debug_linux-x64"; }
 # Samples that die by themselves (no wedge, no 'ready'): the runtime dumps them.
 CRASH_SAMPLES=" unhandled_exception failfast_exception stack_overflow gc_oom unhandled_oom "
 is_crash() { [[ "$CRASH_SAMPLES" == *" $1 "* ]]; }
@@ -184,6 +195,8 @@ build_id() { readelf -n "$1" 2>/dev/null | awk '/Build ID/{print $3; exit}'; }
 sos() {  # sos CORE OUTFILE CMD...   (one dotnet-dump invocation)
   local core="$1" out="$2"; shift 2
   local args=() c rc=0
+  # A single-file app carries no libmscordaccore.so: SOS is pointed at the runtime pack's.
+  [[ -n "${SOS_CLRPATH:-}" ]] && args+=(-c "setclrpath $SOS_CLRPATH")
   for c in "$@"; do args+=(-c "$c"); done
   args+=(-c exit)
   timeout 300 "$DOTNET_DUMP" analyze "$core" "${args[@]}" >"$out" 2>&1 || rc=$?
@@ -363,6 +376,11 @@ oracle() {  # oracle SAMPLE DIR
     log "  SOS oracle skipped (no dotnet-dump)"; return 0
   fi
   mkdir -p "$dir/sos"
+  SOS_CLRPATH=""
+  if [[ "$sample" == single_file ]]; then
+    local v; v="$(sed -n 's/.*<RuntimeFrameworkVersion>\(.*\)<.*/\1/p' "$HERE/$sample/$sample.csproj")"
+    SOS_CLRPATH="${NUGET_PACKAGES:-$HOME/.nuget/packages}/microsoft.netcore.app.runtime.linux-x64/$v/runtimes/linux-x64/native"
+  fi
   log "  SOS oracle -> $dir/sos/"
   sos "$core" "$dir/sos/eeversion.txt" "eeversion"
   sos "$core" "$dir/sos/clrthreads.txt" "clrthreads"
@@ -414,7 +432,7 @@ oracle() {  # oracle SAMPLE DIR
     heap_population)
       sos_gcrefs "$core" "$dir/sos/inventory-refs.txt" "Knot.Samples.HeapPopulation.Inventory"
       sos_gcrefs "$core" "$dir/sos/ledger-refs.txt" "Knot.Samples.HeapPopulation.Ledger" ;;
-    monitor_abba|failfast|pinvoke_mutex)
+    monitor_abba|failfast|pinvoke_mutex|self_contained|single_file|net9_abba)
       sos_gcrefs "$core" "$dir/sos/lock-objects.txt" "Knot.Samples." ;;
   esac
 }
@@ -427,13 +445,27 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }
   done
+  for p in $PUBLISHED; do
+    timeout 600 "$DOTNET" publish "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
+      || { cat "$OUTDIR/build-$p.log" >&2; die "publish of $p failed"; }
+  done
 fi
 
 # ---------------------------------------------------------------- run one
 run_job() {  # run_job SAMPLE KIND
   local sample="$1" kind="$2" dir="$OUTDIR/$1/$2"
-  local dll="$ARTIFACTS/bin/$sample/debug/$sample.dll"
-  [[ -f "$dll" ]] || die "$dll not built"
+  local dll="$ARTIFACTS/bin/$sample/debug/$sample.dll" host="$DOTNET" createdump="$CREATEDUMP"
+  local rt_version="$RUNTIME_VERSION" rt_dir="$RUNTIME_DIR" coreclr="$RUNTIME_DIR/libcoreclr.so"
+  if is_published "$sample"; then
+    # The published executable is the host; the runtime is its own (the pack's version).
+    rt_dir="$(publish_dir "$sample")"; host="$rt_dir/$sample"; dll=""
+    rt_version="$(sed -n 's/.*<RuntimeFrameworkVersion>\(.*\)<.*/\1/p' "$HERE/$sample/$sample.csproj")"
+    coreclr="$rt_dir/libcoreclr.so"; [[ -f "$coreclr" ]] || coreclr="$host"
+    [[ -x "$rt_dir/createdump" ]] && createdump="$rt_dir/createdump"
+    [[ -x "$host" ]] || die "$host not published"
+  else
+    [[ -f "$dll" ]] || die "$dll not built"
+  fi
   rm -rf "$dir"; mkdir -p "$dir"
   local flags="" how="" env=() args=()
   case "$sample/$kind" in
@@ -466,12 +498,12 @@ run_job() {  # run_job SAMPLE KIND
     */triage) flags="--triage" ;;
     *) die "unknown kind $kind" ;;
   esac
-  [[ -z "$how" ]] && how="$CREATEDUMP -f $dir/core $flags PID"
+  [[ -z "$how" ]] && how="$createdump -f $dir/core $flags PID"
   log "$sample/$kind: starting"
   # Own cwd, no kernel core (FailFast aborts the process after createdump).
   (
     cd "$dir"; ulimit -c 0
-    exec env "${env[@]}" "$DOTNET" "$dll" "${args[@]}" >"$dir/stdout.txt" 2>"$dir/stderr.txt"
+    exec env "${env[@]}" "$host" $dll "${args[@]}" >"$dir/stdout.txt" 2>"$dir/stderr.txt"
   ) &
   local pid=$!
   PIDS+=("$pid")
@@ -493,7 +525,7 @@ run_job() {  # run_job SAMPLE KIND
     wait "$pid" 2>/dev/null || true
     [[ -s "$dir/core" ]] || { cat "$dir/stderr.txt" >&2; die "$sample: runtime wrote no dump"; }
   else
-    timeout 300 "$CREATEDUMP" -f "$dir/core" $flags "$pid" >"$dir/createdump.log" 2>&1 \
+    timeout 300 "$createdump" -f "$dir/core" $flags "$pid" >"$dir/createdump.log" 2>&1 \
       || { cat "$dir/createdump.log" >&2; die "$sample: createdump failed"; }
     kill -9 "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
@@ -506,13 +538,13 @@ run_job() {  # run_job SAMPLE KIND
     echo "dump              = core"
     echo "dump_bytes        = $size"
     echo "how               = $how"
-    echo "command           = $DOTNET $dll ${args[*]}"
+    echo "command           = $host $dll ${args[*]}"
     echo "pid               = $pid"
-    echo "runtime_version   = $RUNTIME_VERSION"
-    echo "runtime_dir       = $RUNTIME_DIR"
+    echo "runtime_version   = $rt_version"
+    echo "runtime_dir       = $rt_dir"
     echo "sdk_version       = $("$DOTNET" --version)"
-    echo "libcoreclr_buildid = $(build_id "$RUNTIME_DIR/libcoreclr.so")"
-    echo "libclrjit_buildid  = $(build_id "$RUNTIME_DIR/libclrjit.so")"
+    echo "libcoreclr_buildid = $(build_id "$coreclr")"
+    [[ -f "$rt_dir/libclrjit.so" ]] && echo "libclrjit_buildid  = $(build_id "$rt_dir/libclrjit.so")"
     [[ -f "$ARTIFACTS/bin/$sample/debug/libknotmutex.so" ]] && \
       echo "libknotmutex_buildid = $(build_id "$ARTIFACTS/bin/$sample/debug/libknotmutex.so")"
     echo "dotnet_dump       = $([[ -n "$DOTNET_DUMP" ]] && "$DOTNET_DUMP" --version 2>/dev/null | head -1 || echo none)"

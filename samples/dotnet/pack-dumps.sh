@@ -8,6 +8,8 @@
 #   DEST  default <repo>/samples/dotnet/dumps  (replaced wholesale)
 #   ONLY="sample/kind ..."  pack only these jobs, replacing just their directories
 #                           (and their samples' app/), and leave the rest of DEST alone
+#   DEPLOY="sample/kind ..." the deployment-shape dumps packed into deploy-dumps/ (default: all
+#                           three; DEPLOY="" none)
 set -Eeuo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -82,3 +84,20 @@ for job in "${COMMITTED[@]}"; do
   fi
 done
 du -sb "$DEST" | awk '{printf "total %d bytes (%.1f MiB)\n", $1, $1/1048576}'
+
+# The deployment shapes (self-contained, single-file, .NET 9): into deploy-dumps/, with their
+# oracles but no runtime or app files — tests/dotnet_catalog.rs reads them with nothing at hand.
+# DEPLOY="" skips them; DEPLOY="sample/kind ..." packs only those.
+DEPLOY_DEST="$HERE/deploy-dumps"
+for job in ${DEPLOY-self_contained/heap single_file/heap net9_abba/heap}; do
+  src="$SRC/$job"; dst="$DEPLOY_DEST/$job"
+  [[ -f "$src/core" ]] || { echo "missing $src/core (run make-dumps.sh $job first)" >&2; exit 1; }
+  rm -rf "$dst"; mkdir -p "$dst"
+  echo "packing $job -> deploy-dumps/"
+  gzip -9 -n -c "$src/core" >"$dst/core.gz"
+  cp "$src/info.txt" "$src/threads.txt" "$src/stdout.txt" "$src/stderr.txt" "$dst/"
+  cp -r "$src/sos" "$dst/"
+  printf 'core_gz_bytes     = %s\ncore_sha256       = %s\n' "$(stat -c %s "$dst/core.gz")" \
+    "$(sha256sum "$src/core" | cut -d' ' -f1)" >>"$dst/info.txt"
+done
+[[ -d "$DEPLOY_DEST" ]] && du -sb "$DEPLOY_DEST" | awk '{printf "deploy-dumps: %d bytes (%.1f MiB)\n", $1, $1/1048576}'

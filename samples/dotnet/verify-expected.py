@@ -37,7 +37,7 @@ def thread_map(d):
         if line.startswith("#"):
             continue
         p = line.split(None, 5)
-        if len(p) == 6 and p[3] != "-":
+        if len(p) == 6 and p[3].isdigit():
             names.setdefault(p[5].strip(), []).append(int(p[3]))
     if not names:
         for line in read(f"{d}/threads.txt").splitlines():

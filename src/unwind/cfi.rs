@@ -1,10 +1,14 @@
 //! DWARF call frame information of one module: `.eh_frame` (through `.eh_frame_hdr`'s binary
 //! search table when present, else an index built once) and `.debug_frame` from the module or
-//! its debug file. Rules found for an address are cached, so walking many similar stacks parses
+//! its debug file. Without the module's file, `.eh_frame_hdr` and `.eh_frame` are read from dump
+//! memory when the dump holds them (createdump saves libcoreclr's: a .NET dump unwinds through
+//! the runtime's native frames with no file at hand), found through the image's
+//! `PT_GNU_EH_FRAME` program header in memory. Rules found for an address are cached, so walking many similar stacks parses
 //! each FDE once.
 
 use super::regs::{is_callee_saved, FrameRegs};
 use crate::arch::x86_64::dwarf;
+use crate::core::Core;
 use crate::process::{ElfFile, Memory, Module};
 use gimli::{
     BaseAddresses, CfaRule, DebugFrame, EhFrame, EndianSlice, LittleEndian, ParsedEhFrameHdr, Register, RegisterRule, UnwindContext,
@@ -19,6 +23,11 @@ type R<'p> = EndianSlice<'p, LittleEndian>;
 const MAX_EXPRESSION_STEPS: u32 = 1000;
 /// Rules cached per module at most; past this, lookups are simply not cached.
 const MAX_CACHED_RULES: usize = 1 << 16;
+const PT_GNU_EH_FRAME: u32 = 0x6474_e550;
+/// Program headers read from memory at most.
+const MAX_PHDRS: usize = 256;
+/// `.eh_frame` bytes taken from dump memory at most (libcoreclr's is under 1 MiB).
+const MAX_EH_FRAME_IN_MEMORY: usize = 64 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Source {
@@ -96,9 +105,36 @@ fn build_index<'p, S: UnwindSection<R<'p>>>(section: &S, bases: &BaseAddresses) 
     index
 }
 
+/// `.eh_frame` through `.eh_frame_hdr`, both from dump memory (link-time addresses, as for a
+/// file). `None` unless the dump holds the image's ELF and program headers and the whole
+/// `.eh_frame_hdr`; `.eh_frame` is what follows its start in the dump's contiguous bytes.
+fn eh_frame_in_memory<'p>(module: &Module, core: &'p Core) -> Option<Table<'p, EhFrame<R<'p>>>> {
+    let ehdr = core.bytes_at(module.start, 64).ok().filter(|b| b.len() == 64 && b.starts_with(b"\x7fELF"))?;
+    let phoff = u64::from_le_bytes(ehdr[32..40].try_into().ok()?);
+    let phnum = (u16::from_le_bytes(ehdr[56..58].try_into().ok()?) as usize).min(MAX_PHDRS);
+    let phdrs = core.bytes_at(module.start.checked_add(phoff)?, phnum * 56).ok().filter(|b| b.len() == phnum * 56)?;
+    let (hdr_addr, hdr_len) = phdrs.chunks_exact(56).find_map(|p| {
+        let u64_at = |o: usize| p.get(o..o + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+        (u32::from_le_bytes(p[..4].try_into().ok()?) == PT_GNU_EH_FRAME).then(|| Some((u64_at(16)?, u64_at(40)?))).flatten()
+    })?;
+    let hdr_len = usize::try_from(hdr_len).ok().filter(|&n| n >= 4 && n <= MAX_EH_FRAME_IN_MEMORY)?;
+    let hdr_data = core.bytes_at(module.bias.wrapping_add(hdr_addr), hdr_len).ok().filter(|b| b.len() == hdr_len)?;
+    let bases = BaseAddresses::default().set_eh_frame_hdr(hdr_addr);
+    let hdr = gimli::EhFrameHdr::new(hdr_data, LittleEndian).parse(&bases, 8).ok()?;
+    let gimli::Pointer::Direct(eh_addr) = hdr.eh_frame_ptr() else { return None };
+    let eh_data = core.bytes_at(module.bias.wrapping_add(eh_addr), MAX_EH_FRAME_IN_MEMORY).ok().filter(|b| !b.is_empty())?;
+    let bases = bases.set_eh_frame(eh_addr);
+    let section = EhFrame::new(eh_data, LittleEndian);
+    let hdr = Some(hdr).filter(|h| h.table().is_some());
+    let index = if hdr.is_none() { build_index(&section, &bases) } else { Vec::new() };
+    Some(Table { section, bases, index, hdr })
+}
+
 impl<'p> ModuleCfi<'p> {
-    /// Loads the unwind sections of `module`; `None` when it has none.
-    pub(crate) fn load(module: &'p Module) -> Option<ModuleCfi<'p>> {
+    /// Loads the unwind sections of `module` (from dump memory when its file is not at hand);
+    /// `None` when it has none.
+    pub(crate) fn load(module: &'p Module, core: &'p Core) -> Option<ModuleCfi<'p>> {
+        let from_memory = || if module.image().is_none() { eh_frame_in_memory(module, core) } else { None };
         let eh = module.image().and_then(|file| {
             let (eh_addr, eh_data) = section_addr(file, ".eh_frame")?;
             let mut bases = BaseAddresses::default().set_eh_frame(eh_addr);
@@ -118,7 +154,7 @@ impl<'p> ModuleCfi<'p> {
             }
             let index = if hdr.is_none() { build_index(&section, &bases) } else { Vec::new() };
             Some(Table { section, bases, index, hdr })
-        });
+        }).or_else(from_memory);
         let debug = module.symbol_files().find_map(|file| {
             let data = file.section(".debug_frame")?;
             let mut section = DebugFrame::new(data, LittleEndian);

@@ -118,7 +118,7 @@ impl<'p> Unwinder<'p> {
     }
 
     fn module_cfi(&self, index: usize) -> Option<&ModuleCfi<'p>> {
-        self.cfi[index].get_or_init(|| ModuleCfi::load(&self.process.modules[index])).as_ref()
+        self.cfi[index].get_or_init(|| ModuleCfi::load(&self.process.modules[index], &self.process.core)).as_ref()
     }
 
     /// Walks every thread, in parallel, in the core's thread order.

@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod bench_dotnet;
 mod bench_dotnet_heap;
+mod dotnet_catalog;
 mod samples;
 mod scale;
 
@@ -22,11 +23,15 @@ enum Command {
     /// Time knot against gdb and eu-stack on a many-threads core (wall, peak RSS);
     /// `--scale`: on a core of 8 GiB with 1,000 threads beside the small ones.
     Bench(bench::Args),
+    /// The .NET runtime catalogue (analyzers/dotnet/runtime-catalog.toml) from the official
+    /// runtime packs: what knot reads from libcoreclr.so / singlefilehost, per build-id.
+    DotnetCatalog(dotnet_catalog::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Samples(args) => samples::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::DotnetCatalog(args) => dotnet_catalog::run(args),
     }
 }

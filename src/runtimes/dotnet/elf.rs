@@ -12,6 +12,10 @@ const SYM_SIZE: usize = 24;
 const RELA_SIZE: usize = 24;
 const R_X86_64_64: u32 = 1;
 const R_X86_64_RELATIVE: u32 = 8;
+// The catalogue also reads linux-arm64 runtime files.
+const EM_AARCH64: u16 = 183;
+const R_AARCH64_ABS64: u32 = 257;
+const R_AARCH64_RELATIVE: u32 = 1027;
 const SHN_UNDEF: u16 = 0;
 
 /// An exported symbol's link-time value and size.
@@ -70,10 +74,15 @@ pub(crate) fn relocated_slot(file: &ElfFile, vaddr: u64) -> Option<Slot> {
                 }
                 let info = u64_at(r, 8)?;
                 let addend = u64_at(r, 16)?;
-                return match (info & 0xffff_ffff) as u32 {
-                    R_X86_64_RELATIVE => Some(Slot::Relative(addend)),
-                    R_X86_64_64 => symbol_value(file, (info >> 32) as u32).map(|v| Slot::Relative(v.wrapping_add(addend))),
-                    _ => None,
+                let aarch64 = u16_at(file.bytes(), 18) == Some(EM_AARCH64);
+                let (relative, absolute) = if aarch64 { (R_AARCH64_RELATIVE, R_AARCH64_ABS64) } else { (R_X86_64_RELATIVE, R_X86_64_64) };
+                let kind = (info & 0xffff_ffff) as u32;
+                return if kind == relative {
+                    Some(Slot::Relative(addend))
+                } else if kind == absolute {
+                    symbol_value(file, (info >> 32) as u32).map(|v| Slot::Relative(v.wrapping_add(addend)))
+                } else {
+                    None
                 };
             }
         }

@@ -11,8 +11,8 @@ pub(crate) const FILES: &[(&str, &str)] = &[("analyzers/dotnet/coreclr-10.0.toml
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Build {
-    pub(crate) runtime_version: String,
-    pub(crate) file_version: String,
+    pub runtime_version: String,
+    pub file_version: String,
     pub(crate) commit: String,
     pub(crate) libcoreclr_build_id: String,
     pub(crate) layout: String,

@@ -29,6 +29,7 @@
 //! panics on dump data, and every list walk is bounded and cycle-checked.
 
 pub(crate) mod blocking;
+pub mod catalog;
 pub(crate) mod codeheap;
 pub(crate) mod codemap;
 pub(crate) mod context;
@@ -252,6 +253,17 @@ pub(crate) fn read_runtime(runtime: &Context<'_>, all_facts: Result<&[BuildFacts
             format!(
                 "the contract descriptor's pointer data was not in the dump; read from {} (relocated by knot)",
                 module.file.as_ref().map_or(module.path.clone(), |f| f.path().display().to_string())
+            ),
+        ));
+    }
+    if source.header == Source::Catalog || source.pointer_data == Source::Catalog {
+        reader.diagnostics.push(Diagnostic::info(
+            STAGE,
+            format!(
+                "{} was not at hand: the contract descriptor came from knot's runtime catalogue ({}, build-id {})",
+                module.name(),
+                catalog::FILE,
+                version.build_id.as_deref().unwrap_or("?")
             ),
         ));
     }

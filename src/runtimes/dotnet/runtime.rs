@@ -184,6 +184,17 @@ impl Runtime for DotnetRuntime<'_> {
     }
 
     fn verdict_limits(&self) -> Vec<VerdictLimit> {
+        // A runtime read without its per-build sync-block facts: threads yes, monitors no.
+        if let DotnetReading::Runtime(r) = self.reading()
+            && let super::Support::Unsupported { why } = &r.monitor_support
+        {
+            return vec![VerdictLimit {
+                missing: format!("the .NET monitors' layout ({why}: knot has no per-build facts for it in analyzers/dotnet/)"),
+                hides: "Monitors and Locks with their owners and the waits on them: a managed deadlock or contention cannot be seen".into(),
+                fix: format!("a runtime build knot has facts for (analyzers/dotnet/coreclr-*.toml lists them); {} has none", r.version),
+                short: "the .NET monitors".into(),
+            }];
+        }
         let DotnetReading::Unsupported { version, why } = self.reading() else { return Vec::new() };
         let (path, build) = match &self.runtime_file {
             Some((path, build)) => (path.as_str(), build.as_deref().map(|b| format!(" (build-id {b})")).unwrap_or_default()),

@@ -11,7 +11,7 @@ use super::super::facts::Layout;
 use super::super::target::{Result, Target};
 use crate::process::Module;
 
-pub(crate) const DAC_TABLE_SYMBOL: &str = "g_dacTable";
+pub(crate) const DAC_TABLE_SYMBOL: &str = super::super::catalog::DAC_TABLE_SYMBOL;
 /// Slots at most (dacvars.h has about 100 variables).
 const MAX_SLOTS: u64 = 1024;
 
@@ -27,9 +27,16 @@ impl DacTable {
     /// Finds the table in `module` (libcoreclr) and checks the ThreadStore slot against the
     /// descriptor.
     pub(crate) fn locate(t: &Target, module: &Module, l: &Layout) -> Result<DacTable> {
-        let file = module.file.as_ref().ok_or_else(|| DotnetError::Invalid { what: "runtime module", at: module.start, why: "no file: its exports name g_dacTable".into() })?;
-        let sym = elf::dynamic_symbol(file, DAC_TABLE_SYMBOL).ok_or_else(|| DotnetError::Unsupported(format!("{} exports no {DAC_TABLE_SYMBOL}", module.name())))?;
-        let table = DacTable { address: module.bias.wrapping_add(sym.value), module_start: module.start, module_end: module.end };
+        // The file's exports name it; without the file, knot's runtime catalogue does.
+        let rva = match &module.file {
+            Some(file) => elf::dynamic_symbol(file, DAC_TABLE_SYMBOL).map(|s| s.value),
+            None => match super::super::locate::catalogued(module) {
+                Some(build) => build.dac_table_rva,
+                None => return Err(DotnetError::Invalid { what: "runtime module", at: module.start, why: "no file and not in knot's runtime catalogue: its exports name g_dacTable".into() }),
+            },
+        };
+        let rva = rva.ok_or_else(|| DotnetError::Unsupported(format!("{} exports no {DAC_TABLE_SYMBOL}", module.name())))?;
+        let table = DacTable { address: module.bias.wrapping_add(rva), module_start: module.start, module_end: module.end };
         let thread_store = table.variable(t, l.dac_table_thread_store)?;
         let expected = t.global("ThreadStore")?;
         if thread_store != expected {

@@ -1,0 +1,326 @@
+//! A dump is enough: every .NET sample dump read with no files at all (`--sysroot /nonexistent`,
+//! no search directories: neither the runtime's `libcoreclr.so` nor the app's assemblies) gives
+//! the same verdict, cycles, locks and owners, managed frame names (those not found by stack
+//! scan), .NET section (threads, thread pool, heap statistics, GC state, exceptions) and crash
+//! as the reading with the files, through
+//! the runtime catalogue (`analyzers/dotnet/runtime-catalog.toml`). A build the catalogue lacks
+//! says which file to pass and how, in the verdict's limits; the catalogue is what
+//! `cargo xtask dotnet-catalog` makes from the runtime files (checked on the committed 10.0.12
+//! libcoreclr.so, and on every runtime pack cached in `target/dotnet-packs/`).
+
+mod dumpedit;
+
+use knot::analysis::{self, Options};
+use knot::process::{ElfFile, Locator};
+use knot::runtimes::dotnet::catalog::{self, Build};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn no_files() -> Locator {
+    Locator { sysroot: Some(PathBuf::from("/nonexistent")), ..Locator::default() }
+}
+
+fn with_files(d: &knot_samples::dotnet::DotnetDump) -> Locator {
+    Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() }
+}
+
+fn report(core: &Path, locator: Locator) -> Value {
+    let opts = Options { locator, ..Options::default() };
+    let r = analysis::analyze(core, &opts).unwrap_or_else(|e| panic!("{}: {e}", core.display()));
+    serde_json::to_value(&r).expect("report serialises")
+}
+
+/// What must not depend on having the files: everything a person reads about the wedge.
+fn reading(r: &Value) -> Value {
+    let mut dotnet = r["dotnet"].clone();
+    // The summary names where the descriptor came from; everything else in it must agree.
+    if let Some(s) = dotnet.get("summary").and_then(Value::as_str) {
+        let cut = s.split(" (descriptor from").next().unwrap_or(s).to_string();
+        dotnet["summary"] = Value::String(cut);
+    }
+    let threads: Vec<Value> = r["threads"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            // Managed frames the unwinder vouches for. Without libcoreclr's file its native
+            // frames are walked by frame pointers and stack scan, and a scan may add a stale
+            // managed frame below the real ones; knot marks such a frame "found by stack scan".
+            let managed: Vec<Value> = t["frames"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|f| f["managed"] == Value::Bool(true) && f["trust"] != "scan")
+                .map(|f| f["function"].clone())
+                .collect();
+            serde_json::json!({ "tid": t["tid"], "name": t["name"], "managed_thread_id": t["managed_thread_id"], "blocked_on": t["blocked_on"], "managed_frames": managed })
+        })
+        .collect();
+    serde_json::json!({
+        "verdict": r["verdict"],
+        "verdict_limits": r["verdict_limits"],
+        "deadlocks": r["deadlocks"],
+        "locks": r["locks"],
+        "crash": r["crash"],
+        "dotnet": dotnet,
+        "threads": threads,
+    })
+}
+
+fn first_difference(a: &Value, b: &Value, path: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in x {
+                if let Some(d) = first_difference(v, y.get(k).unwrap_or(&Value::Null), &format!("{path}.{k}")) {
+                    return Some(d);
+                }
+            }
+            y.keys().find(|k| !x.contains_key(*k)).map(|k| format!("{path}.{k}: only without files"))
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x.iter().zip(y).enumerate().find_map(|(i, (v, w))| first_difference(v, w, &format!("{path}[{i}]"))),
+        _ if a == b => None,
+        _ => Some(format!("{path}: with files {a}, without {b}")),
+    }
+}
+
+#[test]
+fn every_dotnet_dump_reads_the_same_with_no_files_at_hand() {
+    let dumps = knot_samples::dotnet::dumps("sos/clrthreads.txt", true);
+    assert!(!dumps.is_empty(), "no .NET dumps: the committed ones are missing");
+    let mut checked = Vec::new();
+    for d in &dumps {
+        let with = report(&d.core, with_files(d));
+        let without = report(&d.core, no_files());
+        // The runtime really was not at hand, and the catalogue (or the dump) stood in for it.
+        let diags = without["diagnostics"].to_string();
+        assert!(diags.contains("libcoreclr.so: file not found"), "{}: libcoreclr.so was found somewhere: {diags}", d.name());
+        let summary = without["dotnet"]["summary"].as_str().unwrap_or_default();
+        assert!(summary.contains("descriptor from catalog") || summary.contains("descriptor from dump"), "{}: {summary}", d.name());
+        assert_ne!(with["verdict"], Value::Null);
+        let (a, b) = (reading(&with), reading(&without));
+        if let Some(diff) = first_difference(&a, &b, "") {
+            panic!("{}: the reading without files differs: {diff}", d.name());
+        }
+        let frames = b["threads"].as_array().map_or(0, |t| t.iter().map(|t| t["managed_frames"].as_array().map_or(0, Vec::len)).sum::<usize>());
+        assert!(frames > 0, "{}: no managed frames at all", d.name());
+        checked.push(format!("{} ({}, {frames} managed frames)", d.name(), b["verdict"]));
+    }
+    eprintln!("same reading with no files: {}", checked.join(", "));
+}
+
+/// A committed heap dump whose runtime build-id note is changed to one no catalogue holds.
+fn uncatalogued_dump() -> (PathBuf, String) {
+    let d = knot_samples::dotnet::dumps("sos/clrthreads.txt", false).into_iter().find(|d| d.sample == "monitor_abba" && d.kind == "heap").expect("the committed monitor_abba heap dump");
+    let mut core = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(std::fs::File::open(&d.core).expect("open core.gz")), &mut core).expect("gunzip");
+    let id: Vec<u8> = (0..20).map(|i| u8::from_str_radix(&"79945f51fb2612f13b7667a10a8fd29122664791"[2 * i..2 * i + 2], 16).unwrap()).collect();
+    let fake: Vec<u8> = id.iter().map(|b| b ^ 0x5a).collect();
+    let mut n = 0;
+    for at in memchr::memmem::find_iter(&core.clone(), &id).collect::<Vec<_>>() {
+        core[at..at + 20].copy_from_slice(&fake);
+        n += 1;
+    }
+    assert!(n > 0, "the dump holds libcoreclr's build-id note");
+    let out = knot_samples::out_dir().join("dotnet-catalog-test");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let path = out.join("uncatalogued.core");
+    std::fs::write(&path, &core).expect("write core");
+    (path, fake.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[test]
+fn an_uncatalogued_build_with_no_file_says_exactly_what_to_pass() {
+    let (core, build_id) = uncatalogued_dump();
+    let r = report(&core, no_files());
+    let opts = Options { locator: no_files(), ..Options::default() };
+    let text = knot::report::text::render(&analysis::analyze(&core, &opts).expect("reads"), &Default::default());
+    std::fs::remove_file(&core).ok();
+    let limits = r["verdict_limits"].as_array().expect("verdict_limits");
+    let dotnet: Vec<&Value> = limits.iter().filter(|l| l["short"] == "the .NET runtime's data").collect();
+    assert_eq!(dotnet.len(), 1, "{limits:?}");
+    let limit = dotnet[0].to_string();
+    for needle in ["libcoreclr.so", &build_id, "runtime catalogue has no build", "not found", "--search-dir", "--sysroot", "/usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.12/libcoreclr.so"] {
+        assert!(limit.contains(needle), "the limit does not say {needle:?}: {limit}");
+    }
+    // Where a person looks first: on and right under the verdict line.
+    let first_screen: String = text.lines().take(12).collect::<Vec<_>>().join("\n");
+    assert!(first_screen.contains("limited by") && first_screen.contains(&build_id) && first_screen.contains("--search-dir"), "first screen:\n{first_screen}");
+    assert_eq!(r["dotnet"]["managed_threads"], 0);
+}
+
+fn committed_libcoreclr() -> PathBuf {
+    let dirs = knot_samples::dotnet::runtime_dirs();
+    dirs.iter().map(|d| d.join("libcoreclr.so")).find(|p| p.is_file()).expect("the committed 10.0.12 libcoreclr.so")
+}
+
+#[test]
+fn the_catalogue_entry_is_what_the_runtime_file_gives() {
+    let file = ElfFile::open(committed_libcoreclr()).expect("libcoreclr.so parses");
+    let committed = catalog::lookup("79945f51fb2612f13b7667a10a8fd29122664791").expect("10.0.12 is catalogued");
+    let made = Build::from_file(&file, &committed.runtime_version, &committed.rid, &committed.file, &committed.package).expect("reads");
+    assert_eq!(&made, committed);
+    assert_eq!(made.file_version.as_deref(), Some("10.0.1226.42308"));
+    assert_eq!(made.descriptor_rva, Some(0x6a6f70));
+    assert_eq!(made.dac_table_rva, Some(0x6cc780));
+    // Rendering is deterministic: the same builds give the same text, which parses back.
+    let text = catalog::render(std::slice::from_ref(&made));
+    assert_eq!(text, catalog::render(&[made.clone()]));
+    assert_eq!(catalog::parse("t", &text).expect("parses back"), vec![made]);
+}
+
+#[test]
+fn every_cached_runtime_pack_regenerates_its_catalogue_entries() {
+    let mut checked = 0;
+    let all = catalog::builtin().expect("the catalogue parses");
+    for b in all {
+        let (id, entry) = match b.file.as_str() {
+            "libcoreclr.so" => (format!("Microsoft.NETCore.App.Runtime.{}", b.rid), format!("runtimes/{}/native/libcoreclr.so", b.rid)),
+            _ => (format!("Microsoft.NETCore.App.Host.{}", b.rid), format!("runtimes/{}/native/singlefilehost", b.rid)),
+        };
+        assert_eq!(b.package, id);
+        let pack = knot_samples::nupkg::cached(&id, &b.runtime_version);
+        if !pack.is_file() {
+            continue;
+        }
+        let bytes = knot_samples::nupkg::extract(&pack, &entry).unwrap_or_else(|e| panic!("{}: {e}", pack.display()));
+        let file = ElfFile::from_bytes(entry.clone(), bytes).expect("parses");
+        let made = Build::from_file(&file, &b.runtime_version, &b.rid, &b.file, &b.package).expect("reads");
+        assert_eq!(&made, b, "{id} {} {entry}", b.runtime_version);
+        checked += 1;
+    }
+    if checked == 0 {
+        eprintln!("skipping: no runtime packs in target/dotnet-packs/ (`cargo xtask dotnet-catalog` fetches them)");
+    } else {
+        eprintln!("{checked} of {} catalogue entries regenerated from the cached packs", all.len());
+    }
+}
+
+#[test]
+fn damaged_runtime_memory_in_a_dump_read_with_the_catalogue_does_not_panic() {
+    // The catalogue says where g_dacTable is; the dump's bytes there (all of libcoreclr's
+    // writable data the dump holds: the DAC table, the GC's globals, the thread store pointer)
+    // are garbage: knot reports, never panics or hangs.
+    let d = knot_samples::dotnet::dumps("sos/clrthreads.txt", false).into_iter().find(|d| d.sample == "monitor_abba" && d.kind == "heap").expect("committed dump");
+    let mut core = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(std::fs::File::open(&d.core).expect("open")), &mut core).expect("gunzip");
+    let base = 0x7f90e8200000u64;
+    let build = catalog::lookup("79945f51fb2612f13b7667a10a8fd29122664791").expect("catalogued");
+    let dac = base + build.dac_table_rva.expect("g_dacTable");
+    let mut rng = dumpedit::Rng(0x9e37_79b9_7f4a_7c15);
+    let mut damaged = 0;
+    for l in dumpedit::loads(&core) {
+        if l.vaddr >= base + 0x6a0000 && l.vaddr < base + 0x720000 && l.filesz > 0 {
+            let at = l.file_offset(l.vaddr);
+            rng.fill(&mut core[at..at + l.filesz as usize]);
+            damaged += 1;
+        }
+    }
+    assert!(damaged > 0 && dumpedit::load_holding(&core, dac).filesz > 0, "the dump holds libcoreclr's data");
+    let out = knot_samples::out_dir().join("dotnet-catalog-test");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let path = out.join("damaged.core");
+    std::fs::write(&path, &core).expect("write");
+    let r = report(&path, no_files());
+    std::fs::remove_file(&path).ok();
+    assert_ne!(r["verdict"], Value::Null);
+}
+
+// ---------------------------------------------------------------- deployment shapes
+
+fn deploy_dir(sample: &str) -> PathBuf {
+    knot_samples::workspace_root().join("samples/dotnet/deploy-dumps").join(sample).join("heap")
+}
+
+fn sos(sample: &str, file: &str) -> String {
+    std::fs::read_to_string(deploy_dir(sample).join("sos").join(file)).unwrap_or_else(|e| panic!("{sample}: sos/{file}: {e}"))
+}
+
+/// `syncblk` rows: (owner OS tid, object address, MonitorHeld).
+fn syncblk(sample: &str) -> Vec<(u64, u64, u64)> {
+    let mut rows: Vec<(u64, u64, u64)> = sos(sample, "syncblk.txt")
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 8 && f[0].parse::<u32>().is_ok()).then(|| {
+                let hex = |s: &str| u64::from_str_radix(s, 16).expect("hex");
+                (hex(f[5]), hex(f[7]), f[2].parse().expect("MonitorHeld"))
+            })
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+fn clrthreads_count(sample: &str) -> u64 {
+    let text = sos(sample, "clrthreads.txt");
+    let line = text.lines().find(|l| l.starts_with("ThreadCount:")).expect("ThreadCount");
+    line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("count")
+}
+
+/// knot's held monitors: (owner tid, object address, SOS's MonitorHeld).
+fn monitors(r: &Value) -> Vec<(u64, u64, u64)> {
+    let mut v: Vec<(u64, u64, u64)> = r["locks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["kind"] == "monitor")
+        .map(|l| {
+            let addr = u64::from_str_radix(l["address"].as_str().expect("address").trim_start_matches("0x"), 16).expect("hex");
+            let held = 1 + 2 * l["waiter_tids"].as_array().map_or(0, Vec::len) as u64;
+            (l["owner_tid"].as_u64().expect("owner"), addr, held)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_self_contained_app_reads_as_sos_reads_it_with_no_files() {
+    let core = deploy_dir("self_contained").join("core.gz");
+    let r = report(&core, no_files());
+    assert_eq!(r["verdict"], "deadlock");
+    assert_eq!(r["verdict_limits"], serde_json::json!([]), "nothing hidden with no files at hand");
+    // libcoreclr.so sits in the app's directory: the version comes from the catalogue.
+    assert_eq!(r["dotnet"]["runtime_version"], "10.0.12");
+    assert!(r["dotnet"]["summary"].as_str().unwrap_or_default().contains("descriptor from catalog"));
+    assert_eq!(monitors(&r), syncblk("self_contained"));
+    assert_eq!(r["dotnet"]["managed_threads"].as_u64(), Some(clrthreads_count("self_contained")));
+    let stat = sos("self_contained", "dumpheap-stat.txt");
+    let total = stat.lines().find_map(|l| l.strip_prefix("Total ")).expect("Total line").replace(",", "").replace(" objects ", " objects, ");
+    assert_eq!(total, format!("{} objects, {} bytes", r["dotnet"]["heap"]["total_objects"], r["dotnet"]["heap"]["total_bytes"]));
+    let frames = r["threads"].to_string();
+    for f in ["Knot.Samples.SelfContained.Program.WaitForAuditLock", "Knot.Samples.SelfContained.Program.WaitForLedgerLock", "System.Threading.Monitor.Enter"] {
+        assert!(frames.contains(f), "no managed frame {f}");
+    }
+    // With the runtime's files (the same 10.0.12 libcoreclr.so) the reading is the same.
+    let with = report(&core, Locator { sysroot: Some(knot_samples::dotnet::empty_sysroot()), search_dirs: knot_samples::dotnet::runtime_dirs(), ..Locator::default() });
+    if let Some(diff) = first_difference(&reading(&with), &reading(&r), "") {
+        panic!("self_contained: the reading without files differs: {diff}");
+    }
+}
+
+#[test]
+fn a_single_file_app_is_its_own_runtime_and_its_monitors_read_as_sos_reads_them() {
+    let r = report(&deploy_dir("single_file").join("core.gz"), no_files());
+    // No libcoreclr.so: the executable (singlefilehost 10.0.12, catalogued) is the runtime.
+    assert_eq!(r["dotnet"]["runtime_version"], "10.0.12");
+    assert!(r["dotnet"]["summary"].as_str().unwrap_or_default().contains("descriptor from catalog"), "{}", r["dotnet"]["summary"]);
+    assert_eq!(r["dotnet"]["managed_threads"].as_u64(), Some(clrthreads_count("single_file")));
+    assert_eq!(r["verdict"], "deadlock");
+    // SOS (with the runtime pack's DAC) names no types in a single-file dump; owners and objects it does.
+    assert_eq!(monitors(&r), syncblk("single_file"));
+}
+
+#[test]
+fn a_dotnet_9_process_says_plainly_what_knot_cannot_read() {
+    let r = report(&deploy_dir("net9_abba").join("core.gz"), no_files());
+    assert_eq!(r["dotnet"]["runtime_version"], "9.0.23");
+    // The 9.0 descriptor is catalogued: the threads are read as SOS reads them…
+    assert_eq!(r["dotnet"]["managed_threads"].as_u64(), Some(clrthreads_count("net9_abba")));
+    // …but not the monitors (no per-build facts for 9.0): said under the verdict, and no cycle
+    // is claimed or denied as if the managed locks had been seen.
+    let limits = r["verdict_limits"].to_string();
+    assert!(limits.contains("the .NET monitors") && limits.contains("9.0.23") && limits.contains("ea2417846f6e65e39f48c6d7442f409cc97a7f36"), "{limits}");
+    assert_ne!(r["verdict"], "deadlock");
+    assert_eq!(syncblk("net9_abba").len(), 2, "SOS sees the two held monitors knot says it did not read");
+}
