@@ -26,6 +26,9 @@ pub struct Options {
     pub stacks_only: bool,
     /// Told as each phase of the pipeline starts (for a progress bar). It changes no fact.
     pub progress: Option<Progress>,
+    /// A compressed core is decompressed to at most this many bytes (None: the default,
+    /// `core::compressed::DEFAULT_MAX_DECOMPRESSED`); its program headers bound it too.
+    pub max_decompressed: Option<u64>,
 }
 
 /// The phases of [`analyze`], in order.
@@ -82,8 +85,14 @@ pub enum AnalyzeError {
 /// Reads the core at `path` and builds the report.
 pub fn analyze(path: impl AsRef<Path>, opts: &Options) -> Result<Report, AnalyzeError> {
     tell(opts, Phase::Open);
-    let process = Process::open(path.as_ref(), &opts.locator)?;
-    Ok(report_for(&process, opts))
+    let limit = opts.max_decompressed.unwrap_or(crate::core::compressed::DEFAULT_MAX_DECOMPRESSED);
+    let process = Process::open_limited(path.as_ref(), &opts.locator, limit)?;
+    let report = report_for(&process, opts);
+    // A file that shrank under the reading was read as zeros past its new end: no report.
+    if process.core.changed_while_read() {
+        return Err(CoreError::ChangedWhileRead { path: path.as_ref().to_path_buf() }.into());
+    }
+    Ok(report)
 }
 
 /// Builds the report for an opened process.
@@ -182,10 +191,14 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     let mut diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
     diagnostics.extend(facts.diagnostics);
     diagnostics.extend(runtime.iter().flat_map(|r| r.diagnostics()));
+    let diagnostics = crate::diagnostics::cap_per_stage(diagnostics);
+    let mut dump = dump::dump_info(process);
+    // Partial when anything, in any stage, was missing, refused or cut.
+    dump.partial |= diagnostics.iter().any(|d| d.severity == crate::Severity::Warning);
     let mut report = Report {
         schema_version: SCHEMA_VERSION,
         knot_version: env!("CARGO_PKG_VERSION").to_string(),
-        dump: dump::dump_info(process),
+        dump,
         verdict,
         verdict_limits,
         crash,

@@ -6,15 +6,30 @@
 use memmap2::Mmap;
 
 pub(crate) enum Bytes {
-    Mapped(Mmap),
+    /// A file's mapping, guarded against the file shrinking while it is read (see
+    /// [`crate::sigbus`]); the guard is dropped first, before the mapping goes.
+    Mapped { guard: crate::sigbus::Guard, map: Mmap },
     Owned(Box<[u8]>),
+}
+
+impl Bytes {
+    /// A file's mapping, registered with the SIGBUS guard.
+    pub(crate) fn mapped(map: Mmap) -> Bytes {
+        Bytes::Mapped { guard: crate::sigbus::guard(&map), map }
+    }
+
+    /// Whether the file shrank under a read: bytes read past its new end are zeros, not the
+    /// file's, and the reading must not be trusted.
+    pub(crate) fn changed_while_read(&self) -> bool {
+        matches!(self, Bytes::Mapped { guard, .. } if guard.faulted())
+    }
 }
 
 impl std::ops::Deref for Bytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match self {
-            Bytes::Mapped(m) => m,
+            Bytes::Mapped { map, .. } => map,
             Bytes::Owned(b) => b,
         }
     }

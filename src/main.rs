@@ -62,8 +62,13 @@ enum Command {
 
 #[derive(Parser)]
 struct AnalyzeArgs {
-    /// The core file (from the kernel, gcore or createdump).
+    /// The core file (from the kernel, gcore or createdump). gdb's order, PROGRAM CORE, is
+    /// accepted too: the first is then the program, as with --exe.
+    #[arg(value_name = "CORE")]
     core: PathBuf,
+    /// With PROGRAM first (gdb's order): the core file.
+    #[arg(value_name = "CORE", hide = true)]
+    gdb_core: Option<PathBuf>,
     #[command(flatten)]
     lookup: LookupArgs,
     /// Only rebuild the stacks: skip lock analysis and the wait-for graph.
@@ -72,6 +77,9 @@ struct AnalyzeArgs {
     /// Exit with status 3 when a deadlock (a wait-for cycle) is found, for jobs and CI scripts.
     #[arg(long, conflicts_with = "stacks_only")]
     fail_on_deadlock: bool,
+    /// A compressed core (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
+    #[arg(long, value_name = "MIB", default_value_t = knot::core::compressed::DEFAULT_MAX_DECOMPRESSED >> 20)]
+    max_decompressed_mib: u64,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -181,7 +189,22 @@ struct WatchArgs {
     /// With --once, exit with status 3 when some dump has a deadlock.
     #[arg(long, conflicts_with = "stacks_only")]
     fail_on_deadlock: bool,
+    /// A compressed dump (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
+    #[arg(long, value_name = "MIB", default_value_t = knot::core::compressed::DEFAULT_MAX_DECOMPRESSED >> 20)]
+    max_decompressed_mib: u64,
 }
+
+/// A command line that parsed but does not make sense: exit 64, as clap's own errors.
+#[derive(Debug)]
+struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -204,15 +227,28 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("knot: {e:#}");
-            ExitCode::from(EXIT_UNREADABLE)
+            ExitCode::from(if e.downcast_ref::<Usage>().is_some() { EXIT_USAGE } else { EXIT_UNREADABLE })
         }
     }
 }
 
-fn run_analyze(args: AnalyzeArgs) -> anyhow::Result<u8> {
+fn run_analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
+    // `knot analyze PROGRAM CORE`, as gdb is run.
+    if let Some(core) = args.gdb_core.take() {
+        if args.lookup.exe.is_some() {
+            return Err(Usage("give the program either first (knot analyze PROGRAM CORE) or as --exe, not both".into()).into());
+        }
+        args.lookup.exe = Some(std::mem::replace(&mut args.core, core));
+    }
     let locator = args.lookup.locator();
     let bar = ProgressBar::start();
-    let opts = Options { locator, stacks_only: args.stacks_only, progress: bar.as_ref().map(ProgressBar::hook), ..Options::default() };
+    let opts = Options {
+        locator,
+        stacks_only: args.stacks_only,
+        progress: bar.as_ref().map(ProgressBar::hook),
+        max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)),
+        ..Options::default()
+    };
     let report = analysis::analyze(&args.core, &opts);
     drop(bar);
     let report = report?;
@@ -386,8 +422,9 @@ fn run_watch(args: WatchArgs) -> anyhow::Result<u8> {
         settle: Duration::from_secs(args.settle_secs),
         interval: Duration::from_secs(args.interval_secs.max(1)),
         once: args.once,
-        analysis: Options { locator, stacks_only: args.stacks_only, ..Options::default() },
+        analysis: Options { locator, stacks_only: args.stacks_only, max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)), ..Options::default() },
     };
+    watch::check_dirs(&opts)?;
     if !opts.once {
         // A sidecar is stopped with SIGTERM; every file is written by rename, so stopping
         // anywhere leaves nothing half-written in place. (As PID 1 in a container, a signal

@@ -9,7 +9,10 @@
 //! For each dump `D` knot writes, in the output directory (DIR unless told otherwise):
 //! - `D.knot.json`, the report (`knot analyze --format json`), or `D.knot.error.txt` when the dump
 //!   cannot be analyzed (it is not retried until the dump changes);
-//! - `D.knot.done`, the marker: the dump's size and modification time and the outcome.
+//! - `D.knot.done`, the marker: the dump's size and modification time and the outcome;
+//! - `D.knot.running`, while `D` is analyzed: a knot that dies on a dump (an abort, the OOM
+//!   killer) leaves it, and the next knot (a restarted sidecar) writes `D.knot.error.txt` saying
+//!   so instead of dying on it again; the other dumps are analyzed as usual.
 //!
 //! Each file is written to a temporary name (`.D….knot-tmp-…`) and renamed into place, so a
 //! reader never sees half a report and a restart never takes a partial file for a result. A dump
@@ -30,6 +33,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub(crate) const REPORT_SUFFIX: &str = ".knot.json";
 pub(crate) const ERROR_SUFFIX: &str = ".knot.error.txt";
 pub(crate) const MARKER_SUFFIX: &str = ".knot.done";
+/// Written before a dump is analyzed and removed once its output is: found at a later scan, it
+/// says that a knot died while analyzing that dump (killed for memory, a crash the process could
+/// not catch), so the dump is given an error file instead of killing the next knot too.
+pub(crate) const RUNNING_SUFFIX: &str = ".knot.running";
 const TMP_INFIX: &str = ".knot-tmp-";
 /// Temporary files of a killed run older than this are removed.
 const STALE_TMP: Duration = Duration::from_secs(15 * 60);
@@ -126,7 +133,12 @@ fn elf_kind(head: &[u8]) -> Sniff {
 
 /// Names that are never dumps: hidden files (partial uploads, our temporaries) and our outputs.
 fn ignored_name(name: &str) -> bool {
-    name.starts_with('.') || name.ends_with(REPORT_SUFFIX) || name.ends_with(ERROR_SUFFIX) || name.ends_with(MARKER_SUFFIX) || name.contains(TMP_INFIX)
+    name.starts_with('.')
+        || name.ends_with(REPORT_SUFFIX)
+        || name.ends_with(ERROR_SUFFIX)
+        || name.ends_with(MARKER_SUFFIX)
+        || name.ends_with(RUNNING_SUFFIX)
+        || name.contains(TMP_INFIX)
 }
 
 /// The files knot writes for the dump named `name`.
@@ -134,6 +146,7 @@ pub(crate) struct Outputs {
     pub(crate) report: PathBuf,
     pub(crate) error: PathBuf,
     pub(crate) marker: PathBuf,
+    pub(crate) running: PathBuf,
 }
 
 pub(crate) fn outputs(out_dir: &Path, name: &str) -> Outputs {
@@ -141,6 +154,7 @@ pub(crate) fn outputs(out_dir: &Path, name: &str) -> Outputs {
         report: out_dir.join(format!("{name}{REPORT_SUFFIX}")),
         error: out_dir.join(format!("{name}{ERROR_SUFFIX}")),
         marker: out_dir.join(format!("{name}{MARKER_SUFFIX}")),
+        running: out_dir.join(format!("{name}{RUNNING_SUFFIX}")),
     }
 }
 
@@ -210,18 +224,26 @@ struct Seen {
     since: Instant,
 }
 
-/// Watches `opts.dir`; with `once`, returns when every dump there has been handled. `log`
-/// receives one line per event.
-pub fn run(opts: &WatchOptions, log: &mut dyn FnMut(&str)) -> Result<Summary, WatchError> {
-    let dir = &opts.dir;
-    let out_dir = opts.out.clone().unwrap_or_else(|| dir.clone());
-    for d in [dir, &out_dir] {
+/// Whether the watched directory and the output directory are directories knot can read: the
+/// one error a watch can end with at its start, said before anything else is.
+pub fn check_dirs(opts: &WatchOptions) -> Result<(), WatchError> {
+    let out_dir = opts.out.clone().unwrap_or_else(|| opts.dir.clone());
+    for d in [&opts.dir, &out_dir] {
         match fs::metadata(d) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => return Err(WatchError::NotADir { path: d.display().to_string() }),
             Err(source) => return Err(WatchError::Dir { path: d.display().to_string(), source }),
         }
     }
+    Ok(())
+}
+
+/// Watches `opts.dir`; with `once`, returns when every dump there has been handled. `log`
+/// receives one line per event.
+pub fn run(opts: &WatchOptions, log: &mut dyn FnMut(&str)) -> Result<Summary, WatchError> {
+    check_dirs(opts)?;
+    let dir = &opts.dir;
+    let out_dir = opts.out.clone().unwrap_or_else(|| dir.clone());
     remove_stale_temporaries(&out_dir);
     let mut summary = Summary::default();
     let mut seen: HashMap<PathBuf, Seen> = HashMap::new();
@@ -334,11 +356,45 @@ enum Handled {
     WriteError,
 }
 
+/// The running marker of an earlier knot for this very dump (same size and time), if one died
+/// on it: this process removes its own before it scans again.
+fn died_on(o: &Outputs, dump: &fs::Metadata) -> Option<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(&fs::read_to_string(&o.running).ok()?).ok()?;
+    let now = stamp(dump);
+    (v["size"].as_u64() == Some(now.size) && v["mtime_ns"].as_str() == Some(now.mtime_ns.to_string().as_str())).then_some(v)
+}
+
+fn marker_json(name: &str, s: Stamp) -> serde_json::Value {
+    serde_json::json!({
+        "dump": name,
+        "size": s.size,
+        "mtime_ns": s.mtime_ns.to_string(),
+        "knot_version": env!("CARGO_PKG_VERSION"),
+    })
+}
+
 fn process(path: &Path, name: &str, before: &fs::Metadata, outs: &Outputs, opts: &Options, log: &mut dyn FnMut(&str)) -> Handled {
     let started = Instant::now();
+    if let Some(earlier) = died_on(outs, before) {
+        let msg = format!(
+            "knot {} died while analyzing this dump (process {} was killed or aborted before writing a report); not analyzed again until the dump changes",
+            env!("CARGO_PKG_VERSION"),
+            earlier["pid"].as_u64().map_or("?".to_string(), |p| p.to_string())
+        );
+        let handled = finish(name, before, outs, Err(msg), started, log);
+        let _ = fs::remove_file(&outs.running);
+        return handled;
+    }
+    let mut running = marker_json(name, stamp(before));
+    running["pid"] = std::process::id().into();
+    if let Err(e) = write_atomic(&outs.running, format!("{running}\n").as_bytes()) {
+        log(&format!("{name}: cannot write its output in {}: {e}", outs.running.parent().unwrap_or(Path::new(".")).display()));
+        return Handled::WriteError;
+    }
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| analysis::analyze(path, opts)));
     let after = fs::metadata(path).ok();
     if after.as_ref().map(stamp) != Some(stamp(before)) {
+        let _ = fs::remove_file(&outs.running);
         log(&format!("{name}: changed while it was read; waiting for it to settle again"));
         return Handled::Changed;
     }
@@ -350,6 +406,13 @@ fn process(path: &Path, name: &str, before: &fs::Metadata, outs: &Outputs, opts:
             Err(format!("knot {} failed while analyzing {} (a bug in knot: please report it): {msg}", env!("CARGO_PKG_VERSION"), path.display()))
         }
     };
+    let handled = finish(name, before, outs, outcome, started, log);
+    let _ = fs::remove_file(&outs.running);
+    handled
+}
+
+/// Writes the report or the error file, then the done marker, and logs the outcome.
+fn finish(name: &str, before: &fs::Metadata, outs: &Outputs, outcome: Result<Report, String>, started: Instant, log: &mut dyn FnMut(&str)) -> Handled {
     let secs = started.elapsed().as_secs_f64();
     let (written, result_word) = match &outcome {
         Ok(r) => (write_atomic(&outs.report, (report::to_json(r) + "\n").as_bytes()).map(|_| &outs.report), "ok"),
@@ -364,15 +427,9 @@ fn process(path: &Path, name: &str, before: &fs::Metadata, outs: &Outputs, opts:
     };
     // A report replaces an earlier error, and the other way round.
     let _ = fs::remove_file(if outcome.is_ok() { &outs.error } else { &outs.report });
-    let s = stamp(before);
-    let marker = serde_json::json!({
-        "dump": name,
-        "size": s.size,
-        "mtime_ns": s.mtime_ns.to_string(),
-        "result": result_word,
-        "output": written.file_name().map(|n| n.to_string_lossy().into_owned()),
-        "knot_version": env!("CARGO_PKG_VERSION"),
-    });
+    let mut marker = marker_json(name, stamp(before));
+    marker["result"] = result_word.into();
+    marker["output"] = written.file_name().map(|n| n.to_string_lossy().into_owned()).into();
     if let Err(e) = write_atomic(&outs.marker, format!("{marker}\n").as_bytes()) {
         // The output is there and newer than the dump, which also counts as done.
         log(&format!("{name}: cannot write its marker: {e}"));

@@ -23,7 +23,7 @@ fn a_whole_gzip_core_reads_as_the_core() {
     std::fs::write(&gz, gzip(&std::fs::read(&dump.core).unwrap())).unwrap();
     let packed = analyze(&gz, &common::options_for(&dump)).unwrap();
     assert_eq!(packed.deadlocks.len(), plain.deadlocks.len());
-    assert!(!packed.dump.partial);
+    assert!(!packed.dump.partial, "{:#?}", packed.diagnostics.iter().filter(|d| d.severity == knot::Severity::Warning).collect::<Vec<_>>());
     assert!(packed.diagnostics.iter().any(|d| d.message.contains("gzip-compressed")));
 }
 
@@ -75,4 +75,63 @@ fn a_full_or_missing_temporary_directory_is_named_as_the_cause_not_the_dump() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("temporary file") && stderr.contains("no-such-dir") && stderr.contains("TMPDIR"), "{stderr}");
     assert!(!stderr.contains("cannot decompress"), "{stderr}");
+}
+
+// Issue 13, item 6: decompression bounded by what the core declares, and by an option.
+
+/// A gzip stream of the abba kernel core followed by `extra_mib` MiB of zeros, as concatenated
+/// gzip members (one MiB packed once, repeated: cheap to make, 1 000 times smaller than it unpacks).
+fn core_then_zeros(extra_mib: usize) -> (Vec<u8>, usize) {
+    let dump = common::committed("abba", DumpKind::Kernel);
+    let core = std::fs::read(&dump.core).unwrap();
+    let mut out = gzip(&core);
+    let zeros = gzip(&vec![0u8; 1 << 20]);
+    for _ in 0..extra_mib {
+        out.extend_from_slice(&zeros);
+    }
+    (out, core.len())
+}
+
+#[test]
+fn a_stream_longer_than_the_core_declares_is_cut_at_the_cores_end() {
+    let (packed, core_len) = core_then_zeros(256);
+    let dir = tempfile::tempdir().unwrap();
+    let gz = dir.path().join("core.gz");
+    std::fs::write(&gz, &packed).unwrap();
+    let core = Core::open(&gz).expect("the core in front reads");
+    assert!(core.file_bytes().len() <= core_len, "{} bytes written for a {core_len}-byte core", core.file_bytes().len());
+    assert!(core.diagnostics.iter().any(|d| d.message.contains("goes on past")), "{:?}", core.diagnostics);
+    assert!(!core.is_partial(), "the core itself is whole");
+}
+
+#[test]
+fn an_elf_file_that_is_not_a_core_is_refused_after_the_first_block() {
+    let dump = common::committed("abba", DumpKind::Kernel);
+    let mut bytes = std::fs::read(&dump.binary).unwrap();
+    bytes.resize(bytes.len() + (64 << 20), 0);
+    let dir = tempfile::tempdir().unwrap();
+    let gz = dir.path().join("program.gz");
+    std::fs::write(&gz, gzip(&bytes)).unwrap();
+    let err = Core::open(&gz).unwrap_err();
+    assert!(format!("{err:?}").contains("not a 64-bit little-endian core"), "{err:?}");
+}
+
+#[test]
+fn a_core_declaring_more_than_the_limit_is_refused_with_both_numbers() {
+    let (packed, core_len) = core_then_zeros(0);
+    let dir = tempfile::tempdir().unwrap();
+    let gz = dir.path().join("core.gz");
+    std::fs::write(&gz, &packed).unwrap();
+    let limit = (core_len / 2) as u64;
+    match Core::open_limited(&gz, limit) {
+        Err(e @ CoreError::DecompressTooBig { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains(&format!("more than the limit of {limit} bytes")), "{text}");
+        }
+        other => panic!("expected DecompressTooBig, got {other:?}"),
+    }
+    // The command line's option reaches it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_knot")).arg("analyze").arg(&gz).args(["--max-decompressed-mib", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("more than the limit of 0 bytes"), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -186,7 +186,7 @@ fn signature(name: &str, args: &[&str]) -> Option<String> {
     let dump = match knot_samples::ensure_with_args(name, DumpKind::Kernel, args) {
         knot_samples::Availability::Ready(d) => d,
         knot_samples::Availability::Skipped(why) => {
-            eprintln!("skipping {name}: {why}");
+            knot_samples::skipped(&format!("skipping {name}: {why}"));
             return None;
         }
     };

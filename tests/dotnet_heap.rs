@@ -28,7 +28,7 @@ fn dumps() -> Vec<Dump> {
         })
         .collect();
     if out.is_empty() {
-        eprintln!("skipping: no .NET dumps with sos/dumpheap-stat.txt");
+        knot_samples::skipped(&format!("skipping: no .NET dumps with sos/dumpheap-stat.txt"));
     }
     out
 }
@@ -213,7 +213,7 @@ fn last_oom_equals_sos_analyzeoom() {
 #[test]
 fn a_damaged_object_ends_its_regions_walk_with_a_diagnostic() {
     let Some((d, clean)) = loaded().iter().find(|(d, _)| d.name == "monitor_abba/heap") else {
-        eprintln!("skipping: no monitor_abba/heap dump");
+        knot_samples::skipped(&format!("skipping: no monitor_abba/heap dump"));
         return;
     };
     let gen0 = clean.segments.iter().find(|s| s.kind == SegmentKind::Gen0 && s.allocated > s.start).expect("a gen0 region with objects");

@@ -51,7 +51,7 @@ fn dumps() -> Vec<Dump> {
         })
         .collect();
     if out.is_empty() {
-        eprintln!("skipping: no .NET dumps (commit samples/dotnet/dumps, or run samples/dotnet/make-dumps.sh)");
+        knot_samples::skipped(&format!("skipping: no .NET dumps (commit samples/dotnet/dumps, or run samples/dotnet/make-dumps.sh)"));
     }
     out
 }
@@ -333,7 +333,7 @@ fn monitors_equal_syncblk() {
         let r = runtime(d, reading);
         assert!(matches!(r.monitor_support, Support::Supported { .. }), "{}: {:?}", d.name, r.monitor_support);
         let Some(text) = oracle(d, "syncblk.txt") else {
-            eprintln!("skipping monitors of {}: no syncblk oracle", d.name);
+            knot_samples::skipped(&format!("skipping monitors of {}: no syncblk oracle", d.name));
             continue;
         };
         let (rows, total, free) = match parse_syncblk(&text) {
@@ -508,7 +508,7 @@ fn a_runtime_without_a_descriptor_is_unsupported() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = repo.join("samples/dumps/abba/gcore");
     let Some(core) = std::fs::read_dir(&dir).ok().into_iter().flatten().flatten().map(|e| e.path()).find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("core"))) else {
-        eprintln!("skipping: no native sample core in {}", dir.display());
+        knot_samples::skipped(&format!("skipping: no native sample core in {}", dir.display()));
         return;
     };
     let mut process = Process::open(&core, &Locator::default()).expect("open native core");
@@ -570,7 +570,7 @@ fn a_native_process_is_not_dotnet() {
     let Some(core) = std::fs::read_dir(&dir).ok().into_iter().flatten().flatten().map(|e| e.path()).find(|p| {
         p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("core"))
     }) else {
-        eprintln!("skipping: no native sample core in samples/dumps/abba");
+        knot_samples::skipped(&format!("skipping: no native sample core in samples/dumps/abba"));
         return;
     };
     let process = Process::open(&core, &Locator::default()).expect("open native core");

@@ -268,11 +268,11 @@ fn native_frames_up_to_managed_code_equal_gdb() {
         let machine = Options::default();
         let process = Process::open(&d.core, &machine.locator).expect("core");
         if process.modules.iter().any(|m| m.file.is_none() && m.name() != "[vdso]") {
-            eprintln!("skipping gdb on {}: this machine does not have every file the dump names", d.name);
+            knot_samples::skipped(&format!("skipping gdb on {}: this machine does not have every file the dump names", d.name));
             continue;
         }
         let Some(gdb) = gdb_native_prefixes(&d.core_unpacked()) else {
-            eprintln!("skipping gdb on {}: no gdb or no dotnet host here", d.name);
+            knot_samples::skipped(&format!("skipping gdb on {}: no gdb or no dotnet host here", d.name));
             continue;
         };
         let r = analysis::report_for(&process, &Options { stacks_only: true, ..machine });

@@ -196,3 +196,62 @@ fn the_command_line_writes_html_and_colours_only_when_asked() {
     assert!(!run(&["--color", "never"]).contains('\x1b'));
     assert!(run(&["--color", "always"]).contains("\x1b[1;31mDEADLOCK"));
 }
+
+// Issue 13, item 12: the .NET page of a monitor cycle.
+
+/// The monitor_abba heap dump (two monitors on two System.Object instances, in one cycle).
+fn monitor_abba() -> Report {
+    let d = knot_samples::dotnet::dumps("sos/syncblk.txt", false)
+        .into_iter()
+        .find(|d| d.sample == "monitor_abba" && d.kind == "heap")
+        .expect("the committed monitor_abba heap dump");
+    let locator = knot::process::Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Default::default() };
+    knot::analysis::analyze(&d.core, &knot::analysis::Options { locator, ..Default::default() }).expect("monitor_abba reads")
+}
+
+/// The two text lines of each lock node in the wait-for graph.
+fn lock_node_lines(page: &str) -> Vec<(String, String)> {
+    let text = |node: &str, class: &str| {
+        let t = between(node, class, "</text>");
+        unescape(&t[t.find('>').expect(">") + 1..t.len() - "</text>".len()])
+    };
+    page.split("<g class=\"node lock").skip(1).map(|node| (text(node, "class=\"l1\""), text(node, "class=\"l2\""))).collect()
+}
+
+#[test]
+fn the_graph_tells_the_two_monitors_of_a_cycle_apart() {
+    let r = monitor_abba();
+    assert_eq!(r.deadlocks.len(), 1);
+    let page = knot::report::html::render(&r);
+    let nodes = lock_node_lines(&page);
+    assert!(nodes.len() >= 2, "{nodes:?}");
+    let distinct: std::collections::BTreeSet<_> = nodes.iter().collect();
+    assert_eq!(distinct.len(), nodes.len(), "two lock nodes read alike: {nodes:#?}");
+    // Each lock's object address is on its node.
+    for l in r.locks.iter().filter(|l| l.managed.is_some()) {
+        let at = l.managed.as_ref().map(|m| m.object.to_string()).unwrap_or_default();
+        assert!(nodes.iter().any(|(_, l2)| l2.contains(&at)), "{at} not on any node: {nodes:#?}");
+    }
+}
+
+#[test]
+fn an_inlined_call_frame_is_named_not_question_marks() {
+    let r = monitor_abba();
+    let with_transition = r.threads.iter().flat_map(|t| &t.frames).find(|f| f.transition.is_some()).expect("a transition frame in monitor_abba");
+    let t = with_transition.transition.as_ref().expect("transition");
+    let page = knot::report::html::render(&r);
+    // Named as SOS names it (and as the text report does), where it was `??` before.
+    let named = format!("<span class=\"fn transition\">[{}: {:#x}]</span>", t.kind, t.address.0);
+    assert!(page.contains(&named), "the page does not name the {} at {:#x}", t.kind, t.address.0);
+}
+
+#[test]
+fn the_locks_table_is_laid_out_to_fit_the_page() {
+    let page = knot::report::html::render(&monitor_abba());
+    assert!(page.contains("<section id=\"contended\">"), "the monitors have waiters");
+    // A fixed layout with breakable cells: a long type name wraps in its column instead of
+    // widening the table past the page's 1400 px.
+    assert!(page.contains("#contended table{table-layout:fixed}"));
+    assert!(page.contains("#contended td{overflow-wrap:anywhere}"));
+    assert!(page.contains("max-width:1400px"));
+}

@@ -26,7 +26,7 @@ fn can_trace() -> bool {
         let _ = child.wait();
         let refused = out.status.code() == Some(EXIT_REFUSED) && String::from_utf8_lossy(&out.stderr).contains("not permitted");
         if refused {
-            eprintln!("skipping: ptrace is not permitted here: {}", String::from_utf8_lossy(&out.stderr));
+            knot_samples::skipped(&format!("skipping: ptrace is not permitted here: {}", String::from_utf8_lossy(&out.stderr)));
         }
         !refused
     })
@@ -350,7 +350,7 @@ fn without_permission_it_is_refused_with_status_4_and_says_how_to_allow_it() {
     }
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping: needs root to run knot as another user");
+        knot_samples::skipped(&format!("skipping: needs root to run knot as another user"));
         return;
     }
     let mut target = ticker();
@@ -403,12 +403,12 @@ fn a_dotnet_sample_read_live_shows_its_monitor_cycle() {
     use std::io::BufRead;
     let dll = knot_samples::workspace_root().join("samples/dotnet/dumps/monitor_abba/app/monitor_abba.dll");
     let Ok(dotnet_host) = which("dotnet") else {
-        eprintln!("skipping: dotnet not on PATH");
+        knot_samples::skipped(&format!("skipping: dotnet not on PATH"));
         return;
     };
     let runtimes = Command::new(&dotnet_host).arg("--list-runtimes").output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
     if !runtimes.contains("Microsoft.NETCore.App 10.0.12 ") {
-        eprintln!("skipping: the committed build needs Microsoft.NETCore.App 10.0.12; this machine has:\n{runtimes}");
+        knot_samples::skipped(&format!("skipping: the committed build needs Microsoft.NETCore.App 10.0.12; this machine has:\n{runtimes}"));
         return;
     }
     // The committed build has no runtimeconfig.json beside it: name the framework it was built for.
@@ -487,7 +487,7 @@ fn a_process_whose_main_thread_exited_is_read_without_it() {
     match Command::new("gcc").args(["-g", "-pthread", "-o"]).arg(&bin).arg(&src).status() {
         Ok(s) if s.success() => {}
         _ => {
-            eprintln!("skipping: gcc not available");
+            knot_samples::skipped(&format!("skipping: gcc not available"));
             return;
         }
     }

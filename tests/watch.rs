@@ -167,3 +167,54 @@ fn a_missing_directory_exits_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/knot-dumps"));
 }
+
+/// Issue 13, item 7: a knot killed while it analyzes one dump (as the OOM killer or an abort
+/// would) leaves a `.knot.running` marker; the next knot gives that dump an error file saying
+/// so, instead of dying on it again, and analyzes the others.
+#[test]
+fn a_dump_that_killed_knot_gets_an_error_file_on_restart_and_the_others_are_analyzed() {
+    let d = abba();
+    let dir = tempfile::tempdir().unwrap();
+    let killer = dir.path().join("core.1-killer");
+    let other = dir.path().join("core.2-other");
+    fs::copy(&d.core, &killer).unwrap();
+    fs::copy(&d.core, &other).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_knot"));
+    cmd.arg("watch").arg(dir.path()).args(["--once", "--settle-secs", "0"]).arg("--exe").arg(&d.binary);
+    if let Some(s) = &d.sysroot {
+        cmd.arg("--sysroot").arg(s);
+    }
+    let mut child = cmd.stderr(std::process::Stdio::null()).spawn().expect("run knot watch");
+    // Kill it (SIGKILL: nothing runs after) once it has started on the first dump.
+    let running = with_suffix(&killer, ".knot.running");
+    let started = std::time::Instant::now();
+    while !running.exists() {
+        assert!(started.elapsed().as_secs() < 120, "knot never started on {}", killer.display());
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("knot watch ended ({status}) before it was killed; it finished the dump too fast to test");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    child.kill().expect("kill knot watch");
+    let _ = child.wait();
+    assert!(!with_suffix(&killer, ".knot.json").exists(), "knot was killed before it wrote the report");
+
+    let out = watch(&d, dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(1), "one dump could not be analyzed");
+    let error = fs::read_to_string(with_suffix(&killer, ".knot.error.txt")).expect("the killer has an error file");
+    assert!(error.contains("died while analyzing this dump"), "{error}");
+    assert!(!running.exists(), "the running marker is gone");
+    assert_eq!(report(&with_suffix(&other, ".knot.json"))["verdict"], "deadlock");
+    // And a third run has nothing to do.
+    let again = watch(&d, dir.path(), &[]);
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stderr));
+}
+
+/// Issue 13, item 11: a missing directory is said once, not once per scan.
+#[test]
+fn a_missing_directory_is_said_once() {
+    let out = Command::new(env!("CARGO_BIN_EXE_knot")).args(["watch", "/nonexistent-knot-dir"]).output().expect("run knot watch");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.matches("/nonexistent-knot-dir").count(), 1, "{err}");
+}

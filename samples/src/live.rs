@@ -65,7 +65,7 @@ pub fn start_live(name: &str, args: &[&str]) -> Result<Option<LiveSample>> {
     let built = match crate::try_ensure_with_args(name, DumpKind::Gcore, args)? {
         Availability::Ready(d) => d,
         Availability::Skipped(why) => {
-            eprintln!("skipping live {name}: {why}");
+            crate::skipped(&format!("skipping live {name}: {why}"));
             return Ok(None);
         }
     };

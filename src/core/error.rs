@@ -10,6 +10,10 @@ pub enum CoreError {
     Decompress { path: PathBuf, kind: &'static str, source: std::io::Error },
     #[error("{path}: cannot write the decompressed core into a temporary file in {dir} after {written} bytes (free space there, or point TMPDIR elsewhere, or decompress it yourself)")]
     DecompressSpace { path: PathBuf, dir: PathBuf, written: u64, source: std::io::Error },
+    #[error("{path}: the decompressed core {} more than the limit of {limit} bytes (--max-decompressed-mib)", match .declared { Some(d) => format!("declares {d} bytes,"), None => "runs to".to_string() })]
+    DecompressTooBig { path: PathBuf, declared: Option<u64>, limit: u64 },
+    #[error("{path} shrank while knot read it (truncated by another process?); read it again once it is complete")]
+    ChangedWhileRead { path: PathBuf },
     #[error("{path} is a directory; give the path of a core file")]
     IsDirectory { path: PathBuf },
     #[error("{path} is empty (0 bytes): not a core file")]

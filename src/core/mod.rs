@@ -2,7 +2,7 @@
 //! threads. Nothing here knows about modules or stacks; see [`crate::process`].
 
 pub mod auxv;
-pub(crate) mod compressed;
+pub mod compressed;
 mod error;
 pub(crate) mod knot_note;
 pub mod notes;
@@ -25,7 +25,6 @@ use auxv::Auxv;
 use goblin::elf::header::{self, Header};
 use goblin::elf::program_header::{self, ProgramHeader};
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 const NT_PRSTATUS: u32 = 1;
@@ -92,6 +91,12 @@ impl std::fmt::Debug for Core {
 impl Core {
     /// Opens `path` read-only and maps it. The file is never written, and never read whole.
     pub fn open(path: impl AsRef<Path>) -> Result<Core, CoreError> {
+        Core::open_limited(path, compressed::DEFAULT_MAX_DECOMPRESSED)
+    }
+
+    /// As [`Core::open`], with a compressed core decompressed to at most `max_decompressed`
+    /// bytes (besides the bound its own program headers set).
+    pub fn open_limited(path: impl AsRef<Path>, max_decompressed: u64) -> Result<Core, CoreError> {
         let path = path.as_ref().to_path_buf();
         let open_err = |source| CoreError::Open { path: path.clone(), source };
         let meta = std::fs::metadata(&path).map_err(open_err)?;
@@ -101,19 +106,30 @@ impl Core {
         if meta.len() == 0 {
             return Err(CoreError::Empty { path });
         }
-        let mut file = File::open(&path).map_err(open_err)?;
+        // Not a FIFO or a device: the open cannot block, and the type is checked before any read.
+        let mut file = crate::open::open_regular(&path).map_err(open_err)?;
         let mut magic = [0u8; 6];
         let n = std::io::Read::read(&mut file, &mut magic).map_err(open_err)?;
         let mut note = None;
         if let Some(kind) = compressed::Compression::detect(&magic[..n]) {
-            let plain = compressed::decompress(&path, kind).map_err(|e| match e {
+            let plain = compressed::decompress(&path, kind, max_decompressed).map_err(|e| match e {
                 compressed::DecompressError::Stream(source) => CoreError::Decompress { path: path.clone(), kind: kind.name(), source },
                 compressed::DecompressError::TempFile { written, source } => {
                     CoreError::DecompressSpace { path: path.clone(), dir: std::env::temp_dir(), written, source }
                 }
+                compressed::DecompressError::TooBig { declared, limit } => CoreError::DecompressTooBig { path: path.clone(), declared, limit },
             })?;
             let size = plain.size;
             note = Some(match plain.cut_off {
+                // The core is whole; what follows it is not knot's to read.
+                None if plain.past_end.is_some() => Diagnostic::info(
+                    "core",
+                    format!(
+                        "{} is {}-compressed and its stream goes on past the {size} bytes the core's program headers declare: the rest was not decompressed",
+                        path.display(),
+                        kind.name()
+                    ),
+                ),
                 None => Diagnostic::info("core", format!("{} is {}-compressed: read through a {size}-byte temporary file", path.display(), kind.name())),
                 Some(why) => Diagnostic::warning(
                     "core",
@@ -122,16 +138,16 @@ impl Core {
             });
             file = plain.file;
         }
-        // SAFETY: the mapping is read-only and private. If another process truncates the file
-        // while knot runs, reads past the new end fault (SIGBUS); knot accepts that risk as every
-        // mmap-based reader does, and never writes through the mapping.
+        // SAFETY: the mapping is read-only and knot never writes through it. If another process
+        // truncates the file while knot runs, reads past the new end would fault (SIGBUS): the
+        // mapping is guarded (crate::sigbus), they read zeros, and `changed_while_read` says so.
         let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(open_err)?;
         // Access is sparse (a few stack pages per thread): no read-ahead or fault-around.
         let _ = map.advise(memmap2::Advice::Random);
         if map.is_empty() {
             return Err(CoreError::Empty { path });
         }
-        let mut core = Core::from_map(path, Bytes::Mapped(map))?;
+        let mut core = Core::from_map(path, Bytes::mapped(map))?;
         core.diagnostics.extend(note);
         Ok(core)
     }
@@ -281,7 +297,7 @@ impl Core {
     }
 
     /// The whole file, for readers that need raw offsets.
-    pub(crate) fn file_bytes(&self) -> &[u8] {
+    pub fn file_bytes(&self) -> &[u8] {
         &self.map
     }
 
@@ -297,7 +313,7 @@ impl Core {
     /// kernel reads them ahead instead of faulting page by page (the mapping is opened for
     /// random access).
     pub(crate) fn will_read(&self, addr: u64, len: u64) {
-        if let (Bytes::Mapped(m), Some((off, n))) = (&self.map, self.page_range(addr, len)) {
+        if let (Bytes::Mapped { map: m, .. }, Some((off, n))) = (&self.map, self.page_range(addr, len)) {
             let _ = m.advise_range(memmap2::Advice::WillNeed, off, n);
         }
     }
@@ -306,7 +322,7 @@ impl Core {
     /// have been read (they stay in the page cache): a walk of a heap bigger than memory keeps
     /// its resident set small.
     pub(crate) fn done_reading(&self, addr: u64, len: u64) {
-        if let (Bytes::Mapped(m), Some((off, n))) = (&self.map, self.page_range(addr, len)) {
+        if let (Bytes::Mapped { map: m, .. }, Some((off, n))) = (&self.map, self.page_range(addr, len)) {
             // SAFETY: the mapping is a private read-only file mapping nobody writes: dropped
             // pages are read again from the file on the next access, with the same bytes, and
             // no reference into the mapping is invalidated.
@@ -322,6 +338,12 @@ impl Core {
         let start = offset / PAGE * PAGE;
         let end = (end / PAGE * PAGE).min(self.map.len() as u64);
         (end > start).then(|| (start as usize, (end - start) as usize))
+    }
+
+    /// Whether the core file shrank while it was read (truncated by another process): what was
+    /// read past its new end is zeros, so the reading is not the dump's.
+    pub fn changed_while_read(&self) -> bool {
+        self.map.changed_while_read()
     }
 
     /// Whether any warning made this reading partial.

@@ -8,8 +8,8 @@ pub struct FileMapping {
     pub start: u64,
     pub end: u64,
     /// Offset of `start` in the file, in bytes.
-    pub(crate) file_offset: u64,
-    pub(crate) path: String,
+    pub file_offset: u64,
+    pub path: String,
 }
 
 /// Parses NT_FILE; `Err` names what was wrong. A count larger than the descriptor can hold is

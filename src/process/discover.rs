@@ -171,11 +171,50 @@ fn from_nt_file(files: &[FileMapping]) -> Vec<Found> {
     out
 }
 
+/// The NT_FILE entries that agree with the dump's own memory. A second mapping of a file's first
+/// page (a second place for one path's ELF header) is refused, with a warning, when the dump
+/// shows that ELF header at another of them and not at this one. (A mapping with no segment
+/// alone says nothing: gcore and createdump leave read-only file pages out; and .NET maps an
+/// assembly's first page more than once.)
+fn consistent_with_memory(core: &Core, files: &[FileMapping], diagnostics: &mut Vec<Diagnostic>) -> Vec<FileMapping> {
+    let mapped = |a: u64| !matches!(core.bytes_at(a, 1), Err(crate::core::Absence::NotMapped));
+    let elf_at = |a: u64| core.bytes_at(a, 4).is_ok_and(|b| b == b"\x7fELF");
+    // Path → the mapping of its first page that the dump backs best: an ELF header in memory,
+    // then a segment, then the lowest address.
+    let mut best: HashMap<&str, (u8, u64)> = HashMap::new();
+    for m in files.iter().filter(|m| m.file_offset == 0) {
+        let rank = if elf_at(m.start) { 2 } else if mapped(m.start) { 1 } else { 0 };
+        let e = best.entry(m.path.as_str()).or_insert((rank, m.start));
+        if rank > e.0 || (rank == e.0 && m.start < e.1) {
+            *e = (rank, m.start);
+        }
+    }
+    let mut out = Vec::with_capacity(files.len());
+    for m in files {
+        // Only where the dump shows an ELF header: a managed assembly (PE) is mapped at offset 0
+        // more than once by its runtime (flat and as an image).
+        let why = if m.file_offset == 0 && !elf_at(m.start) && best.get(m.path.as_str()).is_some_and(|&(rank, at)| at != m.start && rank == 2) {
+            let at = best[m.path.as_str()].1;
+            Some(format!("the dump shows the file's ELF header at {at:#x}"))
+        } else {
+            None
+        };
+        match why {
+            Some(why) => diagnostics.push(
+                Diagnostic::warning("modules", format!("NT_FILE places {} at {:#x}..{:#x}, which contradicts the dump's memory ({why}): entry refused", m.path, m.start, m.end))
+                    .at_address(m.start),
+            ),
+            None => out.push(m.clone()),
+        }
+    }
+    out
+}
+
 /// Discovers every module and opens its files through `locator`.
 pub(crate) fn discover(core: &Core, locator: &Locator, diagnostics: &mut Vec<Diagnostic>) -> Vec<Module> {
     let mut modules = Vec::new();
     let found = match &core.files {
-        Some(files) => from_nt_file(files),
+        Some(files) => from_nt_file(&consistent_with_memory(core, files, diagnostics)),
         None => {
             diagnostics.push(Diagnostic::info("modules", "the core has no NT_FILE note; modules come from the dynamic linker's link_map"));
             link_map::walk(core, diagnostics)
@@ -255,17 +294,36 @@ fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, ne
         (Some(p), Some(b)) => build_id_in_memory(core, p, b),
         _ => None,
     };
-    // A name that is no path (`[executable]`, or one knot made up) is never opened.
-    let mut candidates = match f.path_source {
-        PathSource::NtFile | PathSource::LinkMap | PathSource::AuxvExecfn if !is_pseudo_path(&f.path) => locator.module_candidates(&f.path),
-        _ => Vec::new(),
-    };
+    // A name that is no path (`[executable]`, or one knot made up) is never opened; a path that
+    // would lead out of the sysroot, or to a device, is refused and said.
+    let real_path = matches!(f.path_source, PathSource::NtFile | PathSource::LinkMap | PathSource::AuxvExecfn) && !is_pseudo_path(&f.path);
+    if real_path && let Err(why) = locator.module_path(&f.path) {
+        let d = match why {
+            crate::open::Refused::NotAbsolute(_) => Diagnostic::info("modules", format!("{}: not opened: {why}", f.path)),
+            _ => Diagnostic::warning("modules", format!("{}: not opened: {why}", f.path)),
+        };
+        diagnostics.push(d.at_address(f.header_addr));
+    }
+    let mut candidates = if real_path { locator.module_candidates(&f.path) } else { Vec::new() };
     if is_executable {
         if let Some(exe) = &locator.executable {
             candidates.insert(0, exe.clone());
         }
     }
     let (disk_path, opened) = open_matching(&candidates, dump_id.as_deref());
+    // The program the user named (--exe, or gdb's PROGRAM CORE) and did not get: say why.
+    if let Some(exe) = locator.executable.as_ref().filter(|e| is_executable && **e != disk_path) {
+        let why = match ElfFile::open(exe) {
+            Ok(file) => match (&dump_id, &file.build_id) {
+                (Some(want), Some(have)) if want != have => {
+                    format!("it is another build (build-id {}; the dump ran {})", super::elf_file::hex(have), super::elf_file::hex(want))
+                }
+                _ => "another candidate matched first".to_string(),
+            },
+            Err(e) => e.to_string(),
+        };
+        diagnostics.push(Diagnostic::warning("modules", format!("--exe {} not used for {}: {why}", exe.display(), f.path)).at_address(f.header_addr));
+    }
     let phdrs = match (&mem_phdrs, &opened) {
         (Some(p), _) => p.clone(),
         (None, Ok(file)) => phdrs_in_file(file),
@@ -273,6 +331,22 @@ fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, ne
         (None, Err(super::elf_file::ElfFileError::NotElf { .. })) => return None,
         (None, Err(e)) => return headerless_module(core, f, next_header, &disk_path, e, diagnostics),
     };
+    // The file's first page placed where the dump holds other bytes than an ELF header: the
+    // entry contradicts the dump's memory.
+    if mem_phdrs.is_none()
+        && opened.is_ok()
+        && let Some(saved) = core_bytes(core, f.header_addr, 4)
+        && saved != b"\x7fELF"
+    {
+        diagnostics.push(
+            Diagnostic::warning(
+                "modules",
+                format!("NT_FILE places {} at {:#x}, which contradicts the dump's memory (it holds no ELF header there): entry refused", f.path, f.header_addr),
+            )
+            .at_address(f.header_addr),
+        );
+        return None;
+    }
     let bias = f.header_addr.wrapping_sub(link_base(&phdrs)?);
 
     let mut ranges = f.ranges;
@@ -324,6 +398,11 @@ fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, ne
                 module.file = Some(file);
             }
         },
+        Err(super::elf_file::ElfFileError::Open { source, .. }) if source.kind() != std::io::ErrorKind::NotFound => {
+            let reason = source.to_string();
+            diagnostics.push(Diagnostic::warning("modules", format!("{}: not opened: {reason}; its code is read from the dump only", f.path)).at_address(start));
+            module.file_status = FileStatus::Refused { path: disk_path.display().to_string(), reason };
+        }
         Err(super::elf_file::ElfFileError::Open { .. }) => {
             diagnostics.push(
                 Diagnostic::warning("modules", format!("{}: file not found (looked at {}); its code is read from the dump only", f.path, disk_path.display()))

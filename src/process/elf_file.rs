@@ -8,7 +8,6 @@ use goblin::elf::header::{self, Header};
 use goblin::elf::program_header::{self, ProgramHeader};
 use goblin::elf::section_header::{self, SectionHeader};
 use memmap2::Mmap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -70,10 +69,10 @@ impl std::fmt::Debug for ElfFile {
 impl ElfFile {
     pub fn open(path: impl AsRef<Path>) -> Result<ElfFile, ElfFileError> {
         let path = path.as_ref().to_path_buf();
-        let file = File::open(&path).map_err(|source| ElfFileError::Open { path: path.clone(), source })?;
+        let file = crate::open::open_regular(&path).map_err(|source| ElfFileError::Open { path: path.clone(), source })?;
         // SAFETY: read-only private mapping of a file knot never writes; see Core::open.
         let map = unsafe { Mmap::map(&file) }.map_err(|source| ElfFileError::Open { path: path.clone(), source })?;
-        ElfFile::parse(path, Bytes::Mapped(map))
+        ElfFile::parse(path, Bytes::mapped(map))
     }
 
     /// An ELF image held in memory, e.g. copied out of the dump; `name` stands in for its path.
@@ -128,7 +127,7 @@ impl ElfFile {
         Ok(file)
     }
 
-    pub(crate) fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         &self.path
     }
 

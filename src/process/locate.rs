@@ -24,19 +24,19 @@ pub struct Locator {
 }
 
 impl Locator {
-    /// The on-disk path for a module path recorded in the dump.
-    pub(crate) fn module_path(&self, dump_path: &str) -> PathBuf {
-        match &self.sysroot {
-            Some(root) => root.join(dump_path.trim_start_matches('/')),
-            None => PathBuf::from(dump_path),
-        }
+    /// The on-disk path for a module path recorded in the dump: under the sysroot and never
+    /// out of it, never a device or a pseudo name (see [`crate::open::resolve`]).
+    pub(crate) fn module_path(&self, dump_path: &str) -> Result<PathBuf, crate::open::Refused> {
+        crate::open::resolve(self.sysroot.as_deref(), dump_path)
     }
 
     /// Every place the module file may be, best first: the recorded path (under the sysroot),
-    /// then each search directory with the file's name. Build-ids decide among them.
+    /// then each search directory with the file's name. Build-ids decide among them. A refused
+    /// recorded path leaves only the search directories.
     pub(crate) fn module_candidates(&self, dump_path: &str) -> Vec<PathBuf> {
-        let mut out = vec![self.module_path(dump_path)];
-        if let Some(name) = Path::new(dump_path).file_name() {
+        let mut out: Vec<PathBuf> = self.module_path(dump_path).into_iter().collect();
+        let name = Path::new(dump_path).file_name().filter(|n| *n != ".." && *n != "." && dump_path.starts_with('/'));
+        if let Some(name) = name {
             out.extend(self.search_dirs.iter().map(|d| d.join(name)));
         }
         out
@@ -82,7 +82,7 @@ mod tests {
     #[test]
     fn sysroot_prefixes_dump_paths() {
         let l = Locator { sysroot: Some("/sr".into()), ..Default::default() };
-        assert_eq!(l.module_path("/lib/x86_64-linux-gnu/libc.so.6"), PathBuf::from("/sr/lib/x86_64-linux-gnu/libc.so.6"));
+        assert_eq!(l.module_path("/lib/x86_64-linux-gnu/libc.so.6"), Ok(PathBuf::from("/sr/lib/x86_64-linux-gnu/libc.so.6")));
     }
 
     #[test]

@@ -42,6 +42,11 @@ impl Process {
         Ok(Process::from_core(Core::open(core_path)?, locator))
     }
 
+    /// As [`Process::open`], with a compressed core decompressed to at most `max_decompressed` bytes.
+    pub fn open_limited(core_path: impl AsRef<Path>, locator: &Locator, max_decompressed: u64) -> Result<Process, CoreError> {
+        Ok(Process::from_core(Core::open_limited(core_path, max_decompressed)?, locator))
+    }
+
     pub fn from_core(core: Core, locator: &Locator) -> Process {
         let mut diagnostics = Vec::new();
         let modules = discover::discover(&core, locator, &mut diagnostics);

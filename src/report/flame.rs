@@ -33,6 +33,9 @@ fn frame_name(f: &FrameReport) -> String {
     if f.signal_frame {
         return "<signal handler called>".to_string();
     }
+    if let Some(t) = &f.transition {
+        return format!("[{}]", t.kind);
+    }
     match (&f.function, &f.module) {
         (Some(func), _) => func.clone(),
         (None, Some(m)) => format!("?? [{m}]"),

@@ -350,7 +350,10 @@ pub(crate) fn frames(out: &mut String, frames: &[FrameReport]) {
             _ => "",
         };
         let _ = write!(out, "<div class=\"f{}{}\"><span class=\"idx\">#{:<3}</span> <span class=\"ip\">{:#018x}</span>  ", cls, if f.inlined { " inl" } else { "" }, f.index, f.ip.0);
-        if f.signal_frame {
+        if let Some(t) = &f.transition {
+            // A runtime transition record, named as SOS names it (`[InlinedCallFrame: addr]`).
+            let _ = write!(out, "<span class=\"fn transition\">[{}: {:#x}]</span>", escape(&t.kind), t.address.0);
+        } else if f.signal_frame {
             out.push_str("<span class=\"fn sig\">&lt;signal handler called&gt;</span>");
         } else {
             let _ = write!(out, "<span class=\"fn\">{}</span>", escape(f.function.as_deref().unwrap_or("??")));
@@ -476,6 +479,7 @@ code,.mono,.frames{font-family:ui-monospace,SFMono-Regular,"DejaVu Sans Mono",Me
 .chip{display:inline-block;padding:1px 8px;border-radius:4px;border:1px solid var(--red);background:var(--bg);font-size:14px;margin:1px 0}.chip.l{border-radius:12px}
 .tag{font-size:12px;padding:1px 6px;border-radius:3px;background:var(--amberbg);color:var(--amber);border:1px solid var(--amber)}
 table{border-collapse:collapse;width:100%;font-size:14px}th,td{text-align:left;padding:4px 10px;border-bottom:1px solid var(--line);vertical-align:top}th{color:var(--dim);font-weight:600}td.n,th.n{text-align:right}
+#contended table{table-layout:fixed}#contended td{overflow-wrap:anywhere}#contended th:nth-child(1){width:36%}#contended th:nth-child(2){width:14%}#contended th:nth-child(3){width:15ch}#contended th:nth-child(5){width:6em}
 .lockname{font-weight:600;color:var(--lockline)}.owner{font-weight:600}
 .scroll{overflow:auto;border:1px solid var(--line);border-radius:6px;background:var(--panel);max-height:80vh}
 .legend{font-size:13px;color:var(--dim)}.sw{display:inline-block;width:14px;height:10px;border:1px solid var(--dim);vertical-align:middle;margin-left:10px}.sw.thread{background:var(--thread);border-radius:2px}.sw.lock{background:var(--lock);border-radius:6px;border-color:var(--lockline)}

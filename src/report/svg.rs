@@ -13,7 +13,7 @@
 
 use super::html::escape;
 use super::model::Report;
-use super::words::{edge_words, lock_name, owner_words, state_words};
+use super::words::{edge_words, lock_name, owner_words, referrer, state_words};
 use crate::waits::Owner;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -388,7 +388,22 @@ fn node_svg(s: &mut String, report: &Report, node: &Node, x: f64, y: f64) {
                 Owner::Readers { .. } | Owner::Unknown { .. } => owner_words(l),
                 _ => l.label.clone(),
             };
-            ("node lock", format!("#l{i}"), lock_name(&l), line2, title)
+            let (line1, line2) = match &l.managed {
+                // Two monitors of one cycle are often on objects of one type: the first line
+                // names what holds the object (or its type), the second its address, so that no
+                // two nodes read alike.
+                Some(m) => {
+                    let ty = m.type_name.as_deref().unwrap_or("object");
+                    let short = ty.rsplit('.').next().unwrap_or(ty);
+                    let first = match m.referrers.first().filter(|r| !r.field.starts_with('[')) {
+                        Some(r) => referrer(r),
+                        None => format!("{} on {short}", l.kind),
+                    };
+                    (first, format!("{} at {}", l.kind, m.object))
+                }
+                None => (lock_name(l), line2),
+            };
+            ("node lock", format!("#l{i}"), line1, line2, title)
         }
     };
     let class = if node.cycle { format!("{class} cycle") } else { class.to_string() };

@@ -67,7 +67,7 @@ pub fn made(name: &str, kind: DumpKind) -> Option<SampleDump> {
     match knot_samples::ensure(name, kind) {
         Availability::Ready(d) => Some(d),
         Availability::Skipped(why) => {
-            eprintln!("skipping {name} ({kind}): {why}");
+            knot_samples::skipped(&format!("skipping {name} ({kind}): {why}"));
             None
         }
     }

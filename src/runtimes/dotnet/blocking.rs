@@ -45,7 +45,7 @@ pub(crate) fn records(t: &Target, l: &Layout, thread: u64, thread_local_data: u6
     if thread_local_data == 0 {
         return Ok(Vec::new());
     }
-    let owner = t.read_ptr(thread_local_data + l.thread_local_data_thread, "ThreadLocalData.pThread")?;
+    let owner = t.read_ptr(thread_local_data.wrapping_add(l.thread_local_data_thread), "ThreadLocalData.pThread")?;
     if owner != thread {
         return Err(DotnetError::Invalid {
             what: "ThreadLocalData",
@@ -53,7 +53,7 @@ pub(crate) fn records(t: &Target, l: &Layout, thread: u64, thread_local_data: u6
             why: format!("belongs to thread {owner:#x}, not {thread:#x}: the layout is not this build's"),
         });
     }
-    let mut at = t.read_ptr(thread_local_data + l.thread_local_data_blocking_info_first, "ThreadLocalData.ThreadBlockingInfo_First")?;
+    let mut at = t.read_ptr(thread_local_data.wrapping_add(l.thread_local_data_blocking_info_first), "ThreadLocalData.ThreadBlockingInfo_First")?;
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     while at != 0 {
@@ -63,9 +63,9 @@ pub(crate) fn records(t: &Target, l: &Layout, thread: u64, thread_local_data: u6
         if out.len() >= MAX_RECORDS {
             return Err(DotnetError::TooMany { what: "ThreadBlockingInfo list", at: thread_local_data, limit: MAX_RECORDS as u64 });
         }
-        let object_ptr = t.read_ptr(at + l.blocking_info_object, "ThreadBlockingInfo._objectPtr")?;
-        let kind_raw = t.read_u32(at + l.blocking_info_kind, "ThreadBlockingInfo._objectKind")?;
-        let timeout_ms = t.read_u32(at + l.blocking_info_timeout, "ThreadBlockingInfo._timeoutMs")? as i32;
+        let object_ptr = t.read_ptr(at.wrapping_add(l.blocking_info_object), "ThreadBlockingInfo._objectPtr")?;
+        let kind_raw = t.read_u32(at.wrapping_add(l.blocking_info_kind), "ThreadBlockingInfo._objectKind")?;
+        let timeout_ms = t.read_u32(at.wrapping_add(l.blocking_info_timeout), "ThreadBlockingInfo._timeoutMs")? as i32;
         let kind = match kind_raw {
             0 => BlockingKind::MonitorEnter,
             1 => BlockingKind::MonitorWait,
@@ -77,7 +77,7 @@ pub(crate) fn records(t: &Target, l: &Layout, thread: u64, thread_local_data: u6
         if object_ptr != 0 {
             out.push(Record { address: at, kind, object_ptr, timeout_ms });
         }
-        at = t.read_ptr(at + l.blocking_info_next, "ThreadBlockingInfo._next")?;
+        at = t.read_ptr(at.wrapping_add(l.blocking_info_next), "ThreadBlockingInfo._next")?;
     }
     Ok(out)
 }

@@ -11,7 +11,7 @@ use super::metadata::ImageMemory;
 use super::target::{RuntimeMemory, Target};
 use crate::process::{Locator, Module, Process};
 
-pub(crate) struct Context<'p> {
+pub struct Context<'p> {
     pub(crate) process: &'p Process,
     pub(crate) module: &'p Module,
     pub(crate) version: RuntimeVersion,
@@ -26,7 +26,7 @@ pub(crate) struct Context<'p> {
 
 /// Why a process has no [`Context`].
 #[derive(Debug)]
-pub(crate) enum NoContext {
+pub enum NoContext {
     /// No `libcoreclr.so` in the process.
     NotDotnet,
     /// A CoreCLR whose descriptor could not be had.
@@ -36,7 +36,7 @@ pub(crate) enum NoContext {
 impl<'p> Context<'p> {
     /// Finds the runtime in `process` and reads its descriptor; managed images are looked for
     /// through `locator`.
-    pub(crate) fn open(process: &'p Process, locator: &Locator) -> Result<Context<'p>, NoContext> {
+    pub fn open(process: &'p Process, locator: &Locator) -> Result<Context<'p>, NoContext> {
         let module = locate::runtime_module(process).ok_or(NoContext::NotDotnet)?;
         let version = RuntimeVersion::of(module);
         let located = match locate::locate(process, module) {
@@ -56,7 +56,7 @@ impl<'p> Context<'p> {
     }
 
     /// The contracts as the reader sees them, over the dump's memory.
-    pub(crate) fn target(&self) -> Target<'_> {
+    pub fn target(&self) -> Target<'_> {
         Target::borrowed(&self.memory, &self.descriptor, &self.pointer_data)
     }
 

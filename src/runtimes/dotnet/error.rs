@@ -16,6 +16,8 @@ pub enum DotnetError {
     MissingType(String),
     #[error("the descriptor's type {ty} has no field {field}")]
     MissingField { ty: String, field: String },
+    #[error("the descriptor's type {ty} is impossible: {why}")]
+    BadLayout { ty: String, why: String },
     #[error("the descriptor has no global {0}")]
     MissingGlobal(String),
     #[error("global {name} names pointer-data slot {index}, but there are {count}")]

@@ -131,7 +131,7 @@ pub struct Located {
     pub descriptor: Descriptor,
     pub pointer_data: Vec<u64>,
     pub source: DescriptorSource,
-    pub(crate) header_address: u64,
+    pub header_address: u64,
 }
 
 /// Why the descriptor could not be had.

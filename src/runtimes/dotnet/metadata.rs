@@ -73,7 +73,7 @@ impl<'p> ImageMemory<'p> {
                 // The dump's copy of the mapping's first bytes, when it saved them, must match.
                 let saved = self.process.core.bytes_at(b.mapping.start, VERIFY_BYTES).ok().filter(|s| !s.is_empty());
                 for path in &b.candidates {
-                    let Ok(f) = std::fs::File::open(path) else { continue };
+                    let Ok(f) = crate::open::open_regular(path) else { continue };
                     // SAFETY: read-only private mapping of a file knot never writes.
                     let Ok(map) = (unsafe { Mmap::map(&f) }) else { continue };
                     let off = b.mapping.file_offset as usize;

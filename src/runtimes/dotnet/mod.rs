@@ -32,7 +32,7 @@ pub(crate) mod blocking;
 pub mod catalog;
 pub(crate) mod codeheap;
 pub(crate) mod codemap;
-pub(crate) mod context;
+pub mod context;
 pub mod crash;
 pub mod descriptor;
 pub(crate) mod diaginfo;
@@ -246,7 +246,7 @@ pub(crate) fn read_runtime(runtime: &Context<'_>, all_facts: Result<&[BuildFacts
     }
     let source = runtime.source;
     let t = runtime.target();
-    let mut reader = Reader { process, t: &t, diagnostics: Vec::new() };
+    let mut reader = Reader { process, t: &t, diagnostics: Vec::new(), cut: 0 };
     if source.pointer_data == Source::File {
         reader.diagnostics.push(Diagnostic::info(
             STAGE,
@@ -302,7 +302,7 @@ pub(crate) fn read_runtime(runtime: &Context<'_>, all_facts: Result<&[BuildFacts
         Some(b) => tasks::task_waits(process, &t, &b.layout, &namer, &threads, &waits),
         None => Vec::new(),
     };
-    let diagnostics = reader.diagnostics;
+    let diagnostics = reader.into_diagnostics();
     DotnetReading::Runtime(Box::new(RuntimeReading {
         version,
         descriptor_source: source,
@@ -322,15 +322,38 @@ struct Reader<'a> {
     process: &'a Process,
     t: &'a Target<'a>,
     diagnostics: Vec<Diagnostic>,
+    /// Diagnostics past [`MAX_READER_DIAGNOSTICS`], counted, not kept.
+    cut: u64,
 }
 
+/// More than a real dump ever gives; a hostile table can give one per entry.
+const MAX_READER_DIAGNOSTICS: usize = 256;
+/// Monitors read from the sync-block table; more are counted and named as cut.
+pub const MAX_MONITORS: usize = 4096;
+
 impl Reader<'_> {
+    fn push(&mut self, d: Diagnostic) {
+        if self.diagnostics.len() < MAX_READER_DIAGNOSTICS {
+            self.diagnostics.push(d);
+        } else {
+            self.cut += 1;
+        }
+    }
+
     fn warn(&mut self, what: &str, e: &DotnetError) {
         let mut d = Diagnostic::warning(STAGE, format!("{what}: {e}"));
         if let Some(a) = e.address() {
             d = d.at_address(a);
         }
-        self.diagnostics.push(d);
+        self.push(d);
+    }
+
+    /// The diagnostics, with one more naming how many were cut.
+    fn into_diagnostics(mut self) -> Vec<Diagnostic> {
+        if self.cut > 0 {
+            self.diagnostics.push(Diagnostic::warning(STAGE, format!("{} more diagnostics of the .NET reader cut (at most {MAX_READER_DIAGNOSTICS} are kept)", self.cut)));
+        }
+        self.diagnostics
     }
 
     fn threads(&mut self) -> (Option<ThreadCounts>, Vec<ManagedThread>) {
@@ -359,7 +382,7 @@ impl Reader<'_> {
                 Ok(mut th) => {
                     th.dump_thread_index = by_tid.get(&th.os_tid).copied();
                     if th.dump_thread_index.is_none() && th.os_tid != 0 && !th.is_dead() {
-                        self.diagnostics.push(Diagnostic::info(STAGE, format!("managed thread {} (OS tid {}) is not among the dump's threads", th.managed_id, th.os_tid)).at_address(a));
+                        self.push(Diagnostic::info(STAGE, format!("managed thread {} (OS tid {}) is not among the dump's threads", th.managed_id, th.os_tid)).at_address(a));
                     }
                     out.push(th);
                 }
@@ -370,7 +393,7 @@ impl Reader<'_> {
             && c.thread_count >= 0
             && c.thread_count as usize != out.len()
         {
-            self.diagnostics.push(Diagnostic::warning(STAGE, format!("the ThreadStore counts {} threads but its list has {}", c.thread_count, out.len())));
+            self.push(Diagnostic::warning(STAGE, format!("the ThreadStore counts {} threads but its list has {}", c.thread_count, out.len())));
         }
         (counts, out)
     }
@@ -385,9 +408,15 @@ impl Reader<'_> {
 
         // Sync blocks.
         let table = match syncblock::read_table(t, l, cache) {
-            Ok(table) => {
+            Ok(mut table) => {
+                if let Some(e) = table.stopped.take() {
+                    self.warn(&format!("sync block table read to entry {} only", table.total), &e);
+                }
                 for (index, what) in &table.unsound {
-                    self.diagnostics.push(Diagnostic::info(STAGE, format!("sync table entry {index} is in the used range but holds no sync block of a live object ({what}): not read as a lock")));
+                    self.push(Diagnostic::info(STAGE, format!("sync table entry {index} is in the used range but holds no sync block of a live object ({what}): not read as a lock")));
+                }
+                if table.unsound_cut > 0 {
+                    self.diagnostics.push(Diagnostic::warning(STAGE, format!("{} more sync table entries hold no sync block of a live object (not listed)", table.unsound_cut)));
                 }
                 Some(table)
             }
@@ -400,10 +429,19 @@ impl Reader<'_> {
         let mut sync_objects: HashMap<u64, usize> = HashMap::new();
         // Every in-use entry, by its AwareLock's address (what blocking records point at).
         let entries: HashMap<u64, syncblock::Entry> =
-            table.iter().flat_map(|t| t.entries.iter()).filter(|e| e.sync_block != 0).map(|e| (e.sync_block + l.sync_block_monitor, *e)).collect();
-        for entry in table.iter().flat_map(|t| t.entries.iter()) {
+            table.iter().flat_map(|t| t.entries.iter()).filter(|e| e.sync_block != 0).map(|e| (e.sync_block.wrapping_add(l.sync_block_monitor), *e)).collect();
+        let in_use = table.as_ref().map_or(0, |t| t.entries.len());
+        for (read, entry) in table.iter().flat_map(|t| t.entries.iter()).enumerate() {
             if entry.sync_block == 0 {
                 continue;
+            }
+            if monitors.len() >= MAX_MONITORS {
+                // Past the cap of diagnostics too: what was cut is always said.
+                self.diagnostics.push(Diagnostic::warning(
+                    STAGE,
+                    format!("sync block table: {MAX_MONITORS} monitors read from the first {read} of {in_use} entries in use; the rest cut"),
+                ));
+                break;
             }
             let lock = match syncblock::read_aware_lock(t, l, entry.sync_block) {
                 Ok(lock) => lock,
@@ -427,7 +465,7 @@ impl Reader<'_> {
             match objects::header_value(t, entry.object).map(|v| objects::decode_header(v, l)) {
                 Ok(Header::SyncBlock(i)) if i == entry.index => {}
                 Ok(h) => {
-                    self.diagnostics.push(
+                    self.push(
                         Diagnostic::warning(STAGE, format!("object {:#x} of sync block {} has header {h:?}, not that index: the entry is not read as a lock", entry.object, entry.index)).at_address(entry.object),
                     );
                     continue;
@@ -450,7 +488,7 @@ impl Reader<'_> {
                 if let (Some(th), Some(os)) = (thread.and_then(|a| by_thread.get(&a)), os)
                     && th.os_tid != os
                 {
-                    self.diagnostics.push(Diagnostic::warning(
+                    self.push(Diagnostic::warning(
                         STAGE,
                         format!("sync block {}: owner id {} is OS tid {}, but the lock records OS tid {os}", entry.index, lock.holding_thread_id, th.os_tid),
                     ));
@@ -475,7 +513,7 @@ impl Reader<'_> {
                     });
                 }
             }
-            by_sync_block.insert(entry.sync_block + l.sync_block_monitor, monitors.len());
+            by_sync_block.insert(entry.sync_block.wrapping_add(l.sync_block_monitor), monitors.len());
             sync_objects.insert(entry.object, monitors.len());
             monitors.push(ManagedLock {
                 sync_block: Some(Hex(entry.sync_block)),
@@ -528,7 +566,7 @@ impl Reader<'_> {
                             monitors[i].waiters.push(th.os_tid);
                         }
                         if entry.is_none() && table.is_some() {
-                            self.diagnostics.push(Diagnostic::warning(
+                            self.push(Diagnostic::warning(
                                 STAGE,
                                 format!("thread {} waits on AwareLock {:#x}, which is in no in-use sync block", th.managed_id, r.object_ptr),
                             ));
@@ -598,7 +636,7 @@ impl Reader<'_> {
                 Err(e) => {
                     let mut d = Diagnostic::warning(STAGE, format!("type of object {}: {e}", m.object));
                     d = d.at_address(m.object.0);
-                    self.diagnostics.push(d);
+                    self.push(d);
                 }
             }
         }
@@ -609,9 +647,9 @@ impl Reader<'_> {
     /// A `System.Threading.Lock` object's owner and recursion.
     fn managed_lock(&self, l: &Layout, object: u64, threads: &[ManagedThread]) -> Result<ManagedLock, DotnetError> {
         let t = self.t;
-        let owner_os = t.read_u32(object + l.managed_lock_owning_thread_id, "Lock._owningThreadId")?;
-        let state = t.read_u32(object + l.managed_lock_state, "Lock._state")?;
-        let recursion = t.read_u32(object + l.managed_lock_recursion_count, "Lock._recursionCount")?;
+        let owner_os = t.read_u32(object.wrapping_add(l.managed_lock_owning_thread_id), "Lock._owningThreadId")?;
+        let state = t.read_u32(object.wrapping_add(l.managed_lock_state), "Lock._state")?;
+        let recursion = t.read_u32(object.wrapping_add(l.managed_lock_recursion_count), "Lock._recursionCount")?;
         let locked = state & l.managed_lock_locked_mask != 0;
         let owner = threads.iter().find(|th| owner_os != 0 && th.os_tid == owner_os);
         Ok(ManagedLock {

@@ -21,6 +21,8 @@ use std::collections::HashSet;
 
 /// 2^26 indexes fit the header's index field; no process gets near it.
 pub(crate) const MAX_ENTRIES: u32 = 1 << 22;
+/// Unsound entries kept, each a diagnostic; the rest are counted.
+pub(crate) const MAX_UNSOUND: usize = 256;
 /// More Monitor.Wait waiters on one object than any process has.
 pub(crate) const MAX_WAITERS: usize = 65_536;
 
@@ -41,9 +43,14 @@ pub(crate) struct Table {
     pub(crate) free: u32,
     /// The entries in use, in index order.
     pub(crate) entries: Vec<Entry>,
+    /// Why the walk stopped before the table's end (an unreadable entry, [`MAX_ENTRIES`]): the
+    /// entries before it are kept.
+    pub(crate) stopped: Option<DotnetError>,
     /// Entries in the used range that fail a sanity check (no sync block, no or misaligned
-    /// object): index and what they hold. Diagnostics, never locks.
+    /// object): index and what they hold, the first [`MAX_UNSOUND`]. Diagnostics, never locks.
     pub(crate) unsound: Vec<(u32, String)>,
+    /// How many more failed it than `unsound` holds.
+    pub(crate) unsound_cut: u32,
 }
 
 /// The `SyncBlockCache`'s own counts.
@@ -66,8 +73,8 @@ pub(crate) fn read_cache(t: &Target, module: &Module, l: &Layout) -> Result<Cach
     if cache == 0 {
         return Ok(CacheCounts { next_free_index: 1, table_size: 0 });
     }
-    let next_free_index = t.read_u32(cache + next_off, "SyncBlockCache.m_FreeSyncTableIndex")?;
-    let table_size = t.read_u32(cache + size_off, "SyncBlockCache.m_SyncTableSize")?;
+    let next_free_index = t.read_u32(cache.wrapping_add(next_off), "SyncBlockCache.m_FreeSyncTableIndex")?;
+    let table_size = t.read_u32(cache.wrapping_add(size_off), "SyncBlockCache.m_SyncTableSize")?;
     if next_free_index == 0 || next_free_index > table_size || next_free_index > MAX_ENTRIES {
         return Err(DotnetError::Invalid {
             what: "SyncBlockCache",
@@ -85,6 +92,7 @@ pub(crate) fn read_table(t: &Target, l: &Layout, cache: Option<CacheCounts>) -> 
     if address == 0 {
         return Ok(Table::default());
     }
+    // Both are bounded by the target (at most MAX_TYPE_SIZE), so the sums below cannot overflow.
     let size = t.size("SyncTableEntry")?;
     let sb_off = t.offset("SyncTableEntry", "SyncBlock")?;
     let obj_off = l.sync_table_entry_object;
@@ -94,9 +102,21 @@ pub(crate) fn read_table(t: &Target, l: &Layout, cache: Option<CacheCounts>) -> 
     let mut table = Table { address, ..Table::default() };
     let end = cache.map_or(MAX_ENTRIES + 1, |c| c.next_free_index);
     for index in 1..end {
-        let at = address + index as u64 * size;
-        let entry = t.read_bytes(at, size as usize, &format!("sync table entry {index}"))?;
-        let word = |o: u64| u64::from_le_bytes(entry[o as usize..o as usize + 8].try_into().unwrap_or([0; 8]));
+        let at = (index as u64).checked_mul(size).and_then(|o| address.checked_add(o)).ok_or_else(|| DotnetError::Invalid {
+            what: "sync block table",
+            at: address,
+            why: format!("entry {index} of {size} bytes lies past the end of the address space"),
+        })?;
+        let entry = match t.read_bytes(at, size as usize, &format!("sync table entry {index}")) {
+            Ok(e) => e,
+            Err(e) if index == 1 => return Err(e),
+            Err(e) => {
+                table.total = index - 1;
+                table.stopped = Some(e);
+                return Ok(table);
+            }
+        };
+        let word = |o: u64| crate::bytes::u64_at(&entry, o as usize).unwrap_or(0);
         let (sync_block, object) = (word(sb_off), word(obj_off));
         if cache.is_none() && sync_block == 0 && object == 0 {
             table.total = index - 1;
@@ -107,18 +127,23 @@ pub(crate) fn read_table(t: &Target, l: &Layout, cache: Option<CacheCounts>) -> 
             continue;
         }
         if sync_block == 0 || object == 0 || object & 7 != 0 {
-            table.unsound.push((index, format!("sync block {sync_block:#x}, object {object:#x}")));
+            if table.unsound.len() < MAX_UNSOUND {
+                table.unsound.push((index, format!("sync block {sync_block:#x}, object {object:#x}")));
+            } else {
+                table.unsound_cut += 1;
+            }
             continue;
         }
         table.entries.push(Entry { index, sync_block, object });
     }
     match cache {
-        Some(c) => {
-            table.total = c.next_free_index - 1;
-            Ok(table)
+        Some(c) => table.total = c.next_free_index - 1,
+        None => {
+            table.total = MAX_ENTRIES;
+            table.stopped = Some(DotnetError::TooMany { what: "sync block table", at: address, limit: MAX_ENTRIES as u64 });
         }
-        None => Err(DotnetError::TooMany { what: "sync block table", at: address, limit: MAX_ENTRIES as u64 }),
     }
+    Ok(table)
 }
 
 /// The state of a sync block's `AwareLock`.
@@ -143,11 +168,11 @@ impl AwareLock {
 }
 
 pub(crate) fn read_aware_lock(t: &Target, l: &Layout, sync_block: u64) -> Result<AwareLock> {
-    let m = sync_block + l.sync_block_monitor;
-    let lock_state = t.read_u32(m + l.aware_lock_state, &format!("AwareLock state of sync block {sync_block:#x}"))?;
-    let recursion = t.read_u32(m + l.aware_lock_recursion, &format!("AwareLock recursion of sync block {sync_block:#x}"))?;
-    let holding_thread_id = t.read_u32(m + l.aware_lock_holding_thread_id, &format!("AwareLock owner of sync block {sync_block:#x}"))?;
-    let holding_os_thread_id = t.read_ptr(m + l.aware_lock_holding_os_thread_id, &format!("AwareLock OS owner of sync block {sync_block:#x}"))?;
+    let m = sync_block.wrapping_add(l.sync_block_monitor);
+    let lock_state = t.read_u32(m.wrapping_add(l.aware_lock_state), &format!("AwareLock state of sync block {sync_block:#x}"))?;
+    let recursion = t.read_u32(m.wrapping_add(l.aware_lock_recursion), &format!("AwareLock recursion of sync block {sync_block:#x}"))?;
+    let holding_thread_id = t.read_u32(m.wrapping_add(l.aware_lock_holding_thread_id), &format!("AwareLock owner of sync block {sync_block:#x}"))?;
+    let holding_os_thread_id = t.read_ptr(m.wrapping_add(l.aware_lock_holding_os_thread_id), &format!("AwareLock OS owner of sync block {sync_block:#x}"))?;
     Ok(AwareLock {
         lock_state,
         locked: lock_state & l.lock_state_locked_mask != 0,
@@ -161,7 +186,7 @@ pub(crate) fn read_aware_lock(t: &Target, l: &Layout, sync_block: u64) -> Result
 /// The runtime `Thread`s in Monitor.Wait on this sync block (the `WaitEventLink` chain), with
 /// how many times each has called Wait on it.
 pub(crate) fn wait_list(t: &Target, l: &Layout, sync_block: u64) -> Result<Vec<(u64, u32)>> {
-    let mut link = t.read_ptr(sync_block + l.sync_block_link, &format!("Monitor.Wait list of sync block {sync_block:#x}"))?;
+    let mut link = t.read_ptr(sync_block.wrapping_add(l.sync_block_link), &format!("Monitor.Wait list of sync block {sync_block:#x}"))?;
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     while link != 0 {
@@ -172,12 +197,12 @@ pub(crate) fn wait_list(t: &Target, l: &Layout, sync_block: u64) -> Result<Vec<(
             return Err(DotnetError::TooMany { what: "Monitor.Wait list", at: sync_block, limit: MAX_WAITERS as u64 });
         }
         let wel = link.wrapping_sub(l.wait_event_link_link);
-        let wait_sb = t.read_ptr(wel + l.wait_event_link_sync_block, "WaitEventLink.m_WaitSB")?;
+        let wait_sb = t.read_ptr(wel.wrapping_add(l.wait_event_link_sync_block), "WaitEventLink.m_WaitSB")?;
         if wait_sb != sync_block {
             return Err(DotnetError::Invalid { what: "WaitEventLink", at: wel, why: format!("names sync block {wait_sb:#x}, not {sync_block:#x}") });
         }
-        let thread = t.read_ptr(wel + l.wait_event_link_thread, "WaitEventLink.m_Thread")?;
-        let refs = t.read_u32(wel + l.wait_event_link_ref_count, "WaitEventLink.m_RefCount")?;
+        let thread = t.read_ptr(wel.wrapping_add(l.wait_event_link_thread), "WaitEventLink.m_Thread")?;
+        let refs = t.read_u32(wel.wrapping_add(l.wait_event_link_ref_count), "WaitEventLink.m_RefCount")?;
         out.push((thread, refs));
         link = t.read_ptr(link, "WaitEventLink.m_LinkSB")?;
     }

@@ -45,6 +45,14 @@ pub struct Target<'a> {
 
 pub(crate) type Result<T> = std::result::Result<T, DotnetError>;
 
+/// Larger than any type the runtime describes (the .NET 10 descriptor's largest is under 2 KiB):
+/// a size or field offset beyond it is a corrupt or hostile descriptor, refused before any
+/// arithmetic or allocation is made with it.
+pub(crate) const MAX_TYPE_SIZE: u64 = 1 << 20;
+/// The most bytes one read of runtime memory may ask for (strings, signatures, stack traces are
+/// cut far below this by their callers): a larger request is refused before it allocates.
+pub(crate) const MAX_READ: usize = 64 << 20;
+
 impl<'a> Target<'a> {
     pub fn new(mem: &'a dyn Memory, descriptor: Descriptor, pointer_data: Vec<u64>) -> Target<'a> {
         Target { mem, descriptor: Cow::Owned(descriptor), pointer_data: Cow::Owned(pointer_data) }
@@ -56,9 +64,15 @@ impl<'a> Target<'a> {
     }
 
     /// A field's offset in a described type.
+    /// Bounded by [`MAX_TYPE_SIZE`] and, when the type's size is described, inside it.
     pub fn offset(&self, ty: &str, field: &str) -> Result<u64> {
         let t = self.descriptor.types.get(ty).ok_or_else(|| DotnetError::MissingType(ty.into()))?;
-        t.fields.get(field).map(|f| f.offset).ok_or_else(|| DotnetError::MissingField { ty: ty.into(), field: field.into() })
+        let offset = t.fields.get(field).map(|f| f.offset).ok_or_else(|| DotnetError::MissingField { ty: ty.into(), field: field.into() })?;
+        let limit = t.size.filter(|&s| s <= MAX_TYPE_SIZE).unwrap_or(MAX_TYPE_SIZE);
+        if offset >= limit {
+            return Err(DotnetError::BadLayout { ty: ty.into(), why: format!("field {field} at offset {offset:#x} lies outside the type (limit {limit:#x})") });
+        }
+        Ok(offset)
     }
 
     pub(crate) fn has_field(&self, ty: &str, field: &str) -> bool {
@@ -68,7 +82,11 @@ impl<'a> Target<'a> {
     /// A described type's size.
     pub(crate) fn size(&self, ty: &str) -> Result<u64> {
         let t = self.descriptor.types.get(ty).ok_or_else(|| DotnetError::MissingType(ty.into()))?;
-        t.size.ok_or_else(|| DotnetError::MissingField { ty: ty.into(), field: "! (size)".into() })
+        let size = t.size.ok_or_else(|| DotnetError::MissingField { ty: ty.into(), field: "! (size)".into() })?;
+        if size > MAX_TYPE_SIZE {
+            return Err(DotnetError::BadLayout { ty: ty.into(), why: format!("size {size:#x} exceeds {MAX_TYPE_SIZE:#x}") });
+        }
+        Ok(size)
     }
 
     /// A global's value: the value itself, or the pointer-data slot it names.
@@ -85,7 +103,7 @@ impl<'a> Target<'a> {
         }
     }
 
-    pub(crate) fn read_ptr(&self, addr: u64, what: &str) -> Result<u64> {
+    pub fn read_ptr(&self, addr: u64, what: &str) -> Result<u64> {
         self.mem.read_u64(addr).map_err(|e| DotnetError::memory(what, e))
     }
 
@@ -99,13 +117,21 @@ impl<'a> Target<'a> {
         Ok(u16::from_le_bytes(b))
     }
 
-    pub(crate) fn read_u8(&self, addr: u64, what: &str) -> Result<u8> {
+    pub fn read_u8(&self, addr: u64, what: &str) -> Result<u8> {
         let mut b = [0u8; 1];
         self.mem.read(addr, &mut b).map_err(|e| DotnetError::memory(what, e))?;
         Ok(b[0])
     }
 
+    /// `len` is bounded by [`MAX_READ`], and the first byte must be readable before the buffer
+    /// is allocated.
     pub(crate) fn read_bytes(&self, addr: u64, len: usize, what: &str) -> Result<Vec<u8>> {
+        if len > MAX_READ {
+            return Err(DotnetError::Invalid { what: "read of runtime memory", at: addr, why: format!("{what}: {len} bytes asked, more than {MAX_READ}") });
+        }
+        if len > 0 {
+            self.mem.chunk(addr, 1).map_err(|e| DotnetError::memory(what, e))?;
+        }
         let mut b = vec![0u8; len];
         self.mem.read(addr, &mut b).map_err(|e| DotnetError::memory(what, e))?;
         Ok(b)

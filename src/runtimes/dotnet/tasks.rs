@@ -158,7 +158,7 @@ fn link(t: &Target, l: &Layout, namer: &TypeNamer, derives: &mut Derives, v: u64
     if !objects::is_plausible_method_table(t, mt) || !derives.check(t, namer, mt, TASK_TYPE) {
         return Ok(None);
     }
-    let event = t.read_ptr(v + l.task_continuation_object, "Task.m_continuationObject")?;
+    let event = t.read_ptr(v.wrapping_add(l.task_continuation_object), "Task.m_continuationObject")?;
     if event < 0x10000 || event & 7 != 0 {
         return Ok(None);
     }
@@ -166,11 +166,11 @@ fn link(t: &Target, l: &Layout, namer: &TypeNamer, derives: &mut Derives, v: u64
     if !objects::is_plausible_method_table(t, event_mt) || !derives.check(t, namer, event_mt, EVENT_TYPE) {
         return Ok(None);
     }
-    let lock_object = t.read_ptr(event + l.manual_reset_event_slim_lock, "ManualResetEventSlim.m_lock")?;
+    let lock_object = t.read_ptr(event.wrapping_add(l.manual_reset_event_slim_lock), "ManualResetEventSlim.m_lock")?;
     if lock_object != object {
         return Ok(None);
     }
-    let state_flags = t.read_u32(v + l.task_state_flags, "Task.m_stateFlags")?;
+    let state_flags = t.read_u32(v.wrapping_add(l.task_state_flags), "Task.m_stateFlags")?;
     Ok(Some(TaskWait {
         os_tid: 0,
         task: v,

@@ -31,7 +31,7 @@ pub(crate) fn thread_name(t: &Target, thread_object: u64) -> Result<Option<Strin
     }
     let mut found = None;
     for off in (8..base.saturating_sub(8)).step_by(8) {
-        let v = t.read_ptr(thread_object + off, "Thread object field")?;
+        let v = t.read_ptr(thread_object.wrapping_add(off), "Thread object field")?;
         if v == 0 || v & 7 != 0 {
             continue;
         }

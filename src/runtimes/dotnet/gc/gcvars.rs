@@ -157,7 +157,7 @@ impl GcVars {
         if major != MAJOR_VERSION {
             return Err(DotnetError::Unsupported(format!("GcDacVars major version {major}.{minor} (knot reads {MAJOR_VERSION}.x)")));
         }
-        let ptr = |off: u64, what: &str| t.read_ptr(address + off, &format!("GcDacVars.{what}"));
+        let ptr = |off: u64, what: &str| t.read_ptr(address.wrapping_add(off), &format!("GcDacVars.{what}"));
         let generation_size = ptr(var::GENERATION_SIZE, "generation_size")?;
         let generation_count = ptr(var::TOTAL_GENERATION_COUNT, "total_generation_count")?;
         if generation_count == 0 || generation_count > MAX_GENERATIONS || generation_size == 0 || generation_size > 4096 {
@@ -275,7 +275,7 @@ impl GcVars {
 }
 
 fn read_segment(t: &Target, at: u64, heap: &Heap, generation: usize, max: usize, layout: HeapLayout) -> Result<(Segment, u64)> {
-    let p = |off: u64, what: &str| t.read_ptr(at + off, &format!("heap_segment.{what} of {at:#x}"));
+    let p = |off: u64, what: &str| t.read_ptr(at.wrapping_add(off), &format!("heap_segment.{what} of {at:#x}"));
     let flags = p(seg::FLAGS, "flags")?;
     let start = p(seg::MEM, "mem")?;
     let allocated = if at == heap.ephemeral_segment { heap.alloc_allocated } else { p(seg::ALLOCATED, "allocated")? };

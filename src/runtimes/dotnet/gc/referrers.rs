@@ -66,7 +66,7 @@ pub(crate) fn instance_fields(t: &Target, namer: &TypeNamer, l: &Layout, mt: u64
         if list != 0 {
             for i in 0..own {
                 let fd = list + i * l.field_desc_size;
-                let (Ok(tok), Ok(off)) = (t.read_u32(fd + l.field_desc_token, "FieldDesc"), t.read_u32(fd + l.field_desc_offset, "FieldDesc")) else { break };
+                let (Ok(tok), Ok(off)) = (t.read_u32(fd.wrapping_add(l.field_desc_token), "FieldDesc"), t.read_u32(fd.wrapping_add(l.field_desc_offset), "FieldDesc")) else { break };
                 if tok & l.field_desc_static_bit != 0 {
                     continue;
                 }
@@ -149,7 +149,7 @@ fn plain_name(field: &str) -> &str {
 pub(crate) fn read_string(t: &Target, s: u64) -> Option<String> {
     let len = t.field_u32(s, "String", "m_StringLength").ok()?;
     let n = len.min(MAX_IDENTITY_CHARS) as usize;
-    let at = s + t.offset("String", "m_FirstChar").ok()?;
+    let at = s.wrapping_add(t.offset("String", "m_FirstChar").ok()?);
     let bytes = t.read_bytes(at, n * 2, "string characters").ok()?;
     let units: Vec<u16> = bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
     let mut text = String::from_utf16_lossy(&units);
