@@ -84,7 +84,13 @@ fn check_lock(report: &Report, e: &ExpectedLock, roles: &BTreeMap<u32, String>) 
         assert_eq!(l.owner_tid, None);
     } else if !e.shared_owners.is_empty() {
         let readers: usize = e.shared_owners.values().sum();
-        assert_eq!(l.owner, Owner::Readers { count: readers as u32 }, "{what}: read holders");
+        let Owner::Readers { count, reader_tids, reader_evidence } = &l.owner else { panic!("{what}: read holders, knot says {:?}", l.owner) };
+        assert_eq!(*count as usize, readers, "{what}: read holders");
+        // Readers are inferred, never recorded: each one offered must be a reader, with evidence.
+        assert_eq!(reader_tids.len(), reader_evidence.len(), "{what}: evidence for each inferred reader");
+        for t in reader_tids {
+            assert!(roles.get(t).is_some_and(|r| e.shared_owners.contains_key(r)), "{what}: inferred reader {t} ({:?}) is not one", roles.get(t));
+        }
     } else if let Some(owner) = &e.owner {
         if e.owner_is_recorded() {
             assert!(matches!(l.owner, Owner::Known { .. }), "{what}: the lock records its owner, knot says {:?}", l.owner);
@@ -193,4 +199,23 @@ fn timed_lock_waits_resumed_by_restart_syscall_are_a_deadlock() {
     assert_eq!(report.deadlocks[0].tids.len(), 2);
     let evidence: Vec<&String> = report.locks.iter().flat_map(|l| l.evidence.iter()).filter(|e| e.contains("restart_syscall")).collect();
     assert_eq!(evidence.len(), 2, "each restarted wait says so: {:?}", report.locks);
+}
+
+/// Issue 12, item 5: the read-held rwlock's readers are named — inferred from the pointer each
+/// keeps into the lock while it reads (here, blocked on another mutex), never as known.
+#[test]
+fn a_read_held_rwlock_names_its_readers_by_inference() {
+    let dump = common::committed("rwlock_readers", DumpKind::Kernel);
+    let report = common::analyze(&dump);
+    let exp = expected::for_sample("rwlock_readers").expect("rwlock_readers in expected.toml");
+    let roles = roles(&report, &exp);
+    let l = report.locks.iter().find(|l| l.name.as_deref() == Some("inventory")).expect("the inventory rwlock");
+    let Owner::Readers { count, reader_tids, reader_evidence } = &l.owner else { panic!("{:?}", l.owner) };
+    assert_eq!(*count, 2);
+    let mut named: Vec<&str> = reader_tids.iter().filter_map(|t| roles.get(t).map(String::as_str)).collect();
+    named.sort();
+    assert_eq!(named, ["reader_thread", "reader_thread"], "{reader_tids:?}: {reader_evidence:?}");
+    assert_eq!(l.owner_tid, None, "readers are candidates, not an owner");
+    let text = knot::report::text::render(&report, &Default::default());
+    assert!(text.contains("probably threads"), "{text}");
 }

@@ -74,3 +74,22 @@ fn a_file_of_another_build_is_refused_and_said_so() {
     assert!(report.dump.partial, "a refused module makes the reading partial");
     let _ = FileStatus::InMemory;
 }
+
+/// Issue 12, item 7: mappings that are not ELF images — an io_uring (`anon_inode:[io_uring]`),
+/// a memfd and a `/dev/shm` file, all in the kernel core's NT_FILE — are not modules: no
+/// warning, and the dump is not partial.
+#[test]
+fn mappings_that_are_not_images_are_not_modules() {
+    let dump = common::committed("odd_mappings", DumpKind::Kernel);
+    let opts = common::options_for(&dump);
+    let process = Process::open(&dump.core, &opts.locator).expect("core");
+    let files: Vec<&str> = process.core.files.iter().flatten().map(|f| f.path.as_str()).collect();
+    for want in ["anon_inode:[io_uring]", "/memfd:knot-odd", "/dev/shm/knot-odd-"] {
+        assert!(files.iter().any(|f| f.starts_with(want)), "the sample's core maps {want}: {files:?}");
+    }
+    let report = report_for(&process, &opts);
+    let warnings: Vec<_> = report.diagnostics.iter().filter(|d| d.severity == knot::Severity::Warning).collect();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(!report.dump.partial);
+    assert!(report.modules.iter().all(|m| !m.path.contains("io_uring") && !m.path.contains("memfd") && !m.path.contains("/dev/shm")), "{:?}", report.modules);
+}

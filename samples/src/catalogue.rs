@@ -96,6 +96,16 @@ static SAMPLES: &[SampleSpec] = &[
         "abba through pthread_mutex_timedlock (1 h): stopped and continued, both timed waits resumed by restart_syscall",
     ),
     c(
+        "odd_mappings",
+        &["odd_mappings.c", "common.h"],
+        "idle_mapper maps an io_uring, a memfd and a /dev/shm file, then sleeps; main joins it",
+    ),
+    c(
+        "rwlock_readers",
+        &["rwlock_readers.c", "common.h"],
+        "2 reader_threads read-hold inventory.lock and block on gate (gatekeeper_thread holds it); writer_thread blocks in wrlock",
+    ),
+    c(
         "cycle3",
         &["cycle3.c", "common.h"],
         "three-thread cycle over ledger -> audit -> index_lock -> ledger",

@@ -25,6 +25,10 @@ pub const COMMITTED_SET: &[(&str, DumpKind)] = &[
     ("abba", DumpKind::Kernel),
     // Issue 12: timed-lock waits resumed by restart_syscall, dumped by the kernel.
     ("timed_abba", DumpKind::Kernel),
+    // Issue 12: mappings that are not modules (io_uring, memfd, /dev/shm).
+    ("odd_mappings", DumpKind::Kernel),
+    // Issue 12: a read-held rwlock whose readers are inferred.
+    ("rwlock_readers", DumpKind::Kernel),
     ("omitfp", DumpKind::Kernel),
     ("stripped", DumpKind::Gcore),
     // Issue 18: programs that die, C only (their libraries are the sysroot's libc and ld.so).

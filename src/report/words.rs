@@ -78,7 +78,11 @@ pub(crate) fn owner_words(l: &LockFact) -> String {
         },
         Owner::Inferred { tid, .. } => format!("probably held by thread {tid} (inferred)"),
         Owner::Exited { tid } => format!("held by thread {tid}, which has exited"),
-        Owner::Readers { count } => format!("held by {count} reader{}", plural(*count as usize)),
+        Owner::Readers { count, reader_tids, .. } if reader_tids.is_empty() => format!("held by {count} reader{}", plural(*count as usize)),
+        Owner::Readers { count, reader_tids, .. } => {
+            let tids: Vec<String> = reader_tids.iter().map(u32::to_string).collect();
+            format!("held by {count} reader{}, probably thread{} {} (inferred)", plural(*count as usize), plural(reader_tids.len()), tids.join(", "))
+        }
         Owner::None if l.kind == LockKind::Task => "no owning thread: it completes when its work runs".to_string(),
         Owner::None => "no owner (waiting to be signalled)".to_string(),
         Owner::Unknown { why } => format!("owner unknown: {why}"),

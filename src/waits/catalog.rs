@@ -70,9 +70,8 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
-    /// The layout's size (the data files' check that every layout has one).
-    #[cfg(test)]
-    fn size(&self) -> u64 {
+    /// The layout's size.
+    pub(crate) fn size(&self) -> u64 {
         self.fields.get("size").copied().unwrap_or(0)
     }
 

@@ -16,6 +16,38 @@ pub(crate) const TOTAL_BUDGET_WORDS: u64 = 32 << 20;
 pub(crate) struct StackRange {
     pub(crate) tid: u32,
     pub(crate) sp: u64,
+    /// Registers a function keeps a pointer in across a call (callee-saved, and the argument
+    /// registers of the call it is in).
+    pub(crate) saved: [(&'static str, u64); 8],
+}
+
+impl StackRange {
+    pub(crate) fn of(tid: u32, r: &crate::arch::x86_64::Registers) -> StackRange {
+        StackRange {
+            tid,
+            sp: r.rsp,
+            saved: [("rbx", r.rbx), ("rbp", r.rbp), ("r12", r.r12), ("r13", r.r13), ("r14", r.r14), ("r15", r.r15), ("rdi", r.rdi), ("rsi", r.rsi)],
+        }
+    }
+}
+
+/// Threads (other than `exclude`) with a pointer into `[lo, hi)` in a register or on their
+/// stack (from the stack pointer up): (tid, where, the pointer), where saying which register or
+/// stack address. The budget as for [`pointer_holders`].
+pub(crate) fn pointers_into(process: &Process, stacks: &[StackRange], lo: u64, hi: u64, exclude: &[u32], budget: &mut u64) -> Option<Vec<(u32, String, u64)>> {
+    let mut out = Vec::new();
+    for s in stacks.iter().filter(|s| !exclude.contains(&s.tid)) {
+        if let Some((name, v)) = s.saved.iter().find(|(_, v)| *v >= lo && *v < hi) {
+            out.push((s.tid, format!("register {name}"), *v));
+            continue;
+        }
+        let one = StackRange { tid: s.tid, sp: s.sp, saved: s.saved };
+        match scan(process, &one, lo, hi.saturating_sub(1), budget)? {
+            Some((at, v)) => out.push((s.tid, format!("its stack at {at:#x}"), v)),
+            None => {}
+        }
+    }
+    Some(out)
 }
 
 /// Threads (other than `exclude`) whose stack holds a pointer into `[futex - 64, futex]`, with
@@ -25,18 +57,29 @@ pub(crate) fn pointer_holders(process: &Process, stacks: &[StackRange], futex: u
     let lo = futex.saturating_sub(LOCK_SPAN_BEFORE);
     let mut out = Vec::new();
     for s in stacks.iter().filter(|s| !exclude.contains(&s.tid)) {
-        let Some(words) = StackWords::new(process, s.sp, MAX_STACK_WORDS * 8) else { continue };
-        if words.spans_nothing() {
-            continue;
-        }
-        if *budget == 0 {
-            return None;
-        }
-        let scanned = words.len();
-        match words.into_iter().find(|&(_, v)| v >= lo && v <= futex) {
-            Some((at, v)) => out.push((s.tid, at, v)),
-            None => *budget = budget.saturating_sub(scanned),
+        if let Some((at, v)) = scan(process, s, lo, futex, budget)? {
+            out.push((s.tid, at, v));
         }
     }
     Some(out)
+}
+
+/// The first word of `s`'s stack (from its stack pointer up) in `[lo, hi]`: where and what.
+/// `None` when the budget ran out.
+fn scan(process: &Process, s: &StackRange, lo: u64, hi: u64, budget: &mut u64) -> Option<Option<(u64, u64)>> {
+    let Some(words) = StackWords::new(process, s.sp, MAX_STACK_WORDS * 8) else { return Some(None) };
+    if words.spans_nothing() {
+        return Some(None);
+    }
+    if *budget == 0 {
+        return None;
+    }
+    let scanned = words.len();
+    match words.into_iter().find(|&(_, v)| v >= lo && v <= hi) {
+        Some(found) => Some(Some(found)),
+        None => {
+            *budget = budget.saturating_sub(scanned);
+            Some(None)
+        }
+    }
 }

@@ -89,8 +89,16 @@ pub enum Owner {
     Inferred { tid: u32, evidence: String },
     /// The lock names an owner that is not among the dump's threads: it exited holding it.
     Exited { tid: u32 },
-    /// Held for reading by this many threads; readers are not recorded.
-    Readers { count: u32 },
+    /// Held for reading by this many threads. Readers are not recorded: `reader_tids` are the
+    /// threads inferred to read it (their stack or saved registers point into the lock while
+    /// they are not waiting for it), each with its `reader_evidence`; candidates, never facts.
+    Readers {
+        count: u32,
+        #[serde(default)]
+        reader_tids: Vec<u32>,
+        #[serde(default)]
+        reader_evidence: Vec<String>,
+    },
     /// A lock with no owner by nature (condition variable, semaphore).
     None,
     /// Not knowable from the dump, for the reason given.

@@ -133,7 +133,7 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
         facts.threads.push(ThreadWait { state, blocked_on });
     }
 
-    let stacks: Vec<infer::StackRange> = threads.iter().map(|t| infer::StackRange { tid: t.tid, sp: t.registers.rsp }).collect();
+    let stacks: Vec<infer::StackRange> = threads.iter().map(|t| infer::StackRange::of(t.tid, t.registers)).collect();
     let mut budget = infer::TOTAL_BUDGET_WORDS;
     for (id, p) in pending {
         facts.locks.push(finish(process, symbolizer, &tids, &stacks, &mut budget, id, p));
@@ -188,6 +188,9 @@ fn finish(
             if family.infer_owner && matches!(owner, Owner::Unknown { .. }) {
                 owner = infer_owner(process, stacks, addr, &p.waiters, budget, &mut p.evidence).unwrap_or(owner);
             }
+            if let Owner::Readers { count, .. } = owner {
+                owner = infer_readers(process, stacks, addr, family.layout.size(), count, &p.waiters, budget);
+            }
             (family.kind.lock_kind(), r.label.unwrap_or_else(|| family.label.clone()), owner, r.recursion, r.readers)
         }
         None => (
@@ -216,6 +219,16 @@ fn finish(
         readers,
         managed: None,
     }
+}
+
+/// A read-held lock's candidate readers: threads not waiting for it whose saved registers or
+/// live stack point into it (a reader keeps the lock, or the structure it starts, at hand while
+/// it reads). Inferred, with the evidence; the count stays the lock's own.
+fn infer_readers(process: &Process, stacks: &[infer::StackRange], addr: u64, size: u64, count: u32, waiters: &[u32], budget: &mut u64) -> Owner {
+    let hi = addr.saturating_add(size.max(1));
+    let found = infer::pointers_into(process, stacks, addr, hi, waiters, budget).unwrap_or_default();
+    let reader_evidence = found.iter().map(|(tid, at, v)| format!("thread {tid}: {at} holds {v:#x}, a pointer into the lock, while it does not wait for it")).collect();
+    Owner::Readers { count, reader_tids: found.iter().map(|f| f.0).collect(), reader_evidence }
 }
 
 fn infer_owner(process: &Process, stacks: &[infer::StackRange], addr: u64, waiters: &[u32], budget: &mut u64, evidence: &mut Vec<String>) -> Option<Owner> {

@@ -112,7 +112,7 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
             let owner = if readers & RWLOCK_WRLOCKED != 0 && writer > 0 {
                 owner_of(writer as u32, threads)
             } else if count > 0 {
-                Owner::Readers { count }
+                Owner::Readers { count, reader_tids: Vec::new(), reader_evidence: Vec::new() }
             } else {
                 Owner::Unknown { why: "the rwlock is neither write-locked nor read-locked: it is changing hands".into() }
             };

@@ -14,6 +14,8 @@ macro_rules! native_samples {
         $m!(
             abba,
             timed_abba,
+            odd_mappings,
+            rwlock_readers,
             cycle3,
             self_relock,
             convoy,

@@ -18,6 +18,20 @@ namespace Knot.Samples.IdleRuntime;
 sealed class GateLock { }
 sealed class Tagged { public int N; }
 
+// Shared generic code (TValue is a reference type): SOS names the frame by the instantiation,
+// `GateCache`2[[System.Int32, …],[System.__Canon, …]].GetOrAdd(Int32, System.Func`2<Int32,System.__Canon>)`.
+sealed class GateCache<TKey, TValue>
+{
+    readonly object _gate;
+    public GateCache(object gate) => _gate = gate;
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public TValue GetOrAdd(TKey key, Func<TKey, TValue> make)
+    {
+        lock (_gate) { return make(key); }
+    }
+}
+
 static unsafe class Program
 {
     static readonly GateLock Gate = new();
@@ -68,7 +82,7 @@ static unsafe class Program
     static void WaitForGate(Barrier b)
     {
         b.SignalAndWait();
-        lock (Gate) { }
+        new GateCache<int, string>(Gate).GetOrAdd(7, k => k.ToString());
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]

@@ -29,7 +29,7 @@ pub(crate) fn name(t: &Target, namer: &TypeNamer, md: &MethodDesc) -> Result<Man
                 DynamicKind::IlStub => "ILStubClass".to_string(),
                 DynamicKind::Other => namer.type_name(md.method_table)?,
             };
-            let ctx = SigContext { metadata: None, image: namer.image(), namer, type_def: None, method_def: None, method_instantiation: &[] };
+            let ctx = SigContext { metadata: None, image: namer.image(), namer, type_def: None, method_def: None, method_instantiation: &[], class_instantiation: &[] };
             let signature = if sig.is_empty() { None } else { Some(method_params(&ctx, sig)?) };
             Ok(ManagedName { qualified: format!("{class}.{method}"), signature, module: None })
         }
@@ -41,7 +41,9 @@ pub(crate) fn name(t: &Target, namer: &TypeNamer, md: &MethodDesc) -> Result<Man
             let (method, sig) = metadata.method_def(namer.image(), rid)?;
             let generic = if md.instantiation.is_empty() { String::new() } else { namer.instantiation_suffix(&md.instantiation)? };
             let type_def = t.field_u32(md.method_table, "MethodTable", "MTFlags2").ok().map(|f| f >> 8);
-            let ctx = SigContext { metadata: Some(&metadata), image: namer.image(), namer, type_def, method_def: Some(rid), method_instantiation: &md.instantiation };
+            // A type whose instantiation cannot be read keeps its parameters' names.
+            let class_instantiation = namer.class_instantiation(md.method_table).unwrap_or_default();
+            let ctx = SigContext { metadata: Some(&metadata), image: namer.image(), namer, type_def, method_def: Some(rid), method_instantiation: &md.instantiation, class_instantiation: &class_instantiation };
             let signature = Some(method_params(&ctx, &sig)?);
             let module_name = module_file_name(t, module).or_else(|| namer.module_assembly_name(module).ok().flatten().map(|a| format!("{a}.dll")));
             Ok(ManagedName { qualified: format!("{class}.{method}{generic}"), signature, module: module_name })
@@ -75,6 +77,10 @@ struct SigContext<'a> {
     /// An instantiated generic method's type arguments: SOS prints a method type parameter
     /// (`!!0`) in the signature as its argument (`ReadOnlySpan`1<Char>`, not `<TChar>`).
     method_instantiation: &'a [u64],
+    /// The declaring type's instantiation, for a method of a generic type: SOS prints a type
+    /// parameter (`!0`) as its argument in the method's (canonical) MethodTable — `Int32`, or
+    /// `System.__Canon` where the code is shared.
+    class_instantiation: &'a [u64],
 }
 
 struct Reader<'b> {
@@ -176,6 +182,11 @@ fn type_text(ctx: &SigContext, r: &mut Reader, depth: u32) -> Result<String> {
         0x1e if ctx.method_instantiation.len() > r.peek_compressed()? as usize => {
             let n = r.compressed()? as usize;
             let name = ctx.namer.type_name(ctx.method_instantiation[n])?;
+            short_primitive_name(&name).map_or(name.clone(), str::to_string)
+        }
+        0x13 if ctx.class_instantiation.len() > r.peek_compressed()? as usize => {
+            let n = r.compressed()? as usize;
+            let name = ctx.namer.type_name(ctx.class_instantiation[n])?;
             short_primitive_name(&name).map_or(name.clone(), str::to_string)
         }
         0x13 | 0x1e => {
@@ -289,7 +300,7 @@ mod tests {
         let mem = RangeMemory::new();
         let t = Target::new(&mem, Descriptor::default(), Vec::new());
         let namer = TypeNamer::new(&t, &mem);
-        let ctx = SigContext { metadata: None, image: &mem, namer: &namer, type_def: None, method_def: None, method_instantiation: &[] };
+        let ctx = SigContext { metadata: None, image: &mem, namer: &namer, type_def: None, method_def: None, method_instantiation: &[], class_instantiation: &[] };
         method_params(&ctx, sig)
     }
 

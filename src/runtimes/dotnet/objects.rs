@@ -213,6 +213,18 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
         self.image
     }
 
+    /// The type arguments of the MethodTable `mt` when it is a generic instantiation (none for a
+    /// non-generic type or the open typical one).
+    pub fn class_instantiation(&self, mt: u64) -> Result<Vec<u64>> {
+        let flags = self.t.field_u32(mt, "MethodTable", "MTFlags")?;
+        let array = flags & CATEGORY_ARRAY_MASK == CATEGORY_ARRAY;
+        let has_instantiation = flags & HAS_COMPONENT_SIZE == 0 && flags & GENERICS_MASK != 0 && flags & GENERICS_MASK != GENERICS_TYPICAL;
+        if array || !has_instantiation {
+            return Ok(Vec::new());
+        }
+        self.instantiation(mt)
+    }
+
     /// The type arguments of a generic instantiation: the last dictionary named by
     /// `GenericsDictInfo` (just before `PerInstInfo`).
     fn instantiation(&self, mt: u64) -> Result<Vec<u64>> {
