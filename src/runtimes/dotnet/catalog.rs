@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-pub(crate) const FILE: &str = "analyzers/dotnet/runtime-catalog.toml";
+pub const FILE: &str = "analyzers/dotnet/runtime-catalog.toml";
 const TEXT: &str = include_str!("../../../analyzers/dotnet/runtime-catalog.toml");
 pub(crate) const DESCRIPTOR_SYMBOL: &str = "DotNetRuntimeContractDescriptor";
 pub(crate) const DAC_TABLE_SYMBOL: &str = "g_dacTable";
@@ -105,7 +105,7 @@ pub struct Build {
     pub file: String,
     /// The NuGet package it came from: `Microsoft.NETCore.App.Runtime.linux-x64`.
     pub package: String,
-    pub(crate) build_id: String,
+    pub build_id: String,
     /// The `@(#)Version` string: `10.0.1226.42308`, and its commit.
     pub file_version: Option<String>,
     pub(crate) commit: Option<String>,
