@@ -5,7 +5,7 @@
 
 use memmap2::Mmap;
 
-pub enum Bytes {
+pub(crate) enum Bytes {
     /// A file's mapping, guarded against the file shrinking while it is read (see
     /// [`crate::sigbus`]); the guard is dropped first, before the mapping goes.
     Mapped { guard: crate::sigbus::Guard, map: Mmap },
@@ -14,13 +14,13 @@ pub enum Bytes {
 
 impl Bytes {
     /// A file's mapping, registered with the SIGBUS guard.
-    pub fn mapped(map: Mmap) -> Bytes {
+    pub(crate) fn mapped(map: Mmap) -> Bytes {
         Bytes::Mapped { guard: crate::sigbus::guard(&map), map }
     }
 
     /// Whether the file shrank under a read: bytes read past its new end are zeros, not the
     /// file's, and the reading must not be trusted.
-    pub fn changed_while_read(&self) -> bool {
+    pub(crate) fn changed_while_read(&self) -> bool {
         matches!(self, Bytes::Mapped { guard, .. } if guard.faulted())
     }
 }
@@ -35,19 +35,19 @@ impl std::ops::Deref for Bytes {
     }
 }
 
-pub fn u16_at(b: &[u8], off: usize) -> Option<u16> {
+pub(crate) fn u16_at(b: &[u8], off: usize) -> Option<u16> {
     b.get(off..off.checked_add(2)?).map(|s| u16::from_le_bytes([s[0], s[1]]))
 }
 
-pub fn u32_at(b: &[u8], off: usize) -> Option<u32> {
+pub(crate) fn u32_at(b: &[u8], off: usize) -> Option<u32> {
     b.get(off..off.checked_add(4)?).map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
 }
 
-pub fn i32_at(b: &[u8], off: usize) -> Option<i32> {
+pub(crate) fn i32_at(b: &[u8], off: usize) -> Option<i32> {
     u32_at(b, off).map(|v| v as i32)
 }
 
-pub fn u64_at(b: &[u8], off: usize) -> Option<u64> {
+pub(crate) fn u64_at(b: &[u8], off: usize) -> Option<u64> {
     let s = b.get(off..off.checked_add(8)?)?;
     let mut a = [0u8; 8];
     a.copy_from_slice(s);
@@ -55,7 +55,7 @@ pub fn u64_at(b: &[u8], off: usize) -> Option<u64> {
 }
 
 /// A NUL-terminated string in a fixed-size field, lossily decoded.
-pub fn c_string(b: &[u8]) -> String {
+pub(crate) fn c_string(b: &[u8]) -> String {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
     String::from_utf8_lossy(&b[..end]).into_owned()
 }

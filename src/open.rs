@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 
 /// Why a path the dump names is not opened.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refused {
+pub(crate) enum Refused {
     #[error("{0:?} is not an absolute path (a pseudo name, not a file)")]
     NotAbsolute(String),
     #[error("{0:?} names a device or kernel file system (/dev, /proc, /sys)")]
@@ -22,7 +22,7 @@ pub enum Refused {
 /// Opens `path` for reading when it is a regular file. The open itself cannot block
 /// (`O_NONBLOCK`: a FIFO with no writer, a terminal), and the file's type is checked on the open
 /// descriptor (`fstat`) before anything is read from it.
-pub fn open_regular(path: &Path) -> io::Result<File> {
+pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
     let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC).open(path)?;
     let kind = file.metadata()?.file_type();
     if !kind.is_file() {
@@ -62,7 +62,7 @@ fn normalized(path: &str) -> PathBuf {
 /// Where on this machine to look for the file the dump recorded as `dump_path`: under `sysroot`
 /// (resolved there, and refused when a symlink leads out of it), or the path itself. Devices and
 /// kernel file systems are refused either way.
-pub fn resolve(sysroot: Option<&Path>, dump_path: &str) -> Result<PathBuf, Refused> {
+pub(crate) fn resolve(sysroot: Option<&Path>, dump_path: &str) -> Result<PathBuf, Refused> {
     if !dump_path.starts_with('/') {
         return Err(Refused::NotAbsolute(dump_path.to_string()));
     }

@@ -33,14 +33,14 @@ static PAGE: AtomicUsize = AtomicUsize::new(4096);
 
 /// A registered mapping; dropping it unregisters the range (before the mapping is unmapped).
 #[derive(Debug)]
-pub struct Guard {
+pub(crate) struct Guard {
     slot: Option<usize>,
 }
 
 impl Guard {
     /// Whether a read fell past the file's end since the mapping was made: the file shrank
     /// while knot read it, and what was read there is zeros, not the file.
-    pub fn faulted(&self) -> bool {
+    pub(crate) fn faulted(&self) -> bool {
         self.slot.is_some_and(|i| REGISTRY[i].faulted.load(Ordering::Acquire))
     }
 }
@@ -57,7 +57,7 @@ impl Drop for Guard {
 
 /// Registers the mapping `bytes` (the whole of a file's mapping). When every slot is taken the
 /// mapping is read unguarded, as before.
-pub fn guard(bytes: &[u8]) -> Guard {
+pub(crate) fn guard(bytes: &[u8]) -> Guard {
     install();
     let page = PAGE.load(Ordering::Relaxed);
     let start = bytes.as_ptr() as usize;

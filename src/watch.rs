@@ -30,13 +30,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub const REPORT_SUFFIX: &str = ".knot.json";
-pub const ERROR_SUFFIX: &str = ".knot.error.txt";
-pub const MARKER_SUFFIX: &str = ".knot.done";
+pub(crate) const REPORT_SUFFIX: &str = ".knot.json";
+pub(crate) const ERROR_SUFFIX: &str = ".knot.error.txt";
+pub(crate) const MARKER_SUFFIX: &str = ".knot.done";
 /// Written before a dump is analyzed and removed once its output is: found at a later scan, it
 /// says that a knot died while analyzing that dump (killed for memory, a crash the process could
 /// not catch), so the dump is given an error file instead of killing the next knot too.
-pub const RUNNING_SUFFIX: &str = ".knot.running";
+pub(crate) const RUNNING_SUFFIX: &str = ".knot.running";
 const TMP_INFIX: &str = ".knot-tmp-";
 /// Temporary files of a killed run older than this are removed.
 const STALE_TMP: Duration = Duration::from_secs(15 * 60);
@@ -80,7 +80,7 @@ pub enum WatchError {
 
 /// What the first bytes of a file say.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Sniff {
+pub(crate) enum Sniff {
     /// An ELF core, plain or compressed (or a compressed stream too broken to tell).
     Dump,
     /// Anything else, and why it is not a dump.
@@ -88,7 +88,7 @@ pub enum Sniff {
 }
 
 /// Looks at the first bytes of `path` (decompressing the start of a compressed file).
-pub fn sniff(path: &Path) -> io::Result<Sniff> {
+pub(crate) fn sniff(path: &Path) -> io::Result<Sniff> {
     let mut head = Vec::with_capacity(64);
     fs::File::open(path)?.take(64).read_to_end(&mut head)?;
     if head.starts_with(b"\x7fELF") {
@@ -142,14 +142,14 @@ fn ignored_name(name: &str) -> bool {
 }
 
 /// The files knot writes for the dump named `name`.
-pub struct Outputs {
-    pub report: PathBuf,
-    pub error: PathBuf,
-    pub marker: PathBuf,
-    pub running: PathBuf,
+pub(crate) struct Outputs {
+    pub(crate) report: PathBuf,
+    pub(crate) error: PathBuf,
+    pub(crate) marker: PathBuf,
+    pub(crate) running: PathBuf,
 }
 
-pub fn outputs(out_dir: &Path, name: &str) -> Outputs {
+pub(crate) fn outputs(out_dir: &Path, name: &str) -> Outputs {
     Outputs {
         report: out_dir.join(format!("{name}{REPORT_SUFFIX}")),
         error: out_dir.join(format!("{name}{ERROR_SUFFIX}")),
@@ -189,7 +189,7 @@ fn is_done(o: &Outputs, dump: &fs::Metadata) -> bool {
 static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Writes `bytes` to `dest` through a temporary file in the same directory and a rename.
-pub fn write_atomic(dest: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_atomic(dest: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}{TMP_INFIX}{}-{}", std::process::id(), TMP_COUNTER.fetch_add(1, Ordering::Relaxed)));

@@ -1,5 +1,5 @@
 //! Per-architecture register sets. knot reads x86_64 cores today; the types keep the
 //! architecture explicit so another one is an addition, not a rewrite.
 
-pub mod syscalls;
+pub(crate) mod syscalls;
 pub mod x86_64;

@@ -67,7 +67,7 @@ static NAMES: [&str; 468] = [
 ];
 
 /// The syscall's name, or `None` for a number the table does not have.
-pub fn name(nr: u64) -> Option<&'static str> {
+pub(crate) fn name(nr: u64) -> Option<&'static str> {
     usize::try_from(nr).ok().and_then(|i| NAMES.get(i)).copied().filter(|n| !n.is_empty())
 }
 

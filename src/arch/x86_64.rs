@@ -3,52 +3,45 @@
 
 use serde::Serialize;
 
-/// Register names in `user_regs_struct` order: the order of `pr_reg` in NT_PRSTATUS.
-pub const USER_REGS_NAMES: [&str; 27] = [
-    "r15", "r14", "r13", "r12", "rbp", "rbx", "r11", "r10", "r9", "r8", "rax", "rcx", "rdx", "rsi",
-    "rdi", "orig_rax", "rip", "cs", "eflags", "rsp", "ss", "fs_base", "gs_base", "ds", "es", "fs",
-    "gs",
-];
-
 /// Size of `user_regs_struct` in bytes.
 pub const USER_REGS_SIZE: usize = 27 * 8;
 
 /// The general registers of one thread at the moment of the dump.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Registers {
-    pub r15: u64,
-    pub r14: u64,
-    pub r13: u64,
-    pub r12: u64,
-    pub rbp: u64,
-    pub rbx: u64,
-    pub r11: u64,
-    pub r10: u64,
-    pub r9: u64,
-    pub r8: u64,
-    pub rax: u64,
-    pub rcx: u64,
-    pub rdx: u64,
-    pub rsi: u64,
-    pub rdi: u64,
+    pub(crate) r15: u64,
+    pub(crate) r14: u64,
+    pub(crate) r13: u64,
+    pub(crate) r12: u64,
+    pub(crate) rbp: u64,
+    pub(crate) rbx: u64,
+    pub(crate) r11: u64,
+    pub(crate) r10: u64,
+    pub(crate) r9: u64,
+    pub(crate) r8: u64,
+    pub(crate) rax: u64,
+    pub(crate) rcx: u64,
+    pub(crate) rdx: u64,
+    pub(crate) rsi: u64,
+    pub(crate) rdi: u64,
     /// The syscall number when the thread is inside a syscall, else `u64::MAX` (-1).
-    pub orig_rax: u64,
+    pub(crate) orig_rax: u64,
     pub rip: u64,
-    pub cs: u64,
-    pub eflags: u64,
+    pub(crate) cs: u64,
+    pub(crate) eflags: u64,
     pub rsp: u64,
-    pub ss: u64,
-    pub fs_base: u64,
-    pub gs_base: u64,
-    pub ds: u64,
-    pub es: u64,
-    pub fs: u64,
-    pub gs: u64,
+    pub(crate) ss: u64,
+    pub(crate) fs_base: u64,
+    pub(crate) gs_base: u64,
+    pub(crate) ds: u64,
+    pub(crate) es: u64,
+    pub(crate) fs: u64,
+    pub(crate) gs: u64,
 }
 
 impl Registers {
     /// Reads `user_regs_struct` from exactly [`USER_REGS_SIZE`] little-endian bytes.
-    pub fn from_user_regs(bytes: &[u8]) -> Option<Registers> {
+    pub(crate) fn from_user_regs(bytes: &[u8]) -> Option<Registers> {
         if bytes.len() < USER_REGS_SIZE {
             return None;
         }
@@ -90,7 +83,7 @@ impl Registers {
     }
 
     /// The value of a DWARF-numbered register, for the registers a stack walk tracks.
-    pub fn dwarf(&self, reg: u16) -> Option<u64> {
+    pub(crate) fn dwarf(&self, reg: u16) -> Option<u64> {
         Some(match reg {
             dwarf::RAX => self.rax,
             dwarf::RDX => self.rdx,
@@ -120,29 +113,29 @@ impl Registers {
 }
 
 /// DWARF register numbers for x86_64.
-pub mod dwarf {
-    pub const RAX: u16 = 0;
-    pub const RDX: u16 = 1;
-    pub const RCX: u16 = 2;
-    pub const RBX: u16 = 3;
-    pub const RSI: u16 = 4;
-    pub const RDI: u16 = 5;
-    pub const RBP: u16 = 6;
-    pub const RSP: u16 = 7;
-    pub const R8: u16 = 8;
-    pub const R9: u16 = 9;
-    pub const R10: u16 = 10;
-    pub const R11: u16 = 11;
-    pub const R12: u16 = 12;
-    pub const R13: u16 = 13;
-    pub const R14: u16 = 14;
-    pub const R15: u16 = 15;
+pub(crate) mod dwarf {
+    pub(crate) const RAX: u16 = 0;
+    pub(crate) const RDX: u16 = 1;
+    pub(crate) const RCX: u16 = 2;
+    pub(crate) const RBX: u16 = 3;
+    pub(crate) const RSI: u16 = 4;
+    pub(crate) const RDI: u16 = 5;
+    pub(crate) const RBP: u16 = 6;
+    pub(crate) const RSP: u16 = 7;
+    pub(crate) const R8: u16 = 8;
+    pub(crate) const R9: u16 = 9;
+    pub(crate) const R10: u16 = 10;
+    pub(crate) const R11: u16 = 11;
+    pub(crate) const R12: u16 = 12;
+    pub(crate) const R13: u16 = 13;
+    pub(crate) const R14: u16 = 14;
+    pub(crate) const R15: u16 = 15;
     /// The return address column.
-    pub const RIP: u16 = 16;
+    pub(crate) const RIP: u16 = 16;
     /// Registers 0..=16 are the ones a walk tracks.
-    pub const TRACKED: usize = 17;
+    pub(crate) const TRACKED: usize = 17;
 
     /// Windows register number (rax rcx rdx rbx rsp rbp rsi rdi r8..r15: the order of x64 unwind
     /// codes and of CoreCLR's `CONTEXT`) → DWARF register number.
-    pub const FROM_WINDOWS: [u16; 16] = [RAX, RCX, RDX, RBX, RSP, RBP, RSI, RDI, R8, R9, R10, R11, R12, R13, R14, R15];
+    pub(crate) const FROM_WINDOWS: [u16; 16] = [RAX, RCX, RDX, RBX, RSP, RBP, RSI, RDI, R8, R9, R10, R11, R12, R13, R14, R15];
 }

@@ -3,12 +3,11 @@
 
 use crate::bytes::u64_at;
 
-pub const AT_NULL: u64 = 0;
-pub const AT_PHDR: u64 = 3;
-pub const AT_PHNUM: u64 = 5;
-pub const AT_BASE: u64 = 7;
-pub const AT_ENTRY: u64 = 9;
-pub const AT_SYSINFO_EHDR: u64 = 33;
+pub(crate) const AT_NULL: u64 = 0;
+pub(crate) const AT_PHDR: u64 = 3;
+pub(crate) const AT_PHNUM: u64 = 5;
+pub(crate) const AT_ENTRY: u64 = 9;
+pub(crate) const AT_SYSINFO_EHDR: u64 = 33;
 
 #[derive(Debug, Clone, Default)]
 pub struct Auxv {
@@ -29,7 +28,7 @@ impl Auxv {
         Auxv { entries }
     }
 
-    pub fn get(&self, key: u64) -> Option<u64> {
+    pub(crate) fn get(&self, key: u64) -> Option<u64> {
         self.entries.iter().find(|(k, _)| *k == key).map(|&(_, v)| v)
     }
 }

@@ -16,14 +16,14 @@ use std::path::Path;
 pub const DEFAULT_MAX_DECOMPRESSED: u64 = 64 << 30;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
+pub(crate) enum Compression {
     Gzip,
     Zstd,
     Xz,
 }
 
 impl Compression {
-    pub fn detect(magic: &[u8]) -> Option<Compression> {
+    pub(crate) fn detect(magic: &[u8]) -> Option<Compression> {
         match magic {
             [0x1f, 0x8b, ..] => Some(Compression::Gzip),
             [0x28, 0xb5, 0x2f, 0xfd, ..] => Some(Compression::Zstd),
@@ -32,7 +32,7 @@ impl Compression {
         }
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Compression::Gzip => "gzip",
             Compression::Zstd => "zstd",
@@ -42,21 +42,21 @@ impl Compression {
 }
 
 /// What decompression produced.
-pub struct Decompressed {
-    pub file: File,
-    pub size: u64,
+pub(crate) struct Decompressed {
+    pub(crate) file: File,
+    pub(crate) size: u64,
     /// The stream broke off (a truncated download, say) after `size` good bytes: the core is
     /// read as a truncated one, and this says why.
-    pub cut_off: Option<String>,
+    pub(crate) cut_off: Option<String>,
     /// The stream went on past the end the core's program headers declare: bytes past it were
     /// not written (the count is at least this; the rest of the stream was not read).
-    pub past_end: Option<u64>,
+    pub(crate) past_end: Option<u64>,
 }
 
 /// Why decompression failed: the stream itself, or the temporary file it is written to (a full
 /// `$TMPDIR` is the user's to fix, not a corrupt dump, so the two are told apart).
 #[derive(Debug)]
-pub enum DecompressError {
+pub(crate) enum DecompressError {
     Stream(io::Error),
     TempFile { written: u64, source: io::Error },
     /// The core declares (or the stream reaches) more than the limit.
@@ -71,7 +71,7 @@ impl From<io::Error> for DecompressError {
 
 /// Decompresses `path` into an anonymous temporary file. The output must start like an ELF file:
 /// anything else is refused after the first block, before it can fill the disk.
-pub fn decompress(path: &Path, kind: Compression, limit: u64) -> Result<Decompressed, DecompressError> {
+pub(crate) fn decompress(path: &Path, kind: Compression, limit: u64) -> Result<Decompressed, DecompressError> {
     let input = io::BufReader::with_capacity(1 << 20, File::open(path)?);
     let mut out = tempfile::tempfile().map_err(|source| DecompressError::TempFile { written: 0, source })?;
     let (size, cut_off, past_end) = match kind {

@@ -8,31 +8,31 @@
 use crate::bytes::{u32_at, u64_at};
 use std::collections::BTreeMap;
 
-pub const OWNER: &[u8] = b"KNOT";
-pub const NT_KNOT_THREAD_NAMES: u32 = 1;
-pub const NT_KNOT_CAPTURE: u32 = 2;
+pub(crate) const OWNER: &[u8] = b"KNOT";
+pub(crate) const NT_KNOT_THREAD_NAMES: u32 = 1;
+pub(crate) const NT_KNOT_CAPTURE: u32 = 2;
 /// A thread name is at most 15 bytes (TASK_COMM_LEN - 1); longer is not a name.
 const MAX_NAME: usize = 64;
 
 /// How a live process was read (`knot pid`), as the capture note records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Capture {
-    pub pid: u32,
-    pub threads: u32,
+    pub(crate) pid: u32,
+    pub(crate) threads: u32,
     /// From the first thread stopped to the last one let go, in microseconds.
-    pub pause_us: u64,
+    pub(crate) pause_us: u64,
     /// Process memory copied into the core.
     pub bytes_copied: u64,
     /// Memory that would have been copied but for the copy limit.
-    pub bytes_left_out: u64,
+    pub(crate) bytes_left_out: u64,
     /// Mappings left out (wholly or partly) because of the limit.
-    pub mappings_left_out: u32,
+    pub(crate) mappings_left_out: u32,
 }
 
-pub const CAPTURE_SIZE: usize = 40;
+pub(crate) const CAPTURE_SIZE: usize = 40;
 
 impl Capture {
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(CAPTURE_SIZE);
         v.extend(self.pid.to_le_bytes());
         v.extend(self.threads.to_le_bytes());
@@ -44,7 +44,7 @@ impl Capture {
         v
     }
 
-    pub fn parse(desc: &[u8]) -> Option<Capture> {
+    pub(crate) fn parse(desc: &[u8]) -> Option<Capture> {
         Some(Capture {
             pid: u32_at(desc, 0)?,
             threads: u32_at(desc, 4)?,
@@ -56,7 +56,7 @@ impl Capture {
     }
 }
 
-pub fn encode_thread_names<'a>(names: impl IntoIterator<Item = (u32, &'a str)>) -> Vec<u8> {
+pub(crate) fn encode_thread_names<'a>(names: impl IntoIterator<Item = (u32, &'a str)>) -> Vec<u8> {
     let mut v = Vec::new();
     for (tid, name) in names {
         v.extend(tid.to_le_bytes());
@@ -67,7 +67,7 @@ pub fn encode_thread_names<'a>(names: impl IntoIterator<Item = (u32, &'a str)>) 
 }
 
 /// Parses the thread-name note; `Err` says where it broke off (the names before it are kept).
-pub fn parse_thread_names(desc: &[u8], names: &mut BTreeMap<u32, String>) -> Result<(), String> {
+pub(crate) fn parse_thread_names(desc: &[u8], names: &mut BTreeMap<u32, String>) -> Result<(), String> {
     let mut at = 0usize;
     while at < desc.len() {
         let tid = u32_at(desc, at).ok_or_else(|| format!("cut off at byte {at}: no room for a thread id"))?;

@@ -4,19 +4,19 @@
 pub mod auxv;
 pub mod compressed;
 mod error;
-pub mod knot_note;
+pub(crate) mod knot_note;
 pub mod notes;
 pub mod nt_file;
 pub mod prpsinfo;
 pub mod prstatus;
-pub mod segments;
+pub(crate) mod segments;
 pub mod siginfo;
 
 pub use error::CoreError;
-pub use nt_file::FileMapping;
-pub use prpsinfo::ProcessInfo;
+pub(crate) use nt_file::FileMapping;
+pub(crate) use prpsinfo::ProcessInfo;
 pub use segments::{Absence, Segment, Segments};
-pub use siginfo::SignalInfo;
+pub(crate) use siginfo::SignalInfo;
 
 use crate::bytes::Bytes;
 use crate::arch::x86_64::Registers;
@@ -46,15 +46,15 @@ pub struct CoreThread {
     pub tid: u32,
     pub registers: Registers,
     /// The signal this thread was stopped by (0 when none).
-    pub cursig: u16,
+    pub(crate) cursig: u16,
     /// The thread that took the signal that caused the dump (the kernel writes it first, with
     /// NT_SIGINFO after it).
     pub signalled: bool,
     /// Whether NT_FPREGSET / NT_X86_XSTATE were present for this thread.
-    pub has_fpregs: bool,
-    pub has_xstate: bool,
+    pub(crate) has_fpregs: bool,
+    pub(crate) has_xstate: bool,
     /// File offset of its NT_PRSTATUS note.
-    pub note_offset: u64,
+    pub(crate) note_offset: u64,
 }
 
 /// A parsed core file. Memory is read lazily from the mapping.
@@ -63,7 +63,7 @@ pub struct Core {
     map: Bytes,
     pub segments: Segments,
     pub threads: Vec<CoreThread>,
-    pub process: Option<ProcessInfo>,
+    pub(crate) process: Option<ProcessInfo>,
     pub auxv: Auxv,
     /// NT_FILE's mappings; `None` when the core has no NT_FILE note.
     pub files: Option<Vec<FileMapping>>,
@@ -72,7 +72,7 @@ pub struct Core {
     /// gcore record none.
     pub thread_names: BTreeMap<u32, String>,
     /// How the live process was read, when `knot pid` built this core.
-    pub capture: Option<knot_note::Capture>,
+    pub(crate) capture: Option<knot_note::Capture>,
     /// What was odd or missing; a warning here means the reading is partial.
     pub diagnostics: Vec<Diagnostic>,
 }
@@ -292,7 +292,7 @@ impl Core {
         })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -312,7 +312,7 @@ impl Core {
     /// Hints that the `len` bytes at `addr` will be read soon, front to back (a heap walk): the
     /// kernel reads them ahead instead of faulting page by page (the mapping is opened for
     /// random access).
-    pub fn will_read(&self, addr: u64, len: u64) {
+    pub(crate) fn will_read(&self, addr: u64, len: u64) {
         if let (Bytes::Mapped { map: m, .. }, Some((off, n))) = (&self.map, self.page_range(addr, len)) {
             let _ = m.advise_range(memmap2::Advice::WillNeed, off, n);
         }
@@ -321,7 +321,7 @@ impl Core {
     /// Lets the kernel take back this mapping's pages of the `len` bytes at `addr` once they
     /// have been read (they stay in the page cache): a walk of a heap bigger than memory keeps
     /// its resident set small.
-    pub fn done_reading(&self, addr: u64, len: u64) {
+    pub(crate) fn done_reading(&self, addr: u64, len: u64) {
         if let (Bytes::Mapped { map: m, .. }, Some((off, n))) = (&self.map, self.page_range(addr, len)) {
             // SAFETY: the mapping is a private read-only file mapping nobody writes: dropped
             // pages are read again from the file on the next access, with the same bytes, and

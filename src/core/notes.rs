@@ -13,7 +13,7 @@ pub struct Note<'a> {
 
 impl Note<'_> {
     /// The owner name without its terminating NUL.
-    pub fn owner(&self) -> &[u8] {
+    pub(crate) fn owner(&self) -> &[u8] {
         match self.name.iter().position(|&b| b == 0) {
             Some(n) => &self.name[..n],
             None => self.name,

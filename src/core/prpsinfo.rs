@@ -5,14 +5,14 @@ use serde::Serialize;
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ProcessInfo {
-    pub pid: u32,
-    pub ppid: u32,
+    pub(crate) pid: u32,
+    pub(crate) ppid: u32,
     /// The executable's short name (`comm`, at most 15 bytes).
-    pub name: String,
+    pub(crate) name: String,
     /// The start of the command line (the kernel keeps at most 80 bytes).
-    pub args: String,
+    pub(crate) args: String,
     /// The scheduler state letter (`R`, `S`, `D`, ...).
-    pub state: char,
+    pub(crate) state: char,
 }
 
 pub fn parse(desc: &[u8]) -> Option<ProcessInfo> {

@@ -4,17 +4,16 @@
 use crate::bytes::{i32_at, u16_at};
 use crate::arch::x86_64::{Registers, USER_REGS_SIZE};
 
-pub const PRSTATUS_SIZE: usize = 336;
 const PR_CURSIG: usize = 12;
 const PR_PID: usize = 32;
 const PR_REG: usize = 112;
 
 #[derive(Debug, Clone)]
 pub struct PrStatus {
-    pub tid: u32,
+    pub(crate) tid: u32,
     /// The signal the thread was stopped by, 0 if none (gcore's threads, the kernel's other threads).
-    pub cursig: u16,
-    pub registers: Registers,
+    pub(crate) cursig: u16,
+    pub(crate) registers: Registers,
 }
 
 pub fn parse(desc: &[u8]) -> Option<PrStatus> {

@@ -7,12 +7,12 @@
 pub struct Segment {
     pub vaddr: u64,
     pub memsz: u64,
-    pub offset: u64,
+    pub(crate) offset: u64,
     /// p_filesz as the header says.
     pub filesz: u64,
     /// Bytes present in the file from `offset` (less than `filesz` when the core is truncated).
     pub present: u64,
-    pub flags: u32,
+    pub(crate) flags: u32,
 }
 
 impl Segment {
@@ -20,11 +20,11 @@ impl Segment {
         self.vaddr.saturating_add(self.memsz)
     }
 
-    pub fn contains(&self, addr: u64) -> bool {
+    pub(crate) fn contains(&self, addr: u64) -> bool {
         addr >= self.vaddr && addr < self.end()
     }
 
-    pub fn is_truncated(&self) -> bool {
+    pub(crate) fn is_truncated(&self) -> bool {
         self.present < self.filesz
     }
 }
@@ -48,7 +48,7 @@ pub struct Segments {
 }
 
 impl Segments {
-    pub fn new(mut list: Vec<Segment>) -> Segments {
+    pub(crate) fn new(mut list: Vec<Segment>) -> Segments {
         list.sort_by_key(|s| s.vaddr);
         Segments { list }
     }
@@ -57,17 +57,13 @@ impl Segments {
         self.list.iter()
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.list.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
     }
 
     /// How many segments overlap one before them, and the start of the first that does; `None`
     /// when none do (a well-formed core).
-    pub fn overlaps(&self) -> Option<(usize, u64)> {
+    pub(crate) fn overlaps(&self) -> Option<(usize, u64)> {
         let mut end = 0u64;
         let mut count = 0;
         let mut first = None;
@@ -82,7 +78,7 @@ impl Segments {
     }
 
     /// The segment covering `addr`.
-    pub fn find(&self, addr: u64) -> Option<&Segment> {
+    pub(crate) fn find(&self, addr: u64) -> Option<&Segment> {
         let i = self.list.partition_point(|s| s.vaddr <= addr);
         self.list[..i].iter().rev().take(4).find(|s| s.contains(addr))
     }

@@ -17,16 +17,16 @@ pub enum SignalSource {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SignalInfo {
-    pub signo: i32,
+    pub(crate) signo: i32,
     /// `si_code`; `None` when the dump has no NT_SIGINFO.
-    pub code: Option<i32>,
-    pub source: SignalSource,
-    pub errno: i32,
+    pub(crate) code: Option<i32>,
+    pub(crate) source: SignalSource,
+    pub(crate) errno: i32,
     /// The faulting address for SIGSEGV/SIGBUS/SIGILL/SIGFPE; the sender's pid for kill().
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fault_address: Option<u64>,
+    pub(crate) fault_address: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sender_pid: Option<u32>,
+    pub(crate) sender_pid: Option<u32>,
 }
 
 const SIGILL: i32 = 4;
@@ -53,13 +53,13 @@ pub fn parse(desc: &[u8]) -> Option<SignalInfo> {
 
 impl SignalInfo {
     /// The signal of a core without NT_SIGINFO, from the dumping thread's `pr_cursig`.
-    pub fn from_cursig(cursig: u16) -> SignalInfo {
+    pub(crate) fn from_cursig(cursig: u16) -> SignalInfo {
         SignalInfo { signo: i32::from(cursig), code: None, source: SignalSource::Prstatus, errno: 0, fault_address: None, sender_pid: None }
     }
 }
 
 /// The conventional name of a Linux signal number.
-pub fn signal_name(signo: i32) -> &'static str {
+pub(crate) fn signal_name(signo: i32) -> &'static str {
     const NAMES: [&str; 32] = [
         "0", "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
         "SIGKILL", "SIGUSR1", "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT",

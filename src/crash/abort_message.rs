@@ -5,10 +5,10 @@ use crate::process::{Memory, Process};
 use crate::runtimes::dotnet::elf::dynamic_symbol;
 
 /// The most of a message knot reads.
-pub const MAX_MESSAGE: usize = 4096;
+pub(crate) const MAX_MESSAGE: usize = 4096;
 
 /// The text at `addr`, up to its NUL or `max` bytes (fewer when memory ends first).
-pub fn c_string(memory: &dyn Memory, addr: u64, max: usize) -> Option<String> {
+pub(crate) fn c_string(memory: &dyn Memory, addr: u64, max: usize) -> Option<String> {
     let mut out = Vec::new();
     let mut at = addr;
     while out.len() < max {
@@ -24,7 +24,7 @@ pub fn c_string(memory: &dyn Memory, addr: u64, max: usize) -> Option<String> {
 }
 
 /// The message glibc recorded, if any: from the `__abort_msg` that libc.so.6 exports.
-pub fn read(process: &Process) -> Option<String> {
+pub(crate) fn read(process: &Process) -> Option<String> {
     let libc = process.modules.iter().find(|m| m.name().starts_with("libc.so"))?;
     let sym = libc.file.as_ref().and_then(|f| dynamic_symbol(f, "__abort_msg"))?;
     let slot = sym.value.wrapping_add(libc.bias);

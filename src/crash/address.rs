@@ -45,7 +45,7 @@ fn stacks(process: &Process) -> Vec<(u64, u64)> {
 }
 
 /// Whether `addr` lies in the gap below some thread's stack, where nothing accessible is mapped.
-pub fn in_stack_guard(process: &Process, addr: u64) -> bool {
+pub(crate) fn in_stack_guard(process: &Process, addr: u64) -> bool {
     if segment_at(process, addr).is_some_and(accessible) {
         return false;
     }
@@ -53,7 +53,7 @@ pub fn in_stack_guard(process: &Process, addr: u64) -> bool {
 }
 
 /// Classifies `addr` for a fault of signal `signo`/`code`, made by an access of kind `access`.
-pub fn classify(process: &Process, addr: u64, signo: i32, code: i32, access: Option<Access>) -> Option<AddressKind> {
+pub(crate) fn classify(process: &Process, addr: u64, signo: i32, code: i32, access: Option<Access>) -> Option<AddressKind> {
     if addr >= KERNEL_HALF {
         return Some(AddressKind::Kernel);
     }
@@ -83,7 +83,7 @@ fn file_at(process: &Process, addr: u64) -> Option<&str> {
 }
 
 /// The mapping holding `addr`: its range, permissions, file and module.
-pub fn mapping(process: &Process, addr: u64) -> Option<MappingReport> {
+pub(crate) fn mapping(process: &Process, addr: u64) -> Option<MappingReport> {
     let seg = segment_at(process, addr)?;
     let perm = |bit: u32, c: char| if seg.flags & bit != 0 { c } else { '-' };
     Some(MappingReport {

@@ -23,7 +23,7 @@ const MAX_NAME: usize = 512;
 const MAX_DEPTH: usize = 8;
 
 /// The exception being thrown on a thread whose stack pointer is `sp`.
-pub fn read(process: &Process, symbolizer: &Symbolizer<'_>, sp: u64) -> Option<ExceptionReport> {
+pub(crate) fn read(process: &Process, symbolizer: &Symbolizer<'_>, sp: u64) -> Option<ExceptionReport> {
     let header = find_header(process, sp)?;
     let type_info = process.read_u64(header.checked_sub(TYPE_BEFORE_UNWIND_HEADER)?).ok()?;
     let object = header.checked_add(UNWIND_HEADER_SIZE)?;

@@ -13,7 +13,7 @@ use yaxpeax_x86::long_mode::{InstDecoder, Instruction, Opcode, Operand, RegSpec}
 const MAX_LEN: usize = 15;
 
 /// Decodes the instruction at `pc`; `fault` is the faulting address when the signal gave one.
-pub fn decode(memory: &dyn Memory, regs: &Registers, pc: u64, fault: Option<u64>) -> Option<InstructionReport> {
+pub(crate) fn decode(memory: &dyn Memory, regs: &Registers, pc: u64, fault: Option<u64>) -> Option<InstructionReport> {
     let bytes = read_code(memory, pc)?;
     let inst = InstDecoder::default().decode_slice(&bytes).ok()?;
     let len = (inst.len().to_const() as usize).min(bytes.len());

@@ -9,60 +9,60 @@ const TEXT: &str = include_str!("../../analyzers/crash.toml");
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Machinery {
-    pub machinery: Names,
-    pub library: Library,
-    pub signature: SignatureRules,
+pub(crate) struct Machinery {
+    pub(crate) machinery: Names,
+    pub(crate) library: Library,
+    pub(crate) signature: SignatureRules,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Names {
-    pub functions: Vec<String>,
-    pub prefixes: Vec<String>,
+pub(crate) struct Names {
+    pub(crate) functions: Vec<String>,
+    pub(crate) prefixes: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Library {
-    pub modules: Vec<String>,
+pub(crate) struct Library {
+    pub(crate) modules: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SignatureRules {
-    pub frames: usize,
-    pub prefix: Vec<String>,
-    pub prefix_starts: Vec<String>,
-    pub stop: Vec<String>,
-    pub stop_starts: Vec<String>,
+pub(crate) struct SignatureRules {
+    pub(crate) frames: usize,
+    pub(crate) prefix: Vec<String>,
+    pub(crate) prefix_starts: Vec<String>,
+    pub(crate) stop: Vec<String>,
+    pub(crate) stop_starts: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
 #[error("analyzer data {FILE}: {0}")]
-pub struct MachineryError(String);
+pub(crate) struct MachineryError(String);
 
 impl Machinery {
     /// The built-in lists, parsed once.
-    pub fn builtin() -> Result<&'static Machinery, &'static MachineryError> {
+    pub(crate) fn builtin() -> Result<&'static Machinery, &'static MachineryError> {
         static DATA: OnceLock<Result<Machinery, MachineryError>> = OnceLock::new();
         DATA.get_or_init(|| toml::from_str(TEXT).map_err(|e| MachineryError(e.to_string()))).as_ref()
     }
 
     /// A frame (by normalised name) that raises, aborts, terminates, panics or dispatches.
-    pub fn is_machinery(&self, name: &str) -> bool {
+    pub(crate) fn is_machinery(&self, name: &str) -> bool {
         self.machinery.functions.iter().any(|f| f == name) || self.machinery.prefixes.iter().any(|p| name.starts_with(p.as_str()))
     }
 
-    pub fn is_library(&self, module: &str) -> bool {
+    pub(crate) fn is_library(&self, module: &str) -> bool {
         self.library.modules.iter().any(|m| module.starts_with(m.as_str()))
     }
 
-    pub fn is_signature_prefix(&self, name: &str) -> bool {
+    pub(crate) fn is_signature_prefix(&self, name: &str) -> bool {
         self.signature.prefix.iter().any(|f| f == name) || self.signature.prefix_starts.iter().any(|p| name.starts_with(p.as_str()))
     }
 
-    pub fn is_stop(&self, name: &str) -> bool {
+    pub(crate) fn is_stop(&self, name: &str) -> bool {
         self.signature.stop.iter().any(|f| f == name) || self.signature.stop_starts.iter().any(|p| name.starts_with(p.as_str()))
     }
 }
@@ -70,7 +70,7 @@ impl Machinery {
 /// A function name as signatures and the lists compare it: no argument list (`std::terminate()`
 /// → `std::terminate`), no Rust hash suffix (`::h0123456789abcdef`), no glibc `__GI_` alias
 /// prefix (`__GI___libc_free` → `__libc_free`, `__GI_raise` → `raise`).
-pub fn normalize(name: &str) -> String {
+pub(crate) fn normalize(name: &str) -> String {
     let mut s = name.trim();
     if let Some(rest) = s.strip_prefix("__GI_") {
         s = rest;

@@ -6,16 +6,16 @@
 //! fact that the SIGABRT in its own dumps is not a kill) passes [`RuntimeCrashFacts`]; whatever
 //! it sets wins over the native reading.
 
-pub mod abort_message;
-pub mod address;
-pub mod cxx_exception;
-pub mod instruction;
-pub mod machinery;
-pub mod model;
-pub mod origin;
-pub mod recursion;
-pub mod signal;
-pub mod signature;
+pub(crate) mod abort_message;
+pub(crate) mod address;
+pub(crate) mod cxx_exception;
+pub(crate) mod instruction;
+pub(crate) mod machinery;
+pub(crate) mod model;
+pub(crate) mod origin;
+pub(crate) mod recursion;
+pub(crate) mod signal;
+pub(crate) mod signature;
 
 pub use model::*;
 
@@ -25,18 +25,18 @@ use crate::symbols::Symbolizer;
 
 /// What a runtime layer knows about the crash; each field set overrides the native reading.
 #[derive(Debug, Clone, Default)]
-pub struct RuntimeCrashFacts {
+pub(crate) struct RuntimeCrashFacts {
     /// `failfast`, `unhandled_exception`, `stack_overflow`, …: the runtime's own reading of a
     /// dump it wrote (which records SIGABRT from pid 0 whatever happened).
-    pub kind: Option<CrashKind>,
+    pub(crate) kind: Option<CrashKind>,
     /// The thread that crashed, when the runtime names another than the signalled one.
-    pub thread: Option<u32>,
+    pub(crate) thread: Option<u32>,
     /// The FailFast message, say (its `source` says where it was read).
-    pub message: Option<CrashMessage>,
-    pub exception: Option<ExceptionReport>,
+    pub(crate) message: Option<CrashMessage>,
+    pub(crate) exception: Option<ExceptionReport>,
     /// The origin's index in the crashing thread's frames, when the runtime knows better which
     /// managed frames are machinery.
-    pub origin_frame: Option<usize>,
+    pub(crate) origin_frame: Option<usize>,
 }
 
 /// Frames that mean a C++ exception is on its way to `std::terminate`.
@@ -44,7 +44,7 @@ const CXX_THROW: &[&str] = &["__cxa_throw", "__cxa_rethrow", "std::terminate", "
 
 /// The crash the dump records, or `None` when it records none (a gcore of a live process, a
 /// dump taken on request without a signal).
-pub fn read(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[ThreadReport], runtime: Option<&RuntimeCrashFacts>) -> Option<CrashReport> {
+pub(crate) fn read(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[ThreadReport], runtime: Option<&RuntimeCrashFacts>) -> Option<CrashReport> {
     let core = &process.core;
     let sig = core.signal.as_ref();
     let own_pid = core.process.as_ref().map(|p| p.pid);

@@ -19,7 +19,7 @@ fn is_machinery(f: &FrameReport, m: &Machinery) -> bool {
 
 /// The index just past the machinery at the top of the stack: machinery frames, with library
 /// frames and noise between them, up to the first frame of the program's own code.
-pub fn past_machinery(frames: &[FrameReport], m: &Machinery, bad_pc: Option<u64>) -> usize {
+pub(crate) fn past_machinery(frames: &[FrameReport], m: &Machinery, bad_pc: Option<u64>) -> usize {
     let mut after = 0;
     for (i, f) in frames.iter().enumerate() {
         if is_machinery(f, m) {
@@ -32,7 +32,7 @@ pub fn past_machinery(frames: &[FrameReport], m: &Machinery, bad_pc: Option<u64>
 }
 
 /// The origin's index in `frames`.
-pub fn find(frames: &[FrameReport], m: &Machinery, bad_pc: Option<u64>) -> Option<usize> {
+pub(crate) fn find(frames: &[FrameReport], m: &Machinery, bad_pc: Option<u64>) -> Option<usize> {
     let start = past_machinery(frames, m, bad_pc);
     let rest = || frames.iter().enumerate().skip(start).filter(|(_, f)| !is_noise(f, bad_pc) && !is_machinery(f, m));
     rest().find(|(_, f)| !is_library(f, m)).or_else(|| rest().next()).map(|(i, _)| i)

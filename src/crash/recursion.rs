@@ -8,10 +8,10 @@ const MAX_START: usize = 32;
 /// The longest cycle looked for, in frames.
 const MAX_CYCLE: usize = 16;
 /// Fewer repeats than this is ordinary code, not a runaway.
-pub const MIN_REPEATS: usize = 4;
+pub(crate) const MIN_REPEATS: usize = 4;
 
 /// The run covering the most frames (the shortest cycle and earliest start on ties).
-pub fn find(names: &[&str]) -> Option<Recursion> {
+pub(crate) fn find(names: &[&str]) -> Option<Recursion> {
     let n = names.len();
     let mut best: Option<Recursion> = None;
     for start in 0..n.min(MAX_START) {

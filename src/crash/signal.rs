@@ -3,35 +3,34 @@
 
 use super::model::CrashKind;
 
-pub const SIGQUIT: i32 = 3;
-pub const SIGILL: i32 = 4;
-pub const SIGTRAP: i32 = 5;
-pub const SIGABRT: i32 = 6;
-pub const SIGBUS: i32 = 7;
-pub const SIGFPE: i32 = 8;
-pub const SIGSEGV: i32 = 11;
-pub const SIGXCPU: i32 = 24;
-pub const SIGXFSZ: i32 = 25;
-pub const SIGSYS: i32 = 31;
+pub(crate) const SIGQUIT: i32 = 3;
+pub(crate) const SIGILL: i32 = 4;
+pub(crate) const SIGTRAP: i32 = 5;
+pub(crate) const SIGABRT: i32 = 6;
+pub(crate) const SIGBUS: i32 = 7;
+pub(crate) const SIGFPE: i32 = 8;
+pub(crate) const SIGSEGV: i32 = 11;
+pub(crate) const SIGXCPU: i32 = 24;
+pub(crate) const SIGXFSZ: i32 = 25;
+pub(crate) const SIGSYS: i32 = 31;
 
 /// `si_code` of a fault the kernel raised without an address (a general-protection fault).
-pub const SI_KERNEL: i32 = 0x80;
-pub const SEGV_ACCERR: i32 = 2;
-pub const BUS_ADRERR: i32 = 2;
+pub(crate) const SI_KERNEL: i32 = 0x80;
+pub(crate) const BUS_ADRERR: i32 = 2;
 
 /// The signals whose default action is to dump core (signal(7)).
-pub fn dumps_core(signo: i32) -> bool {
+pub(crate) fn dumps_core(signo: i32) -> bool {
     matches!(signo, SIGQUIT | SIGILL | SIGTRAP | SIGABRT | SIGBUS | SIGFPE | SIGSEGV | SIGXCPU | SIGXFSZ | SIGSYS)
 }
 
 /// Signals the CPU raises for the faulting instruction (with `si_code > 0`).
-pub fn is_fault_signal(signo: i32) -> bool {
+pub(crate) fn is_fault_signal(signo: i32) -> bool {
     matches!(signo, SIGILL | SIGTRAP | SIGBUS | SIGFPE | SIGSEGV | SIGSYS)
 }
 
 /// `si_code`'s name (include/uapi/asm-generic/siginfo.h): the per-signal codes when positive,
 /// the generic SI_* codes otherwise.
-pub fn code_name(signo: i32, code: i32) -> Option<&'static str> {
+pub(crate) fn code_name(signo: i32, code: i32) -> Option<&'static str> {
     let generic = match code {
         0 => Some("SI_USER"),
         0x80 => Some("SI_KERNEL"),
@@ -77,7 +76,7 @@ pub fn code_name(signo: i32, code: i32) -> Option<&'static str> {
 ///
 /// Without `si_code` (a core without NT_SIGINFO) the likeliest reading: a fault signal is a
 /// fault, SIGABRT an abort, any other a kill.
-pub fn kind(signo: i32, code: Option<i32>, sender_pid: Option<u32>, own_pid: Option<u32>) -> Option<CrashKind> {
+pub(crate) fn kind(signo: i32, code: Option<i32>, sender_pid: Option<u32>, own_pid: Option<u32>) -> Option<CrashKind> {
     if !dumps_core(signo) {
         return None;
     }

@@ -20,7 +20,7 @@ fn kind_key(kind: CrashKind) -> &'static str {
 }
 
 /// A frame's part of the signature.
-pub fn frame_key(process: &Process, f: &FrameReport) -> String {
+pub(crate) fn frame_key(process: &Process, f: &FrameReport) -> String {
     if let Some(name) = &f.function {
         return normalize(name);
     }
@@ -37,20 +37,20 @@ pub fn frame_key(process: &Process, f: &FrameReport) -> String {
 }
 
 /// What the signature is built from.
-pub struct SignatureInput<'a> {
-    pub kind: CrashKind,
+pub(crate) struct SignatureInput<'a> {
+    pub(crate) kind: CrashKind,
     /// The signal's name, when there is one.
-    pub signal: Option<&'a str>,
+    pub(crate) signal: Option<&'a str>,
     /// The exception's type, when one is known.
-    pub exception: Option<&'a str>,
-    pub frames: &'a [FrameReport],
+    pub(crate) exception: Option<&'a str>,
+    pub(crate) frames: &'a [FrameReport],
     /// Index of the first frame past the machinery, and of the origin.
-    pub past_machinery: usize,
-    pub origin: Option<usize>,
-    pub recursion: Option<&'a Recursion>,
+    pub(crate) past_machinery: usize,
+    pub(crate) origin: Option<usize>,
+    pub(crate) recursion: Option<&'a Recursion>,
 }
 
-pub fn build(process: &Process, m: &Machinery, input: &SignatureInput<'_>) -> String {
+pub(crate) fn build(process: &Process, m: &Machinery, input: &SignatureInput<'_>) -> String {
     let mut head = kind_key(input.kind).to_string();
     for part in [input.signal, input.exception].into_iter().flatten() {
         head.push(':');

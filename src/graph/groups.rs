@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 /// Groups thread indices by their stack key (e.g. the frames' instruction pointers), largest
 /// group first, then by the lowest index, so the order is stable.
-pub fn group_by_stack<K: Ord + Clone>(keys: &[K]) -> Vec<Vec<usize>> {
+pub(crate) fn group_by_stack<K: Ord + Clone>(keys: &[K]) -> Vec<Vec<usize>> {
     let mut map: BTreeMap<&K, Vec<usize>> = BTreeMap::new();
     for (i, k) in keys.iter().enumerate() {
         map.entry(k).or_default().push(i);

@@ -31,7 +31,7 @@ fn waits(t: &ThreadReport) -> bool {
 /// could not be unwound by CFI: the walk out of them fell back to frame pointers or scanning, or
 /// stopped there. Without their CFI the frames that name a lock are lost, so a lock's owner, and
 /// a cycle through it, cannot be seen.
-pub fn from_modules(process: &Process, threads: &[ThreadReport], locks: &[LockFact]) -> Vec<VerdictLimit> {
+pub(crate) fn from_modules(process: &Process, threads: &[ThreadReport], locks: &[LockFact]) -> Vec<VerdictLimit> {
     let mut out = Vec::new();
     for m in &process.modules {
         let detail = match &m.file_status {

@@ -3,9 +3,9 @@
 //! ordered chain a person reads: T1 waits for L1 — held by T2, which waits for L0 — held by T1
 //! (the words are the report's).
 
-pub mod groups;
-pub mod limits;
-pub mod verdict;
+pub(crate) mod groups;
+pub(crate) mod limits;
+pub(crate) mod verdict;
 
 use crate::waits::{LockFact, Owner};
 use petgraph::algo::tarjan_scc;
@@ -19,18 +19,18 @@ enum Node {
 
 /// One wait-for cycle, as data: the report words it (`report::words::deadlock`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cycle {
+pub(crate) struct Cycle {
     /// The threads in cycle order: each waits for a lock held by the next; the last waits for
     /// one held by the first. Starts with the lowest tid.
-    pub tids: Vec<u32>,
+    pub(crate) tids: Vec<u32>,
     /// `locks[i]` is the lock `tids[i]` waits for (held by `tids[i+1]`).
-    pub locks: Vec<String>,
+    pub(crate) locks: Vec<String>,
     /// True when an edge rests on an inferred owner rather than one the lock records.
-    pub inferred: bool,
+    pub(crate) inferred: bool,
 }
 
 /// Who waits for what: the graph built from lock facts and each thread's `blocked_on`.
-pub struct WaitForGraph<'a> {
+pub(crate) struct WaitForGraph<'a> {
     graph: DiGraphMap<Node, ()>,
     locks: &'a [LockFact],
     blocked_on: Vec<(u32, Option<usize>)>,
@@ -38,7 +38,7 @@ pub struct WaitForGraph<'a> {
 
 impl<'a> WaitForGraph<'a> {
     /// `threads`: each thread's tid and the id of the lock it is blocked on.
-    pub fn new(threads: &[(u32, Option<&str>)], locks: &'a [LockFact]) -> WaitForGraph<'a> {
+    pub(crate) fn new(threads: &[(u32, Option<&str>)], locks: &'a [LockFact]) -> WaitForGraph<'a> {
         let mut graph = DiGraphMap::new();
         let index = |id: &str| locks.iter().position(|l| l.id == id);
         let mut blocked_on = Vec::with_capacity(threads.len());
@@ -65,7 +65,7 @@ impl<'a> WaitForGraph<'a> {
     }
 
     /// Every cycle, ordered by their lowest tid.
-    pub fn cycles(&self) -> Vec<Cycle> {
+    pub(crate) fn cycles(&self) -> Vec<Cycle> {
         let mut out = Vec::new();
         for scc in tarjan_scc(&self.graph) {
             let mut tids: Vec<u32> = scc.iter().filter_map(|n| if let Node::Thread(t) = n { Some(*t) } else { None }).collect();

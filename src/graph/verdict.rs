@@ -14,7 +14,7 @@ fn thread_pool_starved(locks: &[LockFact], pool: Option<&WorkerPool>) -> bool {
 }
 
 /// Locks in deadlocks first (in cycle order), then the most waited-for.
-pub fn order_locks(mut locks: Vec<LockFact>, deadlocks: &[Cycle]) -> Vec<LockFact> {
+pub(crate) fn order_locks(mut locks: Vec<LockFact>, deadlocks: &[Cycle]) -> Vec<LockFact> {
     let rank = |l: &LockFact| deadlocks.iter().flat_map(|d| d.locks.iter()).position(|id| *id == l.id).unwrap_or(usize::MAX);
     locks.sort_by(|a, b| rank(a).cmp(&rank(b)).then(b.waiter_tids.len().cmp(&a.waiter_tids.len())).then(a.id.cmp(&b.id)));
     locks
@@ -22,7 +22,7 @@ pub fn order_locks(mut locks: Vec<LockFact>, deadlocks: &[Cycle]) -> Vec<LockFac
 
 /// `reports`: the threads as reported; `crash`: the crash the dump records; `pool`: the
 /// runtime's worker pool, when it has one; `gc_stalled`: the runtime's collector is stalled.
-pub fn verdict(
+pub(crate) fn verdict(
     deadlocks: &[Cycle],
     locks: &[LockFact],
     reports: &[ThreadReport],

@@ -18,8 +18,8 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One stopped thread.
 #[derive(Debug)]
-pub struct Tracee {
-    pub tid: i32,
+pub(crate) struct Tracee {
+    pub(crate) tid: i32,
     /// It reached its ptrace stop (only stopped threads can be read and detached).
     stopped: bool,
     /// A signal that arrived as the thread stopped: handed back to it on detach.
@@ -31,8 +31,8 @@ pub struct Tracee {
 
 /// Every thread of `pid`, seized and stopped. Dropping it detaches them all.
 #[derive(Debug)]
-pub struct Attached {
-    pub tracees: Vec<Tracee>,
+pub(crate) struct Attached {
+    pub(crate) tracees: Vec<Tracee>,
 }
 
 fn errno() -> i32 {
@@ -40,7 +40,7 @@ fn errno() -> i32 {
 }
 
 /// The thread ids in `/proc/PID/task`, the main thread first.
-pub fn list_tasks(pid: i32) -> std::io::Result<Vec<i32>> {
+pub(crate) fn list_tasks(pid: i32) -> std::io::Result<Vec<i32>> {
     let mut tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))?
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
         .collect();
@@ -51,7 +51,7 @@ pub fn list_tasks(pid: i32) -> std::io::Result<Vec<i32>> {
 impl Attached {
     /// Seizes and interrupts every thread, reading the task list again until no new thread
     /// appeared while the others were being stopped.
-    pub fn seize_all(pid: i32, cancel: &AtomicBool) -> Result<Attached, LiveError> {
+    pub(crate) fn seize_all(pid: i32, cancel: &AtomicBool) -> Result<Attached, LiveError> {
         let mut attached = Attached { tracees: Vec::new() };
         let mut seen: HashSet<i32> = HashSet::new();
         for _ in 0..MAX_ROUNDS {
@@ -95,12 +95,12 @@ impl Attached {
     }
 
     /// The stopped threads' ids, the main thread first.
-    pub fn tids(&self) -> impl Iterator<Item = i32> + '_ {
+    pub(crate) fn tids(&self) -> impl Iterator<Item = i32> + '_ {
         self.tracees.iter().filter(|t| t.stopped).map(|t| t.tid)
     }
 
     /// Detaches every thread now (also done on drop).
-    pub fn detach(mut self) {
+    pub(crate) fn detach(mut self) {
         self.detach_all();
     }
 
@@ -186,7 +186,7 @@ fn is_zombie(tid: i32) -> bool {
 }
 
 /// The general registers (`user_regs_struct`, as NT_PRSTATUS holds them) of a stopped thread.
-pub fn registers(tid: i32) -> std::io::Result<[u8; 27 * 8]> {
+pub(crate) fn registers(tid: i32) -> std::io::Result<[u8; 27 * 8]> {
     // SAFETY: user_regs_struct is plain data; PTRACE_GETREGS fills it for a stopped tracee.
     let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
     if unsafe { libc::ptrace(libc::PTRACE_GETREGS, tid, 0usize, &mut regs as *mut _ as usize) } != 0 {
@@ -204,7 +204,7 @@ pub fn registers(tid: i32) -> std::io::Result<[u8; 27 * 8]> {
 }
 
 /// The FPU/SSE state (`user_fpregs_struct`, 512 bytes, as NT_FPREGSET holds it).
-pub fn fp_registers(tid: i32) -> std::io::Result<Vec<u8>> {
+pub(crate) fn fp_registers(tid: i32) -> std::io::Result<Vec<u8>> {
     // SAFETY: user_fpregs_struct is plain data of 512 bytes; PTRACE_GETFPREGS fills it.
     let mut fp: libc::user_fpregs_struct = unsafe { std::mem::zeroed() };
     if unsafe { libc::ptrace(libc::PTRACE_GETFPREGS, tid, 0usize, &mut fp as *mut _ as usize) } != 0 {

@@ -23,56 +23,56 @@ const PAGE: u64 = 4096;
 /// One thread: its registers as `user_regs_struct` bytes, and its FPU state if read.
 #[derive(Debug, Clone)]
 pub struct ThreadRecord {
-    pub tid: u32,
-    pub regs: [u8; 216],
-    pub fpregs: Option<Vec<u8>>,
+    pub(crate) tid: u32,
+    pub(crate) regs: [u8; 216],
+    pub(crate) fpregs: Option<Vec<u8>>,
 }
 
 /// The process, for NT_PRPSINFO and each NT_PRSTATUS.
 #[derive(Debug, Clone, Default)]
-pub struct ProcessRecord {
-    pub pid: u32,
-    pub ppid: u32,
-    pub pgrp: u32,
-    pub sid: u32,
-    pub uid: u32,
-    pub gid: u32,
+pub(crate) struct ProcessRecord {
+    pub(crate) pid: u32,
+    pub(crate) ppid: u32,
+    pub(crate) pgrp: u32,
+    pub(crate) sid: u32,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
     /// The scheduler state letter before knot stopped it.
-    pub state: u8,
-    pub comm: String,
-    pub args: String,
+    pub(crate) state: u8,
+    pub(crate) comm: String,
+    pub(crate) args: String,
 }
 
 /// A mapping's piece of memory: `data` holds its first bytes (possibly none: mapped but not
 /// copied, as a kernel core leaves file-backed text out).
 #[derive(Debug, Clone)]
-pub struct Region {
-    pub vaddr: u64,
-    pub memsz: u64,
+pub(crate) struct Region {
+    pub(crate) vaddr: u64,
+    pub(crate) memsz: u64,
     /// PF_R 4 | PF_W 2 | PF_X 1.
-    pub flags: u32,
-    pub data: Vec<u8>,
+    pub(crate) flags: u32,
+    pub(crate) data: Vec<u8>,
 }
 
 /// A file-backed mapping for NT_FILE.
 #[derive(Debug, Clone)]
-pub struct FileEntry {
-    pub start: u64,
-    pub end: u64,
-    pub offset: u64,
-    pub path: String,
+pub(crate) struct FileEntry {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) offset: u64,
+    pub(crate) path: String,
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct CoreParts {
-    pub process: ProcessRecord,
+    pub(crate) process: ProcessRecord,
     pub threads: Vec<ThreadRecord>,
-    pub auxv: Vec<u8>,
-    pub files: Vec<FileEntry>,
-    pub names: Vec<(u32, String)>,
+    pub(crate) auxv: Vec<u8>,
+    pub(crate) files: Vec<FileEntry>,
+    pub(crate) names: Vec<(u32, String)>,
     pub capture: Capture,
     /// Sorted by address, not overlapping.
-    pub regions: Vec<Region>,
+    pub(crate) regions: Vec<Region>,
 }
 
 fn note(out: &mut Vec<u8>, owner: &[u8], kind: u32, desc: &[u8]) {
@@ -179,7 +179,7 @@ fn phdr(out: &mut Vec<u8>, kind: u32, flags: u32, offset: u64, vaddr: u64, files
 }
 
 /// The whole core file.
-pub fn build(parts: &CoreParts) -> Vec<u8> {
+pub(crate) fn build(parts: &CoreParts) -> Vec<u8> {
     let notes = notes(parts);
     let count = 1 + parts.regions.len();
     let xnum = count >= PN_XNUM;

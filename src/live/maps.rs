@@ -3,55 +3,52 @@
 
 /// One line of `/proc/PID/maps`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mapping {
-    pub start: u64,
-    pub end: u64,
-    pub read: bool,
-    pub write: bool,
-    pub exec: bool,
+pub(crate) struct Mapping {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) read: bool,
+    pub(crate) write: bool,
+    pub(crate) exec: bool,
     /// `s` (shared) rather than `p` (private).
-    pub shared: bool,
+    pub(crate) shared: bool,
     /// Offset of `start` in the mapped file, in bytes.
-    pub offset: u64,
+    pub(crate) offset: u64,
     /// Device major:minor and inode; inode 0 means no file behind it.
-    pub inode: u64,
+    pub(crate) inode: u64,
     /// The path, `[heap]`/`[stack]`/`[vdso]`-style names, or empty for anonymous memory.
-    pub path: String,
+    pub(crate) path: String,
 }
 
 impl Mapping {
-    pub fn len(&self) -> u64 {
-        self.end - self.start
-    }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.end == self.start
     }
 
-    pub fn contains(&self, addr: u64) -> bool {
+    pub(crate) fn contains(&self, addr: u64) -> bool {
         addr >= self.start && addr < self.end
     }
 
     /// A mapping of a file with a name on disk (the kernel's NT_FILE lists these).
-    pub fn is_file(&self) -> bool {
+    pub(crate) fn is_file(&self) -> bool {
         self.inode != 0 && self.path.starts_with('/')
     }
 
     /// A file that no longer exists under its name (or a memfd): its bytes are nowhere but in
     /// memory, so they are copied like anonymous memory.
-    pub fn is_deleted_file(&self) -> bool {
+    pub(crate) fn is_deleted_file(&self) -> bool {
         self.is_file() && self.path.ends_with(" (deleted)") || self.path.starts_with("/memfd:")
     }
 
     /// ELF segment flags (PF_R 4, PF_W 2, PF_X 1) for its PT_LOAD.
-    pub fn elf_flags(&self) -> u32 {
+    pub(crate) fn elf_flags(&self) -> u32 {
         (if self.read { 4 } else { 0 }) | (if self.write { 2 } else { 0 }) | (if self.exec { 1 } else { 0 })
     }
 }
 
 /// Parses the whole text; malformed lines are skipped (the kernel writes none, but the text is
 /// input like any other).
-pub fn parse(text: &str) -> Vec<Mapping> {
+pub(crate) fn parse(text: &str) -> Vec<Mapping> {
     text.lines().filter_map(parse_line).collect()
 }
 

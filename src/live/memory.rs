@@ -11,7 +11,7 @@ const PAGE: u64 = 4096;
 /// One call copies at most this much (and so knot allocates at most this much at once).
 const MAX_CALL: u64 = 64 << 20;
 
-pub enum Reader {
+pub(crate) enum Reader {
     VmReadv(i32),
     ProcMem(File),
 }
@@ -19,7 +19,7 @@ pub enum Reader {
 impl Reader {
     /// Starts with `process_vm_readv`; the first read it refuses (a kernel without it, a
     /// seccomp filter) switches to `/proc/PID/mem`.
-    pub fn new(pid: i32) -> Reader {
+    pub(crate) fn new(pid: i32) -> Reader {
         Reader::VmReadv(pid)
     }
 
@@ -61,7 +61,7 @@ impl Reader {
     }
 
     /// Copies `[start, end)`: the pieces that could be read, each `(address, bytes)`.
-    pub fn read_range(&mut self, start: u64, end: u64) -> Vec<(u64, Vec<u8>)> {
+    pub(crate) fn read_range(&mut self, start: u64, end: u64) -> Vec<(u64, Vec<u8>)> {
         let mut pieces: Vec<(u64, Vec<u8>)> = Vec::new();
         let mut at = start;
         let mut failed = 0u32;

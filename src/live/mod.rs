@@ -6,8 +6,8 @@
 //! Linux on x86_64 only, like the dump reader.
 
 mod attach;
-pub mod corebuilder;
-pub mod maps;
+pub(crate) mod corebuilder;
+pub(crate) mod maps;
 mod memory;
 mod snapshot;
 

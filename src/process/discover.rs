@@ -211,7 +211,7 @@ fn consistent_with_memory(core: &Core, files: &[FileMapping], diagnostics: &mut 
 }
 
 /// Discovers every module and opens its files through `locator`.
-pub fn discover(core: &Core, locator: &Locator, diagnostics: &mut Vec<Diagnostic>) -> Vec<Module> {
+pub(crate) fn discover(core: &Core, locator: &Locator, diagnostics: &mut Vec<Diagnostic>) -> Vec<Module> {
     let mut modules = Vec::new();
     let found = match &core.files {
         Some(files) => from_nt_file(&consistent_with_memory(core, files, diagnostics)),

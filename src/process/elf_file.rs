@@ -33,18 +33,18 @@ pub enum ElfFileError {
 /// One section header, reduced to what knot uses.
 #[derive(Debug, Clone)]
 pub struct Section {
-    pub name: String,
-    pub kind: u32,
-    pub flags: u64,
-    pub addr: u64,
-    pub offset: u64,
-    pub size: u64,
-    pub link: u32,
-    pub entsize: u64,
+    pub(crate) name: String,
+    pub(crate) kind: u32,
+    pub(crate) flags: u64,
+    pub(crate) addr: u64,
+    pub(crate) offset: u64,
+    pub(crate) size: u64,
+    pub(crate) link: u32,
+    pub(crate) entsize: u64,
 }
 
 impl Section {
-    pub fn is_nobits(&self) -> bool {
+    pub(crate) fn is_nobits(&self) -> bool {
         self.kind == section_header::SHT_NOBITS
     }
 }
@@ -53,7 +53,7 @@ impl Section {
 pub struct ElfFile {
     path: PathBuf,
     map: Bytes,
-    pub e_type: u16,
+    pub(crate) e_type: u16,
     pub program_headers: Vec<ProgramHeader>,
     pub sections: Vec<Section>,
     inflated: Vec<OnceLock<Option<Box<[u8]>>>>,
@@ -131,11 +131,11 @@ impl ElfFile {
         &self.path
     }
 
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.map
     }
 
-    pub fn section_by_name(&self, name: &str) -> Option<(usize, &Section)> {
+    pub(crate) fn section_by_name(&self, name: &str) -> Option<(usize, &Section)> {
         self.sections.iter().enumerate().find(|(_, s)| s.name == name)
     }
 
@@ -195,7 +195,7 @@ impl ElfFile {
         Some((name, u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]])))
     }
 
-    pub fn crc32(&self) -> u32 {
+    pub(crate) fn crc32(&self) -> u32 {
         crc32fast::hash(&self.map)
     }
 
@@ -215,7 +215,7 @@ impl ElfFile {
 }
 
 /// The GNU build-id in a run of ELF notes.
-pub fn build_id_in_notes(data: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn build_id_in_notes(data: &[u8]) -> Option<Vec<u8>> {
     crate::core::notes::Notes::new(data, 0)
         .find(|n| n.kind == NT_GNU_BUILD_ID && n.owner() == b"GNU")
         .map(|n| n.desc.to_vec())
@@ -247,6 +247,6 @@ fn inflate(raw: &[u8]) -> Option<Box<[u8]>> {
 }
 
 /// Formats a build-id as gdb and `file` print it.
-pub fn hex(id: &[u8]) -> String {
+pub(crate) fn hex(id: &[u8]) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -27,22 +27,22 @@ fn read_string(core: &Core, addr: u64) -> Option<String> {
 
 /// One object the linker reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Object {
+pub(crate) struct Object {
     /// The path the linker used; empty for the executable when AT_EXECFN gives none.
-    pub path: String,
+    pub(crate) path: String,
     /// Where its ELF header is (`l_addr` for a shared object, whose link base is 0).
-    pub header_addr: u64,
+    pub(crate) header_addr: u64,
     /// `l_ld`, its dynamic section: inside the object whatever else is missing.
-    pub dynamic: Option<u64>,
+    pub(crate) dynamic: Option<u64>,
 }
 
 /// The program's name from the auxiliary vector (AT_EXECFN), when the dump holds a non-empty one.
-pub fn execfn(core: &Core) -> Option<String> {
+pub(crate) fn execfn(core: &Core) -> Option<String> {
     core.auxv.get(AT_EXECFN).and_then(|a| read_string(core, a)).filter(|s| !s.is_empty())
 }
 
 /// The objects the linker reports. The executable comes first, named by AT_EXECFN (or not named).
-pub fn walk(core: &Core, diagnostics: &mut Vec<Diagnostic>) -> Vec<Object> {
+pub(crate) fn walk(core: &Core, diagnostics: &mut Vec<Diagnostic>) -> Vec<Object> {
     let mut out = Vec::new();
     let (Some(phdr), Some(phnum)) = (core.auxv.get(auxv::AT_PHDR), core.auxv.get(auxv::AT_PHNUM)) else {
         diagnostics.push(Diagnostic::warning("modules", "no AT_PHDR in the auxiliary vector: modules cannot be listed"));

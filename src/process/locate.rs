@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 /// The default debug directory, as gdb's `debug-file-directory`.
-pub const DEFAULT_DEBUG_DIR: &str = "/usr/lib/debug";
+pub(crate) const DEFAULT_DEBUG_DIR: &str = "/usr/lib/debug";
 
 #[derive(Debug, Clone, Default)]
 pub struct Locator {
@@ -26,14 +26,14 @@ pub struct Locator {
 impl Locator {
     /// The on-disk path for a module path recorded in the dump: under the sysroot and never
     /// out of it, never a device or a pseudo name (see [`crate::open::resolve`]).
-    pub fn module_path(&self, dump_path: &str) -> Result<PathBuf, crate::open::Refused> {
+    pub(crate) fn module_path(&self, dump_path: &str) -> Result<PathBuf, crate::open::Refused> {
         crate::open::resolve(self.sysroot.as_deref(), dump_path)
     }
 
     /// Every place the module file may be, best first: the recorded path (under the sysroot),
     /// then each search directory with the file's name. Build-ids decide among them. A refused
     /// recorded path leaves only the search directories.
-    pub fn module_candidates(&self, dump_path: &str) -> Vec<PathBuf> {
+    pub(crate) fn module_candidates(&self, dump_path: &str) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = self.module_path(dump_path).into_iter().collect();
         let name = Path::new(dump_path).file_name().filter(|n| *n != ".." && *n != "." && dump_path.starts_with('/'));
         if let Some(name) = name {
@@ -52,7 +52,7 @@ impl Locator {
     }
 
     /// Candidate debug files for a build-id, in search order.
-    pub fn build_id_candidates(&self, build_id: &[u8]) -> Vec<PathBuf> {
+    pub(crate) fn build_id_candidates(&self, build_id: &[u8]) -> Vec<PathBuf> {
         if build_id.len() < 2 {
             return Vec::new();
         }
@@ -61,7 +61,7 @@ impl Locator {
     }
 
     /// Candidate debug files named by `.gnu_debuglink` of the file at `binary`.
-    pub fn debuglink_candidates(&self, binary: &Path, link: &str) -> Vec<PathBuf> {
+    pub(crate) fn debuglink_candidates(&self, binary: &Path, link: &str) -> Vec<PathBuf> {
         // A debuglink is a bare file name; anything with a separator is not to be trusted.
         if link.is_empty() || link.contains('/') || link == ".." {
             return Vec::new();

@@ -16,7 +16,7 @@ pub enum MemoryError {
 }
 
 impl MemoryError {
-    pub fn address(&self) -> u64 {
+    pub(crate) fn address(&self) -> u64 {
         match *self {
             MemoryError::NotMapped(a) | MemoryError::NotSaved(a) | MemoryError::Truncated(a) => a,
         }

@@ -1,19 +1,19 @@
 //! The process as the dump shows it: the core, its modules and their files, and one memory view
 //! over all of them.
 
-pub mod discover;
-pub mod elf_file;
+pub(crate) mod discover;
+pub(crate) mod elf_file;
 mod link_map;
-pub mod locate;
-pub mod memory;
-pub mod module;
-pub mod stack_words;
+pub(crate) mod locate;
+pub(crate) mod memory;
+pub(crate) mod module;
+pub(crate) mod stack_words;
 
 pub use elf_file::ElfFile;
 pub use locate::Locator;
 pub use memory::{Memory, MemoryError, RangeMemory};
-pub use module::{FileStatus, Module, PathSource};
-pub use stack_words::StackWords;
+pub use module::{BuildIdSource, FileRange, FileStatus, Module, PathSource};
+pub(crate) use stack_words::StackWords;
 
 use crate::core::{Absence, Core, CoreError};
 use crate::diagnostics::Diagnostic;

@@ -6,9 +6,9 @@ use serde::Serialize;
 /// An address range of the module backed by its file at `file_offset`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileRange {
-    pub start: u64,
-    pub end: u64,
-    pub file_offset: u64,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) file_offset: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -41,7 +41,7 @@ pub enum PathSource {
 }
 
 impl PathSource {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             PathSource::NtFile => "nt_file",
             PathSource::LinkMap => "link_map",
@@ -54,7 +54,7 @@ impl PathSource {
     }
 
     /// The program was named by something other than the dump's list of mapped files.
-    pub fn is_fallback(self) -> bool {
+    pub(crate) fn is_fallback(self) -> bool {
         matches!(self, PathSource::ExeOption | PathSource::AuxvExecfn | PathSource::Prpsinfo | PathSource::Unknown)
     }
 }
@@ -108,26 +108,26 @@ impl Module {
         self.path.rsplit('/').next().unwrap_or(&self.path)
     }
 
-    pub fn contains(&self, addr: u64) -> bool {
+    pub(crate) fn contains(&self, addr: u64) -> bool {
         addr >= self.start && addr < self.end
     }
 
-    pub fn build_id_hex(&self) -> Option<String> {
+    pub(crate) fn build_id_hex(&self) -> Option<String> {
         self.build_id.as_deref().map(hex)
     }
 
     /// The link-time address for a runtime address in this module.
-    pub fn to_link_address(&self, addr: u64) -> u64 {
+    pub(crate) fn to_link_address(&self, addr: u64) -> u64 {
         addr.wrapping_sub(self.bias)
     }
 
     /// The file that holds unwind tables and text: the module file.
-    pub fn image(&self) -> Option<&ElfFile> {
+    pub(crate) fn image(&self) -> Option<&ElfFile> {
         self.file.as_ref()
     }
 
     /// The files to read symbols and DWARF from, best first.
-    pub fn symbol_files(&self) -> impl Iterator<Item = &ElfFile> {
+    pub(crate) fn symbol_files(&self) -> impl Iterator<Item = &ElfFile> {
         self.debug_file.iter().chain(self.file.iter())
     }
 }

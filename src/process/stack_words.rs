@@ -7,7 +7,7 @@ use super::Process;
 use std::ops::Range;
 
 /// `(address, value)` of each 8-byte word from `sp & !7` up.
-pub struct StackWords<'a> {
+pub(crate) struct StackWords<'a> {
     bytes: &'a [u8],
     /// The range asked for holds at least a byte (whether or not the dump saved it).
     spans: bool,
@@ -20,7 +20,7 @@ impl<'a> StackWords<'a> {
     /// The words at `sp` and above, at most up to `sp + max_bytes` and the end of the mapping
     /// `sp` is in; `None` when no mapping of the dump holds `sp`. A mapping the dump saved only
     /// in part gives the words it has.
-    pub fn new(process: &'a Process, sp: u64, max_bytes: u64) -> Option<StackWords<'a>> {
+    pub(crate) fn new(process: &'a Process, sp: u64, max_bytes: u64) -> Option<StackWords<'a>> {
         let seg = process.core.segments.find(sp)?;
         let start = sp & !7;
         let end = seg.end().min(sp.saturating_add(max_bytes));
@@ -33,17 +33,17 @@ impl<'a> StackWords<'a> {
 
     /// The whole mapping the stack is in: a word pointing here is a frame pointer or a local's
     /// address, not an object.
-    pub fn stack(&self) -> &Range<u64> {
+    pub(crate) fn stack(&self) -> &Range<u64> {
         &self.stack
     }
 
     /// Words the dump holds for the scan.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         (self.bytes.len() / 8) as u64
     }
 
     /// The range asked for is empty (`sp` at the mapping's end, or a limit of 0).
-    pub fn spans_nothing(&self) -> bool {
+    pub(crate) fn spans_nothing(&self) -> bool {
         !self.spans
     }
 }

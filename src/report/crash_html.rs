@@ -7,7 +7,7 @@ use crate::crash::CrashKind;
 use std::fmt::Write;
 
 /// Writes the crash section; returns the crashed thread's tid when its stack was shown.
-pub fn section(out: &mut String, r: &Report) -> Option<u32> {
+pub(crate) fn section(out: &mut String, r: &Report) -> Option<u32> {
     let c = r.crash.as_ref()?;
     let mut words = String::new();
     super::crash_text::lines(&mut words, r, c);

@@ -6,7 +6,7 @@ use crate::crash::{Access, CrashKind, CrashReport, OperandReport};
 use std::fmt::Write;
 
 /// `rax = 0, offset 0x2c`: the registers that formed the faulting operand.
-pub fn operand_words(op: &OperandReport) -> Option<String> {
+pub(crate) fn operand_words(op: &OperandReport) -> Option<String> {
     let mut parts = Vec::new();
     for r in [&op.base, &op.index].into_iter().flatten() {
         match r.value {
@@ -53,7 +53,7 @@ fn frame_place(f: &FrameReport) -> String {
 }
 
 /// The `Crash:` line and its details.
-pub fn lines(out: &mut String, r: &Report, c: &CrashReport) {
+pub(crate) fn lines(out: &mut String, r: &Report, c: &CrashReport) {
     let _ = write!(out, "\nCrash: {}", c.kind.as_str());
     if let Some(s) = &c.signal {
         let _ = write!(out, " — {}", s.name);
@@ -140,7 +140,7 @@ pub fn lines(out: &mut String, r: &Report, c: &CrashReport) {
 
 /// The crashed thread's stack, first and whole; a recursion is one turn of its cycle and a
 /// count. Returns the tid shown.
-pub fn crashed_thread(out: &mut String, r: &Report, c: &CrashReport, state: &str) -> Option<u32> {
+pub(crate) fn crashed_thread(out: &mut String, r: &Report, c: &CrashReport, state: &str) -> Option<u32> {
     if c.kind == CrashKind::Killed {
         return None;
     }

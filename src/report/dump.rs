@@ -6,7 +6,7 @@ use crate::core::siginfo;
 use crate::process::module::FileStatus;
 use crate::process::Process;
 
-pub fn dump_info(process: &Process) -> DumpInfo {
+pub(crate) fn dump_info(process: &Process) -> DumpInfo {
     let core = &process.core;
     DumpInfo {
         path: core.path().display().to_string(),
@@ -26,7 +26,7 @@ pub fn dump_info(process: &Process) -> DumpInfo {
     }
 }
 
-pub fn module_report(m: &crate::process::Module) -> ModuleReport {
+pub(crate) fn module_report(m: &crate::process::Module) -> ModuleReport {
     let (status, detail) = match &m.file_status {
         FileStatus::Loaded { path } => ("loaded", Some(path.clone())),
         FileStatus::InMemory => ("in_memory", None),

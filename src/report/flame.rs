@@ -6,7 +6,7 @@ use super::words::lock_name;
 
 /// The folded stacks: `root;outermost;…;innermost;[state] 1`, one line per thread. inferno
 /// merges identical lines.
-pub fn folded_lines(report: &Report) -> Vec<String> {
+pub(crate) fn folded_lines(report: &Report) -> Vec<String> {
     let root = clean(report.dump.process_name.as_deref().filter(|n| !n.is_empty()).unwrap_or("all threads"));
     report
         .threads

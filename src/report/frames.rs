@@ -8,7 +8,7 @@ use crate::process::Process;
 use crate::symbols::Symbolizer;
 use crate::unwind::{Stack, StackEnd, Trust};
 
-pub fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> Vec<FrameReport> {
+pub(crate) fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> Vec<FrameReport> {
     let module_name = |addr: u64| process.module_at(addr).map(|(_, m)| m.name().to_string());
     let without_symbols = |addr: u64| process.module_at(addr).is_some_and(|(_, m)| m.symbol_files().next().is_none());
     let mut out = Vec::with_capacity(stack.frames.len() * 2);
@@ -99,7 +99,7 @@ pub fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Stack) -> 
     out
 }
 
-pub fn stack_end(stack: &crate::unwind::Stack) -> StackEndReport {
+pub(crate) fn stack_end(stack: &crate::unwind::Stack) -> StackEndReport {
     let end = &stack.end;
     let (reason, address, detail) = match *end {
         StackEnd::Outermost => ("outermost", None, "reached the thread's first frame".to_string()),

@@ -10,7 +10,7 @@ use std::fmt::Write;
 /// Bars drawn; the other types share one.
 const BARS: usize = 30;
 
-pub fn section(out: &mut String, d: &DotnetReport) {
+pub(crate) fn section(out: &mut String, d: &DotnetReport) {
     let (Some(heap), Some(gc)) = (d.heap.as_ref(), d.gc.as_ref()) else { return };
     out.push_str("<section id=\"gcheap\"><h2>GC heap by type</h2>");
     let _ = write!(out, "<p>{} in {} objects ({} free); committed {}", bytes(heap.total_bytes), thousands(heap.total_objects), bytes(heap.free_bytes), bytes(gc.committed_bytes));
@@ -50,4 +50,4 @@ pub fn section(out: &mut String, d: &DotnetReport) {
 }
 
 /// CSS for the section.
-pub const CSS: &str = ".heap .barcell{width:40%}.heap .bar{height:12px;background:#4a7fd4;border-radius:2px}";
+pub(crate) const CSS: &str = ".heap .barcell{width:40%}.heap .bar{height:12px;background:#4a7fd4;border-radius:2px}";

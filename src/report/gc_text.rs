@@ -8,10 +8,10 @@ use crate::runtimes::dotnet::DotnetReport;
 use std::fmt::Write;
 
 /// Types shown when the heap is the story.
-pub const TOP_TYPES: usize = 8;
+pub(crate) const TOP_TYPES: usize = 8;
 
 /// `12.3 MiB`, `512 KiB`, `100 B`.
-pub fn bytes(n: u64) -> String {
+pub(crate) fn bytes(n: u64) -> String {
     const K: f64 = 1024.0;
     let f = n as f64;
     if f >= K * K * K {
@@ -26,12 +26,12 @@ pub fn bytes(n: u64) -> String {
 }
 
 /// Whether the heap is what the report is about.
-pub fn heap_is_the_story(gc: &GcReport) -> bool {
+pub(crate) fn heap_is_the_story(gc: &GcReport) -> bool {
     gc.stalled || gc.last_oom.is_some() || gc.limit_percent().is_some_and(|p| p >= NEAR_LIMIT_PERCENT as f64)
 }
 
 /// The words after "Verdict: GC STALL".
-pub fn stall_words(gc: &GcReport) -> String {
+pub(crate) fn stall_words(gc: &GcReport) -> String {
     let mut s = String::new();
     if let (Some(limit), Some(p)) = (gc.hard_limit_bytes, gc.limit_percent()) {
         let _ = write!(s, " — heap at {p:.1} % of its {} hard limit", bytes(limit));
@@ -42,7 +42,7 @@ pub fn stall_words(gc: &GcReport) -> String {
     s
 }
 
-pub fn summary_lines(out: &mut String, d: &DotnetReport) {
+pub(crate) fn summary_lines(out: &mut String, d: &DotnetReport) {
     let (Some(heap), Some(gc)) = (d.heap.as_ref(), d.gc.as_ref()) else { return };
     let _ = write!(
         out,

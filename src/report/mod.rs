@@ -1,18 +1,19 @@
 //! The report: one data model ([`model`]) and its renderings. Renderers never compute facts.
 
-pub mod crash_html;
-pub mod crash_text;
-pub mod dump;
+pub(crate) mod crash_html;
+pub(crate) mod crash_text;
+pub(crate) mod dump;
 pub mod flame;
-pub mod frames;
-pub mod gc_html;
-pub mod gc_text;
+pub(crate) mod frames;
+pub(crate) mod gc_html;
+pub(crate) mod gc_text;
 pub mod html;
-pub mod model;
-pub mod svg;
+pub(crate) mod model;
+pub(crate) mod svg;
 pub mod text;
 pub mod words;
 
+pub use crate::graph::limits::VerdictLimit;
 pub use crate::hex::Hex;
 pub use model::*;
 

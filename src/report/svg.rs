@@ -53,7 +53,7 @@ struct Node {
 }
 
 /// The graph drawn, or `None` when no thread waits for a lock.
-pub fn wait_for_graph(report: &Report) -> Option<String> {
+pub(crate) fn wait_for_graph(report: &Report) -> Option<String> {
     if report.locks.is_empty() {
         return None;
     }

@@ -269,7 +269,7 @@ fn thread_painted(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_fr
     }
 }
 
-pub fn frames(out: &mut String, frames: &[FrameReport], max_frames: Option<usize>) {
+pub(crate) fn frames(out: &mut String, frames: &[FrameReport], max_frames: Option<usize>) {
     let shown = max_frames.unwrap_or(usize::MAX).min(frames.len());
     for f in &frames[..shown] {
         frame(out, f);

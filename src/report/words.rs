@@ -7,7 +7,7 @@ use crate::graph::Cycle;
 use crate::runtimes::dotnet::gc::report::ReferrerReport;
 use crate::waits::{LockFact, LockKind, LockStorage, ManagedLock, Owner};
 
-pub fn plural(n: usize) -> &'static str {
+pub(crate) fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
@@ -42,7 +42,7 @@ pub fn lock_name(l: &LockFact) -> String {
 
 /// What a .NET lock is (`LockFact::label`): `Monitor on System.Object (sync block 3,
 /// MonitorHeld 1, recursion 1)`, `task … (status: WaitingForActivation)`, from its facts.
-pub fn managed_lock_label(kind: LockKind, m: &ManagedLock) -> String {
+pub(crate) fn managed_lock_label(kind: LockKind, m: &ManagedLock) -> String {
     let ty = m.type_name.as_deref().unwrap_or("(type unread)");
     match kind {
         LockKind::Task => format!("task {ty} (status: {})", m.task.as_ref().map_or("", |t| t.status.as_str())),
@@ -59,7 +59,7 @@ pub fn managed_lock_label(kind: LockKind, m: &ManagedLock) -> String {
 }
 
 /// Gives every .NET lock its label, from its facts (the reader leaves it to the report).
-pub fn label_managed_locks(locks: &mut [LockFact]) {
+pub(crate) fn label_managed_locks(locks: &mut [LockFact]) {
     for l in locks.iter_mut() {
         if let Some(m) = &l.managed {
             l.label = managed_lock_label(l.kind, m);
@@ -68,7 +68,7 @@ pub fn label_managed_locks(locks: &mut [LockFact]) {
 }
 
 /// `held by thread 11399`, `probably held by thread 12 (inferred)`, …: the owner in words.
-pub fn owner_words(l: &LockFact) -> String {
+pub(crate) fn owner_words(l: &LockFact) -> String {
     match &l.owner {
         Owner::Known { tid } if l.kind == LockKind::Join => format!("thread {tid} has not exited"),
         Owner::Exited { tid } if l.kind == LockKind::Join => format!("thread {tid} is gone but was never reaped"),
@@ -90,7 +90,7 @@ pub fn owner_words(l: &LockFact) -> String {
 }
 
 /// An edge of the wait-for graph: a thread `waits for` a lock, a lock is `held by` a thread.
-pub fn edge_words(held: bool, inferred: bool) -> &'static str {
+pub(crate) fn edge_words(held: bool, inferred: bool) -> &'static str {
     match (held, inferred) {
         (true, true) => "probably held by",
         (true, false) => "held by",
@@ -99,7 +99,7 @@ pub fn edge_words(held: bool, inferred: bool) -> &'static str {
 }
 
 /// `blocked on lock_a (futex wait on 0x…)`, or the bare state.
-pub fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
+pub(crate) fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
     match t.blocked_on.as_deref().and_then(|id| locks.iter().find(|l| l.id == id)) {
         // A managed wait is what the thread waits for; its futex is only how the runtime waits.
         Some(l) if l.kind == LockKind::MonitorWait => format!("in {}, waiting to be pulsed", lock_name(l)),
@@ -112,7 +112,7 @@ pub fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
 
 /// The cycle as the report gives it: its facts and the chain in words, `thread 8609 holds
 /// ledger, waits for audit — held by 8610, which waits for ledger — held by 8609`.
-pub fn deadlock(c: &Cycle, locks: &[LockFact]) -> Deadlock {
+pub(crate) fn deadlock(c: &Cycle, locks: &[LockFact]) -> Deadlock {
     let by_id = |id: &str| locks.iter().find(|l| l.id == id);
     let mut words = Vec::with_capacity(c.tids.len() + 1);
     for (i, (&t, id)) in c.tids.iter().zip(&c.locks).enumerate() {
@@ -133,7 +133,7 @@ pub fn deadlock(c: &Cycle, locks: &[LockFact]) -> Deadlock {
 }
 
 /// `LifetimeScope._synchRoot, Tag "root"`: the referrer in a lock's name.
-pub fn referrer(r: &ReferrerReport) -> String {
+pub(crate) fn referrer(r: &ReferrerReport) -> String {
     let ty = short_type(&r.type_name);
     match (&r.identity, r.field.starts_with('[')) {
         (Some(id), _) => format!("{ty}.{}, {id}", r.field),

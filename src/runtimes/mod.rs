@@ -25,7 +25,7 @@ use crate::unwind::Stack;
 use crate::waits::{RuntimeLocks, RuntimeWaits, WaitFacts};
 
 /// One managed runtime in one process, read once.
-pub trait Runtime: RuntimeLocks + Send + Sync {
+pub(crate) trait Runtime: RuntimeLocks + Send + Sync {
     /// The runtime's map of the code it made, for the unwinder and the symbolizer; `None` when
     /// it cannot be read (a diagnostic says why).
     fn code_lookup(&self) -> Option<&dyn CodeLookup>;
@@ -61,7 +61,7 @@ pub trait Runtime: RuntimeLocks + Send + Sync {
 
 /// The runtime of `process`, when it has one knot knows; managed images are looked for through
 /// `locator`.
-pub fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<Box<dyn Runtime + 'p>> {
+pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<Box<dyn Runtime + 'p>> {
     if let Some(d) = dotnet::runtime::recognise(process, locator) {
         return Some(Box::new(d));
     }
@@ -70,9 +70,9 @@ pub fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<Box<dyn 
 
 /// A runtime's section of the report, and the facts of it the verdict reads.
 #[derive(Debug, Clone)]
-pub struct RuntimeReport {
-    pub section: RuntimeSection,
+pub(crate) struct RuntimeReport {
+    pub(crate) section: RuntimeSection,
     /// The garbage collector is stalled: its heap is near the hard limit and it recorded an
     /// out-of-memory.
-    pub gc_stalled: bool,
+    pub(crate) gc_stalled: bool,
 }

@@ -38,7 +38,7 @@ const MAX_NESTING: usize = 64;
 
 /// Where a call site goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
+pub(crate) enum Target {
     /// Not knowable without the caller's registers, or not given.
     Unknown,
     /// Entry addresses (link-time, in this module): one, or one per range of a split function.
@@ -58,7 +58,7 @@ struct Function {
 
 /// The call sites and functions of one unit.
 #[derive(Debug, Default)]
-pub struct UnitCalls {
+pub(crate) struct UnitCalls {
     sites: FxHashMap<u64, Target>,
     functions: Vec<Function>,
     /// Every range of every function, `(start, end, index into functions)`, by start.
@@ -67,23 +67,23 @@ pub struct UnitCalls {
 
 impl UnitCalls {
     /// Reads `unit`; empty when its DIEs cannot be read.
-    pub fn parse(unit: Unit<'_, '_>) -> UnitCalls {
+    pub(crate) fn parse(unit: Unit<'_, '_>) -> UnitCalls {
         read(unit).unwrap_or_default()
     }
 
     /// The target of the call site returning to `return_pc`; `None` when there is no such site.
-    pub fn site(&self, return_pc: u64) -> Option<&Target> {
+    pub(crate) fn site(&self, return_pc: u64) -> Option<&Target> {
         self.sites.get(&return_pc)
     }
 
     /// The entry of the (innermost, not inlined) function whose code holds `addr`.
-    pub fn entry_of(&self, addr: u64) -> Option<u64> {
+    pub(crate) fn entry_of(&self, addr: u64) -> Option<u64> {
         self.function_at(addr).map(|f| f.entry)
     }
 
     /// The tail-call sites of the function that starts at `entry`; `None` when the function
     /// holding `entry` does not start there (gdb's `func_addr_to_tail_call_list`).
-    pub fn tail_sites(&self, entry: u64) -> Option<&[u64]> {
+    pub(crate) fn tail_sites(&self, entry: u64) -> Option<&[u64]> {
         self.function_at(entry).filter(|f| f.entry == entry).map(|f| f.tail_sites.as_slice())
     }
 

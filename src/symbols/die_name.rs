@@ -31,7 +31,7 @@ type Unit<'a, 'p> = UnitRef<'a, Reader<'p>>;
 
 /// Computed names, cached per unit and DIE.
 #[derive(Default)]
-pub struct Namer {
+pub(crate) struct Namer {
     functions: FxHashMap<(usize, usize, bool), Option<String>>,
     types: FxHashMap<(usize, usize), Option<String>>,
 }
@@ -39,7 +39,7 @@ pub struct Namer {
 impl Namer {
     /// The name gdb gives the function whose (concrete, abstract or inlined) DIE is `die`;
     /// `with_params` for C++ out-of-line instances (see the module docs).
-    pub fn function_name(&mut self, unit: Unit<'_, '_>, die: UnitOffset, with_params: bool) -> Option<String> {
+    pub(crate) fn function_name(&mut self, unit: Unit<'_, '_>, die: UnitOffset, with_params: bool) -> Option<String> {
         let key = (unit.header.offset().0, die.0, with_params);
         if let Some(cached) = self.functions.get(&key) {
             return cached.clone();

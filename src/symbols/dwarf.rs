@@ -15,9 +15,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use rustc_hash::FxHashMap;
 use std::sync::{Mutex, PoisonError};
 
-pub type Reader<'p> = EndianSlice<'p, RunTimeEndian>;
+pub(crate) type Reader<'p> = EndianSlice<'p, RunTimeEndian>;
 
-pub struct Dwarf<'p> {
+pub(crate) struct Dwarf<'p> {
     inner: Mutex<Inner<'p>>,
 }
 
@@ -34,7 +34,7 @@ struct Inner<'p> {
 
 /// Why a lookup gave nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LookupError {
+pub(crate) enum LookupError {
     /// The DWARF is malformed where the address points.
     Malformed(String),
     /// addr2line panicked on this data (caught; the module's DWARF stays usable).
@@ -49,7 +49,7 @@ impl<'p> Dwarf<'p> {
     /// `Context::from_sections` takes), which are also all the call-site index reads, are
     /// loaded; the others (location lists, macros, type units, name indexes) are left empty,
     /// so a compressed one is never inflated.
-    pub fn load(files: impl IntoIterator<Item = &'p ElfFile>) -> Option<Dwarf<'p>> {
+    pub(crate) fn load(files: impl IntoIterator<Item = &'p ElfFile>) -> Option<Dwarf<'p>> {
         let file = files.into_iter().find(|f| f.section(".debug_info").is_some_and(|d| !d.is_empty()))?;
         let load = |id: gimli::SectionId| -> Result<Reader<'p>, gimli::Error> {
             let data = if needed(id) { file.section(id.name()).unwrap_or(&[]) } else { &[] };
@@ -78,25 +78,25 @@ impl<'p> Dwarf<'p> {
 
     /// The target of the call site whose return address is `return_pc` (link-time), looked up
     /// in the unit holding `return_pc - 1`, the call (gdb's `call_site_for_pc`).
-    pub fn call_site(&self, return_pc: u64) -> Option<Target> {
+    pub(crate) fn call_site(&self, return_pc: u64) -> Option<Target> {
         self.with_calls(return_pc.wrapping_sub(1), |u| u.site(return_pc).cloned())
     }
 
     /// The entry of the function (not an inlined one) holding `probe`.
-    pub fn function_entry(&self, probe: u64) -> Option<u64> {
+    pub(crate) fn function_entry(&self, probe: u64) -> Option<u64> {
         self.with_calls(probe, |u| u.entry_of(probe))
     }
 
     /// The tail-call sites (return addresses) of the function starting exactly at `entry`;
     /// `None` when no function starts there.
-    pub fn tail_call_sites(&self, entry: u64) -> Option<Vec<u64>> {
+    pub(crate) fn tail_call_sites(&self, entry: u64) -> Option<Vec<u64>> {
         self.with_calls(entry, |u| u.tail_sites(entry).map(<[u64]>::to_vec))
     }
 
     /// Appends the frames at link-time address `probe` to `out`, innermost first. A frame whose
     /// function has no name (code with line information but no subprogram, such as assembly)
     /// has `function: None`. On an error `out` is left as it was.
-    pub fn frames(&self, probe: u64, out: &mut Vec<SourceFrame>) -> Result<(), LookupError> {
+    pub(crate) fn frames(&self, probe: u64, out: &mut Vec<SourceFrame>) -> Result<(), LookupError> {
         let start = out.len();
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let result = catch_unwind(AssertUnwindSafe(|| collect(&mut inner, probe, out)));

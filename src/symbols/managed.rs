@@ -9,25 +9,25 @@ use crate::unwind::managed::{CodeLookup, ManagedCodeKind};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManagedSymbol {
     /// `Namespace.Type.Method`, as SOS names it; `None` when the runtime could not name it.
-    pub qualified: Option<String>,
-    pub signature: Option<String>,
+    pub(crate) qualified: Option<String>,
+    pub(crate) signature: Option<String>,
     /// The assembly file name.
-    pub module: Option<String>,
+    pub(crate) module: Option<String>,
     /// The address minus the method's first byte.
-    pub offset: u64,
-    pub kind: ManagedCodeKind,
+    pub(crate) offset: u64,
+    pub(crate) kind: ManagedCodeKind,
 }
 
 impl<'p> Symbolizer<'p> {
     /// Names runtime-made code with `lookup`.
-    pub fn with_code_lookup(mut self, lookup: &'p dyn CodeLookup) -> Self {
+    pub(crate) fn with_code_lookup(mut self, lookup: &'p dyn CodeLookup) -> Self {
         self.code_lookup = Some(lookup);
         self
     }
 
     /// The managed method at `addr` (at `addr - 1` for a return address), when the address is
     /// outside every ELF image and the runtime knows it as one of its methods.
-    pub fn managed(&self, addr: u64, is_return_address: bool) -> Option<ManagedSymbol> {
+    pub(crate) fn managed(&self, addr: u64, is_return_address: bool) -> Option<ManagedSymbol> {
         let lookup = self.code_lookup?;
         let probe = if is_return_address { addr.wrapping_sub(1) } else { addr };
         if let Some((_, m)) = self.process.module_at(probe)

@@ -41,8 +41,8 @@ mod tailcall;
 #[cfg(test)]
 mod tests;
 
-pub use managed::ManagedSymbol;
-pub use symtab::NameSource;
+pub(crate) use managed::ManagedSymbol;
+pub(crate) use symtab::NameSource;
 
 use crate::core::auxv;
 use crate::process::{Module, Process};
@@ -56,49 +56,49 @@ use symtab::{best_of, FileSymbols, Hit};
 
 /// One source-level frame at an address: a real function, or a function inlined into it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SourceFrame {
+pub(crate) struct SourceFrame {
     /// The name gdb's `bt` prints (see the module docs).
-    pub function: Option<String>,
+    pub(crate) function: Option<String>,
     /// The name as recorded: the DWARF linkage name (else `DW_AT_name`), or the ELF symbol.
-    pub raw_name: Option<String>,
+    pub(crate) raw_name: Option<String>,
     /// The file as the line table names it (as gdb shows it: relative to the unit's directory).
-    pub file: Option<String>,
-    pub line: Option<u32>,
-    pub column: Option<u32>,
+    pub(crate) file: Option<String>,
+    pub(crate) line: Option<u32>,
+    pub(crate) column: Option<u32>,
     /// True for every frame of the chain but the last (the real function).
-    pub inlined: bool,
+    pub(crate) inlined: bool,
     /// A function that tail-called (jumped to) the next inner frame's function and so left no
     /// frame of its own: put back from DWARF call sites, as gdb does (see [`TailCallFrame`]).
-    pub tail_call: bool,
+    pub(crate) tail_call: bool,
     /// The address minus the start of the symbol-table symbol covering it; for the outer frame
     /// only, and only when a symbol covers the address.
-    pub function_offset: Option<u64>,
+    pub(crate) function_offset: Option<u64>,
     /// Where `function` came from.
-    pub source: NameSource,
+    pub(crate) source: NameSource,
 }
 
 /// What is known at an address.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Symbolized {
+pub(crate) struct Symbolized {
     /// Index into `Process::modules` of the module holding the address.
-    pub module: Option<usize>,
+    pub(crate) module: Option<usize>,
     /// Innermost (most deeply inlined) first, the real function last; empty when nothing is
     /// known (no module, or a module with neither DWARF nor a symbol covering the address).
-    pub frames: Vec<SourceFrame>,
+    pub(crate) frames: Vec<SourceFrame>,
 }
 
 /// A frame gdb shows for a function that tail-called toward the next inner frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TailCallFrame {
+pub(crate) struct TailCallFrame {
     /// Runtime return address of the tail-call site: the address just after the jump, which
     /// gdb gives as the frame's pc (names and lines are looked up at `pc - 1`).
-    pub pc: u64,
+    pub(crate) pc: u64,
     /// Index into `Process::modules` of the module holding the site.
-    pub module: Option<usize>,
+    pub(crate) module: Option<usize>,
     /// Named as gdb names a tail-call frame: after the innermost function at `pc - 1` (an
     /// inlined one, if the jump is in inlined code), with its file and line. `tail_call` is set,
     /// `inlined` is not, and `function_offset` is from `pc`, as for an outer frame.
-    pub frame: SourceFrame,
+    pub(crate) frame: SourceFrame,
 }
 
 /// Everything read from one module's files.
@@ -159,7 +159,7 @@ impl<'p> ModuleSymbols<'p> {
 type TailChain = Arc<[u64]>;
 
 /// Symbolizes addresses of one process. `Sync`: threads are symbolized in parallel.
-pub struct Symbolizer<'p> {
+pub(crate) struct Symbolizer<'p> {
     process: &'p Process,
     modules: Vec<OnceLock<ModuleSymbols<'p>>>,
     /// gdb's objfile order for lookups by name: the executable, then the others.
@@ -174,7 +174,7 @@ pub struct Symbolizer<'p> {
 
 impl<'p> Symbolizer<'p> {
     /// Cheap: nothing is read until an address in a module is looked up.
-    pub fn new(process: &'p Process) -> Self {
+    pub(crate) fn new(process: &'p Process) -> Self {
         let exe = process.core.auxv.get(auxv::AT_PHDR).and_then(|a| process.module_at(a)).map(|(i, _)| i);
         let name_order = exe.into_iter().chain((0..process.modules.len()).filter(|&i| Some(i) != exe)).collect();
         Symbolizer {
@@ -196,7 +196,7 @@ impl<'p> Symbolizer<'p> {
     /// real (outer) function last. With `is_return_address` (every frame but the first of a
     /// stack, unless it follows a signal frame) the lookup is at `addr - 1`, inside the call
     /// instruction, as gdb does; `function_offset` is still from `addr`.
-    pub fn symbolize(&self, addr: u64, is_return_address: bool) -> Symbolized {
+    pub(crate) fn symbolize(&self, addr: u64, is_return_address: bool) -> Symbolized {
         let probe = if is_return_address { addr.wrapping_sub(1) } else { addr };
         let Some((index, _)) = self.process.module_at(probe) else { return Symbolized::default() };
         let Some((module, syms)) = self.module(index) else { return Symbolized::default() };
@@ -262,7 +262,7 @@ impl<'p> Symbolizer<'p> {
     /// return address. Empty when the caller's call site goes straight to the callee's
     /// function, when the caller has no call site there (code built without them, as at
     /// `-O0`), or when the DWARF does not say unambiguously which functions were skipped.
-    pub fn tail_calls(&self, callee_ip: u64, callee_ip_is_exact: bool, caller_ip: u64) -> Vec<TailCallFrame> {
+    pub(crate) fn tail_calls(&self, callee_ip: u64, callee_ip_is_exact: bool, caller_ip: u64) -> Vec<TailCallFrame> {
         let probe = if callee_ip_is_exact { callee_ip } else { callee_ip.wrapping_sub(1) };
         let key = (caller_ip, probe);
         let cached = self.chains.lock().unwrap_or_else(PoisonError::into_inner).get(&key).cloned();
@@ -351,7 +351,7 @@ impl<'p> Symbolizer<'p> {
 
     /// The name of the data (or, failing that, function) symbol covering runtime address
     /// `addr`, with `addr`'s offset into it: gdb's `<lock_a>`, `<pairs+24>`.
-    pub fn data_symbol(&self, addr: u64) -> Option<(String, u64)> {
+    pub(crate) fn data_symbol(&self, addr: u64) -> Option<(String, u64)> {
         let index = self.data_module(addr)?;
         let (module, syms) = self.module(index)?;
         let link = module.to_link_address(addr);

@@ -13,7 +13,7 @@ use gimli::DwLang;
 
 /// Where the name is printed from: decides whether C++ parameters stay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NameKind {
+pub(crate) enum NameKind {
     /// A DWARF function (gdb's full symbol).
     Debug,
     /// An ELF symbol (gdb's minimal symbol).
@@ -65,7 +65,7 @@ fn scheme(raw: &str, lang: Option<DwLang>) -> Scheme {
 
 /// The name to print for `raw`, a linkage or plain name, from a unit of language `lang`
 /// (`None` for symbol-table names).
-pub fn display_name(raw: &str, lang: Option<DwLang>, kind: NameKind) -> String {
+pub(crate) fn display_name(raw: &str, lang: Option<DwLang>, kind: NameKind) -> String {
     match scheme(raw, lang) {
         Scheme::Rust => match rustc_demangle::try_demangle(raw) {
             Ok(d) => format!("{d:#}"),

@@ -52,7 +52,7 @@ const MAX_WALK_BACK: usize = 4096;
 /// Which table a name came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum NameSource {
+pub(crate) enum NameSource {
     Dwarf,
     Symtab,
     Dynsym,
@@ -60,22 +60,22 @@ pub enum NameSource {
 
 /// One symbol. Names borrow the file's string table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sym<'a> {
-    pub addr: u64,
-    pub size: u64,
-    pub name: &'a [u8],
+pub(crate) struct Sym<'a> {
+    pub(crate) addr: u64,
+    pub(crate) size: u64,
+    pub(crate) name: &'a [u8],
     /// A PLT entry, named `name@plt` (`name` is the dynamic symbol it jumps to).
-    pub plt: bool,
+    pub(crate) plt: bool,
     /// Bound globally (`STB_GLOBAL`, `STB_WEAK`, `STB_GNU_UNIQUE`): gdb's "external" symbols,
     /// which a lookup by name prefers to file-local ones.
-    pub global: bool,
+    pub(crate) global: bool,
     /// Index into the table's section ranges.
     section: u32,
 }
 
 impl<'a> Sym<'a> {
     /// The name as gdb spells it.
-    pub fn full_name(&self) -> Cow<'a, str> {
+    pub(crate) fn full_name(&self) -> Cow<'a, str> {
         let name = String::from_utf8_lossy(self.name);
         if self.plt { Cow::Owned(format!("{name}@plt")) } else { name }
     }
@@ -99,30 +99,30 @@ struct SectionRange {
 
 /// One sorted table: the text or the data symbols of one file's `.symtab` or `.dynsym`.
 #[derive(Debug, Default)]
-pub struct SymbolTable<'a> {
+pub(crate) struct SymbolTable<'a> {
     syms: Vec<Sym<'a>>,
     sections: Vec<SectionRange>,
-    pub source: Option<NameSource>,
+    pub(crate) source: Option<NameSource>,
 }
 
 /// A symbol found for an address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Hit<'a> {
-    pub sym: Sym<'a>,
-    pub source: NameSource,
+pub(crate) struct Hit<'a> {
+    pub(crate) sym: Sym<'a>,
+    pub(crate) source: NameSource,
 }
 
 /// Both tables of one file.
 #[derive(Debug, Default)]
-pub struct FileSymbols<'a> {
-    pub text: SymbolTable<'a>,
-    pub data: SymbolTable<'a>,
+pub(crate) struct FileSymbols<'a> {
+    pub(crate) text: SymbolTable<'a>,
+    pub(crate) data: SymbolTable<'a>,
 }
 
 impl<'a> FileSymbols<'a> {
     /// The symbols of `file`: its `.symtab`, or its `.dynsym` when it has no `.symtab` (or, with
     /// `symtab_only`, nothing then: a separate debug file's `.dynsym` is a copy of the module's).
-    pub fn read(file: &'a ElfFile, symtab_only: bool) -> FileSymbols<'a> {
+    pub(crate) fn read(file: &'a ElfFile, symtab_only: bool) -> FileSymbols<'a> {
         let find = |kind: u32| file.sections.iter().position(|s| s.kind == kind);
         let (index, source) = match (find(SHT_SYMTAB), find(SHT_DYNSYM)) {
             (Some(i), _) => (i, NameSource::Symtab),
@@ -163,7 +163,7 @@ impl<'a> SymbolTable<'a> {
 
     /// A table from explicit symbols, each with its section range `[start, end)`.
     #[cfg(test)]
-    pub fn from_symbols(entries: &[(u64, u64, &'a str, (u64, u64))], source: NameSource) -> SymbolTable<'a> {
+    pub(crate) fn from_symbols(entries: &[(u64, u64, &'a str, (u64, u64))], source: NameSource) -> SymbolTable<'a> {
         let mut sections: Vec<SectionRange> = Vec::new();
         let syms = entries
             .iter()
@@ -183,17 +183,17 @@ impl<'a> SymbolTable<'a> {
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.syms.len()
     }
 
     /// Every symbol, by address.
-    pub fn symbols(&self) -> &[Sym<'a>] {
+    pub(crate) fn symbols(&self) -> &[Sym<'a>] {
         &self.syms
     }
 
     /// The symbol gdb would name `addr` (a link-time address) with; see the module docs.
-    pub fn lookup(&self, addr: u64) -> Option<Hit<'a>> {
+    pub(crate) fn lookup(&self, addr: u64) -> Option<Hit<'a>> {
         let source = self.source?;
         let in_section = |s: &Sym<'_>| self.sections.get(s.section as usize).is_some_and(|r| addr >= r.start && addr < r.end);
         let end = self.syms.partition_point(|s| s.addr <= addr);
@@ -299,7 +299,7 @@ fn end_of(s: &Sym<'_>) -> u64 {
 
 /// The best of several files' answers, as gdb picks across an objfile and its separate debug
 /// objfile: the symbol at the highest address; on a tie the earlier file's.
-pub fn best_of<'a>(hits: impl IntoIterator<Item = Option<Hit<'a>>>) -> Option<Hit<'a>> {
+pub(crate) fn best_of<'a>(hits: impl IntoIterator<Item = Option<Hit<'a>>>) -> Option<Hit<'a>> {
     let mut best: Option<Hit<'a>> = None;
     for hit in hits.into_iter().flatten() {
         if best.is_none_or(|b| b.sym.addr < hit.sym.addr) {

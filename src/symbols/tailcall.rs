@@ -22,13 +22,13 @@
 use rustc_hash::FxHashSet;
 
 /// Sites on one path at most.
-pub const MAX_DEPTH: usize = 32;
+pub(crate) const MAX_DEPTH: usize = 32;
 /// Sites visited in one search at most.
-pub const MAX_STEPS: usize = 4096;
+pub(crate) const MAX_STEPS: usize = 4096;
 
 /// The call graph the search walks, in runtime addresses. A site is named by its return
 /// address (for a tail call, the address after the jump).
-pub trait CallGraph {
+pub(crate) trait CallGraph {
     /// The entry addresses the call site returning to `site` may go to; `None` when there is no
     /// such site or its target cannot be known.
     fn targets(&self, site: u64) -> Option<Vec<u64>>;
@@ -40,7 +40,7 @@ pub trait CallGraph {
 /// The tail-call sites between the call site returning to `caller_pc` and the function
 /// starting at `callee_entry`, innermost first: one frame each. Empty when the caller calls
 /// the callee's function directly, or when no unambiguous chain exists.
-pub fn find_chain(graph: &impl CallGraph, caller_pc: u64, callee_entry: u64) -> Vec<u64> {
+pub(crate) fn find_chain(graph: &impl CallGraph, caller_pc: u64, callee_entry: u64) -> Vec<u64> {
     let mut search = Search { graph, callee: callee_entry, path: Vec::new(), on_path: FxHashSet::default(), result: None, steps: 0 };
     match search.visit(caller_pc) {
         Ok(_) => search.result.map(|r| r.frames()).unwrap_or_default(),

@@ -37,32 +37,32 @@ enum Source {
 
 /// The unwind rule for one address, reduced to the registers knot tracks.
 #[derive(Debug, Clone)]
-pub struct Rule {
+pub(crate) struct Rule {
     cfa: CfaRule<usize>,
     regs: [Option<RegisterRule<usize>>; dwarf::TRACKED],
     ra_register: u16,
     /// The FDE's CIE has the `S` augmentation: this is a signal trampoline.
-    pub signal_frame: bool,
+    pub(crate) signal_frame: bool,
     source: Source,
 }
 
 impl Rule {
     /// The CFA is the stack pointer plus a constant: applying the rule needs no guessed register.
-    pub fn cfa_from_sp(&self) -> bool {
+    pub(crate) fn cfa_from_sp(&self) -> bool {
         matches!(self.cfa, CfaRule::RegisterAndOffset { register, .. } if register.0 == dwarf::RSP)
     }
 }
 
 /// The caller's registers, recovered by a [`Rule`].
-pub struct Recovered {
-    pub regs: FrameRegs,
-    pub cfa: u64,
+pub(crate) struct Recovered {
+    pub(crate) regs: FrameRegs,
+    pub(crate) cfa: u64,
     /// The rule marks the return address undefined: there is no caller.
-    pub outermost: bool,
+    pub(crate) outermost: bool,
 }
 
 #[derive(Debug)]
-pub enum ApplyError {
+pub(crate) enum ApplyError {
     Unreadable(u64),
     /// A register the rule needs is not known in this frame.
     MissingRegister,
@@ -77,7 +77,7 @@ struct Table<'p, S> {
     hdr: Option<ParsedEhFrameHdr<R<'p>>>,
 }
 
-pub struct ModuleCfi<'p> {
+pub(crate) struct ModuleCfi<'p> {
     eh: Option<Table<'p, EhFrame<R<'p>>>>,
     debug: Option<Table<'p, DebugFrame<R<'p>>>>,
     cache: RwLock<FxHashMap<u64, Option<Arc<Rule>>>>,
@@ -133,7 +133,7 @@ fn eh_frame_in_memory<'p>(module: &Module, core: &'p Core) -> Option<Table<'p, E
 impl<'p> ModuleCfi<'p> {
     /// Loads the unwind sections of `module` (from dump memory when its file is not at hand);
     /// `None` when it has none.
-    pub fn load(module: &'p Module, core: &'p Core) -> Option<ModuleCfi<'p>> {
+    pub(crate) fn load(module: &'p Module, core: &'p Core) -> Option<ModuleCfi<'p>> {
         let from_memory = || if module.image().is_none() { eh_frame_in_memory(module, core) } else { None };
         let eh = module.image().and_then(|file| {
             let (eh_addr, eh_data) = section_addr(file, ".eh_frame")?;
@@ -170,7 +170,7 @@ impl<'p> ModuleCfi<'p> {
     }
 
     /// The rule for link-time address `addr`, from `.eh_frame` first, then `.debug_frame`.
-    pub fn rule(&self, addr: u64, ctx: &mut UnwindContext<usize>) -> Option<Arc<Rule>> {
+    pub(crate) fn rule(&self, addr: u64, ctx: &mut UnwindContext<usize>) -> Option<Arc<Rule>> {
         if let Ok(cache) = self.cache.read() {
             if let Some(hit) = cache.get(&addr) {
                 return hit.clone();
@@ -208,7 +208,7 @@ impl<'p> ModuleCfi<'p> {
     }
 
     /// Recovers the caller's registers from `regs` with `rule`.
-    pub fn apply(&self, rule: &Rule, regs: &FrameRegs, memory: &dyn Memory) -> Result<Recovered, ApplyError> {
+    pub(crate) fn apply(&self, rule: &Rule, regs: &FrameRegs, memory: &dyn Memory) -> Result<Recovered, ApplyError> {
         let cfa = match &rule.cfa {
             CfaRule::RegisterAndOffset { register, offset } => {
                 let base = regs.get(register.0).ok_or(ApplyError::MissingRegister)?;

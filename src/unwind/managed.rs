@@ -32,7 +32,7 @@ pub enum ManagedCodeKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowsUnwind {
     /// The base the RVAs in the unwind data (chained entries) are relative to.
-    pub image_base: u64,
+    pub(crate) image_base: u64,
     /// The fragment's first byte (`RUNTIME_FUNCTION.BeginAddress` + base).
     pub begin: u64,
     /// One past its last byte (`RUNTIME_FUNCTION.EndAddress` + base).
@@ -72,12 +72,12 @@ pub trait CodeLookup: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransitionFrame {
     /// Where the record lives (on the stack, inside its owner's frame).
-    pub address: u64,
+    pub(crate) address: u64,
     /// The runtime's type name for it, e.g. `InlinedCallFrame`.
-    pub kind: String,
+    pub(crate) kind: String,
     /// The context the record saved for its caller, when it saved one (`ip` and `sp` known).
-    pub resume: Option<FrameRegs>,
+    pub(crate) resume: Option<FrameRegs>,
     /// The saved `ip` is where the thread was interrupted (a full saved context), not a
     /// return address.
-    pub resume_ip_is_exact: bool,
+    pub(crate) resume_ip_is_exact: bool,
 }

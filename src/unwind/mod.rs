@@ -13,14 +13,14 @@
 //! needed scanning is never complete; one that reaches the program's entry point is.
 
 mod cfi;
-pub mod frame;
+pub(crate) mod frame;
 pub mod managed;
-pub mod regs;
+pub(crate) mod regs;
 mod scan;
-pub mod windows_x64;
+pub(crate) mod windows_x64;
 
 pub use frame::{Frame, Stack, StackEnd, Trust};
-pub use regs::FrameRegs;
+pub(crate) use regs::FrameRegs;
 
 use crate::arch::x86_64::dwarf;
 use crate::core::CoreThread;
@@ -91,7 +91,7 @@ impl<'p> Unwinder<'p> {
 
     /// Unwinds code that has no CFI (JIT and ReadyToRun code) with `lookup`'s unwind data, and
     /// resumes at its transition records.
-    pub fn with_code_lookup(mut self, lookup: &'p dyn CodeLookup) -> Unwinder<'p> {
+    pub(crate) fn with_code_lookup(mut self, lookup: &'p dyn CodeLookup) -> Unwinder<'p> {
         self.code_lookup = Some(lookup);
         self
     }
@@ -126,7 +126,7 @@ impl<'p> Unwinder<'p> {
         self.process.core.threads.par_iter().map(|t| self.walk(t)).collect()
     }
 
-    pub fn walk(&self, thread: &CoreThread) -> Stack {
+    pub(crate) fn walk(&self, thread: &CoreThread) -> Stack {
         let regs = FrameRegs::from_context(&thread.registers);
         let first = Frame {
             ip: thread.registers.rip,

@@ -3,7 +3,6 @@
 //! values from outer frames here (a lock's address kept in %rbx, say).
 
 use crate::arch::x86_64::{dwarf, Registers};
-use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FrameRegs {
@@ -13,7 +12,7 @@ pub struct FrameRegs {
 
 impl FrameRegs {
     /// Every register of the thread's context, all known.
-    pub fn from_context(r: &Registers) -> FrameRegs {
+    pub(crate) fn from_context(r: &Registers) -> FrameRegs {
         let mut out = FrameRegs::default();
         for reg in 0..dwarf::TRACKED as u16 {
             if let Some(v) = r.dwarf(reg) {
@@ -23,12 +22,12 @@ impl FrameRegs {
         out
     }
 
-    pub fn get(&self, reg: u16) -> Option<u64> {
+    pub(crate) fn get(&self, reg: u16) -> Option<u64> {
         let i = reg as usize;
         (i < dwarf::TRACKED && self.known & (1 << i) != 0).then(|| self.vals[i])
     }
 
-    pub fn set(&mut self, reg: u16, value: u64) {
+    pub(crate) fn set(&mut self, reg: u16, value: u64) {
         let i = reg as usize;
         if i < dwarf::TRACKED {
             self.vals[i] = value;
@@ -36,40 +35,21 @@ impl FrameRegs {
         }
     }
 
-    pub fn forget(&mut self, reg: u16) {
-        if (reg as usize) < dwarf::TRACKED {
-            self.known &= !(1 << reg);
-        }
-    }
-
-    pub fn ip(&self) -> Option<u64> {
+    pub(crate) fn ip(&self) -> Option<u64> {
         self.get(dwarf::RIP)
     }
 
-    pub fn sp(&self) -> Option<u64> {
+    pub(crate) fn sp(&self) -> Option<u64> {
         self.get(dwarf::RSP)
     }
 
-    pub fn bp(&self) -> Option<u64> {
+    pub(crate) fn bp(&self) -> Option<u64> {
         self.get(dwarf::RBP)
     }
-
-    /// Known registers as (name, value), for reports.
-    pub fn named(&self) -> Vec<NamedReg> {
-        const NAMES: [&str; dwarf::TRACKED] =
-            ["rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip"];
-        (0..dwarf::TRACKED as u16).filter_map(|r| self.get(r).map(|v| NamedReg { name: NAMES[r as usize], value: v })).collect()
-    }
-}
-
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct NamedReg {
-    pub name: &'static str,
-    pub value: u64,
 }
 
 /// Registers the x86_64 psABI makes callee-saved: an unwind rule that does not mention them means
 /// "same value as in the callee".
-pub fn is_callee_saved(reg: u16) -> bool {
+pub(crate) fn is_callee_saved(reg: u16) -> bool {
     matches!(reg, dwarf::RBX | dwarf::RBP | dwarf::R12 | dwarf::R13 | dwarf::R14 | dwarf::R15)
 }

@@ -5,7 +5,7 @@ use crate::process::Memory;
 
 /// Whether the bytes before `addr` end with an x86_64 call: `e8 rel32`, or `ff /2` (indirect
 /// call) in any of its ModRM/SIB/displacement lengths, with an optional REX prefix.
-pub fn follows_call(memory: &dyn Memory, addr: u64) -> bool {
+pub(crate) fn follows_call(memory: &dyn Memory, addr: u64) -> bool {
     let mut buf = [0u8; 8];
     let Some(start) = addr.checked_sub(8) else { return false };
     if memory.read(start, &mut buf).is_err() {

@@ -23,7 +23,7 @@ use crate::arch::x86_64::dwarf;
 use crate::process::Memory;
 
 /// The Windows unwinder's bound on chained entries.
-pub const CHAIN_LIMIT: usize = 32;
+pub(crate) const CHAIN_LIMIT: usize = 32;
 
 const UNW_FLAG_CHAININFO: u8 = 0x4;
 
@@ -44,7 +44,7 @@ const UWOP_SET_FPREG_LARGE: u8 = 11;
 const WIN_RSP: usize = 4;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum WinUnwindError {
+pub(crate) enum WinUnwindError {
     #[error("unwind data at {0:#x} is not in the dump")]
     Unreadable(u64),
     #[error("UNWIND_INFO at {at:#x} has unknown version {version}")]
@@ -67,11 +67,11 @@ type Result<T> = std::result::Result<T, WinUnwindError>;
 
 /// The caller's registers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Unwound {
-    pub regs: FrameRegs,
+pub(crate) struct Unwound {
+    pub(crate) regs: FrameRegs,
     /// A machine frame (an interrupt or exception context) gave `rip`: it is the exact
     /// interrupted address, not a return address.
-    pub machine_frame: bool,
+    pub(crate) machine_frame: bool,
 }
 
 /// One `UNWIND_INFO`, read from the dump.
@@ -231,7 +231,7 @@ impl Context<'_> {
 
 /// Unwinds the frame at `ip` (exact for frame #0 and interrupted frames, else a return
 /// address) in the fragment `function`, from the frame's registers `callee`.
-pub fn unwind(mem: &dyn Memory, function: &WindowsUnwind, ip: u64, ip_is_exact: bool, callee: &FrameRegs) -> Result<Unwound> {
+pub(crate) fn unwind(mem: &dyn Memory, function: &WindowsUnwind, ip: u64, ip_is_exact: bool, callee: &FrameRegs) -> Result<Unwound> {
     if ip < function.begin || ip > function.end {
         return Err(WinUnwindError::Outside { ip, begin: function.begin, end: function.end });
     }

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 /// The engine's reader for a family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Kind {
+pub(crate) enum Kind {
     Mutex,
     Rwlock,
     Cond,
@@ -18,12 +18,12 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         self.lock_kind().as_str()
     }
 
     /// The kind of the locks this family's waiters wait on.
-    pub fn lock_kind(self) -> super::LockKind {
+    pub(crate) fn lock_kind(self) -> super::LockKind {
         use super::LockKind;
         match self {
             Kind::Mutex => LockKind::Mutex,
@@ -44,11 +44,11 @@ struct FileData {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-pub struct Library {
-    pub name: String,
+pub(crate) struct Library {
+    pub(crate) name: String,
     /// File name of the module the family's code lives in ("" when it is linked into programs).
-    pub module: String,
-    pub min_version: String,
+    pub(crate) module: String,
+    pub(crate) min_version: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -64,41 +64,42 @@ struct FamilyData {
 
 /// A structure layout: field name → byte offset, and `size`.
 #[derive(Debug, Clone, Default)]
-pub struct Layout {
-    pub name: String,
+pub(crate) struct Layout {
+    pub(crate) name: String,
     fields: BTreeMap<String, u64>,
 }
 
 impl Layout {
-    pub fn size(&self) -> u64 {
+    /// The layout's size.
+    pub(crate) fn size(&self) -> u64 {
         self.fields.get("size").copied().unwrap_or(0)
     }
 
     /// A field's offset; the data files are checked by a test to have every field the engine reads.
-    pub fn offset(&self, field: &str) -> Option<u64> {
+    pub(crate) fn offset(&self, field: &str) -> Option<u64> {
         self.fields.get(field).copied()
     }
 }
 
 #[derive(Debug, Clone)]
-pub struct Family {
-    pub library: Library,
-    pub kind: Kind,
-    pub entry: Vec<String>,
-    pub futex_offsets: Vec<u64>,
-    pub layout: Layout,
+pub(crate) struct Family {
+    pub(crate) library: Library,
+    pub(crate) kind: Kind,
+    pub(crate) entry: Vec<String>,
+    pub(crate) futex_offsets: Vec<u64>,
+    pub(crate) layout: Layout,
     /// How the report names a lock of this family, when it is not a plain pthread type.
-    pub label: String,
-    pub infer_owner: bool,
+    pub(crate) label: String,
+    pub(crate) infer_owner: bool,
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct Catalog {
-    pub families: Vec<Family>,
+pub(crate) struct Catalog {
+    pub(crate) families: Vec<Family>,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum CatalogError {
+pub(crate) enum CatalogError {
     #[error("analyzer data {file}: {reason}")]
     Invalid { file: &'static str, reason: String },
 }
@@ -107,7 +108,7 @@ const FILES: &[(&str, &str)] =
     &[("analyzers/glibc.toml", include_str!("../../analyzers/glibc.toml")), ("analyzers/rust-std.toml", include_str!("../../analyzers/rust-std.toml"))];
 
 impl Catalog {
-    pub fn parse(file: &'static str, text: &str) -> Result<Vec<Family>, CatalogError> {
+    pub(crate) fn parse(file: &'static str, text: &str) -> Result<Vec<Family>, CatalogError> {
         let bad = |reason: String| CatalogError::Invalid { file, reason };
         let data: FileData = toml::from_str(text).map_err(|e| bad(e.to_string()))?;
         data.family
@@ -131,7 +132,7 @@ impl Catalog {
     }
 
     /// The families in `analyzers/`, parsed once.
-    pub fn builtin() -> Result<&'static Catalog, &'static CatalogError> {
+    pub(crate) fn builtin() -> Result<&'static Catalog, &'static CatalogError> {
         static CATALOG: OnceLock<Result<Catalog, CatalogError>> = OnceLock::new();
         CATALOG
             .get_or_init(|| {
@@ -148,7 +149,7 @@ impl Catalog {
     /// with the index of the frame that matched. A lock type's own entry (a pthread mutex) wins
     /// over a bare futex word met further in (its `__lll_lock_wait`): the innermost typed match,
     /// else the innermost bare one.
-    pub fn recognise<'a, I: IntoIterator<Item = &'a str>>(&self, functions: I, depth: usize) -> Option<(&Family, usize)> {
+    pub(crate) fn recognise<'a, I: IntoIterator<Item = &'a str>>(&self, functions: I, depth: usize) -> Option<(&Family, usize)> {
         let mut bare = None;
         for (i, name) in functions.into_iter().take(depth).enumerate() {
             let name = strip_generics(name);

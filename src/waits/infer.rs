@@ -11,18 +11,18 @@ const LOCK_SPAN_BEFORE: u64 = 64;
 const MAX_STACK_WORDS: u64 = 128 * 1024;
 /// Words searched by all inferences of one analysis at most (many threads × many unowned locks
 /// must not turn into hours).
-pub const TOTAL_BUDGET_WORDS: u64 = 32 << 20;
+pub(crate) const TOTAL_BUDGET_WORDS: u64 = 32 << 20;
 
-pub struct StackRange {
-    pub tid: u32,
-    pub sp: u64,
+pub(crate) struct StackRange {
+    pub(crate) tid: u32,
+    pub(crate) sp: u64,
     /// Registers a function keeps a pointer in across a call (callee-saved, and the argument
     /// registers of the call it is in).
-    pub saved: [(&'static str, u64); 8],
+    pub(crate) saved: [(&'static str, u64); 8],
 }
 
 impl StackRange {
-    pub fn of(tid: u32, r: &crate::arch::x86_64::Registers) -> StackRange {
+    pub(crate) fn of(tid: u32, r: &crate::arch::x86_64::Registers) -> StackRange {
         StackRange {
             tid,
             sp: r.rsp,
@@ -34,7 +34,7 @@ impl StackRange {
 /// Threads (other than `exclude`) with a pointer into `[lo, hi)` in a register or on their
 /// stack (from the stack pointer up): (tid, where, the pointer), where saying which register or
 /// stack address. The budget as for [`pointer_holders`].
-pub fn pointers_into(process: &Process, stacks: &[StackRange], lo: u64, hi: u64, exclude: &[u32], budget: &mut u64) -> Option<Vec<(u32, String, u64)>> {
+pub(crate) fn pointers_into(process: &Process, stacks: &[StackRange], lo: u64, hi: u64, exclude: &[u32], budget: &mut u64) -> Option<Vec<(u32, String, u64)>> {
     let mut out = Vec::new();
     for s in stacks.iter().filter(|s| !exclude.contains(&s.tid)) {
         if let Some((name, v)) = s.saved.iter().find(|(_, v)| *v >= lo && *v < hi) {
@@ -53,7 +53,7 @@ pub fn pointers_into(process: &Process, stacks: &[StackRange], lo: u64, hi: u64,
 /// Threads (other than `exclude`) whose stack holds a pointer into `[futex - 64, futex]`, with
 /// the stack address of the first such pointer.
 /// `budget` is decremented by the words searched; `None` when it ran out before the search ended.
-pub fn pointer_holders(process: &Process, stacks: &[StackRange], futex: u64, exclude: &[u32], budget: &mut u64) -> Option<Vec<(u32, u64, u64)>> {
+pub(crate) fn pointer_holders(process: &Process, stacks: &[StackRange], futex: u64, exclude: &[u32], budget: &mut u64) -> Option<Vec<(u32, u64, u64)>> {
     let lo = futex.saturating_sub(LOCK_SPAN_BEFORE);
     let mut out = Vec::new();
     for s in stacks.iter().filter(|s| !exclude.contains(&s.tid)) {

@@ -2,15 +2,15 @@
 //! and how that is known. The knowledge of each lock family is data (`analyzers/`); this module
 //! is the engine that applies it.
 
-pub mod catalog;
+pub(crate) mod catalog;
 mod infer;
-pub mod lock;
+pub(crate) mod lock;
 mod readers;
-pub mod runtime;
-pub mod state;
+pub(crate) mod runtime;
+pub(crate) mod state;
 
 pub use lock::{LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner};
-pub use runtime::{ManagedThreads, RuntimeLocks, RuntimeWaits, WorkerPool};
+pub(crate) use runtime::{ManagedThreads, RuntimeLocks, RuntimeWaits, WorkerPool};
 pub use state::ThreadState;
 
 use crate::arch::x86_64::Registers;
@@ -25,32 +25,32 @@ use std::collections::BTreeMap;
 const RECOGNITION_DEPTH: usize = 16;
 
 /// One thread, as the wait analysis needs it.
-pub struct ThreadInput<'a> {
-    pub tid: u32,
-    pub registers: &'a Registers,
-    pub cursig: u16,
+pub(crate) struct ThreadInput<'a> {
+    pub(crate) tid: u32,
+    pub(crate) registers: &'a Registers,
+    pub(crate) cursig: u16,
     /// Function names, innermost first, inlined frames included ("" when unknown).
-    pub functions: Vec<&'a str>,
+    pub(crate) functions: Vec<&'a str>,
     /// The frames those names come from (transition records left out), for a runtime that
     /// tells its own threads by module and managed method.
-    pub frames: Vec<&'a crate::report::FrameReport>,
+    pub(crate) frames: Vec<&'a crate::report::FrameReport>,
 }
 
 /// What the analysis found for one thread.
 #[derive(Debug, Clone)]
-pub struct ThreadWait {
-    pub state: ThreadState,
+pub(crate) struct ThreadWait {
+    pub(crate) state: ThreadState,
     /// The lock it is blocked on (an id in `WaitFacts::locks`).
-    pub blocked_on: Option<String>,
+    pub(crate) blocked_on: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct WaitFacts {
+pub(crate) struct WaitFacts {
     /// In the order of the input threads.
-    pub threads: Vec<ThreadWait>,
+    pub(crate) threads: Vec<ThreadWait>,
     /// Sorted by id.
-    pub locks: Vec<LockFact>,
-    pub diagnostics: Vec<Diagnostic>,
+    pub(crate) locks: Vec<LockFact>,
+    pub(crate) diagnostics: Vec<Diagnostic>,
 }
 
 /// A lock being assembled from its waiters.
@@ -62,7 +62,7 @@ struct Pending<'c> {
     evidence: Vec<String>,
 }
 
-pub fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[ThreadInput<'_>]) -> WaitFacts {
+pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[ThreadInput<'_>]) -> WaitFacts {
     let mut facts = WaitFacts::default();
     let catalog = match Catalog::builtin() {
         Ok(c) => c,
@@ -142,7 +142,7 @@ pub fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Thread
 }
 
 /// Each thread's state, without lock analysis.
-pub fn states_only(process: &Process, threads: &[ThreadInput<'_>]) -> WaitFacts {
+pub(crate) fn states_only(process: &Process, threads: &[ThreadInput<'_>]) -> WaitFacts {
     let threads = threads
         .iter()
         .map(|t| ThreadWait { state: state::resolve_restart(state::classify(t.registers, t.cursig, process), t.registers, &t.functions), blocked_on: None })

@@ -17,12 +17,12 @@ const RWLOCK_READER_SHIFT: u32 = 3;
 const COND_WREFS_SHIFT: u32 = 3;
 
 /// What a reader found.
-pub struct Reading {
-    pub owner: Owner,
-    pub label: Option<String>,
-    pub recursion: Option<u32>,
-    pub readers: Option<u32>,
-    pub evidence: String,
+pub(crate) struct Reading {
+    pub(crate) owner: Owner,
+    pub(crate) label: Option<String>,
+    pub(crate) recursion: Option<u32>,
+    pub(crate) readers: Option<u32>,
+    pub(crate) evidence: String,
 }
 
 fn field_u32(memory: &dyn Memory, base: u64, layout: &Layout, field: &str) -> Result<u32, String> {
@@ -36,7 +36,7 @@ fn owner_of(tid: u32, threads: &[u32]) -> Owner {
 
 /// Whether `addr` can be a lock of this family with a thread waiting on it: its fields hold
 /// values such a lock can have, and it is held (someone waits).
-pub fn plausible(family: &Family, memory: &dyn Memory, addr: u64) -> bool {
+pub(crate) fn plausible(family: &Family, memory: &dyn Memory, addr: u64) -> bool {
     let l = &family.layout;
     let f = |name: &str| field_u32(memory, addr, l, name);
     match family.kind {
@@ -49,7 +49,7 @@ pub fn plausible(family: &Family, memory: &dyn Memory, addr: u64) -> bool {
     }
 }
 
-pub fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target: Option<u32>, threads: &[u32]) -> Reading {
+pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target: Option<u32>, threads: &[u32]) -> Reading {
     let unknown = |why: String| Reading { owner: Owner::Unknown { why: why.clone() }, label: None, recursion: None, readers: None, evidence: why };
     let l = &family.layout;
     match family.kind {

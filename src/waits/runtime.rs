@@ -6,7 +6,7 @@
 use super::{ThreadInput, WaitFacts};
 use std::collections::BTreeMap;
 
-pub trait RuntimeLocks {
+pub(crate) trait RuntimeLocks {
     /// Reads the runtime's locks and waits and merges them into `facts`, whose threads are
     /// `threads`, in order. A managed wait supersedes the native wait that implements it.
     fn merge_locks(&self, threads: &[ThreadInput<'_>], facts: &mut WaitFacts) -> RuntimeWaits;
@@ -14,33 +14,33 @@ pub trait RuntimeLocks {
 
 /// What the runtime adds about threads, beside the locks it merged.
 #[derive(Debug, Clone, Default)]
-pub struct RuntimeWaits {
-    pub threads: ManagedThreads,
+pub(crate) struct RuntimeWaits {
+    pub(crate) threads: ManagedThreads,
     /// The runtime's pool of worker threads, when it has one.
-    pub worker_pool: Option<WorkerPool>,
+    pub(crate) worker_pool: Option<WorkerPool>,
 }
 
 /// Per managed thread, what the report shows beside the native thread.
 #[derive(Debug, Clone, Default)]
-pub struct ManagedThreads {
+pub(crate) struct ManagedThreads {
     /// OS tid → managed thread name.
-    pub names: BTreeMap<u32, String>,
+    pub(crate) names: BTreeMap<u32, String>,
     /// OS tid → managed thread id.
-    pub ids: BTreeMap<u32, u32>,
+    pub(crate) ids: BTreeMap<u32, u32>,
 }
 
 /// A pool of worker threads that run queued work items (the .NET thread pool).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorkerPool {
     /// Every live worker's OS tid.
-    pub workers: Vec<u32>,
+    pub(crate) workers: Vec<u32>,
     /// Workers blocked inside a work item on a managed wait.
-    pub blocked: Vec<u32>,
+    pub(crate) blocked: Vec<u32>,
 }
 
 impl WorkerPool {
     /// Every worker is blocked inside a work item: no worker is left to run queued work.
-    pub fn exhausted(&self) -> bool {
+    pub(crate) fn exhausted(&self) -> bool {
         !self.workers.is_empty() && self.workers.iter().all(|t| self.blocked.contains(t))
     }
 }

@@ -7,14 +7,14 @@ use crate::hex::Hex;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-pub const SYS_FUTEX: u64 = 202;
+pub(crate) const SYS_FUTEX: u64 = 202;
 /// The kernel's restart of an interrupted call with a timeout (a timed futex wait, a
 /// nanosleep) after a stop or an ignored signal: the thread re-entered it as `restart_syscall`,
 /// with the original call's argument registers.
-pub const SYS_RESTART_SYSCALL: u64 = 219;
+pub(crate) const SYS_RESTART_SYSCALL: u64 = 219;
 /// How many innermost frames may name the futex wait a `restart_syscall` resumed.
 const RESTART_FRAMES: usize = 6;
-pub const SYS_FUTEX_WAITV: u64 = 449;
+pub(crate) const SYS_FUTEX_WAITV: u64 = 449;
 
 const FUTEX_CMD_MASK: u64 = 0x7f;
 const FUTEX_PRIVATE_FLAG: u64 = 128;
@@ -113,7 +113,7 @@ fn after_syscall_instruction(memory: &dyn Memory, rip: u64) -> bool {
     rip.checked_sub(2).is_some_and(|at| memory.read(at, &mut b).is_ok()) && b == [0x0f, 0x05]
 }
 
-pub fn classify(regs: &Registers, cursig: u16, memory: &dyn Memory) -> ThreadState {
+pub(crate) fn classify(regs: &Registers, cursig: u16, memory: &dyn Memory) -> ThreadState {
     if is_stop_signal(cursig) {
         return ThreadState::Stopped { signal: cursig };
     }
@@ -146,7 +146,7 @@ pub fn classify(regs: &Registers, cursig: u16, memory: &dyn Memory) -> ThreadSta
 /// frames are a futex wait (glibc's `__futex_abstimed_wait_common`, `__lll_clocklock_wait`, …:
 /// `pthread_mutex_timedlock`, `pthread_cond_timedwait`, `sem_timedwait`) and its registers still
 /// hold a futex wait's arguments, it is that futex wait. Else the state is left as it is.
-pub fn resolve_restart(state: ThreadState, regs: &Registers, functions: &[&str]) -> ThreadState {
+pub(crate) fn resolve_restart(state: ThreadState, regs: &Registers, functions: &[&str]) -> ThreadState {
     if !matches!(state, ThreadState::Syscall { number: SYS_RESTART_SYSCALL, .. }) {
         return state;
     }

@@ -14,7 +14,7 @@ use serde::Serialize;
 use std::collections::HashSet;
 
 /// Records nest only for reentrant waits; more than this is corrupt.
-pub const MAX_RECORDS: usize = 64;
+pub(crate) const MAX_RECORDS: usize = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -30,18 +30,18 @@ pub enum BlockingKind {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Record {
+pub(crate) struct Record {
     /// Where the record lives (on the blocked thread's stack).
-    pub address: u64,
-    pub kind: BlockingKind,
+    pub(crate) address: u64,
+    pub(crate) kind: BlockingKind,
     /// The AwareLock (Monitor kinds) or the slot holding the object (Lock, Condition).
-    pub object_ptr: u64,
-    pub timeout_ms: i32,
+    pub(crate) object_ptr: u64,
+    pub(crate) timeout_ms: i32,
 }
 
 /// The records of `thread` (whose `ThreadLocalData` is at `thread_local_data`), innermost (most
 /// recent) first.
-pub fn records(t: &Target, l: &Layout, thread: u64, thread_local_data: u64) -> Result<Vec<Record>> {
+pub(crate) fn records(t: &Target, l: &Layout, thread: u64, thread_local_data: u64) -> Result<Vec<Record>> {
     if thread_local_data == 0 {
         return Ok(Vec::new());
     }

@@ -20,8 +20,8 @@ use std::sync::OnceLock;
 
 pub const FILE: &str = "analyzers/dotnet/runtime-catalog.toml";
 const TEXT: &str = include_str!("../../../analyzers/dotnet/runtime-catalog.toml");
-pub const DESCRIPTOR_SYMBOL: &str = "DotNetRuntimeContractDescriptor";
-pub const DAC_TABLE_SYMBOL: &str = "g_dacTable";
+pub(crate) const DESCRIPTOR_SYMBOL: &str = "DotNetRuntimeContractDescriptor";
+pub(crate) const DAC_TABLE_SYMBOL: &str = "g_dacTable";
 /// Sub-descriptors followed at most, when generating (the .NET 10 descriptor has none).
 const MAX_SUB_DESCRIPTORS: usize = 8;
 /// Builds in one catalogue at most.
@@ -29,7 +29,7 @@ const MAX_BUILDS: usize = 4096;
 
 /// What one pointer-data slot holds at run time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SlotValue {
+pub(crate) enum SlotValue {
     /// An address in the module: this offset from the module's load bias.
     InModule(u64),
     /// A value the dynamic linker does not touch.
@@ -37,7 +37,7 @@ pub enum SlotValue {
 }
 
 impl SlotValue {
-    pub fn at_bias(self, bias: u64) -> u64 {
+    pub(crate) fn at_bias(self, bias: u64) -> u64 {
         match self {
             SlotValue::InModule(rva) => bias.wrapping_add(rva),
             SlotValue::Plain(v) => v,
@@ -64,22 +64,22 @@ impl SlotValue {
 /// One contract descriptor of a build, as the process holds it after relocation (addresses as
 /// offsets from the module's bias).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DescriptorImage {
+pub(crate) struct DescriptorImage {
     /// `None` for the main descriptor; the `subDescriptors` name otherwise.
-    pub sub: Option<String>,
-    pub header_rva: u64,
-    pub flags: u32,
-    pub json_rva: u64,
+    pub(crate) sub: Option<String>,
+    pub(crate) header_rva: u64,
+    pub(crate) flags: u32,
+    pub(crate) json_rva: u64,
     /// The JSON text (exactly `json_size` bytes of it, up to the first NUL).
-    pub json: String,
-    pub json_size: u32,
-    pub pointer_data_rva: u64,
-    pub pointer_data: Vec<SlotValue>,
+    pub(crate) json: String,
+    pub(crate) json_size: u32,
+    pub(crate) pointer_data_rva: u64,
+    pub(crate) pointer_data: Vec<SlotValue>,
 }
 
 impl DescriptorImage {
     /// The header as the process held it, for a module loaded at `bias`.
-    pub fn header(&self, bias: u64) -> Header {
+    pub(crate) fn header(&self, bias: u64) -> Header {
         Header {
             flags: self.flags,
             json_size: self.json_size,
@@ -89,7 +89,7 @@ impl DescriptorImage {
         }
     }
 
-    pub fn pointer_data_at(&self, bias: u64) -> Vec<u64> {
+    pub(crate) fn pointer_data_at(&self, bias: u64) -> Vec<u64> {
         self.pointer_data.iter().map(|s| s.at_bias(bias)).collect()
     }
 }
@@ -108,19 +108,19 @@ pub struct Build {
     pub build_id: String,
     /// The `@(#)Version` string: `10.0.1226.42308`, and its commit.
     pub file_version: Option<String>,
-    pub commit: Option<String>,
+    pub(crate) commit: Option<String>,
     /// `DotNetRuntimeContractDescriptor`'s link-time address; `None` when the file exports none
     /// (a runtime before .NET 9).
     pub descriptor_rva: Option<u64>,
     /// `g_dacTable`'s link-time address.
     pub dac_table_rva: Option<u64>,
     /// The main descriptor first, then its sub-descriptors.
-    pub descriptors: Vec<DescriptorImage>,
+    pub(crate) descriptors: Vec<DescriptorImage>,
 }
 
 impl Build {
     /// The descriptor whose header is at link-time address `rva`.
-    pub fn descriptor_at(&self, rva: u64) -> Option<&DescriptorImage> {
+    pub(crate) fn descriptor_at(&self, rva: u64) -> Option<&DescriptorImage> {
         self.descriptors.iter().find(|d| d.header_rva == rva)
     }
 
@@ -239,8 +239,8 @@ struct RawDescriptor {
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{file}: {reason}")]
 pub struct CatalogError {
-    pub file: &'static str,
-    pub reason: String,
+    pub(crate) file: &'static str,
+    pub(crate) reason: String,
 }
 
 fn hex_u64(s: &str) -> Option<u64> {
@@ -402,7 +402,7 @@ pub fn lookup(build_id: &str) -> Option<&'static Build> {
 }
 
 /// What the catalogue holds, for a diagnostic: `9.0.18–9.0.23, 10.0.11–10.0.15 (linux-x64)`.
-pub fn summary() -> String {
+pub(crate) fn summary() -> String {
     let Ok(all) = builtin() else { return "none (the catalogue does not parse)".into() };
     let mut versions: Vec<&str> = all.iter().filter(|b| b.rid == "linux-x64").map(|b| b.runtime_version.as_str()).collect();
     versions.sort_by_key(|v| version_key(v));

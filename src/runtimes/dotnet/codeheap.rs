@@ -23,7 +23,7 @@ const MAX_UNWIND_INFOS: u32 = 4096;
 
 /// What the code heap says about one address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HeapCode {
+pub(crate) enum HeapCode {
     Method { start: u64, method_desc: u64, unwind: Option<WindowsUnwind> },
     /// A stub code block in the heap (its code header holds a small sentinel, not a pointer).
     Stub { start: u64 },
@@ -31,7 +31,7 @@ pub enum HeapCode {
 
 /// Looks `ip` up in the code heap of the `CodeHeapListNode` `heap`; `base` is the range
 /// section's start, which the unwind infos' RVAs are relative to.
-pub fn lookup(t: &Target, heap: u64, base: u64, ip: u64, nibble_map_version: u64) -> Result<Option<HeapCode>> {
+pub(crate) fn lookup(t: &Target, heap: u64, base: u64, ip: u64, nibble_map_version: u64) -> Result<Option<HeapCode>> {
     let start_address = t.field_ptr(heap, "CodeHeapListNode", "StartAddress")?;
     let end_address = t.field_ptr(heap, "CodeHeapListNode", "EndAddress")?;
     let map_base = t.field_ptr(heap, "CodeHeapListNode", "MapBase")?;
@@ -170,7 +170,7 @@ fn unwind_fragment(t: &Target, header: u64, base: u64, ip: u64) -> Result<Option
 }
 
 /// A `RUNTIME_FUNCTION`'s (begin, end, unwind data) RVAs.
-pub fn runtime_function(t: &Target, at: u64) -> Result<(u32, u32, u32)> {
+pub(crate) fn runtime_function(t: &Target, at: u64) -> Result<(u32, u32, u32)> {
     let begin = t.field_u32(at, "RuntimeFunction", "BeginAddress")?;
     let end = t.field_u32(at, "RuntimeFunction", "EndAddress")?;
     let unwind = t.field_u32(at, "RuntimeFunction", "UnwindData")?;

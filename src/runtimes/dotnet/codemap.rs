@@ -41,7 +41,7 @@ pub fn code_map<'p>(process: &'p Process, locator: &Locator) -> Result<CodeMap<'
 
 impl<'p> CodeMap<'p> {
     /// The code map over a located runtime; an error names the contract knot cannot read.
-    pub fn new(runtime: Arc<Context<'p>>) -> Result<CodeMap<'p>, DotnetError> {
+    pub(crate) fn new(runtime: Arc<Context<'p>>) -> Result<CodeMap<'p>, DotnetError> {
         let execution_manager = runtime.contract("ExecutionManager", &EXECUTION_MANAGER_VERSIONS)?;
         runtime.contract("RuntimeTypeSystem", &[RUNTIME_TYPE_SYSTEM_VERSION])?;
         Ok(CodeMap {
@@ -63,7 +63,7 @@ impl CodeMap<'_> {
     }
 
     /// The first errors of lookups and naming.
-    pub fn lookup_diagnostics(&self) -> Vec<Diagnostic> {
+    pub(crate) fn lookup_diagnostics(&self) -> Vec<Diagnostic> {
         let mut out = Vec::new();
         if let Ok(errors) = self.errors.lock() {
             for (what, e) in errors.iter() {

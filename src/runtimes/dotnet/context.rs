@@ -12,16 +12,16 @@ use super::target::{RuntimeMemory, Target};
 use crate::process::{Locator, Module, Process};
 
 pub struct Context<'p> {
-    pub process: &'p Process,
-    pub module: &'p Module,
-    pub version: RuntimeVersion,
-    pub descriptor: Descriptor,
-    pub pointer_data: Vec<u64>,
-    pub source: DescriptorSource,
+    pub(crate) process: &'p Process,
+    pub(crate) module: &'p Module,
+    pub(crate) version: RuntimeVersion,
+    pub(crate) descriptor: Descriptor,
+    pub(crate) pointer_data: Vec<u64>,
+    pub(crate) source: DescriptorSource,
     /// The dump, and the runtime's file for its read-only pages.
-    pub memory: RuntimeMemory<'p>,
+    pub(crate) memory: RuntimeMemory<'p>,
     /// Managed images' files, for the pages a dump left out (ReadyToRun code, metadata).
-    pub image: ImageMemory<'p>,
+    pub(crate) image: ImageMemory<'p>,
 }
 
 /// Why a process has no [`Context`].
@@ -61,13 +61,13 @@ impl<'p> Context<'p> {
     }
 
     /// The contracts over the managed images' memory (ReadyToRun unwind data, metadata).
-    pub fn image_target(&self) -> Target<'_> {
+    pub(crate) fn image_target(&self) -> Target<'_> {
         Target::borrowed(&self.image, &self.descriptor, &self.pointer_data)
     }
 
     /// A contract's version, or why knot cannot read it: the contract is named, with the
     /// versions knot implements.
-    pub fn contract(&self, name: &str, known: &[u64]) -> Result<u64, DotnetError> {
+    pub(crate) fn contract(&self, name: &str, known: &[u64]) -> Result<u64, DotnetError> {
         match self.descriptor.contracts.get(name) {
             Some(v) if known.contains(v) => Ok(*v),
             other => Err(DotnetError::Unsupported(format!("{name} contract version {other:?} (knot reads {})", versions(known)))),
@@ -82,7 +82,7 @@ fn versions(known: &[u64]) -> String {
 
 impl NoContext {
     /// The reader's one line for a runtime it cannot read.
-    pub fn why(&self) -> Option<(String, String)> {
+    pub(crate) fn why(&self) -> Option<(String, String)> {
         match self {
             NoContext::NotDotnet => None,
             NoContext::NotLocated { version, why: NotLocated::NoExport(why) } => Some((
@@ -94,7 +94,7 @@ impl NoContext {
     }
 
     /// As a [`DotnetError`], for callers that want one.
-    pub fn into_error(self) -> DotnetError {
+    pub(crate) fn into_error(self) -> DotnetError {
         match self {
             NoContext::NotDotnet => DotnetError::NoRuntime,
             NoContext::NotLocated { why: NotLocated::NoExport(why), .. } => DotnetError::Unsupported(why),

@@ -22,9 +22,9 @@ use serde::Serialize;
 
 /// `COR_E_EXECUTIONENGINE`: the preallocated exception FailFast (and a fatal runtime error)
 /// leaves on the thread, its InnerException the exception passed to FailFast.
-pub const HRESULT_EXECUTION_ENGINE: u32 = 0x8013_1506;
+pub(crate) const HRESULT_EXECUTION_ENGINE: u32 = 0x8013_1506;
 /// `COR_E_STACKOVERFLOW`.
-pub const HRESULT_STACK_OVERFLOW: u32 = 0x8007_03e9;
+pub(crate) const HRESULT_STACK_OVERFLOW: u32 = 0x8007_03e9;
 const STACK_OVERFLOW_TYPE: &str = "System.StackOverflowException";
 const EXECUTION_ENGINE_TYPE: &str = "System.ExecutionEngineException";
 const SIGABRT: i32 = 6;
@@ -46,7 +46,7 @@ pub struct DotnetCrash {
     pub kind: DotnetCrashKind,
     /// The crashing thread.
     pub os_tid: u32,
-    pub managed_id: u32,
+    pub(crate) managed_id: u32,
     /// The exception the crash is about: the unhandled one; for FailFast the one passed to it
     /// (the InnerException of the preallocated ExecutionEngineException), when one was; the
     /// preallocated StackOverflowException.
@@ -61,7 +61,7 @@ pub struct DotnetCrash {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ThreadException {
     pub os_tid: u32,
-    pub managed_id: u32,
+    pub(crate) managed_id: u32,
     pub exception: ManagedException,
 }
 
@@ -73,22 +73,14 @@ pub struct CrashReading {
     pub thread_exceptions: Vec<ThreadException>,
     pub crash: Option<DotnetCrash>,
     #[serde(skip)]
-    pub diagnostics: Vec<Diagnostic>,
+    pub(crate) diagnostics: Vec<Diagnostic>,
     /// Every managed thread: OS tid, managed id, last thrown object.
     #[serde(skip)]
-    pub threads: Vec<(u32, u32, u64)>,
-}
-
-/// Reads the runtime's crash facts. `stacks` are the unwound stacks (for the FailFast frame),
-/// `code` the runtime's code map (to name frames). `None` when the process is not .NET or its
-/// runtime cannot be read.
-pub fn read(process: &Process, locator: &Locator, stacks: &[Stack], code: &dyn CodeLookup) -> Option<CrashReading> {
-    let runtime = Context::open(process, locator).ok()?;
-    Some(read_in(&runtime, stacks, code))
+    pub(crate) threads: Vec<(u32, u32, u64)>,
 }
 
 /// As [`read`], for a located runtime.
-pub fn read_in(runtime: &Context<'_>, stacks: &[Stack], code: &dyn CodeLookup) -> CrashReading {
+pub(crate) fn read_in(runtime: &Context<'_>, stacks: &[Stack], code: &dyn CodeLookup) -> CrashReading {
     let mut out = exceptions_in(runtime, code);
     out.crash = crash_in(runtime, &out, stacks, code);
     out
@@ -96,7 +88,7 @@ pub fn read_in(runtime: &Context<'_>, stacks: &[Stack], code: &dyn CodeLookup) -
 
 /// Every thread's last thrown exception and createdump's header: what [`read_in`] reads before
 /// it decides the crash (no stacks needed; `crash` is `None`).
-pub fn exceptions_in(runtime: &Context<'_>, code: &dyn CodeLookup) -> CrashReading {
+pub(crate) fn exceptions_in(runtime: &Context<'_>, code: &dyn CodeLookup) -> CrashReading {
     let process = runtime.process;
     let t = runtime.target();
     let namer = TypeNamer::new(&t, &runtime.image);
@@ -126,7 +118,7 @@ pub fn exceptions_in(runtime: &Context<'_>, code: &dyn CodeLookup) -> CrashReadi
 }
 
 /// Which thread died how, from the exceptions [`exceptions_in`] read and the unwound stacks.
-pub fn crash_in(runtime: &Context<'_>, read: &CrashReading, stacks: &[Stack], code: &dyn CodeLookup) -> Option<DotnetCrash> {
+pub(crate) fn crash_in(runtime: &Context<'_>, read: &CrashReading, stacks: &[Stack], code: &dyn CodeLookup) -> Option<DotnetCrash> {
     let process = runtime.process;
     let t = runtime.target();
     // The crashing thread: the one the dump's signal note names.
@@ -173,7 +165,7 @@ impl CrashReading {
     /// What the crash model takes from the runtime: the kind (a runtime-written dump's SIGABRT
     /// is the runtime's own abort, not a kill), the crashing thread, the FailFast message (read
     /// from the FailFast frame) and the exception, as `pe` prints it.
-    pub fn runtime_facts(&self) -> Option<crate::crash::RuntimeCrashFacts> {
+    pub(crate) fn runtime_facts(&self) -> Option<crate::crash::RuntimeCrashFacts> {
         let c = self.crash.as_ref()?;
         Some(crate::crash::RuntimeCrashFacts {
             kind: Some(match c.kind {
@@ -193,7 +185,7 @@ impl CrashReading {
 pub const FAILFAST_MESSAGE_SOURCE: &str = "dotnet_failfast_frame";
 
 /// An exception as the report carries it.
-pub fn exception_report(e: &ManagedException) -> crate::crash::ExceptionReport {
+pub(crate) fn exception_report(e: &ManagedException) -> crate::crash::ExceptionReport {
     use crate::report::{FrameReport, Hex};
     crate::crash::ExceptionReport {
         type_name: e.type_name.clone().unwrap_or_else(|| "?".into()),

@@ -23,11 +23,11 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 pub const MAGIC: &[u8; 8] = b"DNCCDAC\0";
-pub const HEADER_SIZE: usize = 40;
+pub(crate) const HEADER_SIZE: usize = 40;
 /// Larger than any real descriptor (the .NET 10 one is about 10 KiB).
-pub const MAX_JSON_BYTES: u32 = 4 << 20;
+pub(crate) const MAX_JSON_BYTES: u32 = 4 << 20;
 /// Larger than any real pointer-data array (the .NET 10 one has 24 slots).
-pub const MAX_POINTER_DATA: u32 = 1 << 16;
+pub(crate) const MAX_POINTER_DATA: u32 = 1 << 16;
 const MAX_TYPES: usize = 1 << 14;
 const MAX_FIELDS: usize = 1 << 10;
 const MAX_GLOBALS: usize = 1 << 14;
@@ -35,7 +35,7 @@ const MAX_GLOBALS: usize = 1 << 14;
 /// The fixed-size header, as read (pointers already resolved to runtime addresses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
-    pub flags: u32,
+    pub(crate) flags: u32,
     pub json_size: u32,
     pub json_addr: u64,
     pub pointer_data_count: u32,
@@ -109,7 +109,7 @@ pub enum GlobalValue {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Global {
     pub value: GlobalValue,
-    pub type_name: Option<String>,
+    pub(crate) type_name: Option<String>,
 }
 
 /// The parsed JSON of one descriptor (sub-descriptors are parsed separately and merged by the
@@ -238,7 +238,7 @@ fn number(n: &serde_json::Number) -> Option<u64> {
 }
 
 /// A decimal or `0x` hex integer, optionally negative (two's complement).
-pub fn parse_int(s: &str) -> Option<u64> {
+pub(crate) fn parse_int(s: &str) -> Option<u64> {
     let s = s.trim();
     let (neg, digits) = match s.strip_prefix('-') {
         Some(rest) => (true, rest),

@@ -13,8 +13,8 @@ use crate::report::Hex;
 use serde::Serialize;
 
 /// Where createdump puts the header on 64-bit Linux.
-pub const ADDRESS: u64 = 0x7fff_fff1_0000;
-pub const SIGNATURE: &[u8; 16] = b"DIAGINFOHEADER\0\0";
+pub(crate) const ADDRESS: u64 = 0x7fff_fff1_0000;
+pub(crate) const SIGNATURE: &[u8; 16] = b"DIAGINFOHEADER\0\0";
 const HEADER_SIZE: usize = 40;
 /// The version that added `RuntimeBaseAddress`.
 const RUNTIME_BASE_VERSION: i32 = 2;
@@ -24,20 +24,20 @@ const RUNTIME_BASE_VERSION: i32 = 2;
 pub struct DiagInfo {
     pub version: i32,
     /// `ExceptionRecordAddress`, when nonzero.
-    pub exception_record: Option<crate::report::Hex>,
+    pub(crate) exception_record: Option<crate::report::Hex>,
     /// `RuntimeBaseAddress` (version 2 and later), when nonzero.
-    pub runtime_base: Option<crate::report::Hex>,
+    pub(crate) runtime_base: Option<crate::report::Hex>,
 }
 
 /// The header, when the dump has one (`None`: not written by createdump, or the page is
 /// missing or damaged).
-pub fn read(memory: &dyn Memory) -> Option<DiagInfo> {
+pub(crate) fn read(memory: &dyn Memory) -> Option<DiagInfo> {
     let mut bytes = [0u8; HEADER_SIZE];
     memory.read(ADDRESS, &mut bytes).ok()?;
     parse(&bytes)
 }
 
-pub fn parse(bytes: &[u8]) -> Option<DiagInfo> {
+pub(crate) fn parse(bytes: &[u8]) -> Option<DiagInfo> {
     let b = bytes.get(..HEADER_SIZE)?;
     if &b[..16] != SIGNATURE {
         return None;

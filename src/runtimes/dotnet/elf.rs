@@ -20,15 +20,15 @@ const SHN_UNDEF: u16 = 0;
 
 /// An exported symbol's link-time value and size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DynSymbol {
-    pub value: u64,
-    pub size: u64,
+pub(crate) struct DynSymbol {
+    pub(crate) value: u64,
+    pub(crate) size: u64,
 }
 
 
 /// The defined `.dynsym` symbol called `name` (version suffixes live in `.gnu.version`, not in the
 /// name, so `DotNetRuntimeContractDescriptor@@V1.0` is found as `DotNetRuntimeContractDescriptor`).
-pub fn dynamic_symbol(file: &ElfFile, name: &str) -> Option<DynSymbol> {
+pub(crate) fn dynamic_symbol(file: &ElfFile, name: &str) -> Option<DynSymbol> {
     let (index, symtab) = file.sections.iter().enumerate().find(|(_, s)| s.kind == SHT_DYNSYM)?;
     let syms = file.section_data(index)?;
     let strtab = file.section_data(symtab.link as usize)?;
@@ -54,7 +54,7 @@ fn symbol_value(file: &ElfFile, i: u32) -> Option<u64> {
 
 /// What the dynamic linker stores in one 8-byte slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Slot {
+pub(crate) enum Slot {
     /// A link-time address: the runtime value is it plus the module's bias.
     Relative(u64),
     /// Not relocated: the file's bytes are the runtime value.
@@ -64,7 +64,7 @@ pub enum Slot {
 /// Reads the 8-byte slot at link-time address `vaddr` as it is after relocation. `None` when the
 /// slot is outside the file's loaded data or relocated against a symbol this file does not
 /// define (its value is then unknowable from the file).
-pub fn relocated_slot(file: &ElfFile, vaddr: u64) -> Option<Slot> {
+pub(crate) fn relocated_slot(file: &ElfFile, vaddr: u64) -> Option<Slot> {
     for (i, s) in file.sections.iter().enumerate() {
         if s.kind == SHT_RELA && s.entsize as usize == RELA_SIZE {
             let data = file.section_data(i)?;
@@ -125,14 +125,14 @@ fn relr_covers(data: &[u8], vaddr: u64) -> bool {
 
 /// The file's 8 bytes at link-time address `vaddr` (zero in `.bss`-like tails: NOBITS bytes are
 /// zero at load).
-pub fn file_u64(file: &ElfFile, vaddr: u64) -> Option<u64> {
+pub(crate) fn file_u64(file: &ElfFile, vaddr: u64) -> Option<u64> {
     let b = file_bytes(file, vaddr, 8)?;
     u64_at(&b, 0)
 }
 
 /// `len` bytes of the file's image at link-time address `vaddr`, as loaded before relocation
 /// (zero past a segment's file bytes, inside its memory size).
-pub fn file_bytes(file: &ElfFile, vaddr: u64, len: usize) -> Option<Vec<u8>> {
+pub(crate) fn file_bytes(file: &ElfFile, vaddr: u64, len: usize) -> Option<Vec<u8>> {
     use goblin::elf::program_header::PT_LOAD;
     let p = file.program_headers.iter().filter(|p| p.p_type == PT_LOAD).find(|p| vaddr >= p.p_vaddr && vaddr - p.p_vaddr < p.p_memsz)?;
     let delta = vaddr - p.p_vaddr;
@@ -149,7 +149,7 @@ pub fn file_bytes(file: &ElfFile, vaddr: u64, len: usize) -> Option<Vec<u8>> {
 }
 
 /// The `@(#)Version X @Commit: Y` string compiled into the runtime.
-pub fn sccs_version(file: &ElfFile) -> Option<(String, Option<String>)> {
+pub(crate) fn sccs_version(file: &ElfFile) -> Option<(String, Option<String>)> {
     let bytes = file.bytes();
     let at = memchr::memmem::find(bytes, b"@(#)Version ")?;
     let rest = &bytes[at + 12..];

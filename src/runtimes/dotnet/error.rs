@@ -41,7 +41,7 @@ pub enum DotnetError {
 }
 
 impl DotnetError {
-    pub fn memory(what: impl Into<String>, source: MemoryError) -> DotnetError {
+    pub(crate) fn memory(what: impl Into<String>, source: MemoryError) -> DotnetError {
         DotnetError::Memory { what: what.into(), source }
     }
 

@@ -18,11 +18,11 @@ use std::collections::HashSet;
 
 /// InnerExceptions followed at most (SOS's `pe -nested` has no limit; a chain this long is
 /// corrupt or hostile).
-pub const MAX_INNER: usize = 16;
+pub(crate) const MAX_INNER: usize = 16;
 /// Stack trace elements read at most per exception.
-pub const MAX_STACK_FRAMES: usize = 4096;
+pub(crate) const MAX_STACK_FRAMES: usize = 4096;
 /// Message characters read at most.
-pub const MAX_STRING_CHARS: u32 = 1 << 16;
+pub(crate) const MAX_STRING_CHARS: u32 = 1 << 16;
 const STACK_TRACE_HEADER: u64 = 16;
 const STACK_TRACE_ELEMENT: u64 = 32;
 
@@ -45,10 +45,6 @@ pub struct ManagedException {
 }
 
 impl ManagedException {
-    /// This exception and its inner ones, outermost first.
-    pub fn chain(&self) -> impl Iterator<Item = &ManagedException> {
-        std::iter::successors(Some(self), |e| e.inner.as_deref())
-    }
 }
 
 /// One `StackTraceElement`, named as `pe` names it: `module!Type.Method(args)+0xoffset`.
@@ -95,7 +91,7 @@ impl ExceptionFrame {
 
 /// Reads the exception at `object` and its InnerExceptions. Names frames through `code` (the
 /// runtime's code map).
-pub fn read(t: &Target, namer: &TypeNamer, code: &dyn CodeLookup, object: u64) -> Result<ManagedException> {
+pub(crate) fn read(t: &Target, namer: &TypeNamer, code: &dyn CodeLookup, object: u64) -> Result<ManagedException> {
     let mut seen = HashSet::new();
     let mut chain = Vec::new();
     let mut at = object;
@@ -167,7 +163,7 @@ fn one(t: &Target, namer: &TypeNamer, code: &dyn CodeLookup, object: u64) -> Res
 }
 
 /// A `System.String`'s text (at most [`MAX_STRING_CHARS`] UTF-16 units).
-pub fn string(t: &Target, object: u64) -> Result<String> {
+pub(crate) fn string(t: &Target, object: u64) -> Result<String> {
     let len = t.read_u32(object.wrapping_add(t.offset("String", "m_StringLength")?), "String.m_StringLength")?;
     if len > MAX_STRING_CHARS {
         return Err(DotnetError::TooMany { what: "String length", at: object, limit: MAX_STRING_CHARS as u64 });
@@ -178,7 +174,7 @@ pub fn string(t: &Target, object: u64) -> Result<String> {
 }
 
 /// Whether `object` is a `System.String` (its MethodTable is the runtime's `StringMethodTable`).
-pub fn is_string(t: &Target, object: u64) -> bool {
+pub(crate) fn is_string(t: &Target, object: u64) -> bool {
     let Ok(string_mt) = t.global_deref("StringMethodTable") else { return false };
     string_mt != 0 && super::objects::method_table(t, object).is_ok_and(|mt| mt == string_mt)
 }
@@ -208,16 +204,16 @@ fn stack_trace_bytes(t: &Target, namer: &TypeNamer, trace: u64) -> Result<Vec<u8
 
 /// A raw `StackTraceElement`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Element {
-    pub ip: u64,
-    pub sp: u64,
-    pub method_desc: u64,
-    pub flags: u32,
+pub(crate) struct Element {
+    pub(crate) ip: u64,
+    pub(crate) sp: u64,
+    pub(crate) method_desc: u64,
+    pub(crate) flags: u32,
 }
 
 /// The elements of a `StackTraceArray` (`at`: the array, for errors). The header's count must
 /// fit the bytes.
-pub fn elements(bytes: &[u8], at: u64) -> Result<Vec<Element>> {
+pub(crate) fn elements(bytes: &[u8], at: u64) -> Result<Vec<Element>> {
     let word = |o: usize| bytes.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
     let count = word(0).ok_or(DotnetError::Invalid { what: "StackTraceArray", at, why: "shorter than its header".into() })?;
     let room = (bytes.len() as u64).saturating_sub(STACK_TRACE_HEADER) / STACK_TRACE_ELEMENT;

@@ -6,86 +6,86 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-pub const FILES: &[(&str, &str)] = &[("analyzers/dotnet/coreclr-10.0.toml", include_str!("../../../analyzers/dotnet/coreclr-10.0.toml"))];
+pub(crate) const FILES: &[(&str, &str)] = &[("analyzers/dotnet/coreclr-10.0.toml", include_str!("../../../analyzers/dotnet/coreclr-10.0.toml"))];
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Build {
+pub(crate) struct Build {
     pub runtime_version: String,
     pub file_version: String,
-    pub commit: String,
-    pub libcoreclr_build_id: String,
-    pub layout: String,
-    pub verified: String,
+    pub(crate) commit: String,
+    pub(crate) libcoreclr_build_id: String,
+    pub(crate) layout: String,
+    pub(crate) verified: String,
 }
 
 /// Offsets and bits inside CoreCLR structures (see the data file for what each is).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Layout {
-    pub sync_table_entry_object: u64,
-    pub sync_block_monitor: u64,
-    pub sync_block_link: u64,
-    pub sync_block_size: u64,
-    pub aware_lock_state: u64,
-    pub aware_lock_recursion: u64,
-    pub aware_lock_holding_thread_id: u64,
-    pub aware_lock_holding_os_thread_id: u64,
-    pub lock_state_locked_mask: u32,
-    pub lock_state_waiter_count_shift: u32,
-    pub wait_event_link_sync_block: u64,
-    pub wait_event_link_thread: u64,
-    pub wait_event_link_link: u64,
-    pub wait_event_link_ref_count: u64,
-    pub thread_local_data_blocking_info_first: u64,
-    pub thread_local_data_thread: u64,
-    pub blocking_info_object: u64,
-    pub blocking_info_kind: u64,
-    pub blocking_info_timeout: u64,
-    pub blocking_info_next: u64,
-    pub header_is_hash_or_sync_block_index: u32,
-    pub header_is_hash_code: u32,
-    pub header_sync_block_index_mask: u32,
-    pub header_spin_lock: u32,
-    pub header_thin_lock_thread_id_mask: u32,
-    pub header_thin_lock_recursion_mask: u32,
-    pub header_thin_lock_recursion_shift: u32,
-    pub managed_lock_owning_thread_id: u64,
-    pub managed_lock_state: u64,
-    pub managed_lock_recursion_count: u64,
-    pub managed_lock_locked_mask: u32,
-    pub task_continuation_object: u64,
-    pub task_state_flags: u64,
-    pub manual_reset_event_slim_lock: u64,
+pub(crate) struct Layout {
+    pub(crate) sync_table_entry_object: u64,
+    pub(crate) sync_block_monitor: u64,
+    pub(crate) sync_block_link: u64,
+    pub(crate) sync_block_size: u64,
+    pub(crate) aware_lock_state: u64,
+    pub(crate) aware_lock_recursion: u64,
+    pub(crate) aware_lock_holding_thread_id: u64,
+    pub(crate) aware_lock_holding_os_thread_id: u64,
+    pub(crate) lock_state_locked_mask: u32,
+    pub(crate) lock_state_waiter_count_shift: u32,
+    pub(crate) wait_event_link_sync_block: u64,
+    pub(crate) wait_event_link_thread: u64,
+    pub(crate) wait_event_link_link: u64,
+    pub(crate) wait_event_link_ref_count: u64,
+    pub(crate) thread_local_data_blocking_info_first: u64,
+    pub(crate) thread_local_data_thread: u64,
+    pub(crate) blocking_info_object: u64,
+    pub(crate) blocking_info_kind: u64,
+    pub(crate) blocking_info_timeout: u64,
+    pub(crate) blocking_info_next: u64,
+    pub(crate) header_is_hash_or_sync_block_index: u32,
+    pub(crate) header_is_hash_code: u32,
+    pub(crate) header_sync_block_index_mask: u32,
+    pub(crate) header_spin_lock: u32,
+    pub(crate) header_thin_lock_thread_id_mask: u32,
+    pub(crate) header_thin_lock_recursion_mask: u32,
+    pub(crate) header_thin_lock_recursion_shift: u32,
+    pub(crate) managed_lock_owning_thread_id: u64,
+    pub(crate) managed_lock_state: u64,
+    pub(crate) managed_lock_recursion_count: u64,
+    pub(crate) managed_lock_locked_mask: u32,
+    pub(crate) task_continuation_object: u64,
+    pub(crate) task_state_flags: u64,
+    pub(crate) manual_reset_event_slim_lock: u64,
     /// `g_dacTable` slots (dacvars.h order): `ThreadStore::s_pThreadStore` (checked against the
     /// descriptor), `g_heap_type`, `g_gcDacGlobals`, `g_global_alloc_context`.
-    pub dac_table_thread_store: u64,
-    pub dac_table_heap_type: u64,
-    pub dac_table_gc_dac_globals: u64,
-    pub dac_table_global_alloc_context: u64,
+    pub(crate) dac_table_thread_store: u64,
+    pub(crate) dac_table_heap_type: u64,
+    pub(crate) dac_table_gc_dac_globals: u64,
+    pub(crate) dac_table_global_alloc_context: u64,
     /// FieldDesc (not in the descriptor): its size; the u32 at `field_desc_token` holds the
     /// FieldDef rid (`field_desc_token_mask`) and the static bit; the u32 at `field_desc_offset`
     /// the field's offset after the MethodTable pointer (`field_desc_offset_mask`) and its
     /// CorElementType (the bits above `field_desc_type_shift`).
-    pub field_desc_size: u64,
-    pub field_desc_token: u64,
-    pub field_desc_token_mask: u32,
-    pub field_desc_static_bit: u32,
-    pub field_desc_offset: u64,
-    pub field_desc_offset_mask: u32,
-    pub field_desc_type_shift: u32,
+    pub(crate) field_desc_size: u64,
+    pub(crate) field_desc_token: u64,
+    pub(crate) field_desc_token_mask: u32,
+    pub(crate) field_desc_static_bit: u32,
+    pub(crate) field_desc_offset: u64,
+    pub(crate) field_desc_offset_mask: u32,
+    pub(crate) field_desc_type_shift: u32,
     /// `g_dacTable` slot of `SyncBlockCache::s_pSyncBlockCache`, and the offsets in the
     /// `SyncBlockCache` of `m_FreeSyncTableIndex` and `m_SyncTableSize` (how many sync table
     /// entries the runtime handed out, and the table's capacity).
     #[serde(default)]
-    pub dac_table_sync_block_cache: Option<u64>,
+    pub(crate) dac_table_sync_block_cache: Option<u64>,
     #[serde(default)]
-    pub sync_block_cache_free_sync_table_index: Option<u64>,
+    pub(crate) sync_block_cache_free_sync_table_index: Option<u64>,
     #[serde(default)]
-    pub sync_block_cache_sync_table_size: Option<u64>,
+    pub(crate) sync_block_cache_sync_table_size: Option<u64>,
     /// `gc_heap::heap_hard_limit` (workstation GC), from the module's start.
     #[serde(default)]
-    pub gc_heap_hard_limit_rva: Option<u64>,
+    pub(crate) gc_heap_hard_limit_rva: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -98,20 +98,20 @@ struct FileData {
 /// A known build and its layout.
 #[derive(Debug, Clone)]
 pub struct BuildFacts {
-    pub build: Build,
-    pub layout: Layout,
-    pub file: &'static str,
+    pub(crate) build: Build,
+    pub(crate) layout: Layout,
+    pub(crate) file: &'static str,
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("runtime facts {file}: {reason}")]
 pub struct FactsError {
-    pub file: &'static str,
-    pub reason: String,
+    pub(crate) file: &'static str,
+    pub(crate) reason: String,
 }
 
 /// Parses one data file.
-pub fn parse(file: &'static str, text: &str) -> Result<Vec<BuildFacts>, FactsError> {
+pub(crate) fn parse(file: &'static str, text: &str) -> Result<Vec<BuildFacts>, FactsError> {
     let bad = |reason: String| FactsError { file, reason };
     let data: FileData = toml::from_str(text).map_err(|e| bad(e.to_string()))?;
     data.build

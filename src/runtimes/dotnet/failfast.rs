@@ -13,7 +13,7 @@ use crate::unwind::Stack;
 use serde::Serialize;
 
 /// The method whose frame holds the message.
-pub const FAILFAST_METHOD: &str = "System.Environment.FailFast";
+pub(crate) const FAILFAST_METHOD: &str = "System.Environment.FailFast";
 /// Its QCall wrapper's first parameter, which only that overload has.
 const QCALL_SIGNATURE_START: &str = "(System.Runtime.CompilerServices.StackCrawlMarkHandle";
 /// The two frames' stack is read at most this far.
@@ -24,20 +24,20 @@ const MAX_SCAN_BYTES: u64 = 64 * 1024;
 pub struct FailFastMessage {
     pub text: String,
     /// The `System.String` object.
-    pub string: u64,
+    pub(crate) string: u64,
     /// Where on the stack it was referred to.
-    pub slot: u64,
+    pub(crate) slot: u64,
     /// The index in the stack's frames of the `FailFast(StackCrawlMarkHandle, …)` frame.
-    pub frame: usize,
+    pub(crate) frame: usize,
 }
 
 /// Index of the first `System.Environment.FailFast` frame (any overload) on the stack.
-pub fn failfast_frame(stack: &Stack, code: &dyn CodeLookup) -> Option<usize> {
+pub(crate) fn failfast_frame(stack: &Stack, code: &dyn CodeLookup) -> Option<usize> {
     stack.frames.iter().position(|f| method_name(f.lookup_address(), code).is_some_and(|(q, _)| q == FAILFAST_METHOD))
 }
 
 /// The message, when `stack` is in `Environment.FailFast` and its frames refer to a string.
-pub fn message(t: &Target, stack: &Stack, code: &dyn CodeLookup) -> Option<FailFastMessage> {
+pub(crate) fn message(t: &Target, stack: &Stack, code: &dyn CodeLookup) -> Option<FailFastMessage> {
     let frame = stack.frames.iter().position(|f| {
         method_name(f.lookup_address(), code).is_some_and(|(q, sig)| q == FAILFAST_METHOD && sig.is_some_and(|s| s.starts_with(QCALL_SIGNATURE_START)))
     })?;

@@ -22,7 +22,7 @@ use crate::unwind::FrameRegs;
 use std::collections::{HashMap, HashSet};
 
 /// More explicit Frames than one thread ever has; a longer chain is corrupt.
-pub const MAX_FRAMES: usize = 4096;
+pub(crate) const MAX_FRAMES: usize = 4096;
 
 /// AMD64 `CONTEXT`: offsets of rax, rcx, rdx, rbx, rsp, rbp, rsi, rdi, r8..r15 (Windows
 /// register order, 8 bytes apart from 0x78) and rip.
@@ -30,9 +30,9 @@ const CONTEXT_RAX: u64 = 0x78;
 const CONTEXT_RIP: u64 = 0xf8;
 
 /// A runtime's code map with its threads' Frame chains beside it.
-pub struct WithFrames<C> {
-    pub code: C,
-    pub frames: HashMap<u32, Vec<TransitionFrame>>,
+pub(crate) struct WithFrames<C> {
+    pub(crate) code: C,
+    pub(crate) frames: HashMap<u32, Vec<TransitionFrame>>,
 }
 
 impl<C: CodeLookup> CodeLookup for WithFrames<C> {
@@ -49,7 +49,7 @@ impl<C: CodeLookup> CodeLookup for WithFrames<C> {
 
 /// Every managed thread's Frame chain, by OS thread id; the error says why the thread list
 /// could not be read (a thread that cannot be read is left out).
-pub fn read(t: &Target) -> Result<HashMap<u32, Vec<TransitionFrame>>, DotnetError> {
+pub(crate) fn read(t: &Target) -> Result<HashMap<u32, Vec<TransitionFrame>>, DotnetError> {
     let ts = threads::thread_store(t)?;
     let addresses = threads::thread_addresses(t, ts)?;
     let names = identifier_names(t);
@@ -67,7 +67,7 @@ pub fn read(t: &Target) -> Result<HashMap<u32, Vec<TransitionFrame>>, DotnetErro
 }
 
 /// `FrameIdentifier` value → type name, from the `<Type>Identifier` globals.
-pub fn identifier_names(t: &Target) -> HashMap<u64, String> {
+pub(crate) fn identifier_names(t: &Target) -> HashMap<u64, String> {
     t.descriptor
         .globals
         .keys()
@@ -79,7 +79,7 @@ pub fn identifier_names(t: &Target) -> HashMap<u64, String> {
 }
 
 /// The chain from `first`, innermost first. A Frame that cannot be read ends it.
-pub fn chain(t: &Target, first: u64, names: &HashMap<u64, String>) -> Vec<TransitionFrame> {
+pub(crate) fn chain(t: &Target, first: u64, names: &HashMap<u64, String>) -> Vec<TransitionFrame> {
     let Ok(next_offset) = t.offset("Frame", "Next") else { return Vec::new() };
     let mut out = Vec::new();
     let mut seen = HashSet::new();

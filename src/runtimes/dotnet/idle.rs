@@ -24,7 +24,7 @@ const RUNTIME_MODULES: &[&str] = &["libcoreclr.so", "libSystem.Native.so", "libc
 const SYSTEM_MODULES: &[&str] = &["libc.so.6", "libpthread.so.0", "ld-linux-x86-64.so.2", "linux-vdso.so.1"];
 
 /// What an idle thread does, from its frames; `None` when it may be waiting for something.
-pub fn classify(frames: &[&FrameReport], is_finalizer: bool) -> Option<ThreadState> {
+pub(crate) fn classify(frames: &[&FrameReport], is_finalizer: bool) -> Option<ThreadState> {
     let managed: Vec<&str> = frames.iter().filter(|f| f.managed).filter_map(|f| f.function.as_deref()).collect();
     match managed.first() {
         Some(first) if SLEEP.contains(first) => Some(ThreadState::Sleeping { syscall: "Thread.Sleep".into() }),
@@ -47,7 +47,7 @@ pub fn classify(frames: &[&FrameReport], is_finalizer: bool) -> Option<ThreadSta
 
 /// Whether the wait `w` may be set aside as idle: the thread is inside a syscall and waits on no
 /// lock that has an owner (a condition variable, a semaphore, an unnamed futex word).
-pub fn may_be_idle(w: &ThreadWait, locks: &[LockFact]) -> bool {
+pub(crate) fn may_be_idle(w: &ThreadWait, locks: &[LockFact]) -> bool {
     if matches!(w.state, ThreadState::Running | ThreadState::Stopped { .. }) {
         return false;
     }
@@ -59,7 +59,7 @@ pub fn may_be_idle(w: &ThreadWait, locks: &[LockFact]) -> bool {
 
 /// Marks `tid` idle: its state, no lock, and off the waiters of the native lock it was counted
 /// on (dropped when nobody else waits there).
-pub fn set_idle(tid: u32, state: ThreadState, wait: &mut ThreadWait, locks: &mut Vec<LockFact>) {
+pub(crate) fn set_idle(tid: u32, state: ThreadState, wait: &mut ThreadWait, locks: &mut Vec<LockFact>) {
     if let Some(id) = wait.blocked_on.take() {
         if let Some(l) = locks.iter_mut().find(|l| l.id == id) {
             l.waiter_tids.retain(|t| *t != tid);

@@ -13,8 +13,8 @@ use super::error::DotnetError;
 use crate::process::{Memory, Module, Process};
 use serde::Serialize;
 
-pub const RUNTIME_MODULE: &str = "libcoreclr.so";
-pub const DESCRIPTOR_SYMBOL: &str = catalog::DESCRIPTOR_SYMBOL;
+pub(crate) const RUNTIME_MODULE: &str = "libcoreclr.so";
+pub(crate) const DESCRIPTOR_SYMBOL: &str = catalog::DESCRIPTOR_SYMBOL;
 const MAX_SUB_DESCRIPTORS: usize = 8;
 
 /// Where a piece of the descriptor was read from.
@@ -35,7 +35,7 @@ pub struct DescriptorSource {
     /// The 40-byte `DotNetRuntimeContractDescriptor` header.
     pub header: Source,
     /// The JSON text (read-only data: the same bytes either way).
-    pub json: Source,
+    pub(crate) json: Source,
     /// The pointer-data array (runtime addresses of the globals).
     pub pointer_data: Source,
 }
@@ -62,11 +62,11 @@ pub struct RuntimeVersion {
     pub file_version: Option<String>,
     pub commit: Option<String>,
     pub build_id: Option<String>,
-    pub path: String,
+    pub(crate) path: String,
 }
 
 impl RuntimeVersion {
-    pub fn of(module: &Module) -> RuntimeVersion {
+    pub(crate) fn of(module: &Module) -> RuntimeVersion {
         let catalogued = catalogued(module);
         let (file_version, commit) = match module.file.as_ref().and_then(elf::sccs_version) {
             Some((v, c)) => (Some(v), c),
@@ -119,7 +119,7 @@ pub fn runtime_module(process: &Process) -> Option<&Module> {
 
 /// The catalogue's entry for the build the dump's own build-id note names (a build-id only a
 /// file gave is not the dump's word for what ran).
-pub fn catalogued(module: &Module) -> Option<&'static Build> {
+pub(crate) fn catalogued(module: &Module) -> Option<&'static Build> {
     if module.build_id_source != Some(crate::process::module::BuildIdSource::Dump) {
         return None;
     }

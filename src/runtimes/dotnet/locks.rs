@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const THREADPOOL_WORKER_NAME: &str = ".NET TP Worker";
 
 /// Names and ids of the managed threads, by OS tid.
-pub fn managed_threads(runtime: &Context<'_>, r: &RuntimeReading, diagnostics: &mut Vec<Diagnostic>) -> ManagedThreads {
+pub(crate) fn managed_threads(runtime: &Context<'_>, r: &RuntimeReading, diagnostics: &mut Vec<Diagnostic>) -> ManagedThreads {
     let mut out = ManagedThreads::default();
     for th in r.threads.iter().filter(|th| th.os_tid != 0) {
         out.ids.insert(th.os_tid, th.managed_id);
@@ -52,7 +52,7 @@ fn who(tid: u32, threads: &ManagedThreads) -> String {
     }
 }
 
-pub fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32], stacks: &[&[&str]], facts: &mut WaitFacts) {
+pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32], stacks: &[&[&str]], facts: &mut WaitFacts) {
     let in_dump: BTreeSet<u32> = tids.iter().copied().collect();
     let mut locks: BTreeMap<String, LockFact> = BTreeMap::new();
     // Monitors and Locks: held ones, and ones threads wait for.
@@ -259,7 +259,7 @@ fn task_wait<'r>(r: &'r RuntimeReading, tid: u32, object: u64, stack: &[&str]) -
 
 /// The thread pool's workers (by their name), and those blocked in a managed wait; `None` when
 /// the process has no thread pool.
-pub fn worker_pool(r: &RuntimeReading, threads: &ManagedThreads, facts: &WaitFacts) -> Option<WorkerPool> {
+pub(crate) fn worker_pool(r: &RuntimeReading, threads: &ManagedThreads, facts: &WaitFacts) -> Option<WorkerPool> {
     let worker_tids: Vec<u32> = r
         .threads
         .iter()

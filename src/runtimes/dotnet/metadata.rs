@@ -28,12 +28,12 @@ const VERIFY_BYTES: usize = 512;
 
 /// Dump memory, with the files mapped into the process behind it for image pages the dump left
 /// out. Only for reading managed images' read-only metadata.
-pub struct ImageMemory<'p> {
+pub(crate) struct ImageMemory<'p> {
     process: &'p Process,
     mappings: Vec<Backing>,
     /// What happened with the files (reported once each): a warning when one was refused or not
     /// found, info when one was used without being checkable against the dump.
-    pub notes: Mutex<Vec<(Severity, String)>>,
+    pub(crate) notes: Mutex<Vec<(Severity, String)>>,
 }
 
 struct Backing {
@@ -46,7 +46,7 @@ struct Backing {
 impl<'p> ImageMemory<'p> {
     /// The process's non-ELF file mappings (managed images), found on disk through `locator`
     /// (its sysroot and search directories) as the native modules are.
-    pub fn new(process: &'p Process, locator: &Locator) -> ImageMemory<'p> {
+    pub(crate) fn new(process: &'p Process, locator: &Locator) -> ImageMemory<'p> {
         let is_elf_module = |path: &str| process.modules.iter().any(|m| m.path == path);
         let mappings = process
             .core
@@ -95,7 +95,7 @@ impl<'p> ImageMemory<'p> {
 }
 
 /// What happened with the managed images' files, as diagnostics (each once).
-pub fn image_notes(image: &ImageMemory<'_>) -> Vec<crate::diagnostics::Diagnostic> {
+pub(crate) fn image_notes(image: &ImageMemory<'_>) -> Vec<crate::diagnostics::Diagnostic> {
     use crate::diagnostics::Diagnostic;
     let Ok(notes) = image.notes.lock() else { return Vec::new() };
     notes
@@ -285,14 +285,14 @@ const SCHEMA: [&[Col]; 0x2d] = [
     &[Table(0x2a), TYPE_DEF_OR_REF],                                    // 0x2c GenericParamConstraint
 ];
 
-pub const TYPE_REF: usize = 0x01;
-pub const TYPE_DEF: usize = 0x02;
-pub const FIELD: usize = 0x04;
-pub const METHOD_DEF: usize = 0x06;
-pub const TYPE_SPEC: usize = 0x1b;
-pub const GENERIC_PARAM: usize = 0x2a;
-pub const ASSEMBLY: usize = 0x20;
-pub const NESTED_CLASS: usize = 0x29;
+pub(crate) const TYPE_REF: usize = 0x01;
+pub(crate) const TYPE_DEF: usize = 0x02;
+pub(crate) const FIELD: usize = 0x04;
+pub(crate) const METHOD_DEF: usize = 0x06;
+pub(crate) const TYPE_SPEC: usize = 0x1b;
+pub(crate) const GENERIC_PARAM: usize = 0x2a;
+pub(crate) const ASSEMBLY: usize = 0x20;
+pub(crate) const NESTED_CLASS: usize = 0x29;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Table {
@@ -304,7 +304,7 @@ struct Table {
 /// A module's metadata tables and string heap, located (nothing is read until asked).
 #[derive(Debug, Clone)]
 pub struct Metadata {
-    pub root: u64,
+    pub(crate) root: u64,
     strings: (u64, u32),
     /// The `#Blob` heap, when the image has one.
     blobs: Option<(u64, u32)>,
@@ -412,7 +412,7 @@ impl Metadata {
         Ok(Metadata { root, strings, blobs, wide_strings: ws == 4, tables, widths })
     }
 
-    pub fn rows(&self, table: usize) -> u32 {
+    pub(crate) fn rows(&self, table: usize) -> u32 {
         self.tables.get(table).map_or(0, |t| t.rows)
     }
 
@@ -432,7 +432,7 @@ impl Metadata {
     }
 
     /// A `#Strings` heap entry.
-    pub fn string(&self, mem: &dyn Memory, index: u32) -> Result<String, DotnetError> {
+    pub(crate) fn string(&self, mem: &dyn Memory, index: u32) -> Result<String, DotnetError> {
         let (heap, size) = self.strings;
         if index >= size {
             return Err(DotnetError::Metadata { at: self.root, why: format!("string index {index:#x} outside the heap ({size:#x} bytes)") });
@@ -442,20 +442,20 @@ impl Metadata {
     }
 
     /// A Field's name.
-    pub fn field_name(&self, mem: &dyn Memory, rid: u32) -> Result<String, DotnetError> {
+    pub(crate) fn field_name(&self, mem: &dyn Memory, rid: u32) -> Result<String, DotnetError> {
         let name = self.cell(mem, FIELD, rid, 1)?;
         self.string(mem, name)
     }
 
     /// A TypeDef's (namespace, name).
-    pub fn type_def_name(&self, mem: &dyn Memory, rid: u32) -> Result<(String, String), DotnetError> {
+    pub(crate) fn type_def_name(&self, mem: &dyn Memory, rid: u32) -> Result<(String, String), DotnetError> {
         let name = self.cell(mem, TYPE_DEF, rid, 1)?;
         let ns = self.cell(mem, TYPE_DEF, rid, 2)?;
         Ok((self.string(mem, ns)?, self.string(mem, name)?))
     }
 
     /// The TypeDef enclosing `rid`, when it is nested (NestedClass is sorted by its first column).
-    pub fn enclosing_type(&self, mem: &dyn Memory, rid: u32) -> Result<Option<u32>, DotnetError> {
+    pub(crate) fn enclosing_type(&self, mem: &dyn Memory, rid: u32) -> Result<Option<u32>, DotnetError> {
         let (mut lo, mut hi) = (1u32, self.rows(NESTED_CLASS));
         while lo <= hi && hi != 0 {
             let mid = lo + (hi - lo) / 2;
@@ -500,7 +500,7 @@ impl Metadata {
     }
 
     /// A `#Blob` heap entry (its compressed length prefix decoded, ECMA-335 II.24.2.4).
-    pub fn blob(&self, mem: &dyn Memory, index: u32) -> Result<Vec<u8>, DotnetError> {
+    pub(crate) fn blob(&self, mem: &dyn Memory, index: u32) -> Result<Vec<u8>, DotnetError> {
         let bad = |why: String| DotnetError::Metadata { at: self.root, why };
         let (heap, size) = self.blobs.ok_or_else(|| bad("no #Blob heap".into()))?;
         if index >= size {
@@ -522,21 +522,21 @@ impl Metadata {
     }
 
     /// A MethodDef's name and signature blob.
-    pub fn method_def(&self, mem: &dyn Memory, rid: u32) -> Result<(String, Vec<u8>), DotnetError> {
+    pub(crate) fn method_def(&self, mem: &dyn Memory, rid: u32) -> Result<(String, Vec<u8>), DotnetError> {
         let name = self.cell(mem, METHOD_DEF, rid, 3)?;
         let sig = self.cell(mem, METHOD_DEF, rid, 4)?;
         Ok((self.string(mem, name)?, self.blob(mem, sig)?))
     }
 
     /// A TypeRef's (namespace, name). A nested TypeRef has an empty namespace.
-    pub fn type_ref_name(&self, mem: &dyn Memory, rid: u32) -> Result<(String, String), DotnetError> {
+    pub(crate) fn type_ref_name(&self, mem: &dyn Memory, rid: u32) -> Result<(String, String), DotnetError> {
         let name = self.cell(mem, TYPE_REF, rid, 1)?;
         let ns = self.cell(mem, TYPE_REF, rid, 2)?;
         Ok((self.string(mem, ns)?, self.string(mem, name)?))
     }
 
     /// A TypeSpec's signature blob.
-    pub fn type_spec(&self, mem: &dyn Memory, rid: u32) -> Result<Vec<u8>, DotnetError> {
+    pub(crate) fn type_spec(&self, mem: &dyn Memory, rid: u32) -> Result<Vec<u8>, DotnetError> {
         let sig = self.cell(mem, TYPE_SPEC, rid, 0)?;
         self.blob(mem, sig)
     }
@@ -544,7 +544,7 @@ impl Metadata {
     /// The name of generic parameter `number` of the TypeDef (`owner_table` TYPE_DEF) or MethodDef
     /// (METHOD_DEF) `owner`, when the GenericParam table has it (a linear scan: only for
     /// signatures that mention a generic variable).
-    pub fn generic_param_name(&self, mem: &dyn Memory, owner_table: usize, owner: u32, number: u32) -> Result<Option<String>, DotnetError> {
+    pub(crate) fn generic_param_name(&self, mem: &dyn Memory, owner_table: usize, owner: u32, number: u32) -> Result<Option<String>, DotnetError> {
         let tag = match owner_table {
             TYPE_DEF => 0,
             METHOD_DEF => 1,
@@ -560,7 +560,4 @@ impl Metadata {
         Ok(None)
     }
 
-    pub fn has_wide_strings(&self) -> bool {
-        self.wide_strings
-    }
 }

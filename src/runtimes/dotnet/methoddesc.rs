@@ -22,7 +22,7 @@ const EXTENDED_FLAG_IL_STUB: u32 = 0x0000_8000;
 
 /// `MethodDesc::mdc*`: what kind of method a MethodDesc describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Classification {
+pub(crate) enum Classification {
     Il,
     FCall,
     PInvoke,
@@ -35,7 +35,7 @@ pub enum Classification {
 
 /// What kind of dynamic method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DynamicKind {
+pub(crate) enum DynamicKind {
     /// A `DynamicMethod` (lightweight code generation: expression trees, `lambda_method`).
     Lcg,
     /// An IL stub the runtime generated (P/Invoke marshalling and the like).
@@ -44,20 +44,20 @@ pub enum DynamicKind {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MethodDesc {
-    pub address: u64,
-    pub method_table: u64,
-    pub classification: Classification,
+pub(crate) struct MethodDesc {
+    pub(crate) address: u64,
+    pub(crate) method_table: u64,
+    pub(crate) classification: Classification,
     /// The MethodDef token; `None` for methods without metadata (dynamic methods).
-    pub token: Option<u32>,
+    pub(crate) token: Option<u32>,
     /// A generic method's type arguments (TypeHandles), empty otherwise.
-    pub instantiation: Vec<u64>,
+    pub(crate) instantiation: Vec<u64>,
     /// A dynamic method's name, kind and signature (stored in the MethodDesc, its types as
     /// `ELEMENT_TYPE_INTERNAL` TypeHandles).
-    pub dynamic: Option<(String, DynamicKind, Vec<u8>)>,
+    pub(crate) dynamic: Option<(String, DynamicKind, Vec<u8>)>,
 }
 
-pub fn read(t: &Target, md: u64) -> Result<MethodDesc> {
+pub(crate) fn read(t: &Target, md: u64) -> Result<MethodDesc> {
     if md == 0 || md & 7 != 0 {
         return Err(DotnetError::Invalid { what: "MethodDesc", at: md, why: "null or misaligned".into() });
     }

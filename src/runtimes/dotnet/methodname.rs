@@ -20,7 +20,7 @@ const MAX_TYPE_DEPTH: u32 = 16;
 const MAX_PARAMS: u32 = 1024;
 const MAX_PATH: usize = 4096;
 
-pub fn name(t: &Target, namer: &TypeNamer, md: &MethodDesc) -> Result<ManagedName> {
+pub(crate) fn name(t: &Target, namer: &TypeNamer, md: &MethodDesc) -> Result<ManagedName> {
     let module = t.field_ptr(md.method_table, "MethodTable", "Module")?;
     match &md.dynamic {
         Some((method, kind, sig)) => {

@@ -28,47 +28,46 @@
 //! without a descriptor (before .NET 9) is [`DotnetReading::Unsupported`]. Nothing here
 //! panics on dump data, and every list walk is bounded and cycle-checked.
 
-pub mod blocking;
+pub(crate) mod blocking;
 pub mod catalog;
-pub mod codeheap;
-pub mod codemap;
+pub(crate) mod codeheap;
+pub(crate) mod codemap;
 pub mod context;
 pub mod crash;
 pub mod descriptor;
-pub mod diaginfo;
-pub mod elf;
-pub mod error;
+pub(crate) mod diaginfo;
+pub(crate) mod elf;
+pub(crate) mod error;
 pub mod exception;
 pub mod facts;
-pub mod failfast;
-pub mod frames;
+pub(crate) mod failfast;
+pub(crate) mod frames;
 pub mod gc;
-pub mod idle;
+pub(crate) mod idle;
 pub mod locate;
-pub mod locks;
+pub(crate) mod locks;
 pub mod metadata;
-pub mod methoddesc;
-pub mod methodname;
-pub mod objects;
-pub mod rangesection;
-pub mod readytorun;
-pub mod report;
-pub mod runtime;
-pub mod syncblock;
+pub(crate) mod methoddesc;
+pub(crate) mod methodname;
+pub(crate) mod objects;
+pub(crate) mod rangesection;
+pub(crate) mod readytorun;
+pub(crate) mod report;
+pub(crate) mod runtime;
+pub(crate) mod syncblock;
 pub mod target;
-pub mod tasks;
-pub mod thread_names;
+pub(crate) mod tasks;
+pub(crate) mod thread_names;
 pub mod threads;
 
 pub use blocking::BlockingKind;
 pub use codemap::{code_map, CodeMap};
-pub use context::{Context, NoContext};
+pub(crate) use context::{Context, NoContext};
 pub use error::DotnetError;
 pub use locate::{DescriptorSource, RuntimeVersion, Source};
 pub use locks::THREADPOOL_WORKER_NAME;
-pub use report::{DotnetReport, ThreadPoolReport};
-pub use runtime::DotnetRuntime;
-pub use threads::{ManagedThread, ThreadCounts};
+pub(crate) use report::DotnetReport;
+pub(crate) use threads::{ManagedThread, ThreadCounts};
 
 use crate::diagnostics::Diagnostic;
 use crate::hex::Hex;
@@ -126,7 +125,7 @@ pub struct RuntimeReading {
     pub version: RuntimeVersion,
     pub descriptor_source: DescriptorSource,
     /// The contracts the runtime says it satisfies, with their versions.
-    pub contracts: BTreeMap<String, u64>,
+    pub(crate) contracts: BTreeMap<String, u64>,
     /// The ThreadStore's counters (clrthreads' header lines).
     pub counts: Option<ThreadCounts>,
     /// In ThreadStore list order.
@@ -135,7 +134,7 @@ pub struct RuntimeReading {
     pub monitors: Vec<ManagedLock>,
     pub waits: Vec<MonitorWait>,
     /// Monitor.Waits that are waits on a task (`Task.Wait`, `Result`), with the task.
-    pub task_waits: Vec<tasks::TaskWait>,
+    pub(crate) task_waits: Vec<tasks::TaskWait>,
     /// The sync block table's size, when it was read.
     pub sync_table: Option<SyncTableSummary>,
     /// Whether monitors could be read for this build, and from which facts.
@@ -146,9 +145,6 @@ pub struct RuntimeReading {
 impl RuntimeReading {
     pub fn thread_by_os_tid(&self, tid: u32) -> Option<&ManagedThread> {
         self.threads.iter().find(|t| t.os_tid == tid && tid != 0)
-    }
-    pub fn thread_by_managed_id(&self, id: u32) -> Option<&ManagedThread> {
-        self.threads.iter().find(|t| t.managed_id == id)
     }
 }
 
@@ -163,7 +159,7 @@ pub enum Support {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct SyncTableSummary {
-    pub address: u64,
+    pub(crate) address: u64,
     /// SOS's "Total": entries ever used.
     pub total: u32,
     /// SOS's "Free".
@@ -186,15 +182,15 @@ pub enum WaitSource {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MonitorWait {
     pub os_tid: u32,
-    pub managed_id: u32,
-    pub thread: u64,
+    pub(crate) managed_id: u32,
+    pub(crate) thread: u64,
     pub kind: BlockingKind,
     pub object: Option<u64>,
-    pub sync_block: Option<u64>,
+    pub(crate) sync_block: Option<u64>,
     /// The lock's owner at the time of the dump.
     pub owner_os_tid: Option<u32>,
     /// -1 for infinite, when the record says.
-    pub timeout_ms: Option<i32>,
+    pub(crate) timeout_ms: Option<i32>,
     pub source: WaitSource,
 }
 
@@ -225,7 +221,7 @@ pub fn read_with_facts(process: &Process, locator: &Locator, all_facts: Result<&
 }
 
 /// The reading of a runtime knot could not locate.
-pub fn unreadable(e: &NoContext) -> DotnetReading {
+pub(crate) fn unreadable(e: &NoContext) -> DotnetReading {
     match e.why() {
         None => DotnetReading::NotDotnet,
         Some((version, why)) => DotnetReading::Unsupported { version, why },
@@ -234,7 +230,7 @@ pub fn unreadable(e: &NoContext) -> DotnetReading {
 
 /// Threads, monitors and waits of a located runtime. What happened with managed images'
 /// files is the context's to report (once), not part of this reading's diagnostics.
-pub fn read_runtime(runtime: &Context<'_>, all_facts: Result<&[BuildFacts], facts::FactsError>) -> DotnetReading {
+pub(crate) fn read_runtime(runtime: &Context<'_>, all_facts: Result<&[BuildFacts], facts::FactsError>) -> DotnetReading {
     let process = runtime.process;
     let module = runtime.module;
     let version = runtime.version.clone();

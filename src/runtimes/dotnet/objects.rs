@@ -26,7 +26,7 @@ const MAX_TYPE_ARGS: u16 = 64;
 
 /// What an object header's sync block value says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Header {
+pub(crate) enum Header {
     /// No lock, hash code or sync block.
     Empty,
     /// A thin lock: owner's managed thread id, and recursion level (0 = held once).
@@ -35,7 +35,7 @@ pub enum Header {
     SyncBlock(u32),
 }
 
-pub fn decode_header(value: u32, l: &Layout) -> Header {
+pub(crate) fn decode_header(value: u32, l: &Layout) -> Header {
     if value & l.header_is_hash_or_sync_block_index != 0 {
         if value & l.header_is_hash_code != 0 {
             Header::HashCode(value & (l.header_is_hash_code - 1))
@@ -53,19 +53,19 @@ pub fn decode_header(value: u32, l: &Layout) -> Header {
 }
 
 /// The object header's sync block value.
-pub fn header_value(t: &Target, object: u64) -> Result<u32> {
+pub(crate) fn header_value(t: &Target, object: u64) -> Result<u32> {
     let off = t.global("SyncBlockValueToObjectOffset")?;
     t.read_u32(object.wrapping_sub(off), &format!("object header of {object:#x}"))
 }
 
-pub fn method_table(t: &Target, object: u64) -> Result<u64> {
+pub(crate) fn method_table(t: &Target, object: u64) -> Result<u64> {
     let raw = t.field_ptr(object, "Object", "m_pMethTab")?;
     let unmask = t.global("ObjectToMethodTableUnmask").unwrap_or(0);
     Ok(raw & !unmask)
 }
 
 /// The EEClass of a MethodTable (directly, or through its canonical MethodTable).
-pub fn ee_class(t: &Target, mt: u64) -> Result<u64> {
+pub(crate) fn ee_class(t: &Target, mt: u64) -> Result<u64> {
     let v = t.field_ptr(mt, "MethodTable", "EEClassOrCanonMT")?;
     if v & 1 == 0 {
         return Ok(v);
@@ -80,7 +80,7 @@ pub fn ee_class(t: &Target, mt: u64) -> Result<u64> {
 
 /// Whether `mt` looks like a real MethodTable: its EEClass points back at it or at its
 /// canonical MethodTable. Used to accept a stack word as an object reference.
-pub fn is_plausible_method_table(t: &Target, mt: u64) -> bool {
+pub(crate) fn is_plausible_method_table(t: &Target, mt: u64) -> bool {
     if mt == 0 || mt & 7 != 0 {
         return false;
     }
@@ -94,7 +94,7 @@ pub fn is_plausible_method_table(t: &Target, mt: u64) -> bool {
 }
 
 /// Names types as SOS prints them, caching modules' metadata.
-pub struct TypeNamer<'t, 'm> {
+pub(crate) struct TypeNamer<'t, 'm> {
     t: &'t Target<'t>,
     /// Memory for images' metadata (dump, then the mapped files).
     image: &'m dyn Memory,
@@ -103,18 +103,18 @@ pub struct TypeNamer<'t, 'm> {
 }
 
 impl<'t, 'm> TypeNamer<'t, 'm> {
-    pub fn new(t: &'t Target<'t>, image: &'m dyn Memory) -> Self {
+    pub(crate) fn new(t: &'t Target<'t>, image: &'m dyn Memory) -> Self {
         TypeNamer { t, image, modules: RefCell::new(HashMap::new()), names: RefCell::new(HashMap::new()) }
     }
 
     /// The type name of the object at `object`.
-    pub fn object_type_name(&self, object: u64) -> Result<String> {
+    pub(crate) fn object_type_name(&self, object: u64) -> Result<String> {
         let mt = method_table(self.t, object)?;
         self.type_name(mt)
     }
 
     /// The name of a TypeHandle (a MethodTable, or a TypeDesc when bit 1 is set).
-    pub fn type_name(&self, th: u64) -> Result<String> {
+    pub(crate) fn type_name(&self, th: u64) -> Result<String> {
         self.name(th, 0)
     }
 
@@ -177,7 +177,7 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
 
     /// Type arguments as SOS prints them after a generic type's or method's name:
     /// `[[System.Int32, System.Private.CoreLib],[T]]`.
-    pub fn instantiation_suffix(&self, args: &[u64]) -> Result<String> {
+    pub(crate) fn instantiation_suffix(&self, args: &[u64]) -> Result<String> {
         self.instantiation_text(args, 0)
     }
 
@@ -198,18 +198,18 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
     }
 
     /// The assembly's simple name of the module at `module`.
-    pub fn module_assembly_name(&self, module: u64) -> Result<Option<String>> {
+    pub(crate) fn module_assembly_name(&self, module: u64) -> Result<Option<String>> {
         self.with_metadata(module, |md| md.assembly_name(self.image))
     }
 
     /// The metadata of the module at `module` (opened once, cached; a copy of the located
     /// tables, so the caller may go on naming types while it reads them).
-    pub fn module_metadata(&self, module: u64) -> Result<Metadata> {
+    pub(crate) fn module_metadata(&self, module: u64) -> Result<Metadata> {
         self.with_metadata(module, |md| Ok(md.clone()))
     }
 
     /// The memory the namer reads images through.
-    pub fn image(&self) -> &'m dyn Memory {
+    pub(crate) fn image(&self) -> &'m dyn Memory {
         self.image
     }
 

@@ -15,27 +15,27 @@ const LEVEL_BITS: u32 = 8;
 /// Longer than any real fragment list of one chunk.
 const MAX_FRAGMENTS: usize = 4096;
 /// `RangeSection::RANGE_SECTION_CODEHEAP`: JIT-compiled code, found through a nibble map.
-pub const FLAG_CODE_HEAP: u32 = 0x2;
+pub(crate) const FLAG_CODE_HEAP: u32 = 0x2;
 /// `RangeSection::RANGE_SECTION_RANGELIST`: runtime stubs (precodes, thunks).
-pub const FLAG_RANGE_LIST: u32 = 0x4;
+pub(crate) const FLAG_RANGE_LIST: u32 = 0x4;
 
 /// One `RangeSection`, as read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RangeSection {
-    pub address: u64,
-    pub begin: u64,
-    pub end: u64,
-    pub flags: u32,
+pub(crate) struct RangeSection {
+    pub(crate) address: u64,
+    pub(crate) begin: u64,
+    pub(crate) end: u64,
+    pub(crate) flags: u32,
     /// The code heap's `CodeHeapListNode` (code heaps only).
-    pub heap_list: u64,
+    pub(crate) heap_list: u64,
     /// The ReadyToRun image's `Module` (ReadyToRun images only).
-    pub r2r_module: u64,
+    pub(crate) r2r_module: u64,
     /// Set while the section is being deleted (its code unloaded): then it holds no code.
-    pub next_for_delete: u64,
+    pub(crate) next_for_delete: u64,
 }
 
 impl RangeSection {
-    pub fn kind(&self) -> SectionKind {
+    pub(crate) fn kind(&self) -> SectionKind {
         if self.next_for_delete != 0 {
             SectionKind::Unknown
         } else if self.flags & FLAG_RANGE_LIST != 0 {
@@ -51,7 +51,7 @@ impl RangeSection {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SectionKind {
+pub(crate) enum SectionKind {
     CodeHeap,
     ReadyToRun,
     Stubs,
@@ -59,7 +59,7 @@ pub enum SectionKind {
 }
 
 /// The range section holding `ip`, if any.
-pub fn find(t: &Target, ip: u64) -> Result<Option<RangeSection>> {
+pub(crate) fn find(t: &Target, ip: u64) -> Result<Option<RangeSection>> {
     if ip >> 57 != 0 {
         return Ok(None);
     }

@@ -18,7 +18,7 @@ const MAX_FUNCLET_WALK: u32 = 256;
 const MAX_HOT_COLD: u32 = 1 << 24;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum R2rCode {
+pub(crate) enum R2rCode {
     Method { start: u64, method_desc: Option<u64>, unwind: WindowsUnwind },
     /// In the image's delay-load method call thunks.
     Thunk,
@@ -26,7 +26,7 @@ pub enum R2rCode {
 
 /// Looks `ip` up in the ReadyToRun image of `module` loaded at `image_base`. `t` reads runtime
 /// structures; `image` reads through the image memory (same descriptor).
-pub fn lookup(t: &Target, image: &Target, module: u64, image_base: u64, ip: u64) -> Result<Option<R2rCode>> {
+pub(crate) fn lookup(t: &Target, image: &Target, module: u64, image_base: u64, ip: u64) -> Result<Option<R2rCode>> {
     let info = t.field_ptr(module, "Module", "ReadyToRunInfo")?;
     if info == 0 {
         return Ok(None);
@@ -129,7 +129,7 @@ fn hot_part(t: &Target, image: &Target, tables: u64, index: u32) -> Result<Optio
 /// `HashMapSlotsPerBucket` keys then values; the first bucket-sized slot holds the bucket
 /// count; keys 0 and 1 are reserved (a key ≤ 1 is stored plus 100); a value is stored shifted
 /// right by one, its top bit marking a collision (probe on).
-pub fn ptr_hash_map_get(t: &Target, map: u64, key: u64) -> Result<Option<u64>> {
+pub(crate) fn ptr_hash_map_get(t: &Target, map: u64, key: u64) -> Result<Option<u64>> {
     let key = if key > 1 { key } else { key + 100 };
     let buckets = t.field_ptr(map, "HashMap", "Buckets")?;
     if buckets == 0 {

@@ -21,7 +21,7 @@ use crate::unwind::managed::CodeLookup;
 use crate::waits::{RuntimeLocks, RuntimeWaits, ThreadInput, WaitFacts};
 use std::sync::{Arc, OnceLock};
 
-pub struct DotnetRuntime<'p> {
+pub(crate) struct DotnetRuntime<'p> {
     /// The located runtime, or why it could not be located.
     context: Result<Arc<Context<'p>>, NoContext>,
     code: Option<WithFrames<CodeMap<'p>>>,
@@ -36,7 +36,7 @@ pub struct DotnetRuntime<'p> {
 }
 
 /// The .NET runtime of `process`; `None` when the process has no `libcoreclr.so`.
-pub fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<DotnetRuntime<'p>> {
+pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<DotnetRuntime<'p>> {
     let context = match Context::open(process, locator) {
         Err(NoContext::NotDotnet) => return None,
         Err(e) => Err(e),
@@ -62,7 +62,7 @@ pub fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<DotnetRu
 
 impl DotnetRuntime<'_> {
     /// Threads, monitors and waits, read on first use.
-    pub fn reading(&self) -> &DotnetReading {
+    pub(crate) fn reading(&self) -> &DotnetReading {
         self.reading.get_or_init(|| match &self.context {
             Ok(c) => match facts::builtin() {
                 Ok(all) => read_runtime(c, Ok(all)),
@@ -76,7 +76,7 @@ impl DotnetRuntime<'_> {
 impl DotnetRuntime<'_> {
     /// The runtime's crash facts (every thread's last exception, createdump's header, which
     /// thread died how); `None` when the runtime or its code map cannot be read.
-    pub fn crash_reading(&self, stacks: &[Stack]) -> Option<crash::CrashReading> {
+    pub(crate) fn crash_reading(&self, stacks: &[Stack]) -> Option<crash::CrashReading> {
         let c = self.context.as_ref().ok()?;
         let code = self.code.as_ref()?;
         let mut r = self.exceptions()?.clone();

@@ -20,50 +20,50 @@ use super::target::{Result, Target};
 use std::collections::HashSet;
 
 /// 2^26 indexes fit the header's index field; no process gets near it.
-pub const MAX_ENTRIES: u32 = 1 << 22;
+pub(crate) const MAX_ENTRIES: u32 = 1 << 22;
 /// Unsound entries kept, each a diagnostic; the rest are counted.
-pub const MAX_UNSOUND: usize = 256;
+pub(crate) const MAX_UNSOUND: usize = 256;
 /// More Monitor.Wait waiters on one object than any process has.
-pub const MAX_WAITERS: usize = 65_536;
+pub(crate) const MAX_WAITERS: usize = 65_536;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Entry {
-    pub index: u32,
-    pub sync_block: u64,
-    pub object: u64,
+pub(crate) struct Entry {
+    pub(crate) index: u32,
+    pub(crate) sync_block: u64,
+    pub(crate) object: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Table {
+pub(crate) struct Table {
     /// Address of the first entry (`g_pSyncTable`).
-    pub address: u64,
+    pub(crate) address: u64,
     /// Entries 1..: SOS's "Total".
-    pub total: u32,
+    pub(crate) total: u32,
     /// Entries on the free list (object field tagged with bit 0): SOS's "Free".
-    pub free: u32,
+    pub(crate) free: u32,
     /// The entries in use, in index order.
-    pub entries: Vec<Entry>,
+    pub(crate) entries: Vec<Entry>,
     /// Why the walk stopped before the table's end (an unreadable entry, [`MAX_ENTRIES`]): the
     /// entries before it are kept.
-    pub stopped: Option<DotnetError>,
+    pub(crate) stopped: Option<DotnetError>,
     /// Entries in the used range that fail a sanity check (no sync block, no or misaligned
     /// object): index and what they hold, the first [`MAX_UNSOUND`]. Diagnostics, never locks.
-    pub unsound: Vec<(u32, String)>,
+    pub(crate) unsound: Vec<(u32, String)>,
     /// How many more failed it than `unsound` holds.
-    pub unsound_cut: u32,
+    pub(crate) unsound_cut: u32,
 }
 
 /// The `SyncBlockCache`'s own counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CacheCounts {
+pub(crate) struct CacheCounts {
     /// `m_FreeSyncTableIndex`: the next never-used entry; entries 1.. below it were handed out.
-    pub next_free_index: u32,
+    pub(crate) next_free_index: u32,
     /// `m_SyncTableSize`: the table's capacity.
-    pub table_size: u32,
+    pub(crate) table_size: u32,
 }
 
 /// Reads the `SyncBlockCache` through `g_dacTable` (per-build slot and offsets).
-pub fn read_cache(t: &Target, module: &Module, l: &Layout) -> Result<CacheCounts> {
+pub(crate) fn read_cache(t: &Target, module: &Module, l: &Layout) -> Result<CacheCounts> {
     let (Some(slot), Some(next_off), Some(size_off)) = (l.dac_table_sync_block_cache, l.sync_block_cache_free_sync_table_index, l.sync_block_cache_sync_table_size) else {
         return Err(DotnetError::Unsupported("this build's facts do not locate the SyncBlockCache".into()));
     };
@@ -87,7 +87,7 @@ pub fn read_cache(t: &Target, module: &Module, l: &Layout) -> Result<CacheCounts
 
 /// The table's entries in use; `cache` gives how many the runtime handed out (else the walk
 /// stops at the first all-zero entry).
-pub fn read_table(t: &Target, l: &Layout, cache: Option<CacheCounts>) -> Result<Table> {
+pub(crate) fn read_table(t: &Target, l: &Layout, cache: Option<CacheCounts>) -> Result<Table> {
     let address = t.global_deref("SyncTableEntries")?;
     if address == 0 {
         return Ok(Table::default());
@@ -148,26 +148,26 @@ pub fn read_table(t: &Target, l: &Layout, cache: Option<CacheCounts>) -> Result<
 
 /// The state of a sync block's `AwareLock`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AwareLock {
-    pub lock_state: u32,
-    pub locked: bool,
+pub(crate) struct AwareLock {
+    pub(crate) lock_state: u32,
+    pub(crate) locked: bool,
     /// Threads waiting to enter (the count in the lock state).
-    pub waiter_count: u32,
-    pub recursion: u32,
+    pub(crate) waiter_count: u32,
+    pub(crate) recursion: u32,
     /// The owner's managed thread id (0 when free).
-    pub holding_thread_id: u32,
+    pub(crate) holding_thread_id: u32,
     /// The owner's OS thread id (0 when free).
-    pub holding_os_thread_id: u64,
+    pub(crate) holding_os_thread_id: u64,
 }
 
 impl AwareLock {
     /// SOS's MonitorHeld: 1 for held, plus 2 per waiter.
-    pub fn monitor_held(&self) -> u32 {
+    pub(crate) fn monitor_held(&self) -> u32 {
         (self.locked as u32) + 2 * self.waiter_count
     }
 }
 
-pub fn read_aware_lock(t: &Target, l: &Layout, sync_block: u64) -> Result<AwareLock> {
+pub(crate) fn read_aware_lock(t: &Target, l: &Layout, sync_block: u64) -> Result<AwareLock> {
     let m = sync_block.wrapping_add(l.sync_block_monitor);
     let lock_state = t.read_u32(m.wrapping_add(l.aware_lock_state), &format!("AwareLock state of sync block {sync_block:#x}"))?;
     let recursion = t.read_u32(m.wrapping_add(l.aware_lock_recursion), &format!("AwareLock recursion of sync block {sync_block:#x}"))?;
@@ -185,7 +185,7 @@ pub fn read_aware_lock(t: &Target, l: &Layout, sync_block: u64) -> Result<AwareL
 
 /// The runtime `Thread`s in Monitor.Wait on this sync block (the `WaitEventLink` chain), with
 /// how many times each has called Wait on it.
-pub fn wait_list(t: &Target, l: &Layout, sync_block: u64) -> Result<Vec<(u64, u32)>> {
+pub(crate) fn wait_list(t: &Target, l: &Layout, sync_block: u64) -> Result<Vec<(u64, u32)>> {
     let mut link = t.read_ptr(sync_block.wrapping_add(l.sync_block_link), &format!("Monitor.Wait list of sync block {sync_block:#x}"))?;
     let mut seen = HashSet::new();
     let mut out = Vec::new();

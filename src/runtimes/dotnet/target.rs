@@ -12,8 +12,8 @@ use std::borrow::Cow;
 /// only for their read-only segments. A writable page of a module (`.data`, `.bss`, RELRO) that
 /// the dump left out holds run-time values the file does not know — a relocated pointer, a
 /// global set at startup — so it is unavailable, never the file's initial bytes.
-pub struct RuntimeMemory<'p> {
-    pub process: &'p Process,
+pub(crate) struct RuntimeMemory<'p> {
+    pub(crate) process: &'p Process,
 }
 
 impl Memory for RuntimeMemory<'_> {
@@ -37,21 +37,21 @@ impl Memory for RuntimeMemory<'_> {
 }
 
 pub struct Target<'a> {
-    pub mem: &'a dyn Memory,
+    pub(crate) mem: &'a dyn Memory,
     /// Owned, or borrowed from a longer-lived reader (the code map makes a `Target` per lookup).
-    pub descriptor: Cow<'a, Descriptor>,
-    pub pointer_data: Cow<'a, [u64]>,
+    pub(crate) descriptor: Cow<'a, Descriptor>,
+    pub(crate) pointer_data: Cow<'a, [u64]>,
 }
 
-pub type Result<T> = std::result::Result<T, DotnetError>;
+pub(crate) type Result<T> = std::result::Result<T, DotnetError>;
 
 /// Larger than any type the runtime describes (the .NET 10 descriptor's largest is under 2 KiB):
 /// a size or field offset beyond it is a corrupt or hostile descriptor, refused before any
 /// arithmetic or allocation is made with it.
-pub const MAX_TYPE_SIZE: u64 = 1 << 20;
+pub(crate) const MAX_TYPE_SIZE: u64 = 1 << 20;
 /// The most bytes one read of runtime memory may ask for (strings, signatures, stack traces are
 /// cut far below this by their callers): a larger request is refused before it allocates.
-pub const MAX_READ: usize = 64 << 20;
+pub(crate) const MAX_READ: usize = 64 << 20;
 
 impl<'a> Target<'a> {
     pub fn new(mem: &'a dyn Memory, descriptor: Descriptor, pointer_data: Vec<u64>) -> Target<'a> {
@@ -59,7 +59,7 @@ impl<'a> Target<'a> {
     }
 
     /// A target over a descriptor and pointer data that live elsewhere.
-    pub fn borrowed(mem: &'a dyn Memory, descriptor: &'a Descriptor, pointer_data: &'a [u64]) -> Target<'a> {
+    pub(crate) fn borrowed(mem: &'a dyn Memory, descriptor: &'a Descriptor, pointer_data: &'a [u64]) -> Target<'a> {
         Target { mem, descriptor: Cow::Borrowed(descriptor), pointer_data: Cow::Borrowed(pointer_data) }
     }
 
@@ -75,12 +75,12 @@ impl<'a> Target<'a> {
         Ok(offset)
     }
 
-    pub fn has_field(&self, ty: &str, field: &str) -> bool {
+    pub(crate) fn has_field(&self, ty: &str, field: &str) -> bool {
         self.descriptor.types.get(ty).is_some_and(|t| t.fields.contains_key(field))
     }
 
     /// A described type's size.
-    pub fn size(&self, ty: &str) -> Result<u64> {
+    pub(crate) fn size(&self, ty: &str) -> Result<u64> {
         let t = self.descriptor.types.get(ty).ok_or_else(|| DotnetError::MissingType(ty.into()))?;
         let size = t.size.ok_or_else(|| DotnetError::MissingField { ty: ty.into(), field: "! (size)".into() })?;
         if size > MAX_TYPE_SIZE {
@@ -103,22 +103,15 @@ impl<'a> Target<'a> {
         }
     }
 
-    pub fn global_text(&self, name: &str) -> Option<&str> {
-        match &self.descriptor.globals.get(name)?.value {
-            GlobalValue::Text(t) => Some(t),
-            _ => None,
-        }
-    }
-
     pub fn read_ptr(&self, addr: u64, what: &str) -> Result<u64> {
         self.mem.read_u64(addr).map_err(|e| DotnetError::memory(what, e))
     }
 
-    pub fn read_u32(&self, addr: u64, what: &str) -> Result<u32> {
+    pub(crate) fn read_u32(&self, addr: u64, what: &str) -> Result<u32> {
         self.mem.read_u32(addr).map_err(|e| DotnetError::memory(what, e))
     }
 
-    pub fn read_u16(&self, addr: u64, what: &str) -> Result<u16> {
+    pub(crate) fn read_u16(&self, addr: u64, what: &str) -> Result<u16> {
         let mut b = [0u8; 2];
         self.mem.read(addr, &mut b).map_err(|e| DotnetError::memory(what, e))?;
         Ok(u16::from_le_bytes(b))
@@ -132,7 +125,7 @@ impl<'a> Target<'a> {
 
     /// `len` is bounded by [`MAX_READ`], and the first byte must be readable before the buffer
     /// is allocated.
-    pub fn read_bytes(&self, addr: u64, len: usize, what: &str) -> Result<Vec<u8>> {
+    pub(crate) fn read_bytes(&self, addr: u64, len: usize, what: &str) -> Result<Vec<u8>> {
         if len > MAX_READ {
             return Err(DotnetError::Invalid { what: "read of runtime memory", at: addr, why: format!("{what}: {len} bytes asked, more than {MAX_READ}") });
         }
@@ -145,24 +138,24 @@ impl<'a> Target<'a> {
     }
 
     /// The pointer in field `ty.field` of the structure at `base`.
-    pub fn field_ptr(&self, base: u64, ty: &str, field: &str) -> Result<u64> {
+    pub(crate) fn field_ptr(&self, base: u64, ty: &str, field: &str) -> Result<u64> {
         let at = base.wrapping_add(self.offset(ty, field)?);
         self.read_ptr(at, &format!("{ty}.{field} of {base:#x}"))
     }
 
-    pub fn field_u32(&self, base: u64, ty: &str, field: &str) -> Result<u32> {
+    pub(crate) fn field_u32(&self, base: u64, ty: &str, field: &str) -> Result<u32> {
         let at = base.wrapping_add(self.offset(ty, field)?);
         self.read_u32(at, &format!("{ty}.{field} of {base:#x}"))
     }
 
-    pub fn field_u16(&self, base: u64, ty: &str, field: &str) -> Result<u16> {
+    pub(crate) fn field_u16(&self, base: u64, ty: &str, field: &str) -> Result<u16> {
         let at = base.wrapping_add(self.offset(ty, field)?);
         self.read_u16(at, &format!("{ty}.{field} of {base:#x}"))
     }
 
     /// The value of a pointer global whose pointer-data slot holds the *address* of a runtime
     /// variable: reads the variable.
-    pub fn global_deref(&self, name: &str) -> Result<u64> {
+    pub(crate) fn global_deref(&self, name: &str) -> Result<u64> {
         let addr = self.global(name)?;
         self.read_ptr(addr, &format!("global {name} (variable at {addr:#x})"))
     }

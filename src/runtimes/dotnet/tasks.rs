@@ -24,7 +24,7 @@ const EVENT_TYPE: &str = "System.Threading.ManualResetEventSlim";
 
 /// `Task.Status`, as the runtime derives it from `m_stateFlags`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum TaskStatus {
+pub(crate) enum TaskStatus {
     Created,
     WaitingForActivation,
     WaitingToRun,
@@ -46,7 +46,7 @@ const WAITING_FOR_ACTIVATION: u32 = 0x200_0000;
 
 impl TaskStatus {
     /// In `Task.Status`'s order: a final state first, then the furthest the task got.
-    pub fn from_state_flags(f: u32) -> TaskStatus {
+    pub(crate) fn from_state_flags(f: u32) -> TaskStatus {
         if f & FAULTED != 0 {
             TaskStatus::Faulted
         } else if f & CANCELED != 0 {
@@ -66,7 +66,7 @@ impl TaskStatus {
         }
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             TaskStatus::Created => "Created",
             TaskStatus::WaitingForActivation => "WaitingForActivation",
@@ -82,19 +82,19 @@ impl TaskStatus {
 
 /// A thread's Monitor.Wait tied to the task it waits for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TaskWait {
-    pub os_tid: u32,
-    pub task: u64,
-    pub type_name: Option<String>,
-    pub state_flags: u32,
-    pub status: TaskStatus,
+pub(crate) struct TaskWait {
+    pub(crate) os_tid: u32,
+    pub(crate) task: u64,
+    pub(crate) type_name: Option<String>,
+    pub(crate) state_flags: u32,
+    pub(crate) status: TaskStatus,
     /// The task's continuation: the ManualResetEventSlim the thread waits on.
-    pub event: u64,
-    pub event_type: Option<String>,
+    pub(crate) event: u64,
+    pub(crate) event_type: Option<String>,
     /// The event's `m_lock`: the object of the thread's Monitor.Wait.
-    pub lock_object: u64,
+    pub(crate) lock_object: u64,
     /// Where on the thread's stack the reference to the task was.
-    pub stack_slot: u64,
+    pub(crate) stack_slot: u64,
 }
 
 /// Caches whether a MethodTable derives from a named type.
@@ -130,7 +130,7 @@ impl Derives {
 
 /// The tasks the threads in Monitor.Wait wait for, where the link can be proven (see the
 /// module comment); a thread whose Monitor.Wait is not a task's event gets none.
-pub fn task_waits(process: &Process, t: &Target, l: &Layout, namer: &TypeNamer, threads: &[ManagedThread], waits: &[MonitorWait]) -> Vec<TaskWait> {
+pub(crate) fn task_waits(process: &Process, t: &Target, l: &Layout, namer: &TypeNamer, threads: &[ManagedThread], waits: &[MonitorWait]) -> Vec<TaskWait> {
     let mut derives = Derives::default();
     let mut out = Vec::new();
     for w in waits.iter().filter(|w| w.kind == BlockingKind::MonitorWait) {

@@ -13,12 +13,12 @@ use super::objects;
 use super::target::{Result, Target};
 
 /// Longer thread names are cut here (the OS keeps 15 bytes; managed names are rarely long).
-pub const MAX_NAME_CHARS: u32 = 1024;
+pub(crate) const MAX_NAME_CHARS: u32 = 1024;
 /// A Thread object is well under this; a larger BaseSize is not a Thread.
 const MAX_THREAD_OBJECT_BYTES: u64 = 512;
 
 /// The name of the `System.Threading.Thread` object at `thread_object`, or `None` when unnamed.
-pub fn thread_name(t: &Target, thread_object: u64) -> Result<Option<String>> {
+pub(crate) fn thread_name(t: &Target, thread_object: u64) -> Result<Option<String>> {
     if thread_object == 0 {
         return Ok(None);
     }
@@ -46,7 +46,7 @@ pub fn thread_name(t: &Target, thread_object: u64) -> Result<Option<String>> {
 }
 
 /// A `System.String`'s text.
-pub fn read_string(t: &Target, s: u64) -> Result<String> {
+pub(crate) fn read_string(t: &Target, s: u64) -> Result<String> {
     let len = t.field_u32(s, "String", "m_StringLength")?.min(MAX_NAME_CHARS);
     let first = s.wrapping_add(t.offset("String", "m_FirstChar")?);
     let bytes = t.read_bytes(first, len as usize * 2, "string characters")?;

@@ -19,12 +19,12 @@ use serde::Serialize;
 use std::collections::HashSet;
 
 /// More managed threads than any process has; a longer list is corrupt.
-pub const MAX_THREADS: usize = 65_536;
+pub(crate) const MAX_THREADS: usize = 65_536;
 /// `Frame` value of a thread with no explicit frames (`FRAME_TOP`).
-pub const FRAME_TOP: u64 = u64::MAX;
+pub(crate) const FRAME_TOP: u64 = u64::MAX;
 
 /// `Thread::m_State` bits the Thread contract names.
-pub const THREAD_STATE_FLAGS: &[(u32, &str)] = &[
+pub(crate) const THREAD_STATE_FLAGS: &[(u32, &str)] = &[
     (0x0000_0002, "SuspensionTrapped"),
     (0x0000_0004, "GCSuspendRedirected"),
     (0x0000_0008, "DebugSuspendPending"),
@@ -41,10 +41,8 @@ pub const THREAD_STATE_FLAGS: &[(u32, &str)] = &[
     (0x0200_0000, "WaitSleepJoin"),
     (0x8000_0000, "Detached"),
 ];
-pub const TS_BACKGROUND: u32 = 0x200;
-pub const TS_UNSTARTED: u32 = 0x400;
-pub const TS_DEAD: u32 = 0x0001_0000;
-pub const TS_THREADPOOL_WORKER: u32 = 0x0100_0000;
+pub(crate) const TS_DEAD: u32 = 0x0001_0000;
+pub(crate) const TS_THREADPOOL_WORKER: u32 = 0x0100_0000;
 
 /// The `ThreadStore`'s counters, as `clrthreads` prints them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -68,11 +66,11 @@ pub struct ManagedThread {
     /// `Thread::m_State`, raw.
     pub state: u32,
     /// The named bits of `state`.
-    pub state_flags: Vec<&'static str>,
+    pub(crate) state_flags: Vec<&'static str>,
     /// Cooperative mode (running managed code, or must be suspended for a GC).
     pub cooperative: bool,
     /// The `System.Threading.Thread` object (0 when the handle is unset).
-    pub thread_object: u64,
+    pub(crate) thread_object: u64,
     /// The innermost explicit `Frame`, or `None` when the thread has none (`FRAME_TOP`).
     pub last_frame: Option<u64>,
     /// The GC allocation context (pointer, limit).
@@ -80,21 +78,18 @@ pub struct ManagedThread {
     /// The last exception object thrown on the thread (0 when none).
     pub last_thrown_object: u64,
     /// `Thread::m_ThreadLocalDataPtr`: the thread's managed thread-static storage.
-    pub thread_local_data: u64,
+    pub(crate) thread_local_data: u64,
     pub is_finalizer: bool,
-    pub is_gc_thread: bool,
+    pub(crate) is_gc_thread: bool,
     /// Index of the dump's thread with this OS tid (its NT_PRSTATUS order), when there is one.
     pub dump_thread_index: Option<usize>,
 }
 
 impl ManagedThread {
-    pub fn is_background(&self) -> bool {
-        self.state & TS_BACKGROUND != 0
-    }
     pub fn is_threadpool_worker(&self) -> bool {
         self.state & TS_THREADPOOL_WORKER != 0
     }
-    pub fn is_dead(&self) -> bool {
+    pub(crate) fn is_dead(&self) -> bool {
         self.state & TS_DEAD != 0
     }
 }
@@ -112,7 +107,7 @@ pub fn thread_store(t: &Target) -> Result<u64> {
     Ok(ts)
 }
 
-pub fn counts(t: &Target, ts: u64) -> Result<ThreadCounts> {
+pub(crate) fn counts(t: &Target, ts: u64) -> Result<ThreadCounts> {
     let f = |name| t.field_u32(ts, "ThreadStore", name).map(|v| v as i32);
     Ok(ThreadCounts { thread_count: f("ThreadCount")?, unstarted: f("UnstartedCount")?, background: f("BackgroundCount")?, pending: f("PendingCount")?, dead: f("DeadCount")? })
 }
@@ -138,7 +133,7 @@ pub fn thread_addresses(t: &Target, ts: u64) -> Result<Vec<u64>> {
 }
 
 /// One thread's data. `finalizer`/`gc` are the runtime's finalizer and GC threads (0 if none).
-pub fn read_thread(t: &Target, thread: u64, finalizer: u64, gc: u64) -> Result<ManagedThread> {
+pub(crate) fn read_thread(t: &Target, thread: u64, finalizer: u64, gc: u64) -> Result<ManagedThread> {
     let managed_id = t.field_u32(thread, "Thread", "Id")?;
     let os_tid = t.field_ptr(thread, "Thread", "OSId")?;
     let state = t.field_u32(thread, "Thread", "State")?;
@@ -173,7 +168,7 @@ pub fn read_thread(t: &Target, thread: u64, finalizer: u64, gc: u64) -> Result<M
 }
 
 /// The object an `OBJECTHANDLE` refers to (a handle is a pointer to the object reference).
-pub fn deref_handle(t: &Target, handle: u64) -> Result<u64> {
+pub(crate) fn deref_handle(t: &Target, handle: u64) -> Result<u64> {
     if handle == 0 {
         return Ok(0);
     }
@@ -194,7 +189,7 @@ fn alloc_context(t: &Target, thread: u64) -> Result<(u64, u64)> {
 
 /// The thin-lock id → `Thread` table (`IdDispenser`): what the runtime itself uses to turn a
 /// thin lock's or an `AwareLock`'s owner id into a thread.
-pub fn id_to_thread(t: &Target, id: u32) -> Result<Option<u64>> {
+pub(crate) fn id_to_thread(t: &Target, id: u32) -> Result<Option<u64>> {
     let dispenser = t.global_deref("ThinlockThreadIdDispenser")?;
     if dispenser == 0 {
         return Ok(None);

@@ -11,14 +11,14 @@ use super::super::facts::Layout;
 use super::super::target::{Result, Target};
 use crate::process::Module;
 
-pub const DAC_TABLE_SYMBOL: &str = super::super::catalog::DAC_TABLE_SYMBOL;
+pub(crate) const DAC_TABLE_SYMBOL: &str = super::super::catalog::DAC_TABLE_SYMBOL;
 /// Slots at most (dacvars.h has about 100 variables).
 const MAX_SLOTS: u64 = 1024;
 
 /// The table, read from dump memory.
 #[derive(Debug, Clone, Copy)]
-pub struct DacTable {
-    pub address: u64,
+pub(crate) struct DacTable {
+    pub(crate) address: u64,
     module_start: u64,
     module_end: u64,
 }
@@ -26,7 +26,7 @@ pub struct DacTable {
 impl DacTable {
     /// Finds the table in `module` (libcoreclr) and checks the ThreadStore slot against the
     /// descriptor.
-    pub fn locate(t: &Target, module: &Module, l: &Layout) -> Result<DacTable> {
+    pub(crate) fn locate(t: &Target, module: &Module, l: &Layout) -> Result<DacTable> {
         // The file's exports name it; without the file, knot's runtime catalogue does.
         let rva = match &module.file {
             Some(file) => elf::dynamic_symbol(file, DAC_TABLE_SYMBOL).map(|s| s.value),
@@ -54,7 +54,7 @@ impl DacTable {
 
     /// The address of the variable in slot `index`. Slots hold addresses; an RVA (a value
     /// below the module's size) is turned into one.
-    pub fn variable(&self, t: &Target, index: u64) -> Result<u64> {
+    pub(crate) fn variable(&self, t: &Target, index: u64) -> Result<u64> {
         if index >= MAX_SLOTS {
             return Err(DotnetError::TooMany { what: "g_dacTable slot", at: self.address, limit: MAX_SLOTS });
         }

@@ -15,13 +15,13 @@ use serde::Serialize;
 use std::collections::HashSet;
 
 /// The `GcDacVars` major version this reader implements.
-pub const MAJOR_VERSION: u8 = 2;
+pub(crate) const MAJOR_VERSION: u8 = 2;
 const PTR: u64 = 8;
 /// Generations a heap may have (gen0, gen1, gen2, LOH, POH).
 const MAX_GENERATIONS: u64 = 8;
 const MAX_HEAPS: i32 = 1024;
 /// Segments or regions in one generation's list at most: bounds a corrupt `next` chain.
-pub const MAX_SEGMENTS: usize = 1 << 20;
+pub(crate) const MAX_SEGMENTS: usize = 1 << 20;
 /// `heap_segment.flags` bits (gcpriv.h): read-only (frozen), UOH (LOH/POH).
 const SEGMENT_FLAG_READONLY: u64 = 0x1;
 /// `dac_gcheap_fields.h` order.
@@ -33,30 +33,30 @@ const HEAP_FIELD_COUNT: usize = 19;
 
 /// GcDacVars field offsets (all but the first four are pointers).
 mod var {
-    pub const VERSION: u64 = 0;
-    pub const GENERATION_SIZE: u64 = 8;
-    pub const TOTAL_GENERATION_COUNT: u64 = 16;
-    pub const GENERATION_TABLE: u64 = 48;
-    pub const MAX_GEN: u64 = 56;
-    pub const CURRENT_C_GC_STATE: u64 = 72;
-    pub const EPHEMERAL_HEAP_SEGMENT: u64 = 80;
-    pub const ALLOC_ALLOCATED: u64 = 120;
-    pub const OOM_INFO: u64 = 136;
-    pub const N_HEAPS: u64 = 176;
-    pub const G_HEAPS: u64 = 184;
-    pub const GC_STRUCTURES_INVALID_CNT: u64 = 192;
-    pub const GC_HEAP_FIELD_OFFSETS: u64 = 240;
-    pub const GENERATION_FIELD_OFFSETS: u64 = 248;
+    pub(crate) const VERSION: u64 = 0;
+    pub(crate) const GENERATION_SIZE: u64 = 8;
+    pub(crate) const TOTAL_GENERATION_COUNT: u64 = 16;
+    pub(crate) const GENERATION_TABLE: u64 = 48;
+    pub(crate) const MAX_GEN: u64 = 56;
+    pub(crate) const CURRENT_C_GC_STATE: u64 = 72;
+    pub(crate) const EPHEMERAL_HEAP_SEGMENT: u64 = 80;
+    pub(crate) const ALLOC_ALLOCATED: u64 = 120;
+    pub(crate) const OOM_INFO: u64 = 136;
+    pub(crate) const N_HEAPS: u64 = 176;
+    pub(crate) const G_HEAPS: u64 = 184;
+    pub(crate) const GC_STRUCTURES_INVALID_CNT: u64 = 192;
+    pub(crate) const GC_HEAP_FIELD_OFFSETS: u64 = 240;
+    pub(crate) const GENERATION_FIELD_OFFSETS: u64 = 248;
 }
 
 /// `dac_heap_segment` field offsets.
 mod seg {
-    pub const ALLOCATED: u64 = 0;
-    pub const COMMITTED: u64 = 8;
-    pub const RESERVED: u64 = 16;
-    pub const MEM: u64 = 32;
-    pub const FLAGS: u64 = 40;
-    pub const NEXT: u64 = 48;
+    pub(crate) const ALLOCATED: u64 = 0;
+    pub(crate) const COMMITTED: u64 = 8;
+    pub(crate) const RESERVED: u64 = 16;
+    pub(crate) const MEM: u64 = 32;
+    pub(crate) const FLAGS: u64 = 40;
+    pub(crate) const NEXT: u64 = 48;
 }
 
 /// How the GC lays out its heap.
@@ -89,69 +89,69 @@ pub enum SegmentKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Segment {
     pub address: u64,
-    pub heap: usize,
+    pub(crate) heap: usize,
     pub kind: SegmentKind,
     pub start: u64,
     pub allocated: u64,
     pub committed: u64,
-    pub reserved: u64,
+    pub(crate) reserved: u64,
 }
 
 /// `oom_history` (gcinterface.dac.h).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct OomHistory {
-    pub reason: u32,
-    pub alloc_size: u64,
-    pub reserved: u64,
-    pub allocated: u64,
-    pub gc_index: u64,
-    pub fgm: u32,
-    pub size: u64,
-    pub available_pagefile_mb: u64,
-    pub loh_p: bool,
+pub(crate) struct OomHistory {
+    pub(crate) reason: u32,
+    pub(crate) alloc_size: u64,
+    pub(crate) reserved: u64,
+    pub(crate) allocated: u64,
+    pub(crate) gc_index: u64,
+    pub(crate) fgm: u32,
+    pub(crate) size: u64,
+    pub(crate) available_pagefile_mb: u64,
+    pub(crate) loh_p: bool,
 }
 
 /// One GC heap (one for workstation GC).
 #[derive(Debug, Clone)]
-pub struct Heap {
-    pub index: usize,
+pub(crate) struct Heap {
+    pub(crate) index: usize,
     /// The `gc_heap` object (0 for workstation GC).
-    pub address: u64,
-    pub alloc_allocated: u64,
-    pub ephemeral_segment: u64,
+    pub(crate) address: u64,
+    pub(crate) alloc_allocated: u64,
+    pub(crate) ephemeral_segment: u64,
     /// Each generation's allocation context (pointer, limit) and start segment.
-    pub generations: Vec<Generation>,
-    pub oom: Option<OomHistory>,
-    pub oom_address: u64,
+    pub(crate) generations: Vec<Generation>,
+    pub(crate) oom: Option<OomHistory>,
+    pub(crate) oom_address: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
-pub struct Generation {
-    pub alloc_context: (u64, u64),
-    pub start_segment: u64,
+pub(crate) struct Generation {
+    pub(crate) alloc_context: (u64, u64),
+    pub(crate) start_segment: u64,
 }
 
 /// What `GcDacVars` says.
 #[derive(Debug, Clone)]
-pub struct GcVars {
-    pub address: u64,
-    pub major: u8,
-    pub minor: u8,
-    pub server: bool,
-    pub layout: HeapLayout,
-    pub max_generation: u32,
+pub(crate) struct GcVars {
+    pub(crate) address: u64,
+    pub(crate) major: u8,
+    pub(crate) minor: u8,
+    pub(crate) server: bool,
+    pub(crate) layout: HeapLayout,
+    pub(crate) max_generation: u32,
     /// `current_c_gc_state`: 0 marking, 1 planning, 2 free (no background GC running).
-    pub background_gc_state: Option<u32>,
+    pub(crate) background_gc_state: Option<u32>,
     /// `gc_structures_invalid_cnt`: non-zero while a GC is rearranging the heap.
-    pub structures_invalid: Option<i32>,
-    pub heaps: Vec<Heap>,
+    pub(crate) structures_invalid: Option<i32>,
+    pub(crate) heaps: Vec<Heap>,
 }
 
 impl GcVars {
     /// Reads the vars at `address` (the value of `g_gcDacGlobals`).
     /// `server` is the runtime's `g_heap_type` (GC_HEAP_SVR): `built_with_svr` only says the GC
     /// could run as server GC.
-    pub fn read(t: &Target, address: u64, server: bool) -> Result<GcVars> {
+    pub(crate) fn read(t: &Target, address: u64, server: bool) -> Result<GcVars> {
         let version = t.read_u16(address + var::VERSION, "GcDacVars version")?;
         let (major, minor) = ((version & 0xff) as u8, (version >> 8) as u8);
         if major != MAJOR_VERSION {
@@ -228,7 +228,7 @@ impl GcVars {
     /// Every segment or region of every heap, in the order SOS walks them: LOH, gen2 (with
     /// the frozen segments at its head), then for regions gen1 and gen0, then POH. A segment
     /// reached twice is listed once; a chain is cut at [`MAX_SEGMENTS`].
-    pub fn segments(&self, t: &Target) -> (Vec<Segment>, Vec<DotnetError>) {
+    pub(crate) fn segments(&self, t: &Target) -> (Vec<Segment>, Vec<DotnetError>) {
         let mut out = Vec::new();
         let mut errors = Vec::new();
         let mut seen: HashSet<u64> = HashSet::new();
@@ -269,7 +269,7 @@ impl GcVars {
 
     /// Allocation contexts that are not objects: each generation's (the heap's own) of every
     /// heap, as (pointer, limit).
-    pub fn heap_alloc_contexts(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+    pub(crate) fn heap_alloc_contexts(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.heaps.iter().flat_map(|h| h.generations.iter().map(|g| g.alloc_context))
     }
 }

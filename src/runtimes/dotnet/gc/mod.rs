@@ -8,18 +8,18 @@
 //! ([`stats`], named as SOS's heap commands name them: [`names`]); [`state`] says what the GC was
 //! doing and whether it had run out of memory.
 
-pub mod dactable;
-pub mod gcvars;
-pub mod names;
-pub mod referrers;
-pub mod report;
-pub mod state;
-pub mod stats;
-pub mod walk;
+pub(crate) mod dactable;
+pub(crate) mod gcvars;
+pub(crate) mod names;
+pub(crate) mod referrers;
+pub(crate) mod report;
+pub(crate) mod state;
+pub(crate) mod stats;
+pub(crate) mod walk;
 
 pub use gcvars::{HeapLayout, Segment, SegmentKind};
-pub use state::{GcState, LastOom};
-pub use stats::{HeapStats, TypeStat};
+pub(crate) use state::GcState;
+pub(crate) use stats::HeapStats;
 
 use super::context::Context;
 use super::facts::{self, BuildFacts};
@@ -30,7 +30,7 @@ use crate::diagnostics::Diagnostic;
 use crate::process::{Locator, Process};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-pub const STAGE: &str = "dotnet-gc";
+pub(crate) const STAGE: &str = "dotnet-gc";
 /// `g_heap_type` values (gcinterface.h).
 const GC_HEAP_WKS: u32 = 1;
 const GC_HEAP_SVR: u32 = 2;
@@ -40,16 +40,16 @@ const GC_HEAP_SVR: u32 = 2;
 pub struct GcReading {
     pub layout: HeapLayout,
     pub server: bool,
-    pub heap_count: usize,
+    pub(crate) heap_count: usize,
     /// `GcDacVars` version (major, minor).
-    pub version: (u8, u8),
+    pub(crate) version: (u8, u8),
     pub segments: Vec<Segment>,
     pub stats: HeapStats,
     /// Segments whose walk stopped early: (segment, where, why).
     pub broken: Vec<(u64, u64, String)>,
     pub state: GcState,
     /// For each object asked about, the heap objects whose fields refer to it.
-    pub referrers: BTreeMap<u64, Vec<referrers::Referrer>>,
+    pub(crate) referrers: BTreeMap<u64, Vec<referrers::Referrer>>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -62,7 +62,7 @@ pub fn read(process: &Process, locator: &Locator, targets: &[u64]) -> Option<Res
 }
 
 /// Reads the GC heap of a located runtime; the objects in `targets` get their referrers.
-pub fn read_in(runtime: &Context<'_>, targets: &[u64]) -> Result<GcReading, String> {
+pub(crate) fn read_in(runtime: &Context<'_>, targets: &[u64]) -> Result<GcReading, String> {
     let version = &runtime.version;
     let t = runtime.target();
     let all = facts::builtin().map_err(|e| e.to_string())?;
@@ -74,7 +74,7 @@ pub fn read_in(runtime: &Context<'_>, targets: &[u64]) -> Result<GcReading, Stri
 }
 
 /// As [`read`], given the runtime's target, build facts and type namer.
-pub fn read_with(process: &Process, module: &crate::process::Module, t: &Target, build: &BuildFacts, namer: &TypeNamer, targets: &[u64]) -> Result<GcReading, String> {
+pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &Target, build: &BuildFacts, namer: &TypeNamer, targets: &[u64]) -> Result<GcReading, String> {
     let l = &build.layout;
     let mut diagnostics = Vec::new();
     let table = dactable::DacTable::locate(t, module, l).map_err(|e| format!("GC heap not read: {e}"))?;

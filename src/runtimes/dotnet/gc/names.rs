@@ -21,7 +21,7 @@ struct Node<'a> {
 }
 
 /// The SOS heap-command name for a DAC-style type name.
-pub fn sos_heap_name(dac: &str) -> String {
+pub(crate) fn sos_heap_name(dac: &str) -> String {
     let mut p = Parser { s: dac.as_bytes(), pos: 0 };
     match p.node(0) {
         Some(n) if p.pos == dac.len() => {

@@ -18,7 +18,7 @@ const MAX_FIELDS: u64 = 4096;
 /// Characters of an identifying string kept.
 const MAX_IDENTITY_CHARS: u32 = 64;
 /// Referrers kept per object.
-pub const MAX_REFERRERS: usize = 16;
+pub(crate) const MAX_REFERRERS: usize = 16;
 /// CorElementType of reference-typed fields: STRING, CLASS, OBJECT, SZARRAY, ARRAY, GENERICINST, VAR.
 const REFERENCE_TYPES: [u32; 7] = [0x0e, 0x12, 0x1c, 0x1d, 0x14, 0x15, 0x13];
 /// Fields that name their object, in order of preference (auto-properties' backing fields too).
@@ -28,25 +28,25 @@ const IDENTITY_FIELDS: [&str; 6] = ["Tag", "Name", "Id", "Key", "name", "id"];
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Referrer {
     /// The referrer's type, as SOS's heap commands print it.
-    pub type_name: String,
+    pub(crate) type_name: String,
     /// The field (`_synchRoot`), or `[i]` for an array element.
-    pub field: String,
-    pub address: u64,
+    pub(crate) field: String,
+    pub(crate) address: u64,
     /// A cheap identifying field of the referrer: `Tag "root"`.
-    pub identity: Option<String>,
+    pub(crate) identity: Option<String>,
 }
 
 /// An instance field of a class.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Field {
-    pub name: String,
+pub(crate) struct Field {
+    pub(crate) name: String,
     /// From the object's start (its MethodTable pointer).
-    pub offset: u64,
-    pub element_type: u32,
+    pub(crate) offset: u64,
+    pub(crate) element_type: u32,
 }
 
 /// Every instance field of the type `mt`, its parents' included (bounded).
-pub fn instance_fields(t: &Target, namer: &TypeNamer, l: &Layout, mt: u64) -> Vec<Field> {
+pub(crate) fn instance_fields(t: &Target, namer: &TypeNamer, l: &Layout, mt: u64) -> Vec<Field> {
     let mut out = Vec::new();
     let mut at = mt;
     for _ in 0..MAX_DEPTH {
@@ -81,7 +81,7 @@ pub fn instance_fields(t: &Target, namer: &TypeNamer, l: &Layout, mt: u64) -> Ve
 }
 
 /// Names each hit's referrer and field; drops words that are not reference fields.
-pub fn resolve(t: &Target, namer: &TypeNamer, l: &Layout, hits: &[Hit], string_mt: u64) -> Vec<(u64, Referrer)> {
+pub(crate) fn resolve(t: &Target, namer: &TypeNamer, l: &Layout, hits: &[Hit], string_mt: u64) -> Vec<(u64, Referrer)> {
     let mut out = Vec::new();
     for h in hits {
         let Ok(dac_name) = namer.type_name(h.method_table) else { continue };
@@ -146,7 +146,7 @@ fn plain_name(field: &str) -> &str {
 }
 
 /// A managed string's text (the first 64 characters).
-pub fn read_string(t: &Target, s: u64) -> Option<String> {
+pub(crate) fn read_string(t: &Target, s: u64) -> Option<String> {
     let len = t.field_u32(s, "String", "m_StringLength").ok()?;
     let n = len.min(MAX_IDENTITY_CHARS) as usize;
     let at = s.wrapping_add(t.offset("String", "m_FirstChar").ok()?);
@@ -161,7 +161,7 @@ pub fn read_string(t: &Target, s: u64) -> Option<String> {
 
 /// The referrer to name a lock by: the application's own types before the framework's, objects
 /// before arrays, then by address.
-pub fn best(referrers: &[Referrer]) -> Option<&Referrer> {
+pub(crate) fn best(referrers: &[Referrer]) -> Option<&Referrer> {
     referrers.iter().min_by_key(|r| (r.type_name.starts_with("System."), r.field.starts_with('['), r.address))
 }
 

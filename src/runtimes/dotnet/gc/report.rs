@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 /// A heap within this share of its hard limit is "near" it.
-pub const NEAR_LIMIT_PERCENT: u64 = 85;
+pub(crate) const NEAR_LIMIT_PERCENT: u64 = 85;
 
 /// `dumpheap -stat` as knot reads it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -120,7 +120,7 @@ impl ReferrerReport {
 
 /// Reads the GC heap into `report` (`dotnet.heap`, `dotnet.gc`), and names the objects of the
 /// .NET locks in `locks` by the heap objects that refer to them.
-pub fn attach(runtime: &Context<'_>, report: &mut DotnetReport, locks: &mut [LockFact], diagnostics: &mut Vec<Diagnostic>) {
+pub(crate) fn attach(runtime: &Context<'_>, report: &mut DotnetReport, locks: &mut [LockFact], diagnostics: &mut Vec<Diagnostic>) {
     let targets: Vec<u64> =
         locks.iter().filter(|l| l.kind.is_on_managed_object()).filter_map(|l| l.managed.as_ref()).map(|m| m.object.0).collect();
     match super::read_in(runtime, &targets) {
@@ -187,7 +187,7 @@ impl GcReport {
 }
 
 /// Near its hard limit (committed memory or live bytes at 85 % or more) with an OOM recorded.
-pub fn stalled(hard_limit: Option<u64>, committed: u64, heap_bytes: u64, oom: bool) -> bool {
+pub(crate) fn stalled(hard_limit: Option<u64>, committed: u64, heap_bytes: u64, oom: bool) -> bool {
     let Some(limit) = hard_limit.filter(|&l| l > 0) else { return false };
     oom && committed.max(heap_bytes).saturating_mul(100) >= limit.saturating_mul(NEAR_LIMIT_PERCENT)
 }

@@ -19,21 +19,21 @@ pub struct Committed {
     pub loh: u64,
     pub poh: u64,
     /// Read-only (frozen) segments: SOS's "NonGC heap".
-    pub frozen: u64,
+    pub(crate) frozen: u64,
     /// Segments layout: the ephemeral segment (gen0, gen1 and the youngest gen2).
-    pub ephemeral: u64,
+    pub(crate) ephemeral: u64,
 }
 
 impl Committed {
     /// What the GC heap has committed (SOS's "GC Committed Heap Size", frozen segments left out).
-    pub fn gc_total(&self) -> u64 {
+    pub(crate) fn gc_total(&self) -> u64 {
         self.gen0 + self.gen1 + self.gen2 + self.loh + self.poh + self.ephemeral
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum HardLimitSource {
+pub(crate) enum HardLimitSource {
     /// `GCHeapHardLimit` (or `GCHeapHardLimitPercent`) in the process's environment.
     Setting,
     /// No setting: the GC's default under a container memory limit (75 % of it).
@@ -43,42 +43,42 @@ pub enum HardLimitSource {
 /// The last OOM the GC recorded, as SOS `analyzeoom` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LastOom {
-    pub heap: usize,
+    pub(crate) heap: usize,
     /// `oom_reason`: budget, cant_commit, cant_reserve, loh, low_mem, unproductive_full_gc.
-    pub reason: &'static str,
+    pub(crate) reason: &'static str,
     /// SOS's line for the reason.
     pub reason_text: &'static str,
     /// The allocation that failed.
-    pub allocation_bytes: u64,
+    pub(crate) allocation_bytes: u64,
     /// The GC after which it happened (SOS: "after GC #N").
-    pub gc_index: u64,
+    pub(crate) gc_index: u64,
     /// `failure_get_memory`, when the GC could not get memory from the OS.
-    pub get_memory_failure: Option<&'static str>,
+    pub(crate) get_memory_failure: Option<&'static str>,
     /// SOS's "Details:" line, when there is one.
     pub detail: Option<String>,
-    pub large_object_heap: bool,
+    pub(crate) large_object_heap: bool,
     /// The size the GC tried to reserve or commit.
-    pub size: u64,
-    pub available_commit_mb: u64,
+    pub(crate) size: u64,
+    pub(crate) available_commit_mb: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GcState {
     pub committed: Committed,
-    pub committed_bytes: u64,
+    pub(crate) committed_bytes: u64,
     /// The heap hard limit in bytes (`None`: no limit, or not known for this build).
-    pub hard_limit_bytes: Option<u64>,
-    pub hard_limit_source: Option<HardLimitSource>,
+    pub(crate) hard_limit_bytes: Option<u64>,
+    pub(crate) hard_limit_source: Option<HardLimitSource>,
     /// Whether this runtime build's limit could be read (its place is a per-build fact).
-    pub hard_limit_read: bool,
+    pub(crate) hard_limit_read: bool,
     /// The runtime was suspended for a GC, or a background GC was running.
-    pub gc_in_progress: bool,
+    pub(crate) gc_in_progress: bool,
     /// A background GC was marking or planning.
-    pub background_gc_running: bool,
+    pub(crate) background_gc_running: bool,
     pub last_oom: Option<LastOom>,
 }
 
-pub fn gc_state(process: &Process, t: &Target, build: &BuildFacts, vars: &GcVars, segments: &[Segment]) -> GcState {
+pub(crate) fn gc_state(process: &Process, t: &Target, build: &BuildFacts, vars: &GcVars, segments: &[Segment]) -> GcState {
     let mut c = Committed::default();
     for s in segments {
         // Committed memory starts at the region's page (the region header sits before `mem`);
@@ -158,7 +158,7 @@ fn last_oom(heap: usize, o: &OomHistory) -> LastOom {
 }
 
 /// `1234567` → `1,234,567` (SOS's `:n0`).
-pub fn thousands(v: u64) -> String {
+pub(crate) fn thousands(v: u64) -> String {
     let s = v.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {

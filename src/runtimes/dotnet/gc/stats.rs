@@ -9,7 +9,7 @@ use serde::Serialize;
 use std::collections::HashMap;
 
 /// SOS's name for free space.
-pub const FREE: &str = "Free";
+pub(crate) const FREE: &str = "Free";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TypeStat {
@@ -34,7 +34,7 @@ pub struct HeapStats {
 
 /// Sums the walks and names the types. A type whose name cannot be read is named
 /// `<unknown type MT>` and the error is returned beside it.
-pub fn heap_stats(walks: &[SegmentWalk], free_mt: u64, namer: &TypeNamer) -> (HeapStats, Vec<(u64, String)>) {
+pub(crate) fn heap_stats(walks: &[SegmentWalk], free_mt: u64, namer: &TypeNamer) -> (HeapStats, Vec<(u64, String)>) {
     let mut by_mt: HashMap<u64, TypeCount> = HashMap::new();
     let mut stats = HeapStats::default();
     for w in walks {

@@ -20,7 +20,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::collections::{HashMap, HashSet};
 
-pub const MIN_OBJECT_SIZE: u64 = 24;
+pub(crate) const MIN_OBJECT_SIZE: u64 = 24;
 const ALIGN: u64 = 8;
 const HAS_COMPONENT_SIZE: u32 = 0x8000_0000;
 /// A base size above this is not a real MethodTable's.
@@ -28,17 +28,17 @@ const MAX_BASE_SIZE: u32 = 1 << 30;
 
 /// What the walk needs to size an object, read once per MethodTable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TypeShape {
-    pub base_size: u32,
+pub(crate) struct TypeShape {
+    pub(crate) base_size: u32,
     /// Bytes per element for arrays and strings, 0 otherwise.
-    pub component_size: u32,
+    pub(crate) component_size: u32,
 }
 
 impl TypeShape {
     /// Reads a MethodTable's base size and component size, refusing one that does not look
     /// like a MethodTable (its EEClass must point back at it or at its canonical table; the
     /// free MethodTable `free_mt` has no EEClass).
-    pub fn read(t: &Target, mt: u64, free_mt: u64) -> Result<TypeShape, String> {
+    pub(crate) fn read(t: &Target, mt: u64, free_mt: u64) -> Result<TypeShape, String> {
         let flags = t.field_u32(mt, "MethodTable", "MTFlags").map_err(|e| e.to_string())?;
         let base_size = t.field_u32(mt, "MethodTable", "BaseSize").map_err(|e| e.to_string())?;
         let component_size = if flags & HAS_COMPONENT_SIZE != 0 { flags & 0xffff } else { 0 };
@@ -54,71 +54,71 @@ impl TypeShape {
 
     /// The object's size as SOS counts it (unaligned, at least 24 bytes), given its component
     /// count.
-    pub fn size(&self, count: u32) -> u64 {
+    pub(crate) fn size(&self, count: u32) -> u64 {
         (self.base_size as u64 + count as u64 * self.component_size as u64).max(MIN_OBJECT_SIZE)
     }
 }
 
 /// The size an object takes on the heap: [`TypeShape::size`] aligned.
-pub fn aligned(size: u64) -> u64 {
+pub(crate) fn aligned(size: u64) -> u64 {
     size.div_ceil(ALIGN) * ALIGN
 }
 
 /// Objects of one type in one walk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TypeCount {
-    pub count: u64,
+pub(crate) struct TypeCount {
+    pub(crate) count: u64,
     /// Sum of the objects' sizes as SOS counts them.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
 }
 
 /// One segment's walk.
 #[derive(Debug, Clone, Default)]
-pub struct SegmentWalk {
-    pub types: HashMap<u64, TypeCount>,
-    pub objects: u64,
+pub(crate) struct SegmentWalk {
+    pub(crate) types: HashMap<u64, TypeCount>,
+    pub(crate) objects: u64,
     /// Sum of the objects' sizes as SOS counts them.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// Where and why the walk stopped before `allocated`.
-    pub broken: Option<(u64, String)>,
+    pub(crate) broken: Option<(u64, String)>,
     /// Words that hold one of the [`WalkInput::targets`].
-    pub hits: Vec<Hit>,
+    pub(crate) hits: Vec<Hit>,
 }
 
 /// What the walk needs besides the segments.
-pub struct WalkInput<'a> {
-    pub t: &'a Target<'a>,
+pub(crate) struct WalkInput<'a> {
+    pub(crate) t: &'a Target<'a>,
     /// Allocation contexts: pointer → limit.
-    pub alloc_contexts: &'a HashMap<u64, u64>,
-    pub free_mt: u64,
+    pub(crate) alloc_contexts: &'a HashMap<u64, u64>,
+    pub(crate) free_mt: u64,
     /// Objects whose referrers are wanted: every word of every other object (strings and free
     /// objects aside) is compared with them. Empty: no scan.
-    pub targets: &'a HashSet<u64>,
-    pub string_mt: u64,
+    pub(crate) targets: &'a HashSet<u64>,
+    pub(crate) string_mt: u64,
     /// The core, for read-ahead and release hints on each segment's pages.
-    pub core: Option<&'a crate::core::Core>,
+    pub(crate) core: Option<&'a crate::core::Core>,
 }
 
 /// Referrers kept per segment at most (a lock object has few).
-pub const MAX_HITS_PER_SEGMENT: usize = 256;
+pub(crate) const MAX_HITS_PER_SEGMENT: usize = 256;
 
 /// A word inside an object that holds a target's address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Hit {
-    pub referrer: u64,
-    pub method_table: u64,
+pub(crate) struct Hit {
+    pub(crate) referrer: u64,
+    pub(crate) method_table: u64,
     /// From the referrer's start (its MethodTable pointer).
-    pub offset: u64,
-    pub target: u64,
+    pub(crate) offset: u64,
+    pub(crate) target: u64,
 }
 
 /// Walks every segment, in parallel; results in segment order.
-pub fn walk_all(input: &WalkInput, segments: &[Segment]) -> Vec<SegmentWalk> {
+pub(crate) fn walk_all(input: &WalkInput, segments: &[Segment]) -> Vec<SegmentWalk> {
     segments.par_iter().map(|s| walk_segment(input, s)).collect()
 }
 
 /// Walks one segment.
-pub fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
+pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
     let t = input.t;
     let mut out = SegmentWalk::default();
     // Per type met here: its shape and the counts (one hash lookup per object, Fx-hashed).
