@@ -287,15 +287,11 @@ fn open_matching(candidates: &[std::path::PathBuf], want: Option<&[u8]>) -> (std
 }
 
 /// Mappings NT_FILE names that are never a loaded image: anonymous inodes (`anon_inode:[io_uring]`,
-/// `anon_inode:[perf_event]`), memfds, POSIX and System V shared memory, and devices.
+/// `anon_inode:[perf_event]`), memfds, POSIX and System V shared memory. (Another path, even a
+/// device, is looked at and refused with a warning: a hostile NT_FILE must be said.)
 fn names_no_image(path: &str) -> bool {
-    const PREFIXES: &[&str] = &["anon_inode:", "/memfd:", "/dev/", "/SYSV", "/anon_hugepage", "/drm mm object"];
+    const PREFIXES: &[&str] = &["anon_inode:", "/memfd:", "/dev/shm/", "/SYSV", "/anon_hugepage", "/drm mm object"];
     PREFIXES.iter().any(|p| path.starts_with(p))
-}
-
-/// Whether the dump holds the page at `addr` and it does not start with an ELF header.
-fn first_page_is_data(core: &Core, addr: u64) -> bool {
-    core_bytes(core, addr, 4).is_some_and(|b| b != b"\x7fELF")
 }
 
 fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, next_header: u64, diagnostics: &mut Vec<Diagnostic>) -> Option<Module> {
@@ -306,9 +302,9 @@ fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, ne
         (Some(p), Some(b)) => build_id_in_memory(core, p, b),
         _ => None,
     };
-    // Not a file a module could be loaded from (an io_uring, a memfd, shared memory, a device)
-    // and no ELF image in memory: data, not a module, and nothing to open or warn about.
-    if mem_phdrs.is_none() && (names_no_image(&f.path) || first_page_is_data(core, f.header_addr)) {
+    // Not a file a module could be loaded from (an io_uring, a memfd, shared memory) and no ELF
+    // image in memory: data, not a module, and nothing to open or warn about.
+    if mem_phdrs.is_none() && names_no_image(&f.path) {
         return None;
     }
     // A name that is no path (`[executable]`, or one knot made up) is never opened; a path that
@@ -346,9 +342,6 @@ fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, ne
         (None, Ok(file)) => phdrs_in_file(file),
         // Neither an ELF image in memory nor an ELF file on disk: a mapped data file.
         (None, Err(super::elf_file::ElfFileError::NotElf { .. })) => return None,
-        // Not a file a module could be loaded from (an io_uring, a memfd, shared memory, a
-        // device), or its first page is in the dump and is no ELF header: data, not a module.
-        (None, Err(_)) if names_no_image(&f.path) || first_page_is_data(core, f.header_addr) => return None,
         (None, Err(e)) => return headerless_module(core, f, next_header, &disk_path, e, diagnostics),
     };
     // The file's first page placed where the dump holds other bytes than an ELF header: the
