@@ -9,6 +9,7 @@
 //! doing and whether it had run out of memory.
 
 pub(crate) mod dactable;
+pub mod diff;
 pub(crate) mod gcvars;
 pub(crate) mod names;
 pub(crate) mod referrers;
