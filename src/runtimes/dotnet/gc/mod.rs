@@ -14,6 +14,7 @@ pub(crate) mod gcvars;
 pub(crate) mod names;
 pub(crate) mod referrers;
 pub(crate) mod report;
+pub(crate) mod retained;
 pub(crate) mod state;
 pub(crate) mod stats;
 pub(crate) mod walk;
