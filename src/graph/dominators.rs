@@ -390,6 +390,112 @@ mod tests {
             .collect()
     }
 
+    /// A heap-shaped graph of `n` nodes: a few roots, trees of small objects, shared nodes, long
+    /// chains and cycles (a xorshift, so every run builds the same one).
+    fn heap_like(n: u32) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut start = Vec::with_capacity(n as usize + 1);
+        let mut targets = Vec::with_capacity(n as usize * 2);
+        start.push(0u32);
+        for i in 0..n {
+            // A parent edge from a nearby earlier node keeps most of it reachable and tree-like;
+            // a quarter get a second edge anywhere (sharing, cycles).
+            if i > 0 {
+                let back = (rnd() % 64 + 1) as u32;
+                targets.push(i.saturating_sub(back));
+            }
+            if rnd() % 4 == 0 {
+                targets.push((rnd() % n as u64) as u32);
+            }
+            if i + 1 < n && rnd() % 2 == 0 {
+                targets.push(i + 1);
+            }
+            start.push(targets.len() as u32);
+        }
+        // Edges above point backwards; reverse them so that node 0's subtree reaches forwards.
+        let mut rev_start = vec![0u32; n as usize + 1];
+        for &t in &targets {
+            rev_start[t as usize + 1] += 1;
+        }
+        for i in 0..n as usize {
+            rev_start[i + 1] += rev_start[i];
+        }
+        let mut fill = rev_start.clone();
+        let mut rev = vec![0u32; targets.len()];
+        for v in 0..n as usize {
+            for &t in &targets[start[v] as usize..start[v + 1] as usize] {
+                rev[fill[t as usize] as usize] = v as u32;
+                fill[t as usize] += 1;
+            }
+        }
+        let roots: Vec<u32> = (0..16).map(|i| i * (n / 16)).collect();
+        (rev_start, rev, roots)
+    }
+
+    /// Peak RSS (VmHWM) in KiB, after resetting it when `reset`.
+    fn peak_kib(reset: bool) -> u64 {
+        if reset {
+            let _ = std::fs::write("/proc/self/clear_refs", "5");
+        }
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok()).unwrap_or(0)
+    }
+
+    fn rss_kib() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok()).unwrap_or(0)
+    }
+
+    /// `cargo test --release --lib scale_against_petgraph -- --ignored --nocapture`: this module
+    /// and petgraph's `simple_fast` on heap-shaped graphs (KNOT_DOM_NODES nodes for ours,
+    /// default 10 M; KNOT_DOM_PETGRAPH_NODES for petgraph's, default 2 M): time and the memory
+    /// each adds to the graph's.
+    #[test]
+    #[ignore]
+    fn scale_against_petgraph() {
+        let env = |k: &str, d: u32| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+        for (who, n) in [("knot", env("KNOT_DOM_NODES", 10_000_000)), ("petgraph", env("KNOT_DOM_PETGRAPH_NODES", 2_000_000))] {
+            let (s, t, roots) = heap_like(n);
+            let base = rss_kib();
+            peak_kib(true);
+            let t0 = std::time::Instant::now();
+            let reachable = if who == "knot" {
+                let d = dominators(&s, &t, &roots).expect("valid");
+                d.reachable()
+            } else {
+                // The virtual root is one more node joined to the roots.
+                let mut g: petgraph::Graph<(), ()> = petgraph::Graph::with_capacity(n as usize + 1, t.len() + roots.len());
+                for _ in 0..=n {
+                    g.add_node(());
+                }
+                for v in 0..n as usize {
+                    for &w in &t[s[v] as usize..s[v + 1] as usize] {
+                        g.add_edge((v as u32).into(), w.into(), ());
+                    }
+                }
+                for &r in &roots {
+                    g.add_edge(n.into(), r.into(), ());
+                }
+                let d = petgraph::algo::dominators::simple_fast(&g, n.into());
+                (0..n).filter(|&v| d.immediate_dominator(v.into()).is_some()).count()
+            };
+            let secs = t0.elapsed().as_secs_f64();
+            let extra = peak_kib(false).saturating_sub(base);
+            eprintln!(
+                "{who}: {n} nodes, {} edges, {reachable} reachable: {secs:.2} s, peak +{:.0} MiB = {:.1} bytes/node beyond the graph",
+                t.len(),
+                extra as f64 / 1024.0,
+                extra as f64 * 1024.0 / n as f64
+            );
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
         #[test]

@@ -26,6 +26,120 @@ pub struct HeapReport {
     pub free_bytes: u64,
     /// Every type on the heap, largest total first.
     pub types: Vec<HeapTypeReport>,
+    /// Retained bytes by type, largest first (MAT's dominator tree grouped by class: per type,
+    /// its objects that no object of the same type dominates, their count and retained sum);
+    /// null when the object graph was not read.
+    pub retained: Option<Vec<RetainedTypeReport>>,
+    /// The top holders: objects only the roots dominate, largest retained first (at most 20);
+    /// null when the object graph was not read.
+    pub dominators: Option<Vec<DominatorReport>>,
+    /// Objects no root reaches (garbage not yet collected; free objects not counted): in no
+    /// retained size. Null when the object graph was not read.
+    pub unreachable: Option<UnreachableReport>,
+    /// Holders retaining 10 % of the heap or more, largest first: the leak suspects.
+    pub suspects: Vec<SuspectReport>,
+    /// The top of the dominator tree for the HTML icicle (not in JSON: `dominators` and
+    /// `suspects` carry its facts).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub dominator_tree: Vec<DominatorNode>,
+}
+
+/// One type's retained bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct RetainedTypeReport {
+    /// As SOS's heap commands print it.
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// Objects of the type that no object of the same type dominates.
+    pub count: u64,
+    /// What they retain together (each object counted once).
+    pub retained_bytes: u64,
+}
+
+/// What holds an object from outside the heap.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct HeapRootRef {
+    /// `static`, `strong_handle`, `pinned_handle`, `stack`, `finalizer_queue`, … (as
+    /// `knot heap root` names kinds).
+    pub kind: String,
+    /// The root for people: `static field SessionCache.s_all`, `strong handle 0x7f…`, `thread
+    /// 1234 (Main), conservative`.
+    pub name: String,
+}
+
+/// One top holder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct DominatorReport {
+    pub address: Hex,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// Its own bytes and those of every object it dominates (reachable only through it).
+    pub retained_bytes: u64,
+    /// The root of its shortest path from a root; null when none was found.
+    pub root: Option<HeapRootRef>,
+}
+
+/// Garbage not yet collected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct UnreachableReport {
+    pub objects: u64,
+    pub bytes: u64,
+}
+
+/// A leak suspect: one holder of a large share of the heap.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct SuspectReport {
+    pub address: Hex,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub retained_bytes: u64,
+    /// Of the heap's objects' bytes (reachable and garbage; free space not counted).
+    pub heap_percent: f64,
+    pub root: Option<HeapRootRef>,
+    /// The shortest path from the root to the holder, the holder last.
+    pub path: Vec<HeapPathStepReport>,
+    /// Where its bytes accumulate.
+    pub accumulation: AccumulationReport,
+}
+
+/// One object on a path from a root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct HeapPathStepReport {
+    pub address: Hex,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// The field of this object that leads to the next one (`[i]` for an array element); null
+    /// on the last.
+    pub field: Option<String>,
+}
+
+/// The object under a holder whose children hold the bulk (a dictionary's entries array):
+/// found by going down the dominator tree while one child retains 80 % of its parent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct AccumulationReport {
+    pub address: Hex,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub retained_bytes: u64,
+    /// Its children in the dominator tree.
+    pub children: u64,
+    /// The type whose children retain most, how many they are and what they retain.
+    pub child_type: String,
+    pub child_count: u64,
+    pub child_retained_bytes: u64,
+}
+
+/// A node of the dominator tree's top, in preorder (a parent before its children, the
+/// largest child first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DominatorNode {
+    pub address: u64,
+    pub type_name: String,
+    pub retained_bytes: u64,
+    /// Index of its parent in the list; `None` for the top holders.
+    pub parent: Option<usize>,
+    pub depth: u32,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -150,6 +264,11 @@ impl HeapReport {
             total_bytes: r.stats.total_bytes,
             free_bytes: r.stats.free_bytes,
             types: r.stats.types.iter().map(|t| HeapTypeReport { name: t.name.clone(), method_table: Hex(t.method_table), count: t.count, bytes: t.bytes }).collect(),
+            retained: None,
+            dominators: None,
+            unreachable: None,
+            suspects: Vec::new(),
+            dominator_tree: Vec::new(),
         }
     }
 }
