@@ -339,3 +339,72 @@ mod tests {
         assert!(!stalled(None, 90, 90, true));
     }
 }
+
+/// The icicle's bounds: a node must retain this share of the reachable heap (percent), the tree
+/// is cut this deep, and at this many nodes.
+const ICICLE_MIN_SHARE: f64 = 0.2;
+const ICICLE_DEPTH: u32 = 8;
+const ICICLE_NODES: usize = 400;
+
+/// How the retained fields name what they show: a type by its index in the graph's type table,
+/// and a node's root with the path from it (`None`: no root found).
+pub(crate) struct RetentionNames<'a> {
+    pub(crate) type_name: &'a dyn Fn(u32) -> String,
+    pub(crate) root_path: &'a dyn Fn(u32) -> Option<(HeapRootRef, Vec<HeapPathStepReport>)>,
+}
+
+/// Fills `heap`'s `retained`, `dominators`, `unreachable`, `suspects` and the icicle's tree from
+/// the retention of graph `g`.
+pub(crate) fn attach_retention(heap: &mut HeapReport, g: &super::graph::ObjectGraph, r: &super::retained::Retention, names: &RetentionNames<'_>) {
+    use super::retained::{SUSPECT_PERCENT, TOP_HOLDERS};
+    let node_type = |k: u32| g.types.get(r.node(k) as usize).copied().unwrap_or(u32::MAX);
+    let address = |k: u32| Hex(g.addresses.get(r.node(k) as usize).copied().unwrap_or(0));
+    heap.retained = Some(r.by_type.iter().map(|t| RetainedTypeReport { type_name: (names.type_name)(t.type_index), count: t.count, retained_bytes: t.retained }).collect());
+    heap.unreachable = Some(UnreachableReport { objects: r.unreachable_objects, bytes: r.unreachable_bytes });
+    heap.dominators = Some(
+        r.top_holders(TOP_HOLDERS)
+            .into_iter()
+            .map(|k| DominatorReport {
+                address: address(k),
+                type_name: (names.type_name)(node_type(k)),
+                retained_bytes: r.retained[k as usize],
+                root: (names.root_path)(r.node(k)).map(|(root, _)| root),
+            })
+            .collect(),
+    );
+    let heap_bytes = r.heap_bytes().max(1);
+    heap.suspects = r
+        .suspects()
+        .into_iter()
+        .map(|k| {
+            let a = r.accumulation(k, &g.types);
+            let (root, path) = match (names.root_path)(r.node(k)) {
+                Some((root, path)) => (Some(root), path),
+                None => (None, Vec::new()),
+            };
+            SuspectReport {
+                address: address(k),
+                type_name: (names.type_name)(node_type(k)),
+                retained_bytes: r.retained[k as usize],
+                heap_percent: r.retained[k as usize] as f64 * 100.0 / heap_bytes as f64,
+                root,
+                path,
+                accumulation: AccumulationReport {
+                    address: address(a.point),
+                    type_name: (names.type_name)(node_type(a.point)),
+                    retained_bytes: r.retained[a.point as usize],
+                    children: a.children,
+                    child_type: if a.child_count_known() { (names.type_name)(a.child_type) } else { String::new() },
+                    child_count: a.child_type_count,
+                    child_retained_bytes: a.child_type_retained,
+                },
+            }
+        })
+        .collect();
+    debug_assert!(heap.suspects.iter().all(|s| s.heap_percent >= SUSPECT_PERCENT as f64));
+    heap.dominator_tree = r
+        .top_of_tree(ICICLE_MIN_SHARE, ICICLE_DEPTH, ICICLE_NODES)
+        .into_iter()
+        .map(|(k, parent, depth)| DominatorNode { address: address(k).0, type_name: (names.type_name)(node_type(k)), retained_bytes: r.retained[k as usize], parent, depth })
+        .collect();
+}

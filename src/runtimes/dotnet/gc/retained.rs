@@ -5,6 +5,7 @@
 //! accumulation point (where its bulk spreads over many children). Objects no root reaches are
 //! garbage the GC has not collected yet: counted apart, never in a retained size.
 
+use super::graph::{ObjectGraph, RootKind};
 use crate::graph::dominators::{self, DominatorError, DominatorTree, VIRTUAL_ROOT};
 
 /// A holder retaining this share of the heap (percent) is a leak suspect.
@@ -32,6 +33,22 @@ pub(crate) struct GraphView<'a> {
     pub(crate) free_type: Option<u32>,
 }
 
+impl<'a> GraphView<'a> {
+    /// The view of an object graph; `roots` from [`marking_roots`].
+    pub(crate) fn of(g: &'a ObjectGraph, roots: &'a [u32], free_type: Option<u32>) -> GraphView<'a> {
+        GraphView { edge_start: &g.edge_start, edges: &g.edges, sizes: &g.sizes, types: &g.types, type_count: g.type_table.len(), roots, free_type }
+    }
+}
+
+/// The nodes the GC marks from: every root but a sync block's (the GC does not mark from sync
+/// blocks) and a dependent handle's secondary (held only while its primary is: that is an edge).
+pub(crate) fn marking_roots(g: &ObjectGraph) -> Vec<u32> {
+    let mut roots: Vec<u32> = g.roots.iter().filter(|r| !matches!(r.kind, RootKind::SyncBlock | RootKind::DependentHandle)).map(|r| r.node).filter(|&n| (n as usize) < g.addresses.len()).collect();
+    roots.sort_unstable();
+    roots.dedup();
+    roots
+}
+
 /// Retained bytes of one type: its objects that no object of the same type dominates, their
 /// count and the sum of their retained sizes (so nested objects of one type count once).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +69,13 @@ pub(crate) struct Accumulation {
     pub(crate) child_type: u32,
     pub(crate) child_type_count: u64,
     pub(crate) child_type_retained: u64,
+}
+
+impl Accumulation {
+    /// Whether the point has children (and so a child type).
+    pub(crate) fn child_count_known(&self) -> bool {
+        self.child_type_count > 0
+    }
 }
 
 /// The dominator tree and the sizes it gives.
@@ -196,6 +220,34 @@ impl Retention {
         }
         let (child_type, (child_type_count, child_type_retained)) = by.into_iter().max_by(|a, b| a.1 .1.cmp(&b.1 .1).then(b.0.cmp(&a.0))).unwrap_or((u32::MAX, (0, 0)));
         Accumulation { point: k, children: kids.len() as u64, child_type, child_type_count, child_type_retained }
+    }
+
+    /// The top of the dominator tree in preorder (a parent before its children, largest child
+    /// first): the holders and every descendant retaining at least `min_share` percent of the
+    /// reachable heap, at most `max_depth` levels and `max_nodes` nodes. (preorder number,
+    /// index of the parent in the list, depth)
+    pub(crate) fn top_of_tree(&self, min_share: f64, max_depth: u32, max_nodes: usize) -> Vec<(u32, Option<usize>, u32)> {
+        let total = self.retained[0].max(1) as f64;
+        let big = |k: u32| self.retained[k as usize] as f64 * 100.0 / total >= min_share;
+        let sorted = |k: u32| {
+            let mut kids: Vec<u32> = self.children_of(k).iter().copied().filter(|&c| big(c)).collect();
+            kids.sort_by(|&a, &b| self.retained[b as usize].cmp(&self.retained[a as usize]).then(a.cmp(&b)));
+            kids
+        };
+        let mut out: Vec<(u32, Option<usize>, u32)> = Vec::new();
+        // (node, parent's index, depth), pushed in reverse so the largest comes out first.
+        let mut stack: Vec<(u32, Option<usize>, u32)> = sorted(VIRTUAL_ROOT).into_iter().rev().map(|k| (k, None, 0)).collect();
+        while let Some((k, parent, depth)) = stack.pop() {
+            if out.len() >= max_nodes {
+                break;
+            }
+            out.push((k, parent, depth));
+            if depth + 1 < max_depth {
+                let me = out.len() - 1;
+                stack.extend(sorted(k).into_iter().rev().map(|c| (c, Some(me), depth + 1)));
+            }
+        }
+        out
     }
 
     /// The node (graph index) of preorder number `k`.
