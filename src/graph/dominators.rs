@@ -157,25 +157,28 @@ pub(crate) fn dominators(start: &[u32], targets: &[u32], roots: &[u32]) -> Resul
             rstart[k + 1] += 1;
         }
     }
-    for k in 0..count {
-        rstart[k + 1] += rstart[k];
+    // Prefix sums shifted by one (`rstart[k + 1]` = where k's predecessors end), then each
+    // predecessor placed by decrementing it: afterwards `rstart[k]` is where k's start, with no
+    // second array of cursors.
+    for k in 1..=count {
+        rstart[k] += rstart[k - 1];
     }
-    let mut fill = rstart.clone();
     let mut preds = vec![0u32; rstart[count] as usize];
-    for k in 1..count {
-        let v = order[k] as usize;
-        for &w in &targets[start[v] as usize..start[v + 1] as usize] {
-            let at = &mut fill[pre[w as usize] as usize];
-            preds[*at as usize] = k as u32;
-            *at += 1;
-        }
+    for k in (1..count).rev() {
         if is_root[k] {
-            let at = &mut fill[k];
-            preds[*at as usize] = VIRTUAL_ROOT;
-            *at += 1;
+            rstart[k + 1] -= 1;
+            preds[rstart[k + 1] as usize] = VIRTUAL_ROOT;
+        }
+        let v = order[k] as usize;
+        for &w in targets[start[v] as usize..start[v + 1] as usize].iter().rev() {
+            let at = &mut rstart[pre[w as usize] as usize + 1];
+            *at -= 1;
+            preds[*at as usize] = k as u32;
         }
     }
-    drop(fill);
+    // Now `rstart[k + 1]` is where k's predecessors start: shift back.
+    rstart.remove(0);
+    rstart.push(preds.len() as u32);
     drop(is_root);
     drop(pre);
 
