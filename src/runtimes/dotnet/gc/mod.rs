@@ -16,6 +16,7 @@ pub(crate) mod names;
 pub(crate) mod referrers;
 pub(crate) mod report;
 pub(crate) mod retained;
+pub(crate) mod root_tree;
 pub(crate) mod state;
 pub(crate) mod stats;
 pub(crate) mod walk;
