@@ -308,7 +308,6 @@ pub struct Metadata {
     strings: (u64, u32),
     /// The `#Blob` heap, when the image has one.
     blobs: Option<(u64, u32)>,
-    wide_strings: bool,
     tables: [Table; 0x2d],
     /// Column widths (bytes) per table, in schema order.
     widths: Vec<Vec<u8>>,
@@ -409,7 +408,7 @@ impl Metadata {
         if at > end {
             return Err(bad(format!("tables need {:#x} bytes, the #~ stream has {tsize:#x}", at - tstream)));
         }
-        Ok(Metadata { root, strings, blobs, wide_strings: ws == 4, tables, widths })
+        Ok(Metadata { root, strings, blobs, tables, widths })
     }
 
     pub(crate) fn rows(&self, table: usize) -> u32 {

@@ -41,8 +41,6 @@ pub struct GcReading {
     pub layout: HeapLayout,
     pub server: bool,
     pub(crate) heap_count: usize,
-    /// `GcDacVars` version (major, minor).
-    pub(crate) version: (u8, u8),
     pub segments: Vec<Segment>,
     pub stats: HeapStats,
     /// Segments whose walk stopped early: (segment, where, why).
@@ -156,7 +154,6 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
         layout: vars.layout,
         server: vars.server,
         heap_count: vars.heaps.len(),
-        version: (vars.major, vars.minor),
         segments,
         stats,
         broken,
