@@ -5,7 +5,7 @@
 //! image is checked against the stream it claims to be in.
 //!
 //! The image bytes come from the dump, or — for pages the dump did not save — from the file the
-//! dump's NT_FILE note says was mapped there ([`ImageMemory`]): managed assemblies are mapped
+//! dump's NT_FILE note says was mapped there (`ImageMemory`): managed assemblies are mapped
 //! read-only, so the file holds the same bytes. A file whose first bytes differ from the dump's
 //! copy is refused.
 
