@@ -53,7 +53,6 @@ impl Section {
 pub struct ElfFile {
     path: PathBuf,
     map: Bytes,
-    pub(crate) e_type: u16,
     pub program_headers: Vec<ProgramHeader>,
     pub sections: Vec<Section>,
     /// Each compressed section, inflated on first use (or mapped from the cache).
@@ -125,7 +124,7 @@ impl ElfFile {
             })
             .collect();
         let inflated = sections.iter().map(|_| OnceLock::new()).collect();
-        let mut file = ElfFile { path, map, e_type: hdr.e_type, program_headers, sections, inflated, build_id: None, cache: None };
+        let mut file = ElfFile { path, map, program_headers, sections, inflated, build_id: None, cache: None };
         file.build_id = file.find_build_id();
         Ok(file)
     }
