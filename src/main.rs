@@ -56,8 +56,54 @@ enum Command {
     /// Analyze each new core dump in DIR once, writing <dump>.knot.json beside it (for a sidecar or a Job).
     #[command(after_help = WATCH_EXIT)]
     Watch(WatchArgs),
+    /// The .NET GC heap as a graph: `knot heap root DUMP ADDRESS` says why an object is alive.
+    #[command(subcommand)]
+    Heap(HeapCommand),
     /// Print the JSON Schema of the report (--format json).
     Schema,
+}
+
+#[derive(Subcommand)]
+enum HeapCommand {
+    /// Why an object is alive: the shortest path from a GC root (handle, stack, finalization
+    /// queue) to it, as SOS `gcroot` prints it, each object with the field that leads on.
+    #[command(after_help = HEAP_ROOT_EXIT)]
+    Root(HeapRootArgs),
+}
+
+const HEAP_ROOT_EXIT: &str = "Stack roots are found by scanning each managed frame's stack words and registers (marked conservative): a stale local may show as a root. Exit status: 0 the heap was read (whether or not a root reaches the object: see `reachable`); 2 the dump or its .NET heap could not be read; 64 the command line is wrong.";
+
+#[derive(Parser)]
+struct HeapRootArgs {
+    /// The core file (a .NET process's, with its heap: createdump --withheap or --full).
+    #[arg(value_name = "DUMP")]
+    core: PathBuf,
+    /// The object's address (hex, with or without 0x), as SOS prints it.
+    #[arg(value_name = "ADDRESS", value_parser = parse_address)]
+    address: u64,
+    #[command(flatten)]
+    lookup: LookupArgs,
+    /// A compressed core (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
+    #[arg(long, value_name = "MIB", default_value_t = knot::core::compressed::DEFAULT_MAX_DECOMPRESSED >> 20)]
+    max_decompressed_mib: u64,
+    #[arg(long, value_enum, default_value_t = RootFormat::Text)]
+    format: RootFormat,
+    /// Write to FILE instead of standard output.
+    #[arg(long, short, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum RootFormat {
+    /// For people: SOS gcroot's shape.
+    Text,
+    /// For programs (fields: docs/report-fields.md, "knot heap root").
+    Json,
+}
+
+fn parse_address(s: &str) -> Result<u64, String> {
+    let h = s.trim().trim_start_matches("0x").trim_start_matches("0X");
+    u64::from_str_radix(h, 16).map_err(|_| format!("{s:?} is not a hex address"))
 }
 
 #[derive(Parser)]
@@ -218,6 +264,7 @@ fn main() -> ExitCode {
         Command::Analyze(args) => run_analyze(args),
         Command::Watch(args) => run_watch(args),
         Command::Pid(args) => run_pid(args),
+        Command::Heap(HeapCommand::Root(args)) => run_heap_root(args),
         Command::Schema => {
             println!("{}", report::json_schema());
             Ok(EXIT_OK)
@@ -254,6 +301,22 @@ fn run_analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
     let report = report?;
     emit(&report, &args.output)?;
     Ok(if args.fail_on_deadlock && !report.deadlocks.is_empty() { EXIT_DEADLOCK } else { EXIT_OK })
+}
+
+fn run_heap_root(args: HeapRootArgs) -> anyhow::Result<u8> {
+    let opts = Options { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)), ..Options::default() };
+    let r = analysis::heap_root(&args.core, &opts, args.address)?;
+    let rendered = match args.format {
+        RootFormat::Text => report::heap_root::render(&r),
+        RootFormat::Json => report::heap_root::to_json(&r) + "\n",
+    };
+    match &args.output {
+        Some(path) => std::fs::write(path, rendered).with_context(|| format!("cannot write {}", path.display()))?,
+        None => {
+            let _ = std::io::stdout().lock().write_all(rendered.as_bytes());
+        }
+    }
+    Ok(EXIT_OK)
 }
 
 /// Renders the report and writes it to `output` or standard output; a verdict reached without

@@ -1,0 +1,150 @@
+//! `knot heap root DUMP ADDRESS`: why an object is alive, as data (JSON) and as text in the
+//! shape of SOS `gcroot` (a block per root — `HandleTable:`, `Thread <tid>:`, `Finalizer
+//! Queue:` — its root line, then one `-> ADDRESS Type` line per object, each with the field
+//! that leads on). The facts come from `runtimes::dotnet::gc::why_alive`; the words from
+//! [`super::words`].
+
+use super::words;
+use crate::diagnostics::Diagnostic;
+use crate::hex::Hex;
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+/// Why one object of the GC heap is alive.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HeapRootReport {
+    pub knot_version: String,
+    /// The object asked about.
+    pub object: Hex,
+    /// Its type as SOS's heap commands name it; null when the address is no object of the heap
+    /// (not an object's start, or in no segment the walk read).
+    #[serde(rename = "type")]
+    pub type_name: Option<String>,
+    /// Its size as SOS reports it (unaligned); null when it is no object.
+    pub size: Option<u64>,
+    /// A root reaches it: `root` and `path` say how. False: no root read reaches it (it is
+    /// garbage the GC has not collected yet, or its root could not be read: see diagnostics).
+    pub reachable: bool,
+    /// The root the shortest path starts from.
+    pub root: Option<HeapRootHolder>,
+    /// The shortest path, from the root's object to the object asked about.
+    pub path: Vec<HeapPathStep>,
+    /// Roots read, per kind.
+    pub roots: Vec<HeapRootCount>,
+    /// Handles in use in the handle table (weak ones included).
+    pub handles_read: usize,
+    /// Objects in the graph (free objects left out) and their references.
+    pub objects: usize,
+    pub references: usize,
+    /// What could not be read (unreadable roots, refused GC descriptions, walks stopped early).
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// A root: what holds the first object of the path.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HeapRootHolder {
+    /// `strong_handle`, `pinned_handle`, `async_pinned_handle`, `ref_counted_handle`,
+    /// `sized_ref_handle`, `variable_handle`, `finalizer_queue`, `stack`, `sync_block`,
+    /// `static`.
+    pub kind: String,
+    /// A stack root found by scanning the frame's words, not from GC info: it may be a stale
+    /// value.
+    pub conservative: bool,
+    /// The handle's address (handle roots).
+    pub handle: Option<Hex>,
+    /// The thread, frame and slot (stack roots).
+    pub thread: Option<HeapRootThread>,
+    /// The finalization queue slot (finalizer roots).
+    pub finalizer_slot: Option<Hex>,
+    /// The sync block's index (a held monitor's object).
+    pub sync_block: Option<u32>,
+    /// The root for people: `strong handle 0x…`, `thread 0x1a2b, frame Program.Park, slot 0x…`.
+    pub description: String,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HeapRootThread {
+    pub os_tid: u32,
+    /// 0 when the thread has no managed id.
+    pub managed_id: u32,
+    /// The frame's method as `clrstack` names it; null when unnamed.
+    pub method: Option<String>,
+    pub frame_sp: Hex,
+    pub frame_ip: Hex,
+    /// The stack slot holding the object; null for a register.
+    pub slot: Option<Hex>,
+    /// The register holding the object (`rbx`); null for a stack slot.
+    pub register: Option<String>,
+}
+
+/// One object of the path.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HeapPathStep {
+    pub address: Hex,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// As SOS reports it (unaligned).
+    pub size: u64,
+    /// How it refers to the next object: a field name, `[i]` for an array element,
+    /// `(dependent handle)` when a dependent handle makes it hold the next; null on the last.
+    pub via: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HeapRootCount {
+    pub kind: String,
+    pub conservative: bool,
+    pub count: usize,
+}
+
+/// The report as pretty-printed JSON.
+pub fn to_json(r: &HeapRootReport) -> String {
+    serde_json::to_string_pretty(r).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// The JSON Schema of [`HeapRootReport`].
+pub fn json_schema() -> String {
+    serde_json::to_string_pretty(&schemars::schema_for!(HeapRootReport)).unwrap_or_default()
+}
+
+/// The text: SOS `gcroot`'s shape, fields added.
+pub fn render(r: &HeapRootReport) -> String {
+    let mut out = String::new();
+    let what = match &r.type_name {
+        Some(t) => format!("{} {t}", r.object),
+        None => format!("{} (no object of the GC heap starts here)", r.object),
+    };
+    let _ = writeln!(out, "Why alive: {what}");
+    match &r.root {
+        Some(root) => {
+            let _ = writeln!(out, "{}", words::heap_root_block(root));
+            let _ = writeln!(out, "    {}", words::heap_root_line(root));
+            let width = r.path.iter().map(|s| s.type_name.len()).max().unwrap_or(0);
+            for s in &r.path {
+                match &s.via {
+                    Some(via) => {
+                        let _ = writeln!(out, "          -> {:016x} {:<width$}  {}", s.address.0, s.type_name, words::heap_path_via(via));
+                    }
+                    None => {
+                        let _ = writeln!(out, "          -> {:016x} {}", s.address.0, s.type_name);
+                    }
+                }
+            }
+            let _ = writeln!(out, "\nFound 1 root (the shortest path: {} object{}).", r.path.len(), words::plural(r.path.len()));
+        }
+        None if r.type_name.is_some() => {
+            let _ = writeln!(out, "No root reaches it: it is garbage not yet collected, or its root was not read (see the warnings).");
+        }
+        None => {}
+    }
+    let counts: Vec<String> = r.roots.iter().map(|c| format!("{} {}", c.count, words::heap_root_kind_plural(&c.kind, c.conservative, c.count))).collect();
+    let _ = writeln!(out, "Roots read: {} ({} handles in use); {} objects, {} references.", if counts.is_empty() { "none".into() } else { counts.join(", ") }, r.handles_read, r.objects, r.references);
+    if r.root.as_ref().is_some_and(|h| h.conservative) {
+        let _ = writeln!(out, "Stack roots are conservative: knot does not decode the frames' GC info, so a stack slot may hold a dead local's stale value.");
+    }
+    for d in &r.diagnostics {
+        let _ = writeln!(out, "warning: {}", d.message);
+    }
+    out
+}

@@ -1,0 +1,125 @@
+//! Why an object is alive: the shortest path from a root to it (SOS `gcroot`), by a
+//! breadth-first search from every root at once over the object graph, each step named by the
+//! field (or array element) of the object that leads on.
+//!
+//! Roots are queued in an order that breaks ties between paths of one length: handles first,
+//! then the finalization queue, then (conservative) stack slots and registers. A held
+//! monitor's sync block is not a root the GC marks from; its roots are searched only when no
+//! other root reaches the object.
+
+use super::super::facts::Layout;
+use super::super::objects::TypeNamer;
+use super::super::target::Target;
+use super::gcdesc::GcDesc;
+use super::graph::{ObjectGraph, Root, RootKind};
+use super::referrers::instance_fields;
+use std::collections::VecDeque;
+
+const UNSEEN: u32 = u32::MAX;
+const ROOT: u32 = u32::MAX - 1;
+
+/// A path from a root to an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RootPath {
+    /// Index into the graph's `roots`.
+    pub(crate) root: usize,
+    /// The nodes from the root's object to the object asked about.
+    pub(crate) nodes: Vec<u32>,
+}
+
+fn tier(kind: RootKind) -> u8 {
+    match kind {
+        RootKind::StrongHandle | RootKind::PinnedHandle | RootKind::AsyncPinnedHandle | RootKind::RefCountedHandle | RootKind::SizedRefHandle | RootKind::VariableHandle | RootKind::Static => 0,
+        RootKind::DependentHandle => 1,
+        RootKind::FinalizerQueue => 2,
+        RootKind::Stack { .. } => 3,
+        RootKind::SyncBlock => 4,
+    }
+}
+
+/// The shortest path from a root to `target`, or `None` when no root reaches it.
+pub(crate) fn shortest_path(g: &ObjectGraph, target: u32) -> Option<RootPath> {
+    let mut order: Vec<usize> = (0..g.roots.len()).collect();
+    order.sort_by_key(|&i| (tier(g.roots[i].kind), i));
+    let (main, last): (Vec<usize>, Vec<usize>) = order.into_iter().partition(|&i| g.roots[i].kind != RootKind::SyncBlock);
+    search(g, target, &main).or_else(|| search(g, target, &last))
+}
+
+fn search(g: &ObjectGraph, target: u32, roots: &[usize]) -> Option<RootPath> {
+    if (target as usize) >= g.len() || roots.is_empty() {
+        return None;
+    }
+    let mut parent = vec![UNSEEN; g.len()];
+    // The root that first reached each root node.
+    let mut root_of: rustc_hash::FxHashMap<u32, usize> = rustc_hash::FxHashMap::default();
+    let mut queue = VecDeque::new();
+    for &r in roots {
+        let Root { node, .. } = g.roots[r];
+        if (node as usize) < g.len() && parent[node as usize] == UNSEEN {
+            parent[node as usize] = ROOT;
+            root_of.insert(node, r);
+            queue.push_back(node);
+        }
+    }
+    while let Some(n) = queue.pop_front() {
+        if n == target {
+            break;
+        }
+        for &m in g.edges_of(n) {
+            if (m as usize) < g.len() && parent[m as usize] == UNSEEN {
+                parent[m as usize] = n;
+                queue.push_back(m);
+            }
+        }
+    }
+    if parent[target as usize] == UNSEEN {
+        return None;
+    }
+    let mut nodes = vec![target];
+    let mut at = target;
+    // Each step goes to a node seen earlier: at most `len` steps.
+    while parent[at as usize] != ROOT && nodes.len() <= g.len() {
+        at = parent[at as usize];
+        nodes.push(at);
+    }
+    nodes.reverse();
+    Some(RootPath { root: *root_of.get(&at)?, nodes })
+}
+
+/// How an object refers to the next one on a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Link {
+    /// An instance field (its name from metadata, `<field 0x…>` when unreadable).
+    Field(String),
+    /// An element of an array.
+    Element(u64),
+    /// No field holds it: a dependent handle with this object as primary.
+    Dependent,
+}
+
+/// How the object `from` refers to `to`: the first reference field (or element) holding it.
+pub(crate) fn link(t: &Target, namer: &TypeNamer, l: &Layout, g: &ObjectGraph, from: u32, to: u32) -> Link {
+    let (Some(mt), Some(&at), Some(&size), Some(&target)) = (g.method_table(from), g.addresses.get(from as usize), g.sizes.get(from as usize), g.addresses.get(to as usize)) else {
+        return Link::Dependent;
+    };
+    let Ok(desc) = GcDesc::read(t, mt) else { return Link::Dependent };
+    let Ok(bytes) = t.mem.chunk(at, size as usize) else { return Link::Dependent };
+    let mut found = None;
+    let _ = desc.offsets(size as u64, |off| {
+        let o = off as usize;
+        if found.is_none() && bytes.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))) == Some(target) {
+            found = Some(off);
+        }
+    });
+    let Some(off) = found else { return Link::Dependent };
+    let flags = t.field_u32(mt, "MethodTable", "MTFlags").unwrap_or(0);
+    if flags & 0x8000_0000 != 0 {
+        // An array (strings hold no references): elements after the MT pointer and length.
+        let component = (flags & 0xffff).max(1) as u64;
+        return Link::Element(off.saturating_sub(16) / component);
+    }
+    match instance_fields(t, namer, l, mt).into_iter().find(|f| f.offset == off) {
+        Some(f) => Link::Field(f.name),
+        None => Link::Field(format!("<offset {off:#x}>")),
+    }
+}

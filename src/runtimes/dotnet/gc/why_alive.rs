@@ -1,0 +1,89 @@
+//! `knot heap root`: the heap read as a graph, the shortest path from a root to one object,
+//! each object on it named by its type (as SOS's heap commands name it) and the field that
+//! leads on, with how many roots of each kind were read.
+
+use super::super::context::Context;
+use super::super::facts;
+use super::super::objects::TypeNamer;
+use super::graph::{Root, RootKind};
+use super::names::sos_heap_name;
+use super::paths::{self, Link};
+use super::roots::ThreadStack;
+use crate::diagnostics::Diagnostic;
+use std::collections::BTreeMap;
+
+/// One object of the path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Step {
+    pub(crate) address: u64,
+    pub(crate) type_name: String,
+    /// As SOS reports it (unaligned).
+    pub(crate) size: u64,
+    /// How this object refers to the next one (`None` on the last).
+    pub(crate) link: Option<Link>,
+}
+
+/// Why the object is alive, as read.
+#[derive(Debug, Clone)]
+pub(crate) struct WhyAlive {
+    pub(crate) object: u64,
+    /// `None` when the address is no object of the heap.
+    pub(crate) object_type: Option<String>,
+    pub(crate) object_size: Option<u64>,
+    /// The root and the objects from its object to the one asked about; `None` when no root
+    /// reaches it.
+    pub(crate) path: Option<(Root, Vec<Step>)>,
+    /// Roots read, per kind (conservative stack roots apart).
+    pub(crate) roots: BTreeMap<RootKind, usize>,
+    pub(crate) handles_read: usize,
+    pub(crate) objects: usize,
+    pub(crate) references: usize,
+    pub(crate) diagnostics: Vec<Diagnostic>,
+}
+
+/// Reads the heap of `runtime` as a graph and finds why `address` is alive.
+pub(crate) fn why_alive(runtime: &Context<'_>, threads: &[ThreadStack], address: u64) -> Result<WhyAlive, String> {
+    let reading = super::read_graph(runtime, threads)?;
+    let g = &reading.graph;
+    let t = runtime.target();
+    let namer = TypeNamer::new(&t, &runtime.image);
+    let version = &runtime.version;
+    let all = facts::builtin().map_err(|e| e.to_string())?;
+    let build = facts::lookup(all, version.build_id.as_deref(), &version.product, version.file_version.as_deref()).ok_or("unsupported runtime build")?;
+    let name = |node: u32| -> String {
+        match g.method_table(node) {
+            Some(mt) => namer.type_name(mt).map(|n| sos_heap_name(&n)).unwrap_or_else(|_| format!("<unknown type {mt:#x}>")),
+            None => "<no type>".into(),
+        }
+    };
+    let mut roots = BTreeMap::new();
+    for r in &g.roots {
+        *roots.entry(r.kind).or_insert(0) += 1;
+    }
+    let node = g.node_of(address);
+    let path = node.and_then(|n| paths::shortest_path(g, n)).map(|p| {
+        let steps = p
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| Step {
+                address: g.addresses[n as usize],
+                type_name: name(n),
+                size: g.sizes[n as usize] as u64,
+                link: p.nodes.get(i + 1).map(|&next| paths::link(&t, &namer, &build.layout, g, n, next)),
+            })
+            .collect();
+        (g.roots[p.root].clone(), steps)
+    });
+    Ok(WhyAlive {
+        object: address,
+        object_type: node.map(name),
+        object_size: node.map(|n| g.sizes[n as usize] as u64),
+        path,
+        roots,
+        handles_read: reading.handles_read,
+        objects: g.len(),
+        references: g.edges.len(),
+        diagnostics: reading.diagnostics,
+    })
+}
