@@ -231,11 +231,17 @@ pub enum HeapRootError {
 /// `knot heap root`: reads the .NET heap of the core at `path` as a graph with its roots and
 /// says why the object at `address` is alive (the shortest path from a root).
 pub fn heap_root(path: impl AsRef<Path>, opts: &Options, address: u64) -> Result<crate::report::heap_root::HeapRootReport, HeapRootError> {
+    let mut all = heap_roots(path, opts, &[address])?;
+    all.pop().ok_or_else(|| HeapRootError::Heap("no answer".into()))
+}
+
+/// As [`heap_root`] for several objects of one dump: the heap is read once.
+pub fn heap_roots(path: impl AsRef<Path>, opts: &Options, addresses: &[u64]) -> Result<Vec<crate::report::heap_root::HeapRootReport>, HeapRootError> {
     use crate::report::heap_root::{HeapPathStep, HeapRootCount, HeapRootHolder, HeapRootReport, HeapRootThread};
+    use crate::runtimes::Runtime as _;
     use crate::runtimes::dotnet::gc::graph::{RootKind, RootSource};
     use crate::runtimes::dotnet::gc::paths::Link;
     use crate::runtimes::dotnet::gc::roots::{StackFrame, ThreadStack};
-    use crate::runtimes::Runtime as _;
 
     tell(opts, Phase::Open);
     let limit = opts.max_decompressed.unwrap_or(crate::core::compressed::DEFAULT_MAX_DECOMPRESSED);
@@ -283,7 +289,14 @@ pub fn heap_root(path: impl AsRef<Path>, opts: &Options, address: u64) -> Result
                     if let Some(name) = report.filter(|r| r.managed).and_then(|r| r.function.clone()) {
                         methods.insert((th.tid, f.sp), name);
                     }
-                    let registers = if managed { (0..crate::arch::x86_64::dwarf::TRACKED as u16).filter(|&r| r != crate::arch::x86_64::dwarf::RSP && r != crate::arch::x86_64::dwarf::RIP).filter_map(|r| f.regs.get(r).map(|v| (r, v))).collect() } else { Vec::new() };
+                    let registers = if managed {
+                        (0..crate::arch::x86_64::dwarf::TRACKED as u16)
+                            .filter(|&r| r != crate::arch::x86_64::dwarf::RSP && r != crate::arch::x86_64::dwarf::RIP)
+                            .filter_map(|r| f.regs.get(r).map(|v| (r, v)))
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
                     StackFrame { sp: f.sp, ip: f.ip, managed, registers }
                 })
                 .collect();
@@ -292,91 +305,96 @@ pub fn heap_root(path: impl AsRef<Path>, opts: &Options, address: u64) -> Result
         })
         .collect();
     tell(opts, Phase::Heap);
-    let why = runtimes::dotnet::gc::why_alive::why_alive(context, &threads, address).map_err(HeapRootError::Heap)?;
-
-    let kind_name = |k: RootKind| -> (String, bool) {
-        let (s, c) = match k {
-            RootKind::StrongHandle => ("strong_handle", false),
-            RootKind::PinnedHandle => ("pinned_handle", false),
-            RootKind::AsyncPinnedHandle => ("async_pinned_handle", false),
-            RootKind::RefCountedHandle => ("ref_counted_handle", false),
-            RootKind::SizedRefHandle => ("sized_ref_handle", false),
-            RootKind::VariableHandle => ("variable_handle", false),
-            RootKind::DependentHandle => ("dependent_handle", false),
-            RootKind::FinalizerQueue => ("finalizer_queue", false),
-            RootKind::Stack { conservative } => ("stack", conservative),
-            RootKind::SyncBlock => ("sync_block", false),
-            RootKind::Static => ("static", false),
-        };
-        (s.to_string(), c)
-    };
-    let root = why.path.as_ref().map(|(root, _)| {
-        let (kind, conservative) = kind_name(root.kind);
-        let mut h = HeapRootHolder { kind, conservative, handle: None, thread: None, finalizer_slot: None, sync_block: None, description: String::new() };
-        match &root.source {
-            RootSource::Handle { handle } => h.handle = Some(Hex(*handle)),
-            RootSource::Static { handle, .. } => h.handle = Some(Hex(*handle)),
-            RootSource::Stack { os_tid, managed_id, frame_sp, frame_ip, slot, register } => {
-                h.thread = Some(HeapRootThread {
-                    os_tid: *os_tid,
-                    managed_id: *managed_id,
-                    method: methods.get(&(*os_tid, *frame_sp)).cloned(),
-                    frame_sp: Hex(*frame_sp),
-                    frame_ip: Hex(*frame_ip),
-                    slot: register.is_none().then_some(Hex(*slot)),
-                    register: register.map(|r| crate::arch::x86_64::dwarf::name(r).map(str::to_string).unwrap_or_else(|| format!("dwarf register {r}"))),
-                })
-            }
-            RootSource::FinalizerQueue { slot } => h.finalizer_slot = Some(Hex(*slot)),
-            RootSource::SyncBlock { index } => h.sync_block = Some(*index),
-        }
-        h.description = words::heap_root_description(&h);
-        h
-    });
-    let steps: Vec<HeapPathStep> = why
-        .path
-        .as_ref()
-        .map(|(_, steps)| {
-            steps
-                .iter()
-                .map(|s| HeapPathStep {
-                    address: Hex(s.address),
-                    type_name: s.type_name.clone(),
-                    size: s.size,
-                    via: s.link.as_ref().map(|l| match l {
-                        Link::Field(f) => f.clone(),
-                        Link::Element(i) => format!("[{i}]"),
-                        Link::Dependent => "(dependent handle)".to_string(),
-                    }),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let roots = why
-        .roots
-        .iter()
-        .map(|(k, n)| {
-            let (kind, conservative) = kind_name(*k);
-            HeapRootCount { kind, conservative, count: *n }
-        })
-        .collect();
-    let mut diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
-    diagnostics.extend(why.diagnostics);
+    let all = runtimes::dotnet::gc::why_alive::why_alive(context, &threads, addresses).map_err(HeapRootError::Heap)?;
+    let process_diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
     if process.core.changed_while_read() {
         return Err(CoreError::ChangedWhileRead { path: path.as_ref().to_path_buf() }.into());
     }
-    Ok(HeapRootReport {
-        knot_version: env!("CARGO_PKG_VERSION").to_string(),
-        object: Hex(address),
-        type_name: why.object_type,
-        size: why.object_size,
-        reachable: root.is_some(),
-        root,
-        path: steps,
-        roots,
-        handles_read: why.handles_read,
-        objects: why.objects,
-        references: why.references,
-        diagnostics,
-    })
+    Ok(all
+        .into_iter()
+        .map(|why| {
+            let kind_name = |k: RootKind| -> (String, bool) {
+                let (s, c) = match k {
+                    RootKind::StrongHandle => ("strong_handle", false),
+                    RootKind::PinnedHandle => ("pinned_handle", false),
+                    RootKind::AsyncPinnedHandle => ("async_pinned_handle", false),
+                    RootKind::RefCountedHandle => ("ref_counted_handle", false),
+                    RootKind::SizedRefHandle => ("sized_ref_handle", false),
+                    RootKind::VariableHandle => ("variable_handle", false),
+                    RootKind::DependentHandle => ("dependent_handle", false),
+                    RootKind::FinalizerQueue => ("finalizer_queue", false),
+                    RootKind::Stack { conservative } => ("stack", conservative),
+                    RootKind::SyncBlock => ("sync_block", false),
+                    RootKind::Static => ("static", false),
+                };
+                (s.to_string(), c)
+            };
+            let root = why.path.as_ref().map(|(root, _)| {
+                let (kind, conservative) = kind_name(root.kind);
+                let mut h = HeapRootHolder { kind, conservative, handle: None, thread: None, finalizer_slot: None, sync_block: None, description: String::new() };
+                match &root.source {
+                    RootSource::Handle { handle } => h.handle = Some(Hex(*handle)),
+                    RootSource::Static { handle, .. } => h.handle = Some(Hex(*handle)),
+                    RootSource::Stack { os_tid, managed_id, frame_sp, frame_ip, slot, register } => {
+                        h.thread = Some(HeapRootThread {
+                            os_tid: *os_tid,
+                            managed_id: *managed_id,
+                            method: methods.get(&(*os_tid, *frame_sp)).cloned(),
+                            frame_sp: Hex(*frame_sp),
+                            frame_ip: Hex(*frame_ip),
+                            slot: register.is_none().then_some(Hex(*slot)),
+                            register: register.map(|r| crate::arch::x86_64::dwarf::name(r).map(str::to_string).unwrap_or_else(|| format!("dwarf register {r}"))),
+                        })
+                    }
+                    RootSource::FinalizerQueue { slot } => h.finalizer_slot = Some(Hex(*slot)),
+                    RootSource::SyncBlock { index } => h.sync_block = Some(*index),
+                }
+                h.description = words::heap_root_description(&h);
+                h
+            });
+            let steps: Vec<HeapPathStep> = why
+                .path
+                .as_ref()
+                .map(|(_, steps)| {
+                    steps
+                        .iter()
+                        .map(|s| HeapPathStep {
+                            address: Hex(s.address),
+                            type_name: s.type_name.clone(),
+                            size: s.size,
+                            via: s.link.as_ref().map(|l| match l {
+                                Link::Field(f) => f.clone(),
+                                Link::Element(i) => format!("[{i}]"),
+                                Link::Dependent => "(dependent handle)".to_string(),
+                            }),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let roots = why
+                .roots
+                .iter()
+                .map(|(k, n)| {
+                    let (kind, conservative) = kind_name(*k);
+                    HeapRootCount { kind, conservative, count: *n }
+                })
+                .collect();
+            let mut diagnostics = process_diagnostics.clone();
+            diagnostics.extend(why.diagnostics);
+            HeapRootReport {
+                knot_version: env!("CARGO_PKG_VERSION").to_string(),
+                object: Hex(why.object),
+                type_name: why.object_type,
+                size: why.object_size,
+                reachable: root.is_some(),
+                root,
+                path: steps,
+                roots,
+                handles_read: why.handles_read,
+                objects: why.objects,
+                references: why.references,
+                diagnostics,
+            }
+        })
+        .collect())
 }

@@ -383,6 +383,7 @@ fn each_heap_dump_gets_the_verdict_of_its_wedge() {
             "threadpool_starvation" => knot::report::Verdict::ThreadPoolStarved,
             "monitor_contention" => knot::report::Verdict::Contention,
             "gc_stall" => knot::report::Verdict::GcStall,
+            "idle" => knot::report::Verdict::Idle,
             "crash" => knot::report::Verdict::Crash,
             other => panic!("{}: wedge {other} has no expected verdict", c.sample),
         };

@@ -139,7 +139,14 @@ pub fn render(r: &HeapRootReport) -> String {
         None => {}
     }
     let counts: Vec<String> = r.roots.iter().map(|c| format!("{} {}", c.count, words::heap_root_kind_plural(&c.kind, c.conservative, c.count))).collect();
-    let _ = writeln!(out, "Roots read: {} ({} handles in use); {} objects, {} references.", if counts.is_empty() { "none".into() } else { counts.join(", ") }, r.handles_read, r.objects, r.references);
+    let _ = writeln!(
+        out,
+        "Roots read: {} ({} handles in use); {} objects, {} references.",
+        if counts.is_empty() { "none".into() } else { counts.join(", ") },
+        r.handles_read,
+        r.objects,
+        r.references
+    );
     if r.root.as_ref().is_some_and(|h| h.conservative) {
         let _ = writeln!(out, "Stack roots are conservative: knot does not decode the frames' GC info, so a stack slot may hold a dead local's stale value.");
     }

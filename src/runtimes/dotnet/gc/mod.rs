@@ -233,3 +233,32 @@ pub(crate) fn read_graph(runtime: &Context<'_>, threads: &[roots::ThreadStack]) 
     }
     Ok(GraphReading { graph: g, handles_read: reading.handles_read, free_mt, string_mt, diagnostics })
 }
+
+/// For each address of `from`, the objects reachable from it through references (dependent
+/// handles included), itself first then ascending — what SOS `objsize` lists; `None` for an
+/// address that is no object of the heap. `Err` when the heap cannot be read.
+pub fn reachable(process: &Process, locator: &Locator, from: &[u64]) -> Result<Vec<Option<Vec<u64>>>, String> {
+    let runtime = Context::open(process, locator).map_err(|e| e.why().map(|(_, w)| w).unwrap_or_else(|| "not a .NET process".into()))?;
+    let g = read_graph(&runtime, &[])?.graph;
+    Ok(from
+        .iter()
+        .map(|&a| {
+            let start = g.node_of(a)?;
+            let mut seen = vec![false; g.len()];
+            let mut stack = vec![start];
+            seen[start as usize] = true;
+            let mut out = Vec::new();
+            while let Some(n) = stack.pop() {
+                out.push(g.addresses[n as usize]);
+                for &m in g.edges_of(n) {
+                    if !seen[m as usize] {
+                        seen[m as usize] = true;
+                        stack.push(m);
+                    }
+                }
+            }
+            out[1..].sort_unstable();
+            Some(out)
+        })
+        .collect())
+}

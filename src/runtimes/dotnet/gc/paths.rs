@@ -29,7 +29,13 @@ pub(crate) struct RootPath {
 
 fn tier(kind: RootKind) -> u8 {
     match kind {
-        RootKind::StrongHandle | RootKind::PinnedHandle | RootKind::AsyncPinnedHandle | RootKind::RefCountedHandle | RootKind::SizedRefHandle | RootKind::VariableHandle | RootKind::Static => 0,
+        RootKind::StrongHandle
+        | RootKind::PinnedHandle
+        | RootKind::AsyncPinnedHandle
+        | RootKind::RefCountedHandle
+        | RootKind::SizedRefHandle
+        | RootKind::VariableHandle
+        | RootKind::Static => 0,
         RootKind::DependentHandle => 1,
         RootKind::FinalizerQueue => 2,
         RootKind::Stack { .. } => 3,

@@ -148,7 +148,8 @@ fn read_stacks(t: &Target, g: &ObjectGraph, threads: &[ThreadStack], r: &mut Roo
             }
             let source = |slot: u64, register: Option<u16>| RootSource::Stack { os_tid: th.os_tid, managed_id: th.managed_id, frame_sp: f.sp, frame_ip: f.ip, slot, register };
             for &(reg, v) in &f.registers {
-                if v >= lo && v <= hi
+                if v >= lo
+                    && v <= hi
                     && let Some(node) = g.node_of(v)
                 {
                     r.roots.push(Root { kind: RootKind::Stack { conservative: true }, node, source: source(0, Some(reg)) });

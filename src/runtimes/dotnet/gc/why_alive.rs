@@ -41,8 +41,8 @@ pub(crate) struct WhyAlive {
     pub(crate) diagnostics: Vec<Diagnostic>,
 }
 
-/// Reads the heap of `runtime` as a graph and finds why `address` is alive.
-pub(crate) fn why_alive(runtime: &Context<'_>, threads: &[ThreadStack], address: u64) -> Result<WhyAlive, String> {
+/// Reads the heap of `runtime` as a graph (once) and finds why each of `addresses` is alive.
+pub(crate) fn why_alive(runtime: &Context<'_>, threads: &[ThreadStack], addresses: &[u64]) -> Result<Vec<WhyAlive>, String> {
     let reading = super::read_graph(runtime, threads)?;
     let g = &reading.graph;
     let t = runtime.target();
@@ -60,30 +60,34 @@ pub(crate) fn why_alive(runtime: &Context<'_>, threads: &[ThreadStack], address:
     for r in &g.roots {
         *roots.entry(r.kind).or_insert(0) += 1;
     }
-    let node = g.node_of(address);
-    let path = node.and_then(|n| paths::shortest_path(g, n)).map(|p| {
-        let steps = p
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, &n)| Step {
-                address: g.addresses[n as usize],
-                type_name: name(n),
-                size: g.sizes[n as usize] as u64,
-                link: p.nodes.get(i + 1).map(|&next| paths::link(&t, &namer, &build.layout, g, n, next)),
-            })
-            .collect();
-        (g.roots[p.root].clone(), steps)
-    });
-    Ok(WhyAlive {
-        object: address,
-        object_type: node.map(name),
-        object_size: node.map(|n| g.sizes[n as usize] as u64),
-        path,
-        roots,
-        handles_read: reading.handles_read,
-        objects: g.len(),
-        references: g.edges.len(),
-        diagnostics: reading.diagnostics,
-    })
+    let mut out = Vec::with_capacity(addresses.len());
+    for &address in addresses {
+        let node = g.node_of(address);
+        let path = node.and_then(|n| paths::shortest_path(g, n)).map(|p| {
+            let steps = p
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| Step {
+                    address: g.addresses[n as usize],
+                    type_name: name(n),
+                    size: g.sizes[n as usize] as u64,
+                    link: p.nodes.get(i + 1).map(|&next| paths::link(&t, &namer, &build.layout, g, n, next)),
+                })
+                .collect();
+            (g.roots[p.root].clone(), steps)
+        });
+        out.push(WhyAlive {
+            object: address,
+            object_type: node.map(name),
+            object_size: node.map(|n| g.sizes[n as usize] as u64),
+            path,
+            roots: roots.clone(),
+            handles_read: reading.handles_read,
+            objects: g.len(),
+            references: g.edges.len(),
+            diagnostics: reading.diagnostics.clone(),
+        });
+    }
+    Ok(out)
 }
