@@ -237,7 +237,7 @@ pub fn heap_root(path: impl AsRef<Path>, opts: &Options, address: u64) -> Result
 
 /// As [`heap_root`] for several objects of one dump: the heap is read once.
 pub fn heap_roots(path: impl AsRef<Path>, opts: &Options, addresses: &[u64]) -> Result<Vec<crate::report::heap_root::HeapRootReport>, HeapRootError> {
-    use crate::report::heap_root::{HeapPathStep, HeapRootCount, HeapRootHolder, HeapRootReport, HeapRootThread};
+    use crate::report::heap_root::{HeapPathStep, HeapRootCount, HeapRootHolder, HeapRootPath, HeapRootReport, HeapRootThread};
     use crate::runtimes::Runtime as _;
     use crate::runtimes::dotnet::gc::graph::{RootKind, RootSource};
     use crate::runtimes::dotnet::gc::paths::Link;
@@ -329,7 +329,7 @@ pub fn heap_roots(path: impl AsRef<Path>, opts: &Options, addresses: &[u64]) -> 
                 };
                 (s.to_string(), c)
             };
-            let root = why.path.as_ref().map(|(root, _)| {
+            let holder = |root: &crate::runtimes::dotnet::gc::graph::Root| {
                 let (kind, conservative) = kind_name(root.kind);
                 let mut h = HeapRootHolder { kind, conservative, handle: None, thread: None, finalizer_slot: None, sync_block: None, description: String::new() };
                 match &root.source {
@@ -351,26 +351,24 @@ pub fn heap_roots(path: impl AsRef<Path>, opts: &Options, addresses: &[u64]) -> 
                 }
                 h.description = words::heap_root_description(&h);
                 h
-            });
-            let steps: Vec<HeapPathStep> = why
-                .path
-                .as_ref()
-                .map(|(_, steps)| {
-                    steps
-                        .iter()
-                        .map(|s| HeapPathStep {
-                            address: Hex(s.address),
-                            type_name: s.type_name.clone(),
-                            size: s.size,
-                            via: s.link.as_ref().map(|l| match l {
-                                Link::Field(f) => f.clone(),
-                                Link::Element(i) => format!("[{i}]"),
-                                Link::Dependent => "(dependent handle)".to_string(),
-                            }),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
+            };
+            let steps = |steps: &[crate::runtimes::dotnet::gc::why_alive::Step]| -> Vec<HeapPathStep> {
+                steps
+                    .iter()
+                    .map(|s| HeapPathStep {
+                        address: Hex(s.address),
+                        type_name: s.type_name.clone(),
+                        size: s.size,
+                        via: s.link.as_ref().map(|l| match l {
+                            Link::Field(f) => f.clone(),
+                            Link::Element(i) => format!("[{i}]"),
+                            Link::Dependent => "(dependent handle)".to_string(),
+                        }),
+                    })
+                    .collect()
+            };
+            let mut all: Vec<HeapRootPath> = why.paths.iter().map(|(r, s)| HeapRootPath { root: holder(r), path: steps(s) }).collect();
+            let first = (!all.is_empty()).then(|| all.remove(0));
             let roots = why
                 .roots
                 .iter()
@@ -386,9 +384,11 @@ pub fn heap_roots(path: impl AsRef<Path>, opts: &Options, addresses: &[u64]) -> 
                 object: Hex(why.object),
                 type_name: why.object_type,
                 size: why.object_size,
-                reachable: root.is_some(),
-                root,
-                path: steps,
+                reachable: first.is_some(),
+                root: first.as_ref().map(|f| f.root.clone()),
+                path: first.map(|f| f.path).unwrap_or_default(),
+                other_roots: all,
+                other_roots_not_listed: why.more_roots,
                 roots,
                 handles_read: why.handles_read,
                 objects: why.objects,

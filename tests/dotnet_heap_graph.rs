@@ -64,7 +64,8 @@ struct SosObject {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum SosHolder {
     Handle { handle: u64, kind: String },
-    Frame { tid: u32, sp: u64, ip: u64, method: String },
+    /// A stack slot of a frame (`rbp-8: 00007ffd…`: the slot's address).
+    Frame { tid: u32, sp: u64, ip: u64, method: String, slot: u64 },
     Finalizer { slot: u64 },
 }
 
@@ -79,6 +80,7 @@ fn parse_gcroot(text: &str) -> Vec<SosObject> {
     let mut out: Vec<SosObject> = Vec::new();
     let mut block = String::new();
     let mut thread: Option<u32> = None;
+    let mut frame: Option<(u32, u64, u64, String)> = None;
     let mut in_objsize = false;
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("### ") {
@@ -134,17 +136,11 @@ fn parse_gcroot(text: &str) -> Vec<SosObject> {
             }
             "Thread" if tok.len() >= 3 && tok[0].chars().all(|c| c.is_ascii_hexdigit()) && tok[0].len() >= 8 => {
                 let method = tok[2].split('(').next().unwrap_or("").to_string();
-                let frame = SosHolder::Frame { tid: thread.expect("thread"), sp: hex(tok[0]), ip: hex(tok[1]), method };
-                // One root per slot line (`rbp-8: …`) under the frame.
-                o.roots.push(SosRoot { holder: frame, path: Vec::new() });
+                frame = Some((thread.expect("thread"), hex(tok[0]), hex(tok[1]), method));
             }
             "Thread" if tok.len() == 2 && tok[0].ends_with(':') => {
-                // A further slot of the same frame: a root of its own.
-                if let Some(prev) = o.roots.last().cloned()
-                    && !prev.path.is_empty()
-                {
-                    o.roots.push(SosRoot { holder: prev.holder, path: Vec::new() });
-                }
+                let (tid, sp, ip, method) = frame.clone().expect("a frame line before its slots");
+                o.roots.push(SosRoot { holder: SosHolder::Frame { tid, sp, ip, method, slot: hex(tok[1]) }, path: Vec::new() });
             }
             _ => {}
         }
@@ -171,10 +167,10 @@ fn read() -> Option<&'static Read> {
     .as_ref()
 }
 
-fn knot_holder(r: &HeapRootReport) -> SosHolder {
-    let root = r.root.as_ref().expect("a root");
+fn knot_holder(root: &knot::report::heap_root::HeapRootHolder) -> SosHolder {
     if let Some(t) = &root.thread {
-        return SosHolder::Frame { tid: t.os_tid, sp: t.frame_sp.0, ip: t.frame_ip.0, method: t.method.clone().unwrap_or_default() };
+        let slot = t.slot.map(|s| s.0).unwrap_or(0);
+        return SosHolder::Frame { tid: t.os_tid, sp: t.frame_sp.0, ip: t.frame_ip.0, method: t.method.clone().unwrap_or_default(), slot };
     }
     if let Some(s) = root.finalizer_slot {
         return SosHolder::Finalizer { slot: s.0 };
@@ -198,13 +194,21 @@ fn every_root_path_equals_sos_gcroot() {
             continue;
         }
         assert!(knot.reachable, "{:#x} {}: SOS finds {} roots, knot none", sos.address, sos.type_name, sos.found);
-        let path: Vec<(u64, String)> = knot.path.iter().map(|s| (s.address.0, s.type_name.clone())).collect();
-        let holder = knot_holder(knot);
-        let same = sos.roots.iter().any(|root| root.path == path && root.holder == holder);
-        assert!(same, "{:#x} {}: knot's root {holder:?} path {path:?} is none of SOS's: {:#?}", sos.address, sos.type_name, sos.roots);
-        // The shortest of SOS's paths: no SOS path is shorter than knot's.
+        assert_eq!(sos.roots.len(), sos.found, "{:#x}: the parse of SOS's roots", sos.address);
+        // Every root and its path, as SOS lists them (SOS's order aside).
+        let mut knot_roots: Vec<(SosHolder, Vec<(u64, String)>)> = std::iter::once((knot.root.as_ref().unwrap(), &knot.path))
+            .chain(knot.other_roots.iter().map(|o| (&o.root, &o.path)))
+            .map(|(h, p)| (knot_holder(h), p.iter().map(|s| (s.address.0, s.type_name.clone())).collect()))
+            .collect();
+        let mut sos_roots: Vec<(SosHolder, Vec<(u64, String)>)> = sos.roots.iter().map(|r| (r.holder.clone(), r.path.clone())).collect();
+        let key = |r: &(SosHolder, Vec<(u64, String)>)| format!("{r:?}");
+        knot_roots.sort_by_key(key);
+        sos_roots.sort_by_key(key);
+        assert_eq!(knot_roots, sos_roots, "{:#x} {}: roots and paths", sos.address, sos.type_name);
+        assert_eq!(knot.other_roots_not_listed, 0);
+        // knot's first is the shortest.
         let shortest = sos.roots.iter().map(|r| r.path.len()).min().unwrap_or(0);
-        assert_eq!(path.len(), shortest, "{:#x}: knot's path is not the shortest", sos.address);
+        assert_eq!(knot.path.len(), shortest, "{:#x}: knot's first path is not the shortest", sos.address);
         compared += 1;
     }
     assert!(compared >= 60, "only {compared} objects compared");
@@ -422,4 +426,17 @@ fn a_damaged_handle_table_is_a_diagnostic_not_a_panic() {
     let got = answer(&core.0, &[strong.object.0]);
     assert!(got[0].diagnostics.iter().any(|d| d.message.contains("handle table")), "{:#?}", got[0].diagnostics);
     assert!(!got[0].reachable);
+}
+
+#[test]
+fn the_json_follows_its_schema() {
+    let Some(r) = read() else { return };
+    let schema: serde_json::Value = serde_json::from_str(&knot::report::heap_root::json_schema()).unwrap();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    for k in &r.knot {
+        let json: serde_json::Value = serde_json::from_str(&knot::report::heap_root::to_json(k)).unwrap();
+        let errors: Vec<String> = v.iter_errors(&json).map(|e| format!("{e} at {}", e.instance_path())).take(5).collect();
+        assert!(errors.is_empty(), "{:#x}: {errors:#?}", k.object.0);
+        assert_eq!(json["object"], serde_json::json!(format!("{:#x}", k.object.0)));
+    }
 }

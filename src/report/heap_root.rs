@@ -30,6 +30,11 @@ pub struct HeapRootReport {
     pub root: Option<HeapRootHolder>,
     /// The shortest path, from the root's object to the object asked about.
     pub path: Vec<HeapPathStep>,
+    /// Every other root that reaches it (SOS `gcroot`'s other "unique roots"), each with a
+    /// shortest path from it, shortest first; at most 63.
+    pub other_roots: Vec<HeapRootPath>,
+    /// Roots that reach it beyond those listed.
+    pub other_roots_not_listed: usize,
     /// Roots read, per kind.
     pub roots: Vec<HeapRootCount>,
     /// Handles in use in the handle table (weak ones included).
@@ -61,6 +66,13 @@ pub struct HeapRootHolder {
     pub sync_block: Option<u32>,
     /// The root for people: `strong handle 0x…`, `thread 0x1a2b, frame Program.Park, slot 0x…`.
     pub description: String,
+}
+
+/// A root and its path.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HeapRootPath {
+    pub root: HeapRootHolder,
+    pub path: Vec<HeapPathStep>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -108,6 +120,24 @@ pub fn json_schema() -> String {
     serde_json::to_string_pretty(&schemars::schema_for!(HeapRootReport)).unwrap_or_default()
 }
 
+/// One root's block: its header, its line, then each object with the field that leads on.
+fn render_path(out: &mut String, p: &HeapRootPath) {
+    let _ = writeln!(out, "{}", words::heap_root_block(&p.root));
+    let _ = writeln!(out, "    {}", words::heap_root_line(&p.root));
+    let width = p.path.iter().map(|s| s.type_name.len()).max().unwrap_or(0);
+    for s in &p.path {
+        match &s.via {
+            Some(via) => {
+                let _ = writeln!(out, "          -> {:016x} {:<width$}  {}", s.address.0, s.type_name, words::heap_path_via(via));
+            }
+            None => {
+                let _ = writeln!(out, "          -> {:016x} {}", s.address.0, s.type_name);
+            }
+        }
+    }
+    out.push('\n');
+}
+
 /// The text: SOS `gcroot`'s shape, fields added.
 pub fn render(r: &HeapRootReport) -> String {
     let mut out = String::new();
@@ -118,20 +148,15 @@ pub fn render(r: &HeapRootReport) -> String {
     let _ = writeln!(out, "Why alive: {what}");
     match &r.root {
         Some(root) => {
-            let _ = writeln!(out, "{}", words::heap_root_block(root));
-            let _ = writeln!(out, "    {}", words::heap_root_line(root));
-            let width = r.path.iter().map(|s| s.type_name.len()).max().unwrap_or(0);
-            for s in &r.path {
-                match &s.via {
-                    Some(via) => {
-                        let _ = writeln!(out, "          -> {:016x} {:<width$}  {}", s.address.0, s.type_name, words::heap_path_via(via));
-                    }
-                    None => {
-                        let _ = writeln!(out, "          -> {:016x} {}", s.address.0, s.type_name);
-                    }
-                }
+            let first = HeapRootPath { root: root.clone(), path: r.path.clone() };
+            for p in std::iter::once(&first).chain(&r.other_roots) {
+                render_path(&mut out, p);
             }
-            let _ = writeln!(out, "\nFound 1 root (the shortest path: {} object{}).", r.path.len(), words::plural(r.path.len()));
+            let n = 1 + r.other_roots.len() + r.other_roots_not_listed;
+            if r.other_roots_not_listed > 0 {
+                let _ = writeln!(out, "({} more root{} not listed)", r.other_roots_not_listed, words::plural(r.other_roots_not_listed));
+            }
+            let _ = writeln!(out, "Found {n} unique root{} (the shortest path first: {} object{}).", words::plural(n), r.path.len(), words::plural(r.path.len()));
         }
         None if r.type_name.is_some() => {
             let _ = writeln!(out, "No root reaches it: it is garbage not yet collected, or its root was not read (see the warnings).");
@@ -150,8 +175,13 @@ pub fn render(r: &HeapRootReport) -> String {
     if r.root.as_ref().is_some_and(|h| h.conservative) {
         let _ = writeln!(out, "Stack roots are conservative: knot does not decode the frames' GC info, so a stack slot may hold a dead local's stale value.");
     }
-    for d in &r.diagnostics {
+    // The heap's own warnings; the files' (modules not at hand) only counted: the JSON has them.
+    let (heap, other): (Vec<&Diagnostic>, Vec<&Diagnostic>) = r.diagnostics.iter().partition(|d| d.stage.starts_with("dotnet"));
+    for d in heap {
         let _ = writeln!(out, "warning: {}", d.message);
+    }
+    if !other.is_empty() {
+        let _ = writeln!(out, "({} more warning{} about the dump's files: --format json lists them)", other.len(), words::plural(other.len()));
     }
     out
 }

@@ -129,3 +129,79 @@ pub(crate) fn link(t: &Target, namer: &TypeNamer, l: &Layout, g: &ObjectGraph, f
         None => Link::Field(format!("<offset {off:#x}>")),
     }
 }
+
+/// Every root that reaches `target` (SOS `gcroot`'s "unique roots"), each with a shortest path
+/// from it; shortest first, ties in root order (handles, then the finalization queue, then
+/// stacks); at most `max` of them, and how many more there were. Held monitors' sync blocks
+/// count only when nothing else reaches the object (the GC does not mark from them).
+///
+/// One backward search from the target over the reversed references gives every object's
+/// distance to it; a root's path then steps, from its object, to any referent one step closer.
+pub(crate) fn all_paths(g: &ObjectGraph, target: u32, max: usize) -> (Vec<RootPath>, usize) {
+    let n = g.len();
+    if (target as usize) >= n {
+        return (Vec::new(), 0);
+    }
+    // Reversed references, CSR.
+    let mut start = vec![0u32; n + 1];
+    for &m in &g.edges {
+        if (m as usize) < n {
+            start[m as usize + 1] += 1;
+        }
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut from = vec![0u32; start[n] as usize];
+    for i in 0..n as u32 {
+        for &m in g.edges_of(i) {
+            if (m as usize) < n {
+                from[fill[m as usize] as usize] = i;
+                fill[m as usize] += 1;
+            }
+        }
+    }
+    drop(fill);
+    let mut dist = vec![UNSEEN; n];
+    dist[target as usize] = 0;
+    let mut queue = VecDeque::from([target]);
+    while let Some(m) = queue.pop_front() {
+        for &p in &from[start[m as usize] as usize..start[m as usize + 1] as usize] {
+            if dist[p as usize] == UNSEEN {
+                dist[p as usize] = dist[m as usize] + 1;
+                queue.push_back(p);
+            }
+        }
+    }
+    let reaching = |keep: &dyn Fn(RootKind) -> bool| -> Vec<usize> {
+        let mut v: Vec<usize> = (0..g.roots.len()).filter(|&r| keep(g.roots[r].kind) && (g.roots[r].node as usize) < n && dist[g.roots[r].node as usize] != UNSEEN).collect();
+        v.sort_by_key(|&r| (dist[g.roots[r].node as usize], tier(g.roots[r].kind), r));
+        v
+    };
+    let mut roots = reaching(&|k| k != RootKind::SyncBlock);
+    if roots.is_empty() {
+        roots = reaching(&|k| k == RootKind::SyncBlock);
+    }
+    let more = roots.len().saturating_sub(max);
+    let paths = roots
+        .into_iter()
+        .take(max)
+        .map(|r| {
+            let mut at = g.roots[r].node;
+            let mut nodes = vec![at];
+            while at != target {
+                let d = dist[at as usize];
+                match g.edges_of(at).iter().find(|&&m| (m as usize) < n && dist[m as usize] == d - 1) {
+                    Some(&m) => {
+                        at = m;
+                        nodes.push(m);
+                    }
+                    None => break,
+                }
+            }
+            RootPath { root: r, nodes }
+        })
+        .collect();
+    (paths, more)
+}

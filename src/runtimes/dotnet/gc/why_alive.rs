@@ -30,9 +30,11 @@ pub(crate) struct WhyAlive {
     /// `None` when the address is no object of the heap.
     pub(crate) object_type: Option<String>,
     pub(crate) object_size: Option<u64>,
-    /// The root and the objects from its object to the one asked about; `None` when no root
-    /// reaches it.
-    pub(crate) path: Option<(Root, Vec<Step>)>,
+    /// Every root that reaches it (at most [`MAX_ROOT_PATHS`]), each with the objects from
+    /// its object to the one asked about, the shortest first; empty when no root reaches it.
+    pub(crate) paths: Vec<(Root, Vec<Step>)>,
+    /// Roots that reach it beyond those listed.
+    pub(crate) more_roots: usize,
     /// Roots read, per kind (conservative stack roots apart).
     pub(crate) roots: BTreeMap<RootKind, usize>,
     pub(crate) handles_read: usize,
@@ -40,6 +42,9 @@ pub(crate) struct WhyAlive {
     pub(crate) references: usize,
     pub(crate) diagnostics: Vec<Diagnostic>,
 }
+
+/// Roots (with their paths) listed per object at most.
+pub(crate) const MAX_ROOT_PATHS: usize = 64;
 
 /// Reads the heap of `runtime` as a graph (once) and finds why each of `addresses` is alive.
 pub(crate) fn why_alive(runtime: &Context<'_>, threads: &[ThreadStack], addresses: &[u64]) -> Result<Vec<WhyAlive>, String> {
@@ -63,7 +68,8 @@ pub(crate) fn why_alive(runtime: &Context<'_>, threads: &[ThreadStack], addresse
     let mut out = Vec::with_capacity(addresses.len());
     for &address in addresses {
         let node = g.node_of(address);
-        let path = node.and_then(|n| paths::shortest_path(g, n)).map(|p| {
+        let (found, more_roots) = node.map(|n| paths::all_paths(g, n, MAX_ROOT_PATHS)).unwrap_or_default();
+        let paths = found.into_iter().map(|p| {
             let steps = p
                 .nodes
                 .iter()
@@ -76,12 +82,13 @@ pub(crate) fn why_alive(runtime: &Context<'_>, threads: &[ThreadStack], addresse
                 })
                 .collect();
             (g.roots[p.root].clone(), steps)
-        });
+        }).collect();
         out.push(WhyAlive {
             object: address,
             object_type: node.map(name),
             object_size: node.map(|n| g.sizes[n as usize] as u64),
-            path,
+            paths,
+            more_roots,
             roots: roots.clone(),
             handles_read: reading.handles_read,
             objects: g.len(),
