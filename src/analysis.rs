@@ -237,7 +237,7 @@ pub fn heap_root(path: impl AsRef<Path>, opts: &Options, address: u64) -> Result
 
 /// As [`heap_root`] for several objects of one dump: the heap is read once.
 pub fn heap_roots(path: impl AsRef<Path>, opts: &Options, addresses: &[u64]) -> Result<Vec<crate::report::heap_root::HeapRootReport>, HeapRootError> {
-    use crate::report::heap_root::{HeapPathStep, HeapRootCount, HeapRootHolder, HeapRootPath, HeapRootReport, HeapRootThread};
+    use crate::report::heap_root::{HeapPathStep, HeapRootCount, HeapRootHolder, HeapRootPath, HeapRootReport, HeapRootThread, HeapStaticField};
     use crate::runtimes::Runtime as _;
     use crate::runtimes::dotnet::gc::graph::{RootKind, RootSource};
     use crate::runtimes::dotnet::gc::paths::Link;
@@ -364,6 +364,7 @@ pub fn heap_roots(path: impl AsRef<Path>, opts: &Options, addresses: &[u64]) -> 
                             Link::Element(i) => format!("[{i}]"),
                             Link::Dependent => "(dependent handle)".to_string(),
                         }),
+                        static_field: s.static_field.as_ref().map(|f| HeapStaticField { class: f.class.clone(), field: f.field.clone() }),
                     })
                     .collect()
             };

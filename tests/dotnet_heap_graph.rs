@@ -7,9 +7,10 @@
 //!   finds several roots, knot's shortest path is one of SOS's paths.
 //! - The construction: each holder kind holds its own type (strong handle, pinned handle, the
 //!   Parker thread's frame `Program.Park`, the finalization queue, statics through the
-//!   statics' `System.Object[]`, an event, a tree). SOS names the static fields wrongly (another
-//!   class's field, `(static variable: System.Object.Never)` for `Registry.s_held`), so statics
-//!   are checked against the construction only; knot does not name static fields yet.
+//!   statics' `System.Object[]`, an event, a tree). The statics' array element is named by its
+//!   class and field (`Registry.s_held`); SOS names another class's field there
+//!   (`(static variable: System.Object.Never)`), so the names are checked against the
+//!   construction only.
 //! - The one object SOS `gcroot` finds no root for, the value of a `ConditionalWeakTable` entry,
 //!   is held through a dependent handle: knot's path ends `CwtKey → (dependent handle) →
 //!   CwtValue`, and SOS `objsize` of the key counts the value.
@@ -250,13 +251,21 @@ fn each_holder_holds_what_the_sample_made_it_hold() {
         assert_eq!((f.root.as_ref().unwrap().kind.as_str(), f.path.len()), ("finalizer_queue", 1));
     }
     // Statics: a strong handle to the statics' System.Object[], then the static's object.
-    for n in ["StaticHeld", "Publisher", "CwtKey"] {
+    // The element is named by its real class and field (SOS names another class's field).
+    for (n, field) in [("StaticHeld", "s_held"), ("Publisher", "s_publisher"), ("CwtKey", "s_key")] {
         let o = one(n);
         assert_eq!(o.root.as_ref().unwrap().kind, "strong_handle", "{n}");
         assert_eq!(o.path.len(), 2, "{n}");
         assert_eq!(o.path[0].type_name, "System.Object[]", "{n}");
         assert!(o.path[0].via.as_deref().is_some_and(|v| v.starts_with('[')), "{n}");
+        let s = o.path[0].static_field.as_ref().unwrap_or_else(|| panic!("{n}: static not named"));
+        assert_eq!((s.class.as_str(), s.field.as_str()), ("Knot.Samples.HeapGraph.Registry", field), "{n}");
     }
+    let sos = &read().unwrap().sos;
+    let sos_held = sos.iter().find(|o| o.type_name == p("StaticHeld")).unwrap();
+    let text = std::fs::read_to_string(sample().unwrap().dir.join("sos/gcroot.txt")).unwrap();
+    let line = text.lines().find(|l| l.contains(&format!("{:x}", sos_held.address)) && l.contains("static variable")).unwrap();
+    assert!(!line.contains("Registry.s_held"), "SOS now names the static right: {line}");
     // Five subscribers alive only through the publisher's event.
     let subs = knot_of(&p("Subscriber"));
     assert_eq!(subs.len(), 5);
@@ -266,6 +275,9 @@ fn each_holder_holds_what_the_sample_made_it_hold() {
         assert_eq!(types[1..], ["Knot.Samples.HeapGraph.Publisher", "System.EventHandler", "System.Object[]", "System.EventHandler", "Knot.Samples.HeapGraph.Subscriber"]);
         assert_eq!(via[1..3], [Some("Changed"), Some("_invocationList")]);
         assert_eq!(via[4], Some("_target"));
+    }
+    for sub in knot_of(&p("Subscriber")) {
+        assert_eq!(sub.path[0].static_field.as_ref().map(|s| s.field.as_str()), Some("s_publisher"));
     }
     // The tree: 40 nodes, the root a static, each other node one Children[i] deeper.
     let nodes = knot_of(&p("TreeNode"));

@@ -101,6 +101,16 @@ pub struct HeapPathStep {
     /// How it refers to the next object: a field name, `[i]` for an array element,
     /// `(dependent handle)` when a dependent handle makes it hold the next; null on the last.
     pub via: Option<String>,
+    /// When this is an array of statics (.NET 10 keeps a class's reference statics in the
+    /// slots of a `System.Object[]`), the static field the element `via` names; else null.
+    pub static_field: Option<HeapStaticField>,
+}
+
+/// A static field: its class as SOS's heap commands name types, and its name.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HeapStaticField {
+    pub class: String,
+    pub field: String,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -128,7 +138,7 @@ fn render_path(out: &mut String, p: &HeapRootPath) {
     for s in &p.path {
         match &s.via {
             Some(via) => {
-                let _ = writeln!(out, "          -> {:016x} {:<width$}  {}", s.address.0, s.type_name, words::heap_path_via(via));
+                let _ = writeln!(out, "          -> {:016x} {:<width$}  {}", s.address.0, s.type_name, words::heap_path_via(via, s.static_field.as_ref()));
             }
             None => {
                 let _ = writeln!(out, "          -> {:016x} {}", s.address.0, s.type_name);

@@ -289,7 +289,12 @@ pub(crate) fn heap_root_description(r: &crate::report::heap_root::HeapRootHolder
     }
 }
 
-/// How one path object leads to the next: `.field`, `[3]`, `(dependent handle)`.
-pub(crate) fn heap_path_via(via: &str) -> String {
-    if via.starts_with('[') || via.starts_with('(') { via.to_string() } else { format!(".{via}") }
+/// How one path object leads to the next: `.field`, `[3]`, `(dependent handle)`, `[47] = static
+/// Registry.s_held` (an element of the statics' array).
+pub(crate) fn heap_path_via(via: &str, static_field: Option<&crate::report::heap_root::HeapStaticField>) -> String {
+    let v = if via.starts_with('[') || via.starts_with('(') { via.to_string() } else { format!(".{via}") };
+    match static_field {
+        Some(s) => format!("{v} = static {}.{}", s.class, s.field),
+        None => v,
+    }
 }

@@ -19,6 +19,7 @@ pub(crate) mod referrers;
 pub(crate) mod report;
 pub(crate) mod roots;
 pub(crate) mod state;
+pub(crate) mod static_names;
 pub(crate) mod stats;
 pub(crate) mod walk;
 pub(crate) mod why_alive;

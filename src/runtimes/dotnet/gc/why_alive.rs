@@ -21,6 +21,8 @@ pub(crate) struct Step {
     pub(crate) size: u64,
     /// How this object refers to the next one (`None` on the last).
     pub(crate) link: Option<Link>,
+    /// The static field the element `link` names is, when this object is an array of statics.
+    pub(crate) static_field: Option<super::static_names::StaticName>,
 }
 
 /// Why the object is alive, as read.
@@ -65,6 +67,8 @@ pub(crate) fn why_alive(runtime: &Context<'_>, threads: &[ThreadStack], addresse
     for r in &g.roots {
         *roots.entry(r.kind).or_insert(0) += 1;
     }
+    // Read once, when a path goes through an array element (a statics array, perhaps).
+    let slots = std::cell::OnceCell::new();
     let mut out = Vec::with_capacity(addresses.len());
     for &address in addresses {
         let node = g.node_of(address);
@@ -74,11 +78,17 @@ pub(crate) fn why_alive(runtime: &Context<'_>, threads: &[ThreadStack], addresse
                 .nodes
                 .iter()
                 .enumerate()
-                .map(|(i, &n)| Step {
-                    address: g.addresses[n as usize],
-                    type_name: name(n),
-                    size: g.sizes[n as usize] as u64,
-                    link: p.nodes.get(i + 1).map(|&next| paths::link(&t, &namer, &build.layout, g, n, next)),
+                .map(|(i, &n)| {
+                    let link = p.nodes.get(i + 1).map(|&next| paths::link(&t, &namer, &build.layout, g, n, next));
+                    let address = g.addresses[n as usize];
+                    let static_field = match &link {
+                        // A reference array's element k is at 16 + 8k.
+                        Some(Link::Element(k)) if name(n) == "System.Object[]" => {
+                            slots.get_or_init(|| super::static_names::static_slots(&t, &namer, &build.layout, g)).get(&(address + 16 + 8 * k)).cloned()
+                        }
+                        _ => None,
+                    };
+                    Step { address, type_name: name(n), size: g.sizes[n as usize] as u64, link, static_field }
                 })
                 .collect();
             (g.roots[p.root].clone(), steps)
