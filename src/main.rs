@@ -56,7 +56,7 @@ enum Command {
     /// Analyze each new core dump in DIR once, writing <dump>.knot.json beside it (for a sidecar or a Job).
     #[command(after_help = WATCH_EXIT)]
     Watch(WatchArgs),
-    /// The .NET GC heap as a graph: `knot heap root DUMP ADDRESS` says why an object is alive.
+    /// .NET heap commands: why an object is alive (`root`), what grew between two dumps (`diff`).
     #[command(subcommand)]
     Heap(HeapCommand),
     /// Print the JSON Schema of the report (--format json).
@@ -65,10 +65,13 @@ enum Command {
 
 #[derive(Subcommand)]
 enum HeapCommand {
-    /// Why an object is alive: the shortest path from a GC root (handle, stack, finalization
-    /// queue) to it, as SOS `gcroot` prints it, each object with the field that leads on.
+    /// Why an object is alive: the shortest path from each GC root (handle, stack, finalization
+    /// queue) that reaches it, as SOS `gcroot` prints it, each object with the field that leads on.
     #[command(after_help = HEAP_ROOT_EXIT)]
     Root(HeapRootArgs),
+    /// What grew between two dumps of one program: per type, count and bytes (as SOS `dumpheap -stat`), largest growth first. Types are matched by name, never by address.
+    #[command(after_help = HEAP_EXIT)]
+    Diff(HeapDiffArgs),
 }
 
 const HEAP_ROOT_EXIT: &str = "Stack roots are found by scanning each managed frame's stack words and registers (marked conservative): a stale local may show as a root. Exit status: 0 the heap was read (whether or not a root reaches the object: see `reachable`); 2 the dump or its .NET heap could not be read; 64 the command line is wrong.";
@@ -86,24 +89,50 @@ struct HeapRootArgs {
     /// A compressed core (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
     #[arg(long, value_name = "MIB", default_value_t = knot::core::compressed::DEFAULT_MAX_DECOMPRESSED >> 20)]
     max_decompressed_mib: u64,
-    #[arg(long, value_enum, default_value_t = RootFormat::Text)]
-    format: RootFormat,
+    /// `text` (SOS gcroot's shape) or `json` (fields: docs/report-fields.md, "knot heap root").
+    #[arg(long, value_enum, default_value_t = HeapFormat::Text)]
+    format: HeapFormat,
     /// Write to FILE instead of standard output.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum RootFormat {
-    /// For people: SOS gcroot's shape.
-    Text,
-    /// For programs (fields: docs/report-fields.md, "knot heap root").
-    Json,
-}
-
 fn parse_address(s: &str) -> Result<u64, String> {
     let h = s.trim().trim_start_matches("0x").trim_start_matches("0X");
     u64::from_str_radix(h, 16).map_err(|_| format!("{s:?} is not a hex address"))
+}
+
+const HEAP_EXIT: &str = "Exit status: 0 the heaps were compared; 2 a dump could not be read, or its .NET heap could not be walked (the message says which and why); 64 the command line is wrong.";
+
+#[derive(Parser)]
+struct HeapDiffArgs {
+    /// The earlier dump.
+    old: PathBuf,
+    /// The later dump (of the same program: another run, or the same process later).
+    new: PathBuf,
+    #[command(flatten)]
+    lookup: LookupArgs,
+    /// `text` or `json`.
+    #[arg(long, value_enum, default_value_t = HeapFormat::Text)]
+    format: HeapFormat,
+    /// Types shown in the text report (JSON has every type).
+    #[arg(long, value_name = "N", default_value_t = knot::report::heap_diff::TEXT_TYPES)]
+    top: usize,
+    /// A compressed core (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
+    #[arg(long, value_name = "MIB", default_value_t = knot::core::compressed::DEFAULT_MAX_DECOMPRESSED >> 20)]
+    max_decompressed_mib: u64,
+    /// Write the report to FILE instead of standard output.
+    #[arg(long, short, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+/// How a `knot heap` command writes its document.
+#[derive(Clone, Copy, ValueEnum)]
+enum HeapFormat {
+    /// For people.
+    Text,
+    /// For programs (fields: docs/report-fields.md).
+    Json,
 }
 
 #[derive(Parser)]
@@ -265,6 +294,7 @@ fn main() -> ExitCode {
         Command::Watch(args) => run_watch(args),
         Command::Pid(args) => run_pid(args),
         Command::Heap(HeapCommand::Root(args)) => run_heap_root(args),
+        Command::Heap(HeapCommand::Diff(args)) => run_heap_diff(args),
         Command::Schema => {
             println!("{}", report::json_schema());
             Ok(EXIT_OK)
@@ -307,8 +337,8 @@ fn run_heap_root(args: HeapRootArgs) -> anyhow::Result<u8> {
     let opts = Options { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)), ..Options::default() };
     let r = analysis::heap_root(&args.core, &opts, args.address)?;
     let rendered = match args.format {
-        RootFormat::Text => report::heap_root::render(&r),
-        RootFormat::Json => report::heap_root::to_json(&r) + "\n",
+        HeapFormat::Text => report::heap_root::render(&r),
+        HeapFormat::Json => report::heap_root::to_json(&r) + "\n",
     };
     match &args.output {
         Some(path) => std::fs::write(path, rendered).with_context(|| format!("cannot write {}", path.display()))?,
@@ -335,6 +365,11 @@ fn emit(report: &report::Report, how: &OutputArgs) -> anyhow::Result<()> {
         Format::Json => report::to_json(report) + "\n",
         Format::Html => report::html::render(report),
     };
+    write_out(output, &rendered)
+}
+
+/// Writes `rendered` to `output`, or to standard output.
+fn write_out(output: Option<&std::path::Path>, rendered: &str) -> anyhow::Result<()> {
     match output {
         Some(path) => std::fs::write(path, rendered).with_context(|| format!("cannot write {}", path.display()))?,
         None => {
@@ -475,6 +510,17 @@ impl Drop for ProgressBar {
         }
         self.bar.finish_and_clear();
     }
+}
+
+fn run_heap_diff(args: HeapDiffArgs) -> anyhow::Result<u8> {
+    let opts = knot::heap::HeapOptions { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)) };
+    let d = knot::heap::diff(&args.old, &args.new, &opts)?;
+    let rendered = match args.format {
+        HeapFormat::Text => d.to_text(args.top),
+        HeapFormat::Json => d.to_json() + "\n",
+    };
+    write_out(args.output.as_deref(), &rendered)?;
+    Ok(EXIT_OK)
 }
 
 fn run_watch(args: WatchArgs) -> anyhow::Result<u8> {

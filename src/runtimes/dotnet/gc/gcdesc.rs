@@ -7,7 +7,8 @@
 //! gives the first element's first reference offset, and -N items `(nptrs, skip)` (two u32 in
 //! one word, from `mt - 24` down) repeat per element until the object's end less 8.
 //!
-//! Only types with `ContainsGCPointers` (MTFlags 0x01000000) have one. Everything read is
+//! Only types with `ContainsGCPointers` (MTFlags 0x01000000) have one. A collectible type's
+//! LoaderAllocator (one more reference the GC follows) is not an edge here. Everything read is
 //! checked: a count past [`MAX_SERIES`], a series outside the object, a repeating pattern
 //! whose bytes do not add up to the element size refuse the type (a diagnostic; its objects
 //! get no edges), never an out-of-bounds read.
@@ -16,9 +17,6 @@ use super::super::target::Target;
 
 /// `MethodTable.MTFlags`: the type holds references.
 pub(crate) const CONTAINS_GC_POINTERS: u32 = 0x0100_0000;
-/// `MethodTable.MTFlags`: a collectible type (its LoaderAllocator is one more reference,
-/// not followed here).
-pub(crate) const COLLECTIBLE: u32 = 0x0020_0000;
 const HAS_COMPONENT_SIZE: u32 = 0x8000_0000;
 /// Series (or repeating items) one description may have: a class has at most one series per
 /// run of reference fields, bounded by its size (1 GiB / 16 bytes would be absurd already).

@@ -46,7 +46,7 @@ mod var {
     pub(crate) const FINALIZE_QUEUE: u64 = 144;
     pub(crate) const N_HEAPS: u64 = 176;
     pub(crate) const G_HEAPS: u64 = 184;
-    pub(crate) const GC_STRUCTURES_INVALID_CNT: u64 = 192;
+    // 192: gc_structures_invalid_cnt (not read).
     pub(crate) const HANDLE_TABLE_MAP: u64 = 232;
     pub(crate) const GC_HEAP_FIELD_OFFSETS: u64 = 240;
     pub(crate) const GENERATION_FIELD_OFFSETS: u64 = 248;
@@ -118,14 +118,11 @@ pub(crate) struct OomHistory {
 #[derive(Debug, Clone)]
 pub(crate) struct Heap {
     pub(crate) index: usize,
-    /// The `gc_heap` object (0 for workstation GC).
-    pub(crate) address: u64,
     pub(crate) alloc_allocated: u64,
     pub(crate) ephemeral_segment: u64,
     /// Each generation's allocation context (pointer, limit) and start segment.
     pub(crate) generations: Vec<Generation>,
     pub(crate) oom: Option<OomHistory>,
-    pub(crate) oom_address: u64,
     /// The variable (workstation: `gc_heap::finalize_queue`; server: the heap's field) that
     /// holds this heap's `CFinalize*`, or 0 when not known.
     pub(crate) finalize_queue_var: u64,
@@ -140,16 +137,11 @@ pub(crate) struct Generation {
 /// What `GcDacVars` says.
 #[derive(Debug, Clone)]
 pub(crate) struct GcVars {
-    pub(crate) address: u64,
-    pub(crate) major: u8,
-    pub(crate) minor: u8,
     pub(crate) server: bool,
     pub(crate) layout: HeapLayout,
     pub(crate) max_generation: u32,
     /// `current_c_gc_state`: 0 marking, 1 planning, 2 free (no background GC running).
     pub(crate) background_gc_state: Option<u32>,
-    /// `gc_structures_invalid_cnt`: non-zero while a GC is rearranging the heap.
-    pub(crate) structures_invalid: Option<i32>,
     pub(crate) heaps: Vec<Heap>,
     /// `total_generation_count` (gen0..gen2, LOH, POH on .NET 7+).
     pub(crate) generation_count: u64,
@@ -183,7 +175,6 @@ impl GcVars {
         let layout = if allocation_start_off < 0 { HeapLayout::Regions } else { HeapLayout::Segments };
         let opt_var = |off: u64| -> Option<u64> { ptr(off, "var").ok().filter(|&p| p != 0) };
         let background_gc_state = opt_var(var::CURRENT_C_GC_STATE).and_then(|p| t.read_u32(p, "current_c_gc_state").ok());
-        let structures_invalid = opt_var(var::GC_STRUCTURES_INVALID_CNT).and_then(|p| t.read_u32(p, "gc_structures_invalid_cnt").ok()).map(|v| v as i32);
 
         let generations_at = |table: u64| -> Result<Vec<Generation>> {
             (0..generation_count)
@@ -208,7 +199,7 @@ impl GcVars {
             let ephemeral_segment = t.read_ptr(ptr(var::EPHEMERAL_HEAP_SEGMENT, "ephemeral_heap_segment")?, "ephemeral_heap_segment")?;
             let oom_address = ptr(var::OOM_INFO, "oom_info")?;
             let finalize_queue_var = ptr(var::FINALIZE_QUEUE, "finalize_queue").unwrap_or(0);
-            heaps.push(Heap { index: 0, address: 0, alloc_allocated, ephemeral_segment, generations: generations_at(table)?, oom: oom_at(oom_address), oom_address, finalize_queue_var });
+            heaps.push(Heap { index: 0, alloc_allocated, ephemeral_segment, generations: generations_at(table)?, oom: oom_at(oom_address), finalize_queue_var });
         } else {
             let n = t.read_u32(ptr(var::N_HEAPS, "n_heaps")?, "n_heaps")? as i32;
             if n <= 0 || n > MAX_HEAPS {
@@ -231,11 +222,11 @@ impl GcVars {
                 let oom_address = field(h, HEAP_FIELD_OOM_INFO)?;
                 let generations = generations_at(field(h, HEAP_FIELD_GENERATION_TABLE)?)?;
                 let finalize_queue_var = field(h, HEAP_FIELD_FINALIZE_QUEUE).unwrap_or(0);
-                heaps.push(Heap { index: i as usize, address: h, alloc_allocated, ephemeral_segment, generations, oom: oom_at(oom_address), oom_address, finalize_queue_var });
+                heaps.push(Heap { index: i as usize, alloc_allocated, ephemeral_segment, generations, oom: oom_at(oom_address), finalize_queue_var });
             }
         }
         let handle_table_map = ptr(var::HANDLE_TABLE_MAP, "handle_table_map").unwrap_or(0);
-        Ok(GcVars { address, major, minor, server, layout, max_generation, background_gc_state, structures_invalid, heaps, generation_count, handle_table_map })
+        Ok(GcVars { server, layout, max_generation, background_gc_state, heaps, generation_count, handle_table_map })
     }
 
     /// Every segment or region of every heap, in the order SOS walks them: LOH, gen2 (with

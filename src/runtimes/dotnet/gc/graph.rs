@@ -67,8 +67,9 @@ pub(crate) enum RootKind {
     SizedRefHandle,
     /// `HNDTYPE_VARIABLE` of a strong kind.
     VariableHandle,
-    /// A dependent handle's primary: recorded as an edge primary → secondary; the handle itself
-    /// is listed with this kind for the secondary so a path can name it.
+    /// A dependent handle: never a root of the graph — it is an edge primary → secondary
+    /// (`ConditionalWeakTable`) — but a kind readings may name.
+    #[expect(dead_code, reason = "part of the contract: dependent handles are edges, never roots")]
     DependentHandle,
     /// Unreachable but finalizable: the finalizer thread will run its finalizer (f-reachable).
     FinalizerQueue,
@@ -78,7 +79,10 @@ pub(crate) enum RootKind {
     Stack { conservative: bool },
     /// A sync block's object (the runtime keeps the object of a sync block in use alive).
     SyncBlock,
-    /// A static field (held through the runtime's statics; named by class and field).
+    /// A static field (held through the runtime's statics; named by class and field). .NET 10's
+    /// statics are slots of a `System.Object[]` held by a strong handle: that handle is the root,
+    /// and `static_names` names the slot.
+    #[expect(dead_code, reason = "part of the contract: .NET 10's statics are reached through a strong handle")]
     Static,
 }
 
@@ -108,6 +112,7 @@ pub(crate) enum RootSource {
     SyncBlock { index: u32 },
     /// A static field: its class's MethodTable and the field's metadata token, and the handle
     /// that holds the statics' array (0 when not read through one).
+    #[expect(dead_code, reason = "part of the contract: .NET 10's statics are reached through a strong handle")]
     Static { method_table: u64, field_token: u32, handle: u64 },
 }
 
@@ -120,10 +125,6 @@ impl ObjectGraph {
     /// Nodes in the graph.
     pub(crate) fn len(&self) -> usize {
         self.addresses.len()
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.addresses.is_empty()
     }
 
     /// The targets of node `i`'s references (empty for a node out of range).

@@ -1,15 +1,16 @@
 //! The GC heap of a .NET process: where it is, what fills it, and the GC's own state.
 //!
 //! The .NET 10 contract descriptor has no GC contract, so the way in is libcoreclr's exported
-//! DAC table ([`dactable`]) to the GC's DAC interface `GcDacVars` ([`gcvars`]): the generation
+//! DAC table (`dactable`) to the GC's DAC interface `GcDacVars` (`gcvars`): the generation
 //! tables, the segments or regions of each generation, the allocation contexts, the OOM
 //! history. Which table slot is which variable is a per-build fact (`analyzers/dotnet/`).
-//! Then every object is walked ([`walk`], segments in parallel) and counted per type
-//! ([`stats`], named as SOS's heap commands name them: [`names`]); [`state`] says what the GC was
+//! Then every object is walked (`walk`, segments in parallel) and counted per type
+//! (`stats`, named as SOS's heap commands name them: `names`); `state` says what the GC was
 //! doing and whether it had run out of memory.
 
 pub(crate) mod dactable;
 pub(crate) mod gcdesc;
+pub mod diff;
 pub(crate) mod gcvars;
 pub(crate) mod graph;
 pub(crate) mod handles;
@@ -18,6 +19,7 @@ pub(crate) mod paths;
 pub(crate) mod referrers;
 pub(crate) mod report;
 pub(crate) mod roots;
+pub(crate) mod retained;
 pub(crate) mod state;
 pub(crate) mod static_names;
 pub(crate) mod stats;
@@ -48,8 +50,6 @@ pub struct GcReading {
     pub layout: HeapLayout,
     pub server: bool,
     pub(crate) heap_count: usize,
-    /// `GcDacVars` version (major, minor).
-    pub(crate) version: (u8, u8),
     pub segments: Vec<Segment>,
     pub stats: HeapStats,
     /// Segments whose walk stopped early: (segment, where, why).
@@ -180,7 +180,6 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
         layout: vars.layout,
         server: vars.server,
         heap_count: vars.heaps.len(),
-        version: (vars.major, vars.minor),
         segments,
         stats,
         broken,
@@ -196,8 +195,6 @@ pub(crate) struct GraphReading {
     pub(crate) graph: graph::ObjectGraph,
     /// Handles in use read from the handle table (rooting or not).
     pub(crate) handles_read: usize,
-    pub(crate) free_mt: u64,
-    pub(crate) string_mt: u64,
     /// What could not be read (walks stopped early, refused GC descriptions, unreadable roots).
     pub(crate) diagnostics: Vec<Diagnostic>,
 }
@@ -232,7 +229,7 @@ pub(crate) fn read_graph(runtime: &Context<'_>, threads: &[roots::ThreadStack]) 
     if errors.more > 0 {
         diagnostics.push(Diagnostic::warning(STAGE, format!("{} more objects or roots of the heap graph not read", errors.more)));
     }
-    Ok(GraphReading { graph: g, handles_read: reading.handles_read, free_mt, string_mt, diagnostics })
+    Ok(GraphReading { graph: g, handles_read: reading.handles_read, diagnostics })
 }
 
 /// For each address of `from`, the objects reachable from it through references (dependent

@@ -1,22 +1,20 @@
-//! Why an object is alive: the shortest path from a root to it (SOS `gcroot`), by a
-//! breadth-first search from every root at once over the object graph, each step named by the
-//! field (or array element) of the object that leads on.
+//! Why an object is alive: every root that reaches it and a shortest path from each (SOS
+//! `gcroot`), by one breadth-first search backwards from the object over the reversed
+//! references, each step named by the field (or array element) of the object that leads on.
 //!
-//! Roots are queued in an order that breaks ties between paths of one length: handles first,
-//! then the finalization queue, then (conservative) stack slots and registers. A held
-//! monitor's sync block is not a root the GC marks from; its roots are searched only when no
-//! other root reaches the object.
+//! Paths of one length are ordered handles first, then the finalization queue, then
+//! (conservative) stack slots and registers. A held monitor's sync block is not a root the GC
+//! marks from; it counts only when no other root reaches the object.
 
 use super::super::facts::Layout;
 use super::super::objects::TypeNamer;
 use super::super::target::Target;
 use super::gcdesc::GcDesc;
-use super::graph::{ObjectGraph, Root, RootKind};
+use super::graph::{ObjectGraph, RootKind};
 use super::referrers::instance_fields;
 use std::collections::VecDeque;
 
 const UNSEEN: u32 = u32::MAX;
-const ROOT: u32 = u32::MAX - 1;
 
 /// A path from a root to an object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,55 +39,6 @@ fn tier(kind: RootKind) -> u8 {
         RootKind::Stack { .. } => 3,
         RootKind::SyncBlock => 4,
     }
-}
-
-/// The shortest path from a root to `target`, or `None` when no root reaches it.
-pub(crate) fn shortest_path(g: &ObjectGraph, target: u32) -> Option<RootPath> {
-    let mut order: Vec<usize> = (0..g.roots.len()).collect();
-    order.sort_by_key(|&i| (tier(g.roots[i].kind), i));
-    let (main, last): (Vec<usize>, Vec<usize>) = order.into_iter().partition(|&i| g.roots[i].kind != RootKind::SyncBlock);
-    search(g, target, &main).or_else(|| search(g, target, &last))
-}
-
-fn search(g: &ObjectGraph, target: u32, roots: &[usize]) -> Option<RootPath> {
-    if (target as usize) >= g.len() || roots.is_empty() {
-        return None;
-    }
-    let mut parent = vec![UNSEEN; g.len()];
-    // The root that first reached each root node.
-    let mut root_of: rustc_hash::FxHashMap<u32, usize> = rustc_hash::FxHashMap::default();
-    let mut queue = VecDeque::new();
-    for &r in roots {
-        let Root { node, .. } = g.roots[r];
-        if (node as usize) < g.len() && parent[node as usize] == UNSEEN {
-            parent[node as usize] = ROOT;
-            root_of.insert(node, r);
-            queue.push_back(node);
-        }
-    }
-    while let Some(n) = queue.pop_front() {
-        if n == target {
-            break;
-        }
-        for &m in g.edges_of(n) {
-            if (m as usize) < g.len() && parent[m as usize] == UNSEEN {
-                parent[m as usize] = n;
-                queue.push_back(m);
-            }
-        }
-    }
-    if parent[target as usize] == UNSEEN {
-        return None;
-    }
-    let mut nodes = vec![target];
-    let mut at = target;
-    // Each step goes to a node seen earlier: at most `len` steps.
-    while parent[at as usize] != ROOT && nodes.len() <= g.len() {
-        at = parent[at as usize];
-        nodes.push(at);
-    }
-    nodes.reverse();
-    Some(RootPath { root: *root_of.get(&at)?, nodes })
 }
 
 /// How an object refers to the next one on a path.
