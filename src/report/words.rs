@@ -319,3 +319,33 @@ pub(crate) fn heap_path_via(via: &str, static_field: Option<&crate::report::heap
         None => v,
     }
 }
+
+/// Where a root is, for its words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RootPlace {
+    Handle(u64),
+    Thread { os_tid: u32, slot: u64, register: Option<u16> },
+    Queue(u64),
+    SyncBlock(u32),
+}
+
+/// A holder's root for people: `strong handle 0x7f…`, `stack root (conservative): thread
+/// 0x1a2b, slot 0x7ffd…`.
+pub(crate) fn root_ref_name(kind: &str, conservative: bool, place: &RootPlace) -> String {
+    let k = heap_root_kind(kind, conservative);
+    match *place {
+        RootPlace::Handle(h) => format!("{k} {h:#x}"),
+        RootPlace::Thread { os_tid, register: Some(r), .. } => {
+            format!("{k}: thread {os_tid:#x}, register {}", crate::arch::x86_64::dwarf::name(r).map(str::to_string).unwrap_or_else(|| format!("dwarf {r}")))
+        }
+        RootPlace::Thread { os_tid, slot, .. } => format!("{k}: thread {os_tid:#x}, stack slot {slot:#x}"),
+        RootPlace::Queue(s) => format!("{k} (queue slot {s:#x})"),
+        RootPlace::SyncBlock(i) => format!("{k} {i}"),
+    }
+}
+
+/// A static field known by its slot in the runtime's statics array (its class and name are not
+/// read): `a static field (element [12] of the statics array 0x7f…)`.
+pub(crate) fn static_slot(array: u64, index: u32) -> String {
+    format!("a static field (element [{index}] of the statics array {array:#x})")
+}
