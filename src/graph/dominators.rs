@@ -37,6 +37,7 @@ pub(crate) struct DominatorTree {
 
 impl DominatorTree {
     /// Reachable nodes, the virtual root not counted.
+    #[cfg(test)]
     pub(crate) fn reachable(&self) -> usize {
         self.order.len().saturating_sub(1)
     }
