@@ -115,7 +115,6 @@ impl ThreadPoolReport {
             }
         };
         // A queue knot could not read leaves the total unknown; the parts it read stay.
-        let complete = queues.filter(|q| q.problems.is_empty());
         ThreadPoolReport {
             workers_total: pool.map_or(0, |p| p.workers.len() as u32),
             worker_tids: pool.map(|p| p.workers.clone()).unwrap_or_default(),
@@ -125,7 +124,7 @@ impl ThreadPoolReport {
             min_workers: counters.map(|c| c.min),
             max_workers: counters.map(|c| c.max),
             cpu_utilization: counters.map(|c| c.cpu_utilization),
-            queued_work_items: complete.map(|q| q.items.len() as u32),
+            queued_work_items: reading.queued(),
             global_queue: queues.map(|q| q.count(|k| *k == Queue::Global) as u32),
             high_priority_queue: queues.map(|q| q.count(|k| *k == Queue::HighPriority) as u32),
             local_queues: queues

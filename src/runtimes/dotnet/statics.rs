@@ -470,6 +470,56 @@ fn compressed(p: &mut impl Iterator<Item = u8>) -> Option<u32> {
 mod tests {
     use super::*;
 
+    use crate::process::{Locator, Process};
+    use crate::runtimes::dotnet::context::Context;
+    use crate::runtimes::dotnet::{facts, thread_pool};
+
+    /// Statics over the committed pool_queue dump (its sample's `Program` has the statics `Gate`,
+    /// `Started`, `LocalQueued`, `Blocking`; worker 0's local queue holds `LedgerFlush` 0..4).
+    fn with_pool_queue(f: impl FnOnce(&Statics)) {
+        let d = knot_samples::dotnet::dumps("sos/threadpool-stat.txt", false).into_iter().find(|d| d.sample == "pool_queue").expect("the committed pool_queue dump");
+        let locator = Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() };
+        let process = Process::open(&d.core, &locator).expect("open the core");
+        let c = Context::open(&process, &locator).unwrap_or_else(|_| panic!("no runtime"));
+        let v = &c.version;
+        let build = facts::lookup(facts::builtin().expect("facts"), v.build_id.as_deref(), &v.product, v.file_version.as_deref()).expect("10.0.12 facts");
+        let t = c.target();
+        let namer = TypeNamer::new(&t, &c.image);
+        f(&Statics::new(&t, &namer, &build.layout));
+    }
+
+    #[test]
+    fn a_programs_own_statics_and_fields_read_through_the_runtime() {
+        with_pool_queue(|s| {
+            let q = thread_pool::queues(s).expect("queues");
+            let flushes: Vec<u64> = q.items.iter().filter(|i| matches!(i.queue, thread_pool::Queue::Local(_))).map(|i| i.object).collect();
+            assert_eq!(flushes.len(), 5);
+            let mt = objects::method_table(s.target(), flushes[0]).expect("MT");
+            assert_eq!(s.namer().type_name(mt).expect("name"), "Knot.Samples.PoolQueue.LedgerFlush");
+            let mut shards: Vec<u64> = flushes.iter().map(|&o| s.object_primitive(o, "Shard").expect("Shard")).collect();
+            shards.sort();
+            assert_eq!(shards, [0, 1, 2, 3, 4]);
+            let module = s.target().field_ptr(mt, "MethodTable", "Module").expect("module");
+            let program = s.class(module, "Knot.Samples.PoolQueue.Program").expect("Program");
+            let type_of = |name: &str| {
+                let o = s.static_object(program, name).expect(name);
+                s.namer().object_type_name(o).expect("type")
+            };
+            assert_eq!(type_of("Gate"), "System.Threading.ManualResetEventSlim");
+            assert_eq!(type_of("Started"), "System.Threading.CountdownEvent");
+            let mut names: Vec<String> = s.static_fields(program).expect("statics").into_iter().map(|f| f.field.name).collect();
+            names.sort();
+            assert_eq!(names, ["Blocking", "Gate", "LocalQueued", "Started"]);
+            // The CountdownEvent's count reached 0 (all 4 workers signalled): a primitive instance field.
+            let started = s.static_object(program, "Started").expect("Started");
+            assert_eq!(s.object_primitive(started, "_currentCount").expect("_currentCount"), 0);
+            let e = s.static_field(program, "NoSuchField").expect_err("no such field");
+            assert!(e.to_string().contains("Knot.Samples.PoolQueue.Program has no field NoSuchField"), "{e}");
+            assert!(s.static_primitive(program, "Gate").is_err(), "a reference is no primitive");
+            assert!(s.class(module, "Knot.Samples.PoolQueue.Nowhere").is_err());
+        });
+    }
+
     #[test]
     fn compressed_integers_decode_as_ecma_335_says() {
         for (bytes, want) in [(&[0x03u8][..], Some(3)), (&[0x7f], Some(0x7f)), (&[0x80, 0x80], Some(0x80)), (&[0xbf, 0xff], Some(0x3fff)), (&[0xc0, 0x00, 0x40, 0x00], Some(0x4000)), (&[0xdf, 0xff, 0xff, 0xff], Some(0x1fff_ffff)), (&[0xff], None), (&[0x80], None), (&[], None)] {

@@ -111,6 +111,13 @@ pub(crate) struct PoolReading {
     pub(crate) types: Vec<WorkItemType>,
 }
 
+impl PoolReading {
+    /// Work items waiting, when every queue was read.
+    pub(crate) fn queued(&self) -> Option<u32> {
+        self.queues.as_ref().ok().filter(|q| q.problems.is_empty()).map(|q| q.items.len() as u32)
+    }
+}
+
 /// Reads the pool of the runtime in `c`.
 pub(crate) fn read(c: &Context<'_>) -> PoolReading {
     let v = &c.version;
@@ -187,9 +194,12 @@ pub(crate) fn queues(s: &Statics) -> Result<WorkQueues> {
         Ok(queues) => {
             for q in queues.into_iter().filter(|&q| q != 0) {
                 out.local_queues.push(q);
-                match s.object_field(q, "m_array").and_then(|a| reference_array(s, a, MAX_ARRAY)) {
-                    Ok(items) => push_items(s, Queue::Local(q), items.into_iter().filter(|&i| i != 0), &mut out.items)?,
-                    Err(e) => out.problems.push(format!("WorkStealingQueue at {q:#x}: {e}")),
+                let read = s
+                    .object_field(q, "m_array")
+                    .and_then(|a| reference_array(s, a, MAX_ARRAY))
+                    .and_then(|items| push_items(s, Queue::Local(q), items.into_iter().filter(|&i| i != 0), &mut out.items));
+                if let Err(e) = read {
+                    out.problems.push(format!("WorkStealingQueue at {q:#x}: {e}"));
                 }
             }
         }
@@ -317,6 +327,141 @@ fn types(s: &Statics, q: &WorkQueues) -> Vec<WorkItemType> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::{Locator, Memory, MemoryError, Process};
+    use crate::runtimes::dotnet::target::Target;
+
+    /// The dump's memory with some bytes replaced: a hostile edit without copying the core.
+    struct Patched<'a> {
+        inner: &'a dyn Memory,
+        patches: Vec<(u64, Vec<u8>)>,
+    }
+
+    impl Memory for Patched<'_> {
+        fn chunk(&self, addr: u64, len: usize) -> std::result::Result<&[u8], MemoryError> {
+            for (at, bytes) in &self.patches {
+                if addr >= *at && addr < at + bytes.len() as u64 {
+                    let o = (addr - at) as usize;
+                    return Ok(&bytes[o..(o + len).min(bytes.len())]);
+                }
+            }
+            let c = self.inner.chunk(addr, len)?;
+            let next = self.patches.iter().map(|(a, _)| *a).filter(|&a| a > addr).min();
+            Ok(&c[..next.map_or(c.len(), |n| c.len().min((n - addr) as usize))])
+        }
+    }
+
+    /// The committed pool_queue dump (4 blocked workers; 9 global items, 5 on worker 0's local queue).
+    fn with_pool_queue(f: impl FnOnce(&Context<'_>)) {
+        let Some(d) = knot_samples::dotnet::dumps("sos/threadpool-stat.txt", false).into_iter().find(|d| d.sample == "pool_queue") else {
+            panic!("the committed pool_queue dump is missing");
+        };
+        let locator = Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() };
+        let process = Process::open(&d.core, &locator).expect("open the pool_queue core");
+        let c = Context::open(&process, &locator).unwrap_or_else(|_| panic!("no runtime in pool_queue"));
+        f(&c);
+    }
+
+    /// Reads the pool with `patch(statics over the real memory)` applied to the memory.
+    fn read_patched(c: &Context<'_>, patch: impl FnOnce(&Statics) -> Vec<(u64, Vec<u8>)>) -> PoolReading {
+        let v = &c.version;
+        let build = facts::lookup(facts::builtin().expect("facts"), v.build_id.as_deref(), &v.product, v.file_version.as_deref()).expect("10.0.12 facts");
+        let t = c.target();
+        let namer = TypeNamer::new(&t, &c.image);
+        let patches = patch(&Statics::new(&t, &namer, &build.layout));
+        let mem = Patched { inner: &c.memory, patches };
+        let pt = Target::borrowed(&mem, &c.descriptor, &c.pointer_data);
+        let pnamer = TypeNamer::new(&pt, &c.image);
+        read_with(&Statics::new(&pt, &pnamer, &build.layout))
+    }
+
+    fn word(v: u64) -> Vec<u8> {
+        v.to_le_bytes().to_vec()
+    }
+
+    /// The head segment of `ThreadPool.s_workQueue.workItems`, and where its `_nextSegment` is.
+    fn head_segment(s: &Statics) -> (u64, u64) {
+        let core = s.core_lib().expect("CoreLib");
+        let wq = s.static_object(s.class(core, THREAD_POOL).expect("ThreadPool"), "s_workQueue").expect("s_workQueue");
+        let head = s.object_field(s.object_field(wq, "workItems").expect("workItems"), "_head").expect("_head");
+        let (next, _) = s.instance_path(objects::method_table(s.target(), head).expect("MT"), "_nextSegment").expect("_nextSegment");
+        (head, head + next)
+    }
+
+    #[test]
+    fn the_unpatched_dump_reads_as_sos() {
+        with_pool_queue(|c| {
+            let r = read_patched(c, |_| Vec::new());
+            let k = r.counters.expect("counters");
+            assert_eq!((k.processing, k.idle(), k.min, k.max), (4, 0, 4, 4));
+            let q = r.queues.expect("queues");
+            assert!(q.problems.is_empty(), "{:?}", q.problems);
+            assert_eq!((q.count(|k| *k == Queue::Global), q.count(|k| matches!(k, Queue::Local(_)))), (9, 5));
+            assert_eq!(r.types.iter().map(|t| (t.name.as_str(), t.count)).collect::<Vec<_>>(), [("System.Threading.QueueUserWorkItemCallbackDefaultContext", 6), ("Knot.Samples.PoolQueue.LedgerFlush", 5), ("System.Threading.Tasks.Task", 3)]);
+        });
+    }
+
+    #[test]
+    fn a_cyclic_segment_chain_is_cut_and_said() {
+        with_pool_queue(|c| {
+            let r = read_patched(c, |s| {
+                let (head, next) = head_segment(s);
+                vec![(next, word(head))]
+            });
+            let q = r.queues.as_ref().expect("the other queues are read");
+            assert!(q.problems.iter().any(|p| p.contains("workItems") && p.contains("cycle")), "{:?}", q.problems);
+            assert_eq!(r.queued(), None, "a total with a queue left out is not given");
+            assert_eq!(q.count(|k| matches!(k, Queue::Local(_))), 5, "the local queue is still read");
+        });
+    }
+
+    #[test]
+    fn a_huge_local_queue_array_is_refused_before_it_is_read() {
+        with_pool_queue(|c| {
+            let r = read_patched(c, |s| {
+                let core = s.core_lib().expect("CoreLib");
+                let queues = s.static_object(s.class(core, WORK_STEALING_QUEUE_LIST).expect("list"), "s_queues").expect("s_queues");
+                let first = reference_array(s, queues, 16).expect("queues")[0];
+                let array = s.object_field(first, "m_array").expect("m_array");
+                vec![(array + s.target().offset("Array", "m_NumComponents").expect("offset"), 0xffff_fff0u32.to_le_bytes().to_vec())]
+            });
+            let q = r.queues.expect("queues");
+            assert!(q.problems.iter().any(|p| p.contains("WorkStealingQueue") && p.contains("more than")), "{:?}", q.problems);
+            assert_eq!(q.count(|k| *k == Queue::Global), 9);
+        });
+    }
+
+    #[test]
+    fn statics_pointing_at_garbage_leave_the_counters_unread_with_the_reason() {
+        with_pool_queue(|c| {
+            let r = read_patched(c, |s| {
+                let t = s.target();
+                let core = s.core_lib().expect("CoreLib");
+                let mt = s.class(core, PORTABLE_THREAD_POOL).expect("PortableThreadPool");
+                let aux = t.field_ptr(mt, "MethodTable", "AuxiliaryData").expect("aux");
+                let info = aux - t.size("DynamicStaticsInfo").expect("size");
+                vec![(info + t.offset("DynamicStaticsInfo", "GCStatics").expect("offset"), word(0x4141_4141_4141_4140))]
+            });
+            let e = r.counters.expect_err("garbage statics give no counters");
+            assert!(e.contains("0x4141414141414"), "{e}");
+            assert!(r.queues.is_ok(), "the queues hang off other statics");
+        });
+    }
+
+    #[test]
+    fn a_work_item_that_is_no_object_is_a_problem_not_a_panic() {
+        with_pool_queue(|c| {
+            let r = read_patched(c, |s| {
+                let core = s.core_lib().expect("CoreLib");
+                let queues = s.static_object(s.class(core, WORK_STEALING_QUEUE_LIST).expect("list"), "s_queues").expect("s_queues");
+                let first = reference_array(s, queues, 16).expect("queues")[0];
+                let array = s.object_field(first, "m_array").expect("m_array");
+                let data = array + s.target().size("Array").expect("size");
+                vec![(data, word(0x10))]
+            });
+            let q = r.queues.expect("queues");
+            assert!(q.problems.iter().any(|p| p.contains("WorkStealingQueue")), "{:?}", q.problems);
+        });
+    }
 
     #[test]
     fn thread_counts_split_as_corelib_packs_them() {
