@@ -240,3 +240,42 @@ fn starvation_says_the_work_queued_behind_the_workers() {
         }
     }
 }
+
+/// pool_queue: worker 0 (`OccupyWorker(id = 0)` in SOS `clrstack -all -p`) queued the 5
+/// LedgerFlush items on its own local queue; knot names that worker as the queue's owner (through
+/// its thread static), and every local queue belongs to a worker.
+#[test]
+fn local_queues_belong_to_the_workers_that_queued_into_them() {
+    for (d, r) in loaded() {
+        let Some(text) = oracle(d, "clrstack-all-params.txt") else { continue };
+        let mut tid = None;
+        let mut in_occupy = false;
+        let mut worker0 = None;
+        for line in text.lines() {
+            if let Some(h) = line.strip_prefix("OS Thread Id: 0x") {
+                tid = u64::from_str_radix(h.split_whitespace().next().unwrap_or(""), 16).ok();
+                in_occupy = false;
+            } else if line.contains("Program.OccupyWorker(") {
+                in_occupy = true;
+            } else if in_occupy && line.trim_start().starts_with("id (") {
+                if line.trim_end().ends_with("= 0x0000000000000000") {
+                    worker0 = tid;
+                }
+                in_occupy = false;
+            }
+        }
+        let worker0 = worker0.unwrap_or_else(|| panic!("{}: no OccupyWorker(id = 0) in clrstack -all -p", d.name));
+        let tp = pool_json(r);
+        let workers: Vec<u64> = tp["worker_tids"].as_array().expect("worker_tids").iter().filter_map(Value::as_u64).collect();
+        let queues = tp["local_queues"].as_array().expect("local_queues");
+        assert!(!queues.is_empty(), "{}", d.name);
+        for q in queues {
+            let owner = q["worker_tid"].as_u64().unwrap_or_else(|| panic!("{}: local queue {} has no owner", d.name, q["address"]));
+            assert!(workers.contains(&owner), "{}: {owner} is no worker", d.name);
+            let items = q["work_items"].as_u64().expect("count");
+            assert_eq!(items > 0, owner == worker0, "{}: queue of {owner} holds {items} (worker 0 is {worker0})", d.name);
+        }
+        let out = text::render(r, &TextOptions::default());
+        assert!(out.contains(&format!("5 on thread {worker0})")), "{}: {out}", d.name);
+    }
+}

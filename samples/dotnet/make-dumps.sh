@@ -412,8 +412,12 @@ oracle() {  # oracle SAMPLE DIR
       sos_fields "$core" "$dir/sos/locks.txt" System.Private.CoreLib.dll System.Threading.Lock \
         _owningThreadId _state _recursionCount
       sos_gcrefs "$core" "$dir/sos/lock-holders.txt" Knot.Samples.LockAbba. ;;
-    sync_over_async|pool_queue)
+    sync_over_async)
       sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue" ;;
+    pool_queue)
+      sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue"
+      # OccupyWorker's id argument names worker 0, whose local queue holds the LedgerFlush items.
+      sos "$core" "$dir/sos/clrstack-all-params.txt" "clrstack -all -p" ;;
     failfast)
       sos "$core" "$dir/sos/crashinfo.txt" "crashinfo" ;;
   esac

@@ -20,11 +20,13 @@ use super::gc::names::sos_heap_name;
 use super::objects::{self, TypeNamer};
 use super::statics::Statics;
 use super::target::Result;
+use super::threads;
 use std::collections::{BTreeMap, HashSet};
 
 const PORTABLE_THREAD_POOL: &str = "System.Threading.PortableThreadPool";
 const THREAD_POOL: &str = "System.Threading.ThreadPool";
 const WORK_STEALING_QUEUE_LIST: &str = "System.Threading.ThreadPoolWorkQueue+WorkStealingQueueList";
+const THREAD_LOCALS: &str = "System.Threading.ThreadPoolWorkQueueThreadLocals";
 /// Segments followed per queue at most.
 const MAX_SEGMENTS: usize = 1 << 12;
 /// Elements read per array at most (a segment's slots, a local queue's array).
@@ -83,6 +85,8 @@ pub(crate) struct WorkQueues {
     pub(crate) items: Vec<WorkItem>,
     /// Every local queue, in `s_queues` order (empty ones too).
     pub(crate) local_queues: Vec<u64>,
+    /// The OS tid of the thread each local queue belongs to, where its thread static says so.
+    pub(crate) owners: BTreeMap<u64, u32>,
     /// What could not be read (a queue left out, a list cut).
     pub(crate) problems: Vec<String>,
 }
@@ -205,7 +209,33 @@ pub(crate) fn queues(s: &Statics) -> Result<WorkQueues> {
         }
         Err(e) => out.problems.push(format!("the workers' local queues (WorkStealingQueueList.s_queues): {e}")),
     }
+    if !out.local_queues.is_empty() {
+        out.owners = owners(s, core);
+    }
     Ok(out)
+}
+
+/// Each thread's local queue: its `ThreadPoolWorkQueueThreadLocals.threadLocals` thread static's
+/// `workStealingQueue`. A thread whose static cannot be read owns none that knot can tell.
+fn owners(s: &Statics, core: u64) -> BTreeMap<u64, u32> {
+    let t = s.target();
+    let mut out = BTreeMap::new();
+    let Ok(class) = s.class(core, THREAD_LOCALS) else { return out };
+    let Ok(threads) = threads::thread_store(t).and_then(|ts| threads::thread_addresses(t, ts)) else { return out };
+    for thread in threads {
+        let Ok(th) = threads::read_thread(t, thread, 0, 0) else { continue };
+        let queue = s
+            .thread_static_field(class, "threadLocals", thread)
+            .and_then(|f| t.read_ptr(f.address, "ThreadPoolWorkQueueThreadLocals.threadLocals"))
+            .and_then(|locals| if locals == 0 { Ok(0) } else { s.object_field(locals, "workStealingQueue") });
+        if let Ok(q) = queue
+            && q != 0
+            && th.os_tid != 0
+        {
+            out.insert(q, th.os_tid);
+        }
+    }
+    out
 }
 
 fn local_queues(s: &Statics, core: u64) -> Result<Vec<u64>> {
