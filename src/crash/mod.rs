@@ -3,7 +3,7 @@
 //! happened, a recursion's cycle, and a stable signature — read once into [`CrashReport`].
 //!
 //! A runtime layer that knows more (the .NET runtime's FailFast message, its exceptions, the
-//! fact that the SIGABRT in its own dumps is not a kill) passes [`RuntimeCrashFacts`]; whatever
+//! fact that the SIGABRT in its own dumps is not a kill) passes `RuntimeCrashFacts`; whatever
 //! it sets wins over the native reading.
 
 pub(crate) mod abort_message;
@@ -20,7 +20,8 @@ pub(crate) mod signature;
 pub use model::*;
 
 use crate::process::Process;
-use crate::report::{Hex, ThreadReport};
+use crate::hex::Hex;
+use crate::threads::ThreadReport;
 use crate::symbols::Symbolizer;
 
 /// What a runtime layer knows about the crash; each field set overrides the native reading.

@@ -1,17 +1,17 @@
-//! Managed runtimes, behind one entry: [`recognise`] finds the runtime of a process once per
-//! analysis and gives one handle ([`Runtime`]) that owns everything read about it — the located
+//! Managed runtimes, behind one entry: `recognise` finds the runtime of a process once per
+//! analysis and gives one handle (`Runtime`) that owns everything read about it — the located
 //! descriptor, memory views, caches. The pipeline asks the handle, and only the handle:
-//! - the unwinder and symbolizer for its code map ([`Runtime::code_lookup`], the
+//! - the unwinder and symbolizer for its code map (`Runtime::code_lookup`, the
 //!   [`CodeLookup`] seam of `unwind::managed`);
-//! - the wait engine for its locks and waits ([`crate::waits::RuntimeLocks`]);
-//! - the report for its section ([`Runtime::report_section`]) and crash facts
-//!   ([`Runtime::crash`]);
+//! - the wait engine for its locks and waits (`crate::waits::RuntimeLocks`);
+//! - the report for its section (`Runtime::report_section`) and crash facts
+//!   (`Runtime::crash`);
 //! - every failure to read a part of it, as diagnostics that name the contract or structure
-//!   ([`Runtime::diagnostics`]).
+//!   (`Runtime::diagnostics`).
 //!
 //! Each reader says plainly when it does not know the runtime build it is looking at, and the
 //! native reading goes on regardless. A second runtime (the JVM) is one more module here with
-//! one more arm in [`recognise`].
+//! one more arm in `recognise`.
 
 pub mod dotnet;
 
@@ -19,7 +19,6 @@ use crate::crash::RuntimeCrashFacts;
 use crate::diagnostics::Diagnostic;
 use crate::graph::limits::VerdictLimit;
 use crate::process::{Locator, Process};
-use crate::report::RuntimeSection;
 use crate::unwind::managed::CodeLookup;
 use crate::unwind::Stack;
 use crate::waits::{RuntimeLocks, RuntimeWaits, WaitFacts};
@@ -75,4 +74,11 @@ pub(crate) struct RuntimeReport {
     /// The garbage collector is stalled: its heap is near the hard limit and it recorded an
     /// out-of-memory.
     pub(crate) gc_stalled: bool,
+}
+
+/// A runtime's own section of the report, as the runtime's handle gives it
+/// (`crate::runtimes::Runtime::report_section`).
+#[derive(Debug, Clone)]
+pub enum RuntimeSection {
+    Dotnet(crate::runtimes::dotnet::DotnetReport),
 }
