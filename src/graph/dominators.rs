@@ -43,6 +43,7 @@ impl DominatorTree {
     }
 
     /// Node → preorder number (`None`: not reachable). O(n) memory; for callers that need it.
+    #[cfg(test)]
     pub(crate) fn numbers(&self, nodes: usize) -> Vec<u32> {
         let mut pre = vec![NONE; nodes];
         for (k, &v) in self.order.iter().enumerate().skip(1) {
