@@ -5,6 +5,7 @@
 
 pub(crate) mod groups;
 pub(crate) mod limits;
+pub(crate) mod signature;
 pub(crate) mod verdict;
 
 use crate::waits::{LockFact, Owner};
@@ -119,6 +120,7 @@ mod tests {
             recursion: None,
             readers: None,
             managed: None,
+            signature: None,
         }
     }
 

@@ -146,6 +146,9 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
     for l in r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).take(5) {
         let _ = writeln!(out, "  {} waiter{} on {} — {}", l.waiter_tids.len(), plural(l.waiter_tids.len()), paint.lock(&lock_name(l)), paint.owner(&owner_words(l)));
     }
+    if let Some(s) = &r.verdict_signature {
+        let _ = writeln!(out, "  signature: {s}");
+    }
 }
 
 fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, shown: &mut BTreeSet<u32>, paint: Paint) {

@@ -112,7 +112,7 @@ pub(crate) fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
 
 /// The cycle as the report gives it: its facts and the chain in words, `thread 8609 holds
 /// ledger, waits for audit — held by 8610, which waits for ledger — held by 8609`.
-pub(crate) fn deadlock(c: &Cycle, locks: &[LockFact]) -> Deadlock {
+pub(crate) fn deadlock(c: &Cycle, locks: &[LockFact], signature: String) -> Deadlock {
     let by_id = |id: &str| locks.iter().find(|l| l.id == id);
     let mut words = Vec::with_capacity(c.tids.len() + 1);
     for (i, (&t, id)) in c.tids.iter().zip(&c.locks).enumerate() {
@@ -129,7 +129,7 @@ pub(crate) fn deadlock(c: &Cycle, locks: &[LockFact]) -> Deadlock {
     if let Some(&start) = c.tids.first() {
         words.push(if c.tids.len() == 1 { format!("held by {start} itself") } else { format!("held by {start}") });
     }
-    Deadlock { tids: c.tids.clone(), locks: c.locks.clone(), inferred: c.inferred, description: words.join(" — ") }
+    Deadlock { tids: c.tids.clone(), locks: c.locks.clone(), inferred: c.inferred, description: words.join(" — "), signature }
 }
 
 /// `LifetimeScope._synchRoot, Tag "root"`: the referrer in a lock's name.
@@ -171,6 +171,7 @@ mod tests {
             recursion: None,
             readers: None,
             managed: None,
+            signature: None,
         }
     }
 
@@ -181,7 +182,7 @@ mod tests {
         let c = WaitForGraph::new(&threads, &locks).cycles();
         assert_eq!(c.len(), 1);
         assert_eq!(
-            deadlock(&c[0], &locks).description,
+            deadlock(&c[0], &locks, String::new()).description,
             "thread 8609 holds ledger, waits for audit — held by 8610, which waits for index_lock — held by 8611, which waits for ledger — held by 8609"
         );
     }
@@ -191,7 +192,7 @@ mod tests {
         let locks = vec![lock("m", "self_lock", Some(5), &[5])];
         let c = WaitForGraph::new(&[(5, Some("m"))], &locks).cycles();
         assert_eq!(c.len(), 1);
-        let d = deadlock(&c[0], &locks);
+        let d = deadlock(&c[0], &locks, String::new());
         assert!(d.description.ends_with("held by 5 itself"), "{}", d.description);
     }
 
