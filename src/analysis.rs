@@ -162,6 +162,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         .zip(frames)
         .zip(facts.threads.iter().cloned())
         .map(|(((t, stack), frames), wait)| ThreadReport {
+            role: crate::roles::role_of(frames.iter().filter_map(|f| f.function.as_deref())),
             tid: t.tid,
             name: managed
                 .names
