@@ -96,3 +96,31 @@ fn another_wedge_has_another_signature() {
     assert!(shared.is_empty(), "different wedges share a signature: {shared:?}");
     assert_eq!(by_signature.len(), 13);
 }
+
+#[test]
+fn two_runs_of_the_orleans_silo_wedge_carry_one_signature() {
+    // Two processes (make-dumps.sh orleans_silo: kinds heap and again): other pids, tids,
+    // addresses and thread-pool workers; ~330 MB each, so made here and never committed.
+    let made = knot_samples::workspace_root().join("target/samples/dotnet/orleans_silo");
+    let (a, b) = (made.join("heap/core"), made.join("again/core"));
+    if !a.is_file() || !b.is_file() {
+        knot_samples::skipped(&format!("skipping the Orleans restart signatures ({} and {} are made by samples/dotnet/make-dumps.sh orleans_silo)", a.display(), b.display()));
+        return;
+    }
+    let read = |core: &std::path::Path| {
+        let mut search_dirs = knot_samples::dotnet::runtime_dirs();
+        search_dirs.push(knot_samples::workspace_root().join("target/samples/dotnet/artifacts/bin/orleans_silo/debug"));
+        let locator = Locator { search_dirs, ..Locator::default() };
+        analysis::analyze(core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{}: {e}", core.display()))
+    };
+    let (first, second) = (read(&a), read(&b));
+    assert_ne!(first.dump.pid, second.dump.pid);
+    let (x, y) = (keys(&first), keys(&second));
+    assert!(x.verdict.starts_with("contention:"), "{x:?}");
+    assert_eq!(x.verdict, y.verdict);
+    // The cache's convoy (ten waiters behind PriceCache._sync) is the same in both.
+    let convoy = |r: &Report| r.locks.iter().find(|l| l.waiter_tids.len() == 10).and_then(|l| l.signature.clone()).expect("the cache's convoy");
+    assert_eq!(convoy(&first), convoy(&second));
+    // And it is not any committed wedge's.
+    assert!(!["dumps/autofac_container/heap", "dumps/idle_runtime/heap"].iter().any(|p| keys(&dotnet(p)).verdict == x.verdict));
+}

@@ -12,6 +12,7 @@ use crate::crash::signature::frame_key;
 use crate::crash::CrashReport;
 use crate::process::Process;
 use crate::report::{FrameReport, ThreadReport, Verdict};
+use crate::unwind::Trust;
 use crate::waits::{LockFact, LockKind, ThreadState};
 use std::collections::BTreeSet;
 
@@ -85,9 +86,13 @@ fn frame_part(process: &Process, f: &FrameReport) -> String {
 /// The parts a thread gives: its program's frames, innermost first — the frames past the
 /// library modules of `analyzers/crash.toml` it waits in (libc, the .NET runtime, CoreLib),
 /// whose names change with the library's version while the program's do not — up to the next
-/// library frame (what started the thread or called `Main`) or thread entry. A thread with no frame of the program's own gives its named frames instead.
+/// library frame (what started the thread or called `Main`) or thread entry. A thread with
+/// managed frames gives only those; no thread gives a frame found by scanning its stack. A thread with no frame of the program's own gives its named frames instead.
 pub(crate) fn thread_frames(process: &Process, m: &Machinery, frames: &[FrameReport]) -> Vec<String> {
-    let calls = || frames.iter().filter(|f| f.transition.is_none() && !f.signal_frame);
+    // A .NET thread by its managed frames alone: they are named from the dump itself, while its
+    // native frames' names depend on the files at hand. Never a frame found by stack scanning.
+    let managed = frames.iter().any(|f| f.managed);
+    let calls = || frames.iter().filter(move |f| f.transition.is_none() && !f.signal_frame && f.trust != Trust::Scan && (f.managed || !managed));
     let library = |f: &&FrameReport| f.module.as_deref().is_some_and(|name| m.is_library(name));
     // The library frames that wait, then the program's, up to the library that called it (the
     // runtime that started the thread, the host that ran `Main`).

@@ -168,9 +168,7 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
     }
     for l in r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).take(5) {
         let _ = writeln!(out, "  {} waiter{} on {} — {}", l.waiter_tids.len(), plural(l.waiter_tids.len()), paint.lock(&lock_name(l)), paint.owner(&owner_words(l)));
-    }
-    // What stopped working, in the service's own words (the threads' roles).
-    for l in r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).take(5) {
+        // What stopped working, in the service's own words (the waiters' roles).
         for line in role_lines(l, &r.threads) {
             let _ = writeln!(out, "  {line}");
         }

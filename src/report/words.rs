@@ -160,7 +160,9 @@ pub(crate) fn role_lines(l: &LockFact, threads: &[ThreadReport]) -> Vec<String> 
     }
     by_framework
         .into_iter()
-        .map(|(framework, counts)| {
+        .map(|(framework, mut counts)| {
+            // The most threads first: what stopped working most.
+            counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.role.cmp(&b.0.role)));
             let n: usize = counts.iter().map(|(_, n)| n).sum();
             let parts: Vec<String> = counts.iter().map(|(r, n)| if *n == 1 { format!("1 {}", r.name) } else { format!("{n} {}", roles.plural(r).unwrap_or(&r.name)) }).collect();
             let list = match parts.split_last() {
