@@ -14,13 +14,15 @@ pub struct Locator {
     pub sysroot: Option<PathBuf>,
     /// Searched in order for separate debug files; the default directory is searched last.
     pub debug_dirs: Vec<PathBuf>,
-    /// Leave out [`DEFAULT_DEBUG_DIR`] (for reproducible tests on committed samples).
+    /// Leave out `DEFAULT_DEBUG_DIR` (for reproducible tests on committed samples).
     pub no_default_debug_dir: bool,
     /// Directories searched for a module by its file name when it is not at its recorded path
     /// (or the file there is another build), like gdb's `solib-search-path`.
     pub search_dirs: Vec<PathBuf>,
     /// The executable to use, whatever path the dump records (`gdb PROGRAM CORE`).
     pub executable: Option<PathBuf>,
+    /// Where inflated debug sections are kept between runs (`--cache-dir`); none by default.
+    pub section_cache: Option<std::sync::Arc<super::SectionCache>>,
 }
 
 impl Locator {

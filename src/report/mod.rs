@@ -1,4 +1,4 @@
-//! The report: one data model ([`model`]) and its renderings. Renderers never compute facts.
+//! The report: one data model (`model`) and its renderings. Renderers never compute facts.
 
 pub(crate) mod crash_html;
 pub(crate) mod crash_text;
@@ -7,6 +7,7 @@ pub mod flame;
 pub(crate) mod frames;
 pub(crate) mod gc_html;
 pub(crate) mod gc_text;
+pub mod heap_diff;
 pub mod html;
 pub(crate) mod model;
 pub(crate) mod svg;
