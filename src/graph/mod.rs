@@ -6,6 +6,7 @@
 pub(crate) mod dominators;
 pub(crate) mod groups;
 pub(crate) mod limits;
+pub(crate) mod signature;
 pub(crate) mod verdict;
 
 use crate::waits::{LockFact, Owner};
@@ -120,6 +121,7 @@ mod tests {
             recursion: None,
             readers: None,
             managed: None,
+            signature: None,
         }
     }
 
