@@ -35,6 +35,7 @@ COMMITTED=(
   unhandled_oom/heap
   idle_runtime/heap
   heap_graph/heap
+  pool_queue/heap
 )
 if [[ -n "${ONLY:-}" ]]; then
   read -r -a COMMITTED <<<"$ONLY"
