@@ -19,10 +19,8 @@ pub(crate) mod paths;
 pub(crate) mod referrers;
 pub(crate) mod report;
 pub(crate) mod roots;
-// Read once the object graph is (gc::holders, with the graph of heapgraph): until then unused.
-#[allow(dead_code)]
+pub(crate) mod holders;
 pub(crate) mod retained;
-#[allow(dead_code)]
 pub(crate) mod root_tree;
 pub(crate) mod state;
 pub(crate) mod static_names;
