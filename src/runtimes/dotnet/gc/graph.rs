@@ -86,6 +86,26 @@ pub(crate) enum RootKind {
     Static,
 }
 
+impl RootKind {
+    /// The kind's name in JSON (`strong_handle`, `stack`, …) and whether it was found by a
+    /// conservative scan (only stack roots can be).
+    pub(crate) fn name(self) -> (&'static str, bool) {
+        match self {
+            RootKind::StrongHandle => ("strong_handle", false),
+            RootKind::PinnedHandle => ("pinned_handle", false),
+            RootKind::AsyncPinnedHandle => ("async_pinned_handle", false),
+            RootKind::RefCountedHandle => ("ref_counted_handle", false),
+            RootKind::SizedRefHandle => ("sized_ref_handle", false),
+            RootKind::VariableHandle => ("variable_handle", false),
+            RootKind::DependentHandle => ("dependent_handle", false),
+            RootKind::FinalizerQueue => ("finalizer_queue", false),
+            RootKind::Stack { conservative } => ("stack", conservative),
+            RootKind::SyncBlock => ("sync_block", false),
+            RootKind::Static => ("static", false),
+        }
+    }
+}
+
 /// Where a root is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "source")]
