@@ -40,6 +40,10 @@
 #   unhandled_oom      heap                       under DOTNET_GCHeapHardLimit=0x2000000 the worker "CacheLoader"
 #                                                 fills the heap; nothing catches the OutOfMemoryException: the
 #                                                 runtime writes the dump (DOTNET_DbgMiniDumpType=2) and aborts
+#   pool_queue         heap                       createdump --withheap PID (a pool of 4 workers, min = max, all
+#                                                 blocked in their work items; 5 LedgerFlush items on worker 0's
+#                                                 local queue, 6 QueueUserWorkItem callbacks and 3 Task.Run
+#                                                 items in the global queue)
 #   self_contained     heap                       monitor_abba's wedge, `dotnet publish` self-contained (10.0.12
 #                                                 runtime pack: libcoreclr.so in the app's directory); createdump --withheap
 #   single_file        heap                       the same, PublishSingleFile: the runtime linked into the executable
@@ -89,6 +93,7 @@ ALL_JOBS=(
   unhandled_exception/heap failfast_exception/heap stack_overflow/heap
   heap_population/heap gc_oom/heap unhandled_oom/heap
   idle_runtime/heap heap_growth/twice
+  pool_queue/heap
   self_contained/heap single_file/heap net9_abba/heap
 )
 # Samples run from their `dotnet publish` output (their own runtime), not with the machine's.
@@ -391,6 +396,8 @@ oracle() {  # oracle SAMPLE DIR
   sos "$core" "$dir/sos/syncblk.txt" "syncblk"
   sos "$core" "$dir/sos/clrstack-all.txt" "clrstack -all"
   sos "$core" "$dir/sos/threadpool.txt" "threadpool"
+  sos "$core" "$dir/sos/threadpool-wi.txt" "threadpool -wi"
+  sos "$core" "$dir/sos/threadpool-stat.txt" "threadpool -stat"
   sos "$core" "$dir/sos/dumpasync.txt" "dumpasync"
   sos "$core" "$dir/sos/parallelstacks.txt" "parallelstacks"
   sos "$core" "$dir/sos/setthread-info.txt" "threads"
@@ -411,6 +418,10 @@ oracle() {  # oracle SAMPLE DIR
       sos_gcrefs "$core" "$dir/sos/lock-holders.txt" Knot.Samples.LockAbba. ;;
     sync_over_async)
       sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue" ;;
+    pool_queue)
+      sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue"
+      # OccupyWorker's id argument names worker 0, whose local queue holds the LedgerFlush items.
+      sos "$core" "$dir/sos/clrstack-all-params.txt" "clrstack -all -p" ;;
     failfast)
       sos "$core" "$dir/sos/crashinfo.txt" "crashinfo" ;;
   esac
@@ -445,7 +456,8 @@ oracle() {  # oracle SAMPLE DIR
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   log "building samples (dotnet build -c Debug)"
   for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
-           unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime heap_growth; do
+           unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime heap_growth \
+           pool_queue; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }
   done

@@ -119,7 +119,10 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
         Verdict::ThreadPoolStarved => {
             if let Some(tp) = r.dotnet.as_ref().and_then(|d| d.thread_pool.as_ref()) {
                 let on_tasks = r.locks.iter().filter(|l| l.kind == LockKind::Task).map(|l| l.waiter_tids.len()).sum::<usize>();
-                let _ = write!(out, " — {} of {} workers blocked, {on_tasks} thread{} waiting for tasks", tp.workers_blocked.len(), tp.workers_total, plural(on_tasks));
+                let _ = write!(out, " — {} of {} workers blocked", tp.workers_blocked.len(), tp.workers_total);
+                if on_tasks > 0 {
+                    let _ = write!(out, ", {on_tasks} thread{} waiting for tasks", plural(on_tasks));
+                }
                 if let Some(q) = tp.queued_work_items.filter(|&q| q > 0) {
                     let _ = write!(out, ", {q} work item{} queued behind them", plural(q as usize));
                 }
@@ -152,7 +155,17 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
                 let local: u32 = tp.local_queues.iter().map(|l| l.work_items).sum();
                 let _ = write!(out, "; {q} queued work item{}", plural(q as usize));
                 if q > 0 {
-                    let _ = write!(out, " ({} global, {local} in workers' local queues)", tp.global_queue.unwrap_or(0) + tp.high_priority_queue.unwrap_or(0));
+                    let _ = write!(out, " ({} global, {local} in workers' local queues", tp.global_queue.unwrap_or(0) + tp.high_priority_queue.unwrap_or(0));
+                    let owned: Vec<String> = tp
+                        .local_queues
+                        .iter()
+                        .filter(|l| l.work_items > 0)
+                        .map(|l| format!("{} on {}", l.work_items, l.worker_tid.map_or("an unknown thread".to_string(), |t| format!("thread {t}"))))
+                        .collect();
+                    if !owned.is_empty() {
+                        let _ = write!(out, ": {}", owned.join(", "));
+                    }
+                    out.push(')');
                 }
             }
             None => out.push_str("; queued work items not read"),

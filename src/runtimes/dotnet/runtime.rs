@@ -33,6 +33,8 @@ pub(crate) struct DotnetRuntime<'p> {
     exceptions: OnceLock<Option<crash::CrashReading>>,
     /// The path the dump names for `libcoreclr.so` and its build-id, for saying how to supply it.
     runtime_file: Option<(String, Option<String>)>,
+    /// The thread pool's counters and queues, read once (for the verdict and the report).
+    pool: OnceLock<Option<super::thread_pool::PoolReading>>,
 }
 
 /// The .NET runtime of `process`; `None` when the process has no `libcoreclr.so`.
@@ -57,7 +59,7 @@ pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<D
         }
     });
     let runtime_file = super::locate::runtime_module(process).map(|m| (m.path.clone(), m.build_id_hex()));
-    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file })
+    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file, pool: OnceLock::new() })
 }
 
 impl DotnetRuntime<'_> {
@@ -77,12 +79,16 @@ impl DotnetRuntime<'_> {
     /// The thread pool: its workers by name, its counters and queues read from CoreLib's
     /// statics; none when the process has no workers and the pool was never started.
     fn thread_pool(&self, waits: &RuntimeWaits) -> Option<ThreadPoolReport> {
-        let c = self.context.as_ref().ok()?;
-        let reading = super::thread_pool::read(c);
+        let reading = self.pool_reading()?;
         if waits.worker_pool.is_none() && reading.counters.is_err() {
             return None;
         }
-        Some(ThreadPoolReport::new(waits.worker_pool.as_ref(), &reading))
+        Some(ThreadPoolReport::new(waits.worker_pool.as_ref(), reading))
+    }
+
+    /// The pool's counters and queues, read on first use.
+    fn pool_reading(&self) -> Option<&super::thread_pool::PoolReading> {
+        self.pool.get_or_init(|| self.context.as_ref().ok().map(|c| super::thread_pool::read(c))).as_ref()
     }
 
     /// The runtime's crash facts (every thread's last exception, createdump's header, which
@@ -115,7 +121,10 @@ impl RuntimeLocks for DotnetRuntime<'_> {
                 let tids: Vec<u32> = threads.iter().map(|t| t.tid).collect();
                 let stacks: Vec<&[&str]> = threads.iter().map(|t| t.functions.as_slice()).collect();
                 locks::merge_runtime(r, &names, &tids, &stacks, facts);
-                let worker_pool = locks::worker_pool(r, &names, facts);
+                let mut worker_pool = locks::worker_pool(r, &names, facts);
+                if let Some(p) = worker_pool.as_mut() {
+                    p.queued = self.pool_reading().and_then(|q| q.queued());
+                }
                 // Sleepers, idle workers and the runtime's idle service threads wait for nobody.
                 let finalizer = r.threads.iter().find(|th| th.is_finalizer && th.os_tid != 0).map(|th| th.os_tid);
                 let WaitFacts { threads: waits, locks: all_locks, .. } = facts;
