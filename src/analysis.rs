@@ -3,6 +3,7 @@
 //! then the runtime's) → the wait-for graph and its cycles → the verdict → the report.
 
 use crate::core::CoreError;
+use crate::graph::signature::SignatureInputs;
 use crate::graph::verdict::{order_locks, verdict, Verdict};
 use crate::graph::{groups, WaitForGraph};
 use crate::process::{Locator, Process};
@@ -145,7 +146,6 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     };
     let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();
     let cycles = WaitForGraph::new(&blocked, &facts.locks).cycles();
-    let deadlocks = cycles.iter().map(|c| words::deadlock(c, &facts.locks)).collect();
     let mut locks = order_locks(facts.locks.clone(), &cycles);
     words::label_managed_locks(&mut locks);
 
@@ -163,6 +163,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         .zip(frames)
         .zip(facts.threads.iter().cloned())
         .map(|(((t, stack), frames), wait)| ThreadReport {
+            role: crate::roles::role_of(frames.iter().filter_map(|f| f.function.as_deref())),
             tid: t.tid,
             name: managed
                 .names
@@ -190,6 +191,14 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         let limits = limits.iter().map(words::verdict_limit).collect();
         (verdict(&cycles, &locks, &threads, &facts.threads, crash.as_ref(), runtime_waits.worker_pool.as_ref(), gc_stalled), limits)
     };
+    // The stable keys, from the facts the report holds (never addresses or tids).
+    let keys = SignatureInputs::new(process, &locks, &threads);
+    let deadlocks = cycles.iter().map(|c| words::deadlock(c, &locks, keys.cycle(c))).collect();
+    let convoys: Vec<Option<String>> = locks.iter().map(|l| keys.convoy(l)).collect();
+    let verdict_signature = keys.verdict(verdict, &cycles, crash.as_ref());
+    for (l, s) in locks.iter_mut().zip(convoys) {
+        l.signature = s;
+    }
     let mut diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
     diagnostics.extend(facts.diagnostics);
     diagnostics.extend(runtime.iter().flat_map(|r| r.diagnostics()));
@@ -202,6 +211,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         knot_version: env!("CARGO_PKG_VERSION").to_string(),
         dump,
         verdict,
+        verdict_signature,
         verdict_limits,
         crash,
         deadlocks,

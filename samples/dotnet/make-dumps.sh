@@ -50,6 +50,13 @@
 #                                                 (singlefilehost 10.0.12), no libcoreclr.so; createdump --withheap
 #   net9_abba          heap                       the same on .NET 9 (net9.0, self-contained from the 9.0.23 runtime
 #                                                 pack); the publish directory's own createdump --withheap
+#   orleans_silo       heap                       a real Orleans 10.4.2 silo (Microsoft.Orleans.Server): 9 grain
+#                                                 activations and 1 grain call wait behind a cache's lock whose
+#                                                 holder waits for that grain call; createdump --withheap PID
+#                                                 (~330 MB: never committed, only its SOS readings are)
+#                      again                      the same wedge in a second run of the silo (another process,
+#                                                 other tids and addresses): createdump --withheap PID; tests
+#                                                 compare the two dumps' signatures
 #
 # Environment:
 #   DOTNET        dotnet host (default: `dotnet` on PATH)
@@ -95,6 +102,7 @@ ALL_JOBS=(
   idle_runtime/heap heap_growth/twice
   pool_queue/heap
   self_contained/heap single_file/heap net9_abba/heap
+  orleans_silo/heap orleans_silo/again
 )
 # Samples run from their `dotnet publish` output (their own runtime), not with the machine's.
 PUBLISHED=" self_contained single_file net9_abba "
@@ -457,7 +465,7 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   log "building samples (dotnet build -c Debug)"
   for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
            unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime heap_growth \
-           pool_queue; do
+           pool_queue orleans_silo; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }
   done
@@ -596,7 +604,7 @@ run_job() {  # run_job SAMPLE KIND
       env=(DOTNET_DbgEnableMiniDump=1 DOTNET_DbgMiniDumpType=2 "DOTNET_DbgMiniDumpName=$dir/core"
            DOTNET_EnableCrashReport=1)
       how="the runtime's createdump on the crash via ${env[*]}" ;;
-    */heap) flags="--withheap" ;;
+    */heap|orleans_silo/again) flags="--withheap" ;;
     */full) flags="--full" ;;
     */mini) flags="--normal" ;;
     */triage) flags="--triage" ;;
@@ -619,7 +627,9 @@ run_job() {  # run_job SAMPLE KIND
     [[ -s "$dir/core" ]] || { cat "$dir/stderr.txt" >&2; die "$sample: runtime wrote no dump"; }
     echo "# tid	state	wchan	comm  (none: the process had died by itself; see sos/thread-names.txt)" >"$dir/threads.txt"
   else
-  wait_for 60 has_ready "$dir/stdout.txt" || { cat "$dir/stderr.txt" >&2; die "$sample: no 'ready' within 60 s"; }
+  # An Orleans silo starts in seconds, more on a loaded machine.
+  local ready_secs=60; [[ "$sample" == orleans_silo ]] && ready_secs=240
+  wait_for "$ready_secs" has_ready "$dir/stdout.txt" || { cat "$dir/stderr.txt" >&2; die "$sample: no 'ready' within $ready_secs s"; }
   wait_blocked "$pid" 30 || die "$sample: threads not all blocked (state S) within 30 s"
   record_threads "$pid" "$dir/threads.txt"
   t0=$SECONDS

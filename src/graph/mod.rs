@@ -8,6 +8,7 @@
 pub(crate) mod dominators;
 pub(crate) mod groups;
 pub(crate) mod limits;
+pub(crate) mod signature;
 pub(crate) mod verdict;
 
 use crate::waits::{LockFact, Owner};
@@ -122,6 +123,7 @@ mod tests {
             recursion: None,
             readers: None,
             managed: None,
+            signature: None,
         }
     }
 

@@ -2,7 +2,7 @@
 //! (`#3  0x00007f…  ___pthread_mutex_lock (pthread_mutex_lock.c:93) [libc.so.6]`).
 
 use super::model::{FrameReport, Group, Report, ThreadReport, Verdict};
-use super::words::{lock_name, owner_words, plural, state_words};
+use super::words::{lock_name, owner_words, plural, role_lines, state_words};
 use crate::waits::{LockFact, LockKind, Owner};
 use std::collections::BTreeSet;
 use crate::unwind::Trust;
@@ -187,6 +187,13 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
     }
     for l in r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).take(5) {
         let _ = writeln!(out, "  {} waiter{} on {} — {}", l.waiter_tids.len(), plural(l.waiter_tids.len()), paint.lock(&lock_name(l)), paint.owner(&owner_words(l)));
+        // What stopped working, in the service's own words (the waiters' roles).
+        for line in role_lines(l, &r.threads) {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    if let Some(s) = &r.verdict_signature {
+        let _ = writeln!(out, "  signature: {s}");
     }
 }
 

@@ -114,7 +114,7 @@ pub(crate) fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
 
 /// The cycle as the report gives it: its facts and the chain in words, `thread 8609 holds
 /// ledger, waits for audit — held by 8610, which waits for ledger — held by 8609`.
-pub(crate) fn deadlock(c: &Cycle, locks: &[LockFact]) -> Deadlock {
+pub(crate) fn deadlock(c: &Cycle, locks: &[LockFact], signature: String) -> Deadlock {
     let by_id = |id: &str| locks.iter().find(|l| l.id == id);
     let mut words = Vec::with_capacity(c.tids.len() + 1);
     for (i, (&t, id)) in c.tids.iter().zip(&c.locks).enumerate() {
@@ -131,7 +131,55 @@ pub(crate) fn deadlock(c: &Cycle, locks: &[LockFact]) -> Deadlock {
     if let Some(&start) = c.tids.first() {
         words.push(if c.tids.len() == 1 { format!("held by {start} itself") } else { format!("held by {start}") });
     }
-    Deadlock { tids: c.tids.clone(), locks: c.locks.clone(), inferred: c.inferred, description: words.join(" — ") }
+    Deadlock { tids: c.tids.clone(), locks: c.locks.clone(), inferred: c.inferred, description: words.join(" — "), signature }
+}
+
+/// What stopped working behind a lock, in the service's words: `Orleans: 8 grain activations
+/// and 1 grain call wait behind monitor on System.Object at 0x… (PriceCache._sync) — held by
+/// thread 3042 (CacheRefresher)`. One line per framework whose threads wait on `l`; none when
+/// only the runtime's own threads (or threads with no role) wait, or when `l` is only waited on
+/// to be signalled (a condition variable, a semaphore: an idle wait, not a stop).
+pub(crate) fn role_lines(l: &LockFact, threads: &[ThreadReport]) -> Vec<String> {
+    let Ok(roles) = crate::roles::Roles::builtin() else { return Vec::new() };
+    if !l.kind.is_exclusive() && l.kind != LockKind::Task {
+        return Vec::new();
+    }
+    // framework → (role, count), in the order the roles first appear among the waiters.
+    let mut by_framework: Vec<(&str, Vec<(&crate::roles::ThreadRole, usize)>)> = Vec::new();
+    for role in l.waiter_tids.iter().filter_map(|&tid| threads.iter().find(|t| t.tid == tid)).filter_map(|t| t.role.as_ref()).filter(|r| roles.is_service(r)) {
+        let at = match by_framework.iter().position(|(f, _)| *f == role.framework) {
+            Some(i) => i,
+            None => {
+                by_framework.push((role.framework.as_str(), Vec::new()));
+                by_framework.len() - 1
+            }
+        };
+        let counts = &mut by_framework[at].1;
+        match counts.iter_mut().find(|(r, _)| r.role == role.role) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((role, 1)),
+        }
+    }
+    by_framework
+        .into_iter()
+        .map(|(framework, mut counts)| {
+            // The most threads first: what stopped working most.
+            counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.role.cmp(&b.0.role)));
+            let n: usize = counts.iter().map(|(_, n)| n).sum();
+            let parts: Vec<String> = counts.iter().map(|(r, n)| if *n == 1 { format!("1 {}", r.name) } else { format!("{n} {}", roles.plural(r).unwrap_or(&r.name)) }).collect();
+            let list = match parts.split_last() {
+                Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+                _ => parts.join(""),
+            };
+            let owner_role = l.owner.tid().and_then(|t| threads.iter().find(|x| x.tid == t)).and_then(|t| t.role.as_ref()).filter(|r| roles.is_service(r));
+            let owner = match owner_role {
+                Some(r) => format!("{}, a {}", owner_words(l), r.name),
+                None => owner_words(l),
+            };
+            let behind = if l.kind == LockKind::Task { "for" } else { "behind" };
+            format!("{}: {list} wait{} {behind} {} — {owner}", roles.framework_name(framework).unwrap_or(framework), if n == 1 { "s" } else { "" }, lock_name(l))
+        })
+        .collect()
 }
 
 /// `LifetimeScope._synchRoot, Tag "root"`: the referrer in a lock's name.
@@ -254,6 +302,7 @@ mod tests {
             recursion: None,
             readers: None,
             managed: None,
+            signature: None,
         }
     }
 
@@ -264,7 +313,7 @@ mod tests {
         let c = WaitForGraph::new(&threads, &locks).cycles();
         assert_eq!(c.len(), 1);
         assert_eq!(
-            deadlock(&c[0], &locks).description,
+            deadlock(&c[0], &locks, String::new()).description,
             "thread 8609 holds ledger, waits for audit — held by 8610, which waits for index_lock — held by 8611, which waits for ledger — held by 8609"
         );
     }
@@ -274,7 +323,7 @@ mod tests {
         let locks = vec![lock("m", "self_lock", Some(5), &[5])];
         let c = WaitForGraph::new(&[(5, Some("m"))], &locks).cycles();
         assert_eq!(c.len(), 1);
-        let d = deadlock(&c[0], &locks);
+        let d = deadlock(&c[0], &locks, String::new());
         assert!(d.description.ends_with("held by 5 itself"), "{}", d.description);
     }
 
