@@ -29,6 +29,10 @@
 #   gc_oom             heap                       under DOTNET_GCHeapHardLimit=0x4000000 the program fills
 #                                                 the heap, catches OutOfMemoryException and FailFasts;
 #                                                 the runtime writes the dump (DOTNET_DbgMiniDumpType=2)
+#   heap_graph         heap                       createdump --withheap PID (objects held only by a strong
+#                                                 handle, a pinned handle, a parked thread's local, the
+#                                                 f-reachable queue, statics, an event, a tree, a
+#                                                 ConditionalWeakTable entry; SOS gcroot/objsize of each)
 #   idle_runtime       heap                       createdump --withheap PID (2 threads wait for a Monitor held by
 #                                                 a sleeping thread; the rest sleep, wait for work or are idle
 #                                                 runtime threads; the sync table grown over junk, 200 of 300
@@ -100,6 +104,7 @@ ALL_JOBS=(
   unhandled_exception/heap failfast_exception/heap stack_overflow/heap
   heap_population/heap gc_oom/heap unhandled_oom/heap
   idle_runtime/heap heap_growth/twice
+  heap_graph/heap
   pool_queue/heap
   self_contained/heap single_file/heap net9_abba/heap
   orleans_silo/heap orleans_silo/again
@@ -457,14 +462,35 @@ oracle() {  # oracle SAMPLE DIR
       sos_gcrefs "$core" "$dir/sos/ledger-refs.txt" "Knot.Samples.HeapPopulation.Ledger" ;;
     monitor_abba|failfast|pinvoke_mutex|self_contained|single_file|net9_abba)
       sos_gcrefs "$core" "$dir/sos/lock-objects.txt" "Knot.Samples." ;;
+    heap_graph)
+      sos_gcroots "$core" "$dir/sos/gcroot.txt" "Knot.Samples.HeapGraph." ;;
   esac
+}
+
+# SOS gcroot and objsize of every object whose type starts with PREFIX, one block per object
+# headed `### ADDRESS TYPE` (one dotnet-dump run per object: its outputs have no separator).
+sos_gcroots() {  # sos_gcroots CORE OUT PREFIX
+  local core="$1" out="$2" prefix="$3" tmp line a mt name
+  tmp="$(mktemp -d)"
+  sos "$core" "$tmp/heap" "dumpheap -type $prefix"
+  # Statistics rows: MT Count TotalSize Class Name; object rows: Address MT Size.
+  declare -A names=()
+  while read -r mt _ _ name; do names[$mt]="$name"; done < <(awk '/^Statistics:/{s=1; next} s && $1 ~ /^[0-9a-f]+$/ && NF >= 4 {print}' "$tmp/heap")
+  : >"$out"
+  while read -r a mt; do
+    { echo "### $a ${names[$mt]:-?}"; } >>"$out"
+    sos "$core" "$tmp/one" "gcroot $a" "objsize $a"
+    grep -vE '^(Loading core dump|Ready to process)' "$tmp/one" >>"$out" || true
+  done < <(awk '/^Statistics:/{exit} $1 ~ /^[0-9a-f]+$/ && length($1) >= 8 && $2 ~ /^[0-9a-f]+$/ && length($2) >= 8 {print $1, $2}' "$tmp/heap")
+  sos "$core" "$tmp/stat" "dumpheap -stat"
+  rm -rf "$tmp"
 }
 
 # ---------------------------------------------------------------- build
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   log "building samples (dotnet build -c Debug)"
   for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
-           unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime heap_growth \
+           unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime heap_growth heap_graph \
            pool_queue orleans_silo; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }

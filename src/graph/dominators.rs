@@ -37,11 +37,13 @@ pub(crate) struct DominatorTree {
 
 impl DominatorTree {
     /// Reachable nodes, the virtual root not counted.
+    #[cfg(test)]
     pub(crate) fn reachable(&self) -> usize {
         self.order.len().saturating_sub(1)
     }
 
     /// Node → preorder number (`None`: not reachable). O(n) memory; for callers that need it.
+    #[cfg(test)]
     pub(crate) fn numbers(&self, nodes: usize) -> Vec<u32> {
         let mut pre = vec![NONE; nodes];
         for (k, &v) in self.order.iter().enumerate().skip(1) {

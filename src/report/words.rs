@@ -359,3 +359,125 @@ pub(crate) fn suspect(s: &crate::runtimes::dotnet::gc::report::SuspectReport) ->
     line
 }
 
+/// A root kind for people, as SOS `gcroot` says it where it has a word (`strong handle`,
+/// `pinned handle`, `finalizer root`).
+pub(crate) fn heap_root_kind(kind: &str, conservative: bool) -> &'static str {
+    match (kind, conservative) {
+        ("strong_handle", _) => "strong handle",
+        ("pinned_handle", _) => "pinned handle",
+        ("async_pinned_handle", _) => "async pinned handle",
+        ("ref_counted_handle", _) => "ref-counted handle",
+        ("sized_ref_handle", _) => "sized-ref handle",
+        ("variable_handle", _) => "variable handle",
+        ("dependent_handle", _) => "dependent handle",
+        ("finalizer_queue", _) => "finalizer root",
+        ("stack", true) => "stack root (conservative)",
+        ("stack", false) => "stack root",
+        ("sync_block", _) => "held monitor's sync block",
+        ("static", _) => "static field",
+        _ => "root",
+    }
+}
+
+/// `3 strong handles`.
+pub(crate) fn heap_root_kind_plural(kind: &str, conservative: bool, n: usize) -> String {
+    let w = heap_root_kind(kind, conservative);
+    if n == 1 {
+        return w.to_string();
+    }
+    match w.split_once(' ') {
+        // `stack root (conservative)` → `stack roots (conservative)`.
+        Some((a, rest)) if rest.starts_with("root (") => format!("{a} roots{}", &rest[4..]),
+        _ => format!("{w}s"),
+    }
+}
+
+/// The header of a root's block, as SOS `gcroot` prints it: `HandleTable:`, `Thread 1a2b:`,
+/// `Finalizer Queue:`.
+pub(crate) fn heap_root_block(r: &crate::report::heap_root::HeapRootHolder) -> String {
+    match (&r.thread, r.kind.as_str()) {
+        (Some(t), _) => format!("Thread {:x}:", t.os_tid),
+        (None, "finalizer_queue") => "Finalizer Queue:".into(),
+        (None, "sync_block") => "SyncBlock table:".into(),
+        _ => "HandleTable:".into(),
+    }
+}
+
+/// The root's line under its block: `00007F… (strong handle)`, `7ffd… 7f… Program.Park
+/// slot 7ffd… (conservative)`.
+pub(crate) fn heap_root_line(r: &crate::report::heap_root::HeapRootHolder) -> String {
+    if let Some(t) = &r.thread {
+        let place = match (&t.register, t.slot) {
+            (Some(reg), _) => format!("register {reg}"),
+            (None, Some(s)) => format!("slot {:016x}", s.0),
+            (None, None) => "?".into(),
+        };
+        let method = t.method.as_deref().unwrap_or("<unnamed managed frame>");
+        return format!("{:016x} {:016x} {method}\n        {place}{}:", t.frame_sp.0, t.frame_ip.0, if r.conservative { " (conservative)" } else { "" });
+    }
+    let at = r.handle.or(r.finalizer_slot).map(|h| format!("{:016x} ", h.0)).unwrap_or_default();
+    let at = match r.sync_block {
+        Some(i) => format!("{at}index {i} "),
+        None => at,
+    };
+    format!("{at}({})", heap_root_kind(&r.kind, r.conservative))
+}
+
+/// The root for people, in one line.
+pub(crate) fn heap_root_description(r: &crate::report::heap_root::HeapRootHolder) -> String {
+    let kind = heap_root_kind(&r.kind, r.conservative);
+    if let Some(t) = &r.thread {
+        let place = match (&t.register, t.slot) {
+            (Some(reg), _) => format!("register {reg}"),
+            (None, Some(s)) => format!("stack slot {s}"),
+            _ => "a stack slot".into(),
+        };
+        return format!("{kind}: thread {:#x} (managed {}), frame {}, {place}", t.os_tid, t.managed_id, t.method.as_deref().unwrap_or("<unnamed>"));
+    }
+    match (r.handle, r.finalizer_slot, r.sync_block) {
+        (Some(h), _, _) => format!("{kind} {h}"),
+        (_, Some(s), _) => format!("{kind} (queue slot {s})"),
+        (_, _, Some(i)) => format!("{kind} {i}"),
+        _ => kind.to_string(),
+    }
+}
+
+/// How one path object leads to the next: `.field`, `[3]`, `(dependent handle)`, `[47] = static
+/// Registry.s_held` (an element of the statics' array).
+pub(crate) fn heap_path_via(via: &str, static_field: Option<&crate::report::heap_root::HeapStaticField>) -> String {
+    let v = if via.starts_with('[') || via.starts_with('(') { via.to_string() } else { format!(".{via}") };
+    match static_field {
+        Some(s) => format!("{v} = static {}.{}", s.class, s.field),
+        None => v,
+    }
+}
+
+/// Where a root is, for its words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RootPlace {
+    Handle(u64),
+    Thread { os_tid: u32, slot: u64, register: Option<u16> },
+    Queue(u64),
+    SyncBlock(u32),
+}
+
+/// A holder's root for people: `strong handle 0x7f…`, `stack root (conservative): thread
+/// 0x1a2b, slot 0x7ffd…`.
+pub(crate) fn root_ref_name(kind: &str, conservative: bool, place: &RootPlace) -> String {
+    let k = heap_root_kind(kind, conservative);
+    match *place {
+        RootPlace::Handle(h) => format!("{k} {h:#x}"),
+        RootPlace::Thread { os_tid, register: Some(r), .. } => {
+            format!("{k}: thread {os_tid:#x}, register {}", crate::arch::x86_64::dwarf::name(r).map(str::to_string).unwrap_or_else(|| format!("dwarf {r}")))
+        }
+        RootPlace::Thread { os_tid, slot, .. } => format!("{k}: thread {os_tid:#x}, stack slot {slot:#x}"),
+        RootPlace::Queue(s) => format!("{k} (queue slot {s:#x})"),
+        RootPlace::SyncBlock(i) => format!("{k} {i}"),
+    }
+}
+
+/// A static field known by its slot in the runtime's statics array (its class and name are not
+/// read): `a static field (element [12] of the statics array 0x7f…)`.
+pub(crate) fn static_slot(array: u64, index: u32) -> String {
+    format!("a static field (element [{index}] of the statics array {array:#x})")
+}

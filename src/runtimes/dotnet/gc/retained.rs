@@ -87,6 +87,7 @@ pub(crate) struct Retention {
     /// The dominator tree's children (CSR over preorder numbers).
     pub(crate) child_start: Vec<u32>,
     pub(crate) children: Vec<u32>,
+    #[allow(dead_code)] // the tests' check of the count
     pub(crate) reachable_objects: u64,
     /// Objects no root reaches (free objects left out), and their bytes.
     pub(crate) unreachable_objects: u64,
