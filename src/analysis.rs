@@ -258,9 +258,8 @@ pub fn heap_root(path: impl AsRef<Path>, opts: &Options, address: u64) -> Result
 pub fn heap_roots(path: impl AsRef<Path>, opts: &Options, addresses: &[u64]) -> Result<Vec<crate::report::heap_root::HeapRootReport>, HeapRootError> {
     use crate::report::heap_root::{HeapPathStep, HeapRootCount, HeapRootHolder, HeapRootPath, HeapRootReport, HeapRootThread, HeapStaticField};
     use crate::runtimes::Runtime as _;
-    use crate::runtimes::dotnet::gc::graph::{RootKind, RootSource};
+    use crate::runtimes::dotnet::gc::graph::RootSource;
     use crate::runtimes::dotnet::gc::paths::Link;
-    use crate::runtimes::dotnet::gc::roots::{StackFrame, ThreadStack};
 
     tell(opts, Phase::Open);
     let limit = opts.max_decompressed.unwrap_or(crate::core::compressed::DEFAULT_MAX_DECOMPRESSED);
@@ -278,51 +277,18 @@ pub fn heap_roots(path: impl AsRef<Path>, opts: &Options, addresses: &[u64]) -> 
         unwinder.max_frames = n;
     }
     let stacks = unwinder.walk_all();
-    // Managed thread ids by OS tid.
-    let t = context.target();
-    let mut managed_ids = std::collections::HashMap::new();
-    if let Ok(ts) = runtimes::dotnet::threads::thread_store(&t)
-        && let Ok(list) = runtimes::dotnet::threads::thread_addresses(&t, ts)
-    {
-        for a in list {
-            if let Ok(th) = runtimes::dotnet::threads::read_thread(&t, a, 0, 0) {
-                managed_ids.insert(th.os_tid, th.managed_id);
+    let reports: Vec<Vec<FrameReport>> = stacks.iter().map(|stack| build::frames(&process, &symbolizer, stack)).collect();
+    // Each managed frame's method name, for the stack root's line.
+    let mut methods: std::collections::HashMap<(u32, u64), String> = std::collections::HashMap::new();
+    for ((th, stack), reports) in process.core.threads.iter().zip(&stacks).zip(&reports) {
+        for f in &stack.frames {
+            let report = reports.iter().find(|r| r.ip.0 == f.ip && !r.inlined && r.transition.is_none());
+            if let Some(name) = report.filter(|r| r.managed).and_then(|r| r.function.clone()) {
+                methods.insert((th.tid, f.sp), name);
             }
         }
     }
-    // Each frame's method name, for the stack root's line.
-    let mut methods: std::collections::HashMap<(u32, u64), String> = std::collections::HashMap::new();
-    let threads: Vec<ThreadStack> = process
-        .core
-        .threads
-        .iter()
-        .zip(&stacks)
-        .map(|(th, stack)| {
-            let reports = build::frames(&process, &symbolizer, stack);
-            let frames = stack
-                .frames
-                .iter()
-                .map(|f| {
-                    let report = reports.iter().find(|r| r.ip.0 == f.ip && !r.inlined && r.transition.is_none());
-                    let managed = report.is_some_and(|r| r.managed);
-                    if let Some(name) = report.filter(|r| r.managed).and_then(|r| r.function.clone()) {
-                        methods.insert((th.tid, f.sp), name);
-                    }
-                    let registers = if managed {
-                        (0..crate::arch::x86_64::dwarf::TRACKED as u16)
-                            .filter(|&r| r != crate::arch::x86_64::dwarf::RSP && r != crate::arch::x86_64::dwarf::RIP)
-                            .filter_map(|r| f.regs.get(r).map(|v| (r, v)))
-                            .collect()
-                    } else {
-                        Vec::new()
-                    };
-                    StackFrame { sp: f.sp, ip: f.ip, managed, registers }
-                })
-                .collect();
-            let stack_end = process.core.segments.find(th.registers.rsp).map(|s| s.end()).unwrap_or(0);
-            ThreadStack { os_tid: th.tid, managed_id: managed_ids.get(&th.tid).copied().unwrap_or(0), frames, stack_end }
-        })
-        .collect();
+    let threads = crate::heap::thread_stacks(&process, context, &stacks, &reports);
     tell(opts, Phase::Heap);
     let all = runtimes::dotnet::gc::why_alive::why_alive(context, &threads, addresses).map_err(HeapRootError::Heap)?;
     let process_diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
@@ -332,25 +298,9 @@ pub fn heap_roots(path: impl AsRef<Path>, opts: &Options, addresses: &[u64]) -> 
     Ok(all
         .into_iter()
         .map(|why| {
-            let kind_name = |k: RootKind| -> (String, bool) {
-                let (s, c) = match k {
-                    RootKind::StrongHandle => ("strong_handle", false),
-                    RootKind::PinnedHandle => ("pinned_handle", false),
-                    RootKind::AsyncPinnedHandle => ("async_pinned_handle", false),
-                    RootKind::RefCountedHandle => ("ref_counted_handle", false),
-                    RootKind::SizedRefHandle => ("sized_ref_handle", false),
-                    RootKind::VariableHandle => ("variable_handle", false),
-                    RootKind::DependentHandle => ("dependent_handle", false),
-                    RootKind::FinalizerQueue => ("finalizer_queue", false),
-                    RootKind::Stack { conservative } => ("stack", conservative),
-                    RootKind::SyncBlock => ("sync_block", false),
-                    RootKind::Static => ("static", false),
-                };
-                (s.to_string(), c)
-            };
             let holder = |root: &crate::runtimes::dotnet::gc::graph::Root| {
-                let (kind, conservative) = kind_name(root.kind);
-                let mut h = HeapRootHolder { kind, conservative, handle: None, thread: None, finalizer_slot: None, sync_block: None, description: String::new() };
+                let (kind, conservative) = root.kind.name();
+                let mut h = HeapRootHolder { kind: kind.to_string(), conservative, handle: None, thread: None, finalizer_slot: None, sync_block: None, description: String::new() };
                 match &root.source {
                     RootSource::Handle { handle } => h.handle = Some(Hex(*handle)),
                     RootSource::Static { handle, .. } => h.handle = Some(Hex(*handle)),
@@ -393,8 +343,8 @@ pub fn heap_roots(path: impl AsRef<Path>, opts: &Options, addresses: &[u64]) -> 
                 .roots
                 .iter()
                 .map(|(k, n)| {
-                    let (kind, conservative) = kind_name(*k);
-                    HeapRootCount { kind, conservative, count: *n }
+                    let (kind, conservative) = k.name();
+                    HeapRootCount { kind: kind.to_string(), conservative, count: *n }
                 })
                 .collect();
             let mut diagnostics = process_diagnostics.clone();

@@ -414,7 +414,8 @@ fn gc_state_and_the_gc_stall_shape() {
     }
     let c = case("gc_oom");
     let out = text::render(&c.report, &TextOptions::default());
-    let first: Vec<&str> = out.lines().take(12).collect();
+    // The first screen (24 lines): the crash, then the leak suspect, then the GC-stall verdict and the top types.
+    let first: Vec<&str> = out.lines().take(24).collect();
     let first = first.join("\n");
     assert!(first.contains("Verdict: GC STALL — heap at 98.1 % of its 64.0 MiB hard limit, out of memory after GC #"), "{first}");
     assert!(first.contains("last OOM: OOM was due to an internal .Net error, likely a bug in the GC"), "{first}");

@@ -69,7 +69,7 @@ pub(crate) enum RootKind {
     VariableHandle,
     /// A dependent handle: never a root of the graph — it is an edge primary → secondary
     /// (`ConditionalWeakTable`) — but a kind readings may name.
-    #[expect(dead_code, reason = "part of the contract: dependent handles are edges, never roots")]
+    #[allow(dead_code, reason = "part of the contract: dependent handles are edges, never roots")]
     DependentHandle,
     /// Unreachable but finalizable: the finalizer thread will run its finalizer (f-reachable).
     FinalizerQueue,
@@ -82,8 +82,28 @@ pub(crate) enum RootKind {
     /// A static field (held through the runtime's statics; named by class and field). .NET 10's
     /// statics are slots of a `System.Object[]` held by a strong handle: that handle is the root,
     /// and `static_names` names the slot.
-    #[expect(dead_code, reason = "part of the contract: .NET 10's statics are reached through a strong handle")]
+    #[allow(dead_code, reason = "part of the contract: .NET 10's statics are reached through a strong handle")]
     Static,
+}
+
+impl RootKind {
+    /// The kind's name in JSON (`strong_handle`, `stack`, …) and whether it was found by a
+    /// conservative scan (only stack roots can be).
+    pub(crate) fn name(self) -> (&'static str, bool) {
+        match self {
+            RootKind::StrongHandle => ("strong_handle", false),
+            RootKind::PinnedHandle => ("pinned_handle", false),
+            RootKind::AsyncPinnedHandle => ("async_pinned_handle", false),
+            RootKind::RefCountedHandle => ("ref_counted_handle", false),
+            RootKind::SizedRefHandle => ("sized_ref_handle", false),
+            RootKind::VariableHandle => ("variable_handle", false),
+            RootKind::DependentHandle => ("dependent_handle", false),
+            RootKind::FinalizerQueue => ("finalizer_queue", false),
+            RootKind::Stack { conservative } => ("stack", conservative),
+            RootKind::SyncBlock => ("sync_block", false),
+            RootKind::Static => ("static", false),
+        }
+    }
 }
 
 /// Where a root is.
@@ -112,7 +132,7 @@ pub(crate) enum RootSource {
     SyncBlock { index: u32 },
     /// A static field: its class's MethodTable and the field's metadata token, and the handle
     /// that holds the statics' array (0 when not read through one).
-    #[expect(dead_code, reason = "part of the contract: .NET 10's statics are reached through a strong handle")]
+    #[allow(dead_code, reason = "part of the contract: .NET 10's statics are reached through a strong handle")]
     Static { method_table: u64, field_token: u32, handle: u64 },
 }
 

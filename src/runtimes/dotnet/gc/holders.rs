@@ -121,29 +121,13 @@ fn root_ref(g: &ObjectGraph, root: super::root_tree::RootOf<'_>) -> HeapRootRef 
             name: crate::report::words::static_slot(g.addresses.get(array as usize).copied().unwrap_or(0), index),
         },
         RootOf::Root(r) => {
-            let (kind, conservative) = kind_name(r);
-            let name = crate::report::words::root_ref_name(&kind, conservative, &detail(r));
-            HeapRootRef { kind, name }
+            let (kind, conservative) = r.kind.name();
+            let name = crate::report::words::root_ref_name(kind, conservative, &detail(r));
+            HeapRootRef { kind: kind.to_string(), name }
         }
     }
 }
 
-fn kind_name(r: &Root) -> (String, bool) {
-    let (s, c) = match r.kind {
-        RootKind::StrongHandle => ("strong_handle", false),
-        RootKind::PinnedHandle => ("pinned_handle", false),
-        RootKind::AsyncPinnedHandle => ("async_pinned_handle", false),
-        RootKind::RefCountedHandle => ("ref_counted_handle", false),
-        RootKind::SizedRefHandle => ("sized_ref_handle", false),
-        RootKind::VariableHandle => ("variable_handle", false),
-        RootKind::DependentHandle => ("dependent_handle", false),
-        RootKind::FinalizerQueue => ("finalizer_queue", false),
-        RootKind::Stack { conservative } => ("stack", conservative),
-        RootKind::SyncBlock => ("sync_block", false),
-        RootKind::Static => ("static", false),
-    };
-    (s.to_string(), c)
-}
 
 /// Where the root is, as facts for the words: (handle or slot address, thread).
 fn detail(r: &Root) -> crate::report::words::RootPlace {
