@@ -34,6 +34,8 @@ COMMITTED=(
   gc_oom/heap
   unhandled_oom/heap
   idle_runtime/heap
+  async_tcs/heap
+  semaphore_async/heap
 )
 if [[ -n "${ONLY:-}" ]]; then
   read -r -a COMMITTED <<<"$ONLY"

@@ -5,6 +5,8 @@ pub(crate) mod crash_text;
 pub(crate) mod dump;
 pub mod flame;
 pub(crate) mod frames;
+pub(crate) mod async_html;
+pub(crate) mod async_text;
 pub(crate) mod gc_html;
 pub(crate) mod gc_text;
 pub mod html;

@@ -81,6 +81,9 @@ pub fn render_colored(report: &Report, opts: &TextOptions, color: bool) -> Strin
             group(&mut out, report, &tids, &g.frames, opts.max_frames);
         }
     }
+    if let Some(d) = report.dotnet.as_ref() {
+        super::async_text::section(&mut out, d, opts.max_frames);
+    }
     warnings(&mut out, report);
     out
 }
@@ -142,6 +145,7 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
     }
     if let Some(d) = r.dotnet.as_ref() {
         super::gc_text::summary_lines(out, d);
+        super::async_text::summary_line(out, d);
     }
     for l in r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).take(5) {
         let _ = writeln!(out, "  {} waiter{} on {} — {}", l.waiter_tids.len(), plural(l.waiter_tids.len()), paint.lock(&lock_name(l)), paint.owner(&owner_words(l)));

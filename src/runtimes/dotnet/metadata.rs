@@ -535,6 +535,27 @@ impl Metadata {
         Ok((self.string(mem, ns)?, self.string(mem, name)?))
     }
 
+    /// A Field's signature blob (FieldSig, II.23.2.4).
+    pub(crate) fn field_signature(&self, mem: &dyn Memory, rid: u32) -> Result<Vec<u8>, DotnetError> {
+        let sig = self.cell(mem, FIELD, rid, 2)?;
+        self.blob(mem, sig)
+    }
+
+    /// A TypeRef's ResolutionScope: `Some(rid)` of the enclosing TypeRef when it is nested.
+    pub(crate) fn type_ref_enclosing(&self, mem: &dyn Memory, rid: u32) -> Result<Option<u32>, DotnetError> {
+        let scope = self.cell(mem, TYPE_REF, rid, 0)?;
+        Ok((scope & 3 == 3).then_some(scope >> 2))
+    }
+
+    /// The row of the TypeDef `namespace.name` (not nested), by a scan of the TypeDef table.
+    pub(crate) fn find_type_def(&self, mem: &dyn Memory, namespace: &str, name: &str) -> Option<u32> {
+        (1..=self.rows(TYPE_DEF)).find(|&rid| {
+            let Ok(n) = self.cell(mem, TYPE_DEF, rid, 1) else { return false };
+            let Ok(ns) = self.cell(mem, TYPE_DEF, rid, 2) else { return false };
+            self.string(mem, n).is_ok_and(|n| n == name) && self.string(mem, ns).is_ok_and(|ns| ns == namespace)
+        })
+    }
+
     /// A TypeSpec's signature blob.
     pub(crate) fn type_spec(&self, mem: &dyn Memory, rid: u32) -> Result<Vec<u8>, DotnetError> {
         let sig = self.cell(mem, TYPE_SPEC, rid, 0)?;

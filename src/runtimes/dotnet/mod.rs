@@ -28,6 +28,7 @@
 //! without a descriptor (before .NET 9) is [`DotnetReading::Unsupported`]. Nothing here
 //! panics on dump data, and every list walk is bounded and cycle-checked.
 
+pub(crate) mod async_stacks;
 pub(crate) mod blocking;
 pub mod catalog;
 pub(crate) mod codeheap;

@@ -150,6 +150,9 @@ impl Runtime for DotnetRuntime<'_> {
                 exceptions: Vec::new(),
                 createdump: None,
                 sync_table: None,
+                async_stacks: Vec::new(),
+                async_groups: Vec::new(),
+                async_tasks: None,
             },
             DotnetReading::Runtime(r) => DotnetReport {
                 summary: reading.summary(),
@@ -161,6 +164,9 @@ impl Runtime for DotnetRuntime<'_> {
                 exceptions: Vec::new(),
                 createdump: None,
                 sync_table: r.sync_table.map(|t| SyncTableReport { address: crate::hex::Hex(t.address), total: t.total, free: t.free }),
+                async_stacks: Vec::new(),
+                async_groups: Vec::new(),
+                async_tasks: None,
             },
         };
         if let Some(x) = self.exceptions() {

@@ -43,6 +43,9 @@ pub(crate) struct Field {
     /// From the object's start (its MethodTable pointer).
     pub(crate) offset: u64,
     pub(crate) element_type: u32,
+    /// Its row in the Field table of its class's module (`module`).
+    pub(crate) rid: u32,
+    pub(crate) module: u64,
 }
 
 /// Every instance field of the type `mt`, its parents' included (bounded).
@@ -62,7 +65,8 @@ pub(crate) fn instance_fields(t: &Target, namer: &TypeNamer, l: &Layout, mt: u64
         };
         let own = count(at).saturating_sub(count(parent)).min(MAX_FIELDS);
         let list = objects::ee_class(t, at).and_then(|c| t.field_ptr(c, "EEClass", "FieldDescList")).unwrap_or(0);
-        let md = t.field_ptr(at, "MethodTable", "Module").ok().and_then(|m| namer.module_metadata(m).ok());
+        let module = t.field_ptr(at, "MethodTable", "Module").unwrap_or(0);
+        let md = (module != 0).then(|| namer.module_metadata(module).ok()).flatten();
         if list != 0 {
             for i in 0..own {
                 let fd = list + i * l.field_desc_size;
@@ -72,7 +76,7 @@ pub(crate) fn instance_fields(t: &Target, namer: &TypeNamer, l: &Layout, mt: u64
                 }
                 let rid = tok & l.field_desc_token_mask;
                 let name = md.as_ref().and_then(|md| md.field_name(namer.image(), rid).ok()).unwrap_or_else(|| format!("<field {rid:#x}>"));
-                out.push(Field { name, offset: 8 + (off & l.field_desc_offset_mask) as u64, element_type: off >> l.field_desc_type_shift });
+                out.push(Field { name, offset: 8 + (off & l.field_desc_offset_mask) as u64, element_type: off >> l.field_desc_type_shift, rid, module });
             }
         }
         at = parent;

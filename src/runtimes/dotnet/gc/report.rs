@@ -7,7 +7,7 @@ use super::GcReading;
 use crate::diagnostics::Diagnostic;
 use crate::hex::Hex;
 use super::super::context::Context;
-use super::super::report::DotnetReport;
+use super::super::report::{async_groups, AsyncStackReport, AsyncTasksReport, DotnetReport};
 use crate::waits::LockFact;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -126,6 +126,11 @@ pub(crate) fn attach(runtime: &Context<'_>, report: &mut DotnetReport, locks: &m
     match super::read_in(runtime, &targets) {
         Ok(gc) => {
             report.heap = Some(HeapReport::of(&gc));
+            if let Some(a) = &gc.async_stacks {
+                report.async_stacks = a.stacks.iter().map(AsyncStackReport::of).collect();
+                report.async_groups = async_groups(&report.async_stacks);
+                report.async_tasks = Some(AsyncTasksReport { pending_tasks: a.pending_tasks, cut: a.cut.clone() });
+            }
             report.gc = Some(GcReport::of(&gc));
             for l in locks.iter_mut() {
                 let Some(m) = l.managed.as_mut() else { continue };
