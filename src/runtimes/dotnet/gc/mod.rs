@@ -10,6 +10,7 @@
 
 pub(crate) mod dactable;
 pub(crate) mod gcvars;
+pub(crate) mod graph;
 pub(crate) mod names;
 pub(crate) mod referrers;
 pub(crate) mod report;
