@@ -117,6 +117,9 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
             if let Some(tp) = r.dotnet.as_ref().and_then(|d| d.thread_pool.as_ref()) {
                 let on_tasks = r.locks.iter().filter(|l| l.kind == LockKind::Task).map(|l| l.waiter_tids.len()).sum::<usize>();
                 let _ = write!(out, " — {} of {} workers blocked, {on_tasks} thread{} waiting for tasks", tp.workers_blocked.len(), tp.workers_total, plural(on_tasks));
+                if let Some(q) = tp.queued_work_items.filter(|&q| q > 0) {
+                    let _ = write!(out, ", {q} work item{} queued behind them", plural(q as usize));
+                }
             }
         }
         _ => {}
@@ -132,16 +135,36 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
     }
     if let Some(tp) = r.dotnet.as_ref().and_then(|d| d.thread_pool.as_ref()) {
         let _ = write!(out, "  thread pool: {} worker{}, {} blocked inside work items", tp.workers_total, plural(tp.workers_total as usize), tp.workers_blocked.len());
-        match (tp.workers_running, tp.workers_idle, tp.queued_work_items) {
-            (Some(run), Some(idle), q) => {
+        match (tp.workers_running, tp.workers_idle) {
+            (Some(run), Some(idle)) => {
                 let _ = write!(out, "; {run} running, {idle} idle");
-                if let Some(q) = q {
-                    let _ = write!(out, ", {q} queued work items");
+                if let (Some(min), Some(max)) = (tp.min_workers, tp.max_workers) {
+                    let _ = write!(out, " (min {min}, max {max})");
                 }
             }
-            _ => out.push_str("; running/idle workers and queued work items not read"),
+            _ => out.push_str("; running/idle workers not read"),
+        }
+        match tp.queued_work_items {
+            Some(q) => {
+                let local: u32 = tp.local_queues.iter().map(|l| l.work_items).sum();
+                let _ = write!(out, "; {q} queued work item{}", plural(q as usize));
+                if q > 0 {
+                    let _ = write!(out, " ({} global, {local} in workers' local queues)", tp.global_queue.unwrap_or(0) + tp.high_priority_queue.unwrap_or(0));
+                }
+            }
+            None => out.push_str("; queued work items not read"),
         }
         out.push('\n');
+        if !tp.work_item_types.is_empty() {
+            let top: Vec<String> = tp.work_item_types.iter().take(3).map(|t| format!("{} {}", t.count, t.name)).collect();
+            let more = tp.work_item_types.len().saturating_sub(3);
+            let _ = writeln!(out, "    queued: {}{}", top.join(", "), if more > 0 { format!(", and {more} more type{}", plural(more)) } else { String::new() });
+        }
+        if tp.workers_running.is_none() || tp.queued_work_items.is_none() {
+            for why in &tp.unavailable {
+                let _ = writeln!(out, "    not read: {why}");
+            }
+        }
     }
     if let Some(d) = r.dotnet.as_ref() {
         super::gc_text::summary_lines(out, d);

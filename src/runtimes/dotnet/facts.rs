@@ -74,6 +74,12 @@ pub(crate) struct Layout {
     pub(crate) field_desc_offset: u64,
     pub(crate) field_desc_offset_mask: u32,
     pub(crate) field_desc_type_shift: u32,
+    /// FieldDesc: the bits beside the static bit that mark a thread static and an RVA static
+    /// (their values are not in the class's statics).
+    #[serde(default)]
+    pub(crate) field_desc_thread_local_bit: Option<u32>,
+    #[serde(default)]
+    pub(crate) field_desc_rva_bit: Option<u32>,
     /// `g_dacTable` slot of `SyncBlockCache::s_pSyncBlockCache`, and the offsets in the
     /// `SyncBlockCache` of `m_FreeSyncTableIndex` and `m_SyncTableSize` (how many sync table
     /// entries the runtime handed out, and the table's capacity).

@@ -469,6 +469,28 @@ impl Metadata {
         Ok(None)
     }
 
+    /// A Field's signature blob (ECMA-335 II.23.2.4: FIELD, custom modifiers, the type).
+    pub(crate) fn field_signature(&self, mem: &dyn Memory, rid: u32) -> Result<Vec<u8>, DotnetError> {
+        let sig = self.cell(mem, FIELD, rid, 2)?;
+        self.blob(mem, sig)
+    }
+
+    /// The TypeDef whose full name (as [`Metadata::type_def_full_name`] gives it:
+    /// `Namespace.Outer+Inner`) is `full`; a scan of the TypeDef table by the last simple name.
+    pub(crate) fn type_def_by_name(&self, mem: &dyn Memory, full: &str) -> Result<Option<u32>, DotnetError> {
+        let simple = match full.rfind('+') {
+            Some(i) => &full[i + 1..],
+            None => full.rfind('.').map_or(full, |i| &full[i + 1..]),
+        };
+        for rid in 1..=self.rows(TYPE_DEF) {
+            let name = self.cell(mem, TYPE_DEF, rid, 1)?;
+            if self.string(mem, name)? == simple && self.type_def_full_name(mem, rid)? == full {
+                return Ok(Some(rid));
+            }
+        }
+        Ok(None)
+    }
+
     /// The assembly's simple name (Assembly table, row 1).
     pub fn assembly_name(&self, mem: &dyn Memory) -> Result<Option<String>, DotnetError> {
         if self.rows(ASSEMBLY) == 0 {
@@ -535,25 +557,10 @@ impl Metadata {
         Ok((self.string(mem, ns)?, self.string(mem, name)?))
     }
 
-    /// A Field's signature blob (FieldSig, II.23.2.4).
-    pub(crate) fn field_signature(&self, mem: &dyn Memory, rid: u32) -> Result<Vec<u8>, DotnetError> {
-        let sig = self.cell(mem, FIELD, rid, 2)?;
-        self.blob(mem, sig)
-    }
-
     /// A TypeRef's ResolutionScope: `Some(rid)` of the enclosing TypeRef when it is nested.
     pub(crate) fn type_ref_enclosing(&self, mem: &dyn Memory, rid: u32) -> Result<Option<u32>, DotnetError> {
         let scope = self.cell(mem, TYPE_REF, rid, 0)?;
         Ok((scope & 3 == 3).then_some(scope >> 2))
-    }
-
-    /// The row of the TypeDef `namespace.name` (not nested), by a scan of the TypeDef table.
-    pub(crate) fn find_type_def(&self, mem: &dyn Memory, namespace: &str, name: &str) -> Option<u32> {
-        (1..=self.rows(TYPE_DEF)).find(|&rid| {
-            let Ok(n) = self.cell(mem, TYPE_DEF, rid, 1) else { return false };
-            let Ok(ns) = self.cell(mem, TYPE_DEF, rid, 2) else { return false };
-            self.string(mem, n).is_ok_and(|n| n == name) && self.string(mem, ns).is_ok_and(|ns| ns == namespace)
-        })
     }
 
     /// A TypeSpec's signature blob.

@@ -55,10 +55,12 @@ pub(crate) mod rangesection;
 pub(crate) mod readytorun;
 pub(crate) mod report;
 pub(crate) mod runtime;
+pub(crate) mod statics;
 pub(crate) mod syncblock;
 pub mod target;
 pub(crate) mod tasks;
 pub(crate) mod thread_names;
+pub(crate) mod thread_pool;
 pub mod threads;
 
 pub use blocking::BlockingKind;

@@ -74,6 +74,17 @@ impl DotnetRuntime<'_> {
 }
 
 impl DotnetRuntime<'_> {
+    /// The thread pool: its workers by name, its counters and queues read from CoreLib's
+    /// statics; none when the process has no workers and the pool was never started.
+    fn thread_pool(&self, waits: &RuntimeWaits) -> Option<ThreadPoolReport> {
+        let c = self.context.as_ref().ok()?;
+        let reading = super::thread_pool::read(c);
+        if waits.worker_pool.is_none() && reading.counters.is_err() {
+            return None;
+        }
+        Some(ThreadPoolReport::new(waits.worker_pool.as_ref(), &reading))
+    }
+
     /// The runtime's crash facts (every thread's last exception, createdump's header, which
     /// thread died how); `None` when the runtime or its code map cannot be read.
     pub(crate) fn crash_reading(&self, stacks: &[Stack]) -> Option<crash::CrashReading> {
@@ -158,7 +169,7 @@ impl Runtime for DotnetRuntime<'_> {
                 summary: reading.summary(),
                 runtime_version: Some(r.version.product.clone()),
                 managed_threads: r.threads.len(),
-                thread_pool: waits.worker_pool.as_ref().map(ThreadPoolReport::from_pool),
+                thread_pool: self.thread_pool(waits),
                 heap: None,
                 gc: None,
                 exceptions: Vec::new(),

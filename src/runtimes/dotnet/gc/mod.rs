@@ -68,7 +68,7 @@ const WANTED_SEMAPHORE: u8 = 1;
 fn corelib_type(t: &Target, namer: &TypeNamer, string_mt: u64, namespace: &str, name: &str) -> Option<walk::WantedType> {
     let module = t.field_ptr(string_mt, "MethodTable", "Module").ok().filter(|&m| m != 0)?;
     let md = namer.module_metadata(module).ok()?;
-    let rid = md.find_type_def(namer.image(), namespace, name)?;
+    let rid = md.type_def_by_name(namer.image(), &format!("{namespace}.{name}")).ok()??;
     Some(walk::WantedType { module, rid })
 }
 

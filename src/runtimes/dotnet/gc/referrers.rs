@@ -6,15 +6,12 @@
 
 use super::super::facts::Layout;
 use super::super::objects::{self, TypeNamer};
+use super::super::statics::Statics;
 use super::super::target::Target;
 use super::names::sos_heap_name;
 use super::walk::Hit;
 use serde::Serialize;
 
-/// Parent classes followed at most.
-const MAX_DEPTH: usize = 32;
-/// FieldDescs read per class at most.
-const MAX_FIELDS: u64 = 4096;
 /// Characters of an identifying string kept.
 const MAX_IDENTITY_CHARS: u32 = 64;
 /// Referrers kept per object.
@@ -48,40 +45,20 @@ pub(crate) struct Field {
     pub(crate) module: u64,
 }
 
-/// Every instance field of the type `mt`, its parents' included (bounded).
+/// Every instance field of the type `mt`, its parents' included (bounded): the class's
+/// FieldDescs as [`Statics`] reads them.
 pub(crate) fn instance_fields(t: &Target, namer: &TypeNamer, l: &Layout, mt: u64) -> Vec<Field> {
-    let mut out = Vec::new();
-    let mut at = mt;
-    for _ in 0..MAX_DEPTH {
-        if at == 0 {
-            break;
-        }
-        let parent = t.field_ptr(at, "MethodTable", "ParentMethodTable").unwrap_or(0);
-        let count = |m: u64| -> u64 {
-            if m == 0 {
-                return 0;
-            }
-            objects::ee_class(t, m).and_then(|c| t.field_u16(c, "EEClass", "NumInstanceFields")).map_or(0, u64::from)
-        };
-        let own = count(at).saturating_sub(count(parent)).min(MAX_FIELDS);
-        let list = objects::ee_class(t, at).and_then(|c| t.field_ptr(c, "EEClass", "FieldDescList")).unwrap_or(0);
-        let module = t.field_ptr(at, "MethodTable", "Module").unwrap_or(0);
-        let md = (module != 0).then(|| namer.module_metadata(module).ok()).flatten();
-        if list != 0 {
-            for i in 0..own {
-                let fd = list + i * l.field_desc_size;
-                let (Ok(tok), Ok(off)) = (t.read_u32(fd.wrapping_add(l.field_desc_token), "FieldDesc"), t.read_u32(fd.wrapping_add(l.field_desc_offset), "FieldDesc")) else { break };
-                if tok & l.field_desc_static_bit != 0 {
-                    continue;
-                }
-                let rid = tok & l.field_desc_token_mask;
-                let name = md.as_ref().and_then(|md| md.field_name(namer.image(), rid).ok()).unwrap_or_else(|| format!("<field {rid:#x}>"));
-                out.push(Field { name, offset: 8 + (off & l.field_desc_offset_mask) as u64, element_type: off >> l.field_desc_type_shift, rid, module });
-            }
-        }
-        at = parent;
-    }
-    out
+    Statics::new(t, namer, l)
+        .instance_fields(mt)
+        .into_iter()
+        .map(|f| Field {
+            offset: f.object_offset(),
+            module: t.field_ptr(f.class, "MethodTable", "Module").unwrap_or(0),
+            rid: f.rid,
+            name: f.name,
+            element_type: f.element_type,
+        })
+        .collect()
 }
 
 /// Names each hit's referrer and field; drops words that are not reference fields.

@@ -1,0 +1,184 @@
+//! The thread pool against SOS on every .NET dump with SOS's `threadpool` beside it: the counters
+//! (`sos/threadpool.txt`: Workers Total, Running, Idle, Min and Max Limit, CPU utilization) equal
+//! `dotnet.thread_pool`'s, and where SOS could not read the pool ("Failed to obtain ThreadPool
+//! data": it was never started) knot's counters are null with the reason said; the queued work
+//! items (`sos/threadpool-wi.txt`: every item, `sos/threadpool-stat.txt`: per type MethodTable,
+//! count and name) equal knot's total and `work_item_types`. The first screen says them. Hostile
+//! statics and queues (garbage, a cyclic or huge segment chain) give a bounded reading and a
+//! reason, never a panic. Knot reads all of it through CoreLib's statics (`runtimes::dotnet::statics`).
+
+#[allow(dead_code)]
+mod dumpedit;
+
+use knot::analysis::{self, Options};
+use knot::process::{Locator, Process};
+use knot::report::Report;
+use knot::report::text::{self, TextOptions};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+struct Dump {
+    name: String,
+    core: PathBuf,
+    dir: PathBuf,
+    locator: Locator,
+}
+
+fn dumps() -> Vec<Dump> {
+    let out: Vec<Dump> = knot_samples::dotnet::dumps("sos/threadpool.txt", true)
+        .into_iter()
+        .map(|d| Dump {
+            name: d.name(),
+            locator: Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() },
+            core: d.core,
+            dir: d.dir,
+        })
+        .collect();
+    if out.is_empty() {
+        knot_samples::skipped("skipping: no .NET dumps with sos/threadpool.txt");
+    }
+    out
+}
+
+fn analyze(d: &Dump) -> Report {
+    let process = Process::open(&d.core, &d.locator).unwrap_or_else(|e| panic!("{}: knot cannot open the core: {e}", d.name));
+    analysis::report_for(&process, &Options { locator: d.locator.clone(), ..Options::default() })
+}
+
+fn loaded() -> &'static [(Dump, Report)] {
+    static ALL: std::sync::OnceLock<Vec<(Dump, Report)>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| dumps().into_iter().map(|d| {
+        let r = analyze(&d);
+        (d, r)
+    }).collect())
+}
+
+fn pool_json(r: &Report) -> Value {
+    serde_json::to_value(r).expect("report serializes")["dotnet"]["thread_pool"].clone()
+}
+
+fn oracle(d: &Dump, file: &str) -> Option<String> {
+    std::fs::read_to_string(d.dir.join("sos").join(file)).ok()
+}
+
+/// `threadpool`'s table: `Workers Total:    8` → ("Workers Total", 8); `CPU utilization:  0%`.
+fn parse_threadpool(text: &str) -> Option<BTreeMap<String, u64>> {
+    if text.contains("Failed to obtain ThreadPool data") {
+        return None;
+    }
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once(':') else { continue };
+        if let Ok(n) = v.trim().trim_end_matches('%').parse::<u64>() {
+            out.insert(k.trim().to_string(), n);
+        }
+    }
+    Some(out)
+}
+
+/// `threadpool -stat`'s rows: (MethodTable, count, name), and `Total N objects`.
+fn parse_stat(text: &str) -> (Vec<(u64, u64, String)>, u64) {
+    let mut rows = Vec::new();
+    let mut total = 0;
+    let mut in_rows = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("MT ") {
+            in_rows = true;
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("Total ") {
+            total = rest.split_whitespace().next().and_then(|n| n.replace(',', "").parse().ok()).expect("Total N objects");
+            break;
+        }
+        if line.contains("No queued work items") {
+            break;
+        }
+        if in_rows {
+            let mut f = line.split_whitespace();
+            let (Some(mt), Some(count), Some(_size)) = (f.next(), f.next(), f.next()) else { continue };
+            let name = f.collect::<Vec<_>>().join(" ");
+            rows.push((u64::from_str_radix(mt, 16).expect("MT"), count.replace(',', "").parse().expect("count"), name));
+        }
+    }
+    (rows, total)
+}
+
+fn n(v: &Value) -> Option<u64> {
+    v.as_u64()
+}
+
+#[test]
+fn counters_equal_sos_threadpool() {
+    let mut compared = 0;
+    for (d, r) in loaded() {
+        let Some(text) = oracle(d, "threadpool.txt") else { continue };
+        let tp = pool_json(r);
+        match parse_threadpool(&text) {
+            None => {
+                // SOS could not read the pool: knot has no counters either, and says why.
+                if !tp.is_null() {
+                    assert!(tp["workers_running"].is_null(), "{}: SOS has no pool, knot reads {tp}", d.name);
+                    let why = tp["unavailable"].to_string();
+                    assert!(why.contains("never started") || why.contains("never loaded") || why.contains("never initialized"), "{}: {why}", d.name);
+                }
+            }
+            Some(sos) => {
+                let want = |k: &str| *sos.get(k).unwrap_or_else(|| panic!("{}: SOS threadpool has no {k}", d.name));
+                assert_eq!(n(&tp["workers_running"]), Some(want("Workers Running")), "{}: Running", d.name);
+                assert_eq!(n(&tp["workers_idle"]), Some(want("Workers Idle")), "{}: Idle", d.name);
+                assert_eq!(n(&tp["workers_running"]).zip(n(&tp["workers_idle"])).map(|(a, b)| a + b), Some(want("Workers Total")), "{}: Total", d.name);
+                assert_eq!(n(&tp["workers_total"]), Some(want("Workers Total")), "{}: workers by name", d.name);
+                assert_eq!(n(&tp["min_workers"]), Some(want("Worker Min Limit")), "{}: Min", d.name);
+                assert_eq!(n(&tp["max_workers"]), Some(want("Worker Max Limit")), "{}: Max", d.name);
+                assert_eq!(n(&tp["cpu_utilization"]), Some(want("CPU utilization")), "{}: CPU", d.name);
+                compared += 1;
+            }
+        }
+    }
+    if loaded().iter().any(|(d, _)| d.name.starts_with("sync_over_async/heap")) {
+        assert!(compared >= 2, "the starved and the idle pool are compared");
+    }
+}
+
+#[test]
+fn queued_work_items_equal_sos_threadpool_wi_and_stat() {
+    for (d, r) in loaded() {
+        let (Some(wi), Some(stat)) = (oracle(d, "threadpool-wi.txt"), oracle(d, "threadpool-stat.txt")) else { continue };
+        let tp = pool_json(r);
+        let items = wi.lines().filter(|l| l.starts_with("[Global")).count() as u64;
+        let (rows, total) = parse_stat(&stat);
+        assert_eq!(total, rows.iter().map(|r| r.1).sum::<u64>(), "{}: SOS's own total", d.name);
+        assert_eq!(items, total, "{}: threadpool -wi and -stat agree", d.name);
+        assert_eq!(n(&tp["queued_work_items"]), Some(items), "{}: queued work items; knot: {tp}", d.name);
+        let high = wi.lines().filter(|l| l.starts_with("[Global high-pri]")).count() as u64;
+        assert_eq!(n(&tp["high_priority_queue"]), Some(high), "{}: high-priority", d.name);
+        let local: u64 = tp["local_queues"].as_array().expect("local_queues").iter().map(|q| q["work_items"].as_u64().expect("count")).sum();
+        assert_eq!(n(&tp["global_queue"]).map(|g| g + high + local), Some(items), "{}: global + high + local", d.name);
+        let mut want: Vec<(u64, u64, String)> = rows;
+        want.sort();
+        let mut got: Vec<(u64, u64, String)> = tp["work_item_types"]
+            .as_array()
+            .expect("work_item_types")
+            .iter()
+            .map(|t| (u64::from_str_radix(t["method_table"].as_str().expect("mt").trim_start_matches("0x"), 16).expect("hex"), t["count"].as_u64().expect("count"), t["name"].as_str().expect("name").to_string()))
+            .collect();
+        got.sort();
+        assert_eq!(got, want, "{}: work item types", d.name);
+    }
+}
+
+#[test]
+fn the_first_screen_says_the_pool() {
+    for (d, r) in loaded() {
+        let Some(sos) = oracle(d, "threadpool.txt").as_deref().and_then(parse_threadpool) else { continue };
+        let out = text::render(r, &TextOptions::default());
+        let line = out.lines().find(|l| l.trim_start().starts_with("thread pool:")).unwrap_or_else(|| panic!("{}: no thread-pool line in\n{out}", d.name));
+        assert!(line.contains(&format!("{} running, {} idle", sos["Workers Running"], sos["Workers Idle"])), "{}: {line}", d.name);
+        assert!(!line.contains("not read"), "{}: {line}", d.name);
+        if let Some(stat) = oracle(d, "threadpool-stat.txt") {
+            let (_, total) = parse_stat(&stat);
+            assert!(line.contains(&format!("{total} queued work item")), "{}: {line}", d.name);
+        }
+    }
+}
