@@ -56,8 +56,48 @@ enum Command {
     /// Analyze each new core dump in DIR once, writing <dump>.knot.json beside it (for a sidecar or a Job).
     #[command(after_help = WATCH_EXIT)]
     Watch(WatchArgs),
+    /// .NET heap commands: compare two dumps' heaps.
+    #[command(subcommand)]
+    Heap(HeapCommand),
     /// Print the JSON Schema of the report (--format json).
     Schema,
+}
+
+#[derive(Subcommand)]
+enum HeapCommand {
+    /// What grew between two dumps of one program: per type, count and bytes (as SOS `dumpheap -stat`), largest growth first. Types are matched by name, never by address.
+    #[command(after_help = HEAP_EXIT)]
+    Diff(HeapDiffArgs),
+}
+
+const HEAP_EXIT: &str = "Exit status: 0 the heaps were compared; 2 a dump could not be read, or its .NET heap could not be walked (the message says which and why); 64 the command line is wrong.";
+
+#[derive(Parser)]
+struct HeapDiffArgs {
+    /// The earlier dump.
+    old: PathBuf,
+    /// The later dump (of the same program: another run, or the same process later).
+    new: PathBuf,
+    #[command(flatten)]
+    lookup: LookupArgs,
+    /// `text` or `json`.
+    #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+    format: DiffFormat,
+    /// Types shown in the text report (JSON has every type).
+    #[arg(long, value_name = "N", default_value_t = knot::report::heap_diff::TEXT_TYPES)]
+    top: usize,
+    /// A compressed core (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
+    #[arg(long, value_name = "MIB", default_value_t = knot::core::compressed::DEFAULT_MAX_DECOMPRESSED >> 20)]
+    max_decompressed_mib: u64,
+    /// Write the report to FILE instead of standard output.
+    #[arg(long, short, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DiffFormat {
+    Text,
+    Json,
 }
 
 #[derive(Parser)]
@@ -218,6 +258,7 @@ fn main() -> ExitCode {
         Command::Analyze(args) => run_analyze(args),
         Command::Watch(args) => run_watch(args),
         Command::Pid(args) => run_pid(args),
+        Command::Heap(HeapCommand::Diff(args)) => run_heap_diff(args),
         Command::Schema => {
             println!("{}", report::json_schema());
             Ok(EXIT_OK)
@@ -272,6 +313,11 @@ fn emit(report: &report::Report, how: &OutputArgs) -> anyhow::Result<()> {
         Format::Json => report::to_json(report) + "\n",
         Format::Html => report::html::render(report),
     };
+    write_out(output, &rendered)
+}
+
+/// Writes `rendered` to `output`, or to standard output.
+fn write_out(output: Option<&std::path::Path>, rendered: &str) -> anyhow::Result<()> {
     match output {
         Some(path) => std::fs::write(path, rendered).with_context(|| format!("cannot write {}", path.display()))?,
         None => {
@@ -412,6 +458,17 @@ impl Drop for ProgressBar {
         }
         self.bar.finish_and_clear();
     }
+}
+
+fn run_heap_diff(args: HeapDiffArgs) -> anyhow::Result<u8> {
+    let opts = knot::heap::HeapOptions { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)) };
+    let d = knot::heap::diff(&args.old, &args.new, &opts)?;
+    let rendered = match args.format {
+        DiffFormat::Text => d.to_text(args.top),
+        DiffFormat::Json => d.to_json() + "\n",
+    };
+    write_out(args.output.as_deref(), &rendered)?;
+    Ok(EXIT_OK)
 }
 
 fn run_watch(args: WatchArgs) -> anyhow::Result<u8> {

@@ -33,6 +33,10 @@
 #                                                 a sleeping thread; the rest sleep, wait for work or are idle
 #                                                 runtime threads; the sync table grown over junk, 200 of 300
 #                                                 sync blocks freed)
+#   heap_growth        twice                      one process dumped twice (createdump --withheap PID): `before`
+#                                                 (2000 cached Sessions, a 1023-node tree), then, after the
+#                                                 trigger file, `after` (6000 Sessions): retention and growth
+#                                                 known by construction (SOS objsize, dumpheap -stat, -dead)
 #   unhandled_oom      heap                       under DOTNET_GCHeapHardLimit=0x2000000 the worker "CacheLoader"
 #                                                 fills the heap; nothing catches the OutOfMemoryException: the
 #                                                 runtime writes the dump (DOTNET_DbgMiniDumpType=2) and aborts
@@ -88,7 +92,7 @@ ALL_JOBS=(
   failfast/heap failfast/full failfast/mini failfast/triage
   unhandled_exception/heap failfast_exception/heap stack_overflow/heap
   heap_population/heap gc_oom/heap unhandled_oom/heap
-  idle_runtime/heap
+  idle_runtime/heap heap_growth/twice
   async_tcs/heap semaphore_async/heap
   self_contained/heap single_file/heap net9_abba/heap
 )
@@ -454,7 +458,7 @@ oracle() {  # oracle SAMPLE DIR
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   log "building samples (dotnet build -c Debug)"
   for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
-           unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime \
+           unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime heap_growth \
            async_tcs semaphore_async; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }
@@ -464,6 +468,94 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
       || { cat "$OUTDIR/build-$p.log" >&2; die "publish of $p failed"; }
   done
 fi
+
+# ---------------------------------------------------------------- heap_growth
+# SOS's reading of heap_growth's retention: objsize of the cache's dictionary and of the tree's
+# root (the tree's objsize is what it retains), the unreachable objects (dumpheap -dead), and
+# gcroot of one Session.
+sos_growth() {  # sos_growth CORE SOSDIR
+  local core="$1" d="$2" mt dict node root sess
+  first() { awk '/^ *[0-9a-f]+ *$/ && length($1) >= 12 {print $1; exit}' "$1"; }
+  sos "$core" "$d/dumpheap-dead.txt" "dumpheap -stat -dead"
+  mt="$(awk '/Dictionary<System.Guid, Knot.Samples.HeapGrowth.Session>$/ {print $1; exit}' "$d/dumpheap-stat.txt")"
+  sos "$core" "$d/dictionaries.txt" "dumpheap -mt $mt -short"
+  dict="$(first "$d/dictionaries.txt")"
+  mt="$(awk '$NF == "Knot.Samples.HeapGrowth.Session" {print $1; exit}' "$d/dumpheap-stat.txt")"
+  sos "$core" "$d/sessions.txt" "dumpheap -mt $mt -short"
+  sess="$(first "$d/sessions.txt")"
+  mt="$(awk '$NF == "Knot.Samples.HeapGrowth.TreeNode" {print $1; exit}' "$d/dumpheap-stat.txt")"
+  sos "$core" "$d/treenodes.txt" "dumpheap -mt $mt -short"
+  node="$(first "$d/treenodes.txt")"
+  sos "$core" "$d/gcroot-treenode.txt" "gcroot $node"
+  # The tree's root is the first TreeNode on the path from the static.
+  root="$(awk '/->/ && /Knot.Samples.HeapGrowth.TreeNode/ {for (i = 1; i <= NF; i++) if ($i ~ /^[0-9a-f]{12,16}$/) {print $i; exit}}' "$d/gcroot-treenode.txt")"
+  {
+    echo "dictionary = $dict   # SessionCache.s_all"
+    echo "session = $sess   # the first Session dumpheap lists"
+    echo "tree_root = $root   # Forest.s_root"
+  } >"$d/addresses.txt"
+  sos "$core" "$d/objsize-cache.txt" "objsize $dict"
+  sos "$core" "$d/objsize-tree.txt" "objsize $root"
+  sos "$core" "$d/gcroot-session.txt" "gcroot $sess"
+  # objsize lists every object it reaches: only its header line and statistics are kept, and
+  # the address lists only served to find the objects.
+  local f
+  for f in "$d/objsize-cache.txt" "$d/objsize-tree.txt"; do
+    awk 'NR <= 2 || /^Statistics:/ {keep = keep || /^Statistics:/; print; next} keep {print}' "$f" >"$f.tmp" && mv "$f.tmp" "$f"
+  done
+  rm -f "$d/dictionaries.txt" "$d/sessions.txt" "$d/treenodes.txt"
+}
+
+run_growth() {  # run_growth   (heap_growth/twice: kinds before and after, one process)
+  local sample=heap_growth base="$OUTDIR/heap_growth" dll="$ARTIFACTS/bin/heap_growth/debug/heap_growth.dll"
+  [[ -f "$dll" ]] || die "$dll not built"
+  rm -rf "$base"; mkdir -p "$base/before" "$base/after"
+  local trigger="$base/go"
+  log "heap_growth/twice: starting"
+  ( cd "$base"; ulimit -c 0; exec "$DOTNET" "$dll" "$trigger" >"$base/stdout.txt" 2>"$base/stderr.txt" ) &
+  local pid=$!
+  PIDS+=("$pid")
+  wait_for 60 has_ready "$base/stdout.txt" || { cat "$base/stderr.txt" >&2; die "heap_growth: no 'ready' within 60 s"; }
+  local kind
+  for kind in before after; do
+    local dir="$base/$kind"
+    if [[ "$kind" == after ]]; then
+      touch "$trigger"
+      wait_for 60 grep -qx ready2 "$base/stdout.txt" || die "heap_growth: no 'ready2' within 60 s"
+    fi
+    wait_blocked "$pid" 30 || die "heap_growth: threads not all blocked within 30 s"
+    record_threads "$pid" "$dir/threads.txt"
+    local t0=$SECONDS
+    timeout 300 "$CREATEDUMP" -f "$dir/core" --withheap "$pid" >"$dir/createdump.log" 2>&1 \
+      || { cat "$dir/createdump.log" >&2; die "heap_growth: createdump failed"; }
+    cp "$base/stdout.txt" "$dir/stdout.txt"; cp "$base/stderr.txt" "$dir/stderr.txt"
+    {
+      echo "sample            = $sample"
+      echo "kind              = $kind"
+      echo "dump              = core"
+      echo "dump_bytes        = $(stat -c %s "$dir/core")"
+      echo "how               = $CREATEDUMP -f $dir/core --withheap PID ($kind the burst; one process for both kinds)"
+      echo "command           = $DOTNET $dll TRIGGER"
+      echo "pid               = $pid"
+      echo "runtime_version   = $RUNTIME_VERSION"
+      echo "runtime_dir       = $RUNTIME_DIR"
+      echo "sdk_version       = $("$DOTNET" --version)"
+      echo "libcoreclr_buildid = $(build_id "$RUNTIME_DIR/libcoreclr.so")"
+      echo "dotnet_dump       = $([[ -n "$DOTNET_DUMP" ]] && "$DOTNET_DUMP" --version 2>/dev/null | head -1 || echo none)"
+      echo "kernel            = $(uname -r)"
+      echo "dump_seconds      = $((SECONDS - t0))"
+      echo "made_at           = $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    } >"$dir/info.txt"
+    log "  $kind: $dir/core"
+  done
+  kill -9 "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  for kind in before after; do
+    oracle "$sample" "$base/$kind"
+    [[ -n "$DOTNET_DUMP" ]] && sos_growth "$base/$kind/core" "$base/$kind/sos"
+  done
+  return 0
+}
 
 # ---------------------------------------------------------------- run one
 run_job() {  # run_job SAMPLE KIND
@@ -584,7 +676,7 @@ else
   done
 fi
 for j in "${JOBS[@]}"; do
-  run_job "${j%%/*}" "${j##*/}"
+  if [[ "$j" == heap_growth/twice ]]; then run_growth; else run_job "${j%%/*}" "${j##*/}"; fi
 done
 log "done: ${#JOBS[@]} dump(s) under $OUTDIR"
 # Check the SOS readings against expected.toml (the intended wedge shapes).

@@ -3,6 +3,7 @@
 //! ordered chain a person reads: T1 waits for L1 — held by T2, which waits for L0 — held by T1
 //! (the words are the report's).
 
+pub(crate) mod dominators;
 pub(crate) mod groups;
 pub(crate) mod limits;
 pub(crate) mod verdict;

@@ -72,8 +72,38 @@ pub(crate) fn summary_lines(out: &mut String, d: &DotnetReport) {
         }
         out.push('\n');
     }
+    if let Some(u) = &heap.unreachable {
+        let _ = writeln!(out, "  garbage not yet collected: {} objects, {} (in no retained size)", thousands(u.objects), bytes(u.bytes));
+    }
     if heap_is_the_story(gc) {
         top_types(out, heap);
+    }
+}
+
+/// Whether the leak suspects open the report: the heap is the story (a stall, an OOM, near its
+/// limit), or nothing else is (no crash, nothing blocked) and a holder keeps a large share.
+pub(crate) fn suspects_first(r: &crate::report::Report) -> bool {
+    use crate::report::Verdict;
+    let Some(d) = r.dotnet.as_ref() else { return false };
+    let (Some(heap), Some(gc)) = (d.heap.as_ref(), d.gc.as_ref()) else { return false };
+    !heap.suspects.is_empty() && (heap_is_the_story(gc) || matches!(r.verdict, Verdict::Idle | Verdict::NothingBlocked | Verdict::GcStall))
+}
+
+/// The leak suspects, one line each, then each one's path from its root.
+pub(crate) fn suspect_lines(out: &mut String, heap: &HeapReport) {
+    for s in &heap.suspects {
+        let _ = writeln!(out, "Leak suspect: {}", super::words::suspect(s));
+        if s.path.len() > 1 {
+            let steps: Vec<String> = s
+                .path
+                .iter()
+                .map(|p| match &p.field {
+                    Some(f) => format!("{} {} .{f}", p.type_name, p.address),
+                    None => format!("{} {}", p.type_name, p.address),
+                })
+                .collect();
+            let _ = writeln!(out, "  path: {}", steps.join(" → "));
+        }
     }
 }
 

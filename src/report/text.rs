@@ -59,6 +59,12 @@ pub fn render_colored(report: &Report, opts: &TextOptions, color: bool) -> Strin
     let paint = Paint { on: color };
     let mut out = String::new();
     header(&mut out, report);
+    if super::gc_text::suspects_first(report) {
+        if let Some(heap) = report.dotnet.as_ref().and_then(|d| d.heap.as_ref()) {
+            out.push('\n');
+            super::gc_text::suspect_lines(&mut out, heap);
+        }
+    }
     if let Some(c) = &report.crash {
         super::crash_text::lines(&mut out, report, c);
     }

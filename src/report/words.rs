@@ -205,3 +205,43 @@ mod tests {
         assert_eq!(referrer(&a), "Object[][3]");
     }
 }
+
+/// A leak suspect in one line: `85 % of the heap (2.2 MiB) is held by one
+/// System.Collections.Generic.Dictionary<…> reached from static field SessionCache.s_all:
+/// 2,000 Knot.Samples.HeapGrowth.Session objects (2.1 MiB) in its …+Entry[]`.
+pub(crate) fn suspect(s: &crate::runtimes::dotnet::gc::report::SuspectReport) -> String {
+    use super::gc_text::bytes;
+    use crate::runtimes::dotnet::gc::state::thousands;
+    let mut line = format!("{:.0} % of the heap ({}) is held by one {}", s.heap_percent, bytes(s.retained_bytes), s.type_name);
+    match &s.root {
+        Some(r) => line.push_str(&format!(" reached from {}", r.name)),
+        None => line.push_str(" (its root not found)"),
+    }
+    let a = &s.accumulation;
+    if a.child_count > 0 {
+        line.push_str(&format!(": {} {} object{} ({})", thousands(a.child_count), a.child_type, plural(a.child_count as usize), bytes(a.child_retained_bytes)));
+        if a.address != s.address {
+            line.push_str(&format!(" in its {} at {}", a.type_name, a.address));
+        }
+    }
+    line
+}
+
+/// A root for people: `static field SessionCache.s_all`, `strong handle 0x7f…`.
+pub(crate) fn root_name(kind: &str, detail: &str) -> String {
+    let what = match kind {
+        "static" => "static field",
+        "strong_handle" => "strong handle",
+        "pinned_handle" => "pinned handle",
+        "async_pinned_handle" => "async pinned handle",
+        "ref_counted_handle" => "ref-counted handle",
+        "sized_ref_handle" => "sized-ref handle",
+        "variable_handle" => "variable handle",
+        "dependent_handle" => "dependent handle",
+        "finalizer_queue" => "the finalization queue",
+        "stack" => "the stack of thread",
+        "sync_block" => "sync block",
+        _ => "root",
+    };
+    if detail.is_empty() { what.to_string() } else { format!("{what} {detail}") }
+}

@@ -9,11 +9,13 @@
 //! doing and whether it had run out of memory.
 
 pub(crate) mod dactable;
+pub mod diff;
 pub(crate) mod gcvars;
 pub(crate) mod graph;
 pub(crate) mod names;
 pub(crate) mod referrers;
 pub(crate) mod report;
+pub(crate) mod retained;
 pub(crate) mod state;
 pub(crate) mod stats;
 pub(crate) mod walk;

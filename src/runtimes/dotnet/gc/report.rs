@@ -26,6 +26,120 @@ pub struct HeapReport {
     pub free_bytes: u64,
     /// Every type on the heap, largest total first.
     pub types: Vec<HeapTypeReport>,
+    /// Retained bytes by type, largest first (MAT's dominator tree grouped by class: per type,
+    /// its objects that no object of the same type dominates, their count and retained sum);
+    /// null when the object graph was not read.
+    pub retained: Option<Vec<RetainedTypeReport>>,
+    /// The top holders: objects only the roots dominate, largest retained first (at most 20);
+    /// null when the object graph was not read.
+    pub dominators: Option<Vec<DominatorReport>>,
+    /// Objects no root reaches (garbage not yet collected; free objects not counted): in no
+    /// retained size. Null when the object graph was not read.
+    pub unreachable: Option<UnreachableReport>,
+    /// Holders retaining 10 % of the heap or more, largest first: the leak suspects.
+    pub suspects: Vec<SuspectReport>,
+    /// The top of the dominator tree for the HTML icicle (not in JSON: `dominators` and
+    /// `suspects` carry its facts).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub dominator_tree: Vec<DominatorNode>,
+}
+
+/// One type's retained bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct RetainedTypeReport {
+    /// As SOS's heap commands print it.
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// Objects of the type that no object of the same type dominates.
+    pub count: u64,
+    /// What they retain together (each object counted once).
+    pub retained_bytes: u64,
+}
+
+/// What holds an object from outside the heap.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct HeapRootRef {
+    /// `static`, `strong_handle`, `pinned_handle`, `stack`, `finalizer_queue`, … (as
+    /// `knot heap root` names kinds).
+    pub kind: String,
+    /// The root for people: `static field SessionCache.s_all`, `strong handle 0x7f…`, `thread
+    /// 1234 (Main), conservative`.
+    pub name: String,
+}
+
+/// One top holder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct DominatorReport {
+    pub address: Hex,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// Its own bytes and those of every object it dominates (reachable only through it).
+    pub retained_bytes: u64,
+    /// The root of its shortest path from a root; null when none was found.
+    pub root: Option<HeapRootRef>,
+}
+
+/// Garbage not yet collected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct UnreachableReport {
+    pub objects: u64,
+    pub bytes: u64,
+}
+
+/// A leak suspect: one holder of a large share of the heap.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct SuspectReport {
+    pub address: Hex,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub retained_bytes: u64,
+    /// Of the heap's objects' bytes (reachable and garbage; free space not counted).
+    pub heap_percent: f64,
+    pub root: Option<HeapRootRef>,
+    /// The shortest path from the root to the holder, the holder last.
+    pub path: Vec<HeapPathStepReport>,
+    /// Where its bytes accumulate.
+    pub accumulation: AccumulationReport,
+}
+
+/// One object on a path from a root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct HeapPathStepReport {
+    pub address: Hex,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// The field of this object that leads to the next one (`[i]` for an array element); null
+    /// on the last.
+    pub field: Option<String>,
+}
+
+/// The object under a holder whose children hold the bulk (a dictionary's entries array):
+/// found by going down the dominator tree while one child retains 80 % of its parent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct AccumulationReport {
+    pub address: Hex,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub retained_bytes: u64,
+    /// Its children in the dominator tree.
+    pub children: u64,
+    /// The type whose children retain most, how many they are and what they retain.
+    pub child_type: String,
+    pub child_count: u64,
+    pub child_retained_bytes: u64,
+}
+
+/// A node of the dominator tree's top, in preorder (a parent before its children, the
+/// largest child first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DominatorNode {
+    pub address: u64,
+    pub type_name: String,
+    pub retained_bytes: u64,
+    /// Index of its parent in the list; `None` for the top holders.
+    pub parent: Option<usize>,
+    pub depth: u32,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -155,6 +269,11 @@ impl HeapReport {
             total_bytes: r.stats.total_bytes,
             free_bytes: r.stats.free_bytes,
             types: r.stats.types.iter().map(|t| HeapTypeReport { name: t.name.clone(), method_table: Hex(t.method_table), count: t.count, bytes: t.bytes }).collect(),
+            retained: None,
+            dominators: None,
+            unreachable: None,
+            suspects: Vec::new(),
+            dominator_tree: Vec::new(),
         }
     }
 }
@@ -224,4 +343,73 @@ mod tests {
         assert!(!stalled(Some(100), 50, 50, true));
         assert!(!stalled(None, 90, 90, true));
     }
+}
+
+/// The icicle's bounds: a node must retain this share of the reachable heap (percent), the tree
+/// is cut this deep, and at this many nodes.
+const ICICLE_MIN_SHARE: f64 = 0.2;
+const ICICLE_DEPTH: u32 = 8;
+const ICICLE_NODES: usize = 400;
+
+/// How the retained fields name what they show: a type by its index in the graph's type table,
+/// and a node's root with the path from it (`None`: no root found).
+pub(crate) struct RetentionNames<'a> {
+    pub(crate) type_name: &'a dyn Fn(u32) -> String,
+    pub(crate) root_path: &'a dyn Fn(u32) -> Option<(HeapRootRef, Vec<HeapPathStepReport>)>,
+}
+
+/// Fills `heap`'s `retained`, `dominators`, `unreachable`, `suspects` and the icicle's tree from
+/// the retention of graph `g`.
+pub(crate) fn attach_retention(heap: &mut HeapReport, g: &super::graph::ObjectGraph, r: &super::retained::Retention, names: &RetentionNames<'_>) {
+    use super::retained::{SUSPECT_PERCENT, TOP_HOLDERS};
+    let node_type = |k: u32| g.types.get(r.node(k) as usize).copied().unwrap_or(u32::MAX);
+    let address = |k: u32| Hex(g.addresses.get(r.node(k) as usize).copied().unwrap_or(0));
+    heap.retained = Some(r.by_type.iter().map(|t| RetainedTypeReport { type_name: (names.type_name)(t.type_index), count: t.count, retained_bytes: t.retained }).collect());
+    heap.unreachable = Some(UnreachableReport { objects: r.unreachable_objects, bytes: r.unreachable_bytes });
+    heap.dominators = Some(
+        r.top_holders(TOP_HOLDERS)
+            .into_iter()
+            .map(|k| DominatorReport {
+                address: address(k),
+                type_name: (names.type_name)(node_type(k)),
+                retained_bytes: r.retained[k as usize],
+                root: (names.root_path)(r.node(k)).map(|(root, _)| root),
+            })
+            .collect(),
+    );
+    let heap_bytes = r.heap_bytes().max(1);
+    heap.suspects = r
+        .suspects()
+        .into_iter()
+        .map(|k| {
+            let a = r.accumulation(k, &g.types);
+            let (root, path) = match (names.root_path)(r.node(k)) {
+                Some((root, path)) => (Some(root), path),
+                None => (None, Vec::new()),
+            };
+            SuspectReport {
+                address: address(k),
+                type_name: (names.type_name)(node_type(k)),
+                retained_bytes: r.retained[k as usize],
+                heap_percent: r.retained[k as usize] as f64 * 100.0 / heap_bytes as f64,
+                root,
+                path,
+                accumulation: AccumulationReport {
+                    address: address(a.point),
+                    type_name: (names.type_name)(node_type(a.point)),
+                    retained_bytes: r.retained[a.point as usize],
+                    children: a.children,
+                    child_type: if a.child_count_known() { (names.type_name)(a.child_type) } else { String::new() },
+                    child_count: a.child_type_count,
+                    child_retained_bytes: a.child_type_retained,
+                },
+            }
+        })
+        .collect();
+    debug_assert!(heap.suspects.iter().all(|s| s.heap_percent >= SUSPECT_PERCENT as f64));
+    heap.dominator_tree = r
+        .top_of_tree(ICICLE_MIN_SHARE, ICICLE_DEPTH, ICICLE_NODES)
+        .into_iter()
+        .map(|(k, parent, depth)| DominatorNode { address: address(k).0, type_name: (names.type_name)(node_type(k)), retained_bytes: r.retained[k as usize], parent, depth })
+        .collect();
 }

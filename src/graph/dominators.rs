@@ -1,0 +1,511 @@
+//! Dominators of a directed graph given as CSR (`start[i]..start[i+1]` index `targets`), from a
+//! virtual root joined to every given root: the Semi-NCA form of Lengauer–Tarjan (semidominators
+//! with path compression, then each immediate dominator as the nearest common ancestor in the DFS
+//! tree). No recursion (a heap may hold a 10 M-long chain) and u32 arrays only: a DFS, a reverse
+//! CSR in preorder numbers, then semidominators and idoms, each array freed when done.
+//!
+//! Everything is numbered in DFS preorder: 0 is the virtual root, 1..=r the reachable nodes;
+//! a node's immediate dominator has a smaller number than it, so a pass in reverse preorder
+//! visits every node before its dominator (for sums over the dominator tree).
+
+/// The virtual root's number, and the `order` entry standing for it.
+pub(crate) const VIRTUAL_ROOT: u32 = 0;
+/// Not reached / no node.
+const NONE: u32 = u32::MAX;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum DominatorError {
+    #[error("the graph's edge index is malformed at node {node}: {why}")]
+    BadStart { node: usize, why: &'static str },
+    #[error("edge {edge} goes to node {target}, past the last node {last}")]
+    BadTarget { edge: usize, target: u32, last: usize },
+    #[error("root {root} is past the last node {last}")]
+    BadRoot { root: u32, last: usize },
+    #[error("{nodes} nodes are more than a u32 numbering holds")]
+    TooMany { nodes: usize },
+}
+
+/// The dominator tree of the nodes reachable from the roots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DominatorTree {
+    /// Preorder number → node; `order[0]` is the virtual root (`u32::MAX`).
+    pub(crate) order: Vec<u32>,
+    /// Preorder number → its immediate dominator's preorder number (0: the virtual root, which
+    /// is its own).
+    pub(crate) idom: Vec<u32>,
+}
+
+impl DominatorTree {
+    /// Reachable nodes, the virtual root not counted.
+    pub(crate) fn reachable(&self) -> usize {
+        self.order.len().saturating_sub(1)
+    }
+
+    /// Node → preorder number (`None`: not reachable). O(n) memory; for callers that need it.
+    pub(crate) fn numbers(&self, nodes: usize) -> Vec<u32> {
+        let mut pre = vec![NONE; nodes];
+        for (k, &v) in self.order.iter().enumerate().skip(1) {
+            if let Some(p) = pre.get_mut(v as usize) {
+                *p = k as u32;
+            }
+        }
+        pre
+    }
+
+    /// The dominator tree's children as CSR over preorder numbers: the children of `k` are
+    /// `children[start[k]..start[k+1]]`, in increasing preorder.
+    pub(crate) fn children(&self) -> (Vec<u32>, Vec<u32>) {
+        let n = self.order.len();
+        let mut start = vec![0u32; n + 1];
+        for &d in self.idom.iter().skip(1) {
+            start[d as usize + 1] += 1;
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut children = vec![0u32; n.saturating_sub(1)];
+        for (k, &d) in self.idom.iter().enumerate().skip(1) {
+            let at = &mut fill[d as usize];
+            children[*at as usize] = k as u32;
+            *at += 1;
+        }
+        (start, children)
+    }
+}
+
+/// Checks the CSR before anything indexes with it.
+fn check(start: &[u32], targets: &[u32], roots: &[u32]) -> Result<usize, DominatorError> {
+    let Some(n) = start.len().checked_sub(1) else { return Err(DominatorError::BadStart { node: 0, why: "no start entry" }) };
+    if n >= (u32::MAX - 1) as usize {
+        return Err(DominatorError::TooMany { nodes: n });
+    }
+    if start[0] != 0 {
+        return Err(DominatorError::BadStart { node: 0, why: "does not start at 0" });
+    }
+    for i in 0..n {
+        if start[i + 1] < start[i] {
+            return Err(DominatorError::BadStart { node: i, why: "its edges end before they start" });
+        }
+    }
+    if start[n] as usize != targets.len() {
+        return Err(DominatorError::BadStart { node: n, why: "the last entry is not the edge count" });
+    }
+    if let Some((edge, &target)) = targets.iter().enumerate().find(|(_, t)| **t as usize >= n) {
+        return Err(DominatorError::BadTarget { edge, target, last: n.saturating_sub(1) });
+    }
+    if let Some(&root) = roots.iter().find(|&&r| r as usize >= n) {
+        return Err(DominatorError::BadRoot { root, last: n.saturating_sub(1) });
+    }
+    Ok(n)
+}
+
+/// The dominator tree of the nodes reachable from `roots` (duplicates allowed).
+pub(crate) fn dominators(start: &[u32], targets: &[u32], roots: &[u32]) -> Result<DominatorTree, DominatorError> {
+    let n = check(start, targets, roots)?;
+
+    // 1. Iterative DFS from the virtual root: preorder numbers and DFS-tree parents. The virtual
+    //    root's "edges" are the roots.
+    let mut pre = vec![NONE; n];
+    let mut order: Vec<u32> = Vec::with_capacity(n + 1);
+    let mut parent: Vec<u32> = Vec::with_capacity(n + 1);
+    order.push(NONE);
+    parent.push(VIRTUAL_ROOT);
+    {
+        // (node, next edge) frames; the roots are pushed one at a time from the virtual root.
+        let mut stack: Vec<(u32, u32)> = Vec::new();
+        for &r in roots {
+            if pre[r as usize] != NONE {
+                continue;
+            }
+            pre[r as usize] = order.len() as u32;
+            order.push(r);
+            parent.push(VIRTUAL_ROOT);
+            stack.push((r, start[r as usize]));
+            while let Some(top) = stack.last_mut() {
+                let (v, e) = *top;
+                if e >= start[v as usize + 1] {
+                    stack.pop();
+                    continue;
+                }
+                top.1 += 1;
+                let w = targets[e as usize];
+                if pre[w as usize] == NONE {
+                    pre[w as usize] = order.len() as u32;
+                    order.push(w);
+                    parent.push(pre[v as usize]);
+                    stack.push((w, start[w as usize]));
+                }
+            }
+        }
+    }
+    let count = order.len();
+
+    // 2. Predecessors in preorder numbers, reachable ones only (CSR). The virtual root precedes
+    //    every root.
+    let mut rstart = vec![0u32; count + 1];
+    let mut is_root = vec![false; count];
+    for &r in roots {
+        is_root[pre[r as usize] as usize] = true;
+    }
+    for k in 1..count {
+        let v = order[k] as usize;
+        for &w in &targets[start[v] as usize..start[v + 1] as usize] {
+            rstart[pre[w as usize] as usize + 1] += 1;
+        }
+        if is_root[k] {
+            rstart[k + 1] += 1;
+        }
+    }
+    // Prefix sums shifted by one (`rstart[k + 1]` = where k's predecessors end), then each
+    // predecessor placed by decrementing it: afterwards `rstart[k]` is where k's start, with no
+    // second array of cursors.
+    for k in 1..=count {
+        rstart[k] += rstart[k - 1];
+    }
+    let mut preds = vec![0u32; rstart[count] as usize];
+    for k in (1..count).rev() {
+        if is_root[k] {
+            rstart[k + 1] -= 1;
+            preds[rstart[k + 1] as usize] = VIRTUAL_ROOT;
+        }
+        let v = order[k] as usize;
+        for &w in targets[start[v] as usize..start[v + 1] as usize].iter().rev() {
+            let at = &mut rstart[pre[w as usize] as usize + 1];
+            *at -= 1;
+            preds[*at as usize] = k as u32;
+        }
+    }
+    // Now `rstart[k + 1]` is where k's predecessors start: shift back.
+    rstart.remove(0);
+    rstart.push(preds.len() as u32);
+    drop(is_root);
+    drop(pre);
+
+    // 3. Semidominators in reverse preorder, with path compression over the processed forest
+    //    (`ancestor`, NONE while unlinked; `label` the least semi on the compressed path).
+    let mut semi: Vec<u32> = (0..count as u32).collect();
+    let mut label: Vec<u32> = (0..count as u32).collect();
+    let mut ancestor = vec![NONE; count];
+    let mut path: Vec<u32> = Vec::new();
+    for w in (1..count).rev() {
+        let mut s = semi[w];
+        for &v in &preds[rstart[w] as usize..rstart[w + 1] as usize] {
+            let cand = if (v as usize) <= w { v } else { semi[eval(v, &mut ancestor, &mut label, &semi, &mut path) as usize] };
+            s = s.min(cand);
+        }
+        semi[w] = s;
+        // Link w under its DFS parent.
+        ancestor[w] = parent[w];
+    }
+    drop(preds);
+    drop(rstart);
+    drop(ancestor);
+    drop(label);
+
+    // 4. Immediate dominators: start at the DFS parent, climb while above the semidominator
+    //    (Semi-NCA); ancestors are final before their descendants in preorder.
+    let mut idom = parent;
+    for w in 1..count {
+        let mut d = idom[w];
+        while d > semi[w] {
+            d = idom[d as usize];
+        }
+        idom[w] = d;
+    }
+    idom[0] = VIRTUAL_ROOT;
+    Ok(DominatorTree { order, idom })
+}
+
+/// The vertex of least semidominator on the path from `v` up to (not including) the root of
+/// its tree in the processed forest, compressing the path. Iterative: the path is collected
+/// first, then compressed from the top down.
+fn eval(v: u32, ancestor: &mut [u32], label: &mut [u32], semi: &[u32], path: &mut Vec<u32>) -> u32 {
+    if ancestor[v as usize] == NONE {
+        return v;
+    }
+    // Collect v, ancestor(v), … while the next ancestor is itself linked.
+    path.clear();
+    let mut u = v;
+    while ancestor[ancestor[u as usize] as usize] != NONE {
+        path.push(u);
+        u = ancestor[u as usize];
+    }
+    // u's ancestor is a tree root: u is final. Compress from the top down.
+    while let Some(x) = path.pop() {
+        let a = ancestor[x as usize];
+        if semi[label[a as usize] as usize] < semi[label[x as usize] as usize] {
+            label[x as usize] = label[a as usize];
+        }
+        ancestor[x as usize] = ancestor[a as usize];
+    }
+    label[v as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// CSR from an edge list over `n` nodes.
+    fn csr(n: usize, edges: &[(u32, u32)]) -> (Vec<u32>, Vec<u32>) {
+        let mut start = vec![0u32; n + 1];
+        for &(a, _) in edges {
+            start[a as usize + 1] += 1;
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut targets = vec![0u32; edges.len()];
+        for &(a, b) in edges {
+            targets[fill[a as usize] as usize] = b;
+            fill[a as usize] += 1;
+        }
+        (start, targets)
+    }
+
+    /// Node → its immediate dominator as a node (`None`: the virtual root), unreachable nodes
+    /// absent.
+    fn idoms(n: usize, edges: &[(u32, u32)], roots: &[u32]) -> Vec<Option<Option<u32>>> {
+        let (s, t) = csr(n, edges);
+        let d = dominators(&s, &t, roots).expect("valid graph");
+        let mut out = vec![None; n];
+        for k in 1..d.order.len() {
+            let id = d.idom[k];
+            out[d.order[k] as usize] = Some(if id == VIRTUAL_ROOT { None } else { Some(d.order[id as usize]) });
+        }
+        out
+    }
+
+    #[test]
+    fn diamond() {
+        // 0 → 1, 0 → 2, 1 → 3, 2 → 3: 3 is dominated by 0 alone.
+        let d = idoms(4, &[(0, 1), (0, 2), (1, 3), (2, 3)], &[0]);
+        assert_eq!(d, vec![Some(None), Some(Some(0)), Some(Some(0)), Some(Some(0))]);
+    }
+
+    #[test]
+    fn chain() {
+        let n = 100_000u32;
+        let edges: Vec<(u32, u32)> = (0..n - 1).map(|i| (i, i + 1)).collect();
+        let d = idoms(n as usize, &edges, &[0]);
+        assert_eq!(d[0], Some(None));
+        for i in 1..n as usize {
+            assert_eq!(d[i], Some(Some(i as u32 - 1)));
+        }
+    }
+
+    #[test]
+    fn cycle_and_unreachable() {
+        // 0 → 1 → 2 → 3 → 1; 4 → 2 but 4 is unreachable; 5 alone.
+        let d = idoms(6, &[(0, 1), (1, 2), (2, 3), (3, 1), (4, 2)], &[0]);
+        assert_eq!(d, vec![Some(None), Some(Some(0)), Some(Some(1)), Some(Some(2)), None, None]);
+    }
+
+    #[test]
+    fn two_roots_share_what_both_reach() {
+        // Roots 0 and 1 both reach 2: only the virtual root dominates it. 3 hangs under 0 alone.
+        let d = idoms(4, &[(0, 2), (1, 2), (0, 3)], &[0, 1, 0]);
+        assert_eq!(d, vec![Some(None), Some(None), Some(None), Some(Some(0))]);
+    }
+
+    #[test]
+    fn lengauer_tarjan_paper_graph() {
+        // The example of Lengauer & Tarjan (1979), R=0 A=1 B=2 C=3 D=4 E=5 F=6 G=7 H=8 I=9 J=10 K=11 L=12.
+        let e = [
+            (0, 1), (0, 2), (0, 3), (1, 4), (2, 1), (2, 4), (2, 5), (3, 6), (3, 7), (4, 12), (5, 8), (6, 9), (7, 9), (7, 10),
+            (8, 5), (8, 11), (9, 11), (10, 9), (11, 9), (11, 0), (12, 8),
+        ];
+        let d = idoms(13, &e, &[0]);
+        let want = [None, Some(0), Some(0), Some(0), Some(0), Some(0), Some(3), Some(3), Some(0), Some(0), Some(7), Some(0), Some(4)];
+        for (i, w) in want.iter().enumerate() {
+            assert_eq!(d[i], Some(*w), "node {i}");
+        }
+    }
+
+    #[test]
+    fn malformed_graphs_are_errors() {
+        assert!(matches!(dominators(&[0, 1], &[5], &[0]), Err(DominatorError::BadTarget { .. })));
+        assert!(matches!(dominators(&[0, 2, 1], &[1, 0], &[0]), Err(DominatorError::BadStart { .. })));
+        assert!(matches!(dominators(&[0, 0], &[], &[3]), Err(DominatorError::BadRoot { .. })));
+        assert!(matches!(dominators(&[], &[], &[]), Err(DominatorError::BadStart { .. })));
+        let empty = dominators(&[0, 0], &[], &[]).expect("no roots is fine");
+        assert_eq!(empty.reachable(), 0);
+    }
+
+    #[test]
+    fn children_csr() {
+        let (s, t) = csr(4, &[(0, 1), (0, 2), (1, 3), (2, 3)]);
+        let d = dominators(&s, &t, &[0]).unwrap();
+        let (cs, ch) = d.children();
+        // The virtual root has node 0 only; node 0 has 1, 2 and 3.
+        assert_eq!(&ch[cs[0] as usize..cs[1] as usize], &[1]);
+        let k0 = 1usize;
+        let kids: Vec<u32> = ch[cs[k0] as usize..cs[k0 + 1] as usize].iter().map(|&k| d.order[k as usize]).collect();
+        let mut kids = kids;
+        kids.sort();
+        assert_eq!(kids, vec![1, 2, 3]);
+    }
+
+    /// Dominators by definition: d dominates v when v is unreachable from the roots without
+    /// passing d. O(n²·m), for small graphs.
+    fn naive(n: usize, edges: &[(u32, u32)], roots: &[u32]) -> Vec<Option<Option<u32>>> {
+        let reach = |skip: Option<u32>| -> Vec<bool> {
+            let mut seen = vec![false; n];
+            let mut stack: Vec<u32> = roots.iter().copied().filter(|&r| Some(r) != skip).collect();
+            while let Some(v) = stack.pop() {
+                if seen[v as usize] {
+                    continue;
+                }
+                seen[v as usize] = true;
+                for &(a, b) in edges {
+                    if a == v && Some(b) != skip && !seen[b as usize] {
+                        stack.push(b);
+                    }
+                }
+            }
+            seen
+        };
+        let all = reach(None);
+        // doms[v] = strict dominators of v.
+        let mut doms: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for d in 0..n as u32 {
+            if !all[d as usize] {
+                continue;
+            }
+            let without = reach(Some(d));
+            for v in 0..n {
+                if all[v] && v as u32 != d && !without[v] {
+                    doms[v].push(d);
+                }
+            }
+        }
+        (0..n)
+            .map(|v| {
+                if !all[v] {
+                    return None;
+                }
+                // The immediate dominator is the strict dominator that every other one dominates:
+                // the one with the most strict dominators of its own.
+                Some(doms[v].iter().copied().max_by_key(|&d| doms[d as usize].len()))
+            })
+            .collect()
+    }
+
+    /// A heap-shaped graph of `n` nodes: a few roots, trees of small objects, shared nodes, long
+    /// chains and cycles (a xorshift, so every run builds the same one).
+    fn heap_like(n: u32) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut start = Vec::with_capacity(n as usize + 1);
+        let mut targets = Vec::with_capacity(n as usize * 2);
+        start.push(0u32);
+        for i in 0..n {
+            // A parent edge from a nearby earlier node keeps most of it reachable and tree-like;
+            // a quarter get a second edge anywhere (sharing, cycles).
+            if i > 0 {
+                let back = (rnd() % 64 + 1) as u32;
+                targets.push(i.saturating_sub(back));
+            }
+            if rnd() % 4 == 0 {
+                targets.push((rnd() % n as u64) as u32);
+            }
+            if i + 1 < n && rnd() % 2 == 0 {
+                targets.push(i + 1);
+            }
+            start.push(targets.len() as u32);
+        }
+        // Edges above point backwards; reverse them so that node 0's subtree reaches forwards.
+        let mut rev_start = vec![0u32; n as usize + 1];
+        for &t in &targets {
+            rev_start[t as usize + 1] += 1;
+        }
+        for i in 0..n as usize {
+            rev_start[i + 1] += rev_start[i];
+        }
+        let mut fill = rev_start.clone();
+        let mut rev = vec![0u32; targets.len()];
+        for v in 0..n as usize {
+            for &t in &targets[start[v] as usize..start[v + 1] as usize] {
+                rev[fill[t as usize] as usize] = v as u32;
+                fill[t as usize] += 1;
+            }
+        }
+        let roots: Vec<u32> = (0..16).map(|i| i * (n / 16)).collect();
+        (rev_start, rev, roots)
+    }
+
+    /// Peak RSS (VmHWM) in KiB, after resetting it when `reset`.
+    fn peak_kib(reset: bool) -> u64 {
+        if reset {
+            let _ = std::fs::write("/proc/self/clear_refs", "5");
+        }
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok()).unwrap_or(0)
+    }
+
+    fn rss_kib() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok()).unwrap_or(0)
+    }
+
+    /// `cargo test --release --lib scale_against_petgraph -- --ignored --nocapture`: this module
+    /// and petgraph's `simple_fast` on heap-shaped graphs (KNOT_DOM_NODES nodes for ours,
+    /// default 10 M; KNOT_DOM_PETGRAPH_NODES for petgraph's, default 2 M): time and the memory
+    /// each adds to the graph's.
+    #[test]
+    #[ignore]
+    fn scale_against_petgraph() {
+        let env = |k: &str, d: u32| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+        for (who, n) in [("knot", env("KNOT_DOM_NODES", 10_000_000)), ("petgraph", env("KNOT_DOM_PETGRAPH_NODES", 2_000_000))] {
+            let (s, t, roots) = heap_like(n);
+            let base = rss_kib();
+            peak_kib(true);
+            let t0 = std::time::Instant::now();
+            let reachable = if who == "knot" {
+                let d = dominators(&s, &t, &roots).expect("valid");
+                d.reachable()
+            } else {
+                // The virtual root is one more node joined to the roots.
+                let mut g: petgraph::Graph<(), ()> = petgraph::Graph::with_capacity(n as usize + 1, t.len() + roots.len());
+                for _ in 0..=n {
+                    g.add_node(());
+                }
+                for v in 0..n as usize {
+                    for &w in &t[s[v] as usize..s[v + 1] as usize] {
+                        g.add_edge((v as u32).into(), w.into(), ());
+                    }
+                }
+                for &r in &roots {
+                    g.add_edge(n.into(), r.into(), ());
+                }
+                let d = petgraph::algo::dominators::simple_fast(&g, n.into());
+                (0..n).filter(|&v| d.immediate_dominator(v.into()).is_some()).count()
+            };
+            let secs = t0.elapsed().as_secs_f64();
+            let extra = peak_kib(false).saturating_sub(base);
+            eprintln!(
+                "{who}: {n} nodes, {} edges, {reachable} reachable: {secs:.2} s, peak +{:.0} MiB = {:.1} bytes/node beyond the graph",
+                t.len(),
+                extra as f64 / 1024.0,
+                extra as f64 * 1024.0 / n as f64
+            );
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+        #[test]
+        fn agrees_with_the_definition(n in 1usize..14, raw in proptest::collection::vec((0u32..14, 0u32..14), 0..40), rs in proptest::collection::vec(0u32..14, 1..3)) {
+            let edges: Vec<(u32, u32)> = raw.into_iter().filter(|&(a, b)| (a as usize) < n && (b as usize) < n).collect();
+            let roots: Vec<u32> = rs.into_iter().filter(|&r| (r as usize) < n).collect();
+            prop_assert_eq!(idoms(n, &edges, &roots), naive(n, &edges, &roots));
+        }
+    }
+}

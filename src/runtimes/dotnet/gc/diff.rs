@@ -1,0 +1,145 @@
+//! What grew between two dumps of one program: per type, the count and bytes in each (shallow,
+//! as SOS `dumpheap -stat` counts them; retained too when both dumps' object graphs were read),
+//! sorted by growth. Types are matched by name: addresses and MethodTables move between
+//! processes (a restart), names do not.
+
+use super::stats::HeapStats;
+use std::collections::BTreeMap;
+
+/// One type in both dumps (a type absent from one counts 0 there).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeGrowth {
+    /// As SOS `dumpheap -stat` names it.
+    pub name: String,
+    pub old_count: u64,
+    pub new_count: u64,
+    pub old_bytes: u64,
+    pub new_bytes: u64,
+    /// Retained bytes of the type (MAT's dominator tree grouped by class) in each dump; `None`
+    /// when that dump's object graph was not read.
+    pub old_retained: Option<u64>,
+    pub new_retained: Option<u64>,
+}
+
+impl TypeGrowth {
+    pub fn count_growth(&self) -> i64 {
+        delta(self.old_count, self.new_count)
+    }
+
+    pub fn bytes_growth(&self) -> i64 {
+        delta(self.old_bytes, self.new_bytes)
+    }
+
+    pub fn retained_growth(&self) -> Option<i64> {
+        Some(delta(self.old_retained?, self.new_retained?))
+    }
+}
+
+/// `new - old`, saturated to i64.
+pub(crate) fn delta(old: u64, new: u64) -> i64 {
+    if new >= old {
+        i64::try_from(new - old).unwrap_or(i64::MAX)
+    } else {
+        i64::try_from(old - new).map(|d| -d).unwrap_or(i64::MIN)
+    }
+}
+
+/// The two heaps compared type by type.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HeapDiff {
+    pub old_objects: u64,
+    pub new_objects: u64,
+    pub old_bytes: u64,
+    pub new_bytes: u64,
+    /// Every type of either heap: the largest growth in bytes first (retained when both have it,
+    /// else shallow), then the largest growth in count, then by name; types that shrank last.
+    pub types: Vec<TypeGrowth>,
+}
+
+/// Compares two heaps' statistics by type name. `retained` gives, per dump, the retained bytes
+/// by type name when its object graph was read.
+pub fn diff(old: &HeapStats, new: &HeapStats, retained: (Option<&BTreeMap<String, u64>>, Option<&BTreeMap<String, u64>>)) -> HeapDiff {
+    // Two MethodTables of one name (a type loaded in two contexts) count as one type, as a
+    // person comparing `dumpheap -stat` outputs would.
+    let mut by_name: BTreeMap<&str, TypeGrowth> = BTreeMap::new();
+    let blank = |name: &str| TypeGrowth { name: name.to_string(), old_count: 0, new_count: 0, old_bytes: 0, new_bytes: 0, old_retained: None, new_retained: None };
+    for t in &old.types {
+        let g = by_name.entry(&t.name).or_insert_with(|| blank(&t.name));
+        g.old_count += t.count;
+        g.old_bytes += t.bytes;
+    }
+    for t in &new.types {
+        let g = by_name.entry(&t.name).or_insert_with(|| blank(&t.name));
+        g.new_count += t.count;
+        g.new_bytes += t.bytes;
+    }
+    let (old_r, new_r) = retained;
+    let mut types: Vec<TypeGrowth> = by_name
+        .into_values()
+        .map(|mut g| {
+            // Both graphs read: a type absent from one retains nothing there.
+            if let (Some(o), Some(n)) = (old_r, new_r) {
+                g.old_retained = Some(o.get(&g.name).copied().unwrap_or(0));
+                g.new_retained = Some(n.get(&g.name).copied().unwrap_or(0));
+            }
+            g
+        })
+        .collect();
+    types.sort_by(|a, b| {
+        let key = |g: &TypeGrowth| g.retained_growth().unwrap_or_else(|| g.bytes_growth());
+        key(b).cmp(&key(a)).then(b.bytes_growth().cmp(&a.bytes_growth())).then(b.count_growth().cmp(&a.count_growth())).then_with(|| a.name.cmp(&b.name))
+    });
+    HeapDiff { old_objects: old.total_objects, new_objects: new.total_objects, old_bytes: old.total_bytes, new_bytes: new.total_bytes, types }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtimes::dotnet::gc::stats::TypeStat;
+
+    fn stats(types: &[(&str, u64, u64, u64)]) -> HeapStats {
+        HeapStats {
+            total_objects: types.iter().map(|t| t.2).sum(),
+            total_bytes: types.iter().map(|t| t.3).sum(),
+            free_bytes: 0,
+            types: types.iter().map(|&(n, mt, c, b)| TypeStat { name: n.into(), method_table: mt, count: c, bytes: b }).collect(),
+        }
+    }
+
+    #[test]
+    fn types_match_by_name_not_method_table_and_sort_by_growth() {
+        let old = stats(&[("Session", 0x100, 10, 1000), ("System.String", 0x200, 5, 100), ("Gone", 0x300, 1, 24)]);
+        let new = stats(&[("Session", 0x900, 30, 3000), ("System.String", 0x800, 6, 120), ("New", 0x700, 2, 48)]);
+        let d = diff(&old, &new, (None, None));
+        let names: Vec<&str> = d.types.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["Session", "New", "System.String", "Gone"]);
+        assert_eq!(d.types[0].bytes_growth(), 2000);
+        assert_eq!(d.types[0].count_growth(), 20);
+        assert_eq!(d.types[3].bytes_growth(), -24);
+        assert_eq!(d.types[3].new_count, 0);
+        assert_eq!(d.types[0].retained_growth(), None);
+        assert_eq!((d.old_bytes, d.new_bytes), (1124, 3168));
+    }
+
+    #[test]
+    fn retained_growth_orders_when_both_graphs_were_read() {
+        let old = stats(&[("A", 1, 1, 100), ("B", 2, 1, 100)]);
+        let new = stats(&[("A", 1, 1, 200), ("B", 2, 1, 150)]);
+        let o = BTreeMap::from([("A".to_string(), 100), ("B".to_string(), 100)]);
+        let n = BTreeMap::from([("A".to_string(), 200), ("B".to_string(), 5000)]);
+        let d = diff(&old, &new, (Some(&o), Some(&n)));
+        assert_eq!(d.types[0].name, "B");
+        assert_eq!(d.types[0].retained_growth(), Some(4900));
+        // One graph only: no retained column.
+        let d = diff(&old, &new, (Some(&o), None));
+        assert_eq!(d.types[0].name, "A");
+        assert_eq!(d.types[0].old_retained, None);
+    }
+
+    #[test]
+    fn delta_saturates() {
+        assert_eq!(delta(0, u64::MAX), i64::MAX);
+        assert_eq!(delta(u64::MAX, 0), i64::MIN);
+        assert_eq!(delta(5, 3), -2);
+    }
+}

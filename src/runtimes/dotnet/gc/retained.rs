@@ -1,0 +1,361 @@
+//! What each object keeps alive: the dominator tree of the object graph (from a virtual root
+//! joined to every root the GC marks from), each object's retained bytes (its own plus those of
+//! every object it dominates: one pass in reverse preorder), retained bytes by type as MAT's
+//! "dominator tree grouped by class" gives them, the top holders, and each large holder's
+//! accumulation point (where its bulk spreads over many children). Objects no root reaches are
+//! garbage the GC has not collected yet: counted apart, never in a retained size.
+
+use super::graph::{ObjectGraph, RootKind};
+use crate::graph::dominators::{self, DominatorError, DominatorTree, VIRTUAL_ROOT};
+
+/// A holder retaining this share of the heap (percent) is a leak suspect.
+pub(crate) const SUSPECT_PERCENT: u64 = 10;
+/// The accumulation point is reached where no child holds this share (percent) of its parent's
+/// retained bytes.
+const ACCUMULATION_PERCENT: u64 = 80;
+/// Top holders kept (`dotnet.heap.dominators`).
+pub(crate) const TOP_HOLDERS: usize = 20;
+
+/// The object graph as this reading needs it (node-indexed; see `gc::graph`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GraphView<'a> {
+    /// CSR: node i's references are `edges[edge_start[i]..edge_start[i + 1]]`.
+    pub(crate) edge_start: &'a [u32],
+    pub(crate) edges: &'a [u32],
+    /// Node i's size as SOS reports it.
+    pub(crate) sizes: &'a [u32],
+    /// Node i's type (an index below `type_count`).
+    pub(crate) types: &'a [u32],
+    pub(crate) type_count: usize,
+    /// The nodes the GC marks from (duplicates allowed).
+    pub(crate) roots: &'a [u32],
+    /// The type of free objects, when they are nodes: neither garbage nor retained.
+    pub(crate) free_type: Option<u32>,
+}
+
+impl<'a> GraphView<'a> {
+    /// The view of an object graph; `roots` from [`marking_roots`].
+    pub(crate) fn of(g: &'a ObjectGraph, roots: &'a [u32], free_type: Option<u32>) -> GraphView<'a> {
+        GraphView { edge_start: &g.edge_start, edges: &g.edges, sizes: &g.sizes, types: &g.types, type_count: g.type_table.len(), roots, free_type }
+    }
+}
+
+/// The nodes the GC marks from: every root but a sync block's (the GC does not mark from sync
+/// blocks) and a dependent handle's secondary (held only while its primary is: that is an edge).
+pub(crate) fn marking_roots(g: &ObjectGraph) -> Vec<u32> {
+    let mut roots: Vec<u32> = g.roots.iter().filter(|r| !matches!(r.kind, RootKind::SyncBlock | RootKind::DependentHandle)).map(|r| r.node).filter(|&n| (n as usize) < g.addresses.len()).collect();
+    roots.sort_unstable();
+    roots.dedup();
+    roots
+}
+
+/// Retained bytes of one type: its objects that no object of the same type dominates, their
+/// count and the sum of their retained sizes (so nested objects of one type count once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TypeRetention {
+    pub(crate) type_index: u32,
+    pub(crate) count: u64,
+    pub(crate) retained: u64,
+}
+
+/// Where a holder's bulk accumulates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Accumulation {
+    /// The object (preorder number) whose children hold the bulk.
+    pub(crate) point: u32,
+    /// Its children in the dominator tree.
+    pub(crate) children: u64,
+    /// The type whose children retain most, their count and retained bytes.
+    pub(crate) child_type: u32,
+    pub(crate) child_type_count: u64,
+    pub(crate) child_type_retained: u64,
+}
+
+impl Accumulation {
+    /// Whether the point has children (and so a child type).
+    pub(crate) fn child_count_known(&self) -> bool {
+        self.child_type_count > 0
+    }
+}
+
+/// The dominator tree and the sizes it gives.
+#[derive(Debug, Clone)]
+pub(crate) struct Retention {
+    pub(crate) tree: DominatorTree,
+    /// Preorder number → retained bytes; `[0]`, the virtual root, is every reachable object's.
+    pub(crate) retained: Vec<u64>,
+    /// The dominator tree's children (CSR over preorder numbers).
+    pub(crate) child_start: Vec<u32>,
+    pub(crate) children: Vec<u32>,
+    pub(crate) reachable_objects: u64,
+    /// Objects no root reaches (free objects left out), and their bytes.
+    pub(crate) unreachable_objects: u64,
+    pub(crate) unreachable_bytes: u64,
+    /// By type, largest retained first (ties by type index).
+    pub(crate) by_type: Vec<TypeRetention>,
+}
+
+/// Reads the dominator tree of `g` and the retained sizes.
+pub(crate) fn retention(g: &GraphView<'_>) -> Result<Retention, DominatorError> {
+    let n = g.sizes.len();
+    let tree = dominators::dominators(g.edge_start, g.edges, g.roots)?;
+    let count = tree.order.len();
+    let node = |k: usize| tree.order[k] as usize;
+    let size = |v: usize| g.sizes.get(v).copied().unwrap_or(0) as u64;
+    let ty = |v: usize| g.types.get(v).copied().unwrap_or(u32::MAX);
+
+    // Retained: own size, then each node's sum added to its dominator, children first.
+    let mut retained: Vec<u64> = (0..count).map(|k| if k == 0 { 0 } else { size(node(k)) }).collect();
+    for k in (1..count).rev() {
+        let d = tree.idom[k] as usize;
+        retained[d] = retained[d].saturating_add(retained[k]);
+    }
+
+    // Garbage: the nodes the DFS did not reach, free objects aside.
+    let mut reached = vec![false; n];
+    for &v in tree.order.iter().skip(1) {
+        reached[v as usize] = true;
+    }
+    let (mut unreachable_objects, mut unreachable_bytes) = (0u64, 0u64);
+    for v in 0..n {
+        if !reached[v] && Some(ty(v)) != g.free_type {
+            unreachable_objects += 1;
+            unreachable_bytes += size(v);
+        }
+    }
+    drop(reached);
+
+    let (child_start, children) = tree.children();
+    let by_type = by_type(&tree, &retained, &child_start, &children, g.types, g.type_count);
+    Ok(Retention { reachable_objects: (count - 1) as u64, tree, retained, child_start, children, unreachable_objects, unreachable_bytes, by_type })
+}
+
+/// MAT's grouping by class: a depth-first walk of the dominator tree keeping, per type, how
+/// many of the current object's dominators are of that type; an object counts for its type
+/// only when none is.
+fn by_type(tree: &DominatorTree, retained: &[u64], child_start: &[u32], children: &[u32], types: &[u32], type_count: usize) -> Vec<TypeRetention> {
+    let mut open = vec![0u32; type_count];
+    let mut sums: Vec<(u64, u64)> = vec![(0, 0); type_count];
+    let ty = |k: u32| types.get(tree.order[k as usize] as usize).copied().filter(|&t| (t as usize) < type_count);
+    // (node, next child index); entering pushes, leaving pops.
+    let mut stack: Vec<(u32, u32)> = vec![(VIRTUAL_ROOT, child_start[0])];
+    while let Some(top) = stack.last_mut() {
+        let (k, c) = *top;
+        if c >= child_start[k as usize + 1] {
+            stack.pop();
+            if k != VIRTUAL_ROOT {
+                if let Some(t) = ty(k) {
+                    open[t as usize] -= 1;
+                }
+            }
+            continue;
+        }
+        top.1 += 1;
+        let child = children[c as usize];
+        if let Some(t) = ty(child) {
+            if open[t as usize] == 0 {
+                let s = &mut sums[t as usize];
+                s.0 += 1;
+                s.1 = s.1.saturating_add(retained[child as usize]);
+            }
+            open[t as usize] += 1;
+        }
+        stack.push((child, child_start[child as usize]));
+    }
+    let mut out: Vec<TypeRetention> =
+        sums.into_iter().enumerate().filter(|(_, s)| s.0 > 0).map(|(t, (count, retained))| TypeRetention { type_index: t as u32, count, retained }).collect();
+    out.sort_by(|a, b| b.retained.cmp(&a.retained).then(a.type_index.cmp(&b.type_index)));
+    out
+}
+
+impl Retention {
+    /// The children of `k` in the dominator tree (preorder numbers).
+    pub(crate) fn children_of(&self, k: u32) -> &[u32] {
+        let k = k as usize;
+        match (self.child_start.get(k), self.child_start.get(k + 1)) {
+            (Some(&a), Some(&b)) => &self.children[a as usize..b as usize],
+            _ => &[],
+        }
+    }
+
+    /// Bytes of every object on the heap, garbage included, free objects not.
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        self.retained[0].saturating_add(self.unreachable_bytes)
+    }
+
+    /// The `max` objects that only the virtual root dominates, largest retained first (ties by
+    /// preorder): the heap's top holders.
+    pub(crate) fn top_holders(&self, max: usize) -> Vec<u32> {
+        let mut top: Vec<u32> = self.children_of(VIRTUAL_ROOT).to_vec();
+        top.sort_by(|&a, &b| self.retained[b as usize].cmp(&self.retained[a as usize]).then(a.cmp(&b)));
+        top.truncate(max);
+        top
+    }
+
+    /// The top holders retaining at least [`SUSPECT_PERCENT`] of the heap.
+    pub(crate) fn suspects(&self) -> Vec<u32> {
+        let heap = self.heap_bytes();
+        self.top_holders(TOP_HOLDERS).into_iter().filter(|&k| heap > 0 && self.retained[k as usize].saturating_mul(100) >= heap.saturating_mul(SUSPECT_PERCENT)).collect()
+    }
+
+    /// From `holder`, down the dominator tree while one child retains most of its parent's
+    /// bytes; there, the children's largest type.
+    pub(crate) fn accumulation(&self, holder: u32, types: &[u32]) -> Accumulation {
+        let mut k = holder;
+        // Each step goes one level down a finite tree.
+        loop {
+            let Some(&best) = self.children_of(k).iter().max_by_key(|&&c| self.retained[c as usize]) else { break };
+            if self.retained[best as usize].saturating_mul(100) < self.retained[k as usize].saturating_mul(ACCUMULATION_PERCENT) {
+                break;
+            }
+            k = best;
+        }
+        let kids = self.children_of(k);
+        let mut by: std::collections::HashMap<u32, (u64, u64)> = std::collections::HashMap::new();
+        for &c in kids {
+            let t = types.get(self.tree.order[c as usize] as usize).copied().unwrap_or(u32::MAX);
+            let e = by.entry(t).or_default();
+            e.0 += 1;
+            e.1 = e.1.saturating_add(self.retained[c as usize]);
+        }
+        let (child_type, (child_type_count, child_type_retained)) = by.into_iter().max_by(|a, b| a.1 .1.cmp(&b.1 .1).then(b.0.cmp(&a.0))).unwrap_or((u32::MAX, (0, 0)));
+        Accumulation { point: k, children: kids.len() as u64, child_type, child_type_count, child_type_retained }
+    }
+
+    /// The top of the dominator tree in preorder (a parent before its children, largest child
+    /// first): the holders and every descendant retaining at least `min_share` percent of the
+    /// reachable heap, at most `max_depth` levels and `max_nodes` nodes. (preorder number,
+    /// index of the parent in the list, depth)
+    pub(crate) fn top_of_tree(&self, min_share: f64, max_depth: u32, max_nodes: usize) -> Vec<(u32, Option<usize>, u32)> {
+        let total = self.retained[0].max(1) as f64;
+        let big = |k: u32| self.retained[k as usize] as f64 * 100.0 / total >= min_share;
+        let sorted = |k: u32| {
+            let mut kids: Vec<u32> = self.children_of(k).iter().copied().filter(|&c| big(c)).collect();
+            kids.sort_by(|&a, &b| self.retained[b as usize].cmp(&self.retained[a as usize]).then(a.cmp(&b)));
+            kids
+        };
+        let mut out: Vec<(u32, Option<usize>, u32)> = Vec::new();
+        // (node, parent's index, depth), pushed in reverse so the largest comes out first.
+        let mut stack: Vec<(u32, Option<usize>, u32)> = sorted(VIRTUAL_ROOT).into_iter().rev().map(|k| (k, None, 0)).collect();
+        while let Some((k, parent, depth)) = stack.pop() {
+            if out.len() >= max_nodes {
+                break;
+            }
+            out.push((k, parent, depth));
+            if depth + 1 < max_depth {
+                let me = out.len() - 1;
+                stack.extend(sorted(k).into_iter().rev().map(|c| (c, Some(me), depth + 1)));
+            }
+        }
+        out
+    }
+
+    /// The node (graph index) of preorder number `k`.
+    pub(crate) fn node(&self, k: u32) -> u32 {
+        self.tree.order[k as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Built {
+        start: Vec<u32>,
+        edges: Vec<u32>,
+        sizes: Vec<u32>,
+        types: Vec<u32>,
+    }
+
+    fn build(nodes: &[(u32, u32)], edges: &[(u32, u32)]) -> Built {
+        let n = nodes.len();
+        let mut start = vec![0u32; n + 1];
+        for &(a, _) in edges {
+            start[a as usize + 1] += 1;
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut targets = vec![0u32; edges.len()];
+        for &(a, b) in edges {
+            targets[fill[a as usize] as usize] = b;
+            fill[a as usize] += 1;
+        }
+        Built { start, edges: targets, sizes: nodes.iter().map(|n| n.1).collect(), types: nodes.iter().map(|n| n.0).collect() }
+    }
+
+    fn view<'a>(b: &'a Built, roots: &'a [u32], type_count: usize, free: Option<u32>) -> GraphView<'a> {
+        GraphView { edge_start: &b.start, edges: &b.edges, sizes: &b.sizes, types: &b.types, type_count, roots, free_type: free }
+    }
+
+    /// Types: 0 Dictionary, 1 Entry[], 2 Session, 3 byte[], 4 Free, 5 Junk.
+    /// A cache: dict(0) → entries(1) → sessions 2..5, each → its payload 6..9; a session 2 is
+    /// also held by a second root (10, type Junk); free object 11; garbage 12 → 13.
+    fn cache() -> Built {
+        let nodes = [
+            (0, 80), (1, 200), (2, 48), (2, 48), (2, 48), (2, 48), (3, 1024), (3, 1024), (3, 1024), (3, 1024), (5, 32), (4, 500), (5, 32), (5, 32),
+        ];
+        let edges = [(0, 1), (1, 2), (1, 3), (1, 4), (1, 5), (2, 6), (3, 7), (4, 8), (5, 9), (10, 2), (12, 13)];
+        build(&nodes, &edges)
+    }
+
+    #[test]
+    fn retained_sizes_sum_the_dominator_subtree() {
+        let b = cache();
+        let r = retention(&view(&b, &[0, 10], 6, Some(4))).unwrap();
+        let num = r.tree.numbers(b.sizes.len());
+        let ret = |v: usize| r.retained[num[v] as usize];
+        // Session 2 is reached from the dict and from node 10: neither retains it.
+        assert_eq!(ret(0), 80 + 200 + 3 * (48 + 1024));
+        assert_eq!(ret(1), 200 + 3 * (48 + 1024));
+        assert_eq!(ret(2), 48 + 1024);
+        assert_eq!(ret(10), 32);
+        assert_eq!(r.retained[0], 80 + 200 + 4 * (48 + 1024) + 32);
+        assert_eq!((r.unreachable_objects, r.unreachable_bytes), (2, 64));
+        assert_eq!(r.reachable_objects, 11);
+        assert_eq!(r.heap_bytes(), r.retained[0] + 64);
+    }
+
+    #[test]
+    fn by_type_counts_nested_objects_of_one_type_once() {
+        // A linked list of 3 nodes of type 0 (sizes 10 each) holding a type-1 object each.
+        let b = build(&[(0, 10), (0, 10), (0, 10), (1, 5), (1, 5), (1, 5)], &[(0, 1), (1, 2), (0, 3), (1, 4), (2, 5)]);
+        let r = retention(&view(&b, &[0], 2, None)).unwrap();
+        assert_eq!(r.by_type, vec![TypeRetention { type_index: 0, count: 1, retained: 45 }, TypeRetention { type_index: 1, count: 3, retained: 15 }]);
+    }
+
+    #[test]
+    fn the_cache_is_the_suspect_and_its_entries_the_accumulation_point() {
+        let b = cache();
+        let r = retention(&view(&b, &[0, 10], 6, Some(4))).unwrap();
+        let num = r.tree.numbers(b.sizes.len());
+        let top = r.top_holders(TOP_HOLDERS);
+        assert_eq!(top.iter().map(|&k| r.node(k)).collect::<Vec<_>>(), vec![0, 2, 10]);
+        let suspects = r.suspects();
+        assert_eq!(suspects.iter().map(|&k| r.node(k)).collect::<Vec<_>>(), vec![0, 2]);
+        let a = r.accumulation(num[0], &b.types);
+        assert_eq!(r.node(a.point), 1);
+        assert_eq!((a.children, a.child_type, a.child_type_count, a.child_type_retained), (3, 2, 3, 3 * 1072));
+    }
+
+    #[test]
+    fn a_tree_retains_what_it_reaches() {
+        // A complete binary tree of depth 4 (15 nodes), each with its own leaf array.
+        let mut nodes = Vec::new();
+        let mut edges = Vec::new();
+        nodes.extend([(0, 40); 15]);
+        for i in 0..15u32 {
+            nodes.push((1, 88));
+            edges.push((i, 15 + i));
+            if 2 * i + 2 < 15 {
+                edges.push((i, 2 * i + 1));
+                edges.push((i, 2 * i + 2));
+            }
+        }
+        let b = build(&nodes, &edges);
+        let r = retention(&view(&b, &[0], 2, None)).unwrap();
+        assert_eq!(r.retained[r.tree.numbers(30)[0] as usize], 15 * 128);
+        assert_eq!(r.by_type[0], TypeRetention { type_index: 0, count: 1, retained: 15 * 128 });
+    }
+}
