@@ -1,5 +1,5 @@
 //! What CI runs and what it shows (issue 13, item 10): `.ci/run` runs exactly the README's test
-//! command, and then prints every reason a test gave for not checking something, which
+//! command, then checks that neither the build nor `cargo doc` warns (issue 11), and then prints every reason a test gave for not checking something, which
 //! `cargo test` hides for a passing test.
 
 use std::path::Path;
@@ -14,8 +14,16 @@ fn ci_runs_exactly_the_readme_test_command() {
     let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
     let ci = std::fs::read_to_string(repo().join(".ci/run")).expect(".ci/run");
     assert!(readme.contains("\n    cargo test --workspace\n"), "the README gives the test command");
-    let commands: Vec<&str> = ci.lines().map(str::trim).filter(|l| l.starts_with("cargo ")).collect();
-    assert_eq!(commands, ["cargo test --workspace"], "{ci}");
+    let commands: Vec<&str> = ci.lines().map(str::trim).filter(|l| !l.starts_with('#') && l.contains("cargo ")).collect();
+    assert_eq!(
+        commands,
+        [
+            "cargo test --workspace",
+            "if cargo build --workspace --all-targets 2>&1 | grep -E '^warning'; then",
+            "RUSTDOCFLAGS=\"-D warnings\" cargo doc --no-deps"
+        ],
+        "{ci}"
+    );
 }
 
 #[test]

@@ -53,8 +53,6 @@ pub struct CoreThread {
     /// Whether NT_FPREGSET / NT_X86_XSTATE were present for this thread.
     pub(crate) has_fpregs: bool,
     pub(crate) has_xstate: bool,
-    /// File offset of its NT_PRSTATUS note.
-    pub(crate) note_offset: u64,
 }
 
 /// A parsed core file. Memory is read lazily from the mapping.
@@ -433,7 +431,6 @@ impl Found {
                         signalled: false,
                         has_fpregs: false,
                         has_xstate: false,
-                        note_offset: note.offset,
                     }),
                     None => self.malformed_note(bad("NT_PRSTATUS")),
                 },

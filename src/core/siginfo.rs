@@ -1,6 +1,6 @@
 //! NT_SIGINFO: the `siginfo_t` of the signal that caused the dump (kernel cores since 3.7, gcore).
 //! Older kernels and some dumpers write none: then the signal is only the dumping thread's
-//! NT_PRSTATUS `pr_cursig`, without `si_code` or address ([`SignalInfo::from_cursig`]).
+//! NT_PRSTATUS `pr_cursig`, without `si_code` or address (`SignalInfo::from_cursig`).
 
 use crate::bytes::{i32_at, u64_at};
 use serde::Serialize;

@@ -3,7 +3,7 @@
 //! happened, a recursion's cycle, and a stable signature — read once into [`CrashReport`].
 //!
 //! A runtime layer that knows more (the .NET runtime's FailFast message, its exceptions, the
-//! fact that the SIGABRT in its own dumps is not a kill) passes [`RuntimeCrashFacts`]; whatever
+//! fact that the SIGABRT in its own dumps is not a kill) passes `RuntimeCrashFacts`; whatever
 //! it sets wins over the native reading.
 
 pub(crate) mod abort_message;

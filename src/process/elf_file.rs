@@ -53,7 +53,6 @@ impl Section {
 pub struct ElfFile {
     path: PathBuf,
     map: Bytes,
-    pub(crate) e_type: u16,
     pub program_headers: Vec<ProgramHeader>,
     pub sections: Vec<Section>,
     inflated: Vec<OnceLock<Option<Box<[u8]>>>>,
@@ -122,7 +121,7 @@ impl ElfFile {
             })
             .collect();
         let inflated = sections.iter().map(|_| OnceLock::new()).collect();
-        let mut file = ElfFile { path, map, e_type: hdr.e_type, program_headers, sections, inflated, build_id: None };
+        let mut file = ElfFile { path, map, program_headers, sections, inflated, build_id: None };
         file.build_id = file.find_build_id();
         Ok(file)
     }

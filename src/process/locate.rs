@@ -14,7 +14,7 @@ pub struct Locator {
     pub sysroot: Option<PathBuf>,
     /// Searched in order for separate debug files; the default directory is searched last.
     pub debug_dirs: Vec<PathBuf>,
-    /// Leave out [`DEFAULT_DEBUG_DIR`] (for reproducible tests on committed samples).
+    /// Leave out `DEFAULT_DEBUG_DIR` (for reproducible tests on committed samples).
     pub no_default_debug_dir: bool,
     /// Directories searched for a module by its file name when it is not at its recorded path
     /// (or the file there is another build), like gdb's `solib-search-path`.

@@ -1,4 +1,4 @@
-//! The report: one data model ([`model`]) and its renderings. Renderers never compute facts.
+//! The report: one data model (`model`) and its renderings. Renderers never compute facts.
 
 pub(crate) mod crash_html;
 pub(crate) mod crash_text;

@@ -43,7 +43,7 @@ pub struct Report {
 }
 
 /// A runtime's own section of the report, as the runtime's handle gives it
-/// ([`crate::runtimes::Runtime::report_section`]).
+/// (`crate::runtimes::Runtime::report_section`).
 #[derive(Debug, Clone)]
 pub enum RuntimeSection {
     Dotnet(crate::runtimes::dotnet::DotnetReport),

@@ -1,17 +1,17 @@
-//! Managed runtimes, behind one entry: [`recognise`] finds the runtime of a process once per
-//! analysis and gives one handle ([`Runtime`]) that owns everything read about it — the located
+//! Managed runtimes, behind one entry: `recognise` finds the runtime of a process once per
+//! analysis and gives one handle (`Runtime`) that owns everything read about it — the located
 //! descriptor, memory views, caches. The pipeline asks the handle, and only the handle:
-//! - the unwinder and symbolizer for its code map ([`Runtime::code_lookup`], the
+//! - the unwinder and symbolizer for its code map (`Runtime::code_lookup`, the
 //!   [`CodeLookup`] seam of `unwind::managed`);
-//! - the wait engine for its locks and waits ([`crate::waits::RuntimeLocks`]);
-//! - the report for its section ([`Runtime::report_section`]) and crash facts
-//!   ([`Runtime::crash`]);
+//! - the wait engine for its locks and waits (`crate::waits::RuntimeLocks`);
+//! - the report for its section (`Runtime::report_section`) and crash facts
+//!   (`Runtime::crash`);
 //! - every failure to read a part of it, as diagnostics that name the contract or structure
-//!   ([`Runtime::diagnostics`]).
+//!   (`Runtime::diagnostics`).
 //!
 //! Each reader says plainly when it does not know the runtime build it is looking at, and the
 //! native reading goes on regardless. A second runtime (the JVM) is one more module here with
-//! one more arm in [`recognise`].
+//! one more arm in `recognise`.
 
 pub mod dotnet;
 

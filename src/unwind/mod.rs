@@ -1,6 +1,6 @@
 //! Rebuilding every thread's stack. Each step tries, in order: DWARF CFI of the module holding
 //! the frame's address; for an address no CFI covers, the unwind data of a runtime's code map
-//! ([`managed::CodeLookup`], e.g. .NET JIT code, with [`windows_x64`]); the %rbp chain; and a
+//! ([`managed::CodeLookup`], e.g. .NET JIT code, with `windows_x64`); the %rbp chain; and a
 //! bounded scan of the stack for a return address. Where all fail, the walk resumes at a
 //! runtime transition record (a CoreCLR `Frame`) above it, if there is one. Every frame records
 //! which one found it; every walk ends with a reason, and is bounded.

@@ -36,19 +36,12 @@ impl Kind {
     }
 }
 
+// A file's `[library]` table (name, module, min_version) says for people which library and
+// versions its layouts are for; the engine does not read it.
 #[derive(Debug, Deserialize)]
 struct FileData {
-    library: Library,
     family: Vec<FamilyData>,
     layout: BTreeMap<String, BTreeMap<String, u64>>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct Library {
-    pub(crate) name: String,
-    /// File name of the module the family's code lives in ("" when it is linked into programs).
-    pub(crate) module: String,
-    pub(crate) min_version: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -83,7 +76,6 @@ impl Layout {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Family {
-    pub(crate) library: Library,
     pub(crate) kind: Kind,
     pub(crate) entry: Vec<String>,
     pub(crate) futex_offsets: Vec<u64>,
@@ -119,7 +111,6 @@ impl Catalog {
                     return Err(bad(format!("family {:?} needs entry functions and futex offsets", f.kind)));
                 }
                 Ok(Family {
-                    library: data.library.clone(),
                     kind: f.kind,
                     entry: f.entry,
                     futex_offsets: f.futex_offsets,

@@ -150,7 +150,7 @@ pub(crate) fn crash_in(runtime: &Context<'_>, read: &CrashReading, stacks: &[Sta
     Some(DotnetCrash { kind, os_tid, managed_id, exception, failfast_message, runtime_abort })
 }
 
-/// As [`read`], for a caller without stacks: makes the runtime's code map and walks the
+/// As `read`, for a caller without stacks: makes the runtime's code map and walks the
 /// signalled thread's stack itself.
 pub fn read_alone(process: &Process, locator: &Locator) -> Option<CrashReading> {
     let runtime = std::sync::Arc::new(Context::open(process, locator).ok()?);

@@ -13,6 +13,8 @@ pub(crate) const FILES: &[(&str, &str)] = &[("analyzers/dotnet/coreclr-10.0.toml
 pub(crate) struct Build {
     pub runtime_version: String,
     pub file_version: String,
+    /// The dotnet/runtime commit the build is from, and how its layout was checked: a build
+    /// enters the data only with both (see [`parse`]).
     pub(crate) commit: String,
     pub(crate) libcoreclr_build_id: String,
     pub(crate) layout: String,
@@ -123,6 +125,14 @@ pub(crate) fn parse(file: &'static str, text: &str) -> Result<Vec<BuildFacts>, F
     data.build
         .into_iter()
         .map(|b| {
+            // A layout is trusted only for a build it was checked on: the commit it is read from
+            // and the check (SOS on a real dump) are part of the entry.
+            if b.commit.len() != 40 || !b.commit.bytes().all(|c| c.is_ascii_hexdigit()) {
+                return Err(bad(format!("build {}: commit {:?} is not 40 hex digits", b.runtime_version, b.commit)));
+            }
+            if b.verified.trim().is_empty() {
+                return Err(bad(format!("build {}: no `verified` line (how its layout was checked against SOS)", b.runtime_version)));
+            }
             let layout = *data.layout.get(&b.layout).ok_or_else(|| bad(format!("layout {} is not defined", b.layout)))?;
             if b.libcoreclr_build_id.len() != 40 || !b.libcoreclr_build_id.bytes().all(|c| c.is_ascii_hexdigit()) {
                 return Err(bad(format!("build {}: build-id {:?} is not 40 hex digits", b.runtime_version, b.libcoreclr_build_id)));
@@ -177,7 +187,20 @@ mod tests {
 
     #[test]
     fn refuses_unknown_fields_and_layouts() {
-        let e = parse("x.toml", "[[build]]\nruntime_version='1'\nfile_version='1'\ncommit=''\nlibcoreclr_build_id='00'\nlayout='nope'\nverified=''\n[layout]\n").unwrap_err();
+        let commit = "c".repeat(40);
+        let e = parse("x.toml", &format!("[[build]]\nruntime_version='1'\nfile_version='1'\ncommit='{commit}'\nlibcoreclr_build_id='00'\nlayout='nope'\nverified='SOS'\n[layout]\n")).unwrap_err();
         assert!(e.to_string().contains("nope"), "{e}");
+    }
+
+    #[test]
+    fn refuses_a_build_without_its_commit_or_check() {
+        let entry = |commit: &str, verified: &str| {
+            format!("[[build]]\nruntime_version='1'\nfile_version='1'\ncommit='{commit}'\nlibcoreclr_build_id='{}'\nlayout='l'\nverified='{verified}'\n[layout]\n", "a".repeat(40))
+        };
+        let commit = "b".repeat(40);
+        let e = parse("x.toml", &entry(&commit, " ")).unwrap_err();
+        assert!(e.to_string().contains("verified"), "{e}");
+        let e = parse("x.toml", &entry("main", "SOS syncblk")).unwrap_err();
+        assert!(e.to_string().contains("commit"), "{e}");
     }
 }

@@ -5,7 +5,7 @@
 //! image is checked against the stream it claims to be in.
 //!
 //! The image bytes come from the dump, or — for pages the dump did not save — from the file the
-//! dump's NT_FILE note says was mapped there ([`ImageMemory`]): managed assemblies are mapped
+//! dump's NT_FILE note says was mapped there (`ImageMemory`): managed assemblies are mapped
 //! read-only, so the file holds the same bytes. A file whose first bytes differ from the dump's
 //! copy is refused.
 
@@ -308,7 +308,6 @@ pub struct Metadata {
     strings: (u64, u32),
     /// The `#Blob` heap, when the image has one.
     blobs: Option<(u64, u32)>,
-    wide_strings: bool,
     tables: [Table; 0x2d],
     /// Column widths (bytes) per table, in schema order.
     widths: Vec<Vec<u8>>,
@@ -409,7 +408,7 @@ impl Metadata {
         if at > end {
             return Err(bad(format!("tables need {:#x} bytes, the #~ stream has {tsize:#x}", at - tstream)));
         }
-        Ok(Metadata { root, strings, blobs, wide_strings: ws == 4, tables, widths })
+        Ok(Metadata { root, strings, blobs, tables, widths })
     }
 
     pub(crate) fn rows(&self, table: usize) -> u32 {

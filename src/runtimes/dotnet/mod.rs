@@ -1,30 +1,30 @@
 //! The .NET (CoreCLR) runtime reader: CoreCLR's own structures read straight from dump memory
 //! through the runtime's data contract descriptor — no DAC, no SOS.
 //!
-//! An analysis reaches it through one handle, [`runtime::DotnetRuntime`] (the
-//! [`crate::runtimes::Runtime`] of a .NET process): [`context::Context`] finds `libcoreclr.so`
+//! An analysis reaches it through one handle, `runtime::DotnetRuntime` (the
+//! `crate::runtimes::Runtime` of a .NET process): [`context::Context`] finds `libcoreclr.so`
 //! and reads its exported `DotNetRuntimeContractDescriptor` ([`locate`], [`descriptor`]) once,
 //! with one view of the managed images; the code map, the Frame chains, the reading below, the
-//! lock facts ([`locks`]) and the report section ([`report`]) all read through it.
+//! lock facts (`locks`) and the report section (`report`) all read through it.
 //! [`read`] is the same reading for a caller without a handle. It reads:
 //! - threads ([`threads`]): the `ThreadStore` list, each thread's OS tid, managed id, state,
 //!   `System.Threading.Thread` object and last `Frame`, joined to the dump's threads by tid;
-//! - monitors ([`syncblock`], [`objects`]): the sync block table's held monitors (owner,
+//! - monitors (`syncblock`, `objects`): the sync block table's held monitors (owner,
 //!   recursion, SOS's MonitorHeld, object and type name), thin locks in the headers of the
 //!   objects knot can reach, and `System.Threading.Lock`s that threads are blocked on;
-//! - waits ([`blocking`]): which thread waits to enter (or is in Monitor.Wait on) which monitor,
+//! - waits (`blocking`): which thread waits to enter (or is in Monitor.Wait on) which monitor,
 //!   from the runtime's `ThreadBlockingInfo` records and the sync blocks' Monitor.Wait lists.
 //!
 //! - crashes ([`crash`]): each thread's last thrown exception as SOS `pe` prints it
-//!   ([`exception`]), the FailFast message ([`failfast`]), createdump's header ([`diaginfo`]),
+//!   ([`exception`]), the FailFast message (`failfast`), createdump's header (`diaginfo`),
 //!   and which thread died how;
-//! - code ([`codemap`]): an instruction pointer in JIT-compiled ([`codeheap`]) or ReadyToRun
-//!   ([`readytorun`]) code to its method ([`methoddesc`]) and SOS's name for it
-//!   ([`methodname`]), for the unwinder's [`crate::unwind::managed::CodeLookup`].
+//! - code (`codemap`): an instruction pointer in JIT-compiled (`codeheap`) or ReadyToRun
+//!   (`readytorun`) code to its method (`methoddesc`) and SOS's name for it
+//!   (`methodname`), for the unwinder's [`crate::unwind::managed::CodeLookup`].
 //!
 //! What the descriptor does not describe (the lock inside a sync block, the blocking-record
 //! slot) comes from per-build data in `analyzers/dotnet/` ([`facts`]); an unknown build gets
-//! threads but no monitors, with "unsupported runtime build <version> <build-id>". A runtime
+//! threads but no monitors, with "unsupported runtime build `<version> <build-id>`". A runtime
 //! without a descriptor (before .NET 9) is [`DotnetReading::Unsupported`]. Nothing here
 //! panics on dump data, and every list walk is bounded and cycle-checked.
 
@@ -156,7 +156,7 @@ impl RuntimeReading {
 pub enum Support {
     /// Read with the per-build facts from `file`.
     Supported { file: String, layout: String },
-    /// Not read, and why ("unsupported runtime build <version> <build-id>").
+    /// Not read, and why ("unsupported runtime build `<version> <build-id>`").
     Unsupported { why: String },
 }
 

@@ -383,6 +383,7 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
 
     /// Every static field `mt` declares that has a readable value (thread and RVA statics are
     /// left out), with where its value is; a class whose statics were never allocated has none.
+    #[expect(dead_code, reason = "for the readers of statics that come next; `expect` warns once one uses it")]
     pub(crate) fn static_fields(&self, mt: u64) -> Result<Vec<StaticField>> {
         let fields = self.own_fields(mt)?;
         Ok(fields.into_iter().filter(|f| f.kind == FieldKind::Static).filter_map(|f| self.locate(f).ok()).collect())
@@ -409,6 +410,7 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
     }
 
     /// The value of a primitive static, zero-extended (sign is the caller's).
+    #[expect(dead_code, reason = "for the readers of statics that come next; `expect` warns once one uses it")]
     pub(crate) fn static_primitive(&self, mt: u64, name: &str) -> Result<u64> {
         let s = self.static_field(mt, name)?;
         let size = element::primitive_size(s.field.element_type)

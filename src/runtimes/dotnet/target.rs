@@ -64,7 +64,7 @@ impl<'a> Target<'a> {
     }
 
     /// A field's offset in a described type.
-    /// Bounded by [`MAX_TYPE_SIZE`] and, when the type's size is described, inside it.
+    /// Bounded by `MAX_TYPE_SIZE` and, when the type's size is described, inside it.
     pub fn offset(&self, ty: &str, field: &str) -> Result<u64> {
         let t = self.descriptor.types.get(ty).ok_or_else(|| DotnetError::MissingType(ty.into()))?;
         let offset = t.fields.get(field).map(|f| f.offset).ok_or_else(|| DotnetError::MissingField { ty: ty.into(), field: field.into() })?;

@@ -11,7 +11,7 @@
 //! The list is singly linked through `Thread::m_Link` (an `SLink` at `LinkNext`); the store's
 //! `FirstThreadLink` and every `LinkNext` point at the next thread's link, so a thread is its
 //! link's address minus the `LinkNext` offset. The walk stops at a null link, at a repeat, or at
-//! [`MAX_THREADS`].
+//! `MAX_THREADS`.
 
 use super::error::DotnetError;
 use super::target::{Result, Target};

@@ -44,7 +44,7 @@ mod var {
     pub(crate) const OOM_INFO: u64 = 136;
     pub(crate) const N_HEAPS: u64 = 176;
     pub(crate) const G_HEAPS: u64 = 184;
-    pub(crate) const GC_STRUCTURES_INVALID_CNT: u64 = 192;
+    // 192: gc_structures_invalid_cnt (not read).
     pub(crate) const GC_HEAP_FIELD_OFFSETS: u64 = 240;
     pub(crate) const GENERATION_FIELD_OFFSETS: u64 = 248;
 }
@@ -115,14 +115,11 @@ pub(crate) struct OomHistory {
 #[derive(Debug, Clone)]
 pub(crate) struct Heap {
     pub(crate) index: usize,
-    /// The `gc_heap` object (0 for workstation GC).
-    pub(crate) address: u64,
     pub(crate) alloc_allocated: u64,
     pub(crate) ephemeral_segment: u64,
     /// Each generation's allocation context (pointer, limit) and start segment.
     pub(crate) generations: Vec<Generation>,
     pub(crate) oom: Option<OomHistory>,
-    pub(crate) oom_address: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -134,16 +131,11 @@ pub(crate) struct Generation {
 /// What `GcDacVars` says.
 #[derive(Debug, Clone)]
 pub(crate) struct GcVars {
-    pub(crate) address: u64,
-    pub(crate) major: u8,
-    pub(crate) minor: u8,
     pub(crate) server: bool,
     pub(crate) layout: HeapLayout,
     pub(crate) max_generation: u32,
     /// `current_c_gc_state`: 0 marking, 1 planning, 2 free (no background GC running).
     pub(crate) background_gc_state: Option<u32>,
-    /// `gc_structures_invalid_cnt`: non-zero while a GC is rearranging the heap.
-    pub(crate) structures_invalid: Option<i32>,
     pub(crate) heaps: Vec<Heap>,
 }
 
@@ -173,7 +165,6 @@ impl GcVars {
         let layout = if allocation_start_off < 0 { HeapLayout::Regions } else { HeapLayout::Segments };
         let opt_var = |off: u64| -> Option<u64> { ptr(off, "var").ok().filter(|&p| p != 0) };
         let background_gc_state = opt_var(var::CURRENT_C_GC_STATE).and_then(|p| t.read_u32(p, "current_c_gc_state").ok());
-        let structures_invalid = opt_var(var::GC_STRUCTURES_INVALID_CNT).and_then(|p| t.read_u32(p, "gc_structures_invalid_cnt").ok()).map(|v| v as i32);
 
         let generations_at = |table: u64| -> Result<Vec<Generation>> {
             (0..generation_count)
@@ -197,7 +188,7 @@ impl GcVars {
             let alloc_allocated = t.read_ptr(ptr(var::ALLOC_ALLOCATED, "alloc_allocated")?, "alloc_allocated")?;
             let ephemeral_segment = t.read_ptr(ptr(var::EPHEMERAL_HEAP_SEGMENT, "ephemeral_heap_segment")?, "ephemeral_heap_segment")?;
             let oom_address = ptr(var::OOM_INFO, "oom_info")?;
-            heaps.push(Heap { index: 0, address: 0, alloc_allocated, ephemeral_segment, generations: generations_at(table)?, oom: oom_at(oom_address), oom_address });
+            heaps.push(Heap { index: 0, alloc_allocated, ephemeral_segment, generations: generations_at(table)?, oom: oom_at(oom_address) });
         } else {
             let n = t.read_u32(ptr(var::N_HEAPS, "n_heaps")?, "n_heaps")? as i32;
             if n <= 0 || n > MAX_HEAPS {
@@ -219,10 +210,10 @@ impl GcVars {
                 let ephemeral_segment = t.read_ptr(field(h, HEAP_FIELD_EPHEMERAL_SEGMENT)?, "gc_heap.ephemeral_heap_segment")?;
                 let oom_address = field(h, HEAP_FIELD_OOM_INFO)?;
                 let generations = generations_at(field(h, HEAP_FIELD_GENERATION_TABLE)?)?;
-                heaps.push(Heap { index: i as usize, address: h, alloc_allocated, ephemeral_segment, generations, oom: oom_at(oom_address), oom_address });
+                heaps.push(Heap { index: i as usize, alloc_allocated, ephemeral_segment, generations, oom: oom_at(oom_address) });
             }
         }
-        Ok(GcVars { address, major, minor, server, layout, max_generation, background_gc_state, structures_invalid, heaps })
+        Ok(GcVars { server, layout, max_generation, background_gc_state, heaps })
     }
 
     /// Every segment or region of every heap, in the order SOS walks them: LOH, gen2 (with

@@ -19,6 +19,8 @@
 //!
 //! Memory: 4 + 4 + 8 bytes per node besides the edges (4 bytes each) and `edge_start`, so a
 //! graph of N objects with E references takes about 20·N + 4·E bytes.
+// The readings that build on the contract land next (#19); `expect` warns once they use it.
+#![expect(dead_code, reason = "the heap graph's contract, before its first reading uses it")]
 
 use serde::Serialize;
 

@@ -1,11 +1,11 @@
 //! The GC heap of a .NET process: where it is, what fills it, and the GC's own state.
 //!
 //! The .NET 10 contract descriptor has no GC contract, so the way in is libcoreclr's exported
-//! DAC table ([`dactable`]) to the GC's DAC interface `GcDacVars` ([`gcvars`]): the generation
+//! DAC table (`dactable`) to the GC's DAC interface `GcDacVars` (`gcvars`): the generation
 //! tables, the segments or regions of each generation, the allocation contexts, the OOM
 //! history. Which table slot is which variable is a per-build fact (`analyzers/dotnet/`).
-//! Then every object is walked ([`walk`], segments in parallel) and counted per type
-//! ([`stats`], named as SOS's heap commands name them: [`names`]); [`state`] says what the GC was
+//! Then every object is walked (`walk`, segments in parallel) and counted per type
+//! (`stats`, named as SOS's heap commands name them: `names`); `state` says what the GC was
 //! doing and whether it had run out of memory.
 
 pub(crate) mod dactable;
@@ -44,8 +44,6 @@ pub struct GcReading {
     pub layout: HeapLayout,
     pub server: bool,
     pub(crate) heap_count: usize,
-    /// `GcDacVars` version (major, minor).
-    pub(crate) version: (u8, u8),
     pub segments: Vec<Segment>,
     pub stats: HeapStats,
     /// Segments whose walk stopped early: (segment, where, why).
@@ -194,7 +192,6 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
         layout: vars.layout,
         server: vars.server,
         heap_count: vars.heaps.len(),
-        version: (vars.major, vars.minor),
         segments,
         stats,
         broken,
