@@ -213,3 +213,108 @@ fn damaged_continuations_are_bounded_and_said() {
     let said = r["dotnet"]["async_tasks"]["cut"].as_array().expect("cut");
     assert!(said.iter().any(|c| c.as_str().is_some_and(|c| c.contains("2147483647 slots"))), "the huge list is said: {said:?}");
 }
+
+/// `sos/thread-names.txt`: managed thread name → OS tid.
+fn thread_tid(dir: &Path, name: &str) -> u32 {
+    let text = std::fs::read_to_string(dir.join("sos/thread-names.txt")).expect("thread-names.txt");
+    text.lines()
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            (cols.len() >= 6 && cols[cols.len() - 1] == name).then(|| cols[3].parse().ok()).flatten()
+        })
+        .next()
+        .unwrap_or_else(|| panic!("no thread {name} in {}", dir.display()))
+}
+
+/// `sos/semaphores.txt`: the fields of the one SemaphoreSlim.
+fn sos_semaphore(dir: &Path) -> std::collections::BTreeMap<String, u64> {
+    let text = std::fs::read_to_string(dir.join("sos/semaphores.txt")).expect("semaphores.txt");
+    let line = text.lines().find(|l| l.starts_with("object ")).expect("an object line");
+    let mut out = std::collections::BTreeMap::new();
+    let mut words = line.split_whitespace();
+    out.insert("object".to_string(), hex(words.nth(1).expect("address")));
+    for w in words {
+        if let Some((k, v)) = w.split_once('=') {
+            out.insert(k.to_string(), hex(v));
+        }
+    }
+    out
+}
+
+/// The SemaphoreSlim held by an async flow: a lock of kind `semaphore_slim` with SOS's count,
+/// the two threads in `Wait()` as waiters, the three `WaitAsync` flows (the TaskNodes SOS's
+/// dumpasync shows under RefreshCacheAsync) as async waiters; the first screen says it.
+#[test]
+fn semaphore_slim_has_its_sync_and_async_waiters() {
+    let Some(d) = dumps().into_iter().find(|d| d.name == "semaphore_async/heap") else {
+        knot_samples::skipped("skipping: no committed semaphore_async dump");
+        return;
+    };
+    let sos = sos_semaphore(&d.dir);
+    let r = report(&d.core, &d.locator);
+    let locks: Vec<&Value> = r["locks"].as_array().expect("locks").iter().filter(|l| l["kind"] == "semaphore_slim").collect();
+    assert_eq!(locks.len(), 1, "one SemaphoreSlim is waited for");
+    let l = locks[0];
+    assert_eq!(hex(l["address"].as_str().expect("address")), sos["object"]);
+    assert_eq!(l["managed"]["current_count"].as_u64(), Some(sos["m_currentCount"]));
+    assert_eq!(l["managed"]["max_count"].as_u64(), Some(sos["m_maxCount"]));
+    let mut want = vec![thread_tid(&d.dir, "SyncWaiter-1"), thread_tid(&d.dir, "SyncWaiter-2")];
+    want.sort_unstable();
+    let tids: Vec<u32> = l["waiter_tids"].as_array().expect("waiters").iter().map(|t| t.as_u64().expect("tid") as u32).collect();
+    assert_eq!(tids, want, "the threads in Wait() wait for the semaphore");
+    for t in &want {
+        let th = r["threads"].as_array().expect("threads").iter().find(|x| x["tid"].as_u64() == Some(*t as u64)).expect("thread");
+        assert_eq!(th["blocked_on"], l["id"], "thread {t} is blocked on the semaphore, not on its TaskNode");
+    }
+    // SOS dumpasync: the stacks whose innermost frame is a TaskNode, awaited by RefreshCacheAsync.
+    let sos_stacks = parse_sos(&std::fs::read_to_string(d.dir.join("sos/dumpasync.txt")).expect("dumpasync"));
+    let nodes: Vec<u64> = sos_stacks.iter().filter(|s| s.frames[0].3 == "System.Threading.SemaphoreSlim+TaskNode").map(|s| s.frames[0].0).collect();
+    assert_eq!(nodes.len(), 3);
+    assert_eq!(nodes[0], sos["m_asyncHead"], "the first async waiter is the list's head");
+    let waiters = l["managed"]["async_waiters"].as_array().expect("async_waiters");
+    let got: Vec<u64> = waiters.iter().map(|w| hex(w["task"].as_str().expect("task"))).collect();
+    assert_eq!(got, nodes, "the WaitAsync flows, in line order");
+    for w in waiters {
+        assert_eq!(w["method"].as_str(), Some("Knot.Samples.SemaphoreAsync.Program+<RefreshCacheAsync>d__9"));
+        let i = w["async_stack"].as_u64().expect("stack") as usize;
+        assert_eq!(hex(r["dotnet"]["async"][i]["frames"][0]["address"].as_str().expect("frame")), hex(w["task"].as_str().expect("task")));
+    }
+    assert!(!r["locks"].as_array().expect("locks").iter().any(|x| x["kind"] == "task"), "no task lock is left for the semaphore's TaskNodes");
+    assert_eq!(r["verdict"], "contention");
+    let text = knot::report::text::render(&analysis::analyze(&d.core, &Options { locator: d.locator.clone(), ..Options::default() }).expect("report"), &Default::default());
+    assert!(text.contains("2 waiters on SemaphoreSlim at"), "{text}");
+    assert!(text.contains("count 0 of 1, 3 async waiters in WaitAsync"), "{text}");
+}
+
+/// Sync over async: each thread blocked in Task.Wait/Result is tied to the async stack its task
+/// is a frame of (SOS dumpasync's stack holding that very box), and on sync_over_async that
+/// stack's work is queued to the starved pool: the first screen says the workers wait for tasks
+/// queued behind them, with the queue's length.
+#[test]
+fn task_waits_link_to_the_async_stack_that_would_complete_them() {
+    let mut seen = 0;
+    for d in dumps().into_iter().filter(|d| d.committed && (d.sample == "sync_over_async" || d.sample == "async_tcs")) {
+        let sos = parse_sos(&std::fs::read_to_string(d.dir.join("sos/dumpasync.txt")).expect("dumpasync"));
+        let r = report(&d.core, &d.locator);
+        let tasks: Vec<&Value> = r["locks"].as_array().expect("locks").iter().filter(|l| l["kind"] == "task").collect();
+        assert!(!tasks.is_empty(), "{}: task waits", d.name);
+        for l in &tasks {
+            let object = hex(l["managed"]["object"].as_str().expect("object"));
+            let t = &l["managed"]["task"];
+            let i = t["async_stack"].as_u64().unwrap_or_else(|| panic!("{}: task {object:#x} is in no async stack", d.name)) as usize;
+            assert!(sos[i].frames.iter().any(|f| f.0 == object), "{}: SOS's STACK {} holds the task {object:#x}", d.name, i + 1);
+            assert!(t["async_method"].as_str().is_some_and(|m| m.contains("Async>d__")), "{}: {t}", d.name);
+            if d.sample == "sync_over_async" {
+                assert_eq!(t["queued"], true, "{}: the awaited box is queued to the pool", d.name);
+            }
+        }
+        if d.sample == "sync_over_async" {
+            let queued = r["dotnet"]["thread_pool"]["queued_work_items"].as_u64().expect("queue read");
+            let text = knot::report::text::render(&analysis::analyze(&d.core, &Options { locator: d.locator.clone(), ..Options::default() }).expect("report"), &Default::default());
+            let line = text.lines().find(|l| l.starts_with("Verdict:")).expect("verdict line");
+            assert!(line.contains(&format!("8 workers wait for tasks queued behind them ({queued} queued work items)")), "{line}");
+        }
+        seen += 1;
+    }
+    assert!(seen == 2 || knot_samples::dotnet::dumps("sos/dumpasync.txt", false).is_empty(), "both committed samples read");
+}

@@ -121,11 +121,7 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
         }
         Verdict::ThreadPoolStarved => {
             if let Some(tp) = r.dotnet.as_ref().and_then(|d| d.thread_pool.as_ref()) {
-                let on_tasks = r.locks.iter().filter(|l| l.kind == LockKind::Task).map(|l| l.waiter_tids.len()).sum::<usize>();
-                let _ = write!(out, " — {} of {} workers blocked, {on_tasks} thread{} waiting for tasks", tp.workers_blocked.len(), tp.workers_total, plural(on_tasks));
-                if let Some(q) = tp.queued_work_items.filter(|&q| q > 0) {
-                    let _ = write!(out, ", {q} work item{} queued behind them", plural(q as usize));
-                }
+                let _ = write!(out, " — {} of {} workers blocked; {}", tp.workers_blocked.len(), tp.workers_total, super::words::starvation_words(&r.locks, tp));
             }
         }
         _ => {}

@@ -19,6 +19,7 @@ use crate::runtimes::{Runtime, RuntimeReport};
 use crate::unwind::Stack;
 use crate::unwind::managed::CodeLookup;
 use crate::waits::{RuntimeLocks, RuntimeWaits, ThreadInput, WaitFacts};
+use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
 pub(crate) struct DotnetRuntime<'p> {
@@ -76,13 +77,15 @@ impl DotnetRuntime<'_> {
 impl DotnetRuntime<'_> {
     /// The thread pool: its workers by name, its counters and queues read from CoreLib's
     /// statics; none when the process has no workers and the pool was never started.
-    fn thread_pool(&self, waits: &RuntimeWaits) -> Option<ThreadPoolReport> {
-        let c = self.context.as_ref().ok()?;
+    /// With the objects queued to the pool, when its queues were read.
+    fn thread_pool(&self, waits: &RuntimeWaits) -> (Option<ThreadPoolReport>, Option<HashSet<u64>>) {
+        let Ok(c) = self.context.as_ref() else { return (None, None) };
         let reading = super::thread_pool::read(c);
+        let queued = reading.queues.as_ref().ok().map(|q| q.items.iter().map(|i| i.object).collect());
         if waits.worker_pool.is_none() && reading.counters.is_err() {
-            return None;
+            return (None, queued);
         }
-        Some(ThreadPoolReport::new(waits.worker_pool.as_ref(), &reading))
+        (Some(ThreadPoolReport::new(waits.worker_pool.as_ref(), &reading)), queued)
     }
 
     /// The runtime's crash facts (every thread's last exception, createdump's header, which
@@ -149,6 +152,10 @@ impl Runtime for DotnetRuntime<'_> {
 
     fn report_section(&self, waits: &RuntimeWaits, facts: &mut WaitFacts) -> Option<RuntimeReport> {
         let reading = self.reading();
+        let (thread_pool, queued) = match reading {
+            DotnetReading::Runtime(_) => self.thread_pool(waits),
+            _ => (None, None),
+        };
         let mut report = match reading {
             DotnetReading::NotDotnet => return None,
             DotnetReading::Unsupported { version, .. } => DotnetReport {
@@ -169,7 +176,7 @@ impl Runtime for DotnetRuntime<'_> {
                 summary: reading.summary(),
                 runtime_version: Some(r.version.product.clone()),
                 managed_threads: r.threads.len(),
-                thread_pool: self.thread_pool(waits),
+                thread_pool,
                 heap: None,
                 gc: None,
                 exceptions: Vec::new(),
@@ -190,7 +197,9 @@ impl Runtime for DotnetRuntime<'_> {
             facts.diagnostics.extend(x.diagnostics.iter().cloned());
         }
         if let (true, Ok(c)) = (self.walks_heap(), &self.context) {
-            gc::report::attach(c, &mut report, &mut facts.locks, &mut facts.diagnostics);
+            if let Some(gc) = gc::report::attach(c, &mut report, &mut facts.locks, &mut facts.diagnostics) {
+                super::async_waits::link(&report.async_stacks, &gc.semaphores, queued.as_ref(), facts);
+            }
         }
         let gc_stalled = report.gc.as_ref().is_some_and(|g| g.stalled);
         Some(RuntimeReport { section: RuntimeSection::Dotnet(report), gc_stalled })

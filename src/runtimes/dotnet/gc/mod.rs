@@ -54,8 +54,8 @@ pub struct GcReading {
     /// The async stacks (SOS `dumpasync`), from the tasks this walk collected; `None` when
     /// CoreLib's `Task` type was not found.
     pub(crate) async_stacks: Option<super::async_stacks::AsyncReading>,
-    /// `System.Threading.SemaphoreSlim`s on the heap: (address, MethodTable), heap order.
-    pub(crate) semaphores: Vec<(u64, u64)>,
+    /// The `System.Threading.SemaphoreSlim`s on the heap, heap order.
+    pub(crate) semaphores: Vec<super::semaphores::Semaphore>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -180,6 +180,7 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
         walks.iter().flat_map(|w| w.collected.iter()).filter(|c| c.wanted == WANTED_TASK && c.size > walk::MIN_OBJECT_SIZE).map(|c| (c.address, c.method_table)).collect();
     let semaphores: Vec<(u64, u64)> = walks.iter().flat_map(|w| w.collected.iter()).filter(|c| c.wanted == WANTED_SEMAPHORE).map(|c| (c.address, c.method_table)).collect();
     let async_stacks = task_type.map(|tt| super::async_stacks::read(t, namer, l, tt, &tasks));
+    let semaphores = super::semaphores::read(t, namer, l, &semaphores);
     let hits: Vec<walk::Hit> = walks.iter().flat_map(|w| w.hits.iter().copied()).collect();
     let mut by_target: BTreeMap<u64, Vec<referrers::Referrer>> = BTreeMap::new();
     for (target, r) in referrers::resolve(t, namer, l, &hits, string_mt) {

@@ -234,7 +234,8 @@ impl ReferrerReport {
 
 /// Reads the GC heap into `report` (`dotnet.heap`, `dotnet.gc`), and names the objects of the
 /// .NET locks in `locks` by the heap objects that refer to them.
-pub(crate) fn attach(runtime: &Context<'_>, report: &mut DotnetReport, locks: &mut [LockFact], diagnostics: &mut Vec<Diagnostic>) {
+/// Returns the reading, for what is built on it (the semaphores' waits).
+pub(crate) fn attach(runtime: &Context<'_>, report: &mut DotnetReport, locks: &mut [LockFact], diagnostics: &mut Vec<Diagnostic>) -> Option<GcReading> {
     let targets: Vec<u64> =
         locks.iter().filter(|l| l.kind.is_on_managed_object()).filter_map(|l| l.managed.as_ref()).map(|m| m.object.0).collect();
     match super::read_in(runtime, &targets) {
@@ -256,9 +257,13 @@ pub(crate) fn attach(runtime: &Context<'_>, report: &mut DotnetReport, locks: &m
                     m.referrers = rs.into_iter().map(ReferrerReport::of).collect();
                 }
             }
-            diagnostics.extend(gc.diagnostics);
+            diagnostics.extend(gc.diagnostics.iter().cloned());
+            Some(gc)
         }
-        Err(why) => diagnostics.push(Diagnostic::warning(super::STAGE, why)),
+        Err(why) => {
+            diagnostics.push(Diagnostic::warning(super::STAGE, why));
+            None
+        }
     }
 }
 
