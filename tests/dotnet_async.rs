@@ -293,7 +293,7 @@ fn semaphore_slim_has_its_sync_and_async_waiters() {
 #[test]
 fn task_waits_link_to_the_async_stack_that_would_complete_them() {
     let mut seen = 0;
-    for d in dumps().into_iter().filter(|d| d.committed && (d.sample == "sync_over_async" || d.sample == "async_tcs")) {
+    for d in dumps().into_iter().filter(|d| d.name == "sync_over_async/heap" || d.name == "async_tcs/heap") {
         let sos = parse_sos(&std::fs::read_to_string(d.dir.join("sos/dumpasync.txt")).expect("dumpasync"));
         let r = report(&d.core, &d.locator);
         let tasks: Vec<&Value> = r["locks"].as_array().expect("locks").iter().filter(|l| l["kind"] == "task").collect();
@@ -304,11 +304,11 @@ fn task_waits_link_to_the_async_stack_that_would_complete_them() {
             let i = t["async_stack"].as_u64().unwrap_or_else(|| panic!("{}: task {object:#x} is in no async stack", d.name)) as usize;
             assert!(sos[i].frames.iter().any(|f| f.0 == object), "{}: SOS's STACK {} holds the task {object:#x}", d.name, i + 1);
             assert!(t["async_method"].as_str().is_some_and(|m| m.contains("Async>d__")), "{}: {t}", d.name);
-            if d.sample == "sync_over_async" {
+            if d.name == "sync_over_async/heap" {
                 assert_eq!(t["queued"], true, "{}: the awaited box is queued to the pool", d.name);
             }
         }
-        if d.sample == "sync_over_async" {
+        if d.name == "sync_over_async/heap" {
             let queued = r["dotnet"]["thread_pool"]["queued_work_items"].as_u64().expect("queue read");
             let text = knot::report::text::render(&analysis::analyze(&d.core, &Options { locator: d.locator.clone(), ..Options::default() }).expect("report"), &Default::default());
             let line = text.lines().find(|l| l.starts_with("Verdict:")).expect("verdict line");
