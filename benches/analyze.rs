@@ -28,6 +28,7 @@ fn options_for(d: &SampleDump) -> Options {
         no_default_debug_dir: d.debug_dir.is_some(),
         search_dirs: d.binary.parent().map(|p| vec![p.to_path_buf()]).unwrap_or_default(),
         executable: Some(d.binary.clone()),
+        section_cache: None,
     };
     Options { locator, ..Options::default() }
 }

@@ -3,12 +3,13 @@
 //! then the runtime's) → the wait-for graph and its cycles → the verdict → the report.
 
 use crate::core::CoreError;
-use crate::graph::verdict::{order_locks, verdict};
+use crate::graph::verdict::{order_locks, verdict, Verdict};
 use crate::graph::{groups, WaitForGraph};
 use crate::process::{Locator, Process};
-use crate::report::{dump, frames, words, FrameReport, Group, Report, ThreadReport, SCHEMA_VERSION};
+use crate::report::{dump, words, Group, LiveReport, Report, SCHEMA_VERSION};
 use crate::runtimes;
 use crate::symbols::Symbolizer;
+use crate::threads::{build, FrameReport, ThreadReport};
 use crate::unwind::Unwinder;
 use crate::waits::{self, RuntimeWaits};
 use rayon::prelude::*;
@@ -113,7 +114,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     tell(opts, Phase::Symbols);
     let core = &process.core;
     let pid = core.process.as_ref().map(|p| p.pid);
-    let frames: Vec<Vec<FrameReport>> = stacks.par_iter().map(|stack| frames::frames(process, &symbolizer, stack)).collect();
+    let frames: Vec<Vec<FrameReport>> = stacks.par_iter().map(|stack| build::frames(process, &symbolizer, stack)).collect();
 
     let inputs: Vec<waits::ThreadInput<'_>> = core
         .threads
@@ -172,7 +173,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
                 .filter(|n| !n.is_empty()),
             signalled: t.signalled,
             frames,
-            stack_end: frames::stack_end(stack),
+            stack_end: build::stack_end(stack),
             state: wait.state,
             blocked_on: wait.blocked_on,
             managed_thread_id: managed.ids.get(&t.tid).copied(),
@@ -182,7 +183,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     let crash = crate::crash::read(process, &symbolizer, &threads, runtime_crash.as_ref());
     let gc_stalled = section.as_ref().is_some_and(|s| s.gc_stalled);
     let (verdict, verdict_limits) = if opts.stacks_only {
-        (crate::report::Verdict::NotAnalyzed, Vec::new())
+        (Verdict::NotAnalyzed, Vec::new())
     } else {
         let mut limits = crate::graph::limits::from_modules(process, &threads, &locks);
         limits.extend(runtime.iter().flat_map(|r| r.verdict_limits()));
@@ -209,7 +210,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         modules: process.modules.iter().map(dump::module_report).collect(),
         diagnostics,
         dotnet: None,
-        live: core.capture.as_ref().map(crate::report::LiveReport::from),
+        live: core.capture.as_ref().map(LiveReport::from),
     };
     if let Some(s) = section {
         report.set_runtime_section(s.section);

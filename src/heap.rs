@@ -29,6 +29,7 @@ pub enum HeapError {
 /// One dump's heap.
 pub(crate) struct HeapDump {
     pub(crate) path: PathBuf,
+    #[allow(dead_code)] // for the object graph
     pub(crate) process: Process,
     pub(crate) gc: GcReading,
 }

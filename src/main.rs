@@ -164,11 +164,19 @@ struct LookupArgs {
     /// The program that was dumped, wherever the dump says it was (`gdb PROGRAM CORE`).
     #[arg(long, value_name = "FILE")]
     exe: Option<PathBuf>,
+    /// Keep inflated debug sections in DIR (by build-id), so later runs map them instead of
+    /// inflating them again. Off unless given. Safe to share between concurrent runs.
+    #[arg(long, value_name = "DIR", env = "KNOT_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// The most the --cache-dir directory may hold; the least recently used entries go first.
+    #[arg(long, value_name = "MIB", default_value_t = knot::process::section_cache::DEFAULT_MAX_BYTES >> 20)]
+    cache_max_mib: u64,
 }
 
 impl LookupArgs {
     fn locator(self) -> Locator {
-        Locator { sysroot: self.sysroot, debug_dirs: self.debug_dirs, search_dirs: self.search_dirs, executable: self.exe, no_default_debug_dir: false }
+        let section_cache = self.cache_dir.map(|d| std::sync::Arc::new(knot::process::SectionCache::new(d, self.cache_max_mib.saturating_mul(1 << 20))));
+        Locator { sysroot: self.sysroot, debug_dirs: self.debug_dirs, search_dirs: self.search_dirs, executable: self.exe, no_default_debug_dir: false, section_cache }
     }
 }
 

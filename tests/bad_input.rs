@@ -950,6 +950,23 @@ fn a_compressed_section_claiming_a_gigabyte_does_not_reserve_it_up_front() {
     }
 }
 
+#[test]
+fn a_corrupt_compressed_section_read_through_the_cache_gives_nothing_and_is_not_cached() {
+    let binary = std::fs::read(&gcore().binary).expect("binary");
+    let (bytes, index) = with_compressed_section(&binary, 64 * 1024, 4096);
+    let dir = scratch("section-cache");
+    let cache = std::sync::Arc::new(knot::process::SectionCache::new(&dir, 1 << 30));
+    // Twice: the second run finds nothing cached by the first.
+    for _ in 0..2 {
+        let mut file = ElfFile::from_bytes("compressed", bytes.clone()).expect("still an ELF file");
+        assert!(file.build_id.is_some(), "the sample has a build-id, so the cache is used");
+        file.set_section_cache(Some(cache.clone()));
+        assert_eq!(file.section_data(index).map(|d| d.len()), None, "garbage does not inflate");
+    }
+    let entries = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(entries, 0, "nothing was stored for a section that did not inflate");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Through the command line: exit status 2 and one line on stderr, or 0 and a partial report.
 

@@ -20,7 +20,8 @@ pub(crate) mod signature;
 pub use model::*;
 
 use crate::process::Process;
-use crate::report::{Hex, ThreadReport};
+use crate::hex::Hex;
+use crate::threads::ThreadReport;
 use crate::symbols::Symbolizer;
 
 /// What a runtime layer knows about the crash; each field set overrides the native reading.

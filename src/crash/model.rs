@@ -2,7 +2,8 @@
 //! native reading fills it from the signal, the mappings, the code and glibc's and libstdc++'s
 //! own records; a runtime layer (.NET) adds or overrides through [`super::RuntimeCrashFacts`].
 
-use crate::report::{FrameReport, Hex};
+use crate::hex::Hex;
+use crate::threads::FrameReport;
 use schemars::JsonSchema;
 use serde::Serialize;
 

@@ -1,7 +1,7 @@
 //! The origin: the first frame of the program's own code above the machinery of dying.
 
 use super::machinery::{normalize, Machinery};
-use crate::report::FrameReport;
+use crate::threads::FrameReport;
 
 /// Not a function of its own: a signal trampoline, a runtime transition record, or the bad PC
 /// of a call through a wild pointer (`bad_pc`).

@@ -5,7 +5,7 @@
 use super::machinery::{normalize, Machinery};
 use super::model::{CrashKind, Recursion};
 use crate::process::Process;
-use crate::report::FrameReport;
+use crate::threads::FrameReport;
 
 /// `kind` as the signature spells it (the JSON spelling).
 fn kind_key(kind: CrashKind) -> &'static str {

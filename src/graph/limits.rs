@@ -4,7 +4,7 @@
 
 use crate::process::module::FileStatus;
 use crate::process::Process;
-use crate::report::ThreadReport;
+use crate::threads::ThreadReport;
 use crate::unwind::Trust;
 use crate::waits::{LockFact, Owner, ThreadState};
 use schemars::JsonSchema;

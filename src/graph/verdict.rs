@@ -3,8 +3,51 @@
 
 use super::Cycle;
 use crate::crash::{CrashKind, CrashReport};
-use crate::report::{ThreadReport, Verdict};
+use crate::threads::ThreadReport;
 use crate::waits::{LockFact, LockKind, ThreadState, ThreadWait, WorkerPool};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// At least one wait-for cycle: those threads can never move again.
+    Deadlock,
+    /// The process died of a crash (see `crash`) and no deadlock was found.
+    Crash,
+    /// The .NET GC heap is near its hard limit and the GC recorded an out-of-memory: the process
+    /// is stalled in its own garbage collector.
+    GcStall,
+    /// Threads wait for locks other threads hold, without a cycle (a convoy).
+    Contention,
+    /// Every .NET thread-pool worker is blocked inside a work item and some wait for tasks (sync
+    /// over async): the work that would complete those tasks is queued behind them.
+    ThreadPoolStarved,
+    /// Blocked threads wait on I/O, not on each other.
+    BlockedOnIo,
+    /// Threads sleep, poll or wait on condition variables; nobody waits for a lock's owner.
+    Idle,
+    /// No thread is blocked.
+    NothingBlocked,
+    /// No verdict: locks and waits were not analysed (`--stacks-only`).
+    NotAnalyzed,
+}
+
+impl Verdict {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verdict::Deadlock => "deadlock",
+            Verdict::Crash => "crash",
+            Verdict::GcStall => "gc stall",
+            Verdict::Contention => "contention",
+            Verdict::ThreadPoolStarved => "thread pool starved",
+            Verdict::BlockedOnIo => "blocked on I/O",
+            Verdict::Idle => "idle",
+            Verdict::NothingBlocked => "nothing blocked",
+            Verdict::NotAnalyzed => "not analyzed",
+        }
+    }
+}
 
 /// Every thread-pool worker blocked inside a work item, and one of them waiting for a task: the
 /// classic sync-over-async starvation (SOS users read it from `threadpool` + `clrstack`).

@@ -254,6 +254,11 @@ pub(crate) fn discover(core: &Core, locator: &Locator, diagnostics: &mut Vec<Dia
         modules.push(vdso);
     }
     modules.sort_by_key(|m| m.start);
+    if let Some(cache) = &locator.section_cache {
+        for f in modules.iter_mut().flat_map(|m| m.file.iter_mut().chain(m.debug_file.iter_mut())) {
+            f.set_section_cache(Some(cache.clone()));
+        }
+    }
     modules
 }
 

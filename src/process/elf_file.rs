@@ -9,7 +9,7 @@ use goblin::elf::program_header::{self, ProgramHeader};
 use goblin::elf::section_header::{self, SectionHeader};
 use memmap2::Mmap;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 const ELFCOMPRESS_ZLIB: u32 = 1;
 const NT_GNU_BUILD_ID: u32 = 3;
@@ -55,8 +55,11 @@ pub struct ElfFile {
     map: Bytes,
     pub program_headers: Vec<ProgramHeader>,
     pub sections: Vec<Section>,
-    inflated: Vec<OnceLock<Option<Box<[u8]>>>>,
+    /// Each compressed section, inflated on first use (or mapped from the cache).
+    inflated: Vec<OnceLock<Option<super::section_cache::SectionBytes>>>,
     pub build_id: Option<Vec<u8>>,
+    /// Where inflated sections are kept between runs (`--cache-dir`), if anywhere.
+    cache: Option<Arc<super::section_cache::SectionCache>>,
 }
 
 impl std::fmt::Debug for ElfFile {
@@ -121,7 +124,7 @@ impl ElfFile {
             })
             .collect();
         let inflated = sections.iter().map(|_| OnceLock::new()).collect();
-        let mut file = ElfFile { path, map, program_headers, sections, inflated, build_id: None };
+        let mut file = ElfFile { path, map, program_headers, sections, inflated, build_id: None, cache: None };
         file.build_id = file.find_build_id();
         Ok(file)
     }
@@ -149,7 +152,31 @@ impl ElfFile {
         if s.flags & section_header::SHF_COMPRESSED as u64 == 0 {
             return Some(raw);
         }
-        self.inflated[index].get_or_init(|| inflate(raw)).as_deref()
+        self.inflated.get(index)?.get_or_init(|| self.inflate_section(s, raw)).as_deref()
+    }
+
+    /// Keeps this file's inflated sections in `cache` (read from it first).
+    pub fn set_section_cache(&mut self, cache: Option<Arc<super::section_cache::SectionCache>>) {
+        self.cache = cache;
+    }
+
+    /// A compressed section's bytes: from the cache when it holds them, else inflated (and
+    /// stored there).
+    fn inflate_section(&self, s: &Section, raw: &[u8]) -> Option<super::section_cache::SectionBytes> {
+        let key = match (&self.cache, &self.build_id, declared_size(raw)) {
+            (Some(cache), Some(id), Some(size)) => Some((cache, super::section_cache::Key { build_id: id, section: &s.name, compressed: raw, size })),
+            _ => None,
+        };
+        if let Some((cache, key)) = &key
+            && let Some(hit) = cache.get(key)
+        {
+            return Some(hit);
+        }
+        let data = inflate(raw)?;
+        if let Some((cache, key)) = &key {
+            cache.put(key, &data);
+        }
+        Some(super::section_cache::SectionBytes::inflated(data))
     }
 
     /// Section data by name.
@@ -229,6 +256,11 @@ fn c_str_at(table: &[u8], at: usize) -> String {
     let Some(rest) = table.get(at..) else { return String::new() };
     let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
     String::from_utf8_lossy(&rest[..end]).into_owned()
+}
+
+/// The inflated size an SHF_COMPRESSED section's header declares.
+fn declared_size(raw: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(raw.get(8..16)?.try_into().ok()?))
 }
 
 /// Decompresses an SHF_COMPRESSED section (Elf64_Chdr, then a zlib stream).

@@ -21,6 +21,8 @@ pub struct Locator {
     pub search_dirs: Vec<PathBuf>,
     /// The executable to use, whatever path the dump records (`gdb PROGRAM CORE`).
     pub executable: Option<PathBuf>,
+    /// Where inflated debug sections are kept between runs (`--cache-dir`); none by default.
+    pub section_cache: Option<std::sync::Arc<super::SectionCache>>,
 }
 
 impl Locator {

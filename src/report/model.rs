@@ -3,8 +3,10 @@
 
 use crate::hex::Hex;
 use crate::diagnostics::Diagnostic;
-use crate::unwind::Trust;
-use crate::waits::{LockFact, ThreadState};
+pub use crate::graph::verdict::Verdict;
+pub use crate::runtimes::RuntimeSection;
+pub use crate::threads::{FrameReport, StackEndReport, ThreadReport, TransitionReport};
+use crate::waits::LockFact;
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -40,13 +42,6 @@ pub struct Report {
     /// How the live process was read (`knot pid`, or the core it wrote); absent for dumps.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveReport>,
-}
-
-/// A runtime's own section of the report, as the runtime's handle gives it
-/// (`crate::runtimes::Runtime::report_section`).
-#[derive(Debug, Clone)]
-pub enum RuntimeSection {
-    Dotnet(crate::runtimes::dotnet::DotnetReport),
 }
 
 impl Report {
@@ -120,139 +115,11 @@ pub struct SignalReport {
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct ThreadReport {
-    pub tid: u32,
-    /// The thread's name where the dump records one (kernel and gcore cores only the main thread's; `knot pid` every thread's).
-    pub name: Option<String>,
-    /// This thread took the signal that caused the dump.
-    pub signalled: bool,
-    /// Innermost first. Inlined calls are frames of their own (`inlined: true`), at the same `ip`
-    /// as the real frame that follows them.
-    pub frames: Vec<FrameReport>,
-    /// Why the walk stopped; `complete` is true only when it reached the thread's first frame.
-    pub stack_end: StackEndReport,
-    /// What the thread was doing, from its registers.
-    pub state: ThreadState,
-    /// The id of the lock (in `locks`) the thread is blocked on.
-    pub blocked_on: Option<String>,
-    /// The managed thread id (`Thread.ManagedThreadId`), for a .NET thread.
-    pub managed_thread_id: Option<u32>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// At least one wait-for cycle: those threads can never move again.
-    Deadlock,
-    /// The process died of a crash (see `crash`) and no deadlock was found.
-    Crash,
-    /// The .NET GC heap is near its hard limit and the GC recorded an out-of-memory: the process
-    /// is stalled in its own garbage collector.
-    GcStall,
-    /// Threads wait for locks other threads hold, without a cycle (a convoy).
-    Contention,
-    /// Every .NET thread-pool worker is blocked inside a work item and some wait for tasks (sync
-    /// over async): the work that would complete those tasks is queued behind them.
-    ThreadPoolStarved,
-    /// Blocked threads wait on I/O, not on each other.
-    BlockedOnIo,
-    /// Threads sleep, poll or wait on condition variables; nobody waits for a lock's owner.
-    Idle,
-    /// No thread is blocked.
-    NothingBlocked,
-    /// No verdict: locks and waits were not analysed (`--stacks-only`).
-    NotAnalyzed,
-}
-
-impl Verdict {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Verdict::Deadlock => "deadlock",
-            Verdict::Crash => "crash",
-            Verdict::GcStall => "gc stall",
-            Verdict::Contention => "contention",
-            Verdict::ThreadPoolStarved => "thread pool starved",
-            Verdict::BlockedOnIo => "blocked on I/O",
-            Verdict::Idle => "idle",
-            Verdict::NothingBlocked => "nothing blocked",
-            Verdict::NotAnalyzed => "not analyzed",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Group {
     /// Threads whose stacks are identical (same frames at the same instruction pointers).
     pub tids: Vec<u32>,
     /// The shared stack.
     pub frames: Vec<FrameReport>,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct FrameReport {
-    /// Position in the stack, 0 innermost; inlined frames get their own index, as in gdb.
-    pub index: usize,
-    pub ip: Hex,
-    pub function: Option<String>,
-    /// Offset of `ip` from the start of `function`, when a symbol table gave it.
-    pub function_offset: Option<Hex>,
-    /// File name of the module (`libc.so.6`), or null when the address is in no known module.
-    pub module: Option<String>,
-    pub file: Option<String>,
-    pub line: Option<u32>,
-    /// A call the compiler inlined into the frame that follows.
-    pub inlined: bool,
-    /// A function that tail-called (jumped to) the frame before it and so has no frame on the
-    /// stack: put back from the DWARF call sites, as gdb shows it. `ip` is the address after
-    /// the jump.
-    pub tail_call: bool,
-    /// This frame is a signal trampoline: gdb's `<signal handler called>`.
-    pub signal_frame: bool,
-    /// How the frame was found: context, cfi, runtime_unwind_info, frame_pointer, scan or
-    /// transition_frame. Frames in managed code found by frame pointer or scan are best effort.
-    pub trust: Trust,
-    /// A managed (.NET JIT or ReadyToRun) method's frame: `function` is its qualified name as
-    /// SOS's `clrstack` gives it, `module` its assembly, `function_offset` from the method's start.
-    pub managed: bool,
-    /// A managed method's parameter list, e.g. `(System.Object, Boolean ByRef)`.
-    pub signature: Option<String>,
-    /// Not a call frame but a runtime transition record on the stack (SOS's
-    /// `[InlinedCallFrame: addr]`), shown where it sits between the frames; `ip` is the return
-    /// address it saved, or 0.
-    pub transition: Option<TransitionReport>,
-    /// The frame's module has no file and no debug file at hand (its file was absent): nothing
-    /// can name the frame, as `eu-unstrip -n` lists such a module without a file.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub no_symbols: bool,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct TransitionReport {
-    /// The runtime's type name for the record, e.g. `InlinedCallFrame`.
-    pub kind: String,
-    /// Where the record lives.
-    pub address: Hex,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct StackEndReport {
-    /// The walk reached the thread's first frame (or the program's entry point) and found no
-    /// frame by scanning.
-    pub complete: bool,
-    /// outermost, zero_return_address, entry_point, no_progress, unreadable, no_caller,
-    /// not_code, depth_limit.
-    pub reason: String,
-    /// The address involved, when there is one.
-    pub address: Option<Hex>,
-    pub detail: String,
-    /// Frames found by scanning the stack for return addresses (`trust` `scan`); present only
-    /// when there are some.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub scanned_frames: usize,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -275,48 +142,4 @@ pub struct ModuleReport {
     pub file_detail: Option<String>,
     /// Where symbols came from.
     pub debug_info: Option<String>,
-}
-
-impl FrameReport {
-    /// The marker for a runtime transition record.
-    pub fn transition(index: usize, t: &crate::unwind::managed::TransitionFrame) -> FrameReport {
-        FrameReport {
-            index,
-            ip: Hex(t.resume.and_then(|r| r.ip()).unwrap_or(0)),
-            function: None,
-            function_offset: None,
-            module: None,
-            file: None,
-            line: None,
-            inlined: false,
-            tail_call: false,
-            signal_frame: false,
-            trust: Trust::TransitionFrame,
-            managed: false,
-            signature: None,
-            transition: Some(TransitionReport { kind: t.kind.clone(), address: Hex(t.address) }),
-            no_symbols: false,
-        }
-    }
-
-    /// A managed method's frame.
-    pub fn managed(index: usize, frame: &crate::unwind::Frame, m: crate::symbols::ManagedSymbol, module: Option<String>) -> FrameReport {
-        FrameReport {
-            index,
-            ip: Hex(frame.ip),
-            function: m.qualified,
-            function_offset: Some(Hex(m.offset)),
-            module: m.module.or(module),
-            file: None,
-            line: None,
-            inlined: false,
-            tail_call: false,
-            signal_frame: false,
-            trust: frame.trust,
-            managed: true,
-            signature: m.signature,
-            transition: None,
-            no_symbols: false,
-        }
-    }
 }

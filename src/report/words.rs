@@ -275,21 +275,3 @@ pub(crate) fn suspect(s: &crate::runtimes::dotnet::gc::report::SuspectReport) ->
     line
 }
 
-/// A root for people: `static field SessionCache.s_all`, `strong handle 0x7f…`.
-pub(crate) fn root_name(kind: &str, detail: &str) -> String {
-    let what = match kind {
-        "static" => "static field",
-        "strong_handle" => "strong handle",
-        "pinned_handle" => "pinned handle",
-        "async_pinned_handle" => "async pinned handle",
-        "ref_counted_handle" => "ref-counted handle",
-        "sized_ref_handle" => "sized-ref handle",
-        "variable_handle" => "variable handle",
-        "dependent_handle" => "dependent handle",
-        "finalizer_queue" => "the finalization queue",
-        "stack" => "the stack of thread",
-        "sync_block" => "sync block",
-        _ => "root",
-    };
-    if detail.is_empty() { what.to_string() } else { format!("{what} {detail}") }
-}

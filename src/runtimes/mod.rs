@@ -19,7 +19,6 @@ use crate::crash::RuntimeCrashFacts;
 use crate::diagnostics::Diagnostic;
 use crate::graph::limits::VerdictLimit;
 use crate::process::{Locator, Process};
-use crate::report::RuntimeSection;
 use crate::unwind::managed::CodeLookup;
 use crate::unwind::Stack;
 use crate::waits::{RuntimeLocks, RuntimeWaits, WaitFacts};
@@ -75,4 +74,11 @@ pub(crate) struct RuntimeReport {
     /// The garbage collector is stalled: its heap is near the hard limit and it recorded an
     /// out-of-memory.
     pub(crate) gc_stalled: bool,
+}
+
+/// A runtime's own section of the report, as the runtime's handle gives it
+/// (`crate::runtimes::Runtime::report_section`).
+#[derive(Debug, Clone)]
+pub enum RuntimeSection {
+    Dotnet(crate::runtimes::dotnet::DotnetReport),
 }

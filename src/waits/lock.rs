@@ -230,14 +230,14 @@ pub struct ManagedLock {
     /// best first (the application's types before the framework's, objects before arrays).
     pub referrers: Vec<crate::runtimes::dotnet::gc::report::ReferrerReport>,
     /// For a SemaphoreSlim: `m_currentCount` (0: taken; its waiters wait for a `Release`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_count: Option<i32>,
     /// For a SemaphoreSlim: `m_maxCount`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_count: Option<i32>,
     /// For a SemaphoreSlim: the async flows in `WaitAsync`, in line order (each a TaskNode and
     /// the async stack that awaits it).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub async_waiters: Vec<AsyncWaiter>,
 }
 

@@ -33,7 +33,7 @@ pub(crate) struct ThreadInput<'a> {
     pub(crate) functions: Vec<&'a str>,
     /// The frames those names come from (transition records left out), for a runtime that
     /// tells its own threads by module and managed method.
-    pub(crate) frames: Vec<&'a crate::report::FrameReport>,
+    pub(crate) frames: Vec<&'a crate::threads::FrameReport>,
 }
 
 /// What the analysis found for one thread.

@@ -186,7 +186,8 @@ pub const FAILFAST_MESSAGE_SOURCE: &str = "dotnet_failfast_frame";
 
 /// An exception as the report carries it.
 pub(crate) fn exception_report(e: &ManagedException) -> crate::crash::ExceptionReport {
-    use crate::report::{FrameReport, Hex};
+    use crate::hex::Hex;
+    use crate::threads::FrameReport;
     crate::crash::ExceptionReport {
         type_name: e.type_name.clone().unwrap_or_else(|| "?".into()),
         message: e.message.clone(),

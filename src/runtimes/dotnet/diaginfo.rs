@@ -9,7 +9,7 @@
 //! ```
 
 use crate::process::Memory;
-use crate::report::Hex;
+use crate::hex::Hex;
 use serde::Serialize;
 
 /// Where createdump puts the header on 64-bit Linux.
@@ -24,9 +24,9 @@ const RUNTIME_BASE_VERSION: i32 = 2;
 pub struct DiagInfo {
     pub version: i32,
     /// `ExceptionRecordAddress`, when nonzero.
-    pub(crate) exception_record: Option<crate::report::Hex>,
+    pub(crate) exception_record: Option<Hex>,
     /// `RuntimeBaseAddress` (version 2 and later), when nonzero.
-    pub(crate) runtime_base: Option<crate::report::Hex>,
+    pub(crate) runtime_base: Option<Hex>,
 }
 
 /// The header, when the dump has one (`None`: not written by createdump, or the page is

@@ -7,7 +7,7 @@
 //! Told from the thread's frames: its innermost managed method, or — for a thread that never
 //! ran managed code — that every frame outside libc is in the runtime's own modules.
 
-use crate::report::FrameReport;
+use crate::threads::FrameReport;
 use crate::waits::{LockFact, Owner, ThreadState, ThreadWait};
 
 const SLEEP: &[&str] = &["System.Threading.Thread.Sleep", "System.Threading.Thread.SleepInternal"];

@@ -14,7 +14,7 @@ use super::{facts, idle, locks, read_runtime, unreadable, DotnetReading, STAGE};
 use crate::diagnostics::Diagnostic;
 use crate::graph::limits::VerdictLimit;
 use crate::process::{Locator, Process};
-use crate::report::RuntimeSection;
+use crate::runtimes::RuntimeSection;
 use crate::runtimes::{Runtime, RuntimeReport};
 use crate::unwind::Stack;
 use crate::unwind::managed::CodeLookup;

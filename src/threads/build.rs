@@ -3,7 +3,7 @@
 //! in place; and how the walk ended.
 
 use crate::hex::Hex;
-use super::model::{FrameReport, StackEndReport};
+use super::{FrameReport, StackEndReport};
 use crate::process::Process;
 use crate::symbols::Symbolizer;
 use crate::unwind::{Stack, StackEnd, Trust};

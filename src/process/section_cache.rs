@@ -1,0 +1,244 @@
+//! An opt-in directory of inflated debug sections (`--cache-dir`), so that a module's
+//! compressed DWARF (a Debian `-dbg` or `-dbgsym` file's `.debug_info`, `.debug_line`, ...) is
+//! inflated once and then only mapped, by repeated runs and by `knot watch`: inflating libc's
+//! debug sections is most of a small dump's cost.
+//!
+//! One file per section, named by the file's build-id, the section's name and the CRC32 of its
+//! compressed bytes. Nothing read back is trusted blindly: a cache file must have knot's magic,
+//! the sizes and CRC of the compressed section it stands for, and the CRC32 of its inflated
+//! bytes must match the one in its header; anything else is ignored (and inflated again).
+//! Writers write a temporary file and rename it into place, so concurrent runs see a whole file
+//! or none. After a write the directory is kept under its size bound by removing the least
+//! recently used entries (a hit touches its file's time).
+
+use crate::bytes::Bytes;
+use memmap2::Mmap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+const MAGIC: &[u8; 8] = b"KNOTSEC1";
+const HEADER: usize = 32;
+const SUFFIX: &str = ".knot-section";
+/// Temporary files older than this are left-overs of a killed writer.
+const STALE_TMP: Duration = Duration::from_secs(3600);
+/// The default size bound of the directory.
+pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+
+/// A cache directory and its size bound.
+#[derive(Debug, Clone)]
+pub struct SectionCache {
+    dir: PathBuf,
+    max_bytes: u64,
+}
+
+/// A section's inflated bytes: inflated in this run, or mapped from a cache file (after its
+/// header).
+pub(crate) struct SectionBytes {
+    bytes: Bytes,
+    start: usize,
+}
+
+impl SectionBytes {
+    pub(crate) fn inflated(data: Box<[u8]>) -> SectionBytes {
+        SectionBytes { bytes: Bytes::Owned(data), start: 0 }
+    }
+}
+
+impl std::ops::Deref for SectionBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.bytes.get(self.start..).unwrap_or_default()
+    }
+}
+
+/// What one cached section stands for.
+pub(crate) struct Key<'a> {
+    pub(crate) build_id: &'a [u8],
+    pub(crate) section: &'a str,
+    /// The section's bytes in the file: its compression header and zlib stream.
+    pub(crate) compressed: &'a [u8],
+    /// The size its compression header declares.
+    pub(crate) size: u64,
+}
+
+impl Key<'_> {
+    fn file_name(&self, compressed_crc: u32) -> Option<String> {
+        if self.build_id.is_empty() {
+            return None;
+        }
+        let section: String = self.section.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').take(64).collect();
+        Some(format!("{}-{section}-{compressed_crc:08x}{SUFFIX}", super::elf_file::hex(self.build_id)))
+    }
+}
+
+impl SectionCache {
+    /// A cache in `dir` (created on the first write), holding at most `max_bytes`.
+    pub fn new(dir: impl Into<PathBuf>, max_bytes: u64) -> SectionCache {
+        SectionCache { dir: dir.into(), max_bytes }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The inflated section for `key`, mapped from the cache, if a valid entry is there.
+    pub(crate) fn get(&self, key: &Key<'_>) -> Option<SectionBytes> {
+        let crc = crc32fast::hash(key.compressed);
+        let path = self.dir.join(key.file_name(crc)?);
+        let file = crate::open::open_regular(&path).ok()?;
+        let len = file.metadata().ok()?.len();
+        if len != (HEADER as u64).checked_add(key.size)? {
+            return None;
+        }
+        // SAFETY: a read-only private mapping; entries are replaced by rename, never rewritten
+        // in place, and a file shrunk by someone else is caught by the SIGBUS guard.
+        let map = unsafe { Mmap::map(&file) }.ok()?;
+        let bytes = Bytes::mapped(map);
+        let (head, data) = bytes.split_at_checked(HEADER)?;
+        let field = |at: usize| head.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+        let valid = &head[..8] == MAGIC
+            && field(8) == Some(key.size)
+            && field(16) == Some(key.compressed.len() as u64)
+            && field(24) == Some(u64::from(crc) | u64::from(crc32fast::hash(data)) << 32)
+            && !bytes.changed_while_read();
+        if !valid {
+            return None;
+        }
+        // Least recently used goes first when the directory is over its bound.
+        let _ = file.set_modified(SystemTime::now());
+        Some(SectionBytes { bytes, start: HEADER })
+    }
+
+    /// Stores the inflated `data` for `key` (best effort: a cache that cannot be written is no
+    /// cache, and the run goes on).
+    pub(crate) fn put(&self, key: &Key<'_>, data: &[u8]) {
+        if data.len() as u64 != key.size || key.size > self.max_bytes {
+            return;
+        }
+        let crc = crc32fast::hash(key.compressed);
+        let Some(name) = key.file_name(crc) else { return };
+        if fs::create_dir_all(&self.dir).is_err() {
+            return;
+        }
+        let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let tmp = self.dir.join(format!(".{name}.tmp.{}.{nanos}", std::process::id()));
+        let mut head = [0u8; HEADER];
+        head[..8].copy_from_slice(MAGIC);
+        head[8..16].copy_from_slice(&key.size.to_le_bytes());
+        head[16..24].copy_from_slice(&(key.compressed.len() as u64).to_le_bytes());
+        head[24..32].copy_from_slice(&(u64::from(crc) | u64::from(crc32fast::hash(data)) << 32).to_le_bytes());
+        let written = fs::OpenOptions::new().write(true).create_new(true).open(&tmp).and_then(|mut f| {
+            f.write_all(&head)?;
+            f.write_all(data)
+        });
+        if written.is_err() || fs::rename(&tmp, self.dir.join(&name)).is_err() {
+            let _ = fs::remove_file(&tmp);
+            return;
+        }
+        self.evict();
+    }
+
+    /// Removes the least recently used entries until the directory holds at most `max_bytes`,
+    /// and temporary files a killed writer left.
+    fn evict(&self) {
+        let Ok(entries) = fs::read_dir(&self.dir) else { return };
+        let now = SystemTime::now();
+        let mut kept: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let Ok(meta) = e.metadata() else { continue };
+            if !meta.is_file() {
+                continue;
+            }
+            let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            if name.starts_with('.') && name.contains(".tmp.") {
+                if now.duration_since(modified).is_ok_and(|age| age > STALE_TMP) {
+                    let _ = fs::remove_file(e.path());
+                }
+            } else if name.ends_with(SUFFIX) {
+                kept.push((modified, meta.len(), e.path()));
+            }
+        }
+        let mut total: u64 = kept.iter().map(|k| k.1).sum();
+        kept.sort();
+        for (_, len, path) in kept {
+            if total <= self.max_bytes {
+                break;
+            }
+            if fs::remove_file(&path).is_ok() {
+                total = total.saturating_sub(len);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key<'a>(compressed: &'a [u8], size: u64) -> Key<'a> {
+        Key { build_id: &[0xab, 0xcd, 0x01], section: ".debug_info", compressed, size }
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("knot-section-cache-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn a_stored_section_comes_back_and_only_for_its_key() {
+        let dir = scratch("roundtrip");
+        let cache = SectionCache::new(&dir, 1 << 20);
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+        assert!(cache.get(&key(b"zlib", data.len() as u64)).is_none());
+        cache.put(&key(b"zlib", data.len() as u64), &data);
+        assert!(cache.get(&key(b"zlib", data.len() as u64)).as_deref() == Some(&data[..]));
+        // Other compressed bytes (another file with the same build-id) or another size: a miss.
+        assert!(cache.get(&key(b"zlib2", data.len() as u64)).is_none());
+        assert!(cache.get(&key(b"zlib", data.len() as u64 + 1)).is_none());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_damaged_entry_is_ignored() {
+        let dir = scratch("damaged");
+        let cache = SectionCache::new(&dir, 1 << 20);
+        let data = vec![0x5au8; 4096];
+        let k = key(b"stream", data.len() as u64);
+        cache.put(&k, &data);
+        let path = fs::read_dir(&dir).unwrap().flatten().find(|e| e.file_name().to_string_lossy().ends_with(SUFFIX)).unwrap().path();
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[HEADER + 100] ^= 1;
+        fs::write(&path, &bytes).unwrap();
+        assert!(cache.get(&k).is_none(), "a flipped bit fails the CRC");
+        bytes.truncate(HEADER + 10);
+        fs::write(&path, &bytes).unwrap();
+        assert!(cache.get(&k).is_none(), "a short file is not the section");
+        fs::write(&path, b"not a cache file").unwrap();
+        assert!(cache.get(&k).is_none());
+        // Written again, it is good again.
+        cache.put(&k, &data);
+        assert!(cache.get(&k).as_deref() == Some(&data[..]));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_directory_stays_under_its_bound() {
+        let dir = scratch("bound");
+        let cache = SectionCache::new(&dir, 3 * 4096);
+        let data = vec![1u8; 4096];
+        for i in 0..6u8 {
+            let compressed = [i; 4];
+            cache.put(&key(&compressed, data.len() as u64), &data);
+        }
+        let total: u64 = fs::read_dir(&dir).unwrap().flatten().map(|e| e.metadata().unwrap().len()).sum();
+        assert!(total <= 3 * 4096, "{total}");
+        // The newest is kept.
+        assert!(cache.get(&key(&[5u8; 4], data.len() as u64)).is_some());
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
