@@ -313,6 +313,19 @@ fn emit(report: &report::Report, how: &OutputArgs) -> anyhow::Result<()> {
         eprintln!("knot: the verdict ({}) is limited: {}", report.verdict.as_str().to_uppercase(), what.join("; "));
     }
     let (output, max_frames) = (how.output.as_deref(), how.max_frames);
+    if matches!(how.format, Format::Json) {
+        // Streamed: the JSON of a big dump is as large as the report itself.
+        return match output {
+            Some(path) => std::fs::File::create(path)
+                .and_then(|f| report::write_json(report, f))
+                .with_context(|| format!("cannot write {}", path.display())),
+            None => {
+                // A closed pipe (`knot … | head`) is not an error worth reporting.
+                let _ = report::write_json(report, std::io::stdout().lock());
+                Ok(())
+            }
+        };
+    }
     let rendered = match how.format {
         Format::Text => {
             let color = use_color(how.color, output.is_some());

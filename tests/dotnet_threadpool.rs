@@ -182,3 +182,100 @@ fn the_first_screen_says_the_pool() {
         }
     }
 }
+
+/// `threadpoolqueue`: the items under "global work item queue" and under "local per thread work
+/// items" (SOS's `threadpool -wi` does not tell them apart).
+fn parse_threadpoolqueue(text: &str) -> (u64, u64) {
+    let (mut global, mut local, mut section) = (0, 0, 0);
+    for line in text.lines() {
+        if line.starts_with("global work item queue") {
+            section = 1;
+        } else if line.starts_with("local per thread work items") {
+            section = 2;
+        } else if line.starts_with("0x") {
+            match section {
+                1 => global += 1,
+                2 => local += 1,
+                _ => {}
+            }
+        }
+    }
+    (global, local)
+}
+
+#[test]
+fn global_and_local_queues_equal_sos_threadpoolqueue() {
+    let mut compared = 0;
+    for (d, r) in loaded() {
+        let Some(text) = oracle(d, "threadpoolqueue.txt") else { continue };
+        let (global, local) = parse_threadpoolqueue(&text);
+        let tp = pool_json(r);
+        let knot_local: u64 = tp["local_queues"].as_array().expect("local_queues").iter().map(|q| q["work_items"].as_u64().expect("count")).sum();
+        // threadpoolqueue reads `workItems` alone; the high-priority queue is empty on these samples.
+        assert_eq!(n(&tp["high_priority_queue"]), Some(0), "{}", d.name);
+        assert_eq!((n(&tp["global_queue"]), knot_local), (Some(global), local), "{}: global and local", d.name);
+        compared += 1;
+    }
+    if loaded().iter().any(|(d, _)| d.name.starts_with("pool_queue/heap")) {
+        assert!(compared >= 2, "sync_over_async and pool_queue are compared");
+    }
+}
+
+/// Every worker blocked inside a work item with work queued behind them is starvation, said with
+/// the queue's length: pool_queue (workers at a gate, no task waits) and sync_over_async.
+#[test]
+fn starvation_says_the_work_queued_behind_the_workers() {
+    for (d, r) in loaded() {
+        let Some(stat) = oracle(d, "threadpool-stat.txt") else { continue };
+        let (_, total) = parse_stat(&stat);
+        let out = text::render(r, &TextOptions::default());
+        let verdict = out.lines().find(|l| l.starts_with("Verdict:")).expect("verdict line");
+        let tp = pool_json(r);
+        let all_blocked = tp["workers_blocked"].as_array().map(Vec::len) == tp["worker_tids"].as_array().map(Vec::len) && n(&tp["workers_total"]) > Some(0);
+        if all_blocked && total > 0 {
+            assert_eq!(serde_json::to_value(r).expect("json")["verdict"], "thread_pool_starved", "{}: {verdict}", d.name);
+            assert!(verdict.contains(&format!("{total} work items queued behind them")), "{}: {verdict}", d.name);
+        } else {
+            assert!(!verdict.contains("THREAD POOL STARVED"), "{}: {verdict}", d.name);
+        }
+    }
+}
+
+/// pool_queue: worker 0 (`OccupyWorker(id = 0)` in SOS `clrstack -all -p`) queued the 5
+/// LedgerFlush items on its own local queue; knot names that worker as the queue's owner (through
+/// its thread static), and every local queue belongs to a worker.
+#[test]
+fn local_queues_belong_to_the_workers_that_queued_into_them() {
+    for (d, r) in loaded() {
+        let Some(text) = oracle(d, "clrstack-all-params.txt") else { continue };
+        let mut tid = None;
+        let mut in_occupy = false;
+        let mut worker0 = None;
+        for line in text.lines() {
+            if let Some(h) = line.strip_prefix("OS Thread Id: 0x") {
+                tid = u64::from_str_radix(h.split_whitespace().next().unwrap_or(""), 16).ok();
+                in_occupy = false;
+            } else if line.contains("Program.OccupyWorker(") {
+                in_occupy = true;
+            } else if in_occupy && line.trim_start().starts_with("id (") {
+                if line.trim_end().ends_with("= 0x0000000000000000") {
+                    worker0 = tid;
+                }
+                in_occupy = false;
+            }
+        }
+        let worker0 = worker0.unwrap_or_else(|| panic!("{}: no OccupyWorker(id = 0) in clrstack -all -p", d.name));
+        let tp = pool_json(r);
+        let workers: Vec<u64> = tp["worker_tids"].as_array().expect("worker_tids").iter().filter_map(Value::as_u64).collect();
+        let queues = tp["local_queues"].as_array().expect("local_queues");
+        assert!(!queues.is_empty(), "{}", d.name);
+        for q in queues {
+            let owner = q["worker_tid"].as_u64().unwrap_or_else(|| panic!("{}: local queue {} has no owner", d.name, q["address"]));
+            assert!(workers.contains(&owner), "{}: {owner} is no worker", d.name);
+            let items = q["work_items"].as_u64().expect("count");
+            assert_eq!(items > 0, owner == worker0, "{}: queue of {owner} holds {items} (worker 0 is {worker0})", d.name);
+        }
+        let out = text::render(r, &TextOptions::default());
+        assert!(out.contains(&format!("5 on thread {worker0})")), "{}: {out}", d.name);
+    }
+}

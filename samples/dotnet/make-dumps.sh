@@ -40,6 +40,10 @@
 #   unhandled_oom      heap                       under DOTNET_GCHeapHardLimit=0x2000000 the worker "CacheLoader"
 #                                                 fills the heap; nothing catches the OutOfMemoryException: the
 #                                                 runtime writes the dump (DOTNET_DbgMiniDumpType=2) and aborts
+#   pool_queue         heap                       createdump --withheap PID (a pool of 4 workers, min = max, all
+#                                                 blocked in their work items; 5 LedgerFlush items on worker 0's
+#                                                 local queue, 6 QueueUserWorkItem callbacks and 3 Task.Run
+#                                                 items in the global queue)
 #   async_tcs          heap                       createdump --withheap PID (async stacks awaiting TaskCompletionSources
 #                                                 that never complete; Main blocks in GetResult on one of them)
 #   semaphore_async    heap                       createdump --withheap PID (a SemaphoreSlim held by an async flow;
@@ -93,6 +97,7 @@ ALL_JOBS=(
   unhandled_exception/heap failfast_exception/heap stack_overflow/heap
   heap_population/heap gc_oom/heap unhandled_oom/heap
   idle_runtime/heap heap_growth/twice
+  pool_queue/heap
   async_tcs/heap semaphore_async/heap
   self_contained/heap single_file/heap net9_abba/heap
 )
@@ -396,6 +401,8 @@ oracle() {  # oracle SAMPLE DIR
   sos "$core" "$dir/sos/syncblk.txt" "syncblk"
   sos "$core" "$dir/sos/clrstack-all.txt" "clrstack -all"
   sos "$core" "$dir/sos/threadpool.txt" "threadpool"
+  sos "$core" "$dir/sos/threadpool-wi.txt" "threadpool -wi"
+  sos "$core" "$dir/sos/threadpool-stat.txt" "threadpool -stat"
   sos "$core" "$dir/sos/dumpasync.txt" "dumpasync"
   sos "$core" "$dir/sos/parallelstacks.txt" "parallelstacks"
   sos "$core" "$dir/sos/setthread-info.txt" "threads"
@@ -417,6 +424,10 @@ oracle() {  # oracle SAMPLE DIR
     sync_over_async)
       sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue"
       sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks" ;;
+    pool_queue)
+      sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue"
+      # OccupyWorker's id argument names worker 0, whose local queue holds the LedgerFlush items.
+      sos "$core" "$dir/sos/clrstack-all-params.txt" "clrstack -all -p" ;;
     async_tcs)
       sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks"
       sos "$core" "$dir/sos/dumpasync-coalesce.txt" "dumpasync --coalesce" ;;
@@ -459,6 +470,7 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   log "building samples (dotnet build -c Debug)"
   for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
            unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime heap_growth \
+           pool_queue \
            async_tcs semaphore_async; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }

@@ -156,6 +156,20 @@ def verify(sample, kind, d):
         want = heap_cfg.get("oom_reason", "There was no managed OOM due to allocations on the GC heap")
         check(want in oom, f"{tag}: analyzeoom says {want!r}")
 
+    # The thread pool: threadpool's counters, threadpool -stat's queued items by type.
+    pool = sample_cfg.get("thread_pool")
+    if pool:
+        tp = dict((k.strip(), int(v)) for k, v in re.findall(r"^([A-Za-z ]+):\s+(\d+)\s*$", read(f"{d}/sos/threadpool.txt"), re.M))
+        for key, label in (("running", "Workers Running"), ("idle", "Workers Idle"), ("min", "Worker Min Limit"), ("max", "Worker Max Limit")):
+            check(tp.get(label) == pool[key], f"{tag}: threadpool {label} {pool[key]} (found {tp.get(label)})")
+        stat = read(f"{d}/sos/threadpool-stat.txt")
+        counts = {}
+        for m in re.finditer(r"^[0-9a-f]+\s+([\d,]+)\s+[\d,]+ (.+)$", stat, re.M):
+            counts[m.group(2)] = counts.get(m.group(2), 0) + int(m.group(1).replace(",", ""))
+        check(counts == pool["types"], f"{tag}: threadpool -stat types {pool['types']} (found {counts})")
+        total = re.search(r"^Total ([\d,]+) objects", stat, re.M)
+        check(total is not None and int(total.group(1).replace(",", "")) == pool["queued"], f"{tag}: {pool['queued']} queued work items")
+
     # The crash (samples that die by themselves).
     crash = sample_cfg.get("crash")
     if crash:

@@ -7,7 +7,12 @@
  * process is huge but its resident set is not. The kernel dumps the
  * untouched pages as holes: the core's apparent size grows by G GiB while
  * its disk use barely does (`cargo xtask bench --scale`). Default 0: no
- * ballast, the same program as before. */
+ * ballast, the same program as before.
+ *
+ * Optional argv[3] = D: each thread first recurses through `descend` so
+ * that its stack is D to D + 20 frames deep (varying by thread, so stacks
+ * are not all identical), then blocks: the shape of a big service's thread
+ * pool (`cargo xtask bench`, 2,000 threads x 40-60 frames). Default 0. */
 #include "common.h"
 
 #include <sys/mman.h>
@@ -20,9 +25,24 @@ pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
 volatile unsigned char *ballast;
 size_t ballast_bytes;
 
+/* Not inlined and not a tail call (the sum after the call), so every level is a frame. */
+__attribute__((noinline)) int descend(int levels)
+{
+    if (levels <= 0) {
+        arrive();
+        pthread_mutex_lock(&gate_lock);
+        return 0;
+    }
+    return descend(levels - 1) + 1;
+}
+
 void *gated_thread(void *arg)
 {
-    (void)arg;
+    long depth = (long)arg;
+    if (depth > 0) {
+        descend((int)depth);
+        return NULL;
+    }
     arrive();
     pthread_mutex_lock(&gate_lock);
     return NULL;
@@ -54,6 +74,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "bad ballast size (GiB, 0..1024)\n");
         return 2;
     }
+    long depth = argc > 3 ? atol(argv[3]) : 0;
+    if (depth < 0 || depth > 1000) {
+        fprintf(stderr, "bad depth (frames, 0..1000)\n");
+        return 2;
+    }
     if (gib > 0)
         map_ballast(gib);
     pthread_mutex_lock(&gate_lock);
@@ -62,7 +87,8 @@ int main(int argc, char **argv)
     check(pthread_attr_setstacksize(&attr, 256 * 1024), "stacksize");
     for (int i = 0; i < n; i++) {
         pthread_t t;
-        check(pthread_create(&t, &attr, gated_thread, NULL), "pthread_create");
+        void *arg = depth > 0 ? (void *)(depth + i % 21) : NULL;
+        check(pthread_create(&t, &attr, gated_thread, arg), "pthread_create");
     }
     await_arrivals(n);
     announce_ready();

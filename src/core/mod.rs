@@ -328,6 +328,25 @@ impl Core {
         }
     }
 
+    /// Lets the kernel take back this mapping's pages of the whole segment holding `addr` (a
+    /// thread's stack, once walked or scanned): the kernel maps the pages around each one read
+    /// (fault-around), so thousands of stacks would otherwise keep hundreds of MiB resident.
+    pub(crate) fn done_with_segment_at(&self, addr: u64) {
+        // Fault-around maps a window of pages (64 KiB, more with large folios) that reaches
+        // into the neighbouring segments of the file: they are let go too.
+        const SLACK: u64 = 256 << 10;
+        const PAGE: u64 = 4096;
+        let Bytes::Mapped { map: m, .. } = &self.map else { return };
+        let Some(seg) = self.segments.find(addr) else { return };
+        let start = seg.offset.saturating_sub(SLACK) / PAGE * PAGE;
+        let end = seg.offset.saturating_add(seg.present.min(seg.filesz)).saturating_add(SLACK).min(m.len() as u64) / PAGE * PAGE;
+        if end > start {
+            // SAFETY: as in `done_reading`: a private read-only file mapping; dropped pages are
+            // read again from the file, with the same bytes, on the next access.
+            let _ = unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start as usize, (end - start) as usize) };
+        }
+    }
+
     /// The whole pages of the file that hold the `len` bytes at `addr`, as (offset, length).
     fn page_range(&self, addr: u64, len: u64) -> Option<(usize, usize)> {
         const PAGE: u64 = 4096;

@@ -49,11 +49,12 @@ impl Verdict {
     }
 }
 
-/// Every thread-pool worker blocked inside a work item, and one of them waiting for a task: the
-/// classic sync-over-async starvation (SOS users read it from `threadpool` + `clrstack`).
+/// Every thread-pool worker blocked inside a work item, and one of them waiting for a task (the
+/// classic sync-over-async starvation, SOS users read it from `threadpool` + `clrstack`) or work
+/// items queued behind them (SOS `threadpool -wi`): no worker is left to run the queued work.
 fn thread_pool_starved(locks: &[LockFact], pool: Option<&WorkerPool>) -> bool {
     let Some(pool) = pool else { return false };
-    pool.exhausted() && locks.iter().any(|l| l.kind == LockKind::Task && l.waiter_tids.iter().any(|t| pool.workers.contains(t)))
+    pool.starved_of_workers() || (pool.exhausted() && locks.iter().any(|l| l.kind == LockKind::Task && l.waiter_tids.iter().any(|t| pool.workers.contains(t))))
 }
 
 /// Locks in deadlocks first (in cycle order), then the most waited-for.

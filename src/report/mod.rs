@@ -18,11 +18,21 @@ pub mod words;
 pub use crate::graph::limits::VerdictLimit;
 pub use crate::hex::Hex;
 pub use model::*;
+use std::io::Write as _;
 
 /// The report as pretty-printed JSON.
 pub fn to_json(report: &Report) -> String {
     // Serializing plain data structures cannot fail; fall back to an error object regardless.
     serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// Writes the report as pretty-printed JSON (the bytes of [`to_json`] and a newline) to `out`,
+/// as it is serialized: a report of thousands of threads is never held twice in memory.
+pub fn write_json(report: &Report, out: impl std::io::Write) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    serde_json::to_writer_pretty(&mut out, report)?;
+    out.write_all(b"\n")?;
+    out.flush()
 }
 
 /// The JSON Schema of [`Report`], as committed in docs/schema/report-v{SCHEMA_VERSION}.schema.json.

@@ -151,7 +151,17 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
                 let local: u32 = tp.local_queues.iter().map(|l| l.work_items).sum();
                 let _ = write!(out, "; {q} queued work item{}", plural(q as usize));
                 if q > 0 {
-                    let _ = write!(out, " ({} global, {local} in workers' local queues)", tp.global_queue.unwrap_or(0) + tp.high_priority_queue.unwrap_or(0));
+                    let _ = write!(out, " ({} global, {local} in workers' local queues", tp.global_queue.unwrap_or(0) + tp.high_priority_queue.unwrap_or(0));
+                    let owned: Vec<String> = tp
+                        .local_queues
+                        .iter()
+                        .filter(|l| l.work_items > 0)
+                        .map(|l| format!("{} on {}", l.work_items, l.worker_tid.map_or("an unknown thread".to_string(), |t| format!("thread {t}"))))
+                        .collect();
+                    if !owned.is_empty() {
+                        let _ = write!(out, ": {}", owned.join(", "));
+                    }
+                    out.push(')');
                 }
             }
             None => out.push_str("; queued work items not read"),

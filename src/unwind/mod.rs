@@ -123,7 +123,15 @@ impl<'p> Unwinder<'p> {
 
     /// Walks every thread, in parallel, in the core's thread order.
     pub fn walk_all(&self) -> Vec<Stack> {
-        self.process.core.threads.par_iter().map(|t| self.walk(t)).collect()
+        let core = &self.process.core;
+        core.threads
+            .par_iter()
+            .map(|t| {
+                let stack = self.walk(t);
+                core.done_with_segment_at(t.registers.rsp);
+                stack
+            })
+            .collect()
     }
 
     pub(crate) fn walk(&self, thread: &CoreThread) -> Stack {

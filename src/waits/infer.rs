@@ -75,7 +75,11 @@ fn scan(process: &Process, s: &StackRange, lo: u64, hi: u64, budget: &mut u64) -
         return None;
     }
     let scanned = words.len();
-    match words.into_iter().find(|&(_, v)| v >= lo && v <= hi) {
+    let found = words.into_iter().find(|&(_, v)| v >= lo && v <= hi);
+    // Thousands of stacks are scanned per lock: their pages go back to the kernel as each is
+    // done (peak RSS, not CPU, is what they would cost).
+    process.core.done_with_segment_at(s.sp);
+    match found {
         Some(found) => Some(Some(found)),
         None => {
             *budget = budget.saturating_sub(scanned);

@@ -36,11 +36,18 @@ pub struct WorkerPool {
     pub(crate) workers: Vec<u32>,
     /// Workers blocked inside a work item on a managed wait.
     pub(crate) blocked: Vec<u32>,
+    /// Work items waiting in the pool's queues, when the runtime could read them.
+    pub(crate) queued: Option<u32>,
 }
 
 impl WorkerPool {
     /// Every worker is blocked inside a work item: no worker is left to run queued work.
     pub(crate) fn exhausted(&self) -> bool {
         !self.workers.is_empty() && self.workers.iter().all(|t| self.blocked.contains(t))
+    }
+
+    /// Every worker is blocked inside a work item and work items wait in the queues behind them.
+    pub(crate) fn starved_of_workers(&self) -> bool {
+        self.exhausted() && self.queued.is_some_and(|q| q > 0)
     }
 }

@@ -1,19 +1,16 @@
-//! `cargo xtask bench [--threads N] [--runs N] [--kind gcore|kernel|all] [--criterion]`
+//! `cargo xtask bench [--threads N] [--frames N] [--runs N] [--kind gcore|kernel|all] [--remake]
+//! [--no-programs] [--no-dotnet] [--no-callgrind] [--criterion]`: knot against gdb and
+//! `eu-stack -i` on real Debian programs and a 2,000-thread dump, and against dotnet-dump on a
+//! .NET heap dump, in one run (see [`crate::peers`]).
 //! `cargo xtask bench --scale [--threads N] [--gib G] [--runs N] [--gcore] [--keep]` (see
 //! [`crate::scale`]: a core of G GiB with N threads against the small ones).
+//! `cargo xtask bench dotnet` and `dotnet-heap`: the .NET suites alone.
 //!
-//! End-to-end timings of knot against its peers on one big dump: the `many_threads` sample
-//! with N blocked threads (default 600), dumped by gcore and by the kernel. In one run, on the
-//! same core, each tool is run once to warm up (the core is then in the page cache), then N
-//! rounds in turn (knot, knot --stacks-only, gdb, eu-stack, knot, ...) so that a drift of the
-//! machine hits them alike. Each child is reaped with `wait4`, whose rusage gives that child's
-//! own peak RSS (`ru_maxrss`) and CPU time.
-//!
-//! Prints a table and the targets (met or not; nothing is asserted), and writes the raw
-//! numbers to `target/bench/native.json`. `--criterion` then runs `cargo bench -p knot`.
+//! This module holds what they share: running a tool and reaping it with `wait4` for its own
+//! rusage (wall, user and sys CPU, peak RSS, page faults, bytes read), and the machine's facts.
 
 use anyhow::{Context, Result, bail};
-use knot_samples::{Availability, DumpKind, SampleDump};
+use knot_samples::{DumpKind, SampleDump};
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::fs::{self, File};
@@ -21,12 +18,6 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// The targets.
-const GDB_OVER_KNOT_TARGET: f64 = 10.0;
-const EU_STACK_OVER_KNOT_TARGET: f64 = 1.0;
-/// Our reading of "peak RSS far below the dump size": at most a quarter of the core.
-const RSS_OVER_CORE_TARGET: f64 = 0.25;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -39,14 +30,14 @@ pub struct Args {
     /// With `dotnet-heap`: the heap to fill, in MiB.
     #[arg(long, default_value_t = 2048)]
     heap_mib: u64,
-    /// With `dotnet-heap`: make the dump again even when one is there.
+    /// Make the dumps again even when they are there (`dotnet-heap`, the Debian programs).
     #[arg(long)]
     remake: bool,
     /// With `dotnet`: the committed sample whose heap dump is measured.
     #[arg(long, default_value = "autofac_container")]
     sample: String,
     /// Blocked threads in the many_threads sample (the core has one more: main).
-    /// Default 600; with --scale, 1000.
+    /// Default 2000; with --scale, 1000.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     threads: Option<u32>,
     /// Timed runs per tool, after one warm-up run. Default 5; with --scale, 3.
@@ -58,6 +49,18 @@ pub struct Args {
     /// Afterwards, run the criterion micro-benchmarks (`cargo bench -p knot --bench analyze`).
     #[arg(long, conflicts_with = "scale")]
     criterion: bool,
+    /// Frames below each many_threads thread's lock call: its stack is N+6 to N+26 frames deep.
+    #[arg(long, default_value_t = 36, conflicts_with = "scale")]
+    frames: u32,
+    /// Leave out the Debian programs (redis, memcached, mariadb).
+    #[arg(long, conflicts_with = "scale")]
+    no_programs: bool,
+    /// Leave out knot against dotnet-dump.
+    #[arg(long, conflicts_with = "scale")]
+    no_dotnet: bool,
+    /// Leave out counting knot's instructions under callgrind.
+    #[arg(long, conflicts_with = "scale")]
+    no_callgrind: bool,
     /// Scale case: a kernel core of --gib GiB with --threads threads, measured beside the
     /// small many_threads cores (wall, CPU, peak RSS, page faults); `target/bench/scale.json`.
     #[arg(long)]
@@ -126,34 +129,6 @@ impl Sample {
     }
 }
 
-struct Measured {
-    tool: Tool,
-    warmup: Sample,
-    runs: Vec<Sample>,
-}
-
-impl Measured {
-    fn walls(&self) -> Vec<f64> {
-        self.runs.iter().map(|s| s.wall.as_secs_f64()).collect()
-    }
-    fn median(&self) -> f64 {
-        median(&self.walls())
-    }
-    fn min(&self) -> f64 {
-        self.walls().into_iter().fold(f64::INFINITY, f64::min)
-    }
-    /// The largest peak RSS over the timed runs, bytes.
-    fn peak_rss(&self) -> u64 {
-        self.runs.iter().map(|s| s.max_rss_kib.max(0) as u64 * 1024).max().unwrap_or(0)
-    }
-    fn median_cpu(&self) -> f64 {
-        median(&self.runs.iter().map(|s| (s.user + s.sys).as_secs_f64()).collect::<Vec<_>>())
-    }
-    fn failed_runs(&self) -> usize {
-        self.runs.iter().filter(|s| s.code != Some(0)).count()
-    }
-}
-
 pub(crate) fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
@@ -187,159 +162,19 @@ pub fn run(a: Args) -> Result<()> {
             keep: a.keep,
         });
     }
-    let a = Plain { threads: a.threads.unwrap_or(600), runs: a.runs.unwrap_or(5), kind: a.kind, criterion: a.criterion };
-    let root = knot_samples::workspace_root();
-    let target = target_dir(&root);
-    let out_dir = target.join("bench");
-    fs::create_dir_all(out_dir.join("logs"))?;
-
-    // The dumps first: making them runs gdb and gcc, which should not overlap the timings.
-    let threads = a.threads.to_string();
-    let mut dumps: Vec<SampleDump> = Vec::new();
-    let mut skipped_dumps: Vec<Value> = Vec::new();
-    for &kind in a.kind.kinds() {
-        let started = Instant::now();
-        match knot_samples::ensure_with_args("many_threads", kind, &[threads.as_str()]) {
-            Availability::Ready(d) => {
-                eprintln!(
-                    "dump    many_threads {threads} {kind}: {} ({:.1}s)",
-                    d.core.display(),
-                    started.elapsed().as_secs_f64()
-                );
-                dumps.push(d);
-            }
-            Availability::Skipped(why) => {
-                println!("skipped many_threads {threads} {kind}: {why}");
-                skipped_dumps.push(json!({"kind": kind.as_str(), "reason": why}));
-            }
-        }
-    }
-    if dumps.is_empty() {
-        bail!("no dump could be made on this machine (see above)");
-    }
-
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let (knot, has_stacks_only) = build_knot(&root, &target)?;
-
-    let gdb = find_tool("gdb");
-    let eu_stack = find_tool("eu-stack");
-    let mut skipped_tools: Vec<(String, String)> = Vec::new();
-    if !has_stacks_only {
-        skipped_tools.push((
-            "knot --stacks-only".into(),
-            "`knot analyze --help` has no --stacks-only flag in this build".into(),
-        ));
-    }
-    if gdb.is_none() {
-        skipped_tools.push(("gdb".into(), "gdb not found on PATH (apt-get install gdb)".into()));
-    }
-    if eu_stack.is_none() {
-        skipped_tools.push((
-            "eu-stack".into(),
-            "eu-stack not found on PATH; install it with: apt-get install elfutils".into(),
-        ));
-    }
-
-    let commit = git(&root, &["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    let dirty = git(&root, &["status", "--porcelain", "--", "src", "Cargo.toml", "Cargo.lock"])
-        .is_some_and(|s| !s.is_empty());
-    let machine = machine_info();
-    let versions = json!({
-        "knot": knot_version(&knot),
-        "gdb": gdb.as_ref().and_then(|g| first_line(g, "--version")),
-        "eu-stack": eu_stack.as_ref().and_then(|e| first_line(e, "--version")),
-    });
-    let date = utc_now();
-    let load_before = loadavg();
-    if load_before.is_some_and(|l| l > 0.5) {
-        eprintln!(
-            "note: the 1-minute load average is {:.2}: other work on this machine will show in the timings",
-            load_before.unwrap_or_default()
-        );
-    }
-
-    let mut dump_results: Vec<Value> = Vec::new();
-    let mut tables = String::new();
-    for d in &dumps {
-        let meta = fs::metadata(&d.core).with_context(|| format!("reading {}", d.core.display()))?;
-        let core_size = meta.len();
-        let core_alloc = meta.blocks() * 512;
-        let core_threads = d.gdb_threads().map(|t| t.len()).ok();
-
-        let mut tools = vec![Tool { name: "knot analyze", argv: knot_argv(&knot, d, false) }];
-        if has_stacks_only {
-            tools.push(Tool { name: "knot --stacks-only", argv: knot_argv(&knot, d, true) });
-        }
-        if let Some(g) = &gdb {
-            tools.push(Tool { name: "gdb", argv: gdb_argv(g, d) });
-        }
-        if let Some(e) = &eu_stack {
-            tools.push(Tool { name: "eu-stack", argv: eu_stack_argv(e, d) });
-        }
-
-        eprintln!("measure {} {}: warm-up, then {} rounds", d.name, d.kind, a.runs);
-        let log = |t: &Tool| out_dir.join("logs").join(format!("{}-{}.stderr", d.kind, t.name.replace([' ', '-'], "_")));
-        let mut warmups = Vec::new();
-        for t in &tools {
-            let s = run_once(&t.argv, &log(t))?;
-            if s.code != Some(0) && t.name.starts_with("knot") {
-                bail!("{} failed on {} (exit {:?}); see {}", t.name, d.core.display(), s.code, log(t).display());
-            }
-            warmups.push(s);
-        }
-        let mut runs: Vec<Vec<Sample>> = vec![Vec::new(); tools.len()];
-        for _ in 0..a.runs {
-            for (i, t) in tools.iter().enumerate() {
-                runs[i].push(run_once(&t.argv, &log(t))?);
-            }
-        }
-        let measured: Vec<Measured> = tools
-            .into_iter()
-            .zip(warmups)
-            .zip(runs)
-            .map(|((tool, warmup), runs)| Measured { tool, warmup, runs })
-            .collect();
-
-        let (table, value) = report(d, core_size, core_alloc, core_threads, &measured, &skipped_tools, a.runs);
-        print!("{table}");
-        tables.push_str(&table);
-        dump_results.push(value);
-    }
-
-    let doc = json!({
-        "date_utc": date,
-        "commit": commit,
-        "knot_sources_dirty": dirty,
-        "machine": machine,
-        "versions": versions,
-        "threads_arg": a.threads,
-        "runs": a.runs,
-        "warmup_runs": 1,
-        "page_cache": "warm (each tool ran once before the timed rounds)",
-        "loadavg_1min_before": load_before,
-        "loadavg_1min_after": loadavg(),
-        "targets": {
-            "gdb_over_knot_time_at_least": GDB_OVER_KNOT_TARGET,
-            "eu_stack_over_knot_time_above": EU_STACK_OVER_KNOT_TARGET,
-            "knot_peak_rss_over_core_size_at_most": RSS_OVER_CORE_TARGET,
-        },
-        "dumps": dump_results,
-        "skipped_dumps": skipped_dumps,
-        "skipped_tools": skipped_tools.iter().map(|(t, r)| json!({"tool": t, "reason": r})).collect::<Vec<_>>(),
-    });
-    let json_path = out_dir.join("native.json");
-    fs::write(&json_path, serde_json::to_string_pretty(&doc)? + "\n")
-        .with_context(|| format!("writing {}", json_path.display()))?;
-    println!(
-        "\nmeasured {}{} on {} ({} cores), {date}\nraw numbers: {}",
-        &commit[..commit.len().min(12)],
-        if dirty { " (with uncommitted changes in src/)" } else { "" },
-        machine["cpu"].as_str().unwrap_or("?"),
-        machine["cores"],
-        json_path.display()
-    );
-
+    crate::peers::run(crate::peers::Opts {
+        threads: a.threads.unwrap_or(2000),
+        frames: a.frames,
+        runs: a.runs.unwrap_or(5),
+        kinds: a.kind.kinds(),
+        remake: a.remake,
+        programs: !a.no_programs,
+        dotnet: !a.no_dotnet,
+        callgrind: !a.no_callgrind,
+    })?;
     if a.criterion {
+        let root = knot_samples::workspace_root();
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         eprintln!("bench   cargo bench -p knot --bench analyze");
         let status = Command::new(&cargo)
             .current_dir(&root)
@@ -351,168 +186,6 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The arguments of the plain (not --scale) bench.
-struct Plain {
-    threads: u32,
-    runs: u32,
-    kind: KindArg,
-    criterion: bool,
-}
-
-fn report(
-    d: &SampleDump,
-    core_size: u64,
-    core_alloc: u64,
-    core_threads: Option<usize>,
-    m: &[Measured],
-    skipped: &[(String, String)],
-    runs: u32,
-) -> (String, Value) {
-    use std::fmt::Write;
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "\nmany_threads, {} core: {} threads, {} ({} allocated on disk)\n{}",
-        d.kind,
-        core_threads.map_or("?".into(), |n| n.to_string()),
-        mib(core_size),
-        mib(core_alloc),
-        d.core.display()
-    );
-    let _ = writeln!(
-        t,
-        "  {:<20} {:>10} {:>10} {:>10} {:>12}  notes",
-        "tool",
-        "median",
-        "min",
-        "cpu (med)",
-        "peak RSS"
-    );
-    for x in m {
-        let failed = x.failed_runs();
-        let note = if failed > 0 || x.warmup.code != Some(0) {
-            format!("exit {} in {failed}/{runs} runs", fmt_code(x.runs.iter().chain([&x.warmup]).find(|s| s.code != Some(0)).and_then(|s| s.code)))
-        } else {
-            String::new()
-        };
-        let _ = writeln!(
-            t,
-            "  {:<20} {:>9.3}s {:>9.3}s {:>9.3}s {:>12}  {note}",
-            x.tool.name,
-            x.median(),
-            x.min(),
-            x.median_cpu(),
-            mib(x.peak_rss())
-        );
-    }
-    for (tool, why) in skipped {
-        let _ = writeln!(t, "  {tool:<20} skipped: {why}");
-    }
-
-    let get = |name: &str| m.iter().find(|x| x.tool.name == name);
-    let knot = get("knot analyze").expect("knot is always measured");
-    let ratio = |peer: &str, k: &Measured| get(peer).map(|p| p.median() / k.median());
-    let gdb_ratio = ratio("gdb", knot);
-    let eu_ratio = ratio("eu-stack", knot);
-    let rss_ratio = knot.peak_rss() as f64 / core_size as f64;
-    let so = get("knot --stacks-only");
-    let gdb_so = so.and_then(|k| ratio("gdb", k));
-    let eu_so = so.and_then(|k| ratio("eu-stack", k));
-
-    let verdict = |met: bool| if met { "met" } else { "NOT met" };
-    let _ = writeln!(t, "  ratios (medians; knot = `knot analyze --format json`):");
-    match gdb_ratio {
-        Some(r) => {
-            let _ = writeln!(
-                t,
-                "    gdb / knot time       {r:>7.1}x   target >= {GDB_OVER_KNOT_TARGET}x: {}",
-                verdict(r >= GDB_OVER_KNOT_TARGET)
-            );
-        }
-        None => {
-            let _ = writeln!(t, "    gdb / knot time       n/a (gdb skipped)");
-        }
-    }
-    match eu_ratio {
-        Some(r) => {
-            let _ = writeln!(
-                t,
-                "    eu-stack / knot time  {r:>7.1}x   target > {EU_STACK_OVER_KNOT_TARGET}x (knot faster): {}",
-                verdict(r > EU_STACK_OVER_KNOT_TARGET)
-            );
-        }
-        None => {
-            let _ = writeln!(t, "    eu-stack / knot time  n/a (eu-stack skipped)");
-        }
-    }
-    let _ = writeln!(
-        t,
-        "    knot peak RSS / core  {rss_ratio:>7.3}    target <= {RSS_OVER_CORE_TARGET} (far below the dump): {}  ({} of {})",
-        verdict(rss_ratio <= RSS_OVER_CORE_TARGET),
-        mib(knot.peak_rss()),
-        mib(core_size)
-    );
-    let cpu_ratio = |peer: &str| get(peer).map(|p| p.median_cpu() / knot.median_cpu());
-    let gdb_cpu = cpu_ratio("gdb");
-    let eu_cpu = cpu_ratio("eu-stack");
-    let _ = writeln!(
-        t,
-        "    CPU time (user+sys, less sensitive to a busy machine): gdb / knot {}, eu-stack / knot {}",
-        gdb_cpu.map_or("n/a".into(), |r| format!("{r:.1}x")),
-        eu_cpu.map_or("n/a".into(), |r| format!("{r:.1}x"))
-    );
-    if let Some(so) = so {
-        let _ = writeln!(
-            t,
-            "    with --stacks-only: gdb / knot {}, eu-stack / knot {}, peak RSS / core {:.3}",
-            gdb_so.map_or("n/a".into(), |r| format!("{r:.1}x")),
-            eu_so.map_or("n/a".into(), |r| format!("{r:.1}x")),
-            so.peak_rss() as f64 / core_size as f64
-        );
-    }
-
-    let tools: Vec<Value> = m
-        .iter()
-        .map(|x| {
-            json!({
-                "tool": x.tool.name,
-                "command": x.tool.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>(),
-                "wall_s_median": x.median(),
-                "wall_s_min": x.min(),
-                "cpu_s_median": x.median_cpu(),
-                "peak_rss_bytes": x.peak_rss(),
-                "warmup": sample_json(&x.warmup),
-                "runs": x.runs.iter().map(sample_json).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    let value = json!({
-        "sample": d.name,
-        "kind": d.kind.as_str(),
-        "core": d.core,
-        "binary": d.binary,
-        "core_size_bytes": core_size,
-        "core_allocated_bytes": core_alloc,
-        "core_threads": core_threads,
-        "tools": tools,
-        "ratios": {
-            "gdb_over_knot_time": gdb_ratio,
-            "eu_stack_over_knot_time": eu_ratio,
-            "knot_peak_rss_over_core_size": rss_ratio,
-            "gdb_over_knot_cpu": gdb_cpu,
-            "eu_stack_over_knot_cpu": eu_cpu,
-            "gdb_over_knot_stacks_only_time": gdb_so,
-            "eu_stack_over_knot_stacks_only_time": eu_so,
-        },
-        "targets_met": {
-            "gdb_over_knot_time": gdb_ratio.map(|r| r >= GDB_OVER_KNOT_TARGET),
-            "eu_stack_over_knot_time": eu_ratio.map(|r| r > EU_STACK_OVER_KNOT_TARGET),
-            "knot_peak_rss_over_core_size": rss_ratio <= RSS_OVER_CORE_TARGET,
-        },
-    });
-    (t, value)
 }
 
 /// The workspace's target directory (`$CARGO_TARGET_DIR`, relative to the root, or `target`).
@@ -554,10 +227,6 @@ pub(crate) fn sample_json(s: &Sample) -> Value {
         "rchar_bytes": s.rchar,
         "exit_code": s.code,
     })
-}
-
-pub(crate) fn fmt_code(c: Option<i32>) -> String {
-    c.map_or("by signal".into(), |c| c.to_string())
 }
 
 pub(crate) fn mib(bytes: u64) -> String {

@@ -37,7 +37,7 @@ fn gunzip(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-fn dotnet_dump() -> Option<PathBuf> {
+pub(crate) fn dotnet_dump() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("DOTNET_DUMP") {
         return Some(p.into());
     }
@@ -47,14 +47,11 @@ fn dotnet_dump() -> Option<PathBuf> {
     })
 }
 
-pub fn run(runs: u32, sample: &str) -> Result<()> {
-    let root = knot_samples::workspace_root();
-    let target = target_dir(&root);
-    let out_dir = target.join("bench");
+/// The committed heap dump of `sample` and the runtime files, decompressed under
+/// `out_dir/dotnet/`: (core, runtime directory, app directory).
+pub(crate) fn prepare(root: &Path, out_dir: &Path, sample: &str) -> Result<(PathBuf, PathBuf, PathBuf)> {
     let work = out_dir.join("dotnet");
     fs::create_dir_all(work.join("runtime"))?;
-    fs::create_dir_all(out_dir.join("logs"))?;
-
     let dumps = root.join("samples/dotnet/dumps");
     let gz = dumps.join(sample).join("heap/core.gz");
     if !gz.is_file() {
@@ -71,7 +68,32 @@ pub fn run(runs: u32, sample: &str) -> Result<()> {
             gunzip(&p, &runtime.join(name))?;
         }
     }
-    let app = dumps.join(sample).join("app");
+    Ok((core, runtime, dumps.join(sample).join("app")))
+}
+
+/// `dotnet-dump analyze CORE -c "setclrpath RUNTIME" -c syncblk -c "clrstack -all" -c exit`.
+pub(crate) fn sos_argv(sos: &Path, core: &Path, runtime: &Path) -> Vec<OsString> {
+    vec![
+        sos.into(),
+        "analyze".into(),
+        core.into(),
+        "-c".into(),
+        format!("setclrpath {}", runtime.display()).into(),
+        "-c".into(),
+        "syncblk".into(),
+        "-c".into(),
+        "clrstack -all".into(),
+        "-c".into(),
+        "exit".into(),
+    ]
+}
+
+pub fn run(runs: u32, sample: &str) -> Result<()> {
+    let root = knot_samples::workspace_root();
+    let target = target_dir(&root);
+    let out_dir = target.join("bench");
+    fs::create_dir_all(out_dir.join("logs"))?;
+    let (core, runtime, app) = prepare(&root, &out_dir, sample)?;
 
     let Some(sos) = dotnet_dump() else { bail!("dotnet-dump not found (dotnet tool install -g dotnet-dump, or set DOTNET_DUMP)") };
     let (knot, _) = build_knot(&root, &target)?;
@@ -84,19 +106,7 @@ pub fn run(runs: u32, sample: &str) -> Result<()> {
         "--search-dir".into(),
         app.into(),
     ];
-    let sos_argv: Vec<OsString> = vec![
-        sos.clone().into(),
-        "analyze".into(),
-        core.clone().into(),
-        "-c".into(),
-        format!("setclrpath {}", runtime.display()).into(),
-        "-c".into(),
-        "syncblk".into(),
-        "-c".into(),
-        "clrstack -all".into(),
-        "-c".into(),
-        "exit".into(),
-    ];
+    let sos_argv = sos_argv(&sos, &core, &runtime);
     let tools = [("knot analyze", knot_argv), ("dotnet-dump syncblk + clrstack -all", sos_argv)];
     let log = |i: usize| out_dir.join("logs").join(format!("dotnet-{i}.stderr"));
 

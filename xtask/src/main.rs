@@ -6,6 +6,8 @@ mod bench;
 mod bench_dotnet;
 mod bench_dotnet_heap;
 mod dotnet_catalog;
+mod peers;
+mod programs;
 mod samples;
 mod scale;
 
@@ -20,7 +22,8 @@ struct Cli {
 enum Command {
     /// Build, run and dump the native samples; record gdb's oracle.
     Samples(samples::Args),
-    /// Time knot against gdb and eu-stack on a many-threads core (wall, peak RSS);
+    /// Time knot against gdb and eu-stack -i on Debian programs and a 2,000-thread core, and
+    /// against dotnet-dump on a .NET heap dump (wall, CPU, peak RSS, instructions);
     /// `--scale`: on a core of 8 GiB with 1,000 threads beside the small ones.
     Bench(bench::Args),
     /// The .NET runtime catalogue (analyzers/dotnet/runtime-catalog.toml) from the official

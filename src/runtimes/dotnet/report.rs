@@ -181,6 +181,9 @@ pub struct ThreadPoolReport {
 pub struct LocalQueueReport {
     /// The `WorkStealingQueue` object.
     pub address: crate::hex::Hex,
+    /// The worker it belongs to (its thread static `ThreadPoolWorkQueueThreadLocals.threadLocals`);
+    /// null when knot cannot tell.
+    pub worker_tid: Option<u32>,
     pub work_items: u32,
 }
 
@@ -215,7 +218,6 @@ impl ThreadPoolReport {
             }
         };
         // A queue knot could not read leaves the total unknown; the parts it read stay.
-        let complete = queues.filter(|q| q.problems.is_empty());
         ThreadPoolReport {
             workers_total: pool.map_or(0, |p| p.workers.len() as u32),
             worker_tids: pool.map(|p| p.workers.clone()).unwrap_or_default(),
@@ -225,11 +227,11 @@ impl ThreadPoolReport {
             min_workers: counters.map(|c| c.min),
             max_workers: counters.map(|c| c.max),
             cpu_utilization: counters.map(|c| c.cpu_utilization),
-            queued_work_items: complete.map(|q| q.items.len() as u32),
+            queued_work_items: reading.queued(),
             global_queue: queues.map(|q| q.count(|k| *k == Queue::Global) as u32),
             high_priority_queue: queues.map(|q| q.count(|k| *k == Queue::HighPriority) as u32),
             local_queues: queues
-                .map(|q| q.local_queues.iter().map(|&a| LocalQueueReport { address: crate::hex::Hex(a), work_items: q.count(|k| *k == Queue::Local(a)) as u32 }).collect())
+                .map(|q| q.local_queues.iter().map(|&a| LocalQueueReport { address: crate::hex::Hex(a), worker_tid: q.owners.get(&a).copied(), work_items: q.count(|k| *k == Queue::Local(a)) as u32 }).collect())
                 .unwrap_or_default(),
             work_item_types: reading.types.iter().map(|t| WorkItemTypeReport { name: t.name.clone(), method_table: crate::hex::Hex(t.method_table), count: t.count as u32 }).collect(),
             unavailable,

@@ -19,7 +19,6 @@ use crate::runtimes::{Runtime, RuntimeReport};
 use crate::unwind::Stack;
 use crate::unwind::managed::CodeLookup;
 use crate::waits::{RuntimeLocks, RuntimeWaits, ThreadInput, WaitFacts};
-use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
 pub(crate) struct DotnetRuntime<'p> {
@@ -34,6 +33,8 @@ pub(crate) struct DotnetRuntime<'p> {
     exceptions: OnceLock<Option<crash::CrashReading>>,
     /// The path the dump names for `libcoreclr.so` and its build-id, for saying how to supply it.
     runtime_file: Option<(String, Option<String>)>,
+    /// The thread pool's counters and queues, read once (for the verdict and the report).
+    pool: OnceLock<Option<super::thread_pool::PoolReading>>,
 }
 
 /// The .NET runtime of `process`; `None` when the process has no `libcoreclr.so`.
@@ -58,7 +59,7 @@ pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<D
         }
     });
     let runtime_file = super::locate::runtime_module(process).map(|m| (m.path.clone(), m.build_id_hex()));
-    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file })
+    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file, pool: OnceLock::new() })
 }
 
 impl DotnetRuntime<'_> {
@@ -77,15 +78,17 @@ impl DotnetRuntime<'_> {
 impl DotnetRuntime<'_> {
     /// The thread pool: its workers by name, its counters and queues read from CoreLib's
     /// statics; none when the process has no workers and the pool was never started.
-    /// With the objects queued to the pool, when its queues were read.
-    fn thread_pool(&self, waits: &RuntimeWaits) -> (Option<ThreadPoolReport>, Option<HashSet<u64>>) {
-        let Ok(c) = self.context.as_ref() else { return (None, None) };
-        let reading = super::thread_pool::read(c);
-        let queued = reading.queues.as_ref().ok().map(|q| q.items.iter().map(|i| i.object).collect());
+    fn thread_pool(&self, waits: &RuntimeWaits) -> Option<ThreadPoolReport> {
+        let reading = self.pool_reading()?;
         if waits.worker_pool.is_none() && reading.counters.is_err() {
-            return (None, queued);
+            return None;
         }
-        (Some(ThreadPoolReport::new(waits.worker_pool.as_ref(), &reading)), queued)
+        Some(ThreadPoolReport::new(waits.worker_pool.as_ref(), reading))
+    }
+
+    /// The pool's counters and queues, read on first use.
+    fn pool_reading(&self) -> Option<&super::thread_pool::PoolReading> {
+        self.pool.get_or_init(|| self.context.as_ref().ok().map(|c| super::thread_pool::read(c))).as_ref()
     }
 
     /// The runtime's crash facts (every thread's last exception, createdump's header, which
@@ -118,7 +121,10 @@ impl RuntimeLocks for DotnetRuntime<'_> {
                 let tids: Vec<u32> = threads.iter().map(|t| t.tid).collect();
                 let stacks: Vec<&[&str]> = threads.iter().map(|t| t.functions.as_slice()).collect();
                 locks::merge_runtime(r, &names, &tids, &stacks, facts);
-                let worker_pool = locks::worker_pool(r, &names, facts);
+                let mut worker_pool = locks::worker_pool(r, &names, facts);
+                if let Some(p) = worker_pool.as_mut() {
+                    p.queued = self.pool_reading().and_then(|q| q.queued());
+                }
                 // Sleepers, idle workers and the runtime's idle service threads wait for nobody.
                 let finalizer = r.threads.iter().find(|th| th.is_finalizer && th.os_tid != 0).map(|th| th.os_tid);
                 let WaitFacts { threads: waits, locks: all_locks, .. } = facts;
@@ -152,10 +158,6 @@ impl Runtime for DotnetRuntime<'_> {
 
     fn report_section(&self, waits: &RuntimeWaits, facts: &mut WaitFacts) -> Option<RuntimeReport> {
         let reading = self.reading();
-        let (thread_pool, queued) = match reading {
-            DotnetReading::Runtime(_) => self.thread_pool(waits),
-            _ => (None, None),
-        };
         let mut report = match reading {
             DotnetReading::NotDotnet => return None,
             DotnetReading::Unsupported { version, .. } => DotnetReport {
@@ -176,7 +178,7 @@ impl Runtime for DotnetRuntime<'_> {
                 summary: reading.summary(),
                 runtime_version: Some(r.version.product.clone()),
                 managed_threads: r.threads.len(),
-                thread_pool,
+                thread_pool: self.thread_pool(waits),
                 heap: None,
                 gc: None,
                 exceptions: Vec::new(),
@@ -198,6 +200,9 @@ impl Runtime for DotnetRuntime<'_> {
         }
         if let (true, Ok(c)) = (self.walks_heap(), &self.context) {
             if let Some(gc) = gc::report::attach(c, &mut report, &mut facts.locks, &mut facts.diagnostics) {
+                // The objects queued to the pool, when its queues were read.
+                let queued: Option<std::collections::HashSet<u64>> =
+                    self.pool_reading().and_then(|p| p.queues.as_ref().ok()).map(|q| q.items.iter().map(|i| i.object).collect());
                 super::async_waits::link(&report.async_stacks, &gc.semaphores, queued.as_ref(), facts);
             }
         }

@@ -14,8 +14,10 @@
 //!   GC statics, primitives in the non-GC statics.
 //!
 //! A value-type field's own fields are reached through its type: the field's signature names a
-//! TypeDef of the same module, whose MethodTable the module's map gives. Thread statics and RVA
-//! statics are named as such and not read. Every count and chain is bounded.
+//! TypeDef of the same module, whose MethodTable the module's map gives. A thread static is read
+//! per thread (Thread contract: the `TLSIndex` in the class's `ThreadStaticsInfo`, resolved by the
+//! thread's `ThreadLocalData`); RVA statics are named as such and not read. Every count and chain
+//! is bounded.
 
 use super::error::DotnetError;
 use super::facts::Layout;
@@ -35,6 +37,10 @@ const MAX_FIELDS: u64 = 4096;
 const MAX_PARENTS: usize = 32;
 /// Value-type fields descended at most in one path (`_separated.counts._data`).
 const MAX_PATH: usize = 8;
+/// `TLSIndexType` (threadstatics.h): where a thread static's storage is found.
+const TLS_NON_COLLECTIBLE: u32 = 0;
+const TLS_COLLECTIBLE: u32 = 1;
+const TLS_DIRECT: u32 = 2;
 
 /// CorElementType values (ECMA-335 II.23.1.16) a field's FieldDesc carries.
 pub(crate) mod element {
@@ -383,7 +389,6 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
 
     /// Every static field `mt` declares that has a readable value (thread and RVA statics are
     /// left out), with where its value is; a class whose statics were never allocated has none.
-    #[expect(dead_code, reason = "for the readers of statics that come next; `expect` warns once one uses it")]
     pub(crate) fn static_fields(&self, mt: u64) -> Result<Vec<StaticField>> {
         let fields = self.own_fields(mt)?;
         Ok(fields.into_iter().filter(|f| f.kind == FieldKind::Static).filter_map(|f| self.locate(f).ok()).collect())
@@ -398,6 +403,63 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
         }
         let base = self.statics_base(field.class, field.in_gc_statics())?;
         Ok(StaticField { address: base.wrapping_add(field.offset), field })
+    }
+
+    /// The thread static `name` of `mt` on the runtime thread at `thread` (a `Thread*`), and
+    /// where its value is: the class's `ThreadStaticsInfo` (just before its `AuxiliaryData`) holds
+    /// the field's `TLSIndex`, which the thread's `ThreadLocalData` resolves (Thread contract
+    /// `GetThreadLocalStaticBase`: the non-collectible or collectible TLS array, or the
+    /// `ThreadLocalData` itself). An error when the thread never set it.
+    pub(crate) fn thread_static_field(&self, mt: u64, name: &str, thread: u64) -> Result<StaticField> {
+        let t = self.t;
+        let field = self.own_fields(mt)?.into_iter().find(|f| f.kind == FieldKind::ThreadStatic && f.name == name).ok_or_else(|| self.no_field(mt, name))?;
+        let aux = t.field_ptr(mt, "MethodTable", "AuxiliaryData")?;
+        let info = aux.wrapping_sub(t.size("ThreadStaticsInfo")?);
+        let index_at = info.wrapping_add(t.offset("ThreadStaticsInfo", if field.in_gc_statics() { "GCTlsIndex" } else { "NonGCTlsIndex" })?);
+        let base = self.thread_local_base(thread, index_at)?;
+        Ok(StaticField { address: base.wrapping_add(field.offset), field })
+    }
+
+    fn thread_local_base(&self, thread: u64, index_at: u64) -> Result<u64> {
+        let t = self.t;
+        let raw = t.read_u32(index_at.wrapping_add(t.offset("TLSIndex", "TLSIndexRawIndex")?), "TLSIndex")?;
+        let unset = |why: &str| DotnetError::Invalid { what: "thread static", at: thread, why: why.into() };
+        if raw == u32::MAX {
+            return Err(unset("its TLS index was never allocated"));
+        }
+        let (offset, kind) = ((raw & 0x00ff_ffff) as u64, raw >> 24);
+        let data = t.field_ptr(thread, "Thread", "ThreadLocalDataPtr")?;
+        if data == 0 {
+            return Err(unset("the thread has no thread-local data"));
+        }
+        let base = match kind {
+            TLS_NON_COLLECTIBLE => {
+                let count = t.field_u32(data, "ThreadLocalData", "NonCollectibleTlsDataCount")? as u64;
+                if offset >= count {
+                    return Err(unset("not set on this thread"));
+                }
+                let unused = t.global("NumberOfTlsOffsetsNotUsedInNoncollectibleArray")?;
+                let index = offset.checked_sub(unused).ok_or_else(|| unset("TLS index below the array's first used slot"))?;
+                let array = t.field_ptr(data, "ThreadLocalData", "NonCollectibleTlsArrayData")?;
+                let start = array.wrapping_add(t.global("PtrArrayOffsetToDataArray")?);
+                t.read_ptr(start.wrapping_add(index * 8), "non-collectible TLS array slot")?
+            }
+            TLS_COLLECTIBLE => {
+                let count = t.field_u32(data, "ThreadLocalData", "CollectibleTlsDataCount")? as u64;
+                if offset >= count {
+                    return Err(unset("not set on this thread"));
+                }
+                let array = t.field_ptr(data, "ThreadLocalData", "CollectibleTlsArrayData")?;
+                let handle = t.read_ptr(array.wrapping_add(offset * 8), "collectible TLS array slot")?;
+                if handle == 0 { 0 } else { t.read_ptr(handle, "collectible TLS handle")? }
+            }
+            TLS_DIRECT => data.wrapping_add(offset),
+            k => return Err(unset(&format!("TLS index type {k} unknown"))),
+        };
+        if base == 0 {
+            return Err(unset("not set on this thread"));
+        }
+        Ok(base)
     }
 
     /// The object a reference-typed static (or the box of a value-type static) holds; 0 for null.
@@ -471,6 +533,56 @@ fn compressed(p: &mut impl Iterator<Item = u8>) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::process::{Locator, Process};
+    use crate::runtimes::dotnet::context::Context;
+    use crate::runtimes::dotnet::{facts, thread_pool};
+
+    /// Statics over the committed pool_queue dump (its sample's `Program` has the statics `Gate`,
+    /// `Started`, `LocalQueued`, `Blocking`; worker 0's local queue holds `LedgerFlush` 0..4).
+    fn with_pool_queue(f: impl FnOnce(&Statics)) {
+        let d = knot_samples::dotnet::dumps("sos/threadpool-stat.txt", false).into_iter().find(|d| d.sample == "pool_queue").expect("the committed pool_queue dump");
+        let locator = Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() };
+        let process = Process::open(&d.core, &locator).expect("open the core");
+        let c = Context::open(&process, &locator).unwrap_or_else(|_| panic!("no runtime"));
+        let v = &c.version;
+        let build = facts::lookup(facts::builtin().expect("facts"), v.build_id.as_deref(), &v.product, v.file_version.as_deref()).expect("10.0.12 facts");
+        let t = c.target();
+        let namer = TypeNamer::new(&t, &c.image);
+        f(&Statics::new(&t, &namer, &build.layout));
+    }
+
+    #[test]
+    fn a_programs_own_statics_and_fields_read_through_the_runtime() {
+        with_pool_queue(|s| {
+            let q = thread_pool::queues(s).expect("queues");
+            let flushes: Vec<u64> = q.items.iter().filter(|i| matches!(i.queue, thread_pool::Queue::Local(_))).map(|i| i.object).collect();
+            assert_eq!(flushes.len(), 5);
+            let mt = objects::method_table(s.target(), flushes[0]).expect("MT");
+            assert_eq!(s.namer().type_name(mt).expect("name"), "Knot.Samples.PoolQueue.LedgerFlush");
+            let mut shards: Vec<u64> = flushes.iter().map(|&o| s.object_primitive(o, "Shard").expect("Shard")).collect();
+            shards.sort();
+            assert_eq!(shards, [0, 1, 2, 3, 4]);
+            let module = s.target().field_ptr(mt, "MethodTable", "Module").expect("module");
+            let program = s.class(module, "Knot.Samples.PoolQueue.Program").expect("Program");
+            let type_of = |name: &str| {
+                let o = s.static_object(program, name).expect(name);
+                s.namer().object_type_name(o).expect("type")
+            };
+            assert_eq!(type_of("Gate"), "System.Threading.ManualResetEventSlim");
+            assert_eq!(type_of("Started"), "System.Threading.CountdownEvent");
+            let mut names: Vec<String> = s.static_fields(program).expect("statics").into_iter().map(|f| f.field.name).collect();
+            names.sort();
+            assert_eq!(names, ["Blocking", "Gate", "LocalQueued", "Started"]);
+            // The CountdownEvent's count reached 0 (all 4 workers signalled): a primitive instance field.
+            let started = s.static_object(program, "Started").expect("Started");
+            assert_eq!(s.object_primitive(started, "_currentCount").expect("_currentCount"), 0);
+            let e = s.static_field(program, "NoSuchField").expect_err("no such field");
+            assert!(e.to_string().contains("Knot.Samples.PoolQueue.Program has no field NoSuchField"), "{e}");
+            assert!(s.static_primitive(program, "Gate").is_err(), "a reference is no primitive");
+            assert!(s.class(module, "Knot.Samples.PoolQueue.Nowhere").is_err());
+        });
+    }
 
     #[test]
     fn compressed_integers_decode_as_ecma_335_says() {

@@ -20,11 +20,13 @@ use super::gc::names::sos_heap_name;
 use super::objects::{self, TypeNamer};
 use super::statics::Statics;
 use super::target::Result;
+use super::threads;
 use std::collections::{BTreeMap, HashSet};
 
 const PORTABLE_THREAD_POOL: &str = "System.Threading.PortableThreadPool";
 const THREAD_POOL: &str = "System.Threading.ThreadPool";
 const WORK_STEALING_QUEUE_LIST: &str = "System.Threading.ThreadPoolWorkQueue+WorkStealingQueueList";
+const THREAD_LOCALS: &str = "System.Threading.ThreadPoolWorkQueueThreadLocals";
 /// Segments followed per queue at most.
 const MAX_SEGMENTS: usize = 1 << 12;
 /// Elements read per array at most (a segment's slots, a local queue's array).
@@ -83,6 +85,8 @@ pub(crate) struct WorkQueues {
     pub(crate) items: Vec<WorkItem>,
     /// Every local queue, in `s_queues` order (empty ones too).
     pub(crate) local_queues: Vec<u64>,
+    /// The OS tid of the thread each local queue belongs to, where its thread static says so.
+    pub(crate) owners: BTreeMap<u64, u32>,
     /// What could not be read (a queue left out, a list cut).
     pub(crate) problems: Vec<String>,
 }
@@ -109,6 +113,13 @@ pub(crate) struct PoolReading {
     pub(crate) queues: std::result::Result<WorkQueues, String>,
     /// The queued items by type, most first.
     pub(crate) types: Vec<WorkItemType>,
+}
+
+impl PoolReading {
+    /// Work items waiting, when every queue was read.
+    pub(crate) fn queued(&self) -> Option<u32> {
+        self.queues.as_ref().ok().filter(|q| q.problems.is_empty()).map(|q| q.items.len() as u32)
+    }
 }
 
 /// Reads the pool of the runtime in `c`.
@@ -187,15 +198,44 @@ pub(crate) fn queues(s: &Statics) -> Result<WorkQueues> {
         Ok(queues) => {
             for q in queues.into_iter().filter(|&q| q != 0) {
                 out.local_queues.push(q);
-                match s.object_field(q, "m_array").and_then(|a| reference_array(s, a, MAX_ARRAY)) {
-                    Ok(items) => push_items(s, Queue::Local(q), items.into_iter().filter(|&i| i != 0), &mut out.items)?,
-                    Err(e) => out.problems.push(format!("WorkStealingQueue at {q:#x}: {e}")),
+                let read = s
+                    .object_field(q, "m_array")
+                    .and_then(|a| reference_array(s, a, MAX_ARRAY))
+                    .and_then(|items| push_items(s, Queue::Local(q), items.into_iter().filter(|&i| i != 0), &mut out.items));
+                if let Err(e) = read {
+                    out.problems.push(format!("WorkStealingQueue at {q:#x}: {e}"));
                 }
             }
         }
         Err(e) => out.problems.push(format!("the workers' local queues (WorkStealingQueueList.s_queues): {e}")),
     }
+    if !out.local_queues.is_empty() {
+        out.owners = owners(s, core);
+    }
     Ok(out)
+}
+
+/// Each thread's local queue: its `ThreadPoolWorkQueueThreadLocals.threadLocals` thread static's
+/// `workStealingQueue`. A thread whose static cannot be read owns none that knot can tell.
+fn owners(s: &Statics, core: u64) -> BTreeMap<u64, u32> {
+    let t = s.target();
+    let mut out = BTreeMap::new();
+    let Ok(class) = s.class(core, THREAD_LOCALS) else { return out };
+    let Ok(threads) = threads::thread_store(t).and_then(|ts| threads::thread_addresses(t, ts)) else { return out };
+    for thread in threads {
+        let Ok(th) = threads::read_thread(t, thread, 0, 0) else { continue };
+        let queue = s
+            .thread_static_field(class, "threadLocals", thread)
+            .and_then(|f| t.read_ptr(f.address, "ThreadPoolWorkQueueThreadLocals.threadLocals"))
+            .and_then(|locals| if locals == 0 { Ok(0) } else { s.object_field(locals, "workStealingQueue") });
+        if let Ok(q) = queue
+            && q != 0
+            && th.os_tid != 0
+        {
+            out.insert(q, th.os_tid);
+        }
+    }
+    out
 }
 
 fn local_queues(s: &Statics, core: u64) -> Result<Vec<u64>> {
@@ -317,6 +357,141 @@ fn types(s: &Statics, q: &WorkQueues) -> Vec<WorkItemType> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::{Locator, Memory, MemoryError, Process};
+    use crate::runtimes::dotnet::target::Target;
+
+    /// The dump's memory with some bytes replaced: a hostile edit without copying the core.
+    struct Patched<'a> {
+        inner: &'a dyn Memory,
+        patches: Vec<(u64, Vec<u8>)>,
+    }
+
+    impl Memory for Patched<'_> {
+        fn chunk(&self, addr: u64, len: usize) -> std::result::Result<&[u8], MemoryError> {
+            for (at, bytes) in &self.patches {
+                if addr >= *at && addr < at + bytes.len() as u64 {
+                    let o = (addr - at) as usize;
+                    return Ok(&bytes[o..(o + len).min(bytes.len())]);
+                }
+            }
+            let c = self.inner.chunk(addr, len)?;
+            let next = self.patches.iter().map(|(a, _)| *a).filter(|&a| a > addr).min();
+            Ok(&c[..next.map_or(c.len(), |n| c.len().min((n - addr) as usize))])
+        }
+    }
+
+    /// The committed pool_queue dump (4 blocked workers; 9 global items, 5 on worker 0's local queue).
+    fn with_pool_queue(f: impl FnOnce(&Context<'_>)) {
+        let Some(d) = knot_samples::dotnet::dumps("sos/threadpool-stat.txt", false).into_iter().find(|d| d.sample == "pool_queue") else {
+            panic!("the committed pool_queue dump is missing");
+        };
+        let locator = Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() };
+        let process = Process::open(&d.core, &locator).expect("open the pool_queue core");
+        let c = Context::open(&process, &locator).unwrap_or_else(|_| panic!("no runtime in pool_queue"));
+        f(&c);
+    }
+
+    /// Reads the pool with `patch(statics over the real memory)` applied to the memory.
+    fn read_patched(c: &Context<'_>, patch: impl FnOnce(&Statics) -> Vec<(u64, Vec<u8>)>) -> PoolReading {
+        let v = &c.version;
+        let build = facts::lookup(facts::builtin().expect("facts"), v.build_id.as_deref(), &v.product, v.file_version.as_deref()).expect("10.0.12 facts");
+        let t = c.target();
+        let namer = TypeNamer::new(&t, &c.image);
+        let patches = patch(&Statics::new(&t, &namer, &build.layout));
+        let mem = Patched { inner: &c.memory, patches };
+        let pt = Target::borrowed(&mem, &c.descriptor, &c.pointer_data);
+        let pnamer = TypeNamer::new(&pt, &c.image);
+        read_with(&Statics::new(&pt, &pnamer, &build.layout))
+    }
+
+    fn word(v: u64) -> Vec<u8> {
+        v.to_le_bytes().to_vec()
+    }
+
+    /// The head segment of `ThreadPool.s_workQueue.workItems`, and where its `_nextSegment` is.
+    fn head_segment(s: &Statics) -> (u64, u64) {
+        let core = s.core_lib().expect("CoreLib");
+        let wq = s.static_object(s.class(core, THREAD_POOL).expect("ThreadPool"), "s_workQueue").expect("s_workQueue");
+        let head = s.object_field(s.object_field(wq, "workItems").expect("workItems"), "_head").expect("_head");
+        let (next, _) = s.instance_path(objects::method_table(s.target(), head).expect("MT"), "_nextSegment").expect("_nextSegment");
+        (head, head + next)
+    }
+
+    #[test]
+    fn the_unpatched_dump_reads_as_sos() {
+        with_pool_queue(|c| {
+            let r = read_patched(c, |_| Vec::new());
+            let k = r.counters.expect("counters");
+            assert_eq!((k.processing, k.idle(), k.min, k.max), (4, 0, 4, 4));
+            let q = r.queues.expect("queues");
+            assert!(q.problems.is_empty(), "{:?}", q.problems);
+            assert_eq!((q.count(|k| *k == Queue::Global), q.count(|k| matches!(k, Queue::Local(_)))), (9, 5));
+            assert_eq!(r.types.iter().map(|t| (t.name.as_str(), t.count)).collect::<Vec<_>>(), [("System.Threading.QueueUserWorkItemCallbackDefaultContext", 6), ("Knot.Samples.PoolQueue.LedgerFlush", 5), ("System.Threading.Tasks.Task", 3)]);
+        });
+    }
+
+    #[test]
+    fn a_cyclic_segment_chain_is_cut_and_said() {
+        with_pool_queue(|c| {
+            let r = read_patched(c, |s| {
+                let (head, next) = head_segment(s);
+                vec![(next, word(head))]
+            });
+            let q = r.queues.as_ref().expect("the other queues are read");
+            assert!(q.problems.iter().any(|p| p.contains("workItems") && p.contains("cycle")), "{:?}", q.problems);
+            assert_eq!(r.queued(), None, "a total with a queue left out is not given");
+            assert_eq!(q.count(|k| matches!(k, Queue::Local(_))), 5, "the local queue is still read");
+        });
+    }
+
+    #[test]
+    fn a_huge_local_queue_array_is_refused_before_it_is_read() {
+        with_pool_queue(|c| {
+            let r = read_patched(c, |s| {
+                let core = s.core_lib().expect("CoreLib");
+                let queues = s.static_object(s.class(core, WORK_STEALING_QUEUE_LIST).expect("list"), "s_queues").expect("s_queues");
+                let first = reference_array(s, queues, 16).expect("queues")[0];
+                let array = s.object_field(first, "m_array").expect("m_array");
+                vec![(array + s.target().offset("Array", "m_NumComponents").expect("offset"), 0xffff_fff0u32.to_le_bytes().to_vec())]
+            });
+            let q = r.queues.expect("queues");
+            assert!(q.problems.iter().any(|p| p.contains("WorkStealingQueue") && p.contains("more than")), "{:?}", q.problems);
+            assert_eq!(q.count(|k| *k == Queue::Global), 9);
+        });
+    }
+
+    #[test]
+    fn statics_pointing_at_garbage_leave_the_counters_unread_with_the_reason() {
+        with_pool_queue(|c| {
+            let r = read_patched(c, |s| {
+                let t = s.target();
+                let core = s.core_lib().expect("CoreLib");
+                let mt = s.class(core, PORTABLE_THREAD_POOL).expect("PortableThreadPool");
+                let aux = t.field_ptr(mt, "MethodTable", "AuxiliaryData").expect("aux");
+                let info = aux - t.size("DynamicStaticsInfo").expect("size");
+                vec![(info + t.offset("DynamicStaticsInfo", "GCStatics").expect("offset"), word(0x4141_4141_4141_4140))]
+            });
+            let e = r.counters.expect_err("garbage statics give no counters");
+            assert!(e.contains("0x4141414141414"), "{e}");
+            assert!(r.queues.is_ok(), "the queues hang off other statics");
+        });
+    }
+
+    #[test]
+    fn a_work_item_that_is_no_object_is_a_problem_not_a_panic() {
+        with_pool_queue(|c| {
+            let r = read_patched(c, |s| {
+                let core = s.core_lib().expect("CoreLib");
+                let queues = s.static_object(s.class(core, WORK_STEALING_QUEUE_LIST).expect("list"), "s_queues").expect("s_queues");
+                let first = reference_array(s, queues, 16).expect("queues")[0];
+                let array = s.object_field(first, "m_array").expect("m_array");
+                let data = array + s.target().size("Array").expect("size");
+                vec![(data, word(0x10))]
+            });
+            let q = r.queues.expect("queues");
+            assert!(q.problems.iter().any(|p| p.contains("WorkStealingQueue")), "{:?}", q.problems);
+        });
+    }
 
     #[test]
     fn thread_counts_split_as_corelib_packs_them() {
