@@ -5,7 +5,11 @@ use crate::core::CoreError;
 use crate::diagnostics::Diagnostic;
 use crate::process::{Locator, Process};
 use crate::report::heap_diff::HeapDiffReport;
+use crate::threads::FrameReport;
+use crate::runtimes::dotnet::gc::roots::{StackFrame, ThreadStack};
 use crate::runtimes::dotnet::gc::{self, diff, GcReading};
+use crate::runtimes::dotnet::{self as dotnet, context::Context};
+use crate::unwind::Stack;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Default)]
@@ -29,7 +33,6 @@ pub enum HeapError {
 /// One dump's heap.
 pub(crate) struct HeapDump {
     pub(crate) path: PathBuf,
-    #[allow(dead_code)] // for the object graph
     pub(crate) process: Process,
     pub(crate) gc: GcReading,
 }
@@ -49,12 +52,107 @@ pub(crate) fn read(path: &Path, opts: &HeapOptions) -> Result<HeapDump, HeapErro
     Ok(HeapDump { path: path.to_path_buf(), process, gc })
 }
 
+/// The threads' stacks as the heap graph's stack roots read them: each frame's stack pointer,
+/// code address, registers (managed frames only) and whether it is managed (from `frames`, the
+/// report's frames of the same stacks).
+pub(crate) fn thread_stacks(process: &Process, context: &Context<'_>, stacks: &[Stack], frames: &[Vec<FrameReport>]) -> Vec<ThreadStack> {
+    use crate::arch::x86_64::dwarf;
+    let t = context.target();
+    let mut managed_ids = std::collections::HashMap::new();
+    if let Ok(ts) = dotnet::threads::thread_store(&t)
+        && let Ok(list) = dotnet::threads::thread_addresses(&t, ts)
+    {
+        for a in list {
+            if let Ok(th) = dotnet::threads::read_thread(&t, a, 0, 0) {
+                managed_ids.insert(th.os_tid, th.managed_id);
+            }
+        }
+    }
+    process
+        .core
+        .threads
+        .iter()
+        .zip(stacks)
+        .zip(frames)
+        .map(|((th, stack), reports)| {
+            let frames = stack
+                .frames
+                .iter()
+                .map(|f| {
+                    let managed = reports.iter().any(|r| r.ip.0 == f.ip && !r.inlined && r.transition.is_none() && r.managed);
+                    let registers = if managed { (0..dwarf::TRACKED as u16).filter(|&r| r != dwarf::RSP && r != dwarf::RIP).filter_map(|r| f.regs.get(r).map(|v| (r, v))).collect() } else { Vec::new() };
+                    StackFrame { sp: f.sp, ip: f.ip, managed, registers }
+                })
+                .collect();
+            let stack_end = process.core.segments.find(th.registers.rsp).map(|s| s.end()).unwrap_or(0);
+            ThreadStack { os_tid: th.tid, managed_id: managed_ids.get(&th.tid).copied().unwrap_or(0), frames, stack_end }
+        })
+        .collect()
+}
+
+/// The heap's retention of an opened .NET process: its stacks walked for their roots, the
+/// object graph, the dominator tree. `None` when the process has no readable .NET runtime.
+pub(crate) fn holding<'p>(process: &'p Process, locator: &Locator, stacks_and_frames: Option<(&[Stack], &[Vec<FrameReport>])>) -> Option<Result<(gc::holders::Holding, dotnet::runtime::DotnetRuntime<'p>), String>> {
+    let runtime = dotnet::runtime::recognise(process, locator)?;
+    let result = (|| {
+        let context = runtime.context()?;
+        let threads = match stacks_and_frames {
+            Some((stacks, frames)) => thread_stacks(process, context, stacks, frames),
+            None => {
+                use crate::runtimes::Runtime as _;
+                let mut unwinder = crate::unwind::Unwinder::new(process);
+                let mut symbolizer = crate::symbols::Symbolizer::new(process);
+                if let Some(l) = runtime.code_lookup() {
+                    unwinder = unwinder.with_code_lookup(l);
+                    symbolizer = symbolizer.with_code_lookup(l);
+                }
+                let stacks = unwinder.walk_all();
+                let frames: Vec<Vec<FrameReport>> = stacks.iter().map(|s| crate::threads::build::frames(process, &symbolizer, s)).collect();
+                thread_stacks(process, context, &stacks, &frames)
+            }
+        };
+        gc::holders::read(context, &threads)
+    })();
+    Some(result.map(|h| (h, runtime)))
+}
+
+/// Fills the retained fields of a report's .NET heap (`dotnet.heap.retained`, `dominators`,
+/// `unreachable`, `suspects`); what could not be read goes to `diagnostics`.
+pub(crate) fn attach(process: &Process, locator: &Locator, stacks: &[Stack], frames: &[Vec<FrameReport>], heap: &mut crate::runtimes::dotnet::gc::report::HeapReport, diagnostics: &mut Vec<Diagnostic>) {
+    match holding(process, locator, Some((stacks, frames))) {
+        None => {}
+        Some(Err(why)) => diagnostics.push(Diagnostic::warning(gc::STAGE, format!("retained sizes not read: {why}"))),
+        Some(Ok((h, runtime))) => {
+            if let Ok(context) = runtime.context() {
+                h.attach(context, heap);
+            }
+            diagnostics.extend(h.diagnostics);
+        }
+    }
+}
+
 /// `knot heap diff OLD NEW`: what grew from `old` to `new`, by type.
 pub fn diff(old: &Path, new: &Path, opts: &HeapOptions) -> Result<HeapDiffReport, HeapError> {
     let a = read(old, opts)?;
     let b = read(new, opts)?;
-    let d = diff::diff(&a.gc.stats, &b.gc.stats, (None, None));
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
+    // Retained by type from each dump's object graph, when both are read.
+    let retained = |dump: &HeapDump, which: &str, diagnostics: &mut Vec<Diagnostic>| match holding(&dump.process, &opts.locator, None) {
+        Some(Ok((h, _))) => {
+            diagnostics.extend(h.diagnostics.iter().cloned().map(|mut d| {
+                d.message = format!("{which} dump: {}", d.message);
+                d
+            }));
+            Some(h.retained_by_type())
+        }
+        Some(Err(why)) => {
+            diagnostics.push(Diagnostic::warning(gc::STAGE, format!("{which} dump: retained sizes not read: {why}")));
+            None
+        }
+        None => None,
+    };
+    let (ra, rb) = (retained(&a, "old", &mut diagnostics), retained(&b, "new", &mut diagnostics));
+    let d = diff::diff(&a.gc.stats, &b.gc.stats, (ra.as_ref(), rb.as_ref()));
     // The heap's own: module files the stacks would need do not matter here.
     for (dump, which) in [(&a, "old"), (&b, "new")] {
         diagnostics.extend(dump.gc.diagnostics.iter().cloned().map(|mut d| {

@@ -56,7 +56,7 @@ enum Command {
     /// Analyze each new core dump in DIR once, writing <dump>.knot.json beside it (for a sidecar or a Job).
     #[command(after_help = WATCH_EXIT)]
     Watch(WatchArgs),
-    /// .NET heap commands: compare two dumps' heaps.
+    /// .NET heap commands: why an object is alive (`root`), what grew between two dumps (`diff`).
     #[command(subcommand)]
     Heap(HeapCommand),
     /// Print the JSON Schema of the report (--format json).
@@ -65,9 +65,41 @@ enum Command {
 
 #[derive(Subcommand)]
 enum HeapCommand {
+    /// Why an object is alive: the shortest path from each GC root (handle, stack, finalization
+    /// queue) that reaches it, as SOS `gcroot` prints it, each object with the field that leads on.
+    #[command(after_help = HEAP_ROOT_EXIT)]
+    Root(HeapRootArgs),
     /// What grew between two dumps of one program: per type, count and bytes (as SOS `dumpheap -stat`), largest growth first. Types are matched by name, never by address.
     #[command(after_help = HEAP_EXIT)]
     Diff(HeapDiffArgs),
+}
+
+const HEAP_ROOT_EXIT: &str = "Stack roots are found by scanning each managed frame's stack words and registers (marked conservative): a stale local may show as a root. Exit status: 0 the heap was read (whether or not a root reaches the object: see `reachable`); 2 the dump or its .NET heap could not be read; 64 the command line is wrong.";
+
+#[derive(Parser)]
+struct HeapRootArgs {
+    /// The core file (a .NET process's, with its heap: createdump --withheap or --full).
+    #[arg(value_name = "DUMP")]
+    core: PathBuf,
+    /// The object's address (hex, with or without 0x), as SOS prints it.
+    #[arg(value_name = "ADDRESS", value_parser = parse_address)]
+    address: u64,
+    #[command(flatten)]
+    lookup: LookupArgs,
+    /// A compressed core (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
+    #[arg(long, value_name = "MIB", default_value_t = knot::core::compressed::DEFAULT_MAX_DECOMPRESSED >> 20)]
+    max_decompressed_mib: u64,
+    /// `text` (SOS gcroot's shape) or `json` (fields: docs/report-fields.md, "knot heap root").
+    #[arg(long, value_enum, default_value_t = HeapFormat::Text)]
+    format: HeapFormat,
+    /// Write to FILE instead of standard output.
+    #[arg(long, short, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+fn parse_address(s: &str) -> Result<u64, String> {
+    let h = s.trim().trim_start_matches("0x").trim_start_matches("0X");
+    u64::from_str_radix(h, 16).map_err(|_| format!("{s:?} is not a hex address"))
 }
 
 const HEAP_EXIT: &str = "Exit status: 0 the heaps were compared; 2 a dump could not be read, or its .NET heap could not be walked (the message says which and why); 64 the command line is wrong.";
@@ -81,8 +113,8 @@ struct HeapDiffArgs {
     #[command(flatten)]
     lookup: LookupArgs,
     /// `text` or `json`.
-    #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
-    format: DiffFormat,
+    #[arg(long, value_enum, default_value_t = HeapFormat::Text)]
+    format: HeapFormat,
     /// Types shown in the text report (JSON has every type).
     #[arg(long, value_name = "N", default_value_t = knot::report::heap_diff::TEXT_TYPES)]
     top: usize,
@@ -94,9 +126,12 @@ struct HeapDiffArgs {
     output: Option<PathBuf>,
 }
 
+/// How a `knot heap` command writes its document.
 #[derive(Clone, Copy, ValueEnum)]
-enum DiffFormat {
+enum HeapFormat {
+    /// For people.
     Text,
+    /// For programs (fields: docs/report-fields.md).
     Json,
 }
 
@@ -266,6 +301,7 @@ fn main() -> ExitCode {
         Command::Analyze(args) => run_analyze(args),
         Command::Watch(args) => run_watch(args),
         Command::Pid(args) => run_pid(args),
+        Command::Heap(HeapCommand::Root(args)) => run_heap_root(args),
         Command::Heap(HeapCommand::Diff(args)) => run_heap_diff(args),
         Command::Schema => {
             println!("{}", report::json_schema());
@@ -303,6 +339,22 @@ fn run_analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
     let report = report?;
     emit(&report, &args.output)?;
     Ok(if args.fail_on_deadlock && !report.deadlocks.is_empty() { EXIT_DEADLOCK } else { EXIT_OK })
+}
+
+fn run_heap_root(args: HeapRootArgs) -> anyhow::Result<u8> {
+    let opts = Options { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)), ..Options::default() };
+    let r = analysis::heap_root(&args.core, &opts, args.address)?;
+    let rendered = match args.format {
+        HeapFormat::Text => report::heap_root::render(&r),
+        HeapFormat::Json => report::heap_root::to_json(&r) + "\n",
+    };
+    match &args.output {
+        Some(path) => std::fs::write(path, rendered).with_context(|| format!("cannot write {}", path.display()))?,
+        None => {
+            let _ = std::io::stdout().lock().write_all(rendered.as_bytes());
+        }
+    }
+    Ok(EXIT_OK)
 }
 
 /// Renders the report and writes it to `output` or standard output; a verdict reached without
@@ -485,8 +537,8 @@ fn run_heap_diff(args: HeapDiffArgs) -> anyhow::Result<u8> {
     let opts = knot::heap::HeapOptions { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)) };
     let d = knot::heap::diff(&args.old, &args.new, &opts)?;
     let rendered = match args.format {
-        DiffFormat::Text => d.to_text(args.top),
-        DiffFormat::Json => d.to_json() + "\n",
+        HeapFormat::Text => d.to_text(args.top),
+        HeapFormat::Json => d.to_json() + "\n",
     };
     write_out(args.output.as_deref(), &rendered)?;
     Ok(EXIT_OK)

@@ -442,7 +442,9 @@ fn finish(name: &str, before: &fs::Metadata, outs: &Outputs, outcome: Result<Rep
                 let n: usize = r.deadlocks.iter().map(|d| d.tids.len()).sum();
                 words.push_str(&format!(" ({n} threads in {} cycle{})", r.deadlocks.len(), if r.deadlocks.len() == 1 { "" } else { "s" }));
             }
-            log(&format!("{name}: {words}; {} threads; {secs:.1}s → {}", r.threads.len(), written.display()));
+            // `signature=…` is one token a log query can count (the same wedge, the same key).
+            let signature = r.verdict_signature.as_deref().map(|s| format!("; signature={s}")).unwrap_or_default();
+            log(&format!("{name}: {words}{signature}; {} threads; {secs:.1}s → {}", r.threads.len(), written.display()));
             Handled::Analyzed { deadlock }
         }
         Err(msg) => {

@@ -288,8 +288,8 @@ fn semaphore_slim_has_its_sync_and_async_waiters() {
 
 /// Sync over async: each thread blocked in Task.Wait/Result is tied to the async stack its task
 /// is a frame of (SOS dumpasync's stack holding that very box), and on sync_over_async that
-/// stack's work is queued to the starved pool: the first screen says the workers wait for tasks
-/// queued behind them, with the queue's length.
+/// stack's work is queued to the starved pool: the first screen says the work queued behind the
+/// workers, with the queue's length, and that their tasks' work is among it.
 #[test]
 fn task_waits_link_to_the_async_stack_that_would_complete_them() {
     let mut seen = 0;
@@ -312,7 +312,7 @@ fn task_waits_link_to_the_async_stack_that_would_complete_them() {
             let queued = r["dotnet"]["thread_pool"]["queued_work_items"].as_u64().expect("queue read");
             let text = knot::report::text::render(&analysis::analyze(&d.core, &Options { locator: d.locator.clone(), ..Options::default() }).expect("report"), &Default::default());
             let line = text.lines().find(|l| l.starts_with("Verdict:")).expect("verdict line");
-            assert!(line.contains(&format!("8 workers wait for tasks queued behind them ({queued} queued work items)")), "{line}");
+            assert!(line.contains(&format!("{queued} work items queued behind them, 8 workers waiting for tasks whose work is among them")), "{line}");
         }
         seen += 1;
     }

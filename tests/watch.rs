@@ -58,6 +58,10 @@ fn a_new_dump_gets_its_report_once_and_again_only_when_it_changes() {
     let v = report(&json);
     assert_eq!(v["verdict"], "deadlock");
     assert_eq!(v["deadlocks"].as_array().map(Vec::len), Some(1));
+    // The log line carries the verdict's signature as one token a log query can count.
+    let signature = v["verdict_signature"].as_str().expect("a verdict signature");
+    assert!(signature.starts_with("deadlock:"), "{signature}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("core.11396: DEADLOCK (2 threads in 1 cycle); signature={signature}; ")), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(with_suffix(&core, ".knot.done").exists(), "the marker");
     assert!(!dir.path().join("notes.txt.knot.json").exists() && !dir.path().join("notes.txt.knot.error.txt").exists());
 

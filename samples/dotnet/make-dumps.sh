@@ -29,6 +29,10 @@
 #   gc_oom             heap                       under DOTNET_GCHeapHardLimit=0x4000000 the program fills
 #                                                 the heap, catches OutOfMemoryException and FailFasts;
 #                                                 the runtime writes the dump (DOTNET_DbgMiniDumpType=2)
+#   heap_graph         heap                       createdump --withheap PID (objects held only by a strong
+#                                                 handle, a pinned handle, a parked thread's local, the
+#                                                 f-reachable queue, statics, an event, a tree, a
+#                                                 ConditionalWeakTable entry; SOS gcroot/objsize of each)
 #   idle_runtime       heap                       createdump --withheap PID (2 threads wait for a Monitor held by
 #                                                 a sleeping thread; the rest sleep, wait for work or are idle
 #                                                 runtime threads; the sync table grown over junk, 200 of 300
@@ -54,6 +58,13 @@
 #                                                 (singlefilehost 10.0.12), no libcoreclr.so; createdump --withheap
 #   net9_abba          heap                       the same on .NET 9 (net9.0, self-contained from the 9.0.23 runtime
 #                                                 pack); the publish directory's own createdump --withheap
+#   orleans_silo       heap                       a real Orleans 10.4.2 silo (Microsoft.Orleans.Server): 9 grain
+#                                                 activations and 1 grain call wait behind a cache's lock whose
+#                                                 holder waits for that grain call; createdump --withheap PID
+#                                                 (~330 MB: never committed, only its SOS readings are)
+#                      again                      the same wedge in a second run of the silo (another process,
+#                                                 other tids and addresses): createdump --withheap PID; tests
+#                                                 compare the two dumps' signatures
 #
 # Environment:
 #   DOTNET        dotnet host (default: `dotnet` on PATH)
@@ -97,9 +108,11 @@ ALL_JOBS=(
   unhandled_exception/heap failfast_exception/heap stack_overflow/heap
   heap_population/heap gc_oom/heap unhandled_oom/heap
   idle_runtime/heap heap_growth/twice
+  heap_graph/heap
   pool_queue/heap
   async_tcs/heap semaphore_async/heap
   self_contained/heap single_file/heap net9_abba/heap
+  orleans_silo/heap orleans_silo/again
 )
 # Samples run from their `dotnet publish` output (their own runtime), not with the machine's.
 PUBLISHED=" self_contained single_file net9_abba "
@@ -462,15 +475,36 @@ oracle() {  # oracle SAMPLE DIR
       sos_gcrefs "$core" "$dir/sos/ledger-refs.txt" "Knot.Samples.HeapPopulation.Ledger" ;;
     monitor_abba|failfast|pinvoke_mutex|self_contained|single_file|net9_abba)
       sos_gcrefs "$core" "$dir/sos/lock-objects.txt" "Knot.Samples." ;;
+    heap_graph)
+      sos_gcroots "$core" "$dir/sos/gcroot.txt" "Knot.Samples.HeapGraph." ;;
   esac
+}
+
+# SOS gcroot and objsize of every object whose type starts with PREFIX, one block per object
+# headed `### ADDRESS TYPE` (one dotnet-dump run per object: its outputs have no separator).
+sos_gcroots() {  # sos_gcroots CORE OUT PREFIX
+  local core="$1" out="$2" prefix="$3" tmp line a mt name
+  tmp="$(mktemp -d)"
+  sos "$core" "$tmp/heap" "dumpheap -type $prefix"
+  # Statistics rows: MT Count TotalSize Class Name; object rows: Address MT Size.
+  declare -A names=()
+  while read -r mt _ _ name; do names[$mt]="$name"; done < <(awk '/^Statistics:/{s=1; next} s && $1 ~ /^[0-9a-f]+$/ && NF >= 4 {print}' "$tmp/heap")
+  : >"$out"
+  while read -r a mt; do
+    { echo "### $a ${names[$mt]:-?}"; } >>"$out"
+    sos "$core" "$tmp/one" "gcroot $a" "objsize $a"
+    grep -vE '^(Loading core dump|Ready to process)' "$tmp/one" >>"$out" || true
+  done < <(awk '/^Statistics:/{exit} $1 ~ /^[0-9a-f]+$/ && length($1) >= 8 && $2 ~ /^[0-9a-f]+$/ && length($2) >= 8 {print $1, $2}' "$tmp/heap")
+  sos "$core" "$tmp/stat" "dumpheap -stat"
+  rm -rf "$tmp"
 }
 
 # ---------------------------------------------------------------- build
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   log "building samples (dotnet build -c Debug)"
   for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
-           unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime heap_growth \
-           pool_queue \
+           unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime heap_growth heap_graph \
+           pool_queue orleans_silo \
            async_tcs semaphore_async; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }
@@ -610,7 +644,7 @@ run_job() {  # run_job SAMPLE KIND
       env=(DOTNET_DbgEnableMiniDump=1 DOTNET_DbgMiniDumpType=2 "DOTNET_DbgMiniDumpName=$dir/core"
            DOTNET_EnableCrashReport=1)
       how="the runtime's createdump on the crash via ${env[*]}" ;;
-    */heap) flags="--withheap" ;;
+    */heap|orleans_silo/again) flags="--withheap" ;;
     */full) flags="--full" ;;
     */mini) flags="--normal" ;;
     */triage) flags="--triage" ;;
@@ -633,7 +667,9 @@ run_job() {  # run_job SAMPLE KIND
     [[ -s "$dir/core" ]] || { cat "$dir/stderr.txt" >&2; die "$sample: runtime wrote no dump"; }
     echo "# tid	state	wchan	comm  (none: the process had died by itself; see sos/thread-names.txt)" >"$dir/threads.txt"
   else
-  wait_for 60 has_ready "$dir/stdout.txt" || { cat "$dir/stderr.txt" >&2; die "$sample: no 'ready' within 60 s"; }
+  # An Orleans silo starts in seconds, more on a loaded machine.
+  local ready_secs=60; [[ "$sample" == orleans_silo ]] && ready_secs=240
+  wait_for "$ready_secs" has_ready "$dir/stdout.txt" || { cat "$dir/stderr.txt" >&2; die "$sample: no 'ready' within $ready_secs s"; }
   wait_blocked "$pid" 30 || die "$sample: threads not all blocked (state S) within 30 s"
   record_threads "$pid" "$dir/threads.txt"
   t0=$SECONDS

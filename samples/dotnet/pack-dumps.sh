@@ -34,6 +34,7 @@ COMMITTED=(
   gc_oom/heap
   unhandled_oom/heap
   idle_runtime/heap
+  heap_graph/heap
   pool_queue/heap
   async_tcs/heap
   semaphore_async/heap

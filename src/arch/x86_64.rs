@@ -138,4 +138,10 @@ pub(crate) mod dwarf {
     /// Windows register number (rax rcx rdx rbx rsp rbp rsi rdi r8..r15: the order of x64 unwind
     /// codes and of CoreCLR's `CONTEXT`) → DWARF register number.
     pub(crate) const FROM_WINDOWS: [u16; 16] = [RAX, RCX, RDX, RBX, RSP, RBP, RSI, RDI, R8, R9, R10, R11, R12, R13, R14, R15];
+
+    /// The register's name (`rbx`), by DWARF number.
+    pub(crate) fn name(reg: u16) -> Option<&'static str> {
+        const NAMES: [&str; 17] = ["rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip"];
+        NAMES.get(reg as usize).copied()
+    }
 }

@@ -37,11 +37,13 @@ pub(crate) struct DominatorTree {
 
 impl DominatorTree {
     /// Reachable nodes, the virtual root not counted.
+    #[cfg(test)]
     pub(crate) fn reachable(&self) -> usize {
         self.order.len().saturating_sub(1)
     }
 
     /// Node → preorder number (`None`: not reachable). O(n) memory; for callers that need it.
+    #[cfg(test)]
     pub(crate) fn numbers(&self, nodes: usize) -> Vec<u32> {
         let mut pre = vec![NONE; nodes];
         for (k, &v) in self.order.iter().enumerate().skip(1) {
@@ -242,28 +244,30 @@ fn eval(v: u32, ancestor: &mut [u32], label: &mut [u32], semi: &[u32], path: &mu
     label[v as usize]
 }
 
+/// CSR from an edge list over `n` nodes (the tests' graphs, here and in the retained sizes').
+#[cfg(test)]
+pub(crate) fn csr(n: usize, edges: &[(u32, u32)]) -> (Vec<u32>, Vec<u32>) {
+    let mut start = vec![0u32; n + 1];
+    for &(a, _) in edges {
+        start[a as usize + 1] += 1;
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut targets = vec![0u32; edges.len()];
+    for &(a, b) in edges {
+        targets[fill[a as usize] as usize] = b;
+        fill[a as usize] += 1;
+    }
+    (start, targets)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// CSR from an edge list over `n` nodes.
-    fn csr(n: usize, edges: &[(u32, u32)]) -> (Vec<u32>, Vec<u32>) {
-        let mut start = vec![0u32; n + 1];
-        for &(a, _) in edges {
-            start[a as usize + 1] += 1;
-        }
-        for i in 0..n {
-            start[i + 1] += start[i];
-        }
-        let mut fill = start.clone();
-        let mut targets = vec![0u32; edges.len()];
-        for &(a, b) in edges {
-            targets[fill[a as usize] as usize] = b;
-            fill[a as usize] += 1;
-        }
-        (start, targets)
-    }
 
     /// Node → its immediate dominator as a node (`None`: the virtual root), unreachable nodes
     /// absent.

@@ -3,11 +3,10 @@
 //! ordered chain a person reads: T1 waits for L1 — held by T2, which waits for L0 — held by T1
 //! (the words are the report's).
 
-// Read once the object graph is (gc::holders, with the graph of heapgraph): until then unused.
-#[allow(dead_code)]
 pub(crate) mod dominators;
 pub(crate) mod groups;
 pub(crate) mod limits;
+pub(crate) mod signature;
 pub(crate) mod verdict;
 
 use crate::waits::{LockFact, Owner};
@@ -122,6 +121,7 @@ mod tests {
             recursion: None,
             readers: None,
             managed: None,
+            signature: None,
         }
     }
 

@@ -9,6 +9,7 @@ pub(crate) mod async_text;
 pub(crate) mod gc_html;
 pub(crate) mod gc_text;
 pub mod heap_diff;
+pub mod heap_root;
 pub mod html;
 pub(crate) mod model;
 pub(crate) mod svg;

@@ -21,6 +21,10 @@ pub struct Report {
     pub dump: DumpInfo,
     /// The one-line answer: deadlock, crash, gc_stall, contention, thread_pool_starved, blocked_on_io, idle or nothing_blocked; not_analyzed with `--stacks-only`.
     pub verdict: Verdict,
+    /// The verdict's stable key for counting a wedge across a fleet (`deadlock:<16 hex
+    /// digits>`, `contention:…`): the same wedge gives the same key in every dump; null with
+    /// `--stacks-only`. See docs/report-fields.md.
+    pub verdict_signature: Option<String>,
     /// Facts the verdict needs that could not be read: what is missing, what it hides, the
     /// option that supplies it. Empty when the verdict rests on everything it needs.
     pub verdict_limits: Vec<crate::graph::limits::VerdictLimit>,
@@ -66,6 +70,9 @@ pub struct Deadlock {
     pub inferred: bool,
     /// The chain in words.
     pub description: String,
+    /// The cycle's stable key (`cycle:<16 hex digits>`): the same deadlock gives the same key in
+    /// every dump of it; see docs/report-fields.md.
+    pub signature: String,
 }
 
 /// A live reading: the process was stopped only while its registers and memory were copied.

@@ -2,7 +2,7 @@
 //! (`#3  0x00007f…  ___pthread_mutex_lock (pthread_mutex_lock.c:93) [libc.so.6]`).
 
 use super::model::{FrameReport, Group, Report, ThreadReport, Verdict};
-use super::words::{lock_name, owner_words, plural, state_words};
+use super::words::{lock_name, owner_words, plural, role_lines, state_words};
 use crate::waits::{LockFact, LockKind, Owner};
 use std::collections::BTreeSet;
 use crate::unwind::Trust;
@@ -59,14 +59,15 @@ pub fn render_colored(report: &Report, opts: &TextOptions, color: bool) -> Strin
     let paint = Paint { on: color };
     let mut out = String::new();
     header(&mut out, report);
+    // Why it died comes first; when the heap is the story, its suspects say why next.
+    if let Some(c) = &report.crash {
+        super::crash_text::lines(&mut out, report, c);
+    }
     if super::gc_text::suspects_first(report) {
         if let Some(heap) = report.dotnet.as_ref().and_then(|d| d.heap.as_ref()) {
             out.push('\n');
             super::gc_text::suspect_lines(&mut out, heap);
         }
-    }
-    if let Some(c) = &report.crash {
-        super::crash_text::lines(&mut out, report, c);
     }
     summary(&mut out, report, paint);
     let mut shown: BTreeSet<u32> = BTreeSet::new();
@@ -184,6 +185,13 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
     }
     for l in r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).take(5) {
         let _ = writeln!(out, "  {} waiter{} on {} — {}", l.waiter_tids.len(), plural(l.waiter_tids.len()), paint.lock(&lock_name(l)), paint.owner(&owner_words(l)));
+        // What stopped working, in the service's own words (the waiters' roles).
+        for line in role_lines(l, &r.threads) {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    if let Some(s) = &r.verdict_signature {
+        let _ = writeln!(out, "  signature: {s}");
     }
 }
 

@@ -83,9 +83,9 @@ fn task_async_words(m: &ManagedLock) -> Option<String> {
     Some(format!("no owning thread: it is {method}in async stack {}, and completes when that stack does{queued}", i + 1))
 }
 
-/// `8 workers wait for tasks queued behind them (16 queued work items)`: the sync-over-async
-/// starvation, from the workers' task waits tied to async stacks whose work is in the pool's
-/// queue.
+/// `16 work items queued behind them, 8 workers waiting for tasks whose work is among them`:
+/// the starvation, from the pool's queue and the workers' task waits tied to async stacks whose
+/// work is in that queue (sync over async).
 pub(crate) fn starvation_words(locks: &[LockFact], tp: &crate::runtimes::dotnet::report::ThreadPoolReport) -> String {
     let on_task = |queued: Option<bool>| -> usize {
         locks
@@ -97,11 +97,22 @@ pub(crate) fn starvation_words(locks: &[LockFact], tp: &crate::runtimes::dotnet:
     };
     let all: usize = locks.iter().filter(|l| l.kind == LockKind::Task).flat_map(|l| l.waiter_tids.iter()).filter(|t| tp.worker_tids.contains(t)).count();
     let behind = on_task(Some(true));
+    let waiting = |n: usize| format!("{n} worker{} waiting for tasks", plural(n));
+    let mut parts = Vec::new();
     match tp.queued_work_items {
-        Some(q) if behind > 0 => format!("{behind} worker{} wait{} for tasks queued behind them ({q} queued work item{})", plural(behind), if behind == 1 { "s" } else { "" }, plural(q as usize)),
-        Some(q) => format!("{all} worker{} wait{} for tasks ({q} queued work item{})", plural(all), if all == 1 { "s" } else { "" }, plural(q as usize)),
-        None => format!("{all} worker{} wait{} for tasks (the pool's queued work items were not read)", plural(all), if all == 1 { "s" } else { "" }),
+        Some(q) if q > 0 => parts.push(format!("{q} work item{} queued behind them", plural(q as usize))),
+        Some(_) => {}
+        None => parts.push("the pool's queued work items were not read".to_string()),
     }
+    if behind > 0 {
+        parts.push(format!("{} whose work is among them", waiting(behind)));
+        if all > behind {
+            parts.push(format!("{} more waiting for other tasks", all - behind));
+        }
+    } else if all > 0 {
+        parts.push(waiting(all));
+    }
+    parts.join(", ")
 }
 
 /// Gives every .NET lock its label, from its facts (the reader leaves it to the report).
@@ -160,7 +171,7 @@ pub(crate) fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
 
 /// The cycle as the report gives it: its facts and the chain in words, `thread 8609 holds
 /// ledger, waits for audit — held by 8610, which waits for ledger — held by 8609`.
-pub(crate) fn deadlock(c: &Cycle, locks: &[LockFact]) -> Deadlock {
+pub(crate) fn deadlock(c: &Cycle, locks: &[LockFact], signature: String) -> Deadlock {
     let by_id = |id: &str| locks.iter().find(|l| l.id == id);
     let mut words = Vec::with_capacity(c.tids.len() + 1);
     for (i, (&t, id)) in c.tids.iter().zip(&c.locks).enumerate() {
@@ -177,7 +188,55 @@ pub(crate) fn deadlock(c: &Cycle, locks: &[LockFact]) -> Deadlock {
     if let Some(&start) = c.tids.first() {
         words.push(if c.tids.len() == 1 { format!("held by {start} itself") } else { format!("held by {start}") });
     }
-    Deadlock { tids: c.tids.clone(), locks: c.locks.clone(), inferred: c.inferred, description: words.join(" — ") }
+    Deadlock { tids: c.tids.clone(), locks: c.locks.clone(), inferred: c.inferred, description: words.join(" — "), signature }
+}
+
+/// What stopped working behind a lock, in the service's words: `Orleans: 8 grain activations
+/// and 1 grain call wait behind monitor on System.Object at 0x… (PriceCache._sync) — held by
+/// thread 3042 (CacheRefresher)`. One line per framework whose threads wait on `l`; none when
+/// only the runtime's own threads (or threads with no role) wait, or when `l` is only waited on
+/// to be signalled (a condition variable, a semaphore: an idle wait, not a stop).
+pub(crate) fn role_lines(l: &LockFact, threads: &[ThreadReport]) -> Vec<String> {
+    let Ok(roles) = crate::roles::Roles::builtin() else { return Vec::new() };
+    if !l.kind.is_exclusive() && l.kind != LockKind::Task {
+        return Vec::new();
+    }
+    // framework → (role, count), in the order the roles first appear among the waiters.
+    let mut by_framework: Vec<(&str, Vec<(&crate::roles::ThreadRole, usize)>)> = Vec::new();
+    for role in l.waiter_tids.iter().filter_map(|&tid| threads.iter().find(|t| t.tid == tid)).filter_map(|t| t.role.as_ref()).filter(|r| roles.is_service(r)) {
+        let at = match by_framework.iter().position(|(f, _)| *f == role.framework) {
+            Some(i) => i,
+            None => {
+                by_framework.push((role.framework.as_str(), Vec::new()));
+                by_framework.len() - 1
+            }
+        };
+        let counts = &mut by_framework[at].1;
+        match counts.iter_mut().find(|(r, _)| r.role == role.role) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((role, 1)),
+        }
+    }
+    by_framework
+        .into_iter()
+        .map(|(framework, mut counts)| {
+            // The most threads first: what stopped working most.
+            counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.role.cmp(&b.0.role)));
+            let n: usize = counts.iter().map(|(_, n)| n).sum();
+            let parts: Vec<String> = counts.iter().map(|(r, n)| if *n == 1 { format!("1 {}", r.name) } else { format!("{n} {}", roles.plural(r).unwrap_or(&r.name)) }).collect();
+            let list = match parts.split_last() {
+                Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+                _ => parts.join(""),
+            };
+            let owner_role = l.owner.tid().and_then(|t| threads.iter().find(|x| x.tid == t)).and_then(|t| t.role.as_ref()).filter(|r| roles.is_service(r));
+            let owner = match owner_role {
+                Some(r) => format!("{}, a {}", owner_words(l), r.name),
+                None => owner_words(l),
+            };
+            let behind = if l.kind == LockKind::Task { "for" } else { "behind" };
+            format!("{}: {list} wait{} {behind} {} — {owner}", roles.framework_name(framework).unwrap_or(framework), if n == 1 { "s" } else { "" }, lock_name(l))
+        })
+        .collect()
 }
 
 /// `LifetimeScope._synchRoot, Tag "root"`: the referrer in a lock's name.
@@ -219,6 +278,7 @@ mod tests {
             recursion: None,
             readers: None,
             managed: None,
+            signature: None,
         }
     }
 
@@ -229,7 +289,7 @@ mod tests {
         let c = WaitForGraph::new(&threads, &locks).cycles();
         assert_eq!(c.len(), 1);
         assert_eq!(
-            deadlock(&c[0], &locks).description,
+            deadlock(&c[0], &locks, String::new()).description,
             "thread 8609 holds ledger, waits for audit — held by 8610, which waits for index_lock — held by 8611, which waits for ledger — held by 8609"
         );
     }
@@ -239,7 +299,7 @@ mod tests {
         let locks = vec![lock("m", "self_lock", Some(5), &[5])];
         let c = WaitForGraph::new(&[(5, Some("m"))], &locks).cycles();
         assert_eq!(c.len(), 1);
-        let d = deadlock(&c[0], &locks);
+        let d = deadlock(&c[0], &locks, String::new());
         assert!(d.description.ends_with("held by 5 itself"), "{}", d.description);
     }
 
@@ -275,3 +335,125 @@ pub(crate) fn suspect(s: &crate::runtimes::dotnet::gc::report::SuspectReport) ->
     line
 }
 
+/// A root kind for people, as SOS `gcroot` says it where it has a word (`strong handle`,
+/// `pinned handle`, `finalizer root`).
+pub(crate) fn heap_root_kind(kind: &str, conservative: bool) -> &'static str {
+    match (kind, conservative) {
+        ("strong_handle", _) => "strong handle",
+        ("pinned_handle", _) => "pinned handle",
+        ("async_pinned_handle", _) => "async pinned handle",
+        ("ref_counted_handle", _) => "ref-counted handle",
+        ("sized_ref_handle", _) => "sized-ref handle",
+        ("variable_handle", _) => "variable handle",
+        ("dependent_handle", _) => "dependent handle",
+        ("finalizer_queue", _) => "finalizer root",
+        ("stack", true) => "stack root (conservative)",
+        ("stack", false) => "stack root",
+        ("sync_block", _) => "held monitor's sync block",
+        ("static", _) => "static field",
+        _ => "root",
+    }
+}
+
+/// `3 strong handles`.
+pub(crate) fn heap_root_kind_plural(kind: &str, conservative: bool, n: usize) -> String {
+    let w = heap_root_kind(kind, conservative);
+    if n == 1 {
+        return w.to_string();
+    }
+    match w.split_once(' ') {
+        // `stack root (conservative)` → `stack roots (conservative)`.
+        Some((a, rest)) if rest.starts_with("root (") => format!("{a} roots{}", &rest[4..]),
+        _ => format!("{w}s"),
+    }
+}
+
+/// The header of a root's block, as SOS `gcroot` prints it: `HandleTable:`, `Thread 1a2b:`,
+/// `Finalizer Queue:`.
+pub(crate) fn heap_root_block(r: &crate::report::heap_root::HeapRootHolder) -> String {
+    match (&r.thread, r.kind.as_str()) {
+        (Some(t), _) => format!("Thread {:x}:", t.os_tid),
+        (None, "finalizer_queue") => "Finalizer Queue:".into(),
+        (None, "sync_block") => "SyncBlock table:".into(),
+        _ => "HandleTable:".into(),
+    }
+}
+
+/// The root's line under its block: `00007F… (strong handle)`, `7ffd… 7f… Program.Park
+/// slot 7ffd… (conservative)`.
+pub(crate) fn heap_root_line(r: &crate::report::heap_root::HeapRootHolder) -> String {
+    if let Some(t) = &r.thread {
+        let place = match (&t.register, t.slot) {
+            (Some(reg), _) => format!("register {reg}"),
+            (None, Some(s)) => format!("slot {:016x}", s.0),
+            (None, None) => "?".into(),
+        };
+        let method = t.method.as_deref().unwrap_or("<unnamed managed frame>");
+        return format!("{:016x} {:016x} {method}\n        {place}{}:", t.frame_sp.0, t.frame_ip.0, if r.conservative { " (conservative)" } else { "" });
+    }
+    let at = r.handle.or(r.finalizer_slot).map(|h| format!("{:016x} ", h.0)).unwrap_or_default();
+    let at = match r.sync_block {
+        Some(i) => format!("{at}index {i} "),
+        None => at,
+    };
+    format!("{at}({})", heap_root_kind(&r.kind, r.conservative))
+}
+
+/// The root for people, in one line.
+pub(crate) fn heap_root_description(r: &crate::report::heap_root::HeapRootHolder) -> String {
+    let kind = heap_root_kind(&r.kind, r.conservative);
+    if let Some(t) = &r.thread {
+        let place = match (&t.register, t.slot) {
+            (Some(reg), _) => format!("register {reg}"),
+            (None, Some(s)) => format!("stack slot {s}"),
+            _ => "a stack slot".into(),
+        };
+        return format!("{kind}: thread {:#x} (managed {}), frame {}, {place}", t.os_tid, t.managed_id, t.method.as_deref().unwrap_or("<unnamed>"));
+    }
+    match (r.handle, r.finalizer_slot, r.sync_block) {
+        (Some(h), _, _) => format!("{kind} {h}"),
+        (_, Some(s), _) => format!("{kind} (queue slot {s})"),
+        (_, _, Some(i)) => format!("{kind} {i}"),
+        _ => kind.to_string(),
+    }
+}
+
+/// How one path object leads to the next: `.field`, `[3]`, `(dependent handle)`, `[47] = static
+/// Registry.s_held` (an element of the statics' array).
+pub(crate) fn heap_path_via(via: &str, static_field: Option<&crate::report::heap_root::HeapStaticField>) -> String {
+    let v = if via.starts_with('[') || via.starts_with('(') { via.to_string() } else { format!(".{via}") };
+    match static_field {
+        Some(s) => format!("{v} = static {}.{}", s.class, s.field),
+        None => v,
+    }
+}
+
+/// Where a root is, for its words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RootPlace {
+    Handle(u64),
+    Thread { os_tid: u32, slot: u64, register: Option<u16> },
+    Queue(u64),
+    SyncBlock(u32),
+}
+
+/// A holder's root for people: `strong handle 0x7f…`, `stack root (conservative): thread
+/// 0x1a2b, slot 0x7ffd…`.
+pub(crate) fn root_ref_name(kind: &str, conservative: bool, place: &RootPlace) -> String {
+    let k = heap_root_kind(kind, conservative);
+    match *place {
+        RootPlace::Handle(h) => format!("{k} {h:#x}"),
+        RootPlace::Thread { os_tid, register: Some(r), .. } => {
+            format!("{k}: thread {os_tid:#x}, register {}", crate::arch::x86_64::dwarf::name(r).map(str::to_string).unwrap_or_else(|| format!("dwarf {r}")))
+        }
+        RootPlace::Thread { os_tid, slot, .. } => format!("{k}: thread {os_tid:#x}, stack slot {slot:#x}"),
+        RootPlace::Queue(s) => format!("{k} (queue slot {s:#x})"),
+        RootPlace::SyncBlock(i) => format!("{k} {i}"),
+    }
+}
+
+/// A static field known by its slot in the runtime's statics array (its class and name are not
+/// read): `a static field (element [12] of the statics array 0x7f…)`.
+pub(crate) fn static_slot(array: u64, index: u32) -> String {
+    format!("a static field (element [{index}] of the statics array {array:#x})")
+}

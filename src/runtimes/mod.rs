@@ -82,3 +82,12 @@ pub(crate) struct RuntimeReport {
 pub enum RuntimeSection {
     Dotnet(crate::runtimes::dotnet::DotnetReport),
 }
+
+impl RuntimeSection {
+    /// The .NET GC heap's reading, when the section has one.
+    pub(crate) fn dotnet_heap_mut(&mut self) -> Option<&mut dotnet::gc::report::HeapReport> {
+        match self {
+            RuntimeSection::Dotnet(d) => d.heap.as_mut(),
+        }
+    }
+}

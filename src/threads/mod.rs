@@ -30,6 +30,10 @@ pub struct ThreadReport {
     pub blocked_on: Option<String>,
     /// The managed thread id (`Thread.ManagedThreadId`), for a .NET thread.
     pub managed_thread_id: Option<u32>,
+    /// What the thread is for, in its framework's words (`analyzers/roles.toml`): `{ framework,
+    /// role, name }`, e.g. `orleans`, `grain_activation`, `grain activation`; null when no rule
+    /// knows its frames.
+    pub role: Option<crate::roles::ThreadRole>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]

@@ -147,6 +147,9 @@ pub struct LockFact {
     /// For a .NET lock (kind monitor, lock, monitor_wait or task): the object, its type and SOS's
     /// syncblk columns.
     pub managed: Option<ManagedLock>,
+    /// The convoy's stable key when some thread waits on the lock (`convoy:<16 hex digits>`):
+    /// the same wedge gives the same key in every dump; see docs/report-fields.md.
+    pub signature: Option<String>,
 }
 
 /// Where a .NET lock's state lives (in JSON, its snake_case name).

@@ -218,6 +218,7 @@ fn finish(
         recursion,
         readers,
         managed: None,
+        signature: None,
     }
 }
 

@@ -136,6 +136,7 @@ fn semaphore(s: &Semaphore, stacks: &[AsyncStackReport], stack_of: &HashMap<u64,
         evidence,
         recursion: None,
         readers: None,
+        signature: None,
         managed: Some(ManagedLock {
             type_name: Some("System.Threading.SemaphoreSlim".into()),
             current_count: Some(s.current_count),

@@ -107,6 +107,7 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                 recursion: (m.recursion > 0).then_some(m.recursion),
                 readers: None,
                 managed: Some(managed),
+                signature: None,
             },
         );
     }
@@ -164,6 +165,7 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                         }),
                         ..ManagedLock::new(LockStorage::Task, tw.task)
                     }),
+                    signature: None,
                 });
                 if let Some(l) = locks.get_mut(&id) {
                     l.evidence.push(format!(
@@ -200,6 +202,7 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                         pulse_waiters: m.map(|m| m.pulse_waiters.clone()).unwrap_or_default(),
                         ..ManagedLock::new(m.map_or(LockStorage::SyncBlock, |m| m.storage), object)
                     }),
+                    signature: None,
                 });
                 id
             }

@@ -62,7 +62,12 @@ pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<D
     Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file, pool: OnceLock::new() })
 }
 
-impl DotnetRuntime<'_> {
+impl<'p> DotnetRuntime<'p> {
+    /// The located runtime, or why it could not be located.
+    pub(crate) fn context(&self) -> Result<&Context<'p>, String> {
+        self.context.as_deref().map_err(|e| e.why().map(|(_, w)| w).unwrap_or_else(|| "not a .NET process (no libcoreclr.so)".into()))
+    }
+
     /// Threads, monitors and waits, read on first use.
     pub(crate) fn reading(&self) -> &DotnetReading {
         self.reading.get_or_init(|| match &self.context {

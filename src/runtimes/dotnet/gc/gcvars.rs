@@ -27,6 +27,7 @@ const SEGMENT_FLAG_READONLY: u64 = 0x1;
 /// `dac_gcheap_fields.h` order.
 const HEAP_FIELD_ALLOC_ALLOCATED: usize = 0;
 const HEAP_FIELD_EPHEMERAL_SEGMENT: usize = 1;
+const HEAP_FIELD_FINALIZE_QUEUE: usize = 2;
 const HEAP_FIELD_OOM_INFO: usize = 3;
 const HEAP_FIELD_GENERATION_TABLE: usize = 18;
 const HEAP_FIELD_COUNT: usize = 19;
@@ -42,9 +43,11 @@ mod var {
     pub(crate) const EPHEMERAL_HEAP_SEGMENT: u64 = 80;
     pub(crate) const ALLOC_ALLOCATED: u64 = 120;
     pub(crate) const OOM_INFO: u64 = 136;
+    pub(crate) const FINALIZE_QUEUE: u64 = 144;
     pub(crate) const N_HEAPS: u64 = 176;
     pub(crate) const G_HEAPS: u64 = 184;
     // 192: gc_structures_invalid_cnt (not read).
+    pub(crate) const HANDLE_TABLE_MAP: u64 = 232;
     pub(crate) const GC_HEAP_FIELD_OFFSETS: u64 = 240;
     pub(crate) const GENERATION_FIELD_OFFSETS: u64 = 248;
 }
@@ -120,6 +123,9 @@ pub(crate) struct Heap {
     /// Each generation's allocation context (pointer, limit) and start segment.
     pub(crate) generations: Vec<Generation>,
     pub(crate) oom: Option<OomHistory>,
+    /// The variable (workstation: `gc_heap::finalize_queue`; server: the heap's field) that
+    /// holds this heap's `CFinalize*`, or 0 when not known.
+    pub(crate) finalize_queue_var: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -137,6 +143,10 @@ pub(crate) struct GcVars {
     /// `current_c_gc_state`: 0 marking, 1 planning, 2 free (no background GC running).
     pub(crate) background_gc_state: Option<u32>,
     pub(crate) heaps: Vec<Heap>,
+    /// `total_generation_count` (gen0..gen2, LOH, POH on .NET 7+).
+    pub(crate) generation_count: u64,
+    /// The handle table map (`g_HandleTableMap`), or 0.
+    pub(crate) handle_table_map: u64,
 }
 
 impl GcVars {
@@ -188,7 +198,8 @@ impl GcVars {
             let alloc_allocated = t.read_ptr(ptr(var::ALLOC_ALLOCATED, "alloc_allocated")?, "alloc_allocated")?;
             let ephemeral_segment = t.read_ptr(ptr(var::EPHEMERAL_HEAP_SEGMENT, "ephemeral_heap_segment")?, "ephemeral_heap_segment")?;
             let oom_address = ptr(var::OOM_INFO, "oom_info")?;
-            heaps.push(Heap { index: 0, alloc_allocated, ephemeral_segment, generations: generations_at(table)?, oom: oom_at(oom_address) });
+            let finalize_queue_var = ptr(var::FINALIZE_QUEUE, "finalize_queue").unwrap_or(0);
+            heaps.push(Heap { index: 0, alloc_allocated, ephemeral_segment, generations: generations_at(table)?, oom: oom_at(oom_address), finalize_queue_var });
         } else {
             let n = t.read_u32(ptr(var::N_HEAPS, "n_heaps")?, "n_heaps")? as i32;
             if n <= 0 || n > MAX_HEAPS {
@@ -210,10 +221,12 @@ impl GcVars {
                 let ephemeral_segment = t.read_ptr(field(h, HEAP_FIELD_EPHEMERAL_SEGMENT)?, "gc_heap.ephemeral_heap_segment")?;
                 let oom_address = field(h, HEAP_FIELD_OOM_INFO)?;
                 let generations = generations_at(field(h, HEAP_FIELD_GENERATION_TABLE)?)?;
-                heaps.push(Heap { index: i as usize, alloc_allocated, ephemeral_segment, generations, oom: oom_at(oom_address) });
+                let finalize_queue_var = field(h, HEAP_FIELD_FINALIZE_QUEUE).unwrap_or(0);
+                heaps.push(Heap { index: i as usize, alloc_allocated, ephemeral_segment, generations, oom: oom_at(oom_address), finalize_queue_var });
             }
         }
-        Ok(GcVars { server, layout, max_generation, background_gc_state, heaps })
+        let handle_table_map = ptr(var::HANDLE_TABLE_MAP, "handle_table_map").unwrap_or(0);
+        Ok(GcVars { server, layout, max_generation, background_gc_state, heaps, generation_count, handle_table_map })
     }
 
     /// Every segment or region of every heap, in the order SOS walks them: LOH, gen2 (with

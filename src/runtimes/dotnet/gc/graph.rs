@@ -19,9 +19,9 @@
 //!
 //! Memory: 4 + 4 + 8 bytes per node besides the edges (4 bytes each) and `edge_start`, so a
 //! graph of N objects with E references takes about 20·N + 4·E bytes.
-// The readings that build on the contract land next (#19); `expect` warns once they use it.
-#![expect(dead_code, reason = "the heap graph's contract, before its first reading uses it")]
 
+use super::super::target::Target;
+use super::gcdesc::GcDesc;
 use serde::Serialize;
 
 /// The object graph of one heap (see the module doc: the contract).
@@ -67,8 +67,9 @@ pub(crate) enum RootKind {
     SizedRefHandle,
     /// `HNDTYPE_VARIABLE` of a strong kind.
     VariableHandle,
-    /// A dependent handle's primary: recorded as an edge primary → secondary; the handle itself
-    /// is listed with this kind for the secondary so a path can name it.
+    /// A dependent handle: never a root of the graph — it is an edge primary → secondary
+    /// (`ConditionalWeakTable`) — but a kind readings may name.
+    #[allow(dead_code, reason = "part of the contract: dependent handles are edges, never roots")]
     DependentHandle,
     /// Unreachable but finalizable: the finalizer thread will run its finalizer (f-reachable).
     FinalizerQueue,
@@ -78,8 +79,31 @@ pub(crate) enum RootKind {
     Stack { conservative: bool },
     /// A sync block's object (the runtime keeps the object of a sync block in use alive).
     SyncBlock,
-    /// A static field (held through the runtime's statics; named by class and field).
+    /// A static field (held through the runtime's statics; named by class and field). .NET 10's
+    /// statics are slots of a `System.Object[]` held by a strong handle: that handle is the root,
+    /// and `static_names` names the slot.
+    #[allow(dead_code, reason = "part of the contract: .NET 10's statics are reached through a strong handle")]
     Static,
+}
+
+impl RootKind {
+    /// The kind's name in JSON (`strong_handle`, `stack`, …) and whether it was found by a
+    /// conservative scan (only stack roots can be).
+    pub(crate) fn name(self) -> (&'static str, bool) {
+        match self {
+            RootKind::StrongHandle => ("strong_handle", false),
+            RootKind::PinnedHandle => ("pinned_handle", false),
+            RootKind::AsyncPinnedHandle => ("async_pinned_handle", false),
+            RootKind::RefCountedHandle => ("ref_counted_handle", false),
+            RootKind::SizedRefHandle => ("sized_ref_handle", false),
+            RootKind::VariableHandle => ("variable_handle", false),
+            RootKind::DependentHandle => ("dependent_handle", false),
+            RootKind::FinalizerQueue => ("finalizer_queue", false),
+            RootKind::Stack { conservative } => ("stack", conservative),
+            RootKind::SyncBlock => ("sync_block", false),
+            RootKind::Static => ("static", false),
+        }
+    }
 }
 
 /// Where a root is.
@@ -108,6 +132,7 @@ pub(crate) enum RootSource {
     SyncBlock { index: u32 },
     /// A static field: its class's MethodTable and the field's metadata token, and the handle
     /// that holds the statics' array (0 when not read through one).
+    #[allow(dead_code, reason = "part of the contract: .NET 10's statics are reached through a strong handle")]
     Static { method_table: u64, field_token: u32, handle: u64 },
 }
 
@@ -122,10 +147,6 @@ impl ObjectGraph {
         self.addresses.len()
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.addresses.is_empty()
-    }
-
     /// The targets of node `i`'s references (empty for a node out of range).
     pub(crate) fn edges_of(&self, i: u32) -> &[u32] {
         let i = i as usize;
@@ -138,5 +159,149 @@ impl ObjectGraph {
     /// The MethodTable of node `i`.
     pub(crate) fn method_table(&self, i: u32) -> Option<u64> {
         self.types.get(i as usize).and_then(|&t| self.type_table.get(t as usize)).copied()
+    }
+}
+
+/// Errors kept per graph at most; the rest are counted.
+pub(crate) const MAX_ERRORS: usize = 64;
+/// Edges a graph may have (its indices are u32).
+const MAX_EDGES: u64 = u32::MAX as u64 - 1;
+
+/// What building the graph could not do: objects whose references were not read (the
+/// object, why), types whose GC description was refused, and how many more were cut.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct GraphErrors {
+    pub(crate) errors: Vec<(u64, String)>,
+    pub(crate) more: usize,
+}
+
+impl GraphErrors {
+    pub(crate) fn push(&mut self, at: u64, why: String) {
+        if self.errors.len() < MAX_ERRORS {
+            self.errors.push((at, why));
+        } else {
+            self.more += 1;
+        }
+    }
+}
+
+/// The nodes of the walks, merged: addresses ascending (segments in address order, objects
+/// in each in order), the MethodTables in one table.
+pub(crate) fn nodes(walks: Vec<super::walk::SegmentNodes>) -> ObjectGraph {
+    let mut walks: Vec<_> = walks.into_iter().filter(|w| !w.addresses.is_empty()).collect();
+    walks.sort_by_key(|w| w.addresses[0]);
+    let total: usize = walks.iter().map(|w| w.addresses.len()).sum();
+    let mut g = ObjectGraph { addresses: Vec::with_capacity(total), types: Vec::with_capacity(total), sizes: Vec::with_capacity(total), ..ObjectGraph::default() };
+    let mut index: rustc_hash::FxHashMap<u64, u32> = rustc_hash::FxHashMap::default();
+    for w in walks {
+        let map: Vec<u32> = w
+            .method_tables
+            .iter()
+            .map(|&mt| {
+                *index.entry(mt).or_insert_with(|| {
+                    g.type_table.push(mt);
+                    (g.type_table.len() - 1) as u32
+                })
+            })
+            .collect();
+        g.addresses.extend_from_slice(&w.addresses);
+        g.types.extend(w.types.iter().map(|&t| map.get(t as usize).copied().unwrap_or(0)));
+        g.sizes.extend_from_slice(&w.sizes);
+    }
+    // Overlapping segments (a damaged segment list) would break the binary search: keep the
+    // first object at each address, in address order.
+    if !g.addresses.windows(2).all(|w| w[0] < w[1]) {
+        let mut order: Vec<u32> = (0..g.addresses.len() as u32).collect();
+        order.sort_by_key(|&i| g.addresses[i as usize]);
+        order.dedup_by_key(|i| g.addresses[*i as usize]);
+        g.addresses = order.iter().map(|&i| g.addresses[i as usize]).collect();
+        g.types = order.iter().map(|&i| g.types[i as usize]).collect();
+        g.sizes = order.iter().map(|&i| g.sizes[i as usize]).collect();
+    }
+    g
+}
+
+/// Fills the graph's edges from each object's GC description (read once per type), in
+/// parallel over runs of nodes; `extra` are edges besides the fields (a dependent handle's
+/// primary → secondary), as (from, to) nodes sorted by `from`. References to no object are
+/// dropped.
+pub(crate) fn edges(t: &Target, g: &mut ObjectGraph, extra: &[(u32, u32)], errors: &mut GraphErrors) {
+    use rayon::prelude::*;
+    let descs: Vec<Result<GcDesc, String>> = g.type_table.iter().map(|&mt| GcDesc::read(t, mt).map_err(|e| e.to_string())).collect();
+    for (i, d) in descs.iter().enumerate() {
+        if let Err(e) = d {
+            errors.push(g.type_table[i], format!("{e}; objects of this type have no references in the graph"));
+        }
+    }
+    const CHUNK: usize = 1 << 16;
+    let graph: &ObjectGraph = g;
+    let n = graph.len();
+    let lo = graph.addresses.first().copied().unwrap_or(0);
+    let hi = graph.addresses.last().copied().unwrap_or(0);
+    let parts: Vec<(Vec<u32>, Vec<u32>, GraphErrors)> = (0..n.div_ceil(CHUNK))
+        .into_par_iter()
+        .map(|c| {
+            let (from, to) = (c * CHUNK, ((c + 1) * CHUNK).min(n));
+            let mut counts = Vec::with_capacity(to - from);
+            let mut out = Vec::new();
+            let mut errs = GraphErrors::default();
+            let mut x = extra.partition_point(|e| (e.0 as usize) < from);
+            for i in from..to {
+                let before = out.len();
+                if let Ok(desc) = &descs[graph.types[i] as usize]
+                    && *desc != GcDesc::None
+                {
+                    let (at, size) = (graph.addresses[i], graph.sizes[i] as u64);
+                    match t.mem.chunk(at, size as usize) {
+                        Ok(bytes) if bytes.len() as u64 >= size => {
+                            let r = desc.offsets(size, |off| {
+                                let o = off as usize;
+                                let v = u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap_or([0; 8]));
+                                if v >= lo
+                                    && v <= hi
+                                    && let Ok(j) = graph.addresses.binary_search(&v)
+                                {
+                                    out.push(j as u32);
+                                }
+                            });
+                            if let Err(why) = r {
+                                out.truncate(before);
+                                errs.push(at, format!("references of the object at {at:#x} (MethodTable {:#x}) not read: {why}", graph.type_table[graph.types[i] as usize]));
+                            }
+                        }
+                        _ => errs.push(at, format!("references of the object at {at:#x} not read: its {size} bytes are not in the dump")),
+                    }
+                }
+                while x < extra.len() && extra[x].0 as usize == i {
+                    out.push(extra[x].1);
+                    x += 1;
+                }
+                counts.push((out.len() - before) as u32);
+            }
+            (counts, out, errs)
+        })
+        .collect();
+    let total: u64 = parts.iter().map(|p| p.1.len() as u64).sum();
+    g.edge_start = Vec::with_capacity(n + 1);
+    g.edges = Vec::with_capacity(total.min(MAX_EDGES) as usize);
+    let mut start: u64 = 0;
+    g.edge_start.push(0);
+    for (counts, es, errs) in parts {
+        for (at, why) in errs.errors {
+            errors.push(at, why);
+        }
+        errors.more += errs.more;
+        let mut k = 0usize;
+        for c in counts {
+            // A graph past u32 edges keeps the first ones (said once).
+            let take = (c as u64).min(MAX_EDGES.saturating_sub(start));
+            if take < c as u64 && start < MAX_EDGES {
+                errors.push(0, format!("more than {MAX_EDGES} references: the rest are not in the graph"));
+            }
+            g.edges.extend_from_slice(&es[k..k + take as usize]);
+            k += c as usize;
+            start += take;
+            g.edge_start.push(start as u32);
+        }
     }
 }

@@ -9,20 +9,24 @@
 //! doing and whether it had run out of memory.
 
 pub(crate) mod dactable;
+pub(crate) mod gcdesc;
 pub mod diff;
 pub(crate) mod gcvars;
 pub(crate) mod graph;
+pub(crate) mod handles;
 pub(crate) mod names;
+pub(crate) mod paths;
 pub(crate) mod referrers;
 pub(crate) mod report;
-// Read once the object graph is (gc::holders, with the graph of heapgraph): until then unused.
-#[allow(dead_code)]
+pub(crate) mod roots;
+pub(crate) mod holders;
 pub(crate) mod retained;
-#[allow(dead_code)]
 pub(crate) mod root_tree;
 pub(crate) mod state;
+pub(crate) mod static_names;
 pub(crate) mod stats;
 pub(crate) mod walk;
+pub(crate) mod why_alive;
 
 pub use gcvars::{HeapLayout, Segment, SegmentKind};
 pub(crate) use state::GcState;
@@ -96,8 +100,18 @@ pub(crate) fn read_in(runtime: &Context<'_>, targets: &[u64]) -> Result<GcReadin
     read_with(runtime.process, runtime.module, &t, build, &namer, targets)
 }
 
-/// As [`read`], given the runtime's target, build facts and type namer.
-pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &Target, build: &BuildFacts, namer: &TypeNamer, targets: &[u64]) -> Result<GcReading, String> {
+/// What every reading of the heap starts from: the GC's vars, its segments, the allocation
+/// contexts the walk skips, the free and string MethodTables.
+struct Prepared {
+    vars: gcvars::GcVars,
+    segments: Vec<Segment>,
+    contexts: HashMap<u64, u64>,
+    free_mt: u64,
+    string_mt: u64,
+    diagnostics: Vec<Diagnostic>,
+}
+
+fn prepare(module: &crate::process::Module, t: &Target, build: &BuildFacts) -> Result<Prepared, String> {
     let l = &build.layout;
     let mut diagnostics = Vec::new();
     let table = dactable::DacTable::locate(t, module, l).map_err(|e| format!("GC heap not read: {e}"))?;
@@ -152,6 +166,13 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
 
     let free_mt = t.global_deref("FreeObjectMethodTable").map_err(|e| format!("GC heap not read: {e}"))?;
     let string_mt = t.global_deref("StringMethodTable").unwrap_or(0);
+    Ok(Prepared { vars, segments, contexts, free_mt, string_mt, diagnostics })
+}
+
+/// As [`read`], given the runtime's target, build facts and type namer.
+pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &Target, build: &BuildFacts, namer: &TypeNamer, targets: &[u64]) -> Result<GcReading, String> {
+    let l = &build.layout;
+    let Prepared { vars, segments, contexts, free_mt, string_mt, mut diagnostics } = prepare(module, t, build)?;
     let target_set: HashSet<u64> = targets.iter().copied().filter(|&a| a != 0).collect();
     let task_type = corelib_type(t, namer, string_mt, "System.Threading.Tasks", "Task");
     let semaphore_type = corelib_type(t, namer, string_mt, "System.Threading", "SemaphoreSlim");
@@ -161,7 +182,7 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
     if task_type.is_none() {
         diagnostics.push(Diagnostic::warning(STAGE, "System.Threading.Tasks.Task not found in CoreLib's metadata: async stacks not read"));
     }
-    let input = walk::WalkInput { t, alloc_contexts: &contexts, free_mt, targets: &target_set, string_mt, core: Some(&process.core), wanted: &wanted };
+    let input = walk::WalkInput { t, alloc_contexts: &contexts, free_mt, targets: &target_set, string_mt, core: Some(&process.core), wanted: &wanted, collect: false };
     let walks = walk::walk_all(&input, &segments);
     let mut broken = Vec::new();
     for (s, w) in segments.iter().zip(&walks) {
@@ -206,4 +227,76 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
         semaphores,
         diagnostics,
     })
+}
+
+/// The heap as a graph ([`graph::ObjectGraph`]) with its roots, and what could not be read.
+#[derive(Debug, Clone)]
+pub(crate) struct GraphReading {
+    pub(crate) graph: graph::ObjectGraph,
+    /// Handles in use read from the handle table (rooting or not).
+    pub(crate) handles_read: usize,
+    /// What could not be read (walks stopped early, refused GC descriptions, unreadable roots).
+    pub(crate) diagnostics: Vec<Diagnostic>,
+}
+
+/// Reads the heap of a located runtime as a graph: every object, its references, and the
+/// roots (handles, finalization queue, sync blocks, and the stacks of `threads`).
+pub(crate) fn read_graph(runtime: &Context<'_>, threads: &[roots::ThreadStack]) -> Result<GraphReading, String> {
+    let version = &runtime.version;
+    let t = runtime.target();
+    let all = facts::builtin().map_err(|e| e.to_string())?;
+    let Some(build) = facts::lookup(all, version.build_id.as_deref(), &version.product, version.file_version.as_deref()) else {
+        return Err(format!("GC heap not read: unsupported runtime build {} {}", version.product, version.build_id.as_deref().unwrap_or("(no build-id)")));
+    };
+    let Prepared { vars, segments, contexts, free_mt, string_mt, mut diagnostics } = prepare(runtime.module, &t, build)?;
+    let none = HashSet::new();
+    let input = walk::WalkInput { t: &t, alloc_contexts: &contexts, free_mt, targets: &none, string_mt, core: Some(&runtime.process.core), wanted: &[], collect: true };
+    let walks = walk::walk_all(&input, &segments);
+    for (s, w) in segments.iter().zip(&walks) {
+        if let Some((at, why)) = &w.broken {
+            diagnostics.push(Diagnostic::warning(STAGE, format!("the walk of {:?} region {:#x} stopped at {at:#x}: {why}; objects past it are not in the graph", s.kind, s.address)).at_address(*at));
+        }
+    }
+    let mut g = graph::nodes(walks.into_iter().map(|w| w.nodes).collect());
+    let reading = roots::read(&t, &build.layout, &vars, &g, threads);
+    let mut errors = reading.errors;
+    graph::edges(&t, &mut g, &reading.dependent, &mut errors);
+    g.roots = reading.roots;
+    for (at, why) in errors.errors {
+        let d = Diagnostic::warning(STAGE, why);
+        diagnostics.push(if at != 0 { d.at_address(at) } else { d });
+    }
+    if errors.more > 0 {
+        diagnostics.push(Diagnostic::warning(STAGE, format!("{} more objects or roots of the heap graph not read", errors.more)));
+    }
+    Ok(GraphReading { graph: g, handles_read: reading.handles_read, diagnostics })
+}
+
+/// For each address of `from`, the objects reachable from it through references (dependent
+/// handles included), itself first then ascending — what SOS `objsize` lists; `None` for an
+/// address that is no object of the heap. `Err` when the heap cannot be read.
+pub fn reachable(process: &Process, locator: &Locator, from: &[u64]) -> Result<Vec<Option<Vec<u64>>>, String> {
+    let runtime = Context::open(process, locator).map_err(|e| e.why().map(|(_, w)| w).unwrap_or_else(|| "not a .NET process".into()))?;
+    let g = read_graph(&runtime, &[])?.graph;
+    Ok(from
+        .iter()
+        .map(|&a| {
+            let start = g.node_of(a)?;
+            let mut seen = vec![false; g.len()];
+            let mut stack = vec![start];
+            seen[start as usize] = true;
+            let mut out = Vec::new();
+            while let Some(n) = stack.pop() {
+                out.push(g.addresses[n as usize]);
+                for &m in g.edges_of(n) {
+                    if !seen[m as usize] {
+                        seen[m as usize] = true;
+                        stack.push(m);
+                    }
+                }
+            }
+            out[1..].sort_unstable();
+            Some(out)
+        })
+        .collect())
 }

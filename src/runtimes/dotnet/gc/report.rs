@@ -352,16 +352,12 @@ mod tests {
 
 /// The icicle's bounds: a node must retain this share of the reachable heap (percent), the tree
 /// is cut this deep, and at this many nodes.
-#[allow(dead_code)]
 const ICICLE_MIN_SHARE: f64 = 0.2;
-#[allow(dead_code)]
 const ICICLE_DEPTH: u32 = 8;
-#[allow(dead_code)]
 const ICICLE_NODES: usize = 400;
 
 /// How the retained fields name what they show: a type by its index in the graph's type table,
 /// and a node's root with the path from it (`None`: no root found).
-#[allow(dead_code)]
 pub(crate) struct RetentionNames<'a> {
     pub(crate) type_name: &'a dyn Fn(u32) -> String,
     pub(crate) root_path: &'a dyn Fn(u32) -> Option<(HeapRootRef, Vec<HeapPathStepReport>)>,
@@ -369,7 +365,6 @@ pub(crate) struct RetentionNames<'a> {
 
 /// Fills `heap`'s `retained`, `dominators`, `unreachable`, `suspects` and the icicle's tree from
 /// the retention of graph `g`.
-#[allow(dead_code)]
 pub(crate) fn attach_retention(heap: &mut HeapReport, g: &super::graph::ObjectGraph, r: &super::retained::Retention, names: &RetentionNames<'_>) {
     use super::retained::{SUSPECT_PERCENT, TOP_HOLDERS};
     let node_type = |k: u32| g.types.get(r.node(k) as usize).copied().unwrap_or(u32::MAX);

@@ -14,8 +14,19 @@ const ROOT: u32 = u32::MAX - 1;
 /// Every reachable object's predecessor on a shortest path from a root.
 pub(crate) struct RootTree {
     parent: Vec<u32>,
-    /// Root node → index into the graph's `roots` of the root that reached it first.
+    /// Root node → the root that reached it first: an index into the graph's `roots`, or
+    /// (past them) into the static slots.
     root_of: rustc_hash::FxHashMap<u32, usize>,
+    /// Statics arrays' elements as roots: (node, the array's node, element index).
+    statics: Vec<(u32, u32, u32)>,
+}
+
+/// What a path starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RootOf<'g> {
+    Root(&'g Root),
+    /// Element `index` of the statics array `array` (a node): a static field.
+    StaticSlot { array: u32, index: u32 },
 }
 
 fn tier(kind: RootKind) -> u8 {
@@ -30,13 +41,21 @@ fn tier(kind: RootKind) -> u8 {
 }
 
 impl RootTree {
-    pub(crate) fn new(g: &ObjectGraph) -> RootTree {
+    /// `statics`: statics arrays' elements, searched from first (node, array node, index).
+    pub(crate) fn new(g: &ObjectGraph, statics: &[(u32, u32, u32)]) -> RootTree {
         let n = g.addresses.len();
         let mut order: Vec<usize> = (0..g.roots.len()).filter(|&i| tier(g.roots[i].kind) < 5).collect();
         order.sort_by_key(|&i| (tier(g.roots[i].kind), i));
         let mut parent = vec![UNSEEN; n];
         let mut root_of = rustc_hash::FxHashMap::default();
         let mut queue = VecDeque::new();
+        for (j, &(node, _, _)) in statics.iter().enumerate() {
+            if (node as usize) < n && parent[node as usize] == UNSEEN {
+                parent[node as usize] = ROOT;
+                root_of.insert(node, g.roots.len() + j);
+                queue.push_back(node);
+            }
+        }
         for i in order {
             let node = g.roots[i].node;
             if (node as usize) < n && parent[node as usize] == UNSEEN {
@@ -53,12 +72,12 @@ impl RootTree {
                 }
             }
         }
-        RootTree { parent, root_of }
+        RootTree { parent, root_of, statics: statics.to_vec() }
     }
 
     /// The root reaching `node` first and the nodes from its object to `node`; `None` when no
     /// root reaches it.
-    pub(crate) fn path<'g>(&self, g: &'g ObjectGraph, node: u32) -> Option<(&'g Root, Vec<u32>)> {
+    pub(crate) fn path<'g>(&self, g: &'g ObjectGraph, node: u32) -> Option<(RootOf<'g>, Vec<u32>)> {
         if *self.parent.get(node as usize)? == UNSEEN {
             return None;
         }
@@ -70,7 +89,14 @@ impl RootTree {
             nodes.push(at);
         }
         nodes.reverse();
-        let root = g.roots.get(*self.root_of.get(&at)?)?;
+        let i = *self.root_of.get(&at)?;
+        let root = match g.roots.get(i) {
+            Some(r) => RootOf::Root(r),
+            None => {
+                let &(_, array, index) = self.statics.get(i - g.roots.len())?;
+                RootOf::StaticSlot { array, index }
+            }
+        };
         Some((root, nodes))
     }
 }
@@ -95,13 +121,18 @@ mod tests {
                 Root { kind: RootKind::Static, node: 3, source: RootSource::Static { method_table: 0x2000, field_token: 0x0400_0001, handle: 0 } },
             ],
         };
-        let t = RootTree::new(&g);
+        let t = RootTree::new(&g, &[]);
         let (root, nodes) = t.path(&g, 2).unwrap();
-        assert_eq!(root.kind, RootKind::Static);
+        assert!(matches!(root, RootOf::Root(r) if r.kind == RootKind::Static));
         assert_eq!(nodes, vec![3, 2]);
         let (root, nodes) = t.path(&g, 1).unwrap();
-        assert_eq!(root.kind, RootKind::Stack { conservative: true });
+        assert!(matches!(root, RootOf::Root(r) if r.kind == RootKind::Stack { conservative: true }));
         assert_eq!(nodes, vec![0, 1]);
+        // A static slot is searched from first.
+        let t = RootTree::new(&g, &[(1, 3, 7)]);
+        let (root, nodes) = t.path(&g, 2).unwrap();
+        assert_eq!(root, RootOf::StaticSlot { array: 3, index: 7 });
+        assert_eq!(nodes, vec![1, 2]);
         assert!(t.path(&g, 4).is_none());
         assert!(t.path(&g, 99).is_none());
     }

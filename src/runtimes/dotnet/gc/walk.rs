@@ -87,6 +87,8 @@ pub(crate) struct SegmentWalk {
     pub(crate) collected: Vec<Collected>,
     /// Objects of wanted types past [`MAX_COLLECTED_PER_SEGMENT`], counted, not kept.
     pub(crate) collected_cut: u64,
+    /// Every object but the free ones, in address order, when [`WalkInput::collect`] asks.
+    pub(crate) nodes: SegmentNodes,
 }
 
 /// A type the walk collects the objects of (with those of the types derived from it): its
@@ -159,6 +161,16 @@ fn wanted_kind(t: &Target, wanted: &[WantedType], mt: u64, shape: &TypeShape) ->
     None
 }
 
+/// The objects of one segment, for the object graph: addresses ascending, each one's
+/// MethodTable (an index into `method_tables`) and its size as SOS reports it (saturated).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SegmentNodes {
+    pub(crate) addresses: Vec<u64>,
+    pub(crate) types: Vec<u32>,
+    pub(crate) sizes: Vec<u32>,
+    pub(crate) method_tables: Vec<u64>,
+}
+
 /// What the walk needs besides the segments.
 pub(crate) struct WalkInput<'a> {
     pub(crate) t: &'a Target<'a>,
@@ -174,6 +186,8 @@ pub(crate) struct WalkInput<'a> {
     /// Types whose objects (and those of derived types) the walk collects: tasks for the async
     /// stacks, SemaphoreSlims. Empty: none.
     pub(crate) wanted: &'a [WantedType],
+    /// Keep every object's address, type and size ([`SegmentWalk::nodes`]).
+    pub(crate) collect: bool,
 }
 
 /// Referrers kept per segment at most (a lock object has few).
@@ -200,6 +214,8 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
     let mut out = SegmentWalk::default();
     // Per type met here: its shape and the counts (one hash lookup per object, Fx-hashed).
     let mut seen: FxHashMap<u64, (TypeShape, TypeCount, Option<u8>)> = FxHashMap::default();
+    // MethodTable → index into `out.nodes.method_tables`.
+    let mut type_index: FxHashMap<u64, u32> = FxHashMap::default();
     let unmask = t.global("ObjectToMethodTableUnmask").unwrap_or(7);
     let skip_contexts = !matches!(s.kind, SegmentKind::Large | SegmentKind::Frozen);
     // The contexts inside this segment: an object address is looked up only when it is one.
@@ -299,6 +315,16 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
         if let Some((_, c, _)) = seen.get_mut(&mt) {
             c.count += 1;
             c.bytes += size;
+        }
+        if input.collect && mt != input.free_mt {
+            let n = &mut out.nodes;
+            let ti = *type_index.entry(mt).or_insert_with(|| {
+                n.method_tables.push(mt);
+                (n.method_tables.len() - 1) as u32
+            });
+            n.addresses.push(at);
+            n.types.push(ti);
+            n.sizes.push(u32::try_from(size).unwrap_or(u32::MAX));
         }
         out.objects += 1;
         out.bytes += size;

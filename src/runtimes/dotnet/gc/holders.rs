@@ -1,0 +1,141 @@
+//! What holds the heap: the object graph read with its roots, its dominator tree and retained
+//! sizes ([`retained`]), each holder's root and path ([`root_tree`]), into `dotnet.heap`.
+//!
+//! Statics: .NET 10 keeps a class's static references in a `System.Object[]` held by a strong
+//! handle (one array for many classes). Read as one root, that array would dominate every
+//! static's object and be the heap's one holder; each of its elements is a static field, so
+//! each is a root of its own (the array then retains only itself).
+
+use super::super::context::Context;
+use super::super::objects::TypeNamer;
+use super::graph::{ObjectGraph, Root, RootKind, RootSource};
+use super::names::sos_heap_name;
+use super::report::{attach_retention, HeapPathStepReport, HeapReport, HeapRootRef, RetentionNames};
+use super::retained::{self, GraphView, Retention};
+use super::root_tree::RootTree;
+use super::roots::ThreadStack;
+use crate::diagnostics::Diagnostic;
+use std::cell::RefCell;
+
+/// The type name a statics array has.
+const STATICS_ARRAY: &str = "System.Object[]";
+
+/// The heap's retention, read.
+pub(crate) struct Holding {
+    pub(crate) graph: ObjectGraph,
+    pub(crate) retention: Retention,
+    /// Type index → name, as SOS's heap commands print it.
+    pub(crate) type_names: Vec<String>,
+    /// Statics arrays' elements, as roots: (node, the array's node, element index).
+    pub(crate) static_slots: Vec<(u32, u32, u32)>,
+    pub(crate) diagnostics: Vec<Diagnostic>,
+}
+
+/// Reads the object graph of `runtime` (stack roots from `threads`) and its retention.
+pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack]) -> Result<Holding, String> {
+    let reading = super::read_graph(runtime, threads)?;
+    let g = reading.graph;
+    let t = runtime.target();
+    let namer = TypeNamer::new(&t, &runtime.image);
+    let type_names: Vec<String> =
+        g.type_table.iter().map(|&mt| namer.type_name(mt).map(|n| sos_heap_name(&n)).unwrap_or_else(|_| format!("<unknown type {mt:#x}>"))).collect();
+    let mut roots = retained::marking_roots(&g);
+    let mut static_slots = Vec::new();
+    for r in g.roots.iter().filter(|r| r.kind == RootKind::StrongHandle) {
+        let is_statics = g.types.get(r.node as usize).and_then(|&ty| type_names.get(ty as usize)).is_some_and(|n| n == STATICS_ARRAY);
+        if is_statics {
+            for (i, &e) in g.edges_of(r.node).iter().enumerate() {
+                static_slots.push((e, r.node, i as u32));
+                roots.push(e);
+            }
+        }
+    }
+    roots.sort_unstable();
+    roots.dedup();
+    let retention = retained::retention(&GraphView::of(&g, &roots, None)).map_err(|e| format!("dominators not computed: {e}"))?;
+    Ok(Holding { graph: g, retention, type_names, static_slots, diagnostics: reading.diagnostics })
+}
+
+impl Holding {
+    /// Retained bytes by type name (for `knot heap diff`).
+    pub(crate) fn retained_by_type(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut out = std::collections::BTreeMap::new();
+        for t in &self.retention.by_type {
+            *out.entry(self.type_name(t.type_index)).or_insert(0) += t.retained;
+        }
+        out
+    }
+
+    fn type_name(&self, i: u32) -> String {
+        self.type_names.get(i as usize).cloned().unwrap_or_else(|| "<no type>".into())
+    }
+
+    /// Fills `heap`'s retained fields; paths name fields through `runtime`.
+    pub(crate) fn attach(&self, runtime: &Context<'_>, heap: &mut HeapReport) {
+        let g = &self.graph;
+        let tree = RootTree::new(g, &self.static_slots);
+        let t = runtime.target();
+        let namer = TypeNamer::new(&t, &runtime.image);
+        let layout = super::super::facts::builtin()
+            .ok()
+            .and_then(|all| super::super::facts::lookup(all, runtime.version.build_id.as_deref(), &runtime.version.product, runtime.version.file_version.as_deref()))
+            .map(|b| b.layout.clone());
+        let cache: RefCell<std::collections::HashMap<u32, Option<(HeapRootRef, Vec<HeapPathStepReport>)>>> = RefCell::default();
+        let type_name = |i: u32| self.type_name(i);
+        let root_path = |node: u32| -> Option<(HeapRootRef, Vec<HeapPathStepReport>)> {
+            if let Some(hit) = cache.borrow().get(&node) {
+                return hit.clone();
+            }
+            let found = tree.path(g, node).map(|(root, nodes)| {
+                let steps = nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &n)| HeapPathStepReport {
+                        address: crate::hex::Hex(g.addresses.get(n as usize).copied().unwrap_or(0)),
+                        type_name: self.type_name(g.types.get(n as usize).copied().unwrap_or(u32::MAX)),
+                        field: match (nodes.get(i + 1), &layout) {
+                            (Some(&next), Some(l)) => Some(match super::paths::link(&t, &namer, l, g, n, next) {
+                                super::paths::Link::Field(f) => f,
+                                super::paths::Link::Element(i) => format!("[{i}]"),
+                                super::paths::Link::Dependent => "(dependent handle)".into(),
+                            }),
+                            _ => None,
+                        },
+                    })
+                    .collect();
+                (root_ref(g, root), steps)
+            });
+            cache.borrow_mut().insert(node, found.clone());
+            found
+        };
+        attach_retention(heap, g, &self.retention, &RetentionNames { type_name: &type_name, root_path: &root_path });
+    }
+}
+
+/// A root's kind as `knot heap root` names kinds, and the root for people.
+fn root_ref(g: &ObjectGraph, root: super::root_tree::RootOf<'_>) -> HeapRootRef {
+    use super::root_tree::RootOf;
+    match root {
+        RootOf::StaticSlot { array, index } => HeapRootRef {
+            kind: "static".into(),
+            name: crate::report::words::static_slot(g.addresses.get(array as usize).copied().unwrap_or(0), index),
+        },
+        RootOf::Root(r) => {
+            let (kind, conservative) = r.kind.name();
+            let name = crate::report::words::root_ref_name(kind, conservative, &detail(r));
+            HeapRootRef { kind: kind.to_string(), name }
+        }
+    }
+}
+
+
+/// Where the root is, as facts for the words: (handle or slot address, thread).
+fn detail(r: &Root) -> crate::report::words::RootPlace {
+    use crate::report::words::RootPlace;
+    match &r.source {
+        RootSource::Handle { handle } | RootSource::Static { handle, .. } => RootPlace::Handle(*handle),
+        RootSource::Stack { os_tid, slot, register, .. } => RootPlace::Thread { os_tid: *os_tid, slot: *slot, register: *register },
+        RootSource::FinalizerQueue { slot } => RootPlace::Queue(*slot),
+        RootSource::SyncBlock { index } => RootPlace::SyncBlock(*index),
+    }
+}

@@ -1,0 +1,195 @@
+//! The roots of the object graph, each with its kind and place: the handle table's strong,
+//! pinned and other rooting handles ([`super::handles`]; dependent handles become edges
+//! primary → secondary), the finalization queue's f-reachable part, thread stacks and
+//! registers, and the sync blocks of held monitors.
+//!
+//! The finalization queue (`CFinalize`, gcpriv.h; `dac_finalize_queue` in gcinterface.dac.h)
+//! is one array cut into segments by `m_FillPointers`: one per generation, then the critical
+//! finalizer list and the finalizer list (objects found dead and waiting for the finalizer
+//! thread: f-reachable), then the free list. The f-reachable objects are those from the end
+//! of the last generation's segment to the end of the finalizer list.
+//!
+//! Stack roots are conservative: the GC information of a managed frame (which slots hold live
+//! references at its safe point) is not decoded, so every word of each managed frame's part of
+//! the stack, and each register the unwinder recovered for it, that holds an object's address
+//! is a root marked `conservative` (it may be a dead local's stale value).
+
+use super::super::facts::Layout;
+use super::super::syncblock;
+use super::super::target::Target;
+use super::gcvars::GcVars;
+use super::graph::{GraphErrors, ObjectGraph, Root, RootKind, RootSource};
+use super::handles::{self, HandleType};
+
+const PTR: u64 = 8;
+/// f-reachable entries read per heap at most.
+const MAX_FREACHABLE: u64 = 1 << 24;
+/// Bytes of one frame's stack scanned at most.
+const MAX_FRAME_BYTES: u64 = 1 << 20;
+
+/// One frame of a thread's stack, as the unwinder found it.
+#[derive(Debug, Clone)]
+pub(crate) struct StackFrame {
+    pub(crate) sp: u64,
+    pub(crate) ip: u64,
+    /// A managed method's frame (JIT or ReadyToRun code).
+    pub(crate) managed: bool,
+    /// The registers recovered in this frame: (DWARF number, value).
+    pub(crate) registers: Vec<(u16, u64)>,
+}
+
+/// One thread's stack, innermost frame first.
+#[derive(Debug, Clone)]
+pub(crate) struct ThreadStack {
+    pub(crate) os_tid: u32,
+    pub(crate) managed_id: u32,
+    pub(crate) frames: Vec<StackFrame>,
+    /// The end (highest address) of the stack's mapping.
+    pub(crate) stack_end: u64,
+}
+
+/// The roots read, and what could not be read.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RootReading {
+    pub(crate) roots: Vec<Root>,
+    /// Dependent handles as edges (primary node, secondary node), sorted.
+    pub(crate) dependent: Vec<(u32, u32)>,
+    pub(crate) handles_read: usize,
+    pub(crate) errors: GraphErrors,
+}
+
+/// Reads every root of `g`'s objects.
+pub(crate) fn read(t: &Target, l: &Layout, vars: &GcVars, g: &ObjectGraph, threads: &[ThreadStack]) -> RootReading {
+    let mut r = RootReading::default();
+    read_handles(t, vars, g, &mut r);
+    read_finalizer_queue(t, vars, g, &mut r);
+    read_stacks(t, g, threads, &mut r);
+    read_sync_blocks(t, l, g, &mut r);
+    r
+}
+
+fn read_handles(t: &Target, vars: &GcVars, g: &ObjectGraph, r: &mut RootReading) {
+    let table = handles::read(t, vars.handle_table_map, vars.heaps.len() as u64);
+    for (at, why) in table.errors {
+        r.errors.push(at, format!("handle table: {why}"));
+    }
+    r.handles_read = table.handles.len();
+    for h in &table.handles {
+        let Some(node) = g.node_of(h.object) else { continue };
+        if h.kind == HandleType::Dependent {
+            if let Some(secondary) = g.node_of(h.extra) {
+                r.dependent.push((node, secondary));
+            }
+            continue;
+        }
+        if !h.is_root() {
+            continue;
+        }
+        let kind = match h.kind {
+            HandleType::Strong => RootKind::StrongHandle,
+            HandleType::Pinned => RootKind::PinnedHandle,
+            HandleType::AsyncPinned => RootKind::AsyncPinnedHandle,
+            HandleType::RefCounted => RootKind::RefCountedHandle,
+            HandleType::SizedRef => RootKind::SizedRefHandle,
+            _ => RootKind::VariableHandle,
+        };
+        r.roots.push(Root { kind, node, source: RootSource::Handle { handle: h.address } });
+    }
+    r.dependent.sort_unstable();
+    r.dependent.dedup();
+}
+
+fn read_finalizer_queue(t: &Target, vars: &GcVars, g: &ObjectGraph, r: &mut RootReading) {
+    let gens = vars.generation_count;
+    for heap in &vars.heaps {
+        if heap.finalize_queue_var == 0 {
+            r.errors.push(0, format!("finalization queue of heap {}: not located", heap.index));
+            continue;
+        }
+        let fq = match t.read_ptr(heap.finalize_queue_var, "finalize_queue") {
+            Ok(0) => continue,
+            Ok(p) => p,
+            Err(e) => {
+                r.errors.push(heap.finalize_queue_var, format!("finalization queue of heap {}: {e}", heap.index));
+                continue;
+            }
+        };
+        let fill = |i: u64| t.read_ptr(fq + PTR * i, "CFinalize.m_FillPointers");
+        let (Ok(from), Ok(to)) = (fill(gens - 1), fill(gens + 1)) else {
+            r.errors.push(fq, format!("finalization queue of heap {}: fill pointers not in the dump", heap.index));
+            continue;
+        };
+        if to < from || (to - from) % PTR != 0 || (to - from) / PTR > MAX_FREACHABLE {
+            r.errors.push(fq, format!("finalization queue of heap {}: f-reachable part [{from:#x}, {to:#x}) is not a run of at most {MAX_FREACHABLE} slots", heap.index));
+            continue;
+        }
+        let bytes = match t.read_bytes(from, (to - from) as usize, "f-reachable queue") {
+            Ok(b) => b,
+            Err(e) => {
+                r.errors.push(from, format!("finalization queue of heap {}: {e}", heap.index));
+                continue;
+            }
+        };
+        for (i, w) in bytes.chunks_exact(8).enumerate() {
+            let v = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+            if let Some(node) = g.node_of(v) {
+                r.roots.push(Root { kind: RootKind::FinalizerQueue, node, source: RootSource::FinalizerQueue { slot: from + PTR * i as u64 } });
+            }
+        }
+    }
+}
+
+fn read_stacks(t: &Target, g: &ObjectGraph, threads: &[ThreadStack], r: &mut RootReading) {
+    let (lo, hi) = (g.addresses.first().copied().unwrap_or(1), g.addresses.last().copied().unwrap_or(0));
+    for th in threads {
+        for (i, f) in th.frames.iter().enumerate() {
+            if !f.managed {
+                continue;
+            }
+            let source = |slot: u64, register: Option<u16>| RootSource::Stack { os_tid: th.os_tid, managed_id: th.managed_id, frame_sp: f.sp, frame_ip: f.ip, slot, register };
+            for &(reg, v) in &f.registers {
+                if v >= lo
+                    && v <= hi
+                    && let Some(node) = g.node_of(v)
+                {
+                    r.roots.push(Root { kind: RootKind::Stack { conservative: true }, node, source: source(0, Some(reg)) });
+                }
+            }
+            let end = th.frames.get(i + 1).map(|n| n.sp).unwrap_or(th.stack_end).min(th.stack_end);
+            let start = f.sp & !7;
+            if end <= start {
+                continue;
+            }
+            let len = (end - start).min(MAX_FRAME_BYTES);
+            let Ok(bytes) = t.mem.chunk(start, len as usize) else {
+                r.errors.push(start, format!("thread {:#x}: the stack of the frame at sp {start:#x} is not in the dump", th.os_tid));
+                continue;
+            };
+            for (k, w) in bytes.chunks_exact(8).enumerate() {
+                let v = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+                if v >= lo
+                    && v <= hi
+                    && let Some(node) = g.node_of(v)
+                {
+                    r.roots.push(Root { kind: RootKind::Stack { conservative: true }, node, source: source(start + 8 * k as u64, None) });
+                }
+            }
+        }
+    }
+}
+
+fn read_sync_blocks(t: &Target, l: &Layout, g: &ObjectGraph, r: &mut RootReading) {
+    let table = match syncblock::read_table(t, l, None) {
+        Ok(table) => table,
+        Err(e) => {
+            r.errors.push(0, format!("sync block table: {e}"));
+            return;
+        }
+    };
+    for e in &table.entries {
+        let held = syncblock::read_aware_lock(t, l, e.sync_block).map(|a| a.locked).unwrap_or(false);
+        if let (true, Some(node)) = (held, g.node_of(e.object)) {
+            r.roots.push(Root { kind: RootKind::SyncBlock, node, source: RootSource::SyncBlock { index: e.index } });
+        }
+    }
+}

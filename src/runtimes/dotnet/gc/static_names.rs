@@ -1,0 +1,53 @@
+//! Which static field a slot of the statics' arrays is. .NET 10 keeps a class's reference
+//! statics in the slots of a `System.Object[]` held by a strong handle (the class's
+//! `DynamicStaticsInfo.GCStatics` points into it), so a path from a static starts `strong
+//! handle → System.Object[] [i] → object`; SOS names that slot's field, but wrongly. Here every
+//! loaded class of every module the heap's types come from (CoreLib too) is asked for its
+//! reference statics through [`super::super::statics`], and each static's slot address is
+//! mapped to its class and field.
+
+use super::super::facts::Layout;
+use super::super::metadata::TYPE_DEF;
+use super::super::objects::TypeNamer;
+use super::super::statics::Statics;
+use super::super::target::Target;
+use super::graph::ObjectGraph;
+use super::names::sos_heap_name;
+use std::collections::{BTreeSet, HashMap};
+
+/// TypeDefs looked at per module at most.
+const MAX_TYPE_DEFS: u32 = 1 << 16;
+
+/// A static field: its class (as SOS's heap commands name types) and its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StaticName {
+    pub(crate) method_table: u64,
+    pub(crate) class: String,
+    pub(crate) field: String,
+}
+
+/// Slot address → the static field it is, for every reference static of the loaded classes of
+/// the modules of `g`'s types.
+pub(crate) fn static_slots(t: &Target, namer: &TypeNamer, l: &Layout, g: &ObjectGraph) -> HashMap<u64, StaticName> {
+    let statics = Statics::new(t, namer, l);
+    let mut modules: BTreeSet<u64> = g.type_table.iter().filter_map(|&mt| t.field_ptr(mt, "MethodTable", "Module").ok()).filter(|&m| m != 0).collect();
+    if let Ok(core) = statics.core_lib() {
+        modules.insert(core);
+    }
+    let mut out = HashMap::new();
+    for module in modules {
+        let Ok(md) = namer.module_metadata(module) else { continue };
+        for rid in 1..=md.rows(TYPE_DEF).min(MAX_TYPE_DEFS) {
+            let Ok(mt) = statics.type_def_method_table(module, rid) else { break };
+            if mt == 0 {
+                continue;
+            }
+            let Ok(fields) = statics.static_fields(mt) else { continue };
+            for s in fields.into_iter().filter(|s| s.field.is_reference()) {
+                let class = namer.type_name(mt).map(|n| sos_heap_name(&n)).unwrap_or_else(|_| format!("<class {mt:#x}>"));
+                out.insert(s.address, StaticName { method_table: mt, class, field: s.field.name });
+            }
+        }
+    }
+    out
+}
