@@ -11,10 +11,11 @@
 //! innermost frame is an async method paused at an await also names what it awaits: the
 //! state machine's awaiter field (`<>u__N`) for that await.
 //!
-//! Stacks are printed innermost first, in heap order of their innermost task; frames in SOS's
-//! order (a task's continuations are visited last-registered first). Everything from the dump is
-//! bounded: stacks, frames per stack, continuations per list; a continuation chain that comes
-//! back to a task already in the stack (a cycle, which a real heap never has) is cut there.
+//! Stacks are printed innermost first, in address order of their innermost task (SOS walks the
+//! heap by address); frames in SOS's order (a task's continuations are visited last-registered
+//! first). Everything from the dump is bounded: stacks, frames per stack, continuations per list;
+//! a continuation chain that comes back to a task already in the stack (a cycle, which a real
+//! heap never has) is cut there.
 
 use super::facts::Layout;
 use super::gc::names::sos_heap_name;
@@ -129,7 +130,7 @@ struct StateMachineAt {
     method_table: u64,
 }
 
-/// The async stacks from the tasks the heap walk collected (`(address, MethodTable)`, heap order).
+/// The async stacks from the tasks the heap walk collected (`(address, MethodTable)`, address order).
 pub(crate) fn read(t: &Target, namer: &TypeNamer, l: &Layout, task: WantedType, tasks: &[(u64, u64)]) -> AsyncReading {
     let mut b = Builder { t, namer, l, task, types: HashMap::new(), metadata: HashMap::new() };
     let mut out = AsyncReading::default();

@@ -62,7 +62,7 @@ pub struct GcReading {
     /// The async stacks (SOS `dumpasync`), from the tasks this walk collected; `None` when
     /// CoreLib's `Task` type was not found.
     pub(crate) async_stacks: Option<super::async_stacks::AsyncReading>,
-    /// The `System.Threading.SemaphoreSlim`s on the heap, heap order.
+    /// The `System.Threading.SemaphoreSlim`s on the heap, address order.
     pub(crate) semaphores: Vec<super::semaphores::Semaphore>,
     pub diagnostics: Vec<Diagnostic>,
 }
@@ -201,9 +201,13 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
         diagnostics.push(Diagnostic::warning(STAGE, format!("{collected_cut} tasks and semaphores past {} per heap segment were not collected: async stacks are cut", walk::MAX_COLLECTED_PER_SEGMENT)));
     }
     // SOS skips objects of 24 bytes or less: too small to be a task.
-    let tasks: Vec<(u64, u64)> =
+    let mut tasks: Vec<(u64, u64)> =
         walks.iter().flat_map(|w| w.collected.iter()).filter(|c| c.wanted == WANTED_TASK && c.size > walk::MIN_OBJECT_SIZE).map(|c| (c.address, c.method_table)).collect();
-    let semaphores: Vec<(u64, u64)> = walks.iter().flat_map(|w| w.collected.iter()).filter(|c| c.wanted == WANTED_SEMAPHORE).map(|c| (c.address, c.method_table)).collect();
+    let mut semaphores: Vec<(u64, u64)> = walks.iter().flat_map(|w| w.collected.iter()).filter(|c| c.wanted == WANTED_SEMAPHORE).map(|c| (c.address, c.method_table)).collect();
+    // Address order, as SOS walks the heap: the segments come in generation order (gen0's regions
+    // before gen2's), which on a heap with several regions is not the order dumpasync lists.
+    tasks.sort_unstable();
+    semaphores.sort_unstable();
     let async_stacks = task_type.map(|tt| super::async_stacks::read(t, namer, l, tt, &tasks));
     let semaphores = super::semaphores::read(t, namer, l, &semaphores);
     let hits: Vec<walk::Hit> = walks.iter().flat_map(|w| w.hits.iter().copied()).collect();
