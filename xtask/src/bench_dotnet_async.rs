@@ -2,8 +2,8 @@
 //! `dumpasync` on a .NET dump with ~100k tasks.
 //!
 //! The dump is made here, never committed: `samples/dotnet/many_tasks` (built with the machine's
-//! .NET SDK) makes 4,000 async stacks of 25 state machines each, every one awaiting a
-//! TaskCompletionSource nobody completes (104,000 tasks), prints `ready`, and `createdump
+//! .NET SDK) makes 4,000 async stacks of 26 state machines each, every one awaiting a
+//! TaskCompletionSource nobody completes (108,000 tasks), prints `ready`, and `createdump
 //! --withheap` dumps it into `target/bench/dotnet-async/core` (kept for the next run; `--remake`
 //! makes it again; delete it when done). Before timing, both readings are compared: knot's
 //! `dotnet.async` stacks must be SOS's (the same boxes, in the same order). Then `knot analyze`

@@ -1,8 +1,8 @@
 // many_tasks: ~100k async state machines on the heap, for `cargo xtask bench dotnet-async`
 // (knot's async stacks against SOS dumpasync). CHAINS async stacks (default 4,000), each
-// HandleAsync -> Level x DEPTH (default 24) -> a TaskCompletionSource's task that nobody
-// completes: DEPTH + 1 state machine boxes and one awaited task per stack, so 4,000 x 26 =
-// 104,000 tasks. Prints `ready`, then sleeps until killed.
+// HandleAsync -> Level(DEPTH) -> ... -> Level(0) (DEPTH default 24) -> a TaskCompletionSource's
+// task that nobody completes: DEPTH + 2 state machine boxes and one awaited task per stack, so
+// 4,000 x 27 = 108,000 tasks. Prints `ready`, then sleeps until killed.
 namespace Knot.Samples.ManyTasks;
 
 static class Program
