@@ -38,7 +38,7 @@ pub fn render(report: &Report) -> String {
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><meta name=\"generator\" content=\"knot {}\"><title>{} — {}{} — knot</title><style>{CSS}{}</style></head>\n<body>\n",
         escape(&report.knot_version),
-        escape(&report.verdict.as_str().to_uppercase()),
+        escape(&super::words::verdict(report.verdict).to_uppercase()),
         escape(&what),
         escape(&pid),
         super::gc_html::CSS
@@ -49,6 +49,7 @@ pub fn render(report: &Report) -> String {
     contended_table(&mut out, report);
     if let Some(d) = report.dotnet.as_ref() {
         super::gc_html::section(&mut out, d);
+        super::async_html::section(&mut out, d);
     }
     graph(&mut out, report);
     let mut shown = locks(&mut out, report);
@@ -138,7 +139,7 @@ fn verdict(out: &mut String, r: &Report) {
         "<header class=\"verdict {}\"><p class=\"dump\">{}</p><h1><span class=\"label\">Verdict:</span> {}</h1><p class=\"summary\">{}</p>",
         verdict_class(r.verdict),
         header_line(r),
-        escape(&r.verdict.as_str().to_uppercase()),
+        escape(&super::words::verdict(r.verdict).to_uppercase()),
         line
     );
     if !r.deadlocks.is_empty() {

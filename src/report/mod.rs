@@ -4,6 +4,8 @@ pub(crate) mod crash_html;
 pub(crate) mod crash_text;
 pub(crate) mod dump;
 pub mod flame;
+pub(crate) mod async_html;
+pub(crate) mod async_text;
 pub(crate) mod gc_html;
 pub(crate) mod gc_text;
 pub mod heap_diff;
@@ -14,7 +16,6 @@ pub(crate) mod svg;
 pub mod text;
 pub mod words;
 
-pub use crate::graph::limits::VerdictLimit;
 pub use crate::hex::Hex;
 pub use model::*;
 use std::io::Write as _;

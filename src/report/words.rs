@@ -2,10 +2,12 @@
 //! named. The analyzers and the graph give data; the text report, the HTML page, its SVG and
 //! flame graph, and the JSON's `description` and `label` fields all say it with these words.
 
-use super::model::{Deadlock, ThreadReport};
+use super::model::{Deadlock, ThreadReport, VerdictLimit};
+use crate::graph::limits::{Limit, MissingFile};
+use crate::graph::verdict::Verdict;
 use crate::graph::Cycle;
 use crate::runtimes::dotnet::gc::report::ReferrerReport;
-use crate::waits::{LockFact, LockKind, LockStorage, ManagedLock, Owner};
+use crate::waits::{LockFact, LockKind, LockStorage, ManagedLock, Owner, ThreadState};
 
 pub(crate) fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
@@ -19,6 +21,7 @@ pub fn lock_name(l: &LockFact) -> String {
         let name = match l.kind {
             LockKind::Lock => format!("Lock {ty} at {}", m.object),
             LockKind::MonitorWait => format!("Monitor.Wait on {ty} at {}", m.object),
+            LockKind::SemaphoreSlim => format!("SemaphoreSlim at {} ({})", m.object, semaphore_words(m)),
             LockKind::Task => match &m.task {
                 Some(task) => format!("task {ty} at {} (status: {})", m.object, task.status),
                 None => format!("task {ty} at {}", m.object),
@@ -47,6 +50,7 @@ pub(crate) fn managed_lock_label(kind: LockKind, m: &ManagedLock) -> String {
     match kind {
         LockKind::Task => format!("task {ty} (status: {})", m.task.as_ref().map_or("", |t| t.status.as_str())),
         LockKind::MonitorWait => format!("Monitor.Wait on {ty} (waiting to be pulsed)"),
+        LockKind::SemaphoreSlim => format!("{ty} ({})", semaphore_words(m)),
         _ => {
             let what = if kind == LockKind::Lock { "System.Threading.Lock" } else { "Monitor" };
             match (m.storage, m.sync_block_index) {
@@ -56,6 +60,61 @@ pub(crate) fn managed_lock_label(kind: LockKind, m: &ManagedLock) -> String {
             }
         }
     }
+}
+
+/// `count 0 of 1, 3 async waiters`: a SemaphoreSlim's state.
+fn semaphore_words(m: &ManagedLock) -> String {
+    let mut s = format!("count {} of {}", m.current_count.unwrap_or(0), m.max_count.unwrap_or(0));
+    if !m.async_waiters.is_empty() {
+        s.push_str(&format!(", {} async waiter{} in WaitAsync", m.async_waiters.len(), plural(m.async_waiters.len())));
+    }
+    s
+}
+
+/// What a task's async stack says of it: `it completes when async stack 2 completes (awaiting
+/// …); its work is queued to the thread pool`.
+fn task_async_words(m: &ManagedLock) -> Option<String> {
+    let t = m.task.as_ref()?;
+    let i = t.async_stack?;
+    let method = t.async_method.as_deref().map(|n| format!("{} ", short_type(n))).unwrap_or_default();
+    let queued = match t.queued {
+        Some(true) => "; its work is queued to the thread pool, behind the workers that wait for it",
+        Some(false) => "",
+        None => "; the pool's queue was not read",
+    };
+    Some(format!("no owning thread: it is {method}in async stack {}, and completes when that stack does{queued}", i + 1))
+}
+
+/// `16 work items queued behind them, 8 workers waiting for tasks whose work is among them`:
+/// the starvation, from the pool's queue and the workers' task waits tied to async stacks whose
+/// work is in that queue (sync over async).
+pub(crate) fn starvation_words(locks: &[LockFact], tp: &crate::runtimes::dotnet::report::ThreadPoolReport) -> String {
+    let on_task = |queued: Option<bool>| -> usize {
+        locks
+            .iter()
+            .filter(|l| l.kind == LockKind::Task && l.managed.as_ref().and_then(|m| m.task.as_ref()).is_some_and(|t| t.queued == queued))
+            .flat_map(|l| l.waiter_tids.iter())
+            .filter(|t| tp.worker_tids.contains(t))
+            .count()
+    };
+    let all: usize = locks.iter().filter(|l| l.kind == LockKind::Task).flat_map(|l| l.waiter_tids.iter()).filter(|t| tp.worker_tids.contains(t)).count();
+    let behind = on_task(Some(true));
+    let waiting = |n: usize| format!("{n} worker{} waiting for tasks", plural(n));
+    let mut parts = Vec::new();
+    match tp.queued_work_items {
+        Some(q) if q > 0 => parts.push(format!("{q} work item{} queued behind them", plural(q as usize))),
+        Some(_) => {}
+        None => parts.push("the pool's queued work items were not read".to_string()),
+    }
+    if behind > 0 {
+        parts.push(format!("{} whose work is among them", waiting(behind)));
+        if all > behind {
+            parts.push(format!("{} more waiting for other tasks", all - behind));
+        }
+    } else if all > 0 {
+        parts.push(waiting(all));
+    }
+    parts.join(", ")
 }
 
 /// Gives every .NET lock its label, from its facts (the reader leaves it to the report).
@@ -83,7 +142,9 @@ pub(crate) fn owner_words(l: &LockFact) -> String {
             let tids: Vec<String> = reader_tids.iter().map(u32::to_string).collect();
             format!("held by {count} reader{}, probably thread{} {} (inferred)", plural(*count as usize), plural(reader_tids.len()), tids.join(", "))
         }
-        Owner::None if l.kind == LockKind::Task => "no owning thread: it completes when its work runs".to_string(),
+        Owner::None if l.kind == LockKind::Task => {
+            l.managed.as_ref().and_then(task_async_words).unwrap_or_else(|| "no owning thread: it completes when its work runs".to_string())
+        }
         Owner::None => "no owner (waiting to be signalled)".to_string(),
         Owner::Unknown { why } => format!("owner unknown: {why}"),
     }
@@ -105,8 +166,8 @@ pub(crate) fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
         Some(l) if l.kind == LockKind::MonitorWait => format!("in {}, waiting to be pulsed", lock_name(l)),
         Some(l) if l.kind == LockKind::Task => format!("waiting for {}", lock_name(l)),
         Some(l) if l.managed.is_some() => format!("waiting for {} {}", lock_name(l), owner_words(l)),
-        Some(l) => format!("blocked on {} ({})", lock_name(l), t.state.label()),
-        None => t.state.label(),
+        Some(l) => format!("blocked on {} ({})", lock_name(l), t.state.to_string()),
+        None => t.state.to_string(),
     }
 }
 
@@ -196,6 +257,87 @@ pub fn short_type(name: &str) -> &str {
     match head.rfind('.') {
         Some(i) => &name[i + 1..],
         None => name,
+    }
+}
+
+/// The verdict in a few words (`DEADLOCK` on the verdict line, upper-cased).
+pub fn verdict(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Deadlock => "deadlock",
+        Verdict::Crash => "crash",
+        Verdict::GcStall => "gc stall",
+        Verdict::Contention => "contention",
+        Verdict::ThreadPoolStarved => "thread pool starved",
+        Verdict::BlockedOnIo => "blocked on I/O",
+        Verdict::Idle => "idle",
+        Verdict::NothingBlocked => "nothing blocked",
+        Verdict::NotAnalyzed => "not analyzed",
+    }
+}
+
+/// A thread's state in a few words, for summaries and the text report (`futex wait on 0x…`,
+/// `sleeping (nanosleep)`); the diagnostics say it so too.
+impl std::fmt::Display for ThreadState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ThreadState::Running => f.write_str("running"),
+            ThreadState::Futex { address, .. } => write!(f, "futex wait on {address}"),
+            ThreadState::FutexWaitv => f.write_str("futex_waitv"),
+            ThreadState::Polling { syscall } => write!(f, "polling ({syscall})"),
+            ThreadState::Sleeping { syscall } => write!(f, "sleeping ({syscall})"),
+            ThreadState::IdleRuntimeThread { role } => write!(f, "idle runtime thread ({role})"),
+            ThreadState::WaitingForWork { pool } => write!(f, "waiting for work ({pool})"),
+            ThreadState::Io { syscall, fd } => write!(f, "in I/O ({syscall} on fd {fd})"),
+            ThreadState::WaitingForChild { syscall } => write!(f, "waiting for a child ({syscall})"),
+            ThreadState::Stopped { signal } => write!(f, "stopped (signal {signal})"),
+            ThreadState::Syscall { name, .. } => write!(f, "in syscall {name}"),
+        }
+    }
+}
+
+/// What a verdict was reached without, in words: what is missing, what it hides, the option
+/// that supplies it, and a few words for the verdict line.
+pub(crate) fn verdict_limit(l: &Limit) -> VerdictLimit {
+    match l {
+        Limit::ModuleFile { name, path, build_id, file, threads: n, ownerless_locks: unknown } => {
+            let detail = match file {
+                MissingFile::NotFound { tried } => format!("not found at {tried}"),
+                MissingFile::Refused { path, reason } => format!("{path} refused: {reason}"),
+            };
+            let (n, unknown) = (*n, *unknown);
+            let build = build_id.as_ref().map(|b| format!(" (build-id {b})")).unwrap_or_default();
+            let fix = match file {
+                MissingFile::Refused { .. } => format!("--search-dir DIR holding the {name} that ran{build}"),
+                MissingFile::NotFound { .. } => format!("--sysroot DIR (the root the dump's paths are under: DIR{path}) or --search-dir DIR holding {name}{build}"),
+            };
+            VerdictLimit {
+                missing: format!("{name}'s file ({detail})"),
+                hides: format!(
+                    "{n} waiting thread{}' stacks through it were not unwound by its CFI, so the calls that name their locks are lost; {unknown} lock{} they wait for {} no known owner: a lock's owner, and a deadlock through it, cannot be seen",
+                    if n == 1 { "" } else { "s" },
+                    if unknown == 1 { "" } else { "s" },
+                    if unknown == 1 { "has" } else { "have" },
+                ),
+                fix,
+                short: format!("{name}'s file"),
+            }
+        }
+        Limit::DotnetMonitors { version, why } => VerdictLimit {
+            missing: format!("the .NET monitors' layout ({why}: knot has no per-build facts for it in analyzers/dotnet/)"),
+            hides: "Monitors and Locks with their owners and the waits on them: a managed deadlock or contention cannot be seen".into(),
+            fix: format!("a runtime build knot has facts for (analyzers/dotnet/coreclr-*.toml lists them); {version} has none"),
+            short: "the .NET monitors".into(),
+        },
+        Limit::DotnetRuntime { version, why, path, build_id } => {
+            let path = path.as_deref().unwrap_or("libcoreclr.so");
+            let build = build_id.as_deref().map(|b| format!(" (build-id {b})")).unwrap_or_default();
+            VerdictLimit {
+                missing: format!("the .NET runtime's data (CoreCLR {version}: {})", why.strip_prefix(&format!("runtime reader unsupported: {version}: ")).unwrap_or(why)),
+                hides: "managed frames, Monitors and Locks with their owners, managed waits and the thread pool: a managed deadlock, contention or starvation cannot be seen".into(),
+                fix: format!("--search-dir DIR holding this dump's libcoreclr.so{build}, or --sysroot DIR (DIR{path})"),
+                short: "the .NET runtime's data".into(),
+            }
+        }
     }
 }
 

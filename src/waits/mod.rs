@@ -9,7 +9,7 @@ mod readers;
 pub(crate) mod runtime;
 pub(crate) mod state;
 
-pub use lock::{LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner};
+pub use lock::{AsyncWaiter, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner};
 pub(crate) use runtime::{ManagedThreads, RuntimeLocks, RuntimeWaits, WorkerPool};
 pub use state::ThreadState;
 
@@ -123,7 +123,7 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
                         "thread {} is inside {} (frame #{frame}) but not waiting on a futex ({}): spinning or about to block",
                         t.tid,
                         family.label,
-                        state.label()
+                        state
                     ),
                 ));
                 None

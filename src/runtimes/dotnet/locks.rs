@@ -41,6 +41,7 @@ pub(crate) fn managed_threads(runtime: &Context<'_>, r: &RuntimeReading, diagnos
 fn lock_id(m: &ManagedLock) -> String {
     match m.storage {
         LockStorage::LockObject => format!("lock@{:#x}", m.object),
+        LockStorage::SemaphoreSlim => format!("semaphore_slim@{:#x}", m.object),
         LockStorage::SyncBlock | LockStorage::ThinLock | LockStorage::Task => format!("monitor@{:#x}", m.object),
     }
 }
@@ -79,6 +80,8 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                 m.recursion,
                 m.owner_managed_id.map_or("none".into(), |i| i.to_string())
             )),
+            // SemaphoreSlims are made after the heap walk (`async_waits`), never read as monitors.
+            LockStorage::SemaphoreSlim => {}
             LockStorage::ThinLock => evidence.push(format!("object header of {:#x}: thin lock of managed thread {}, recursion {}", m.object, m.owner_managed_id.unwrap_or(0), m.recursion)),
             LockStorage::LockObject => evidence.push(format!(
                 "System.Threading.Lock {:#x}: _owningThreadId {}, recursion {}",
@@ -156,6 +159,9 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                             event: Hex(tw.event),
                             event_type: tw.event_type.clone(),
                             event_lock: Hex(tw.lock_object),
+                            async_stack: None,
+                            async_method: None,
+                            queued: None,
                         }),
                         ..ManagedLock::new(LockStorage::Task, tw.task)
                     }),
