@@ -504,6 +504,36 @@ mod tests {
         let a = ReferrerReport { type_name: "System.Object[]".into(), field: "[3]".into(), address: Hex(0), identity: None };
         assert_eq!(referrer(&a), "Object[][3]");
     }
+
+    #[test]
+    fn lock_facts_are_said_in_json_as_their_words() {
+        // The JSON carries the same sentence the HTML lists: a typed fact, said once.
+        let mut l = lock("mutex@0x10", "m", None, &[7]);
+        l.owner = Owner::Unknown { why: UnknownOwner::SeveralStacksPointIn { tids: vec![3, 4] } };
+        l.evidence = vec![
+            Evidence::FutexWait { tid: 7, futex: 0x10, expected: 2, restarted: true, function: None, frame: 1 },
+            Evidence::Sem { address: 0x20, value: Ok(0), waiters: Err(FieldError::NoField { layout: "sem_t".into(), field: "nwaiters" }) },
+            Evidence::ManagedWait { thread: NamedThread { tid: 9, name: Some("worker".into()) }, wait: ManagedWaitKind::EnterLock, source: WaitRecord::BlockingRecord },
+        ];
+        let json = serde_json::to_value(&l).unwrap();
+        assert_eq!(json["owner"]["why"], "the lock records no owner; 2 threads' stacks point into it: [3, 4]");
+        assert_eq!(
+            json["evidence"],
+            serde_json::json!([
+                "thread 7 is in futex wait on 0x10 (expecting 0x2) (a timed wait the kernel restarted: restart_syscall) under ? (frame #1)",
+                "sem_t at 0x20: value=0 nwaiters=layout sem_t has no field nwaiters",
+                "thread 9 \"worker\" waits to enter the Lock (by its ThreadBlockingInfo record)",
+            ])
+        );
+        let readers = Owner::Readers { count: 1, reader_tids: vec![5], reader_evidence: vec![ReaderEvidence { tid: 5, place: PointerPlace::Register("rbx"), value: 0x18 }] };
+        assert_eq!(
+            serde_json::to_value(&readers).unwrap()["reader_evidence"][0],
+            "thread 5: register rbx holds 0x18, a pointer into the lock, while it does not wait for it"
+        );
+        let idle = ThreadState::IdleRuntimeThread { role: IdleRole::ThreadPoolGate };
+        assert_eq!(serde_json::to_value(&idle).unwrap(), serde_json::json!({"kind": "idle_runtime_thread", "role": "thread pool gate"}));
+        assert_eq!(idle.to_string(), "idle runtime thread (thread pool gate)");
+    }
 }
 
 /// A leak suspect in one line: `85 % of the heap (2.2 MiB) is held by one
