@@ -6,7 +6,7 @@ use super::model::{Deadlock, ThreadReport, VerdictLimit};
 use crate::graph::limits::{Limit, MissingFile};
 use crate::graph::verdict::Verdict;
 use crate::graph::Cycle;
-use crate::runtimes::dotnet::gc::report::ReferrerReport;
+use crate::runtimes::dotnet::gc::report::{ReferrerReport, RootName, RootPlace};
 use crate::waits::{
     Evidence, FieldError, IdleRole, Inference, LockFact, LockKind, LockStorage, ManagedLock, ManagedWaitKind, NamedThread, Owner, PointerPlace, Pool, ReaderEvidence,
     ThreadState, UnknownOwner, WaitRecord,
@@ -298,7 +298,7 @@ macro_rules! serialize_as_words {
         }
     )*};
 }
-serialize_as_words!(Evidence, UnknownOwner, Inference, ReaderEvidence, IdleRole, Pool);
+serialize_as_words!(Evidence, UnknownOwner, Inference, ReaderEvidence, IdleRole, Pool, RootName);
 
 /// `(type unread)` where the runtime's type name was not read.
 fn type_or_unread(t: &Option<String>) -> &str {
@@ -650,32 +650,24 @@ pub(crate) fn heap_path_via(via: &str, static_field: Option<&crate::report::heap
     }
 }
 
-/// Where a root is, for its words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RootPlace {
-    Handle(u64),
-    Thread { os_tid: u32, slot: u64, register: Option<u16> },
-    Queue(u64),
-    SyncBlock(u32),
-}
-
 /// A holder's root for people: `strong handle 0x7f…`, `stack root (conservative): thread
-/// 0x1a2b, slot 0x7ffd…`.
-pub(crate) fn root_ref_name(kind: &str, conservative: bool, place: &RootPlace) -> String {
-    let k = heap_root_kind(kind, conservative);
-    match *place {
-        RootPlace::Handle(h) => format!("{k} {h:#x}"),
-        RootPlace::Thread { os_tid, register: Some(r), .. } => {
-            format!("{k}: thread {os_tid:#x}, register {}", crate::arch::x86_64::dwarf::name(r).map(str::to_string).unwrap_or_else(|| format!("dwarf {r}")))
+/// 0x1a2b, slot 0x7ffd…`; a static field known only by its slot in the runtime's statics array
+/// (its class and name are not read): `a static field (element [12] of the statics array 0x7f…)`.
+impl std::fmt::Display for RootName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (kind, conservative, place) = match self {
+            RootName::StaticSlot { array, index } => return write!(f, "a static field (element [{index}] of the statics array {array:#x})"),
+            RootName::Root { kind, conservative, place } => (kind, *conservative, place),
+        };
+        let k = heap_root_kind(kind, conservative);
+        match *place {
+            RootPlace::Handle(h) => write!(f, "{k} {h:#x}"),
+            RootPlace::Thread { os_tid, register: Some(r), .. } => {
+                write!(f, "{k}: thread {os_tid:#x}, register {}", crate::arch::x86_64::dwarf::name(r).map(str::to_string).unwrap_or_else(|| format!("dwarf {r}")))
+            }
+            RootPlace::Thread { os_tid, slot, .. } => write!(f, "{k}: thread {os_tid:#x}, stack slot {slot:#x}"),
+            RootPlace::Queue(s) => write!(f, "{k} (queue slot {s:#x})"),
+            RootPlace::SyncBlock(i) => write!(f, "{k} {i}"),
         }
-        RootPlace::Thread { os_tid, slot, .. } => format!("{k}: thread {os_tid:#x}, stack slot {slot:#x}"),
-        RootPlace::Queue(s) => format!("{k} (queue slot {s:#x})"),
-        RootPlace::SyncBlock(i) => format!("{k} {i}"),
     }
-}
-
-/// A static field known by its slot in the runtime's statics array (its class and name are not
-/// read): `a static field (element [12] of the statics array 0x7f…)`.
-pub(crate) fn static_slot(array: u64, index: u32) -> String {
-    format!("a static field (element [{index}] of the statics array {array:#x})")
 }
