@@ -49,6 +49,7 @@ pub fn render(report: &Report) -> String {
     contended_table(&mut out, report);
     if let Some(d) = report.dotnet.as_ref() {
         super::gc_html::section(&mut out, d);
+        super::async_html::section(&mut out, d);
     }
     graph(&mut out, report);
     let mut shown = locks(&mut out, report);

@@ -9,7 +9,7 @@ use crate::graph::Cycle;
 use crate::runtimes::dotnet::gc::report::{ReferrerReport, RootName, RootPlace};
 use crate::waits::{
     Evidence, FieldError, IdleRole, Inference, LockFact, LockKind, LockStorage, ManagedLock, ManagedWaitKind, NamedThread, Owner, PointerPlace, Pool, ReaderEvidence,
-    ThreadState, UnknownOwner, WaitRecord,
+    SemaphoreWait, ThreadState, UnknownOwner, WaitRecord,
 };
 
 pub(crate) fn plural(n: usize) -> &'static str {
@@ -24,6 +24,7 @@ pub fn lock_name(l: &LockFact) -> String {
         let name = match l.kind {
             LockKind::Lock => format!("Lock {ty} at {}", m.object),
             LockKind::MonitorWait => format!("Monitor.Wait on {ty} at {}", m.object),
+            LockKind::SemaphoreSlim => format!("SemaphoreSlim at {} ({})", m.object, semaphore_words(m)),
             LockKind::Task => match &m.task {
                 Some(task) => format!("task {ty} at {} (status: {})", m.object, task.status),
                 None => format!("task {ty} at {}", m.object),
@@ -52,6 +53,7 @@ pub(crate) fn managed_lock_label(kind: LockKind, m: &ManagedLock) -> String {
     match kind {
         LockKind::Task => format!("task {ty} (status: {})", m.task.as_ref().map_or("", |t| t.status.as_str())),
         LockKind::MonitorWait => format!("Monitor.Wait on {ty} (waiting to be pulsed)"),
+        LockKind::SemaphoreSlim => format!("{ty} ({})", semaphore_words(m)),
         _ => {
             let what = if kind == LockKind::Lock { "System.Threading.Lock" } else { "Monitor" };
             match (m.storage, m.sync_block_index) {
@@ -61,6 +63,61 @@ pub(crate) fn managed_lock_label(kind: LockKind, m: &ManagedLock) -> String {
             }
         }
     }
+}
+
+/// `count 0 of 1, 3 async waiters`: a SemaphoreSlim's state.
+fn semaphore_words(m: &ManagedLock) -> String {
+    let mut s = format!("count {} of {}", m.current_count.unwrap_or(0), m.max_count.unwrap_or(0));
+    if !m.async_waiters.is_empty() {
+        s.push_str(&format!(", {} async waiter{} in WaitAsync", m.async_waiters.len(), plural(m.async_waiters.len())));
+    }
+    s
+}
+
+/// What a task's async stack says of it: `it completes when async stack 2 completes (awaiting
+/// …); its work is queued to the thread pool`.
+fn task_async_words(m: &ManagedLock) -> Option<String> {
+    let t = m.task.as_ref()?;
+    let i = t.async_stack?;
+    let method = t.async_method.as_deref().map(|n| format!("{} ", short_type(n))).unwrap_or_default();
+    let queued = match t.queued {
+        Some(true) => "; its work is queued to the thread pool, behind the workers that wait for it",
+        Some(false) => "",
+        None => "; the pool's queue was not read",
+    };
+    Some(format!("no owning thread: it is {method}in async stack {}, and completes when that stack does{queued}", i + 1))
+}
+
+/// `16 work items queued behind them, 8 workers waiting for tasks whose work is among them`:
+/// the starvation, from the pool's queue and the workers' task waits tied to async stacks whose
+/// work is in that queue (sync over async).
+pub(crate) fn starvation_words(locks: &[LockFact], tp: &crate::runtimes::dotnet::report::ThreadPoolReport) -> String {
+    let on_task = |queued: Option<bool>| -> usize {
+        locks
+            .iter()
+            .filter(|l| l.kind == LockKind::Task && l.managed.as_ref().and_then(|m| m.task.as_ref()).is_some_and(|t| t.queued == queued))
+            .flat_map(|l| l.waiter_tids.iter())
+            .filter(|t| tp.worker_tids.contains(t))
+            .count()
+    };
+    let all: usize = locks.iter().filter(|l| l.kind == LockKind::Task).flat_map(|l| l.waiter_tids.iter()).filter(|t| tp.worker_tids.contains(t)).count();
+    let behind = on_task(Some(true));
+    let waiting = |n: usize| format!("{n} worker{} waiting for tasks", plural(n));
+    let mut parts = Vec::new();
+    match tp.queued_work_items {
+        Some(q) if q > 0 => parts.push(format!("{q} work item{} queued behind them", plural(q as usize))),
+        Some(_) => {}
+        None => parts.push("the pool's queued work items were not read".to_string()),
+    }
+    if behind > 0 {
+        parts.push(format!("{} whose work is among them", waiting(behind)));
+        if all > behind {
+            parts.push(format!("{} more waiting for other tasks", all - behind));
+        }
+    } else if all > 0 {
+        parts.push(waiting(all));
+    }
+    parts.join(", ")
 }
 
 /// Gives every .NET lock its label, from its facts (the reader leaves it to the report).
@@ -88,7 +145,9 @@ pub(crate) fn owner_words(l: &LockFact) -> String {
             let tids: Vec<String> = reader_tids.iter().map(u32::to_string).collect();
             format!("held by {count} reader{}, probably thread{} {} (inferred)", plural(*count as usize), plural(reader_tids.len()), tids.join(", "))
         }
-        Owner::None if l.kind == LockKind::Task => "no owning thread: it completes when its work runs".to_string(),
+        Owner::None if l.kind == LockKind::Task => {
+            l.managed.as_ref().and_then(task_async_words).unwrap_or_else(|| "no owning thread: it completes when its work runs".to_string())
+        }
         Owner::None => "no owner (waiting to be signalled)".to_string(),
         Owner::Unknown { why } => format!("owner unknown: {why}"),
     }
@@ -368,6 +427,38 @@ impl std::fmt::Display for Evidence {
                 let at = address.map_or_else(|| id.clone(), |a| a.to_string());
                 write!(f, "thread {tid}'s native wait ({kind} {at}) is the runtime's implementation of this wait")
             }
+            Evidence::AsyncStack { index, innermost_type, innermost, awaiting } => {
+                let awaiting = awaiting.as_ref().map(|(t, a)| format!(", awaiting {t} at {a}")).unwrap_or_default();
+                write!(f, "the task is a frame of async stack {} (dotnet.async[{index}]), innermost {innermost_type} at {innermost}{awaiting}", index + 1)
+            }
+            Evidence::QueuedToPool => f.write_str("a frame of that async stack is a work item queued to the thread pool: it runs only when a worker is free"),
+            Evidence::PoolQueuesUnread => f.write_str("the thread pool's queues were not read: whether that work is queued is not known"),
+            Evidence::SemaphoreSlim { address, current_count, max_count, wait_count, nodes } => write!(
+                f,
+                "SemaphoreSlim {address:#x}: m_currentCount {current_count}, m_maxCount {max_count}, m_waitCount {wait_count}, {nodes} TaskNode{} in line (m_asyncHead…m_asyncTail)",
+                plural(*nodes)
+            ),
+            Evidence::SemaphoreWaiters { tids, how } => {
+                // `thread 5 waits`, `threads 5, 6 wait`.
+                let waits = if tids.len() == 1 { "waits" } else { "wait" };
+                let how = match how {
+                    SemaphoreWait::TaskNode { node } => {
+                        format!("{waits} in SemaphoreSlim.Wait for TaskNode {} (in line behind the async waiters)", node.map_or(String::new(), |a| a.to_string()))
+                    }
+                    SemaphoreWait::MonitorWait { lock_object } => format!("{waits} in SemaphoreSlim.Wait: Monitor.Wait on its lock object {lock_object:#x}"),
+                };
+                let tids: Vec<String> = tids.iter().map(u32::to_string).collect();
+                write!(f, "thread{} {} {how}", plural(tids.len()), tids.join(", "))
+            }
+            Evidence::AsyncWaiter { task, method, async_stack } => {
+                let by = match (method, async_stack) {
+                    (Some(m), Some(i)) => format!(", awaited by {m} (async stack {})", i + 1),
+                    (None, Some(i)) => format!(" (async stack {})", i + 1),
+                    _ => String::new(),
+                };
+                write!(f, "async waiter: TaskNode {task}{by}")
+            }
+            Evidence::TaskNodeListCut { why } => write!(f, "TaskNode list cut: {why}"),
         }
     }
 }
@@ -399,6 +490,10 @@ impl std::fmt::Display for UnknownOwner {
             UnknownOwner::JoinWordUnreadable => f.write_str("the joined thread's tid word is not readable"),
             UnknownOwner::UnmappedManagedThread { managed_id } => write!(f, "held by managed thread {managed_id} which knot cannot map to an OS thread"),
             UnknownOwner::HandedOver => f.write_str("not held at the time of the dump (being handed over)"),
+            UnknownOwner::SemaphoreFree { current_count, max_count } => write!(f, "its count is {current_count} of {max_count}: free (the waiters are being woken)"),
+            UnknownOwner::SemaphoreTaken { max_count } => {
+                write!(f, "a SemaphoreSlim records no holder; its count is 0 of {max_count}: taken and not released (by an async flow or a thread)")
+            }
         }
     }
 }

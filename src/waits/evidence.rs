@@ -54,6 +54,29 @@ pub enum Evidence {
     ManagedWait { thread: NamedThread, wait: ManagedWaitKind, source: WaitRecord },
     /// The native wait that a managed wait supersedes (how the runtime implements it).
     NativeWait { tid: u32, kind: LockKind, address: Option<Hex>, id: String },
+    /// The task waited for is a frame of async stack `index` (`dotnet.async[index]`).
+    AsyncStack { index: usize, innermost_type: String, innermost: Hex, awaiting: Option<(String, Hex)> },
+    /// A frame of that async stack is a work item queued to the thread pool.
+    QueuedToPool,
+    /// The thread pool's queues were not read.
+    PoolQueuesUnread,
+    /// A .NET `SemaphoreSlim`'s fields, and how many TaskNodes are in line.
+    SemaphoreSlim { address: u64, current_count: i32, max_count: i32, wait_count: i32, nodes: usize },
+    /// Threads in `SemaphoreSlim.Wait`.
+    SemaphoreWaiters { tids: Vec<u32>, how: SemaphoreWait },
+    /// An async flow in `WaitAsync`: its TaskNode, the async method and stack that await it.
+    AsyncWaiter { task: Hex, method: Option<String>, async_stack: Option<usize> },
+    /// The TaskNode list was not read to its end, for this reason.
+    TaskNodeListCut { why: String },
+}
+
+/// How threads wait in `SemaphoreSlim.Wait`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SemaphoreWait {
+    /// For their own TaskNode, in line behind the async waiters.
+    TaskNode { node: Option<Hex> },
+    /// In Monitor.Wait on the semaphore's lock object.
+    MonitorWait { lock_object: u64 },
 }
 
 /// A thread, with its managed name when it has one.
@@ -132,6 +155,10 @@ pub enum UnknownOwner {
     UnmappedManagedThread { managed_id: u32 },
     /// A .NET lock not held at the time of the dump (being handed over).
     HandedOver,
+    /// A SemaphoreSlim (it records no holder) with a count left: its waiters are being woken.
+    SemaphoreFree { current_count: i32, max_count: i32 },
+    /// A SemaphoreSlim with a count of 0: taken and not released.
+    SemaphoreTaken { max_count: i32 },
 }
 
 /// Why a field of a lock's layout could not be read.

@@ -10,8 +10,8 @@ mod readers;
 pub(crate) mod runtime;
 pub(crate) mod state;
 
-pub use evidence::{Evidence, FieldError, Inference, ManagedWaitKind, NamedThread, PointerPlace, ReaderEvidence, UnknownOwner, WaitRecord};
-pub use lock::{LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner};
+pub use evidence::{Evidence, FieldError, Inference, ManagedWaitKind, NamedThread, PointerPlace, ReaderEvidence, SemaphoreWait, UnknownOwner, WaitRecord};
+pub use lock::{AsyncWaiter, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner};
 pub(crate) use runtime::{ManagedThreads, RuntimeLocks, RuntimeWaits, WorkerPool};
 pub use state::{IdleRole, Pool, ThreadState};
 

@@ -41,6 +41,7 @@ pub(crate) fn managed_threads(runtime: &Context<'_>, r: &RuntimeReading, diagnos
 fn lock_id(m: &ManagedLock) -> String {
     match m.storage {
         LockStorage::LockObject => format!("lock@{:#x}", m.object),
+        LockStorage::SemaphoreSlim => format!("semaphore_slim@{:#x}", m.object),
         LockStorage::SyncBlock | LockStorage::ThinLock | LockStorage::Task => format!("monitor@{:#x}", m.object),
     }
 }
@@ -75,6 +76,8 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                 recursion: m.recursion,
                 owner_managed_id: m.owner_managed_id,
             }),
+            // SemaphoreSlims are made after the heap walk (`async_waits`), never read as monitors.
+            LockStorage::SemaphoreSlim => {}
             LockStorage::ThinLock => evidence.push(Evidence::ThinLock { object: m.object, owner_managed_id: m.owner_managed_id.unwrap_or(0), recursion: m.recursion }),
             LockStorage::LockObject => evidence.push(Evidence::LockObject { object: m.object, owner_os_tid: m.owner_os_tid, recursion: m.recursion }),
         }
@@ -146,6 +149,9 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                             event: Hex(tw.event),
                             event_type: tw.event_type.clone(),
                             event_lock: Hex(tw.lock_object),
+                            async_stack: None,
+                            async_method: None,
+                            queued: None,
                         }),
                         ..ManagedLock::new(LockStorage::Task, tw.task)
                     }),

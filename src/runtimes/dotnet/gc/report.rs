@@ -7,7 +7,7 @@ use super::GcReading;
 use crate::diagnostics::Diagnostic;
 use crate::hex::Hex;
 use super::super::context::Context;
-use super::super::report::DotnetReport;
+use super::super::report::{async_groups, AsyncStackReport, AsyncTasksReport, DotnetReport};
 use crate::waits::LockFact;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -253,12 +253,18 @@ impl ReferrerReport {
 
 /// Reads the GC heap into `report` (`dotnet.heap`, `dotnet.gc`), and names the objects of the
 /// .NET locks in `locks` by the heap objects that refer to them.
-pub(crate) fn attach(runtime: &Context<'_>, report: &mut DotnetReport, locks: &mut [LockFact], diagnostics: &mut Vec<Diagnostic>) {
+/// Returns the reading, for what is built on it (the semaphores' waits).
+pub(crate) fn attach(runtime: &Context<'_>, report: &mut DotnetReport, locks: &mut [LockFact], diagnostics: &mut Vec<Diagnostic>) -> Option<GcReading> {
     let targets: Vec<u64> =
         locks.iter().filter(|l| l.kind.is_on_managed_object()).filter_map(|l| l.managed.as_ref()).map(|m| m.object.0).collect();
     match super::read_in(runtime, &targets) {
         Ok(gc) => {
             report.heap = Some(HeapReport::of(&gc));
+            if let Some(a) = &gc.async_stacks {
+                report.async_stacks = a.stacks.iter().map(AsyncStackReport::of).collect();
+                report.async_groups = async_groups(&report.async_stacks);
+                report.async_tasks = Some(AsyncTasksReport { pending_tasks: a.pending_tasks, cut: a.cut.clone() });
+            }
             report.gc = Some(GcReport::of(&gc));
             for l in locks.iter_mut() {
                 let Some(m) = l.managed.as_mut() else { continue };
@@ -270,9 +276,13 @@ pub(crate) fn attach(runtime: &Context<'_>, report: &mut DotnetReport, locks: &m
                     m.referrers = rs.into_iter().map(ReferrerReport::of).collect();
                 }
             }
-            diagnostics.extend(gc.diagnostics);
+            diagnostics.extend(gc.diagnostics.iter().cloned());
+            Some(gc)
         }
-        Err(why) => diagnostics.push(Diagnostic::warning(super::STAGE, why)),
+        Err(why) => {
+            diagnostics.push(Diagnostic::warning(super::STAGE, why));
+            None
+        }
     }
 }
 
