@@ -248,7 +248,8 @@ fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, 
 fn group(out: &mut String, r: &Report, tids: &[u32], frames_: &[FrameReport], max_frames: Option<usize>) {
     let state = tids.first().and_then(|&t| thread_by_tid(r, t)).map(|t| state_words(t, &r.locks)).unwrap_or_default();
     let list: Vec<String> = tids.iter().map(|t| t.to_string()).collect();
-    let _ = writeln!(out, "  {} thread{} ({state}): {}", tids.len(), plural(tids.len()), list.join(", "));
+    let roles = super::words::group_role_words(tids.iter().filter_map(|&t| thread_by_tid(r, t))).map(|w| format!(" [{w}]")).unwrap_or_default();
+    let _ = writeln!(out, "  {} thread{} ({state}){roles}: {}", tids.len(), plural(tids.len()), list.join(", "));
     frames(out, frames_, max_frames);
 }
 
@@ -305,6 +306,9 @@ fn thread_painted(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_fr
     let _ = write!(out, "{}", title(&format!("Thread {}", t.tid)));
     if let Some(name) = &t.name {
         let _ = write!(out, " \"{name}\"");
+    }
+    if let Some(role) = super::words::role_words(t) {
+        let _ = write!(out, " [{role}]");
     }
     if t.signalled {
         out.push_str(" (signalled)");

@@ -120,6 +120,24 @@ pub(crate) fn starvation_words(locks: &[LockFact], tp: &crate::runtimes::dotnet:
     parts.join(", ")
 }
 
+/// A thread's role for people, with its framework: `Orleans grain activation`, `.NET finalizer thread`.
+pub(crate) fn role_words(t: &ThreadReport) -> Option<String> {
+    let r = t.role.as_ref()?;
+    let framework = crate::roles::Roles::builtin().ok().and_then(|roles| roles.framework_name(&r.framework)).unwrap_or(&r.framework);
+    Some(format!("{framework} {}", r.name))
+}
+
+/// The distinct roles of a group of threads, in the threads' order: `Orleans grain activation`.
+pub(crate) fn group_role_words<'a>(threads: impl Iterator<Item = &'a ThreadReport>) -> Option<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for w in threads.filter_map(role_words) {
+        if !seen.contains(&w) {
+            seen.push(w);
+        }
+    }
+    (!seen.is_empty()).then(|| seen.join(", "))
+}
+
 /// Gives every .NET lock its label, from its facts (the reader leaves it to the report).
 pub(crate) fn label_managed_locks(locks: &mut [LockFact]) {
     for l in locks.iter_mut() {

@@ -23,6 +23,7 @@ use super::gc::referrers::{instance_fields, Field};
 use super::gc::walk::{self, WantedType};
 use super::metadata::Metadata;
 use super::objects::{self, TypeNamer};
+use super::{methoddesc, methodname, precode};
 use super::target::Target;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -331,7 +332,8 @@ impl Builder<'_, '_, '_> {
                 _ if n.info.is_box => "0".into(),
                 _ => describe_flags(n.flags),
             };
-            frames.push(AsyncFrame { address: n.address, method_table: n.method_table, type_name: describe(&n.info), state, depth, is_state_machine: n.info.is_box });
+            let info = n.info.clone();
+            frames.push(AsyncFrame { address: n.address, method_table: n.method_table, type_name: self.description(n.address, &info), state, depth, is_state_machine: n.info.is_box });
             for &c in &n.continuations {
                 match index.get(&c) {
                     Some(&j) => todo.push((j, depth + 1)),
@@ -345,12 +347,43 @@ impl Builder<'_, '_, '_> {
                             Some(f) => self.t.read_u32(c.wrapping_add(f.offset), "Task.m_stateFlags").map(describe_flags).unwrap_or_default(),
                             None => String::new(),
                         };
-                        frames.push(AsyncFrame { address: c, method_table: mt, type_name: describe(&info), state, depth: depth + 1, is_state_machine: false });
+                        frames.push(AsyncFrame { address: c, method_table: mt, type_name: self.description(c, &info), state, depth: depth + 1, is_state_machine: false });
                     }
                 }
             }
         }
         AsyncStack { awaiting, frames, cut }
+    }
+
+    /// A frame as SOS describes it: a box's state machine type; an object with a delegate in
+    /// `m_action` (a `ContinuationTaskFromTask`, a `Task.Run`'s task) its type and the delegate's
+    /// method, `Type {Namespace.Type.Method(Args)}`, when the method is found.
+    fn description(&mut self, address: u64, info: &TypeInfo) -> String {
+        let d = describe(info);
+        if info.is_box {
+            return d;
+        }
+        match self.delegate_method(address) {
+            Some(m) => format!("{d} {{{m}}}"),
+            None => d,
+        }
+    }
+
+    /// The method of the delegate in `m_action` of the object at `at`: its `_methodPtr`, else its
+    /// `_methodPtrAux`, through the precode it points at (SOS reads no method when `_methodPtr`
+    /// is null).
+    fn delegate_method(&mut self, at: u64) -> Option<String> {
+        let action = self.object_field(at, "m_action")?;
+        let info = self.info(objects::method_table(self.t, action).ok()?);
+        let ptr = |name: &str| -> u64 { Self::field(&info, name).and_then(|f| self.t.read_ptr(action.wrapping_add(f.offset), name).ok()).unwrap_or(0) };
+        let (first, aux) = (ptr("_methodPtr"), ptr("_methodPtrAux"));
+        if first == 0 {
+            return None;
+        }
+        let md = [first, aux].into_iter().filter(|&p| p != 0).find_map(|p| precode::method_desc(self.t, p).ok().flatten())?;
+        let md = methoddesc::read(self.t, md).ok()?;
+        let name = methodname::name(self.t, self.namer, &md).ok()?;
+        Some(format!("{}{}", name.qualified, name.signature.unwrap_or_default()))
     }
 
     /// SOS's guess at the awaiter of await `state`: `<>u__1` when the state is 0 or there is one

@@ -20,10 +20,17 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const THREADPOOL_WORKER_NAME: &str = ".NET TP Worker";
 
 /// Names and ids of the managed threads, by OS tid.
+use crate::roles::RuntimeMark;
+
 pub(crate) fn managed_threads(runtime: &Context<'_>, r: &RuntimeReading, diagnostics: &mut Vec<Diagnostic>) -> ManagedThreads {
     let mut out = ManagedThreads::default();
     for th in r.threads.iter().filter(|th| th.os_tid != 0) {
         out.ids.insert(th.os_tid, th.managed_id);
+        let marks: Vec<RuntimeMark> =
+            [(th.is_finalizer, RuntimeMark::Finalizer), (th.is_threadpool_worker(), RuntimeMark::ThreadPoolWorker)].into_iter().filter(|(on, _)| *on).map(|(_, m)| m).collect();
+        if !marks.is_empty() {
+            out.marks.insert(th.os_tid, marks);
+        }
     }
     let t = runtime.target();
     for th in r.threads.iter().filter(|th| th.os_tid != 0 && th.thread_object != 0) {

@@ -52,6 +52,7 @@ pub mod metadata;
 pub(crate) mod methoddesc;
 pub(crate) mod methodname;
 pub(crate) mod objects;
+pub(crate) mod precode;
 pub(crate) mod rangesection;
 pub(crate) mod readytorun;
 pub(crate) mod report;
