@@ -26,6 +26,9 @@
 #   heap_population    heap                       createdump --withheap PID, under
 #                                                 DOTNET_GCHeapHardLimitPercent=0x32 (a known object
 #                                                 population; an ABBA deadlock on two classes' _gate fields)
+#                      server                     the same under server GC, one heap per core (DOTNET_gcServer=1,
+#                                                 DOTNET_GCDynamicAdaptationMode=0: no DATAS, which starts with
+#                                                 one heap) and DOTNET_GCHeapHardLimit=0x20000000
 #   gc_oom             heap                       under DOTNET_GCHeapHardLimit=0x4000000 the program fills
 #                                                 the heap, catches OutOfMemoryException and FailFasts;
 #                                                 the runtime writes the dump (DOTNET_DbgMiniDumpType=2)
@@ -54,6 +57,10 @@
 #                                                 (singlefilehost 10.0.12), no libcoreclr.so; createdump --withheap
 #   net9_abba          heap                       the same on .NET 9 (net9.0, self-contained from the 9.0.23 runtime
 #                                                 pack); the publish directory's own createdump --withheap
+#   runtime_10_0_15    heap                       monitor_abba's wedge (its Program.cs) published self-contained
+#                                                 from the 10.0.15 runtime pack (a catalogued build other than
+#                                                 the machine's 10.0.12), under DOTNET_GCHeapHardLimit=0x10000000;
+#                                                 the publish directory's own createdump --withheap
 #   orleans_silo       heap                       a real Orleans 10.4.2 silo (Microsoft.Orleans.Server): 9 grain
 #                                                 activations and 1 grain call wait behind a cache's lock whose
 #                                                 holder waits for that grain call; createdump --withheap PID
@@ -102,15 +109,15 @@ ALL_JOBS=(
   pinvoke_mutex/heap pinvoke_mutex/full
   failfast/heap failfast/full failfast/mini failfast/triage
   unhandled_exception/heap failfast_exception/heap stack_overflow/heap
-  heap_population/heap gc_oom/heap unhandled_oom/heap
+  heap_population/heap heap_population/server gc_oom/heap unhandled_oom/heap
   idle_runtime/heap heap_growth/twice
   heap_graph/heap
   pool_queue/heap
-  self_contained/heap single_file/heap net9_abba/heap
+  self_contained/heap single_file/heap net9_abba/heap runtime_10_0_15/heap
   orleans_silo/heap orleans_silo/again
 )
 # Samples run from their `dotnet publish` output (their own runtime), not with the machine's.
-PUBLISHED=" self_contained single_file net9_abba "
+PUBLISHED=" self_contained single_file net9_abba runtime_10_0_15 "
 is_published() { [[ "$PUBLISHED" == *" $1 "* ]]; }
 publish_dir() { echo "$ARTIFACTS/publish/$1/debug_linux-x64"; }
 # Samples that die by themselves (no wedge, no 'ready'): the runtime dumps them.
@@ -460,7 +467,7 @@ oracle() {  # oracle SAMPLE DIR
     heap_population)
       sos_gcrefs "$core" "$dir/sos/inventory-refs.txt" "Knot.Samples.HeapPopulation.Inventory"
       sos_gcrefs "$core" "$dir/sos/ledger-refs.txt" "Knot.Samples.HeapPopulation.Ledger" ;;
-    monitor_abba|failfast|pinvoke_mutex|self_contained|single_file|net9_abba)
+    monitor_abba|failfast|pinvoke_mutex|self_contained|single_file|net9_abba|runtime_10_0_15)
       sos_gcrefs "$core" "$dir/sos/lock-objects.txt" "Knot.Samples." ;;
     heap_graph)
       sos_gcroots "$core" "$dir/sos/gcroot.txt" "Knot.Samples.HeapGraph." ;;
@@ -626,6 +633,14 @@ run_job() {  # run_job SAMPLE KIND
       env=(DOTNET_GCHeapHardLimitPercent=0x32)
       flags="--withheap"
       how="$CREATEDUMP -f $dir/core --withheap PID (process run with ${env[*]})" ;;
+    heap_population/server)
+      env=(DOTNET_gcServer=1 DOTNET_GCDynamicAdaptationMode=0 DOTNET_GCHeapHardLimit=0x20000000)
+      flags="--withheap"
+      how="$CREATEDUMP -f $dir/core --withheap PID (process run with ${env[*]})" ;;
+    runtime_10_0_15/heap)
+      env=(DOTNET_GCHeapHardLimit=0x10000000)
+      flags="--withheap"
+      how="$createdump -f $dir/core --withheap PID (process run with ${env[*]})" ;;
     unhandled_exception/heap|failfast_exception/heap|stack_overflow/heap)
       env=(DOTNET_DbgEnableMiniDump=1 DOTNET_DbgMiniDumpType=2 "DOTNET_DbgMiniDumpName=$dir/core"
            DOTNET_EnableCrashReport=1)

@@ -30,6 +30,7 @@ pub(crate) mod why_alive;
 
 pub use gcvars::{HeapLayout, Segment, SegmentKind};
 pub(crate) use state::GcState;
+pub use state::HardLimitSource;
 pub(crate) use stats::HeapStats;
 
 use super::context::Context;
@@ -51,7 +52,7 @@ const GC_HEAP_SVR: u32 = 2;
 pub struct GcReading {
     pub layout: HeapLayout,
     pub server: bool,
-    pub(crate) heap_count: usize,
+    pub heap_count: usize,
     pub segments: Vec<Segment>,
     pub stats: HeapStats,
     /// Segments whose walk stopped early: (segment, where, why).
@@ -169,7 +170,7 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
     for (mt, e) in name_errors {
         diagnostics.push(Diagnostic::warning(STAGE, format!("type name of MethodTable {mt:#x}: {e}")).at_address(mt));
     }
-    let state = state::gc_state(process, t, build, &vars, &segments);
+    let state = state::gc_state(process, t, &vars, &segments);
     let hits: Vec<walk::Hit> = walks.iter().flat_map(|w| w.hits.iter().copied()).collect();
     let mut by_target: BTreeMap<u64, Vec<referrers::Referrer>> = BTreeMap::new();
     for (target, r) in referrers::resolve(t, namer, l, &hits, string_mt) {
