@@ -173,7 +173,9 @@ fn segments_and_regions_equal_sos_eeheap() {
 }
 
 /// The hard limit the process ran with, from the command recorded beside its dump (`info.txt`):
-/// `DOTNET_GCHeapHardLimit=0x…` exactly, `…Percent` some limit, neither none.
+/// `DOTNET_GCHeapHardLimit=0x…` exactly, `…Percent` some limit; under a memory cgroup limit and no
+/// setting (`fake-cgroup-limit.sh BYTES`: monitor_abba/container) the GC's container default,
+/// max(20 MiB, 75 % of the limit); none otherwise.
 #[test]
 fn hard_limit_is_the_setting_the_process_ran_with() {
     let mut limited = 0;
@@ -186,6 +188,12 @@ fn hard_limit_is_the_setting_the_process_ran_with() {
             Some(bytes) => {
                 assert_eq!(s.hard_limit_bytes, Some(bytes), "{}: {how}", d.name);
                 assert_eq!(s.hard_limit_source, Some(gc::HardLimitSource::Setting), "{}", d.name);
+                limited += 1;
+            }
+            None if how.contains("fake-cgroup-limit.sh ") => {
+                let cgroup: u64 = how.split("fake-cgroup-limit.sh ").nth(1).and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()).map(num).expect("the limit");
+                assert_eq!(s.hard_limit_bytes, Some((cgroup * 75 / 100).max(20 << 20)), "{}: {how}", d.name);
+                assert_eq!(s.hard_limit_source, Some(gc::HardLimitSource::ContainerDefault), "{}", d.name);
                 limited += 1;
             }
             None if how.contains("DOTNET_GCHeapHardLimitPercent=") => {

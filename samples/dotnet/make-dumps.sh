@@ -12,6 +12,9 @@
 #
 #   sample             kinds                      how the dump is made
 #   monitor_abba       heap full mini triage      createdump --withheap|--full|--normal|--triage PID
+#                      container                  createdump --withheap PID, the process run as if in a
+#                                                 container with a 2 GiB memory limit and no GCHeapHardLimit
+#                                                 (fake-cgroup-limit.sh 2147483648): the GC's container default
 #   autofac_container  heap                       createdump --withheap PID
 #   sync_over_async    heap                       createdump --withheap PID
 #   lock_abba          heap                       createdump --withheap PID
@@ -102,7 +105,7 @@ log() { printf '[make-dumps] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 ALL_JOBS=(
-  monitor_abba/heap monitor_abba/full monitor_abba/mini monitor_abba/triage
+  monitor_abba/heap monitor_abba/full monitor_abba/mini monitor_abba/triage monitor_abba/container
   autofac_container/heap
   sync_over_async/heap
   lock_abba/heap
@@ -612,7 +615,7 @@ run_job() {  # run_job SAMPLE KIND
     [[ -f "$dll" ]] || die "$dll not built"
   fi
   rm -rf "$dir"; mkdir -p "$dir"
-  local flags="" how="" env=() args=()
+  local flags="" how="" env=() args=() wrap=()
   case "$sample/$kind" in
     failfast/*)
       local t
@@ -633,6 +636,10 @@ run_job() {  # run_job SAMPLE KIND
       env=(DOTNET_GCHeapHardLimitPercent=0x32)
       flags="--withheap"
       how="$CREATEDUMP -f $dir/core --withheap PID (process run with ${env[*]})" ;;
+    monitor_abba/container)
+      wrap=("$HERE/fake-cgroup-limit.sh" 2147483648)
+      flags="--withheap"
+      how="$CREATEDUMP -f $dir/core --withheap PID (process run by fake-cgroup-limit.sh 2147483648: a 2 GiB memory cgroup limit as the runtime reads it, no GCHeapHardLimit)" ;;
     heap_population/server)
       env=(DOTNET_gcServer=1 DOTNET_GCDynamicAdaptationMode=0 DOTNET_GCHeapHardLimit=0x20000000)
       flags="--withheap"
@@ -656,7 +663,7 @@ run_job() {  # run_job SAMPLE KIND
   # Own cwd, no kernel core (FailFast aborts the process after createdump).
   (
     cd "$dir"; ulimit -c 0
-    exec env "${env[@]}" "$host" $dll "${args[@]}" >"$dir/stdout.txt" 2>"$dir/stderr.txt"
+    exec env "${env[@]}" "${wrap[@]}" "$host" $dll "${args[@]}" >"$dir/stdout.txt" 2>"$dir/stderr.txt"
   ) &
   local pid=$!
   PIDS+=("$pid")
