@@ -196,6 +196,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     } else {
         let mut limits = crate::graph::limits::from_modules(process, &threads, &locks);
         limits.extend(runtime.iter().flat_map(|r| r.verdict_limits()));
+        let limits = limits.iter().map(words::verdict_limit).collect();
         (verdict(&cycles, &locks, &threads, &facts.threads, crash.as_ref(), runtime_waits.worker_pool.as_ref(), gc_stalled), limits)
     };
     // The stable keys, from the facts the report holds (never addresses or tids).

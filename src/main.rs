@@ -362,7 +362,7 @@ fn run_heap_root(args: HeapRootArgs) -> anyhow::Result<u8> {
 fn emit(report: &report::Report, how: &OutputArgs) -> anyhow::Result<()> {
     if !report.verdict_limits.is_empty() {
         let what: Vec<String> = report.verdict_limits.iter().map(|l| format!("{} missing (fix: {})", l.short, l.fix)).collect();
-        eprintln!("knot: the verdict ({}) is limited: {}", report.verdict.as_str().to_uppercase(), what.join("; "));
+        eprintln!("knot: the verdict ({}) is limited: {}", report::words::verdict(report.verdict).to_uppercase(), what.join("; "));
     }
     let (output, max_frames) = (how.output.as_deref(), how.max_frames);
     if matches!(how.format, Format::Json) {

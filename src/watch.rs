@@ -437,7 +437,7 @@ fn finish(name: &str, before: &fs::Metadata, outs: &Outputs, outcome: Result<Rep
     match outcome {
         Ok(r) => {
             let deadlock = !r.deadlocks.is_empty();
-            let mut words = r.verdict.as_str().to_uppercase();
+            let mut words = report::words::verdict(r.verdict).to_uppercase();
             if deadlock {
                 let n: usize = r.deadlocks.iter().map(|d| d.tids.len()).sum();
                 words.push_str(&format!(" ({n} threads in {} cycle{})", r.deadlocks.len(), if r.deadlocks.len() == 1 { "" } else { "s" }));

@@ -7,19 +7,34 @@ use crate::process::Process;
 use crate::threads::ThreadReport;
 use crate::unwind::Trust;
 use crate::waits::{LockFact, Owner, ThreadState};
-use schemars::JsonSchema;
-use serde::Serialize;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct VerdictLimit {
-    /// What could not be read: a module's file, the runtime's data.
-    pub missing: String,
-    /// What the verdict cannot see without it.
-    pub hides: String,
-    /// The option (or step) that supplies it.
-    pub fix: String,
-    /// The missing thing in a few words, for the verdict line (`libc.so.6's file`).
-    pub short: String,
+/// A fact the verdict needs that could not be read (the report says it in words:
+/// `report::words::verdict_limit`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Limit {
+    /// A module's file was not at hand and waiting threads' stacks were unwound through the
+    /// module without its CFI.
+    ModuleFile {
+        /// The module's file name, the path the dump names, its build-id.
+        name: String,
+        path: String,
+        build_id: Option<String>,
+        file: MissingFile,
+        /// The waiting threads unwound blind through it, and the ownerless locks they wait for.
+        threads: usize,
+        ownerless_locks: usize,
+    },
+    /// The .NET runtime was read, but knot has no per-build facts for its monitors' layout.
+    DotnetMonitors { version: String, why: String },
+    /// The .NET runtime's data could not be read at all.
+    DotnetRuntime { version: String, why: String, path: Option<String>, build_id: Option<String> },
+}
+
+/// Why a module's file was not used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MissingFile {
+    NotFound { tried: String },
+    Refused { path: String, reason: String },
 }
 
 /// A thread that waits: on a lock the analysis named, or on a futex word.
@@ -31,12 +46,12 @@ fn waits(t: &ThreadReport) -> bool {
 /// could not be unwound by CFI: the walk out of them fell back to frame pointers or scanning, or
 /// stopped there. Without their CFI the frames that name a lock are lost, so a lock's owner, and
 /// a cycle through it, cannot be seen.
-pub(crate) fn from_modules(process: &Process, threads: &[ThreadReport], locks: &[LockFact]) -> Vec<VerdictLimit> {
+pub(crate) fn from_modules(process: &Process, threads: &[ThreadReport], locks: &[LockFact]) -> Vec<Limit> {
     let mut out = Vec::new();
     for m in &process.modules {
-        let detail = match &m.file_status {
-            FileStatus::Missing { tried } => format!("not found at {tried}"),
-            FileStatus::Refused { path, reason } => format!("{path} refused: {reason}"),
+        let file = match &m.file_status {
+            FileStatus::Missing { tried } => MissingFile::NotFound { tried: tried.to_string() },
+            FileStatus::Refused { path, reason } => MissingFile::Refused { path: path.to_string(), reason: reason.to_string() },
             FileStatus::Loaded { .. } | FileStatus::InMemory => continue,
         };
         // Only where it matters: a thread whose lock, read without the module's CFI, has no
@@ -49,26 +64,17 @@ pub(crate) fn from_modules(process: &Process, threads: &[ThreadReport], locks: &
         if affected.is_empty() {
             continue;
         }
-        let unknown = locks
+        let ownerless_locks = locks
             .iter()
             .filter(|l| matches!(l.owner, Owner::Unknown { .. }) && l.waiter_tids.iter().any(|w| affected.iter().any(|t| t.tid == *w)))
             .count();
-        let n = affected.len();
-        let build = m.build_id_hex().map(|b| format!(" (build-id {b})")).unwrap_or_default();
-        let fix = match &m.file_status {
-            FileStatus::Refused { .. } => format!("--search-dir DIR holding the {} that ran{build}", m.name()),
-            _ => format!("--sysroot DIR (the root the dump's paths are under: DIR{}) or --search-dir DIR holding {}{build}", m.path, m.name()),
-        };
-        out.push(VerdictLimit {
-            missing: format!("{}'s file ({detail})", m.name()),
-            hides: format!(
-                "{n} waiting thread{}' stacks through it were not unwound by its CFI, so the calls that name their locks are lost; {unknown} lock{} they wait for {} no known owner: a lock's owner, and a deadlock through it, cannot be seen",
-                if n == 1 { "" } else { "s" },
-                if unknown == 1 { "" } else { "s" },
-                if unknown == 1 { "has" } else { "have" },
-            ),
-            fix,
-            short: format!("{}'s file", m.name()),
+        out.push(Limit::ModuleFile {
+            name: m.name().to_string(),
+            path: m.path.to_string(),
+            build_id: m.build_id_hex(),
+            file,
+            threads: affected.len(),
+            ownerless_locks,
         });
     }
     out

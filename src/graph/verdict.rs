@@ -33,21 +33,6 @@ pub enum Verdict {
     NotAnalyzed,
 }
 
-impl Verdict {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Verdict::Deadlock => "deadlock",
-            Verdict::Crash => "crash",
-            Verdict::GcStall => "gc stall",
-            Verdict::Contention => "contention",
-            Verdict::ThreadPoolStarved => "thread pool starved",
-            Verdict::BlockedOnIo => "blocked on I/O",
-            Verdict::Idle => "idle",
-            Verdict::NothingBlocked => "nothing blocked",
-            Verdict::NotAnalyzed => "not analyzed",
-        }
-    }
-}
 
 /// Every thread-pool worker blocked inside a work item, and one of them waiting for a task (the
 /// classic sync-over-async starvation, SOS users read it from `threadpool` + `clrstack`) or work

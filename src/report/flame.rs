@@ -19,7 +19,7 @@ pub(crate) fn folded_lines(report: &Report) -> Vec<String> {
             }
             let state = match t.blocked_on.as_deref().and_then(|id| report.locks.iter().find(|l| l.id == id)) {
                 Some(l) => format!("[blocked on {}]", lock_name(&l)),
-                None => format!("[{}]", t.state.label()),
+                None => format!("[{}]", t.state.to_string()),
             };
             line.push(';');
             line.push_str(&clean(&state));

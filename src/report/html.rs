@@ -38,7 +38,7 @@ pub fn render(report: &Report) -> String {
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><meta name=\"generator\" content=\"knot {}\"><title>{} — {}{} — knot</title><style>{CSS}{}</style></head>\n<body>\n",
         escape(&report.knot_version),
-        escape(&report.verdict.as_str().to_uppercase()),
+        escape(&super::words::verdict(report.verdict).to_uppercase()),
         escape(&what),
         escape(&pid),
         super::gc_html::CSS
@@ -138,7 +138,7 @@ fn verdict(out: &mut String, r: &Report) {
         "<header class=\"verdict {}\"><p class=\"dump\">{}</p><h1><span class=\"label\">Verdict:</span> {}</h1><p class=\"summary\">{}</p>",
         verdict_class(r.verdict),
         header_line(r),
-        escape(&r.verdict.as_str().to_uppercase()),
+        escape(&super::words::verdict(r.verdict).to_uppercase()),
         line
     );
     if !r.deadlocks.is_empty() {

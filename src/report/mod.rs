@@ -14,7 +14,6 @@ pub(crate) mod svg;
 pub mod text;
 pub mod words;
 
-pub use crate::graph::limits::VerdictLimit;
 pub use crate::hex::Hex;
 pub use model::*;
 use std::io::Write as _;

@@ -27,7 +27,7 @@ pub struct Report {
     pub verdict_signature: Option<String>,
     /// Facts the verdict needs that could not be read: what is missing, what it hides, the
     /// option that supplies it. Empty when the verdict rests on everything it needs.
-    pub verdict_limits: Vec<crate::graph::limits::VerdictLimit>,
+    pub verdict_limits: Vec<VerdictLimit>,
     /// Why the process died; null when the dump records no crash (a gcore of a live process).
     pub crash: Option<crate::crash::CrashReport>,
     /// Every wait-for cycle; each is a deadlock.
@@ -73,6 +73,19 @@ pub struct Deadlock {
     /// The cycle's stable key (`cycle:<16 hex digits>`): the same deadlock gives the same key in
     /// every dump of it; see docs/report-fields.md.
     pub signature: String,
+}
+
+// A `graph::limits::Limit` in words (`words::verdict_limit`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct VerdictLimit {
+    /// What could not be read: a module's file, the runtime's data.
+    pub missing: String,
+    /// What the verdict cannot see without it.
+    pub hides: String,
+    /// The option (or step) that supplies it.
+    pub fix: String,
+    /// The missing thing in a few words, for the verdict line (`libc.so.6's file`).
+    pub short: String,
 }
 
 /// A live reading: the process was stopped only while its registers and memory were copied.

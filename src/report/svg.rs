@@ -367,7 +367,7 @@ fn node_svg(s: &mut String, report: &Report, node: &Node, x: f64, y: f64) {
             let t = report.threads.iter().find(|t| t.tid == *tid);
             let state = t.map(|t| state_words(t, &report.locks)).unwrap_or_default();
             let name = t.and_then(|t| t.name.as_deref()).map(|n| format!(" \"{n}\"")).unwrap_or_default();
-            let line2 = t.map(|t| t.state.label()).unwrap_or_default();
+            let line2 = t.map(|t| t.state.to_string()).unwrap_or_default();
             ("node thread", format!("#t{tid}"), format!("thread {tid}{name}"), line2, format!("thread {tid}{name} — {state}"))
         }
         Kind::Threads(tids) => {

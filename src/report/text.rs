@@ -102,7 +102,7 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
         let _ = writeln!(out, "\nNo verdict: locks and waits were not analysed (--stacks-only)");
         return;
     }
-    let _ = write!(out, "\nVerdict: {}", paint.verdict(r.verdict, &r.verdict.as_str().to_uppercase()));
+    let _ = write!(out, "\nVerdict: {}", paint.verdict(r.verdict, &super::words::verdict(r.verdict).to_uppercase()));
     if !r.verdict_limits.is_empty() {
         let short: Vec<&str> = r.verdict_limits.iter().map(|l| l.short.as_str()).collect();
         let _ = write!(out, " (limited by {} missing)", short.join(" and "));

@@ -2,10 +2,12 @@
 //! named. The analyzers and the graph give data; the text report, the HTML page, its SVG and
 //! flame graph, and the JSON's `description` and `label` fields all say it with these words.
 
-use super::model::{Deadlock, ThreadReport};
+use super::model::{Deadlock, ThreadReport, VerdictLimit};
+use crate::graph::limits::{Limit, MissingFile};
+use crate::graph::verdict::Verdict;
 use crate::graph::Cycle;
 use crate::runtimes::dotnet::gc::report::ReferrerReport;
-use crate::waits::{LockFact, LockKind, LockStorage, ManagedLock, Owner};
+use crate::waits::{LockFact, LockKind, LockStorage, ManagedLock, Owner, ThreadState};
 
 pub(crate) fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
@@ -105,8 +107,8 @@ pub(crate) fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
         Some(l) if l.kind == LockKind::MonitorWait => format!("in {}, waiting to be pulsed", lock_name(l)),
         Some(l) if l.kind == LockKind::Task => format!("waiting for {}", lock_name(l)),
         Some(l) if l.managed.is_some() => format!("waiting for {} {}", lock_name(l), owner_words(l)),
-        Some(l) => format!("blocked on {} ({})", lock_name(l), t.state.label()),
-        None => t.state.label(),
+        Some(l) => format!("blocked on {} ({})", lock_name(l), t.state.to_string()),
+        None => t.state.to_string(),
     }
 }
 
@@ -196,6 +198,87 @@ pub fn short_type(name: &str) -> &str {
     match head.rfind('.') {
         Some(i) => &name[i + 1..],
         None => name,
+    }
+}
+
+/// The verdict in a few words (`DEADLOCK` on the verdict line, upper-cased).
+pub fn verdict(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Deadlock => "deadlock",
+        Verdict::Crash => "crash",
+        Verdict::GcStall => "gc stall",
+        Verdict::Contention => "contention",
+        Verdict::ThreadPoolStarved => "thread pool starved",
+        Verdict::BlockedOnIo => "blocked on I/O",
+        Verdict::Idle => "idle",
+        Verdict::NothingBlocked => "nothing blocked",
+        Verdict::NotAnalyzed => "not analyzed",
+    }
+}
+
+/// A thread's state in a few words, for summaries and the text report (`futex wait on 0x…`,
+/// `sleeping (nanosleep)`); the diagnostics say it so too.
+impl std::fmt::Display for ThreadState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ThreadState::Running => f.write_str("running"),
+            ThreadState::Futex { address, .. } => write!(f, "futex wait on {address}"),
+            ThreadState::FutexWaitv => f.write_str("futex_waitv"),
+            ThreadState::Polling { syscall } => write!(f, "polling ({syscall})"),
+            ThreadState::Sleeping { syscall } => write!(f, "sleeping ({syscall})"),
+            ThreadState::IdleRuntimeThread { role } => write!(f, "idle runtime thread ({role})"),
+            ThreadState::WaitingForWork { pool } => write!(f, "waiting for work ({pool})"),
+            ThreadState::Io { syscall, fd } => write!(f, "in I/O ({syscall} on fd {fd})"),
+            ThreadState::WaitingForChild { syscall } => write!(f, "waiting for a child ({syscall})"),
+            ThreadState::Stopped { signal } => write!(f, "stopped (signal {signal})"),
+            ThreadState::Syscall { name, .. } => write!(f, "in syscall {name}"),
+        }
+    }
+}
+
+/// What a verdict was reached without, in words: what is missing, what it hides, the option
+/// that supplies it, and a few words for the verdict line.
+pub(crate) fn verdict_limit(l: &Limit) -> VerdictLimit {
+    match l {
+        Limit::ModuleFile { name, path, build_id, file, threads: n, ownerless_locks: unknown } => {
+            let detail = match file {
+                MissingFile::NotFound { tried } => format!("not found at {tried}"),
+                MissingFile::Refused { path, reason } => format!("{path} refused: {reason}"),
+            };
+            let (n, unknown) = (*n, *unknown);
+            let build = build_id.as_ref().map(|b| format!(" (build-id {b})")).unwrap_or_default();
+            let fix = match file {
+                MissingFile::Refused { .. } => format!("--search-dir DIR holding the {name} that ran{build}"),
+                MissingFile::NotFound { .. } => format!("--sysroot DIR (the root the dump's paths are under: DIR{path}) or --search-dir DIR holding {name}{build}"),
+            };
+            VerdictLimit {
+                missing: format!("{name}'s file ({detail})"),
+                hides: format!(
+                    "{n} waiting thread{}' stacks through it were not unwound by its CFI, so the calls that name their locks are lost; {unknown} lock{} they wait for {} no known owner: a lock's owner, and a deadlock through it, cannot be seen",
+                    if n == 1 { "" } else { "s" },
+                    if unknown == 1 { "" } else { "s" },
+                    if unknown == 1 { "has" } else { "have" },
+                ),
+                fix,
+                short: format!("{name}'s file"),
+            }
+        }
+        Limit::DotnetMonitors { version, why } => VerdictLimit {
+            missing: format!("the .NET monitors' layout ({why}: knot has no per-build facts for it in analyzers/dotnet/)"),
+            hides: "Monitors and Locks with their owners and the waits on them: a managed deadlock or contention cannot be seen".into(),
+            fix: format!("a runtime build knot has facts for (analyzers/dotnet/coreclr-*.toml lists them); {version} has none"),
+            short: "the .NET monitors".into(),
+        },
+        Limit::DotnetRuntime { version, why, path, build_id } => {
+            let path = path.as_deref().unwrap_or("libcoreclr.so");
+            let build = build_id.as_deref().map(|b| format!(" (build-id {b})")).unwrap_or_default();
+            VerdictLimit {
+                missing: format!("the .NET runtime's data (CoreCLR {version}: {})", why.strip_prefix(&format!("runtime reader unsupported: {version}: ")).unwrap_or(why)),
+                hides: "managed frames, Monitors and Locks with their owners, managed waits and the thread pool: a managed deadlock, contention or starvation cannot be seen".into(),
+                fix: format!("--search-dir DIR holding this dump's libcoreclr.so{build}, or --sysroot DIR (DIR{path})"),
+                short: "the .NET runtime's data".into(),
+            }
+        }
     }
 }
 

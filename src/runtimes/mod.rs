@@ -17,7 +17,7 @@ pub mod dotnet;
 
 use crate::crash::RuntimeCrashFacts;
 use crate::diagnostics::Diagnostic;
-use crate::graph::limits::VerdictLimit;
+use crate::graph::limits::Limit;
 use crate::process::{Locator, Process};
 use crate::unwind::managed::CodeLookup;
 use crate::unwind::Stack;
@@ -53,7 +53,7 @@ pub(crate) trait Runtime: RuntimeLocks + Send + Sync {
 
     /// What the verdict is reached without because the runtime could not be read (its
     /// threads, locks and waits); none when it was read.
-    fn verdict_limits(&self) -> Vec<VerdictLimit> {
+    fn verdict_limits(&self) -> Vec<Limit> {
         Vec::new()
     }
 }

@@ -123,7 +123,7 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
                         "thread {} is inside {} (frame #{frame}) but not waiting on a futex ({}): spinning or about to block",
                         t.tid,
                         family.label,
-                        state.label()
+                        state
                     ),
                 ));
                 None

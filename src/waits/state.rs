@@ -58,23 +58,6 @@ pub enum ThreadState {
 }
 
 impl ThreadState {
-    /// One word for summaries and the text report.
-    pub fn label(&self) -> String {
-        match self {
-            ThreadState::Running => "running".into(),
-            ThreadState::Futex { address, .. } => format!("futex wait on {address}"),
-            ThreadState::FutexWaitv => "futex_waitv".into(),
-            ThreadState::Polling { syscall } => format!("polling ({syscall})"),
-            ThreadState::Sleeping { syscall } => format!("sleeping ({syscall})"),
-            ThreadState::IdleRuntimeThread { role } => format!("idle runtime thread ({role})"),
-            ThreadState::WaitingForWork { pool } => format!("waiting for work ({pool})"),
-            ThreadState::Io { syscall, fd } => format!("in I/O ({syscall} on fd {fd})"),
-            ThreadState::WaitingForChild { syscall } => format!("waiting for a child ({syscall})"),
-            ThreadState::Stopped { signal } => format!("stopped (signal {signal})"),
-            ThreadState::Syscall { name, .. } => format!("in syscall {name}"),
-        }
-    }
-
     /// Inside a wait of some kind (a sleep counts: the verdict's `idle`). An idle runtime
     /// thread and a worker waiting for work are not: they wait for nothing anybody holds.
     pub fn is_blocked(&self) -> bool {

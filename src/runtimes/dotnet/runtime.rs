@@ -12,7 +12,7 @@ use super::gc;
 use super::report::{DotnetReport, SyncTableReport, ThreadExceptionReport, ThreadPoolReport};
 use super::{facts, idle, locks, read_runtime, unreadable, DotnetReading, STAGE};
 use crate::diagnostics::Diagnostic;
-use crate::graph::limits::VerdictLimit;
+use crate::graph::limits::Limit;
 use crate::process::{Locator, Process};
 use crate::runtimes::RuntimeSection;
 use crate::runtimes::{Runtime, RuntimeReport};
@@ -208,29 +208,19 @@ impl Runtime for DotnetRuntime<'_> {
         self.crash_reading(stacks)?.runtime_facts()
     }
 
-    fn verdict_limits(&self) -> Vec<VerdictLimit> {
+    fn verdict_limits(&self) -> Vec<Limit> {
         // A runtime read without its per-build sync-block facts: threads yes, monitors no.
         if let DotnetReading::Runtime(r) = self.reading()
             && let super::Support::Unsupported { why } = &r.monitor_support
         {
-            return vec![VerdictLimit {
-                missing: format!("the .NET monitors' layout ({why}: knot has no per-build facts for it in analyzers/dotnet/)"),
-                hides: "Monitors and Locks with their owners and the waits on them: a managed deadlock or contention cannot be seen".into(),
-                fix: format!("a runtime build knot has facts for (analyzers/dotnet/coreclr-*.toml lists them); {} has none", r.version),
-                short: "the .NET monitors".into(),
-            }];
+            return vec![Limit::DotnetMonitors { version: r.version.to_string(), why: why.clone() }];
         }
         let DotnetReading::Unsupported { version, why } = self.reading() else { return Vec::new() };
-        let (path, build) = match &self.runtime_file {
-            Some((path, build)) => (path.as_str(), build.as_deref().map(|b| format!(" (build-id {b})")).unwrap_or_default()),
-            None => ("libcoreclr.so", String::new()),
+        let (path, build_id) = match &self.runtime_file {
+            Some((path, build)) => (Some(path.clone()), build.clone()),
+            None => (None, None),
         };
-        vec![VerdictLimit {
-            missing: format!("the .NET runtime's data (CoreCLR {version}: {})", why.strip_prefix(&format!("runtime reader unsupported: {version}: ")).unwrap_or(why)),
-            hides: "managed frames, Monitors and Locks with their owners, managed waits and the thread pool: a managed deadlock, contention or starvation cannot be seen".into(),
-            fix: format!("--search-dir DIR holding this dump's libcoreclr.so{build}, or --sysroot DIR (DIR{path})"),
-            short: "the .NET runtime's data".into(),
-        }]
+        vec![Limit::DotnetRuntime { version: version.to_string(), why: why.clone(), path, build_id }]
     }
 
     fn diagnostics(&self) -> Vec<Diagnostic> {
