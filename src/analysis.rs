@@ -170,22 +170,30 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
         .zip(stacks.iter())
         .zip(frames)
         .zip(facts.threads.iter().cloned())
-        .map(|(((t, stack), frames), wait)| ThreadReport {
-            role: crate::roles::role_of(frames.iter().filter_map(|f| f.function.as_deref())),
-            tid: t.tid,
-            name: managed
+        .map(|(((t, stack), frames), wait)| {
+            let name = managed
                 .names
                 .get(&t.tid)
                 .or_else(|| core.thread_names.get(&t.tid))
                 .cloned()
                 .or_else(|| (Some(t.tid) == pid).then(|| core.process.as_ref().map(|p| p.name.clone())).flatten())
-                .filter(|n| !n.is_empty()),
+                .filter(|n| !n.is_empty());
+            // The OS name too: a managed thread's Thread.Name hides the kernel's for it.
+            let functions: Vec<&str> = frames.iter().filter_map(|f| f.function.as_deref()).collect();
+            let marks = managed.marks.get(&t.tid).map(Vec::as_slice).unwrap_or_default();
+            let role = crate::roles::role_of_thread(crate::roles::RoleInputs { functions: &functions, name: name.as_deref(), marks })
+                .or_else(|| core.thread_names.get(&t.tid).and_then(|n| crate::roles::role_of_thread(crate::roles::RoleInputs { functions: &[], name: Some(n), marks: &[] })));
+            ThreadReport {
+            role,
+            tid: t.tid,
+            name,
             signalled: t.signalled,
             frames,
             stack_end: build::stack_end(stack),
             state: wait.state,
             blocked_on: wait.blocked_on,
             managed_thread_id: managed.ids.get(&t.tid).copied(),
+            }
         })
         .collect();
     let runtime_crash = runtime.as_ref().and_then(|r| r.crash(&stacks));

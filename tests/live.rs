@@ -462,6 +462,95 @@ fn a_dotnet_sample_read_live_shows_its_monitor_cycle() {
     let _ = child.wait();
 }
 
+/// The runtime's own threads carry their roles: `monitor_abba` run live with server GC (two
+/// heaps), read by `knot pid`, which has every thread's OS name. Each thread the kernel names
+/// `.NET …` (read here from /proc, not through knot) has a .NET role, the one its name gives;
+/// the finalizer is the runtime's `g_pFinalizerThread` too, and server GC's threads are GC threads.
+#[test]
+fn a_dotnet_process_read_live_gives_the_runtime_threads_their_roles() {
+    if !can_trace() {
+        return;
+    }
+    let dll = knot_samples::workspace_root().join("samples/dotnet/dumps/monitor_abba/app/monitor_abba.dll");
+    let Ok(dotnet_host) = which("dotnet") else {
+        knot_samples::skipped("skipping: dotnet not on PATH");
+        return;
+    };
+    let runtimes = Command::new(&dotnet_host).arg("--list-runtimes").output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    if !runtimes.contains("Microsoft.NETCore.App 10.0.12 ") {
+        knot_samples::skipped(&format!("skipping: the committed build needs Microsoft.NETCore.App 10.0.12; this machine has:\n{runtimes}"));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("monitor_abba.runtimeconfig.json");
+    std::fs::write(&config, r#"{"runtimeOptions":{"tfm":"net10.0","framework":{"name":"Microsoft.NETCore.App","version":"10.0.12"}}}"#).unwrap();
+    let mut cmd = Command::new(dotnet_host);
+    cmd.arg("exec").arg("--runtimeconfig").arg(&config).arg(&dll).stdout(Stdio::piped()).stderr(Stdio::null());
+    cmd.env("DOTNET_CLI_TELEMETRY_OPTOUT", "1").env("DOTNET_gcServer", "1").env("DOTNET_GCHeapCount", "2");
+    // SAFETY: prctl is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id();
+    use std::io::BufRead;
+    let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(lines.map_while(Result::ok).any(|l| l.trim() == "ready"), "monitor_abba never said ready");
+    std::thread::sleep(Duration::from_millis(1500));
+    // The kernel's names, read before knot stops the process.
+    let mut comm: Vec<(u32, String)> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let tid = e.file_name().to_str()?.parse().ok()?;
+            Some((tid, std::fs::read_to_string(e.path().join("comm")).ok()?.trim_end().to_string()))
+        })
+        .collect();
+    comm.sort();
+    let out = knot().args(["pid", &pid.to_string(), "--format", "json"]).output().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let r = json_of(&out, "knot pid monitor_abba");
+    let role_of = |tid: u32| -> Option<(String, String)> {
+        let t = r["threads"].as_array()?.iter().find(|t| t["tid"] == tid)?;
+        Some((t["role"]["framework"].as_str()?.to_string(), t["role"]["role"].as_str()?.to_string()))
+    };
+    let want: &[(&str, &str)] = &[
+        (".NET Finalizer", "finalizer"),
+        (".NET Server GC", "gc_worker"),
+        (".NET SigHandler", "signal_handler"),
+        (".NET EventPipe", "eventpipe"),
+        (".NET Debugger", "debugger"),
+        (".NET DebugPipe", "debugger"),
+        (".NET SynchManag", "synch_manager"),
+        (".NET Tiered Com", "tiered_compilation"),
+        (".NET TP Worker", "thread_pool_worker"),
+        (".NET TP Gate", "thread_pool_gate"),
+        (".NET Timer", "timer"),
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    for (tid, name) in comm.iter().filter(|(_, n)| n.starts_with(".NET ")) {
+        let role = role_of(*tid);
+        assert!(role.as_ref().is_some_and(|(f, _)| f == "dotnet"), "thread {tid} {name:?}: role {role:?}");
+        if let Some((_, w)) = want.iter().find(|(n, _)| n == name) {
+            assert_eq!(role.as_ref().map(|(_, r)| r.as_str()), Some(*w), "thread {tid} {name:?}");
+        }
+        seen.insert(name.as_str());
+    }
+    // The runtime makes these at start-up (server GC: one thread per heap).
+    for n in [".NET Finalizer", ".NET Server GC", ".NET SigHandler", ".NET EventPipe"] {
+        assert!(seen.contains(n), "no thread named {n:?} in {comm:?}");
+    }
+    assert_eq!(comm.iter().filter(|(_, n)| n == ".NET Server GC").count(), 2, "{comm:?}");
+    // The application's own threads have no framework role.
+    for (tid, name) in comm.iter().filter(|(_, n)| n == "LedgerWorker" || n == "AuditWorker") {
+        assert_eq!(role_of(*tid), None, "thread {tid} {name:?}");
+    }
+}
+
 fn which(tool: &str) -> Result<std::path::PathBuf, ()> {
     let path = std::env::var_os("PATH").ok_or(())?;
     std::env::split_paths(&path).map(|d| d.join(tool)).find(|p| p.is_file()).ok_or(())

@@ -8,6 +8,7 @@
 use knot::analysis::{self, Options};
 use knot::process::Locator;
 use knot::report::text::{self, TextOptions};
+use knot::roles::{RoleInputs, RuntimeMark};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -113,14 +114,118 @@ fn the_orleans_first_screen_names_the_stuck_roles() {
     let owners = syncblk(&read(&made.join("sos/syncblk.txt")));
     assert_eq!(owners.len(), 1, "{owners:?}");
     let (refresher, object, _) = owners[0];
-    // Every managed thread's role is the one its SOS stack gives.
+    // Every managed thread's role is the one its SOS stack, its Thread.Name (sos/thread-names.txt)
+    // and clrthreads' marks give.
+    let names = sos_thread_names(&read(&made.join("sos/thread-names.txt")));
+    let marks = clrthreads_roles(&read(&made.join("sos/clrthreads.txt")));
     for t in &report.threads {
         if let Some(frames) = stacks.get(&t.tid) {
-            assert_eq!(t.role, knot::roles::role_of(frames.iter().map(String::as_str)), "thread {}", t.tid);
+            let functions: Vec<&str> = frames.iter().map(String::as_str).collect();
+            let mark: Vec<RuntimeMark> = match marks.get(&t.tid).map(String::as_str) {
+                Some("Finalizer") => vec![RuntimeMark::Finalizer],
+                Some("Threadpool Worker") => vec![RuntimeMark::ThreadPoolWorker],
+                _ => Vec::new(),
+            };
+            let want = knot::roles::role_of_thread(RoleInputs { functions: &functions, name: names.get(&t.tid).map(String::as_str), marks: &mark });
+            assert_eq!(t.role, want, "thread {}", t.tid);
         }
     }
     let text = text::render(&report, &TextOptions::default());
     let first_screen: String = text.lines().take(16).collect::<Vec<_>>().join("\n");
     let want = format!("  Orleans: 9 grain activations and 1 grain call wait behind monitor on System.Object at {object:#x} (PriceCache._sync) — held by thread {refresher} (CacheRefresher)");
     assert!(first_screen.lines().any(|l| l == want), "want {want}\n{first_screen}");
+}
+
+/// SOS `clrthreads`: each OS tid with the thread's special role in parentheses (`Finalizer`,
+/// `Threadpool Worker`), when it has one.
+fn clrthreads_roles(text: &str) -> BTreeMap<u32, String> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let c: Vec<&str> = line.split_whitespace().collect();
+        // DBG ID OSID ThreadOBJ State GCMode AllocContext Domain LockCount Apt [Exception]
+        if c.len() < 10 || c[0].parse::<u32>().is_err() || c[3].len() != 16 {
+            continue;
+        }
+        let Ok(tid) = u32::from_str_radix(c[2], 16) else { continue };
+        if let (Some(open), Some(close)) = (line.rfind('('), line.rfind(')')) {
+            if open < close {
+                out.insert(tid, line[open + 1..close].to_string());
+            }
+        }
+    }
+    out
+}
+
+/// sos/thread-names.txt: OS tid → the managed `Thread.Name` (rows without one say `<null>`).
+fn sos_thread_names(text: &str) -> BTreeMap<u32, String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            let name = c.get(5..)?.join(" ");
+            (!name.is_empty() && name != "<null>").then_some((c.get(3)?.parse().ok()?, name))
+        })
+        .collect()
+}
+
+/// threads.txt, read from /proc at dump time: tid → the kernel's name for the thread.
+fn proc_names(text: &str) -> BTreeMap<u32, String> {
+    text.lines().filter(|l| !l.starts_with('#')).filter_map(|l| {
+        let c: Vec<&str> = l.split('\t').collect();
+        Some((c.first()?.parse().ok()?, c.get(3)?.to_string()))
+    }).collect()
+}
+
+/// Every `.NET …` name the committed samples' threads carried at dump time (their threads.txt,
+/// from /proc) is one analyzers/roles.toml gives a .NET role.
+#[test]
+fn every_runtime_thread_name_the_samples_carried_has_a_role() {
+    let mut names = std::collections::BTreeSet::new();
+    for d in knot_samples::dotnet::dumps("threads.txt", false) {
+        for n in proc_names(&read(&d.dir.join("threads.txt"))).into_values().filter(|n| n.starts_with(".NET ")) {
+            names.insert(n);
+        }
+    }
+    assert!(names.len() >= 8, "{names:?}");
+    for n in &names {
+        let r = knot::roles::role_of_thread(knot::roles::RoleInputs { functions: &[], name: Some(n), marks: &[] });
+        assert_eq!(r.map(|r| r.framework), Some("dotnet".to_string()), "{n}");
+    }
+}
+
+/// On real dumps (no thread names but the managed ones in them), the finalizer is found through
+/// the runtime's own structures: the thread SOS clrthreads marks "(Finalizer)", the one the
+/// kernel named `.NET Finalizer` at dump time; the pool's workers ("(Threadpool Worker)") have a
+/// role; text and HTML show the roles in the thread list.
+#[test]
+fn the_finalizer_and_pool_workers_have_the_roles_clrthreads_gives() {
+    let mut compared = 0;
+    for d in knot_samples::dotnet::dumps("sos/clrthreads.txt", false) {
+        if !["monitor_abba/heap", "pool_queue/heap", "sync_over_async/heap"].contains(&d.name().as_str()) {
+            continue;
+        }
+        let sos = clrthreads_roles(&read(&d.dir.join("sos/clrthreads.txt")));
+        let proc = d.dir.join("threads.txt").is_file().then(|| proc_names(&read(&d.dir.join("threads.txt"))));
+        let locator = Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() };
+        let report = analysis::analyze(&d.core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{}: {e}", d.name()));
+        let role = |tid: u32| report.threads.iter().find(|t| t.tid == tid).and_then(|t| t.role.clone());
+        let finalizers: Vec<u32> = sos.iter().filter(|(_, r)| *r == "Finalizer").map(|(t, _)| *t).collect();
+        assert_eq!(finalizers.len(), 1, "{}: {sos:?}", d.name());
+        let fin = finalizers[0];
+        assert_eq!(role(fin).map(|r| (r.framework, r.role)), Some(("dotnet".into(), "finalizer".into())), "{}: thread {fin}", d.name());
+        if let Some(names) = &proc {
+            assert_eq!(names.get(&fin).map(String::as_str), Some(".NET Finalizer"), "{}: /proc's name of {fin}", d.name());
+        }
+        let others: Vec<u32> = report.threads.iter().filter(|t| t.role.as_ref().is_some_and(|r| r.role == "finalizer")).map(|t| t.tid).collect();
+        assert_eq!(others, vec![fin], "{}: one finalizer", d.name());
+        for (tid, _) in sos.iter().filter(|(_, r)| *r == "Threadpool Worker") {
+            assert!(role(*tid).is_some(), "{}: worker {tid} has no role", d.name());
+        }
+        let text = text::render(&report, &TextOptions::default());
+        assert!(text.lines().any(|l| l.contains(&format!("{fin}")) && l.contains("[.NET finalizer thread]")), "{}: the finalizer's role in the text\n{text}", d.name());
+        let html = knot::report::html::render(&report);
+        assert!(html.contains("<span class=\"role\">[.NET finalizer thread]</span>"), "{}: the finalizer's role in the HTML", d.name());
+        compared += 1;
+    }
+    assert!(compared == 3 || knot_samples::dotnet::dumps("sos/clrthreads.txt", false).is_empty(), "{compared} dumps compared");
 }

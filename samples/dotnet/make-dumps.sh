@@ -54,6 +54,10 @@
 #                                                 blocked in their work items; 5 LedgerFlush items on worker 0's
 #                                                 local queue, 6 QueueUserWorkItem callbacks and 3 Task.Run
 #                                                 items in the global queue)
+#   async_tcs          heap                       createdump --withheap PID (async stacks awaiting TaskCompletionSources
+#                                                 that never complete; Main blocks in GetResult on one of them)
+#   semaphore_async    heap                       createdump --withheap PID (a SemaphoreSlim held by an async flow;
+#                                                 3 WaitAsync flows and 2 threads in Wait() wait for it)
 #   self_contained     heap                       monitor_abba's wedge, `dotnet publish` self-contained (10.0.12
 #                                                 runtime pack: libcoreclr.so in the app's directory); createdump --withheap
 #   single_file        heap                       the same, PublishSingleFile: the runtime linked into the executable
@@ -116,6 +120,7 @@ ALL_JOBS=(
   idle_runtime/heap heap_growth/twice
   heap_graph/heap
   pool_queue/heap
+  async_tcs/heap semaphore_async/heap
   self_contained/heap single_file/heap net9_abba/heap runtime_10_0_15/heap
   orleans_silo/heap orleans_silo/again
 )
@@ -440,11 +445,19 @@ oracle() {  # oracle SAMPLE DIR
         _owningThreadId _state _recursionCount
       sos_gcrefs "$core" "$dir/sos/lock-holders.txt" Knot.Samples.LockAbba. ;;
     sync_over_async)
-      sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue" ;;
+      sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue"
+      sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks" ;;
     pool_queue)
       sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue"
       # OccupyWorker's id argument names worker 0, whose local queue holds the LedgerFlush items.
       sos "$core" "$dir/sos/clrstack-all-params.txt" "clrstack -all -p" ;;
+    async_tcs)
+      sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks"
+      sos "$core" "$dir/sos/dumpasync-coalesce.txt" "dumpasync --coalesce" ;;
+    semaphore_async)
+      sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks"
+      sos_fields "$core" "$dir/sos/semaphores.txt" System.Private.CoreLib.dll System.Threading.SemaphoreSlim \
+        m_currentCount m_maxCount m_waitCount m_countOfWaitersPulsedToWake m_lockObjAndDisposed m_asyncHead m_asyncTail ;;
     failfast)
       sos "$core" "$dir/sos/crashinfo.txt" "crashinfo" ;;
   esac
@@ -501,7 +514,8 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   log "building samples (dotnet build -c Debug)"
   for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
            unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime heap_growth heap_graph \
-           pool_queue orleans_silo; do
+           pool_queue orleans_silo \
+           async_tcs semaphore_async; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }
   done

@@ -37,6 +37,8 @@ COMMITTED=(
   idle_runtime/heap
   heap_graph/heap
   pool_queue/heap
+  async_tcs/heap
+  semaphore_async/heap
 )
 if [[ -n "${ONLY:-}" ]]; then
   read -r -a COMMITTED <<<"$ONLY"

@@ -150,7 +150,8 @@ def verify(sample, kind, d):
         counts = {}
         for m in re.finditer(r"^[0-9a-f]+\s+([\d,]+)\s+[\d,]+ (.+)$", stat, re.M):
             counts[m.group(2)] = counts.get(m.group(2), 0) + int(m.group(1).replace(",", ""))
-        for ty, n in heap_cfg["types"].items():
+        types = heap_cfg.get("types") or heap_cfg.get("types_by_kind", {}).get(kind, {})
+        for ty, n in types.items():
             check(counts.get(ty) == n, f"{tag}: dumpheap -stat counts {n} {ty} (found {counts.get(ty)})")
         oom = read(f"{d}/sos/analyzeoom.txt")
         want = heap_cfg.get("oom_reason", "There was no managed OOM due to allocations on the GC heap")
@@ -169,6 +170,24 @@ def verify(sample, kind, d):
         check(counts == pool["types"], f"{tag}: threadpool -stat types {pool['types']} (found {counts})")
         total = re.search(r"^Total ([\d,]+) objects", stat, re.M)
         check(total is not None and int(total.group(1).replace(",", "")) == pool["queued"], f"{tag}: {pool['queued']} queued work items")
+
+    # The async stacks: dumpasync's STACK blocks, the state machines in them, what each awaits.
+    acfg = sample_cfg.get("async")
+    if acfg:
+        text = read(f"{d}/sos/dumpasync.txt")
+        blocks = re.split(r"^STACK \d+\s*$", text, flags=re.M)[1:]
+        check(len(blocks) == acfg["stacks"], f"{tag}: dumpasync lists {acfg['stacks']} stacks (found {len(blocks)})")
+        machines, awaited = {}, {}
+        for st in blocks:
+            first = True
+            for m in re.finditer(r"^\s*[0-9a-f]{16} [0-9a-f]{16} \((\d*| )\) (.+?)\s*$", st, re.M):
+                if first and m.group(1) == " ":
+                    awaited[m.group(2)] = awaited.get(m.group(2), 0) + 1
+                elif m.group(1).isdigit():
+                    machines[m.group(2)] = machines.get(m.group(2), 0) + 1
+                first = False
+        check(machines == acfg["state_machines"], f"{tag}: dumpasync state machines {acfg['state_machines']} (found {machines})")
+        check(awaited == acfg["awaited"], f"{tag}: dumpasync awaited tasks {acfg['awaited']} (found {awaited})")
 
     # The crash (samples that die by themselves).
     crash = sample_cfg.get("crash")

@@ -49,6 +49,7 @@ pub fn render(report: &Report) -> String {
     contended_table(&mut out, report);
     if let Some(d) = report.dotnet.as_ref() {
         super::gc_html::section(&mut out, d);
+        super::async_html::section(&mut out, d);
     }
     graph(&mut out, report);
     let mut shown = locks(&mut out, report);
@@ -296,11 +297,12 @@ fn group(out: &mut String, r: &Report, tids: &[u32], frames_: &[FrameReport], op
     };
     let _ = write!(
         out,
-        "<details class=\"stack group\"{}><summary>{} thread{} <span class=\"state\">({})</span>: {}</summary>",
+        "<details class=\"stack group\"{}><summary>{} thread{} <span class=\"state\">({})</span>{}: {}</summary>",
         if open { " open" } else { "" },
         tids.len(),
         plural(tids.len()),
         state_html(first, r, &state),
+        super::words::group_role_words(tids.iter().filter_map(|&t| thread_by_tid(r, t))).map(|w| format!(" <span class=\"role\">[{}]</span>", escape(&w))).unwrap_or_default(),
         summary_list
     );
     if tids.len() > IN_SUMMARY {
@@ -327,6 +329,9 @@ fn thread_title(t: &ThreadReport, r_locks: &[LockFact]) -> String {
     let mut s = format!("Thread {}", t.tid);
     if let Some(name) = &t.name {
         let _ = write!(s, " \"{}\"", escape(name));
+    }
+    if let Some(role) = super::words::role_words(t) {
+        let _ = write!(s, " <span class=\"role\">[{}]</span>", escape(&role));
     }
     if t.signalled {
         s.push_str(" (signalled)");
@@ -500,7 +505,7 @@ details.stack{margin:6px 0;border:1px solid var(--line);border-radius:6px;backgr
 details.stack>summary{cursor:pointer;padding:6px 10px;font-size:14px}details.stack[open]>summary{border-bottom:1px solid var(--line)}
 details.owner{border-color:var(--amber)}details.owner>summary{background:var(--amberbg);border-radius:6px 6px 0 0}
 summary:target,.tid:target{outline:2px solid var(--accent);outline-offset:2px}
-.state{color:var(--dim)}.tid{font-family:ui-monospace,monospace}
+.state{color:var(--dim)}.role{color:var(--accent,#2a6)}.tid{font-family:ui-monospace,monospace}
 .frames{font-size:12.5px;padding:6px 10px;overflow-x:auto;white-space:pre}
 .frames .f{line-height:1.55}.frames .idx,.frames .ip{color:var(--dim)}.frames .fn{font-weight:600}.frames .loc{color:var(--accent)}.frames .mod,.frames .off{color:var(--dim)}
 .frames .inl .fn{font-style:italic;font-weight:500}.frames .flag{color:var(--dim);font-size:11.5px}.frames .scan{opacity:.75}

@@ -4,6 +4,8 @@ pub(crate) mod crash_html;
 pub(crate) mod crash_text;
 pub(crate) mod dump;
 pub mod flame;
+pub(crate) mod async_html;
+pub(crate) mod async_text;
 pub(crate) mod gc_html;
 pub(crate) mod gc_text;
 pub mod heap_diff;

@@ -88,6 +88,9 @@ pub fn render_colored(report: &Report, opts: &TextOptions, color: bool) -> Strin
             group(&mut out, report, &tids, &g.frames, opts.max_frames);
         }
     }
+    if let Some(d) = report.dotnet.as_ref() {
+        super::async_text::section(&mut out, d, opts.max_frames);
+    }
     warnings(&mut out, report);
     out
 }
@@ -119,14 +122,7 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
         }
         Verdict::ThreadPoolStarved => {
             if let Some(tp) = r.dotnet.as_ref().and_then(|d| d.thread_pool.as_ref()) {
-                let on_tasks = r.locks.iter().filter(|l| l.kind == LockKind::Task).map(|l| l.waiter_tids.len()).sum::<usize>();
-                let _ = write!(out, " — {} of {} workers blocked", tp.workers_blocked.len(), tp.workers_total);
-                if on_tasks > 0 {
-                    let _ = write!(out, ", {on_tasks} thread{} waiting for tasks", plural(on_tasks));
-                }
-                if let Some(q) = tp.queued_work_items.filter(|&q| q > 0) {
-                    let _ = write!(out, ", {q} work item{} queued behind them", plural(q as usize));
-                }
+                let _ = write!(out, " — {} of {} workers blocked; {}", tp.workers_blocked.len(), tp.workers_total, super::words::starvation_words(&r.locks, tp));
             }
         }
         _ => {}
@@ -185,6 +181,7 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
     }
     if let Some(d) = r.dotnet.as_ref() {
         super::gc_text::summary_lines(out, d);
+        super::async_text::summary_line(out, d);
     }
     for l in r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).take(5) {
         let _ = writeln!(out, "  {} waiter{} on {} — {}", l.waiter_tids.len(), plural(l.waiter_tids.len()), paint.lock(&lock_name(l)), paint.owner(&owner_words(l)));
@@ -251,7 +248,8 @@ fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, 
 fn group(out: &mut String, r: &Report, tids: &[u32], frames_: &[FrameReport], max_frames: Option<usize>) {
     let state = tids.first().and_then(|&t| thread_by_tid(r, t)).map(|t| state_words(t, &r.locks)).unwrap_or_default();
     let list: Vec<String> = tids.iter().map(|t| t.to_string()).collect();
-    let _ = writeln!(out, "  {} thread{} ({state}): {}", tids.len(), plural(tids.len()), list.join(", "));
+    let roles = super::words::group_role_words(tids.iter().filter_map(|&t| thread_by_tid(r, t))).map(|w| format!(" [{w}]")).unwrap_or_default();
+    let _ = writeln!(out, "  {} thread{} ({state}){roles}: {}", tids.len(), plural(tids.len()), list.join(", "));
     frames(out, frames_, max_frames);
 }
 
@@ -308,6 +306,9 @@ fn thread_painted(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_fr
     let _ = write!(out, "{}", title(&format!("Thread {}", t.tid)));
     if let Some(name) = &t.name {
         let _ = write!(out, " \"{name}\"");
+    }
+    if let Some(role) = super::words::role_words(t) {
+        let _ = write!(out, " [{role}]");
     }
     if t.signalled {
         out.push_str(" (signalled)");

@@ -21,6 +21,7 @@ pub fn lock_name(l: &LockFact) -> String {
         let name = match l.kind {
             LockKind::Lock => format!("Lock {ty} at {}", m.object),
             LockKind::MonitorWait => format!("Monitor.Wait on {ty} at {}", m.object),
+            LockKind::SemaphoreSlim => format!("SemaphoreSlim at {} ({})", m.object, semaphore_words(m)),
             LockKind::Task => match &m.task {
                 Some(task) => format!("task {ty} at {} (status: {})", m.object, task.status),
                 None => format!("task {ty} at {}", m.object),
@@ -49,6 +50,7 @@ pub(crate) fn managed_lock_label(kind: LockKind, m: &ManagedLock) -> String {
     match kind {
         LockKind::Task => format!("task {ty} (status: {})", m.task.as_ref().map_or("", |t| t.status.as_str())),
         LockKind::MonitorWait => format!("Monitor.Wait on {ty} (waiting to be pulsed)"),
+        LockKind::SemaphoreSlim => format!("{ty} ({})", semaphore_words(m)),
         _ => {
             let what = if kind == LockKind::Lock { "System.Threading.Lock" } else { "Monitor" };
             match (m.storage, m.sync_block_index) {
@@ -58,6 +60,79 @@ pub(crate) fn managed_lock_label(kind: LockKind, m: &ManagedLock) -> String {
             }
         }
     }
+}
+
+/// `count 0 of 1, 3 async waiters`: a SemaphoreSlim's state.
+fn semaphore_words(m: &ManagedLock) -> String {
+    let mut s = format!("count {} of {}", m.current_count.unwrap_or(0), m.max_count.unwrap_or(0));
+    if !m.async_waiters.is_empty() {
+        s.push_str(&format!(", {} async waiter{} in WaitAsync", m.async_waiters.len(), plural(m.async_waiters.len())));
+    }
+    s
+}
+
+/// What a task's async stack says of it: `it completes when async stack 2 completes (awaiting
+/// …); its work is queued to the thread pool`.
+fn task_async_words(m: &ManagedLock) -> Option<String> {
+    let t = m.task.as_ref()?;
+    let i = t.async_stack?;
+    let method = t.async_method.as_deref().map(|n| format!("{} ", short_type(n))).unwrap_or_default();
+    let queued = match t.queued {
+        Some(true) => "; its work is queued to the thread pool, behind the workers that wait for it",
+        Some(false) => "",
+        None => "; the pool's queue was not read",
+    };
+    Some(format!("no owning thread: it is {method}in async stack {}, and completes when that stack does{queued}", i + 1))
+}
+
+/// `16 work items queued behind them, 8 workers waiting for tasks whose work is among them`:
+/// the starvation, from the pool's queue and the workers' task waits tied to async stacks whose
+/// work is in that queue (sync over async).
+pub(crate) fn starvation_words(locks: &[LockFact], tp: &crate::runtimes::dotnet::report::ThreadPoolReport) -> String {
+    let on_task = |queued: Option<bool>| -> usize {
+        locks
+            .iter()
+            .filter(|l| l.kind == LockKind::Task && l.managed.as_ref().and_then(|m| m.task.as_ref()).is_some_and(|t| t.queued == queued))
+            .flat_map(|l| l.waiter_tids.iter())
+            .filter(|t| tp.worker_tids.contains(t))
+            .count()
+    };
+    let all: usize = locks.iter().filter(|l| l.kind == LockKind::Task).flat_map(|l| l.waiter_tids.iter()).filter(|t| tp.worker_tids.contains(t)).count();
+    let behind = on_task(Some(true));
+    let waiting = |n: usize| format!("{n} worker{} waiting for tasks", plural(n));
+    let mut parts = Vec::new();
+    match tp.queued_work_items {
+        Some(q) if q > 0 => parts.push(format!("{q} work item{} queued behind them", plural(q as usize))),
+        Some(_) => {}
+        None => parts.push("the pool's queued work items were not read".to_string()),
+    }
+    if behind > 0 {
+        parts.push(format!("{} whose work is among them", waiting(behind)));
+        if all > behind {
+            parts.push(format!("{} more waiting for other tasks", all - behind));
+        }
+    } else if all > 0 {
+        parts.push(waiting(all));
+    }
+    parts.join(", ")
+}
+
+/// A thread's role for people, with its framework: `Orleans grain activation`, `.NET finalizer thread`.
+pub(crate) fn role_words(t: &ThreadReport) -> Option<String> {
+    let r = t.role.as_ref()?;
+    let framework = crate::roles::Roles::builtin().ok().and_then(|roles| roles.framework_name(&r.framework)).unwrap_or(&r.framework);
+    Some(format!("{framework} {}", r.name))
+}
+
+/// The distinct roles of a group of threads, in the threads' order: `Orleans grain activation`.
+pub(crate) fn group_role_words<'a>(threads: impl Iterator<Item = &'a ThreadReport>) -> Option<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for w in threads.filter_map(role_words) {
+        if !seen.contains(&w) {
+            seen.push(w);
+        }
+    }
+    (!seen.is_empty()).then(|| seen.join(", "))
 }
 
 /// Gives every .NET lock its label, from its facts (the reader leaves it to the report).
@@ -85,7 +160,9 @@ pub(crate) fn owner_words(l: &LockFact) -> String {
             let tids: Vec<String> = reader_tids.iter().map(u32::to_string).collect();
             format!("held by {count} reader{}, probably thread{} {} (inferred)", plural(*count as usize), plural(reader_tids.len()), tids.join(", "))
         }
-        Owner::None if l.kind == LockKind::Task => "no owning thread: it completes when its work runs".to_string(),
+        Owner::None if l.kind == LockKind::Task => {
+            l.managed.as_ref().and_then(task_async_words).unwrap_or_else(|| "no owning thread: it completes when its work runs".to_string())
+        }
         Owner::None => "no owner (waiting to be signalled)".to_string(),
         Owner::Unknown { why } => format!("owner unknown: {why}"),
     }

@@ -1,13 +1,20 @@
 //! DWARF lookups through addr2line: the inline chain and source lines at an address.
 //!
+//! A module's units are found through `.debug_aranges` (`units.rs`) and each unit an address
+//! falls in gets its own addr2line context, built on its first lookup: addr2line's index over
+//! every unit would parse all of them first (libc's 4 000). Without `.debug_aranges`, or once a
+//! unit refers to DIEs of another one (`DW_FORM_ref_addr`), the module uses one context over
+//! all units, as addr2line alone would.
+//!
 //! `addr2line::Context` fills its caches through `core::cell::OnceCell`, so it is `Send` but not
-//! `Sync`; each module's context sits behind its own mutex. A lookup holds it for microseconds
+//! `Sync`; each module's contexts sit behind its own mutex. A lookup holds it for microseconds
 //! once the unit is parsed, and different modules never contend. Everything handed out is owned,
 //! so the lock is released before names are post-processed.
 
 use super::callsites::{Target, UnitCalls};
 use super::die_name::Namer;
 use super::names::{display_name, is_cpp, NameKind};
+use super::units::{self, UnitIndex};
 use super::{NameSource, SourceFrame};
 use crate::process::ElfFile;
 use gimli::{EndianSlice, RunTimeEndian};
@@ -22,6 +29,26 @@ pub(crate) struct Dwarf<'p> {
 }
 
 struct Inner<'p> {
+    file: &'p ElfFile,
+    /// Every section, for unit headers and the index.
+    whole: gimli::Dwarf<Reader<'p>>,
+    mode: Mode<'p>,
+}
+
+/// How units are found and parsed.
+enum Mode<'p> {
+    /// Only the units addresses fall in are parsed, each on its own (`units.rs`); by index in
+    /// the unit index, `None` for a unit that could not be parsed.
+    ByUnit { index: UnitIndex, scopes: FxHashMap<usize, Option<Scope<'p>>> },
+    /// addr2line's index over every unit: without `.debug_aranges`, or once a unit refers to
+    /// another one (a unit parsed alone cannot follow that).
+    Whole(Scope<'p>),
+    /// The whole index could not be built.
+    Nothing,
+}
+
+/// One addr2line context (over one unit, or all) and what knot reads beside it.
+struct Scope<'p> {
     ctx: addr2line::Context<Reader<'p>>,
     /// Per unit (by section offset): each line-table file as addr2line renders it, and as gdb
     /// shows it. Filled on a unit's first lookup.
@@ -30,6 +57,23 @@ struct Inner<'p> {
     /// Per unit (by section offset): its call sites and functions, read on the first
     /// tail-call question about an address in it.
     calls: FxHashMap<usize, UnitCalls>,
+}
+
+impl<'p> Scope<'p> {
+    fn new(ctx: addr2line::Context<Reader<'p>>) -> Self {
+        Scope { ctx, files: FxHashMap::default(), namer: Namer::default(), calls: FxHashMap::default() }
+    }
+
+    /// Whether a unit of this scope has a function or a line at `probe`.
+    fn covers(&self, probe: u64) -> bool {
+        self.ctx.find_dwarf_and_unit(probe).skip_all_loads().is_some()
+    }
+
+    fn calls(&mut self, probe: u64) -> Option<&UnitCalls> {
+        let Scope { ctx, calls, .. } = self;
+        let unit = ctx.find_dwarf_and_unit(probe).skip_all_loads()?;
+        Some(calls.entry(unit.header.offset().0).or_insert_with(|| UnitCalls::parse(unit)))
+    }
 }
 
 /// Why a lookup gave nothing.
@@ -41,9 +85,99 @@ pub(crate) enum LookupError {
     Panicked,
 }
 
+/// The sections of `file` addr2line reads, with `.debug_info` and `.debug_aranges` replaced
+/// when given (a unit parsed on its own).
+fn sections<'p>(file: &'p ElfFile, only: Option<&'p [u8]>) -> Option<gimli::Dwarf<Reader<'p>>> {
+    let load = |id: gimli::SectionId| -> Result<Reader<'p>, gimli::Error> {
+        let data = match (id, only) {
+            (gimli::SectionId::DebugInfo, Some(unit)) => unit,
+            // Its offsets are the whole section's; the unit's own ranges say where it is.
+            (gimli::SectionId::DebugAranges, Some(_)) => &[],
+            _ if needed(id) => file.section(id.name()).unwrap_or(&[]),
+            _ => &[],
+        };
+        Ok(EndianSlice::new(data, RunTimeEndian::Little))
+    };
+    gimli::Dwarf::load(load).ok()
+}
+
+fn context<'p>(file: &'p ElfFile, only: Option<&'p [u8]>) -> Option<addr2line::Context<Reader<'p>>> {
+    catch_unwind(AssertUnwindSafe(|| addr2line::Context::from_dwarf(sections(file, only)?).ok())).ok().flatten()
+}
+
+/// Which scope answers for a unit.
+enum Found<'s, 'p> {
+    Scope(&'s mut Scope<'p>),
+    /// The unit could not be parsed: it answers nothing.
+    Nothing,
+    /// The unit refers to others: the module switches to the whole index.
+    NeedsWhole,
+}
+
+impl<'p> Inner<'p> {
+    /// The scope of unit `unit` of the index, parsed on first use.
+    fn unit_scope(&mut self, unit: usize) -> Found<'_, 'p> {
+        let Inner { file, whole, mode } = self;
+        let file = *file;
+        let Mode::ByUnit { index, scopes } = mode else { return Found::Nothing };
+        if let std::collections::hash_map::Entry::Vacant(slot) = scopes.entry(unit) {
+            let Some(span) = index.span(unit) else { return Found::Nothing };
+            let Some(header) = whole.debug_info.header_from_offset(gimli::DebugInfoOffset(span.offset)).ok() else { return Found::Nothing };
+            if units::may_refer_outside(whole, header.debug_abbrev_offset().0) {
+                return Found::NeedsWhole;
+            }
+            let bytes = file.section(gimli::SectionId::DebugInfo.name()).and_then(|d| d.get(span.offset..span.offset.checked_add(span.len)?));
+            slot.insert(bytes.and_then(|b| context(file, Some(b))).map(Scope::new));
+        }
+        match scopes.get_mut(&unit) {
+            Some(Some(scope)) => Found::Scope(scope),
+            _ => Found::Nothing,
+        }
+    }
+
+    fn switch_to_whole(&mut self) {
+        self.mode = context(self.file, None).map_or(Mode::Nothing, |ctx| Mode::Whole(Scope::new(ctx)));
+    }
+
+    /// The units that may hold `probe`, in the order to ask them; completes the index first.
+    fn candidates(&mut self, probe: u64) -> Vec<usize> {
+        let Inner { whole, mode, .. } = self;
+        let Mode::ByUnit { index, .. } = mode else { return Vec::new() };
+        index.complete(whole);
+        index.candidates(probe)
+    }
+
+    /// Runs `f` on the scope whose unit has a function or line at `probe` (addr2line's choice of
+    /// unit).
+    fn with_scope<T>(&mut self, probe: u64, mut f: impl FnMut(&mut Scope<'p>) -> T) -> Option<T> {
+        loop {
+            match &mut self.mode {
+                Mode::Whole(scope) => return Some(f(scope)),
+                Mode::Nothing => return None,
+                Mode::ByUnit { .. } => {}
+            }
+            let mut switch = false;
+            for unit in self.candidates(probe) {
+                match self.unit_scope(unit) {
+                    Found::Scope(scope) if scope.covers(probe) => return Some(f(scope)),
+                    Found::Scope(_) | Found::Nothing => {}
+                    Found::NeedsWhole => {
+                        switch = true;
+                        break;
+                    }
+                }
+            }
+            if !switch {
+                return None;
+            }
+            self.switch_to_whole();
+        }
+    }
+}
+
 impl<'p> Dwarf<'p> {
-    /// The DWARF of the first of `files` that has a `.debug_info`; `None` when none has, or the
-    /// unit index cannot be built.
+    /// The DWARF of the first of `files` that has a `.debug_info`; `None` when none has, or
+    /// (without `.debug_aranges` to find units by) the unit index cannot be built.
     ///
     /// Only the sections addr2line reads for names, lines and inline chains (those its own
     /// `Context::from_sections` takes), which are also all the call-site index reads, are
@@ -51,27 +185,38 @@ impl<'p> Dwarf<'p> {
     /// so a compressed one is never inflated.
     pub(crate) fn load(files: impl IntoIterator<Item = &'p ElfFile>) -> Option<Dwarf<'p>> {
         let file = files.into_iter().find(|f| f.section(".debug_info").is_some_and(|d| !d.is_empty()))?;
-        let load = |id: gimli::SectionId| -> Result<Reader<'p>, gimli::Error> {
-            let data = if needed(id) { file.section(id.name()).unwrap_or(&[]) } else { &[] };
-            Ok(EndianSlice::new(data, RunTimeEndian::Little))
+        let whole = sections(file, None)?;
+        let index = catch_unwind(AssertUnwindSafe(|| UnitIndex::read(&whole))).ok().flatten();
+        let mode = match index {
+            Some(index) => Mode::ByUnit { index, scopes: FxHashMap::default() },
+            None => Mode::Whole(Scope::new(context(file, None)?)),
         };
-        let built = catch_unwind(AssertUnwindSafe(|| {
-            let dwarf = gimli::Dwarf::load(load).ok()?;
-            addr2line::Context::from_dwarf(dwarf).ok()
-        }));
-        let ctx = built.ok().flatten()?;
-        Some(Dwarf { inner: Mutex::new(Inner { ctx, files: FxHashMap::default(), namer: Namer::default(), calls: FxHashMap::default() }) })
+        Some(Dwarf { inner: Mutex::new(Inner { file, whole, mode }) })
+    }
+
+    /// The same DWARF through addr2line's index over every unit, as without `.debug_aranges`.
+    #[cfg(test)]
+    fn load_whole(file: &'p ElfFile) -> Option<Dwarf<'p>> {
+        let mode = Mode::Whole(Scope::new(context(file, None)?));
+        Some(Dwarf { inner: Mutex::new(Inner { file, whole: sections(file, None)?, mode }) })
+    }
+
+    /// Units parsed on their own so far; `None` when the module uses addr2line's whole index.
+    #[cfg(test)]
+    fn units_parsed(&self) -> Option<usize> {
+        match &self.inner.lock().unwrap_or_else(PoisonError::into_inner).mode {
+            Mode::ByUnit { scopes, .. } => Some(scopes.len()),
+            _ => None,
+        }
     }
 
     /// Runs `f` on the call-site index of the unit covering link-time address `probe`; `None`
     /// when no unit covers it (or the lookup panicked).
     fn with_calls<T>(&self, probe: u64, f: impl FnOnce(&UnitCalls) -> Option<T>) -> Option<T> {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut f = Some(f);
         let result = catch_unwind(AssertUnwindSafe(|| {
-            let Inner { ctx, calls, .. } = &mut *inner;
-            let unit = ctx.find_dwarf_and_unit(probe).skip_all_loads()?;
-            let index = calls.entry(unit.header.offset().0).or_insert_with(|| UnitCalls::parse(unit));
-            f(index)
+            inner.with_scope(probe, |scope| scope.calls(probe).and_then(|index| f.take().and_then(|f| f(index)))).flatten()
         }));
         result.ok().flatten()
     }
@@ -99,7 +244,7 @@ impl<'p> Dwarf<'p> {
     pub(crate) fn frames(&self, probe: u64, out: &mut Vec<SourceFrame>) -> Result<(), LookupError> {
         let start = out.len();
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let result = catch_unwind(AssertUnwindSafe(|| collect(&mut inner, probe, out)));
+        let result = catch_unwind(AssertUnwindSafe(|| inner.with_scope(probe, |scope| collect(scope, probe, out)).unwrap_or(Ok(()))));
         drop(inner);
         let result = result.unwrap_or(Err(LookupError::Panicked));
         if result.is_err() {
@@ -109,9 +254,9 @@ impl<'p> Dwarf<'p> {
     }
 }
 
-fn collect(inner: &mut Inner<'_>, probe: u64, out: &mut Vec<SourceFrame>) -> Result<(), LookupError> {
+fn collect(scope: &mut Scope<'_>, probe: u64, out: &mut Vec<SourceFrame>) -> Result<(), LookupError> {
     let bad = |e: gimli::Error| LookupError::Malformed(e.to_string());
-    let Inner { ctx, files, namer, .. } = inner;
+    let Scope { ctx, files, namer, .. } = scope;
     let unit = ctx.find_dwarf_and_unit(probe).skip_all_loads();
     let unit_files: &[(String, String)] = match unit {
         Some(unit) => files.entry(unit.header.offset().0).or_insert_with(|| line_table_files(unit)),
@@ -229,6 +374,38 @@ fn path_push(path: &mut String, p: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The committed libc debug file (Debian 12's libc6-dbg): 4 126 units, all in `.debug_aranges`.
+    fn libc_debug() -> ElfFile {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/dumps/debug/.build-id/93/ac61ec5a8eb1396f9fbd350e3169a558528a40.debug");
+        ElfFile::open(path).expect("the committed libc debug file")
+    }
+
+    #[test]
+    fn units_parsed_alone_answer_as_addr2line_over_all_of_them() {
+        let file = libc_debug();
+        let by_unit = Dwarf::load([&file]).expect("libc's DWARF");
+        let whole = Dwarf::load_whole(&file).expect("libc's DWARF, whole");
+        assert_eq!(by_unit.units_parsed(), Some(0), "nothing parsed before the first lookup");
+        // Function starts, their insides and the bytes just past them, spread over the library.
+        let syms = super::super::symtab::FileSymbols::read(&file, true);
+        let starts: Vec<u64> = syms.text.symbols().iter().step_by(97).map(|s| s.addr).collect();
+        assert!(starts.len() > 20, "libc's symbol table read");
+        let mut named = 0;
+        for &start in &starts {
+            for probe in [start, start + 9, start.wrapping_sub(1)] {
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                assert_eq!(by_unit.frames(probe, &mut a), whole.frames(probe, &mut b), "{probe:#x}");
+                assert_eq!(a, b, "frames at {probe:#x}");
+                named += usize::from(a.iter().any(|f| f.function.is_some()));
+                assert_eq!(by_unit.function_entry(probe), whole.function_entry(probe), "entry at {probe:#x}");
+                assert_eq!(by_unit.call_site(probe), whole.call_site(probe), "call site at {probe:#x}");
+            }
+        }
+        assert!(named > starts.len(), "DWARF names most of them ({named})");
+        let parsed = by_unit.units_parsed().expect("libc is read unit by unit");
+        assert!(parsed <= 3 * starts.len() && parsed < 4126 / 4, "{parsed} units parsed for {} functions", starts.len());
+    }
 
     #[test]
     fn addr2line_renderings_are_rebuilt() {

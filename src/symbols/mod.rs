@@ -37,6 +37,7 @@ mod managed;
 mod names;
 mod symtab;
 mod tailcall;
+mod units;
 
 #[cfg(test)]
 mod tests;

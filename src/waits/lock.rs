@@ -24,6 +24,9 @@ pub enum LockKind {
     MonitorWait,
     /// A .NET task waited for (`Task.Wait`, `.Result`).
     Task,
+    /// A .NET `System.Threading.SemaphoreSlim`: threads in `Wait()` and async flows in
+    /// `WaitAsync` wait for its count; it records no holder.
+    SemaphoreSlim,
 }
 
 impl LockKind {
@@ -39,13 +42,15 @@ impl LockKind {
             LockKind::Lock => "lock",
             LockKind::MonitorWait => "monitor_wait",
             LockKind::Task => "task",
+            LockKind::SemaphoreSlim => "semaphore_slim",
         }
     }
 
     /// A lock one thread holds at a time (or, for a join, a thread one waits out): waiting for
     /// it is contention.
     pub fn is_exclusive(self) -> bool {
-        matches!(self, LockKind::Mutex | LockKind::Rwlock | LockKind::Futex | LockKind::Join | LockKind::Monitor | LockKind::Lock)
+        // A SemaphoreSlim is waited for only when its count is 0: its waiters contend for it.
+        matches!(self, LockKind::Mutex | LockKind::Rwlock | LockKind::Futex | LockKind::Join | LockKind::Monitor | LockKind::Lock | LockKind::SemaphoreSlim)
     }
 
     /// A lock on a managed object (a Monitor, a Lock, a Monitor.Wait's object).
@@ -159,6 +164,8 @@ pub enum LockStorage {
     LockObject,
     /// A task waited for (`ManagedLock::task`).
     Task,
+    /// A `System.Threading.SemaphoreSlim` (`ManagedLock::current_count`, `async_waiters`).
+    SemaphoreSlim,
 }
 
 impl LockStorage {
@@ -168,6 +175,7 @@ impl LockStorage {
             LockStorage::ThinLock => "thin_lock",
             LockStorage::LockObject => "lock_object",
             LockStorage::Task => "task",
+            LockStorage::SemaphoreSlim => "semaphore_slim",
         }
     }
 }
@@ -224,6 +232,27 @@ pub struct ManagedLock {
     /// The heap objects whose fields refer to the locked object, the one that names the lock
     /// best first (the application's types before the framework's, objects before arrays).
     pub referrers: Vec<crate::runtimes::dotnet::gc::report::ReferrerReport>,
+    /// For a SemaphoreSlim: `m_currentCount` (0: taken; its waiters wait for a `Release`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_count: Option<i32>,
+    /// For a SemaphoreSlim: `m_maxCount`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_count: Option<i32>,
+    /// For a SemaphoreSlim: the async flows in `WaitAsync`, in line order (each a TaskNode and
+    /// the async stack that awaits it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub async_waiters: Vec<AsyncWaiter>,
+}
+
+/// An async flow waiting for a SemaphoreSlim (`WaitAsync`): no thread waits, an async stack does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct AsyncWaiter {
+    /// The semaphore's TaskNode for this waiter.
+    pub task: Hex,
+    /// The async stack that awaits it: an index into `dotnet.async`, or null.
+    pub async_stack: Option<usize>,
+    /// The async method that awaits it (its state machine type, as SOS prints it), or null.
+    pub method: Option<String>,
 }
 
 impl ManagedLock {
@@ -246,6 +275,9 @@ impl ManagedLock {
             pulse_waiters: Vec::new(),
             task: None,
             referrers: Vec::new(),
+            current_count: None,
+            max_count: None,
+            async_waiters: Vec::new(),
         }
     }
 
@@ -267,4 +299,15 @@ pub struct ManagedTask {
     pub event_type: Option<String>,
     /// The event's `m_lock`: the object of the waiter's Monitor.Wait.
     pub event_lock: Hex,
+    /// The async stack the task is a frame of (an index into `dotnet.async`): the chain of
+    /// async work that would complete it; null when it is in none.
+    #[serde(default)]
+    pub async_stack: Option<usize>,
+    /// The async method the task is (its state machine type, as SOS prints it), or null.
+    #[serde(default)]
+    pub async_method: Option<String>,
+    /// Whether a frame of that async stack is a work item queued to the thread pool (its
+    /// continuation waits for a worker); null when the pool's queues were not read.
+    #[serde(default)]
+    pub queued: Option<bool>,
 }

@@ -9,7 +9,7 @@ mod readers;
 pub(crate) mod runtime;
 pub(crate) mod state;
 
-pub use lock::{LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner};
+pub use lock::{AsyncWaiter, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner};
 pub(crate) use runtime::{ManagedThreads, RuntimeLocks, RuntimeWaits, WorkerPool};
 pub use state::ThreadState;
 

@@ -27,6 +27,8 @@ pub(crate) struct ManagedThreads {
     pub(crate) names: BTreeMap<u32, String>,
     /// OS tid → managed thread id.
     pub(crate) ids: BTreeMap<u32, u32>,
+    /// OS tid → what the runtime marks the thread as (its finalizer, a pool worker).
+    pub(crate) marks: BTreeMap<u32, Vec<crate::roles::RuntimeMark>>,
 }
 
 /// A pool of worker threads that run queued work items (the .NET thread pool).

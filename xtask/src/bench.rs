@@ -4,7 +4,7 @@
 //! .NET heap dump, in one run (see [`crate::peers`]).
 //! `cargo xtask bench --scale [--threads N] [--gib G] [--runs N] [--gcore] [--keep]` (see
 //! [`crate::scale`]: a core of G GiB with N threads against the small ones).
-//! `cargo xtask bench dotnet` and `dotnet-heap`: the .NET suites alone.
+//! `cargo xtask bench dotnet`, `dotnet-heap` and `dotnet-async`: the .NET suites alone.
 //!
 //! This module holds what they share: running a tool and reaping it with `wait4` for its own
 //! rusage (wall, user and sys CPU, peak RSS, page faults, bytes read), and the machine's facts.
@@ -24,13 +24,14 @@ pub struct Args {
     /// `dotnet`: knot against dotnet-dump (syncblk + clrstack -all) on a committed .NET heap
     /// dump instead (see [`crate::bench_dotnet`]; takes --runs and --sample). `dotnet-heap`: knot
     /// against `dumpheap -stat` on a multi-GB heap dump made here ([`crate::bench_dotnet_heap`];
-    /// --heap-mib, --runs, --remake).
+    /// --heap-mib, --runs, --remake). `dotnet-async`: knot's async stacks against `dumpasync` on a
+    /// dump with ~100k tasks made here ([`crate::bench_dotnet_async`]; --runs, --remake).
     #[arg(value_enum)]
     suite: Option<Suite>,
     /// With `dotnet-heap`: the heap to fill, in MiB.
     #[arg(long, default_value_t = 2048)]
     heap_mib: u64,
-    /// Make the dumps again even when they are there (`dotnet-heap`, the Debian programs).
+    /// Make the dumps again even when they are there (`dotnet-heap`, `dotnet-async`, the Debian programs).
     #[arg(long)]
     remake: bool,
     /// With `dotnet`: the committed sample whose heap dump is measured.
@@ -144,11 +145,16 @@ enum Suite {
     Dotnet,
     /// knot against SOS `dumpheap -stat` on a dump with a multi-GB heap made here.
     DotnetHeap,
+    /// knot's async stacks against SOS `dumpasync` on a dump with ~100k tasks made here.
+    DotnetAsync,
 }
 
 pub fn run(a: Args) -> Result<()> {
     if a.suite == Some(Suite::DotnetHeap) {
         return crate::bench_dotnet_heap::run(a.runs.unwrap_or(3), a.heap_mib, a.remake);
+    }
+    if a.suite == Some(Suite::DotnetAsync) {
+        return crate::bench_dotnet_async::run(a.runs.unwrap_or(3), a.remake);
     }
     if a.suite == Some(Suite::Dotnet) {
         return crate::bench_dotnet::run(a.runs.unwrap_or(5), &a.sample);

@@ -49,36 +49,45 @@ fn runtime_dir(dotnet: &Path) -> Result<PathBuf> {
 
 /// Builds and runs big_heap, dumps it with createdump once it is ready.
 fn make_dump(root: &Path, target: &Path, core: &Path, heap_mib: u64) -> Result<()> {
+    make_sample_dump(root, target, core, "big_heap", &[heap_mib.to_string()])
+}
+
+/// Builds the sample `samples/dotnet/<name>` (the machine's .NET SDK), runs it with `args`, and
+/// once it prints `ready` dumps it with `createdump --withheap` into `core`.
+pub(crate) fn make_sample_dump(root: &Path, target: &Path, core: &Path, name: &str, args: &[String]) -> Result<()> {
     let dotnet = crate::bench::find_tool("dotnet").context("dotnet not found (the .NET 10 SDK makes the dump)")?;
-    let project = root.join("samples/dotnet/big_heap/big_heap.csproj");
+    let project = root.join(format!("samples/dotnet/{name}/{name}.csproj"));
     eprintln!("build   dotnet build {}", project.display());
     let status = Command::new(&dotnet).args(["build", "-c", "Debug", "-nologo", "-v", "q"]).arg(&project).status().context("dotnet build")?;
     if !status.success() {
-        bail!("dotnet build of big_heap failed ({status})");
+        bail!("dotnet build of {name} failed ({status})");
     }
-    let dll = target.join("samples/dotnet/artifacts/bin/big_heap/debug/big_heap.dll");
+    let dll = target.join(format!("samples/dotnet/artifacts/bin/{name}/debug/{name}.dll"));
     let createdump = runtime_dir(&dotnet)?.join("createdump");
-    eprintln!("run     big_heap {heap_mib} (fills the heap, then waits)");
+    eprintln!("run     {name} {} (then waits)", args.join(" "));
     let mut child = Command::new(&dotnet)
         .arg(&dll)
-        .arg(heap_mib.to_string())
+        .args(args)
         .env("DOTNET_gcServer", "0")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .context("starting big_heap")?;
+        .with_context(|| format!("starting {name}"))?;
     let pid = child.id();
     let started = Instant::now();
     let ready = {
-        let stdout = child.stdout.take().context("big_heap stdout")?;
+        let stdout = child.stdout.take().with_context(|| format!("{name} stdout"))?;
         BufReader::new(stdout).lines().map_while(|l| l.ok()).any(|l| l.trim() == "ready")
     };
     let result = (|| {
         if !ready || started.elapsed() > READY_TIMEOUT {
-            bail!("big_heap did not print 'ready'");
+            bail!("{name} did not print 'ready'");
         }
-        eprintln!("dump    createdump --withheap {pid} ({:.0} s to fill)", started.elapsed().as_secs_f64());
+        eprintln!("dump    createdump --withheap {pid} ({:.0} s to get ready)", started.elapsed().as_secs_f64());
+        if let Some(dir) = core.parent() {
+            fs::create_dir_all(dir)?;
+        }
         let part = core.with_extension("part");
         let status = Command::new(&createdump).arg("-f").arg(&part).arg("--withheap").arg(pid.to_string()).stdout(Stdio::null()).status().context("createdump")?;
         if !status.success() {

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bench_dotnet;
+mod bench_dotnet_async;
 mod bench_dotnet_heap;
 mod dotnet_catalog;
 mod peers;

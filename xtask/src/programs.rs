@@ -4,7 +4,10 @@
 //! dumped by gdb's `gcore` while running and by the kernel (a fatal signal with
 //! RLIMIT_CORE unlimited; this machine's core_pattern must write `core` into the process's
 //! directory). The cores are kept under `target/bench/programs/NAME/KIND/` and reused
-//! (`--remake` makes them again).
+//! (`--remake` makes them again). Every core made is checked (an ELF core whose segments are
+//! all in the file, within `MAX_CORE_BYTES`): gdb's gcore of mariadbd once wrote an 8 TiB sparse
+//! file that was not ELF. The writers are held to that size by RLIMIT_FSIZE (gcore) and
+//! RLIMIT_CORE (the kernel), and nothing is made when the disk has not room for it.
 
 use anyhow::{Context, Result, bail};
 use knot_samples::DumpKind;
@@ -15,6 +18,13 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The most one core may take; a bigger one is cut short by the limit and then rejected.
+const MAX_CORE_BYTES: u64 = 4 << 30;
+/// Room kept free on the disk beside a core being made.
+const DISK_MARGIN_BYTES: u64 = 8 << 30;
+/// Times gcore is run on a process before its dump is given up.
+const GCORE_TRIES: usize = 2;
 
 /// A dump of a real program.
 pub(crate) struct ProgramDump {
@@ -81,13 +91,17 @@ pub(crate) fn ensure(p: &Program, kind: DumpKind, root: &Path, remake: bool) -> 
     let dir = root.join(p.name).join(kind.as_str());
     let core = dir.join("core");
     let exe_note = dir.join("exe");
-    if !remake && core.is_file() && exe_note.is_file() {
+    if !remake && core.is_file() && exe_note.is_file() && check_core(&core).is_ok() {
         let binary = PathBuf::from(fs::read_to_string(&exe_note)?.trim());
         return Ok(ProgramDump { name: p.name, core, binary });
     }
     let server = server_path(p).with_context(|| format!("{} is not installed (apt-get install {})", p.server, p.package))?;
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir)?;
+    let free = free_bytes(&dir)?;
+    if free < MAX_CORE_BYTES + DISK_MARGIN_BYTES {
+        bail!("{} MiB free on the disk of {}: not making a core that may take {} MiB", free >> 20, dir.display(), MAX_CORE_BYTES >> 20);
+    }
     let data = dir.join("data");
     fs::create_dir_all(&data)?;
     let mut child = Running(Some(start(p, &server, &dir, &data)?));
@@ -99,13 +113,23 @@ pub(crate) fn ensure(p: &Program, kind: DumpKind, root: &Path, remake: bool) -> 
     let binary = fs::read_link(format!("/proc/{pid}/exe")).with_context(|| format!("reading /proc/{pid}/exe"))?;
     match kind {
         DumpKind::Gcore => {
-            let prefix = dir.join("gcore");
-            let out = Command::new("gcore").arg("-o").arg(&prefix).arg(pid.to_string()).output().context("running gcore")?;
-            let made = dir.join(format!("gcore.{pid}"));
-            if !out.status.success() || !made.is_file() {
-                bail!("gcore {pid} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+            let mut why = String::new();
+            for attempt in 1..=GCORE_TRIES {
+                match gcore(&dir, pid) {
+                    Ok(made) => {
+                        fs::rename(&made, &core)?;
+                        why.clear();
+                        break;
+                    }
+                    Err(e) => {
+                        why = format!("{e:#}");
+                        eprintln!("note: gcore of {} (try {attempt} of {GCORE_TRIES}): {why}", p.name);
+                    }
+                }
             }
-            fs::rename(&made, &core)?;
+            if !why.is_empty() {
+                bail!("gcore of {} made no usable core: {why}", p.name);
+            }
         }
         DumpKind::Kernel => {
             // SAFETY: kill has no memory preconditions; pid is our child.
@@ -126,12 +150,92 @@ pub(crate) fn ensure(p: &Program, kind: DumpKind, root: &Path, remake: bool) -> 
             if made != core {
                 fs::rename(&made, &core)?;
             }
+            if let Err(e) = check_core(&core) {
+                let _ = fs::remove_file(&core);
+                bail!("the kernel's core of {} is not usable: {e:#}", p.name);
+            }
         }
     }
     drop(child);
     let _ = fs::remove_dir_all(&data);
     fs::write(&exe_note, binary.display().to_string())?;
     Ok(ProgramDump { name: p.name, core, binary })
+}
+
+/// Runs gcore on `pid` into `dir`, its output held to `MAX_CORE_BYTES`; the checked core's path.
+/// A core that fails the check is deleted.
+fn gcore(dir: &Path, pid: u32) -> Result<PathBuf> {
+    let made = dir.join(format!("gcore.{pid}"));
+    let mut cmd = Command::new("gcore");
+    cmd.arg("-o").arg(dir.join("gcore")).arg(pid.to_string());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let fsize = libc::rlimit { rlim_cur: MAX_CORE_BYTES, rlim_max: MAX_CORE_BYTES };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &fsize);
+            // gdb killed by SIGXFSZ must not dump itself.
+            let none = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            libc::setrlimit(libc::RLIMIT_CORE, &none);
+            Ok(())
+        });
+    }
+    let out = cmd.output().context("running gcore")?;
+    let checked = if out.status.success() && made.is_file() {
+        check_core(&made)
+    } else {
+        Err(anyhow::anyhow!("gcore {pid} failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()))
+    };
+    if checked.is_err() {
+        let _ = fs::remove_file(&made);
+    }
+    checked.map(|()| made)
+}
+
+/// Whether `path` is a usable core: an x86-64 ELF core within `MAX_CORE_BYTES` whose program
+/// headers and loaded segments lie inside the file.
+fn check_core(path: &Path) -> Result<()> {
+    let size = fs::metadata(path)?.len();
+    if size > MAX_CORE_BYTES {
+        bail!("{} is {} MiB, more than the {} MiB allowed", path.display(), size >> 20, MAX_CORE_BYTES >> 20);
+    }
+    let mut f = fs::File::open(path)?;
+    let mut ehdr = [0u8; 64];
+    f.read_exact(&mut ehdr).with_context(|| format!("{} is shorter than an ELF header", path.display()))?;
+    let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
+    let u64_at = |b: &[u8], o: usize| b[o..o + 8].iter().rev().fold(0u64, |v, &x| v << 8 | u64::from(x));
+    if &ehdr[..4] != b"\x7fELF" || ehdr[4] != 2 || ehdr[5] != 1 {
+        bail!("{} is not a 64-bit little-endian ELF file", path.display());
+    }
+    if u16_at(&ehdr, 16) != 4 {
+        bail!("{} is ELF but not a core (e_type {})", path.display(), u16_at(&ehdr, 16));
+    }
+    let (phoff, phentsize, phnum) = (u64_at(&ehdr, 32), u64::from(u16_at(&ehdr, 54)), u64::from(u16_at(&ehdr, 56)));
+    if phentsize < 56 || phnum == 0 || phoff.saturating_add(phentsize * phnum) > size {
+        bail!("{}: its program headers are not in the file", path.display());
+    }
+    let mut phdrs = vec![0u8; (phentsize * phnum) as usize];
+    std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(phoff))?;
+    f.read_exact(&mut phdrs)?;
+    for ph in phdrs.chunks_exact(phentsize as usize) {
+        let (kind, offset, filesz) = (u32::from(u16_at(ph, 0)) | u32::from(u16_at(ph, 2)) << 16, u64_at(ph, 8), u64_at(ph, 32));
+        if kind == 1 && offset.saturating_add(filesz) > size {
+            bail!("{}: a segment ends at {} past the file's {size} bytes (cut short)", path.display(), offset.saturating_add(filesz));
+        }
+    }
+    Ok(())
+}
+
+/// Bytes free for an unprivileged writer on the file system holding `dir`.
+fn free_bytes(dir: &Path) -> Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())?;
+    // SAFETY: statvfs is plain data, for which all zeroes is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid C string and `st` a writable statvfs.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        bail!("statvfs {}: {}", dir.display(), std::io::Error::last_os_error());
+    }
+    Ok(u64::from(st.f_bavail).saturating_mul(st.f_frsize))
 }
 
 /// A started server, killed and reaped when dropped.
@@ -199,7 +303,7 @@ fn start(p: &Program, server: &Path, dir: &Path, data: &Path) -> Result<Child> {
         cmd.pre_exec(|| {
             let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
             if libc::getrlimit(libc::RLIMIT_CORE, &mut lim) == 0 {
-                lim.rlim_cur = lim.rlim_max;
+                lim.rlim_cur = lim.rlim_max.min(MAX_CORE_BYTES);
                 libc::setrlimit(libc::RLIMIT_CORE, &lim);
             }
             Ok(())
@@ -295,4 +399,34 @@ fn read_until_count(s: &mut TcpStream, reply: &[u8], count: usize) -> Result<()>
         tail.drain(..keep);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_whole_elf_cores_pass() {
+        let dir = std::env::temp_dir().join(format!("knot-xtask-check-core-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples/dumps/abba/gcore/core.gz");
+        let core = dir.join("core");
+        let unpacked = Command::new("zcat").arg(&committed).stdout(fs::File::create(&core).unwrap()).status();
+        if !unpacked.is_ok_and(|s| s.success()) {
+            eprintln!("skipped: zcat could not unpack {}", committed.display());
+            return;
+        }
+        assert!(check_core(&core).is_ok(), "{:?}", check_core(&core));
+        // Cut short: its last segments are no longer in the file.
+        let len = fs::metadata(&core).unwrap().len();
+        fs::OpenOptions::new().write(true).open(&core).unwrap().set_len(len / 2).unwrap();
+        assert!(check_core(&core).is_err());
+        // Not ELF (as gcore's 8 TiB file of mariadbd), or not a core.
+        fs::write(&core, vec![0u8; 4096]).unwrap();
+        assert!(check_core(&core).is_err());
+        let exe = fs::read("/proc/self/exe").unwrap();
+        fs::write(&core, &exe[..4096.min(exe.len())]).unwrap();
+        assert!(check_core(&core).unwrap_err().to_string().contains("not a core"));
+        let _ = fs::remove_dir_all(&dir);
+    }
 }

@@ -38,6 +38,10 @@ pub enum DotnetError {
     Unsupported(String),
     #[error("metadata of the module at {at:#x}: {why}")]
     Metadata { at: u64, why: String },
+    /// A class's statics were never allocated: its static constructor never ran, so its static
+    /// fields hold their defaults (nothing was ever stored in them).
+    #[error("DynamicStaticsInfo at {at:#x}: {field} not allocated (the class's statics were never initialized)")]
+    StaticsNotInitialized { at: u64, field: &'static str },
 }
 
 impl DotnetError {

@@ -20,10 +20,17 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const THREADPOOL_WORKER_NAME: &str = ".NET TP Worker";
 
 /// Names and ids of the managed threads, by OS tid.
+use crate::roles::RuntimeMark;
+
 pub(crate) fn managed_threads(runtime: &Context<'_>, r: &RuntimeReading, diagnostics: &mut Vec<Diagnostic>) -> ManagedThreads {
     let mut out = ManagedThreads::default();
     for th in r.threads.iter().filter(|th| th.os_tid != 0) {
         out.ids.insert(th.os_tid, th.managed_id);
+        let marks: Vec<RuntimeMark> =
+            [(th.is_finalizer, RuntimeMark::Finalizer), (th.is_threadpool_worker(), RuntimeMark::ThreadPoolWorker)].into_iter().filter(|(on, _)| *on).map(|(_, m)| m).collect();
+        if !marks.is_empty() {
+            out.marks.insert(th.os_tid, marks);
+        }
     }
     let t = runtime.target();
     for th in r.threads.iter().filter(|th| th.os_tid != 0 && th.thread_object != 0) {
@@ -41,6 +48,7 @@ pub(crate) fn managed_threads(runtime: &Context<'_>, r: &RuntimeReading, diagnos
 fn lock_id(m: &ManagedLock) -> String {
     match m.storage {
         LockStorage::LockObject => format!("lock@{:#x}", m.object),
+        LockStorage::SemaphoreSlim => format!("semaphore_slim@{:#x}", m.object),
         LockStorage::SyncBlock | LockStorage::ThinLock | LockStorage::Task => format!("monitor@{:#x}", m.object),
     }
 }
@@ -79,6 +87,8 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                 m.recursion,
                 m.owner_managed_id.map_or("none".into(), |i| i.to_string())
             )),
+            // SemaphoreSlims are made after the heap walk (`async_waits`), never read as monitors.
+            LockStorage::SemaphoreSlim => {}
             LockStorage::ThinLock => evidence.push(format!("object header of {:#x}: thin lock of managed thread {}, recursion {}", m.object, m.owner_managed_id.unwrap_or(0), m.recursion)),
             LockStorage::LockObject => evidence.push(format!(
                 "System.Threading.Lock {:#x}: _owningThreadId {}, recursion {}",
@@ -156,6 +166,9 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                             event: Hex(tw.event),
                             event_type: tw.event_type.clone(),
                             event_lock: Hex(tw.lock_object),
+                            async_stack: None,
+                            async_method: None,
+                            queued: None,
                         }),
                         ..ManagedLock::new(LockStorage::Task, tw.task)
                     }),

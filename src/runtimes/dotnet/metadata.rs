@@ -556,6 +556,12 @@ impl Metadata {
         Ok((self.string(mem, ns)?, self.string(mem, name)?))
     }
 
+    /// A TypeRef's ResolutionScope: `Some(rid)` of the enclosing TypeRef when it is nested.
+    pub(crate) fn type_ref_enclosing(&self, mem: &dyn Memory, rid: u32) -> Result<Option<u32>, DotnetError> {
+        let scope = self.cell(mem, TYPE_REF, rid, 0)?;
+        Ok((scope & 3 == 3).then_some(scope >> 2))
+    }
+
     /// A TypeSpec's signature blob.
     pub(crate) fn type_spec(&self, mem: &dyn Memory, rid: u32) -> Result<Vec<u8>, DotnetError> {
         let sig = self.cell(mem, TYPE_SPEC, rid, 0)?;

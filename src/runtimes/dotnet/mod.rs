@@ -28,6 +28,8 @@
 //! without a descriptor (before .NET 9) is [`DotnetReading::Unsupported`]. Nothing here
 //! panics on dump data, and every list walk is bounded and cycle-checked.
 
+pub(crate) mod async_stacks;
+pub(crate) mod async_waits;
 pub(crate) mod blocking;
 pub mod catalog;
 pub(crate) mod codeheap;
@@ -51,10 +53,12 @@ pub mod metadata;
 pub(crate) mod methoddesc;
 pub(crate) mod methodname;
 pub(crate) mod objects;
+pub(crate) mod precode;
 pub(crate) mod rangesection;
 pub(crate) mod readytorun;
 pub(crate) mod report;
 pub(crate) mod runtime;
+pub(crate) mod semaphores;
 pub(crate) mod statics;
 pub(crate) mod syncblock;
 pub mod target;

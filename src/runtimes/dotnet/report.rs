@@ -23,6 +23,106 @@ pub struct DotnetReport {
     pub createdump: Option<super::diaginfo::DiagInfo>,
     /// The sync block table as SOS's `syncblk` counts it; null when it was not read.
     pub sync_table: Option<SyncTableReport>,
+    /// Async stacks as SOS `dumpasync` lists them: chains of tasks and async methods that hold
+    /// no thread, in SOS's order. Empty when none (or not read: see `async_tasks`).
+    #[serde(rename = "async")]
+    pub async_stacks: Vec<AsyncStackReport>,
+    /// Identical async stacks (same awaited type, frame types and states), largest group first.
+    pub async_groups: Vec<AsyncGroupReport>,
+    /// How the async stacks were read; null when the heap was not walked.
+    pub async_tasks: Option<AsyncTasksReport>,
+}
+
+/// One async stack (SOS `dumpasync`'s `STACK n`).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AsyncStackReport {
+    /// What the innermost async method awaits (SOS's `<< Awaiting: … >>` line), or null.
+    pub awaiting: Option<AsyncAwaitingReport>,
+    /// Innermost first, in SOS's order.
+    pub frames: Vec<AsyncFrameReport>,
+    /// Why the stack was cut (too many frames, a continuation cycle), or null.
+    pub cut: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AsyncAwaitingReport {
+    /// As SOS prints it: `System.Runtime.CompilerServices.TaskAwaiter<System.Int32>`.
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// The awaiter object, or the awaiter field inside the state machine.
+    pub address: crate::hex::Hex,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct AsyncFrameReport {
+    /// As SOS prints it: an async method's state machine type
+    /// (`App.Program+<LoadAsync>d__4`), else the object's type.
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// What SOS prints in parentheses: an async method's await state (`0`, `1`; `-1` running),
+    /// else the task's notable flags (`Started|DelegateInvoked`; a space when none), empty for
+    /// a continuation that is no task.
+    pub state: String,
+    /// The task, the async method's box, or the continuation object.
+    pub address: crate::hex::Hex,
+    pub method_table: crate::hex::Hex,
+    /// Continuation levels from the innermost frame (SOS's indentation): a task with several
+    /// continuations has several frames one level deeper.
+    pub depth: u32,
+}
+
+/// Async stacks that read the same (addresses aside).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AsyncGroupReport {
+    /// Indexes into `dotnet.async`.
+    pub stacks: Vec<usize>,
+    /// The awaited type, or null.
+    pub awaiting: Option<String>,
+    /// The first stack's frames.
+    pub frames: Vec<AsyncFrameReport>,
+}
+
+/// What the async stacks were read from.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AsyncTasksReport {
+    /// Tasks on the heap that had not completed (the frames are made of them).
+    pub pending_tasks: usize,
+    /// What was cut (stacks, tasks, continuation lists past their caps), for people.
+    pub cut: Vec<String>,
+}
+
+impl AsyncStackReport {
+    pub(crate) fn of(s: &super::async_stacks::AsyncStack) -> AsyncStackReport {
+        AsyncStackReport {
+            awaiting: s.awaiting.as_ref().map(|a| AsyncAwaitingReport { type_name: a.type_name.clone(), address: crate::hex::Hex(a.address) }),
+            frames: s
+                .frames
+                .iter()
+                .map(|f| AsyncFrameReport {
+                    type_name: f.type_name.clone(),
+                    state: f.state.clone(),
+                    address: crate::hex::Hex(f.address),
+                    method_table: crate::hex::Hex(f.method_table),
+                    depth: f.depth,
+                })
+                .collect(),
+            cut: s.cut.clone(),
+        }
+    }
+}
+
+/// Groups identical stacks as thread stacks are grouped (`graph::groups`): by the awaited type
+/// and each frame's type, state and depth.
+pub(crate) fn async_groups(stacks: &[AsyncStackReport]) -> Vec<AsyncGroupReport> {
+    type Key = (Option<String>, Vec<(String, String, u32)>);
+    let keys: Vec<Key> = stacks
+        .iter()
+        .map(|s| (s.awaiting.as_ref().map(|a| a.type_name.clone()), s.frames.iter().map(|f| (f.type_name.clone(), f.state.clone(), f.depth)).collect()))
+        .collect();
+    crate::graph::groups::group_by_stack(&keys)
+        .into_iter()
+        .map(|idx| AsyncGroupReport { awaiting: keys[idx[0]].0.clone(), frames: stacks[idx[0]].frames.clone(), stacks: idx })
+        .collect()
 }
 
 /// SOS `syncblk`'s `Total` and `Free`.

@@ -175,6 +175,9 @@ impl Runtime for DotnetRuntime<'_> {
                 exceptions: Vec::new(),
                 createdump: None,
                 sync_table: None,
+                async_stacks: Vec::new(),
+                async_groups: Vec::new(),
+                async_tasks: None,
             },
             DotnetReading::Runtime(r) => DotnetReport {
                 summary: reading.summary(),
@@ -186,6 +189,9 @@ impl Runtime for DotnetRuntime<'_> {
                 exceptions: Vec::new(),
                 createdump: None,
                 sync_table: r.sync_table.map(|t| SyncTableReport { address: crate::hex::Hex(t.address), total: t.total, free: t.free }),
+                async_stacks: Vec::new(),
+                async_groups: Vec::new(),
+                async_tasks: None,
             },
         };
         if let Some(x) = self.exceptions() {
@@ -198,7 +204,12 @@ impl Runtime for DotnetRuntime<'_> {
             facts.diagnostics.extend(x.diagnostics.iter().cloned());
         }
         if let (true, Ok(c)) = (self.walks_heap(), &self.context) {
-            gc::report::attach(c, &mut report, &mut facts.locks, &mut facts.diagnostics);
+            if let Some(gc) = gc::report::attach(c, &mut report, &mut facts.locks, &mut facts.diagnostics) {
+                // The objects queued to the pool, when its queues were read.
+                let queued: Option<std::collections::HashSet<u64>> =
+                    self.pool_reading().and_then(|p| p.queues.as_ref().ok()).map(|q| q.items.iter().map(|i| i.object).collect());
+                super::async_waits::link(&report.async_stacks, &gc.semaphores, queued.as_ref(), facts);
+            }
         }
         let gc_stalled = report.gc.as_ref().is_some_and(|g| g.stalled);
         Some(RuntimeReport { section: RuntimeSection::Dotnet(report), gc_stalled })

@@ -376,7 +376,7 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
         let mask = t.global("StaticsPointerMask")?;
         let base = raw & mask;
         if base == 0 {
-            return Err(DotnetError::Invalid { what: "DynamicStaticsInfo", at: info, why: format!("{field} not allocated (the class's statics were never initialized)") });
+            return Err(DotnetError::StaticsNotInitialized { at: info, field });
         }
         Ok(base)
     }

@@ -166,7 +166,12 @@ pub(crate) fn counters(s: &Statics) -> Result<PoolCounters> {
 pub(crate) fn queues(s: &Statics) -> Result<WorkQueues> {
     let core = s.core_lib()?;
     let pool = s.class(core, THREAD_POOL)?;
-    let work_queue = s.static_object(pool, "s_workQueue")?;
+    let work_queue = match s.static_object(pool, "s_workQueue") {
+        // ThreadPool's static constructor makes s_workQueue, and queueing anything reads it:
+        // statics never initialized mean nothing was ever queued.
+        Err(DotnetError::StaticsNotInitialized { .. }) => return Ok(WorkQueues::default()),
+        other => other?,
+    };
     if work_queue == 0 {
         return Err(DotnetError::Invalid { what: "ThreadPool.s_workQueue", at: pool, why: "null".into() });
     }

@@ -60,7 +60,25 @@ pub struct GcReading {
     pub state: GcState,
     /// For each object asked about, the heap objects whose fields refer to it.
     pub(crate) referrers: BTreeMap<u64, Vec<referrers::Referrer>>,
+    /// The async stacks (SOS `dumpasync`), from the tasks this walk collected; `None` when
+    /// CoreLib's `Task` type was not found.
+    pub(crate) async_stacks: Option<super::async_stacks::AsyncReading>,
+    /// The `System.Threading.SemaphoreSlim`s on the heap, address order.
+    pub(crate) semaphores: Vec<super::semaphores::Semaphore>,
     pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Which of the walk's wanted types an object is.
+const WANTED_TASK: u8 = 0;
+const WANTED_SEMAPHORE: u8 = 1;
+
+/// A CoreLib type as the walk recognises it: CoreLib is the module of `System.String`'s
+/// MethodTable; the type is found by name in its TypeDef table.
+fn corelib_type(t: &Target, namer: &TypeNamer, string_mt: u64, namespace: &str, name: &str) -> Option<walk::WantedType> {
+    let module = t.field_ptr(string_mt, "MethodTable", "Module").ok().filter(|&m| m != 0)?;
+    let md = namer.module_metadata(module).ok()?;
+    let rid = md.type_def_by_name(namer.image(), &format!("{namespace}.{name}")).ok()??;
+    Some(walk::WantedType { module, rid })
 }
 
 /// Reads the GC heap of the .NET runtime in `process`; `None` when there is no readable .NET
@@ -157,7 +175,15 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
     let l = &build.layout;
     let Prepared { vars, segments, contexts, free_mt, string_mt, mut diagnostics } = prepare(module, t, build)?;
     let target_set: HashSet<u64> = targets.iter().copied().filter(|&a| a != 0).collect();
-    let input = walk::WalkInput { t, alloc_contexts: &contexts, free_mt, targets: &target_set, string_mt, core: Some(&process.core), collect: false };
+    let task_type = corelib_type(t, namer, string_mt, "System.Threading.Tasks", "Task");
+    let semaphore_type = corelib_type(t, namer, string_mt, "System.Threading", "SemaphoreSlim");
+    // Indexes are WANTED_TASK and WANTED_SEMAPHORE: a missing type is one no MethodTable matches.
+    let none = walk::WantedType { module: u64::MAX, rid: u32::MAX };
+    let wanted = [task_type.unwrap_or(none), semaphore_type.unwrap_or(none)];
+    if task_type.is_none() {
+        diagnostics.push(Diagnostic::warning(STAGE, "System.Threading.Tasks.Task not found in CoreLib's metadata: async stacks not read"));
+    }
+    let input = walk::WalkInput { t, alloc_contexts: &contexts, free_mt, targets: &target_set, string_mt, core: Some(&process.core), wanted: &wanted, collect: false };
     let walks = walk::walk_all(&input, &segments);
     let mut broken = Vec::new();
     for (s, w) in segments.iter().zip(&walks) {
@@ -171,6 +197,20 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
         diagnostics.push(Diagnostic::warning(STAGE, format!("type name of MethodTable {mt:#x}: {e}")).at_address(mt));
     }
     let state = state::gc_state(process, t, &vars, &segments);
+    let collected_cut: u64 = walks.iter().map(|w| w.collected_cut).sum();
+    if collected_cut > 0 {
+        diagnostics.push(Diagnostic::warning(STAGE, format!("{collected_cut} tasks and semaphores past {} per heap segment were not collected: async stacks are cut", walk::MAX_COLLECTED_PER_SEGMENT)));
+    }
+    // SOS skips objects of 24 bytes or less: too small to be a task.
+    let mut tasks: Vec<(u64, u64)> =
+        walks.iter().flat_map(|w| w.collected.iter()).filter(|c| c.wanted == WANTED_TASK && c.size > walk::MIN_OBJECT_SIZE).map(|c| (c.address, c.method_table)).collect();
+    let mut semaphores: Vec<(u64, u64)> = walks.iter().flat_map(|w| w.collected.iter()).filter(|c| c.wanted == WANTED_SEMAPHORE).map(|c| (c.address, c.method_table)).collect();
+    // Address order, as SOS walks the heap: the segments come in generation order (gen0's regions
+    // before gen2's), which on a heap with several regions is not the order dumpasync lists.
+    tasks.sort_unstable();
+    semaphores.sort_unstable();
+    let async_stacks = task_type.map(|tt| super::async_stacks::read(t, namer, l, tt, &tasks));
+    let semaphores = super::semaphores::read(t, namer, l, &semaphores);
     let hits: Vec<walk::Hit> = walks.iter().flat_map(|w| w.hits.iter().copied()).collect();
     let mut by_target: BTreeMap<u64, Vec<referrers::Referrer>> = BTreeMap::new();
     for (target, r) in referrers::resolve(t, namer, l, &hits, string_mt) {
@@ -188,6 +228,8 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
         broken,
         state,
         referrers: by_target,
+        async_stacks,
+        semaphores,
         diagnostics,
     })
 }
@@ -213,7 +255,7 @@ pub(crate) fn read_graph(runtime: &Context<'_>, threads: &[roots::ThreadStack]) 
     };
     let Prepared { vars, segments, contexts, free_mt, string_mt, mut diagnostics } = prepare(runtime.module, &t, build)?;
     let none = HashSet::new();
-    let input = walk::WalkInput { t: &t, alloc_contexts: &contexts, free_mt, targets: &none, string_mt, core: Some(&runtime.process.core), collect: true };
+    let input = walk::WalkInput { t: &t, alloc_contexts: &contexts, free_mt, targets: &none, string_mt, core: Some(&runtime.process.core), wanted: &[], collect: true };
     let walks = walk::walk_all(&input, &segments);
     for (s, w) in segments.iter().zip(&walks) {
         if let Some((at, why)) = &w.broken {

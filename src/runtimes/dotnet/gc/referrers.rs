@@ -40,6 +40,9 @@ pub(crate) struct Field {
     /// From the object's start (its MethodTable pointer).
     pub(crate) offset: u64,
     pub(crate) element_type: u32,
+    /// Its row in the Field table of its class's module (`module`).
+    pub(crate) rid: u32,
+    pub(crate) module: u64,
 }
 
 /// Every instance field of the type `mt`, its parents' included (bounded): the class's
@@ -48,7 +51,13 @@ pub(crate) fn instance_fields(t: &Target, namer: &TypeNamer, l: &Layout, mt: u64
     Statics::new(t, namer, l)
         .instance_fields(mt)
         .into_iter()
-        .map(|f| Field { offset: f.object_offset(), name: f.name, element_type: f.element_type })
+        .map(|f| Field {
+            offset: f.object_offset(),
+            module: t.field_ptr(f.class, "MethodTable", "Module").unwrap_or(0),
+            rid: f.rid,
+            name: f.name,
+            element_type: f.element_type,
+        })
         .collect()
 }
 

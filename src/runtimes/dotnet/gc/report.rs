@@ -7,7 +7,7 @@ use super::GcReading;
 use crate::diagnostics::Diagnostic;
 use crate::hex::Hex;
 use super::super::context::Context;
-use super::super::report::DotnetReport;
+use super::super::report::{async_groups, AsyncStackReport, AsyncTasksReport, DotnetReport};
 use crate::waits::LockFact;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -43,6 +43,10 @@ pub struct HeapReport {
     #[serde(skip)]
     #[schemars(skip)]
     pub dominator_tree: Vec<DominatorNode>,
+    /// What every reachable object retains together: the icicle's full width.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub reachable_bytes: u64,
 }
 
 /// One type's retained bytes.
@@ -234,12 +238,18 @@ impl ReferrerReport {
 
 /// Reads the GC heap into `report` (`dotnet.heap`, `dotnet.gc`), and names the objects of the
 /// .NET locks in `locks` by the heap objects that refer to them.
-pub(crate) fn attach(runtime: &Context<'_>, report: &mut DotnetReport, locks: &mut [LockFact], diagnostics: &mut Vec<Diagnostic>) {
+/// Returns the reading, for what is built on it (the semaphores' waits).
+pub(crate) fn attach(runtime: &Context<'_>, report: &mut DotnetReport, locks: &mut [LockFact], diagnostics: &mut Vec<Diagnostic>) -> Option<GcReading> {
     let targets: Vec<u64> =
         locks.iter().filter(|l| l.kind.is_on_managed_object()).filter_map(|l| l.managed.as_ref()).map(|m| m.object.0).collect();
     match super::read_in(runtime, &targets) {
         Ok(gc) => {
             report.heap = Some(HeapReport::of(&gc));
+            if let Some(a) = &gc.async_stacks {
+                report.async_stacks = a.stacks.iter().map(AsyncStackReport::of).collect();
+                report.async_groups = async_groups(&report.async_stacks);
+                report.async_tasks = Some(AsyncTasksReport { pending_tasks: a.pending_tasks, cut: a.cut.clone() });
+            }
             report.gc = Some(GcReport::of(&gc));
             for l in locks.iter_mut() {
                 let Some(m) = l.managed.as_mut() else { continue };
@@ -251,9 +261,13 @@ pub(crate) fn attach(runtime: &Context<'_>, report: &mut DotnetReport, locks: &m
                     m.referrers = rs.into_iter().map(ReferrerReport::of).collect();
                 }
             }
-            diagnostics.extend(gc.diagnostics);
+            diagnostics.extend(gc.diagnostics.iter().cloned());
+            Some(gc)
         }
-        Err(why) => diagnostics.push(Diagnostic::warning(super::STAGE, why)),
+        Err(why) => {
+            diagnostics.push(Diagnostic::warning(super::STAGE, why));
+            None
+        }
     }
 }
 
@@ -269,6 +283,7 @@ impl HeapReport {
             unreachable: None,
             suspects: Vec::new(),
             dominator_tree: Vec::new(),
+            reachable_bytes: 0,
         }
     }
 }
@@ -402,6 +417,7 @@ pub(crate) fn attach_retention(heap: &mut HeapReport, g: &super::graph::ObjectGr
         })
         .collect();
     debug_assert!(heap.suspects.iter().all(|s| s.heap_percent >= SUSPECT_PERCENT as f64));
+    heap.reachable_bytes = r.retained[0];
     heap.dominator_tree = r
         .top_of_tree(ICICLE_MIN_SHARE, ICICLE_DEPTH, ICICLE_NODES)
         .into_iter()

@@ -83,8 +83,82 @@ pub(crate) struct SegmentWalk {
     pub(crate) broken: Option<(u64, String)>,
     /// Words that hold one of the [`WalkInput::targets`].
     pub(crate) hits: Vec<Hit>,
+    /// Objects of the [`WalkInput::wanted`] types (or types derived from them), in heap order.
+    pub(crate) collected: Vec<Collected>,
+    /// Objects of wanted types past [`MAX_COLLECTED_PER_SEGMENT`], counted, not kept.
+    pub(crate) collected_cut: u64,
     /// Every object but the free ones, in address order, when [`WalkInput::collect`] asks.
     pub(crate) nodes: SegmentNodes,
+}
+
+/// A type the walk collects the objects of (with those of the types derived from it): its
+/// TypeDef in its module, as every MethodTable of it and of its instantiations records them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WantedType {
+    /// The `Module` its MethodTables point at.
+    pub(crate) module: u64,
+    /// Its TypeDef's row (`MTFlags2 >> 8`).
+    pub(crate) rid: u32,
+}
+
+/// An object of a wanted type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Collected {
+    /// Which of [`WalkInput::wanted`] its type is or derives from.
+    pub(crate) wanted: u8,
+    pub(crate) address: u64,
+    pub(crate) method_table: u64,
+    /// Its size as SOS counts it.
+    pub(crate) size: u64,
+}
+
+/// Wanted objects kept per segment at most (a dump with a million live tasks is rare; past
+/// this the async stacks are cut, and say so).
+pub(crate) const MAX_COLLECTED_PER_SEGMENT: usize = 1 << 20;
+/// Parent types followed at most when asking whether a type derives from a wanted one.
+const MAX_PARENTS: usize = 32;
+
+/// Whether the type `mt` is `wanted` or derives from it.
+pub(crate) fn derives_from(t: &Target, mt: u64, wanted: WantedType) -> bool {
+    let mut at = mt;
+    for _ in 0..MAX_PARENTS {
+        if at == 0 {
+            return false;
+        }
+        let (Ok(flags2), Ok(module)) = (t.field_u32(at, "MethodTable", "MTFlags2"), t.field_ptr(at, "MethodTable", "Module")) else { return false };
+        if flags2 >> 8 == wanted.rid && module == wanted.module {
+            return true;
+        }
+        match t.field_ptr(at, "MethodTable", "ParentMethodTable") {
+            Ok(p) if p != at => at = p,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// Which wanted type `mt` is or derives from (the first found going up its parents).
+fn wanted_kind(t: &Target, wanted: &[WantedType], mt: u64, shape: &TypeShape) -> Option<u8> {
+    // Arrays and strings derive from no wanted type (and their MTFlags2 hold no TypeDef).
+    if wanted.is_empty() || shape.component_size != 0 {
+        return None;
+    }
+    let mut at = mt;
+    for _ in 0..MAX_PARENTS {
+        if at == 0 {
+            return None;
+        }
+        let rid = t.field_u32(at, "MethodTable", "MTFlags2").ok()? >> 8;
+        let module = t.field_ptr(at, "MethodTable", "Module").ok()?;
+        if let Some(i) = wanted.iter().position(|w| w.rid == rid && w.module == module) {
+            return u8::try_from(i).ok();
+        }
+        match t.field_ptr(at, "MethodTable", "ParentMethodTable") {
+            Ok(p) if p != at => at = p,
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// The objects of one segment, for the object graph: addresses ascending, each one's
@@ -109,6 +183,9 @@ pub(crate) struct WalkInput<'a> {
     pub(crate) string_mt: u64,
     /// The core, for read-ahead and release hints on each segment's pages.
     pub(crate) core: Option<&'a crate::core::Core>,
+    /// Types whose objects (and those of derived types) the walk collects: tasks for the async
+    /// stacks, SemaphoreSlims. Empty: none.
+    pub(crate) wanted: &'a [WantedType],
     /// Keep every object's address, type and size ([`SegmentWalk::nodes`]).
     pub(crate) collect: bool,
 }
@@ -136,7 +213,7 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
     let t = input.t;
     let mut out = SegmentWalk::default();
     // Per type met here: its shape and the counts (one hash lookup per object, Fx-hashed).
-    let mut seen: FxHashMap<u64, (TypeShape, TypeCount)> = FxHashMap::default();
+    let mut seen: FxHashMap<u64, (TypeShape, TypeCount, Option<u8>)> = FxHashMap::default();
     // MethodTable → index into `out.nodes.method_tables`.
     let mut type_index: FxHashMap<u64, u32> = FxHashMap::default();
     let unmask = t.global("ObjectToMethodTableUnmask").unwrap_or(7);
@@ -194,12 +271,13 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
             out.broken = Some((at, "object with a null MethodTable".into()));
             break;
         }
-        let shape = match seen.get(&mt) {
-            Some((sh, _)) => *sh,
+        let (shape, kind) = match seen.get(&mt) {
+            Some((sh, _, k)) => (*sh, *k),
             None => match TypeShape::read(t, mt, input.free_mt) {
                 Ok(sh) => {
-                    seen.insert(mt, (sh, TypeCount::default()));
-                    sh
+                    let k = wanted_kind(t, input.wanted, mt, &sh);
+                    seen.insert(mt, (sh, TypeCount::default(), k));
+                    (sh, k)
                 }
                 Err(e) => {
                     out.broken = Some((at, e));
@@ -227,7 +305,14 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
         if !input.targets.is_empty() && mt != input.free_mt && mt != input.string_mt && out.hits.len() < MAX_HITS_PER_SEGMENT {
             scan(input, at, mt, step, bounds, &mut out.hits);
         }
-        if let Some((_, c)) = seen.get_mut(&mt) {
+        if let Some(wanted) = kind {
+            if out.collected.len() < MAX_COLLECTED_PER_SEGMENT {
+                out.collected.push(Collected { wanted, address: at, method_table: mt, size });
+            } else {
+                out.collected_cut += 1;
+            }
+        }
+        if let Some((_, c, _)) = seen.get_mut(&mt) {
             c.count += 1;
             c.bytes += size;
         }
@@ -251,7 +336,7 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
             }
         };
     }
-    out.types = seen.into_iter().map(|(mt, (_, c))| (mt, c)).collect();
+    out.types = seen.into_iter().map(|(mt, (_, c, _))| (mt, c)).collect();
     if let Some(core) = input.core {
         core.done_reading(s.start, s.allocated - s.start);
     }
