@@ -324,3 +324,69 @@ fn a_dotnet_9_process_says_plainly_what_knot_cannot_read() {
     assert_ne!(r["verdict"], "deadlock");
     assert_eq!(syncblk("net9_abba").len(), 2, "SOS sees the two held monitors knot says it did not read");
 }
+
+/// `dumpheap -stat` rows: MethodTable → (count, bytes, name), and the totals.
+fn dumpheap_stat(sample: &str) -> (std::collections::BTreeMap<u64, (u64, u64, String)>, (u64, u64)) {
+    let text = sos(sample, "dumpheap-stat.txt");
+    let num = |s: &str| s.replace(',', "").parse::<u64>().unwrap_or_else(|_| panic!("not a number: {s:?}"));
+    let mut rows = std::collections::BTreeMap::new();
+    let mut totals = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("Total ") {
+            let (objects, bytes) = rest.split_once(" objects, ").expect("Total line");
+            totals = Some((num(objects), num(bytes.trim_end_matches(" bytes"))));
+            break;
+        }
+        let line = line.trim_start();
+        let mut it = line.split_whitespace();
+        let (Some(mt), Some(count), Some(bytes)) = (it.next(), it.next(), it.next()) else { continue };
+        let Ok(mt) = u64::from_str_radix(mt, 16) else { continue };
+        if mt < 0x1000 {
+            continue;
+        }
+        let name = line[line.find(bytes).expect("bytes") + bytes.len()..].trim().to_string();
+        rows.insert(mt, (num(count), num(bytes), name));
+    }
+    (rows, totals.expect("a Total line"))
+}
+
+#[test]
+fn another_net_10_build_reads_monitors_heap_and_hard_limit_as_sos_with_no_files() {
+    // monitor_abba's wedge run on the 10.0.15 runtime pack (self-contained), not the machine's
+    // 10.0.12: its per-build facts (sync blocks, the GC's hard limit) come from the catalogue
+    // and analyzers/dotnet/coreclr-10.0.toml's 10.0.15 entry.
+    let sample = "runtime_10_0_15";
+    let r = report(&deploy_dir(sample).join("core.gz"), no_files());
+    assert_eq!(r["dotnet"]["runtime_version"], "10.0.15");
+    assert!(r["dotnet"]["summary"].as_str().unwrap_or_default().contains("descriptor from catalog"), "{}", r["dotnet"]["summary"]);
+    assert_eq!(r["verdict"], "deadlock");
+    assert_eq!(r["verdict_limits"], serde_json::json!([]), "nothing hidden on a catalogued 10.0 build");
+    assert_eq!(monitors(&r), syncblk(sample));
+    assert_eq!(r["dotnet"]["managed_threads"].as_u64(), Some(clrthreads_count(sample)));
+    // Every type row of SOS's dumpheap -stat, and its totals.
+    let (sos_rows, (objects, bytes)) = dumpheap_stat(sample);
+    let heap = &r["dotnet"]["heap"];
+    let knot_rows: std::collections::BTreeMap<u64, (u64, u64, String)> = heap["types"]
+        .as_array()
+        .expect("dotnet.heap.types")
+        .iter()
+        .map(|t| {
+            let mt = u64::from_str_radix(t["method_table"].as_str().expect("method_table").trim_start_matches("0x"), 16).expect("hex");
+            (mt, (t["count"].as_u64().expect("count"), t["bytes"].as_u64().expect("bytes"), t["name"].as_str().expect("name").to_string()))
+        })
+        .collect();
+    assert!(sos_rows.len() > 100, "{} SOS rows", sos_rows.len());
+    assert_eq!(knot_rows, sos_rows, "dumpheap -stat rows");
+    assert_eq!((heap["total_objects"].as_u64(), heap["total_bytes"].as_u64()), (Some(objects), Some(bytes)));
+    // The process ran with DOTNET_GCHeapHardLimit (info.txt): the limit is read from the place
+    // the catalogue found in 10.0.15's code, and said to be the setting.
+    let info = std::fs::read_to_string(deploy_dir(sample).join("info.txt")).expect("info.txt");
+    let limit = info.split_whitespace().find_map(|w| w.strip_prefix("DOTNET_GCHeapHardLimit=")).expect("the run's setting");
+    let limit = u64::from_str_radix(limit.trim_start_matches("0x").trim_end_matches(')'), 16).expect("hex");
+    assert_eq!(r["dotnet"]["gc"]["hard_limit_bytes"].as_u64(), Some(limit));
+    assert_eq!(r["dotnet"]["gc"]["hard_limit_source"], "setting");
+    let frames = r["threads"].to_string();
+    for f in ["Knot.Samples.MonitorAbba.Program.WaitForAuditLock", "Knot.Samples.MonitorAbba.Program.WaitForLedgerLock", "System.Threading.Monitor.Enter"] {
+        assert!(frames.contains(f), "no managed frame {f}");
+    }
+}

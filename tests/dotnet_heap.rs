@@ -163,7 +163,50 @@ fn segments_and_regions_equal_sos_eeheap() {
         knot.sort();
         assert_eq!(knot, sos, "{}: segments", d.name);
         assert_eq!(r.layout, gc::HeapLayout::Regions, "{}", d.name);
-        assert!(!r.server, "{}: workstation GC", d.name);
+        // Server GC has a heap per core (heap_population/server: 2), each with its own regions:
+        // the walk covers every heap SOS lists.
+        let text = oracle(d, "eeheap-gc.txt");
+        let heaps = text.lines().find_map(|l| l.strip_prefix("Number of GC Heaps: ")).map_or(1, |n| num(n.trim()));
+        assert_eq!(r.heap_count as u64, heaps, "{}: GC heaps", d.name);
+        assert_eq!(r.server, oracle(d, "eeversion.txt").contains("Server mode"), "{}: server GC", d.name);
+    }
+}
+
+/// The hard limit the process ran with, from the command recorded beside its dump (`info.txt`):
+/// `DOTNET_GCHeapHardLimit=0x…` exactly, `…Percent` some limit; under a memory cgroup limit and no
+/// setting (`fake-cgroup-limit.sh BYTES`: monitor_abba/container) the GC's container default,
+/// max(20 MiB, 75 % of the limit); none otherwise.
+#[test]
+fn hard_limit_is_the_setting_the_process_ran_with() {
+    let mut limited = 0;
+    for (d, r) in loaded() {
+        let info = std::fs::read_to_string(d.dir.join("info.txt")).unwrap_or_default();
+        let how = info.lines().find(|l| l.starts_with("how ")).unwrap_or_default();
+        let setting = how.split_whitespace().find_map(|w| w.strip_prefix("DOTNET_GCHeapHardLimit=")).map(|v| hex(v.trim_end_matches(|c: char| !c.is_ascii_hexdigit())));
+        let s = &r.state;
+        match setting {
+            Some(bytes) => {
+                assert_eq!(s.hard_limit_bytes, Some(bytes), "{}: {how}", d.name);
+                assert_eq!(s.hard_limit_source, Some(gc::HardLimitSource::Setting), "{}", d.name);
+                limited += 1;
+            }
+            None if how.contains("fake-cgroup-limit.sh ") => {
+                let cgroup: u64 = how.split("fake-cgroup-limit.sh ").nth(1).and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()).map(num).expect("the limit");
+                assert_eq!(s.hard_limit_bytes, Some((cgroup * 75 / 100).max(20 << 20)), "{}: {how}", d.name);
+                assert_eq!(s.hard_limit_source, Some(gc::HardLimitSource::ContainerDefault), "{}", d.name);
+                limited += 1;
+            }
+            None if how.contains("DOTNET_GCHeapHardLimitPercent=") => {
+                assert!(s.hard_limit_bytes.is_some_and(|b| b > 0), "{}: {how}", d.name);
+                assert_eq!(s.hard_limit_source, Some(gc::HardLimitSource::Setting), "{}", d.name);
+            }
+            // No setting and no cgroup limit where these were made: no limit.
+            None => assert_eq!(s.hard_limit_bytes, None, "{}: {how}", d.name),
+        }
+        eprintln!("{}: {} GC, hard limit {:?}", d.name, if r.server { "server" } else { "workstation" }, s.hard_limit_bytes);
+    }
+    if !loaded().is_empty() {
+        assert!(limited > 0, "no dump ran with DOTNET_GCHeapHardLimit");
     }
 }
 

@@ -12,6 +12,9 @@
 #
 #   sample             kinds                      how the dump is made
 #   monitor_abba       heap full mini triage      createdump --withheap|--full|--normal|--triage PID
+#                      container                  createdump --withheap PID, the process run as if in a
+#                                                 container with a 2 GiB memory limit and no GCHeapHardLimit
+#                                                 (fake-cgroup-limit.sh 2147483648): the GC's container default
 #   autofac_container  heap                       createdump --withheap PID
 #   sync_over_async    heap                       createdump --withheap PID
 #   lock_abba          heap                       createdump --withheap PID
@@ -26,6 +29,9 @@
 #   heap_population    heap                       createdump --withheap PID, under
 #                                                 DOTNET_GCHeapHardLimitPercent=0x32 (a known object
 #                                                 population; an ABBA deadlock on two classes' _gate fields)
+#                      server                     the same under server GC, one heap per core (DOTNET_gcServer=1,
+#                                                 DOTNET_GCDynamicAdaptationMode=0: no DATAS, which starts with
+#                                                 one heap) and DOTNET_GCHeapHardLimit=0x20000000
 #   gc_oom             heap                       under DOTNET_GCHeapHardLimit=0x4000000 the program fills
 #                                                 the heap, catches OutOfMemoryException and FailFasts;
 #                                                 the runtime writes the dump (DOTNET_DbgMiniDumpType=2)
@@ -58,6 +64,10 @@
 #                                                 (singlefilehost 10.0.12), no libcoreclr.so; createdump --withheap
 #   net9_abba          heap                       the same on .NET 9 (net9.0, self-contained from the 9.0.23 runtime
 #                                                 pack); the publish directory's own createdump --withheap
+#   runtime_10_0_15    heap                       monitor_abba's wedge (its Program.cs) published self-contained
+#                                                 from the 10.0.15 runtime pack (a catalogued build other than
+#                                                 the machine's 10.0.12), under DOTNET_GCHeapHardLimit=0x10000000;
+#                                                 the publish directory's own createdump --withheap
 #   orleans_silo       heap                       a real Orleans 10.4.2 silo (Microsoft.Orleans.Server): 9 grain
 #                                                 activations and 1 grain call wait behind a cache's lock whose
 #                                                 holder waits for that grain call; createdump --withheap PID
@@ -99,23 +109,23 @@ log() { printf '[make-dumps] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 ALL_JOBS=(
-  monitor_abba/heap monitor_abba/full monitor_abba/mini monitor_abba/triage
+  monitor_abba/heap monitor_abba/full monitor_abba/mini monitor_abba/triage monitor_abba/container
   autofac_container/heap
   sync_over_async/heap
   lock_abba/heap
   pinvoke_mutex/heap pinvoke_mutex/full
   failfast/heap failfast/full failfast/mini failfast/triage
   unhandled_exception/heap failfast_exception/heap stack_overflow/heap
-  heap_population/heap gc_oom/heap unhandled_oom/heap
+  heap_population/heap heap_population/server gc_oom/heap unhandled_oom/heap
   idle_runtime/heap heap_growth/twice
   heap_graph/heap
   pool_queue/heap
   async_tcs/heap semaphore_async/heap
-  self_contained/heap single_file/heap net9_abba/heap
+  self_contained/heap single_file/heap net9_abba/heap runtime_10_0_15/heap
   orleans_silo/heap orleans_silo/again
 )
 # Samples run from their `dotnet publish` output (their own runtime), not with the machine's.
-PUBLISHED=" self_contained single_file net9_abba "
+PUBLISHED=" self_contained single_file net9_abba runtime_10_0_15 "
 is_published() { [[ "$PUBLISHED" == *" $1 "* ]]; }
 publish_dir() { echo "$ARTIFACTS/publish/$1/debug_linux-x64"; }
 # Samples that die by themselves (no wedge, no 'ready'): the runtime dumps them.
@@ -473,7 +483,7 @@ oracle() {  # oracle SAMPLE DIR
     heap_population)
       sos_gcrefs "$core" "$dir/sos/inventory-refs.txt" "Knot.Samples.HeapPopulation.Inventory"
       sos_gcrefs "$core" "$dir/sos/ledger-refs.txt" "Knot.Samples.HeapPopulation.Ledger" ;;
-    monitor_abba|failfast|pinvoke_mutex|self_contained|single_file|net9_abba)
+    monitor_abba|failfast|pinvoke_mutex|self_contained|single_file|net9_abba|runtime_10_0_15)
       sos_gcrefs "$core" "$dir/sos/lock-objects.txt" "Knot.Samples." ;;
     heap_graph)
       sos_gcroots "$core" "$dir/sos/gcroot.txt" "Knot.Samples.HeapGraph." ;;
@@ -619,7 +629,7 @@ run_job() {  # run_job SAMPLE KIND
     [[ -f "$dll" ]] || die "$dll not built"
   fi
   rm -rf "$dir"; mkdir -p "$dir"
-  local flags="" how="" env=() args=()
+  local flags="" how="" env=() args=() wrap=()
   case "$sample/$kind" in
     failfast/*)
       local t
@@ -640,6 +650,18 @@ run_job() {  # run_job SAMPLE KIND
       env=(DOTNET_GCHeapHardLimitPercent=0x32)
       flags="--withheap"
       how="$CREATEDUMP -f $dir/core --withheap PID (process run with ${env[*]})" ;;
+    monitor_abba/container)
+      wrap=("$HERE/fake-cgroup-limit.sh" 2147483648)
+      flags="--withheap"
+      how="$CREATEDUMP -f $dir/core --withheap PID (process run by fake-cgroup-limit.sh 2147483648: a 2 GiB memory cgroup limit as the runtime reads it, no GCHeapHardLimit)" ;;
+    heap_population/server)
+      env=(DOTNET_gcServer=1 DOTNET_GCDynamicAdaptationMode=0 DOTNET_GCHeapHardLimit=0x20000000)
+      flags="--withheap"
+      how="$CREATEDUMP -f $dir/core --withheap PID (process run with ${env[*]})" ;;
+    runtime_10_0_15/heap)
+      env=(DOTNET_GCHeapHardLimit=0x10000000)
+      flags="--withheap"
+      how="$createdump -f $dir/core --withheap PID (process run with ${env[*]})" ;;
     unhandled_exception/heap|failfast_exception/heap|stack_overflow/heap)
       env=(DOTNET_DbgEnableMiniDump=1 DOTNET_DbgMiniDumpType=2 "DOTNET_DbgMiniDumpName=$dir/core"
            DOTNET_EnableCrashReport=1)
@@ -655,7 +677,7 @@ run_job() {  # run_job SAMPLE KIND
   # Own cwd, no kernel core (FailFast aborts the process after createdump).
   (
     cd "$dir"; ulimit -c 0
-    exec env "${env[@]}" "$host" $dll "${args[@]}" >"$dir/stdout.txt" 2>"$dir/stderr.txt"
+    exec env "${env[@]}" "${wrap[@]}" "$host" $dll "${args[@]}" >"$dir/stdout.txt" 2>"$dir/stderr.txt"
   ) &
   local pid=$!
   PIDS+=("$pid")

@@ -9,7 +9,7 @@
 #   ONLY="sample/kind ..."  pack only these jobs, replacing just their directories
 #                           (and their samples' app/), and leave the rest of DEST alone
 #   DEPLOY="sample/kind ..." the deployment-shape dumps packed into deploy-dumps/ (default: all
-#                           three; DEPLOY="" none)
+#                           four; DEPLOY="" none)
 set -Eeuo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,6 +31,7 @@ COMMITTED=(
   failfast_exception/heap
   stack_overflow/heap
   heap_population/heap
+  heap_population/server
   gc_oom/heap
   unhandled_oom/heap
   idle_runtime/heap
@@ -93,7 +94,7 @@ du -sb "$DEST" | awk '{printf "total %d bytes (%.1f MiB)\n", $1, $1/1048576}'
 # oracles but no runtime or app files — tests/dotnet_catalog.rs reads them with nothing at hand.
 # DEPLOY="" skips them; DEPLOY="sample/kind ..." packs only those.
 DEPLOY_DEST="$HERE/deploy-dumps"
-for job in ${DEPLOY-self_contained/heap single_file/heap net9_abba/heap}; do
+for job in ${DEPLOY-self_contained/heap single_file/heap net9_abba/heap runtime_10_0_15/heap}; do
   src="$SRC/$job"; dst="$DEPLOY_DEST/$job"
   [[ -f "$src/core" ]] || { echo "missing $src/core (run make-dumps.sh $job first)" >&2; exit 1; }
   rm -rf "$dst"; mkdir -p "$dst"

@@ -116,6 +116,10 @@ pub struct Build {
     pub dac_table_rva: Option<u64>,
     /// The main descriptor first, then its sub-descriptors.
     pub(crate) descriptors: Vec<DescriptorImage>,
+    /// Where the GC's container-default hard limit is stored: `gc_heap::heap_hard_limit` of the
+    /// workstation and of the server GC, link-time addresses, sorted (x86-64 builds; see
+    /// [`super::hard_limit_store`]).
+    pub(crate) heap_hard_limit: Vec<u64>,
 }
 
 impl Build {
@@ -147,6 +151,7 @@ impl Build {
                 descriptors.push(image_from_file(file, header, Some(sub))?);
             }
         }
+        let heap_hard_limit = if rid == "linux-x64" { super::hard_limit_store::heap_hard_limit_rvas(file) } else { Vec::new() };
         Ok(Build {
             runtime_version: runtime_version.into(),
             rid: rid.into(),
@@ -158,6 +163,7 @@ impl Build {
             descriptor_rva,
             dac_table_rva,
             descriptors,
+            heap_hard_limit,
         })
     }
 }
@@ -218,6 +224,8 @@ struct RawBuild {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     dac_table: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    heap_hard_limit: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     descriptors: Vec<RawDescriptor>,
 }
 
@@ -274,6 +282,17 @@ pub fn parse(file: &'static str, text: &str) -> Result<Vec<Build>, CatalogError>
             };
             let descriptor_rva = addr("descriptor", &b.descriptor)?;
             let dac_table_rva = addr("dac_table", &b.dac_table)?;
+            if b.heap_hard_limit.len() > 8 {
+                return Err(bad(format!("{name}: {} heap_hard_limit addresses", b.heap_hard_limit.len())));
+            }
+            let heap_hard_limit = b
+                .heap_hard_limit
+                .iter()
+                .map(|s| match SlotValue::parse(s) {
+                    Some(SlotValue::InModule(rva)) => Ok(rva),
+                    _ => Err(bad(format!("{name}: heap_hard_limit {s:?} is not +0x…"))),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             let descriptors = b
                 .descriptors
                 .into_iter()
@@ -325,6 +344,7 @@ pub fn parse(file: &'static str, text: &str) -> Result<Vec<Build>, CatalogError>
                 descriptor_rva,
                 dac_table_rva,
                 descriptors,
+                heap_hard_limit,
             })
         })
         .collect()
@@ -348,6 +368,7 @@ pub fn render(builds: &[Build]) -> String {
             commit: b.commit.clone(),
             descriptor: b.descriptor_rva.map(|v| format!("{v:#x}")),
             dac_table: b.dac_table_rva.map(|v| format!("{v:#x}")),
+            heap_hard_limit: b.heap_hard_limit.iter().map(|&rva| SlotValue::InModule(rva).spell()).collect(),
             descriptors: b
                 .descriptors
                 .iter()
@@ -382,7 +403,9 @@ const HEADER: &str = "\
 # of the exported DotNetRuntimeContractDescriptor and g_dacTable. [[build.descriptors]]: each
 # contract descriptor (the exported one first) as the process holds it after relocation:
 # header, JSON text (by digest, in [json]) and pointer data, where \"+0x…\" is an address in the
-# module (add the load bias) and \"0x…\" a value the dynamic linker leaves alone.
+# module (add the load bias) and \"0x…\" a value the dynamic linker leaves alone. heap_hard_limit:
+# where the GC's container-default hard limit is stored (gc_heap::heap_hard_limit of the server
+# and the workstation GC, found in the x86-64 code; src/runtimes/dotnet/hard_limit_store.rs).
 
 ";
 
@@ -441,6 +464,18 @@ mod tests {
         let all = builtin().expect("the catalogue parses");
         assert!(!all.is_empty());
         assert!(lookup("79945f51fb2612f13b7667a10a8fd29122664791").is_some(), "10.0.12 libcoreclr is catalogued");
+    }
+
+    #[test]
+    fn every_x86_64_build_has_two_hard_limit_stores_and_10_0_12s_is_the_variable_found_by_value() {
+        let all = builtin().expect("the catalogue parses");
+        for b in all.iter().filter(|b| b.rid == "linux-x64") {
+            assert_eq!(b.heap_hard_limit.len(), 2, "{} {}: the workstation and the server GC's", b.runtime_version, b.file);
+        }
+        // WKS::gc_heap::heap_hard_limit of 10.0.12's libcoreclr.so, found by value on gc_oom,
+        // heap_population and monitor_abba before the code was read (coreclr-10.0.toml).
+        let b = lookup("79945f51fb2612f13b7667a10a8fd29122664791").expect("10.0.12");
+        assert!(b.heap_hard_limit.contains(&0x6da020), "{:x?}", b.heap_hard_limit);
     }
 
     #[test]

@@ -91,9 +91,6 @@ pub(crate) struct Layout {
     pub(crate) sync_block_cache_free_sync_table_index: Option<u64>,
     #[serde(default)]
     pub(crate) sync_block_cache_sync_table_size: Option<u64>,
-    /// `gc_heap::heap_hard_limit` (workstation GC), from the module's start.
-    #[serde(default)]
-    pub(crate) gc_heap_hard_limit_rva: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -45,6 +45,7 @@ pub mod facts;
 pub(crate) mod failfast;
 pub(crate) mod frames;
 pub mod gc;
+pub(crate) mod hard_limit_store;
 pub(crate) mod idle;
 pub mod locate;
 pub(crate) mod locks;

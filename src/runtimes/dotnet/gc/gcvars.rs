@@ -142,6 +142,9 @@ pub(crate) struct GcVars {
     pub(crate) max_generation: u32,
     /// `current_c_gc_state`: 0 marking, 1 planning, 2 free (no background GC running).
     pub(crate) background_gc_state: Option<u32>,
+    /// Where `current_c_gc_state` is: one of this GC's own statics (workstation or server), which
+    /// tells which of the runtime's two `heap_hard_limit` variables is this GC's.
+    pub(crate) gc_state_var: Option<u64>,
     pub(crate) heaps: Vec<Heap>,
     /// `total_generation_count` (gen0..gen2, LOH, POH on .NET 7+).
     pub(crate) generation_count: u64,
@@ -174,7 +177,8 @@ impl GcVars {
         }
         let layout = if allocation_start_off < 0 { HeapLayout::Regions } else { HeapLayout::Segments };
         let opt_var = |off: u64| -> Option<u64> { ptr(off, "var").ok().filter(|&p| p != 0) };
-        let background_gc_state = opt_var(var::CURRENT_C_GC_STATE).and_then(|p| t.read_u32(p, "current_c_gc_state").ok());
+        let gc_state_var = opt_var(var::CURRENT_C_GC_STATE);
+        let background_gc_state = gc_state_var.and_then(|p| t.read_u32(p, "current_c_gc_state").ok());
 
         let generations_at = |table: u64| -> Result<Vec<Generation>> {
             (0..generation_count)
@@ -226,7 +230,7 @@ impl GcVars {
             }
         }
         let handle_table_map = ptr(var::HANDLE_TABLE_MAP, "handle_table_map").unwrap_or(0);
-        Ok(GcVars { server, layout, max_generation, background_gc_state, heaps, generation_count, handle_table_map })
+        Ok(GcVars { server, layout, max_generation, background_gc_state, gc_state_var, heaps, generation_count, handle_table_map })
     }
 
     /// Every segment or region of every heap, in the order SOS walks them: LOH, gen2 (with

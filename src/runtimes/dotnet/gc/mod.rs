@@ -30,6 +30,7 @@ pub(crate) mod why_alive;
 
 pub use gcvars::{HeapLayout, Segment, SegmentKind};
 pub(crate) use state::GcState;
+pub use state::HardLimitSource;
 pub(crate) use stats::HeapStats;
 
 use super::context::Context;
@@ -51,7 +52,7 @@ const GC_HEAP_SVR: u32 = 2;
 pub struct GcReading {
     pub layout: HeapLayout,
     pub server: bool,
-    pub(crate) heap_count: usize,
+    pub heap_count: usize,
     pub segments: Vec<Segment>,
     pub stats: HeapStats,
     /// Segments whose walk stopped early: (segment, where, why).
@@ -195,7 +196,7 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
     for (mt, e) in name_errors {
         diagnostics.push(Diagnostic::warning(STAGE, format!("type name of MethodTable {mt:#x}: {e}")).at_address(mt));
     }
-    let state = state::gc_state(process, t, build, &vars, &segments);
+    let state = state::gc_state(process, t, &vars, &segments);
     let collected_cut: u64 = walks.iter().map(|w| w.collected_cut).sum();
     if collected_cut > 0 {
         diagnostics.push(Diagnostic::warning(STAGE, format!("{collected_cut} tasks and semaphores past {} per heap segment were not collected: async stacks are cut", walk::MAX_COLLECTED_PER_SEGMENT)));

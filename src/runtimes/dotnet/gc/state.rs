@@ -2,7 +2,6 @@
 //! limit, whether a GC was in progress, and the last out-of-memory it recorded (SOS
 //! `analyzeoom`'s reading of `oom_history`).
 
-use super::super::facts::BuildFacts;
 use super::super::target::Target;
 use super::gcvars::{GcVars, OomHistory, Segment, SegmentKind};
 use crate::process::Process;
@@ -33,7 +32,7 @@ impl Committed {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum HardLimitSource {
+pub enum HardLimitSource {
     /// `GCHeapHardLimit` (or `GCHeapHardLimitPercent`) in the process's environment.
     Setting,
     /// No setting: the GC's default under a container memory limit (75 % of it).
@@ -67,8 +66,8 @@ pub struct GcState {
     pub committed: Committed,
     pub(crate) committed_bytes: u64,
     /// The heap hard limit in bytes (`None`: no limit, or not known for this build).
-    pub(crate) hard_limit_bytes: Option<u64>,
-    pub(crate) hard_limit_source: Option<HardLimitSource>,
+    pub hard_limit_bytes: Option<u64>,
+    pub hard_limit_source: Option<HardLimitSource>,
     /// Whether this runtime build's limit could be read (its place is a per-build fact).
     pub(crate) hard_limit_read: bool,
     /// The runtime was suspended for a GC, or a background GC was running.
@@ -78,7 +77,7 @@ pub struct GcState {
     pub last_oom: Option<LastOom>,
 }
 
-pub(crate) fn gc_state(process: &Process, t: &Target, build: &BuildFacts, vars: &GcVars, segments: &[Segment]) -> GcState {
+pub(crate) fn gc_state(process: &Process, t: &Target, vars: &GcVars, segments: &[Segment]) -> GcState {
     let mut c = Committed::default();
     for s in segments {
         // Committed memory starts at the region's page (the region header sits before `mem`);
@@ -97,12 +96,9 @@ pub(crate) fn gc_state(process: &Process, t: &Target, build: &BuildFacts, vars: 
     }
     let suspended = t.global_deref("GCThread").is_ok_and(|v| v != 0);
     let background_gc_running = vars.background_gc_state.is_some_and(|s| s != BACKGROUND_GC_FREE);
-    let hard_limit_raw = build.layout.gc_heap_hard_limit_rva.and_then(|rva| {
-        let module = super::super::locate::runtime_module(process)?;
-        t.read_ptr(module.start + rva, "gc_heap::heap_hard_limit").ok()
-    });
-    let hard_limit_read = hard_limit_raw.is_some() && !vars.server;
-    let hard_limit_bytes = hard_limit_raw.filter(|_| !vars.server);
+    let hard_limit_raw = hard_limit_variable(process, vars).and_then(|at| t.read_ptr(at, "gc_heap::heap_hard_limit").ok());
+    let hard_limit_read = hard_limit_raw.is_some();
+    let hard_limit_bytes = hard_limit_raw;
     let hard_limit_source = hard_limit_bytes.filter(|&l| l != 0).map(|_| {
         if environment_has(process, &["DOTNET_GCHeapHardLimit", "COMPlus_GCHeapHardLimit", "DOTNET_GCHeapHardLimitPercent", "COMPlus_GCHeapHardLimitPercent"]) {
             HardLimitSource::Setting
@@ -121,6 +117,22 @@ pub(crate) fn gc_state(process: &Process, t: &Target, build: &BuildFacts, vars: 
         background_gc_running,
         last_oom,
     }
+}
+
+/// The GC's container-default stores sit in its statics, next to `current_c_gc_state`.
+const SAME_STATICS: u64 = 64 << 10;
+
+/// `gc_heap::heap_hard_limit` of the GC this process ran (workstation or server): of the
+/// runtime build's two (the catalogue's, else found in the runtime's file), the one beside this
+/// GC's `current_c_gc_state`.
+fn hard_limit_variable(process: &Process, vars: &GcVars) -> Option<u64> {
+    let module = super::super::locate::runtime_module(process)?;
+    let rvas = match super::super::locate::catalogued(module) {
+        Some(b) => b.heap_hard_limit.clone(),
+        None => super::super::hard_limit_store::heap_hard_limit_rvas(module.file.as_ref()?),
+    };
+    let anchor = vars.gc_state_var?;
+    rvas.iter().map(|rva| module.bias.wrapping_add(*rva)).min_by_key(|at| at.abs_diff(anchor)).filter(|at| at.abs_diff(anchor) < SAME_STATICS)
 }
 
 fn last_oom(heap: usize, o: &OomHistory) -> LastOom {
