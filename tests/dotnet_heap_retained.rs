@@ -111,3 +111,85 @@ fn the_burst_grew_the_retained_sizes_by_its_sessions() {
     // The dictionary grew most in retained bytes: the first row.
     assert_eq!(d.types[0].type_name, DICTIONARY);
 }
+
+/// An address of `sos/addresses.txt` (`name = hex   # what`).
+fn address(d: &knot_samples::dotnet::DotnetDump, name: &str) -> u64 {
+    let text = sos(d, "addresses.txt");
+    let line = text.lines().find(|l| l.split('=').next().map(str::trim) == Some(name)).unwrap_or_else(|| panic!("no {name} in addresses.txt"));
+    let hex = line.split('=').nth(1).and_then(|v| v.split_whitespace().next()).expect("an address");
+    u64::from_str_radix(hex, 16).expect("hex")
+}
+
+/// One box of the HTML icicle: left edge and width (percent), row, and its title.
+#[derive(Debug)]
+struct IceBox {
+    left: f64,
+    width: f64,
+    row: u32,
+    title: String,
+}
+
+fn ice_boxes(page: &str) -> Vec<IceBox> {
+    let mut out = Vec::new();
+    for piece in page.split("<div class=\"ice\" style=\"").skip(1) {
+        let style = piece.split('"').next().unwrap_or("");
+        let field = |k: &str| style.split(';').find_map(|p| p.strip_prefix(k)).map(|v| v.trim_end_matches(['%', 'p', 'x']).parse::<f64>().expect("a number"));
+        let title = piece.split("title=\"").nth(1).and_then(|t| t.split('"').next()).unwrap_or("").replace("&lt;", "<").replace("&gt;", ">");
+        let (left, width, top) = (field("left:").expect("left"), field("width:").expect("width"), field("top:").expect("top"));
+        out.push(IceBox { left, width, row: (top / 22.0).round() as u32, title });
+    }
+    out
+}
+
+/// The HTML page's heap section: the suspect with its path from the static root to the
+/// dictionary SOS names, and the icicle's boxes placed and sized by the retained sizes SOS
+/// `objsize` gives (the dictionary; the tree, whose every node retains what it reaches).
+#[test]
+fn the_html_icicle_and_suspect_path_show_the_retained_sizes() {
+    for d in dumps() {
+        let report = knot::analyze(&d.core, &Options { locator: locator(&d), ..Options::default() }).expect("the dump reads");
+        let json: serde_json::Value = serde_json::from_str(&knot::report::to_json(&report)).expect("JSON");
+        let page = knot::report::html::render(&report);
+        let start = page.find("<section id=\"retained\">").unwrap_or_else(|| panic!("{}: no retained section", d.kind));
+        let section = &page[start..start + page[start..].find("</section>").expect("section end")];
+        let (dictionary, tree_root) = (address(&d, "dictionary"), address(&d, "tree_root"));
+        let escaped = DICTIONARY.replace('<', "&lt;").replace('>', "&gt;");
+
+        // The suspect, then its path: the static root, then the dictionary SOS's gcroot names.
+        let suspect = section.find("<b>Leak suspect:</b>").unwrap_or_else(|| panic!("{}: no suspect", d.kind));
+        let path = &section[suspect..];
+        let path = &path[path.find("<ol class=\"path mono\">").expect("the suspect's path")..];
+        let items: Vec<&str> = path[..path.find("</ol>").expect("path end")].split("<li>").skip(1).map(|i| i.trim_end_matches("</li>")).collect();
+        assert!(items.len() >= 2 && items[0].contains("static field"), "{}: {items:?}", d.kind);
+        assert_eq!(items.last().copied(), Some(format!("{escaped} {dictionary:#x}").as_str()), "{}", d.kind);
+
+        // The icicle: widths are shares of the reachable heap (SOS's live objects: dumpheap
+        // -stat's total less -dead's).
+        let (_, live) = total(&sos(&d, "dumpheap-stat.txt"));
+        let (_, dead) = total(&sos(&d, "dumpheap-dead.txt"));
+        let total = live - dead;
+        let share = |bytes: u64| bytes as f64 * 100.0 / total as f64;
+        let boxes = ice_boxes(section);
+        let top: Vec<&IceBox> = boxes.iter().filter(|b| b.row == 0).collect();
+        assert!(top.windows(2).all(|w| w[0].width >= w[1].width && (w[0].left + w[0].width - w[1].left).abs() < 0.01), "{}: top row largest first, side by side: {top:?}", d.kind);
+        let cache = top[0];
+        assert!(cache.title.starts_with(&format!("{DICTIONARY} at {dictionary:#x}: retains ")), "{}: {cache:?}", d.kind);
+        assert!((cache.width - share(total_of(&sos(&d, "objsize-cache.txt")))).abs() < 0.001, "{}: the cache's width is its objsize share {}: {cache:?}", d.kind, share(total_of(&sos(&d, "objsize-cache.txt"))));
+        // Under it, its entries array, from its left edge.
+        let entries = boxes.iter().find(|b| b.row == 1 && b.title.starts_with(&format!("{DICTIONARY}+Entry[] at "))).expect("the entries array under the dictionary");
+        assert!((entries.left - cache.left).abs() < 0.001 && entries.width <= cache.width, "{}: {entries:?}", d.kind);
+        // The tree: 1 023 nodes of 128 bytes; its root's two children hold 511 each, side by side.
+        let tree = top.iter().find(|b| b.title.starts_with(&format!("{TREE} at {tree_root:#x}: "))).expect("the tree's root on the top row");
+        assert!((tree.width - share(total_of(&sos(&d, "objsize-tree.txt")))).abs() < 0.001, "{}: {tree:?}", d.kind);
+        let kids: Vec<&IceBox> = boxes.iter().filter(|b| b.row == 1 && b.title.starts_with(TREE) && b.left >= tree.left - 0.001 && b.left < tree.left + tree.width).collect();
+        assert_eq!(kids.len(), 2, "{}: {kids:?}", d.kind);
+        for (i, k) in kids.iter().enumerate() {
+            assert!((k.width - share(511 * 128)).abs() < 0.001, "{}: {k:?}", d.kind);
+            assert!((k.left - (tree.left + i as f64 * kids[0].width)).abs() < 0.002, "{}: {k:?}", d.kind);
+        }
+    }
+}
+
+fn total_of(text: &str) -> u64 {
+    total(text).1
+}

@@ -73,7 +73,7 @@ fn retained_section(out: &mut String, heap: &crate::runtimes::dotnet::gc::report
             out.push_str("</ol>");
         }
     }
-    icicle(out, &heap.dominator_tree);
+    icicle(out, &heap.dominator_tree, heap.reachable_bytes);
     out.push_str("<table class=\"heap\"><thead><tr><th>type (dominator tree grouped by type)</th><th class=\"n\">objects</th><th class=\"n\">retained bytes</th><th></th></tr></thead><tbody>");
     let max = by_type.first().map_or(1, |t| t.retained_bytes.max(1));
     for t in by_type.iter().take(BARS) {
@@ -92,12 +92,15 @@ fn retained_section(out: &mut String, heap: &crate::runtimes::dotnet::gc::report
 /// Height of one icicle row, in pixels.
 const ROW: f64 = 22.0;
 
-/// The icicle: boxes placed left to right under their parent, as wide as their retained share.
-fn icicle(out: &mut String, nodes: &[crate::runtimes::dotnet::gc::report::DominatorNode]) {
+/// The icicle: boxes placed left to right under their parent, as wide as their share of the
+/// reachable heap (`reachable`; the boxes' percentages so agree with the suspects' and the
+/// holders', and the top row's gap on the right is what the small holders keep).
+fn icicle(out: &mut String, nodes: &[crate::runtimes::dotnet::gc::report::DominatorNode], reachable: u64) {
     if nodes.is_empty() {
         return;
     }
-    let total: u64 = nodes.iter().filter(|n| n.parent.is_none()).map(|n| n.retained_bytes).sum::<u64>().max(1);
+    let top: u64 = nodes.iter().filter(|n| n.parent.is_none()).map(|n| n.retained_bytes).sum();
+    let total = reachable.max(top).max(1);
     let depth = nodes.iter().map(|n| n.depth).max().unwrap_or(0) + 1;
     // Left edge (percent) of each node, and of the next free place under each node.
     let mut left = vec![0.0f64; nodes.len()];

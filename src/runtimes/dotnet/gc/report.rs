@@ -43,6 +43,10 @@ pub struct HeapReport {
     #[serde(skip)]
     #[schemars(skip)]
     pub dominator_tree: Vec<DominatorNode>,
+    /// What every reachable object retains together: the icicle's full width.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub reachable_bytes: u64,
 }
 
 /// One type's retained bytes.
@@ -279,6 +283,7 @@ impl HeapReport {
             unreachable: None,
             suspects: Vec::new(),
             dominator_tree: Vec::new(),
+            reachable_bytes: 0,
         }
     }
 }
@@ -412,6 +417,7 @@ pub(crate) fn attach_retention(heap: &mut HeapReport, g: &super::graph::ObjectGr
         })
         .collect();
     debug_assert!(heap.suspects.iter().all(|s| s.heap_percent >= SUSPECT_PERCENT as f64));
+    heap.reachable_bytes = r.retained[0];
     heap.dominator_tree = r
         .top_of_tree(ICICLE_MIN_SHARE, ICICLE_DEPTH, ICICLE_NODES)
         .into_iter()
