@@ -1,5 +1,6 @@
 //! The `knot heap` commands on .NET dumps: a dump's GC heap read alone (no stacks, no locks),
-//! and two dumps of one program compared (`knot heap diff OLD NEW`).
+//! two dumps of one program compared (`knot heap diff OLD NEW`), and why an object is alive
+//! (`knot heap root CORE ADDRESS`: the paths from its roots).
 
 use crate::core::CoreError;
 use crate::diagnostics::Diagnostic;
@@ -161,4 +162,142 @@ pub fn diff(old: &Path, new: &Path, opts: &HeapOptions) -> Result<HeapDiffReport
         }));
     }
     Ok(HeapDiffReport::of(&a.path, &b.path, &d, diagnostics))
+}
+
+/// Why `knot heap root` could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum HeapRootError {
+    #[error(transparent)]
+    Core(#[from] CoreError),
+    /// No .NET runtime, or its heap could not be read.
+    #[error("{0}")]
+    Heap(String),
+}
+
+/// `knot heap root`: reads the .NET heap of the core at `path` as a graph with its roots and
+/// says why the object at `address` is alive (the shortest path from a root).
+pub fn heap_root(path: impl AsRef<Path>, opts: &crate::analysis::Options, address: u64) -> Result<crate::report::heap_root::HeapRootReport, HeapRootError> {
+    let mut all = heap_roots(path, opts, &[address])?;
+    all.pop().ok_or_else(|| HeapRootError::Heap("no answer".into()))
+}
+
+/// As [`heap_root`] for several objects of one dump: the heap is read once.
+pub fn heap_roots(path: impl AsRef<Path>, opts: &crate::analysis::Options, addresses: &[u64]) -> Result<Vec<crate::report::heap_root::HeapRootReport>, HeapRootError> {
+    use crate::report::heap_root::{HeapPathStep, HeapRootCount, HeapRootHolder, HeapRootPath, HeapRootReport, HeapRootThread, HeapStaticField};
+    use crate::analysis::{tell, Phase};
+    use crate::hex::Hex;
+    use crate::report::words;
+    use crate::runtimes::Runtime as _;
+    use crate::symbols::Symbolizer;
+    use crate::threads::build;
+    use crate::unwind::Unwinder;
+    use crate::runtimes::dotnet::gc::graph::RootSource;
+    use crate::runtimes::dotnet::gc::paths::Link;
+
+    tell(opts, Phase::Open);
+    let limit = opts.max_decompressed.unwrap_or(crate::core::compressed::DEFAULT_MAX_DECOMPRESSED);
+    let process = Process::open_limited(path.as_ref(), &opts.locator, limit)?;
+    let runtime = dotnet::runtime::recognise(&process, &opts.locator).ok_or_else(|| HeapRootError::Heap("not a .NET process (no libcoreclr.so)".into()))?;
+    let context = runtime.context().map_err(HeapRootError::Heap)?;
+    tell(opts, Phase::Stacks);
+    let mut unwinder = Unwinder::new(&process);
+    let mut symbolizer = Symbolizer::new(&process);
+    if let Some(l) = runtime.code_lookup() {
+        unwinder = unwinder.with_code_lookup(l);
+        symbolizer = symbolizer.with_code_lookup(l);
+    }
+    if let Some(n) = opts.max_walk_frames {
+        unwinder.max_frames = n;
+    }
+    let stacks = unwinder.walk_all();
+    let reports: Vec<Vec<FrameReport>> = stacks.iter().map(|stack| build::frames(&process, &symbolizer, stack)).collect();
+    // Each managed frame's method name, for the stack root's line.
+    let mut methods: std::collections::HashMap<(u32, u64), String> = std::collections::HashMap::new();
+    for ((th, stack), reports) in process.core.threads.iter().zip(&stacks).zip(&reports) {
+        for f in &stack.frames {
+            let report = reports.iter().find(|r| r.ip.0 == f.ip && !r.inlined && r.transition.is_none());
+            if let Some(name) = report.filter(|r| r.managed).and_then(|r| r.function.clone()) {
+                methods.insert((th.tid, f.sp), name);
+            }
+        }
+    }
+    let threads = thread_stacks(&process, context, &stacks, &reports);
+    tell(opts, Phase::Heap);
+    let all = gc::why_alive::why_alive(context, &threads, addresses).map_err(HeapRootError::Heap)?;
+    let process_diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
+    if process.core.changed_while_read() {
+        return Err(CoreError::ChangedWhileRead { path: path.as_ref().to_path_buf() }.into());
+    }
+    Ok(all
+        .into_iter()
+        .map(|why| {
+            let holder = |root: &crate::runtimes::dotnet::gc::graph::Root| {
+                let (kind, conservative) = root.kind.name();
+                let mut h = HeapRootHolder { kind: kind.to_string(), conservative, handle: None, thread: None, finalizer_slot: None, sync_block: None, description: String::new() };
+                match &root.source {
+                    RootSource::Handle { handle } => h.handle = Some(Hex(*handle)),
+                    RootSource::Static { handle, .. } => h.handle = Some(Hex(*handle)),
+                    RootSource::Stack { os_tid, managed_id, frame_sp, frame_ip, slot, register } => {
+                        h.thread = Some(HeapRootThread {
+                            os_tid: *os_tid,
+                            managed_id: *managed_id,
+                            method: methods.get(&(*os_tid, *frame_sp)).cloned(),
+                            frame_sp: Hex(*frame_sp),
+                            frame_ip: Hex(*frame_ip),
+                            slot: register.is_none().then_some(Hex(*slot)),
+                            register: register.map(|r| crate::arch::x86_64::dwarf::name(r).map(str::to_string).unwrap_or_else(|| format!("dwarf register {r}"))),
+                        })
+                    }
+                    RootSource::FinalizerQueue { slot } => h.finalizer_slot = Some(Hex(*slot)),
+                    RootSource::SyncBlock { index } => h.sync_block = Some(*index),
+                }
+                h.description = words::heap_root_description(&h);
+                h
+            };
+            let steps = |steps: &[crate::runtimes::dotnet::gc::why_alive::Step]| -> Vec<HeapPathStep> {
+                steps
+                    .iter()
+                    .map(|s| HeapPathStep {
+                        address: Hex(s.address),
+                        type_name: s.type_name.clone(),
+                        size: s.size,
+                        via: s.link.as_ref().map(|l| match l {
+                            Link::Field(f) => f.clone(),
+                            Link::Element(i) => format!("[{i}]"),
+                            Link::Dependent => "(dependent handle)".to_string(),
+                        }),
+                        static_field: s.static_field.as_ref().map(|f| HeapStaticField { class: f.class.clone(), field: f.field.clone() }),
+                    })
+                    .collect()
+            };
+            let mut all: Vec<HeapRootPath> = why.paths.iter().map(|(r, s)| HeapRootPath { root: holder(r), path: steps(s) }).collect();
+            let first = (!all.is_empty()).then(|| all.remove(0));
+            let roots = why
+                .roots
+                .iter()
+                .map(|(k, n)| {
+                    let (kind, conservative) = k.name();
+                    HeapRootCount { kind: kind.to_string(), conservative, count: *n }
+                })
+                .collect();
+            let mut diagnostics = process_diagnostics.clone();
+            diagnostics.extend(why.diagnostics);
+            HeapRootReport {
+                knot_version: env!("CARGO_PKG_VERSION").to_string(),
+                object: Hex(why.object),
+                type_name: why.object_type,
+                size: why.object_size,
+                reachable: first.is_some(),
+                root: first.as_ref().map(|f| f.root.clone()),
+                path: first.map(|f| f.path).unwrap_or_default(),
+                other_roots: all,
+                other_roots_not_listed: why.more_roots,
+                roots,
+                handles_read: why.handles_read,
+                objects: why.objects,
+                references: why.references,
+                diagnostics,
+            }
+        })
+        .collect())
 }

@@ -343,7 +343,7 @@ fn run_analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
 
 fn run_heap_root(args: HeapRootArgs) -> anyhow::Result<u8> {
     let opts = Options { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)), ..Options::default() };
-    let r = analysis::heap_root(&args.core, &opts, args.address)?;
+    let r = knot::heap::heap_root(&args.core, &opts, args.address)?;
     let rendered = match args.format {
         HeapFormat::Text => report::heap_root::render(&r),
         HeapFormat::Json => report::heap_root::to_json(&r) + "\n",

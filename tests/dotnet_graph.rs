@@ -542,7 +542,7 @@ fn idle_threads_are_not_blocked_and_headline_counts_are_the_truth() {
                     assert!(matches!(t.state, ThreadState::WaitingForWork { .. }), "{}: worker {} is {:?}", c.sample, t.tid, t.state);
                 }
                 if name == ".NET Finalizer" {
-                    assert_eq!(t.state, ThreadState::IdleRuntimeThread { role: "finalizer".into() });
+                    assert_eq!(t.state, ThreadState::IdleRuntimeThread { role: knot::waits::IdleRole::Finalizer });
                 }
             }
         }

@@ -20,7 +20,7 @@
 
 mod dumpedit;
 
-use knot::analysis::{self, Options};
+use knot::analysis::Options;
 use knot::process::{Locator, Process};
 use knot::report::heap_root::HeapRootReport;
 use std::collections::BTreeMap;
@@ -162,7 +162,7 @@ fn read() -> Option<&'static Read> {
         assert!(sos.len() > 60, "sos/gcroot.txt has {} objects", sos.len());
         let addrs: Vec<u64> = sos.iter().map(|o| o.address).collect();
         let opts = Options { locator: s.locator.clone(), ..Options::default() };
-        let knot = analysis::heap_roots(&s.core, &opts, &addrs).unwrap_or_else(|e| panic!("knot heap root: {e}"));
+        let knot = knot::heap::heap_roots(&s.core, &opts, &addrs).unwrap_or_else(|e| panic!("knot heap root: {e}"));
         Some(Read { sos, knot })
     })
     .as_ref()
@@ -378,7 +378,7 @@ fn method_table(sos_text: &str, type_name: &str) -> u64 {
 fn answer(core: &std::path::Path, addrs: &[u64]) -> Vec<HeapRootReport> {
     let s = sample().unwrap();
     let opts = Options { locator: s.locator.clone(), ..Options::default() };
-    analysis::heap_roots(core, &opts, addrs).expect("the heap is still read")
+    knot::heap::heap_roots(core, &opts, addrs).expect("the heap is still read")
 }
 
 #[test]

@@ -197,7 +197,7 @@ fn timed_lock_waits_resumed_by_restart_syscall_are_a_deadlock() {
     assert_eq!(report.verdict, knot::report::Verdict::Deadlock);
     assert_eq!(report.deadlocks.len(), 1);
     assert_eq!(report.deadlocks[0].tids.len(), 2);
-    let evidence: Vec<&String> = report.locks.iter().flat_map(|l| l.evidence.iter()).filter(|e| e.contains("restart_syscall")).collect();
+    let evidence: Vec<String> = report.locks.iter().flat_map(|l| l.evidence.iter()).map(|e| e.to_string()).filter(|e| e.contains("restart_syscall")).collect();
     assert_eq!(evidence.len(), 2, "each restarted wait says so: {:?}", report.locks);
 }
 

@@ -114,7 +114,7 @@ mod tests {
             label: "pthread mutex (normal)".into(),
             address: None,
             name: Some(name.into()),
-            owner: owner.map(|tid| Owner::Known { tid }).unwrap_or(Owner::Unknown { why: "test".into() }),
+            owner: owner.map(|tid| Owner::Known { tid }).unwrap_or(Owner::Unknown { why: crate::waits::UnknownOwner::NoLayout }),
             owner_tid: owner,
             waiter_tids: waiters.to_vec(),
             evidence: vec![],

@@ -64,7 +64,7 @@ fn retained_section(out: &mut String, heap: &crate::runtimes::dotnet::gc::report
         if !s.path.is_empty() {
             out.push_str("<ol class=\"path mono\">");
             if let Some(r) = &s.root {
-                let _ = write!(out, "<li>{}</li>", escape(&r.name));
+                let _ = write!(out, "<li>{}</li>", escape(&r.name.to_string()));
             }
             for p in &s.path {
                 let field = p.field.as_deref().map(|f| format!(" <i>.{}</i>", escape(f))).unwrap_or_default();

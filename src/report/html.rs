@@ -226,12 +226,12 @@ fn locks(out: &mut String, r: &Report) -> BTreeSet<u32> {
             let _ = write!(out, "<p>held {n} time{} (recursive)</p>", plural(n as usize));
         }
         if let Owner::Inferred { evidence, .. } = &l.owner {
-            let _ = write!(out, "<p class=\"inferred\">inferred: {}</p>", escape(evidence));
+            let _ = write!(out, "<p class=\"inferred\">inferred: {}</p>", escape(&evidence.to_string()));
         }
         if !l.evidence.is_empty() {
             let _ = write!(out, "<details class=\"evidence\"><summary>Evidence ({})</summary><ul>", l.evidence.len());
             for e in &l.evidence {
-                let _ = write!(out, "<li>{}</li>", escape(e));
+                let _ = write!(out, "<li>{}</li>", escape(&e.to_string()));
             }
             out.push_str("</ul></details>");
         }

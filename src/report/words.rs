@@ -6,8 +6,11 @@ use super::model::{Deadlock, ThreadReport, VerdictLimit};
 use crate::graph::limits::{Limit, MissingFile};
 use crate::graph::verdict::Verdict;
 use crate::graph::Cycle;
-use crate::runtimes::dotnet::gc::report::ReferrerReport;
-use crate::waits::{LockFact, LockKind, LockStorage, ManagedLock, Owner, ThreadState};
+use crate::runtimes::dotnet::gc::report::{ReferrerReport, RootName, RootPlace};
+use crate::waits::{
+    Evidence, FieldError, IdleRole, Inference, LockFact, LockKind, LockStorage, ManagedLock, ManagedWaitKind, NamedThread, Owner, PointerPlace, Pool, ReaderEvidence,
+    SemaphoreWait, ThreadState, UnknownOwner, WaitRecord,
+};
 
 pub(crate) fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
@@ -359,6 +362,207 @@ pub(crate) fn verdict_limit(l: &Limit) -> VerdictLimit {
     }
 }
 
+// What a lock's facts rest on, in words: the JSON's `evidence`, `owner.why`, `owner.evidence`
+// and `owner.reader_evidence` are these sentences, as are the text and HTML pages.
+
+/// Says a fact in JSON as its words.
+macro_rules! serialize_as_words {
+    ($($t:ty),*) => {$(
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+    )*};
+}
+serialize_as_words!(Evidence, UnknownOwner, Inference, ReaderEvidence, IdleRole, Pool, RootName);
+
+/// `(type unread)` where the runtime's type name was not read.
+fn type_or_unread(t: &Option<String>) -> &str {
+    t.as_deref().unwrap_or("(type unread)")
+}
+
+impl std::fmt::Display for Evidence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Evidence::FutexWait { tid, futex, expected, restarted, function, frame } => {
+                let restarted = if *restarted { " (a timed wait the kernel restarted: restart_syscall)" } else { "" };
+                let function = function.as_deref().unwrap_or("?");
+                write!(f, "thread {tid} is in futex wait on {futex:#x} (expecting {expected:#x}){restarted} under {function} (frame #{frame})")
+            }
+            Evidence::UnrecognisedFutexWait { tid, futex, expected } => {
+                write!(f, "thread {tid} is in futex wait on {futex:#x} (expecting {expected:#x}); no analyzer recognises its frames")
+            }
+            Evidence::StackPointer { tid, value, at } => write!(f, "thread {tid}'s stack holds {value:#x} (a pointer into the lock) at {at:#x}"),
+            Evidence::Mutex { address, lock, owner, count, kind } => {
+                write!(f, "pthread_mutex_t at {address:#x}: __lock={lock:#x} __owner={owner} __count={count} __kind={kind:#x}")
+            }
+            Evidence::Rwlock { address, readers_word, readers, writer } => {
+                write!(f, "pthread_rwlock_t at {address:#x}: __readers={readers_word:#x} ({readers} readers) __cur_writer={writer}")
+            }
+            Evidence::Cond { address, wrefs, waiters } => write!(f, "pthread_cond_t at {address:#x}: __wrefs={wrefs:#x} ({waiters} waiters registered)"),
+            Evidence::Sem { address, value, waiters } => {
+                let read = |v: &Result<u32, FieldError>| v.as_ref().map_or_else(ToString::to_string, u32::to_string);
+                write!(f, "sem_t at {address:#x}: value={} nwaiters={}", read(value), read(waiters))
+            }
+            Evidence::Join { address, tid } => write!(f, "pthread_join sleeps on the joined thread's tid word at {address:#x}, which holds {tid}"),
+            Evidence::FutexWord { address, value: Ok(w) } => write!(f, "futex word at {address:#x} = {w:#x}; this lock type records no owner"),
+            Evidence::FutexWord { address, value: Err(e) } => write!(f, "futex word at {address:#x} not readable: {e}"),
+            Evidence::Unread(why) => write!(f, "{why}"),
+            Evidence::SyncBlock { index, address, object, monitor_held, recursion, owner_managed_id } => {
+                let holder = owner_managed_id.map_or("none".into(), |i| i.to_string());
+                write!(f, "sync block {index} at {address:#x}: object {object:#x}, MonitorHeld {monitor_held}, recursion {recursion}, holding thread id {holder}")
+            }
+            Evidence::ThinLock { object, owner_managed_id, recursion } => {
+                write!(f, "object header of {object:#x}: thin lock of managed thread {owner_managed_id}, recursion {recursion}")
+            }
+            Evidence::LockObject { object, owner_os_tid, recursion } => {
+                write!(f, "System.Threading.Lock {object:#x}: _owningThreadId {}, recursion {recursion}", owner_os_tid.unwrap_or(0))
+            }
+            Evidence::Task { task, type_name, state_flags, status, event, event_type, event_lock } => write!(
+                f,
+                "task {task:#x} ({}): m_stateFlags {state_flags:#x} = {status}; its continuation {event:#x} ({}) has m_lock {event_lock:#x}",
+                type_or_unread(type_name),
+                type_or_unread(event_type)
+            ),
+            Evidence::TaskWaiter { thread, object, stack_slot } => {
+                write!(f, "{thread} is in Monitor.Wait on {object:#x} under a task wait frame; the task is referenced from its stack at {stack_slot:#x}")
+            }
+            Evidence::ManagedWait { thread, wait, source } => {
+                let how = match wait {
+                    ManagedWaitKind::EnterMonitor => "waits to enter the monitor",
+                    ManagedWaitKind::EnterLock => "waits to enter the Lock",
+                    ManagedWaitKind::TaskEvent => "is in Monitor.Wait on the task's event",
+                    ManagedWaitKind::MonitorWait => "is in Monitor.Wait",
+                };
+                let source = match source {
+                    WaitRecord::BlockingRecord => "its ThreadBlockingInfo record",
+                    WaitRecord::WaitList => "the sync block's Monitor.Wait list",
+                };
+                write!(f, "{thread} {how} (by {source})")
+            }
+            Evidence::NativeWait { tid, kind, address, id } => {
+                let at = address.map_or_else(|| id.clone(), |a| a.to_string());
+                write!(f, "thread {tid}'s native wait ({kind} {at}) is the runtime's implementation of this wait")
+            }
+            Evidence::AsyncStack { index, innermost_type, innermost, awaiting } => {
+                let awaiting = awaiting.as_ref().map(|(t, a)| format!(", awaiting {t} at {a}")).unwrap_or_default();
+                write!(f, "the task is a frame of async stack {} (dotnet.async[{index}]), innermost {innermost_type} at {innermost}{awaiting}", index + 1)
+            }
+            Evidence::QueuedToPool => f.write_str("a frame of that async stack is a work item queued to the thread pool: it runs only when a worker is free"),
+            Evidence::PoolQueuesUnread => f.write_str("the thread pool's queues were not read: whether that work is queued is not known"),
+            Evidence::SemaphoreSlim { address, current_count, max_count, wait_count, nodes } => write!(
+                f,
+                "SemaphoreSlim {address:#x}: m_currentCount {current_count}, m_maxCount {max_count}, m_waitCount {wait_count}, {nodes} TaskNode{} in line (m_asyncHead…m_asyncTail)",
+                plural(*nodes)
+            ),
+            Evidence::SemaphoreWaiters { tids, how } => {
+                // `thread 5 waits`, `threads 5, 6 wait`.
+                let waits = if tids.len() == 1 { "waits" } else { "wait" };
+                let how = match how {
+                    SemaphoreWait::TaskNode { node } => {
+                        format!("{waits} in SemaphoreSlim.Wait for TaskNode {} (in line behind the async waiters)", node.map_or(String::new(), |a| a.to_string()))
+                    }
+                    SemaphoreWait::MonitorWait { lock_object } => format!("{waits} in SemaphoreSlim.Wait: Monitor.Wait on its lock object {lock_object:#x}"),
+                };
+                let tids: Vec<String> = tids.iter().map(u32::to_string).collect();
+                write!(f, "thread{} {} {how}", plural(tids.len()), tids.join(", "))
+            }
+            Evidence::AsyncWaiter { task, method, async_stack } => {
+                let by = match (method, async_stack) {
+                    (Some(m), Some(i)) => format!(", awaited by {m} (async stack {})", i + 1),
+                    (None, Some(i)) => format!(" (async stack {})", i + 1),
+                    _ => String::new(),
+                };
+                write!(f, "async waiter: TaskNode {task}{by}")
+            }
+            Evidence::TaskNodeListCut { why } => write!(f, "TaskNode list cut: {why}"),
+        }
+    }
+}
+
+/// `thread 12 "worker"`, or `thread 12`.
+impl std::fmt::Display for NamedThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.name {
+            Some(n) => write!(f, "thread {} \"{n}\"", self.tid),
+            None => write!(f, "thread {}", self.tid),
+        }
+    }
+}
+
+impl std::fmt::Display for UnknownOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UnknownOwner::NoLayout => f.write_str("no analyzer knows this lock's layout"),
+            UnknownOwner::NotRecorded => f.write_str("this lock type records no owner"),
+            UnknownOwner::SearchBudgetSpent => f.write_str("the lock records no owner, and the stack-search budget for inferring one ran out"),
+            UnknownOwner::NoStackPointsIn => f.write_str("the lock records no owner, and no other thread's stack points into it"),
+            UnknownOwner::SeveralStacksPointIn { tids } => write!(f, "the lock records no owner; {} threads' stacks point into it: {tids:?}", tids.len()),
+            UnknownOwner::MutexBetweenOwners { lock, owner } => {
+                write!(f, "the mutex holds no owner (__lock={lock:#x}, __owner={owner}): it is being released or acquired")
+            }
+            UnknownOwner::RobustOwnerDied => f.write_str("the robust mutex's owner died; the next locker will get EOWNERDEAD"),
+            UnknownOwner::RwlockBetweenOwners => f.write_str("the rwlock is neither write-locked nor read-locked: it is changing hands"),
+            UnknownOwner::Unreadable(e) => write!(f, "{e}"),
+            UnknownOwner::JoinWordUnreadable => f.write_str("the joined thread's tid word is not readable"),
+            UnknownOwner::UnmappedManagedThread { managed_id } => write!(f, "held by managed thread {managed_id} which knot cannot map to an OS thread"),
+            UnknownOwner::HandedOver => f.write_str("not held at the time of the dump (being handed over)"),
+            UnknownOwner::SemaphoreFree { current_count, max_count } => write!(f, "its count is {current_count} of {max_count}: free (the waiters are being woken)"),
+            UnknownOwner::SemaphoreTaken { max_count } => {
+                write!(f, "a SemaphoreSlim records no holder; its count is 0 of {max_count}: taken and not released (by an async flow or a thread)")
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FieldError::NoField { layout, field } => write!(f, "layout {layout} has no field {field}"),
+            FieldError::Unreadable { layout, error } => write!(f, "{layout} not readable: {error}"),
+        }
+    }
+}
+
+impl std::fmt::Display for Inference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Inference::SoleStackPointer { at } => write!(f, "the only other thread whose stack points into the lock (at {at:#x}), as a guard would"),
+        }
+    }
+}
+
+impl std::fmt::Display for ReaderEvidence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (tid, value) = (self.tid, self.value);
+        match self.place {
+            PointerPlace::Register(name) => write!(f, "thread {tid}: register {name} holds {value:#x}, a pointer into the lock, while it does not wait for it"),
+            PointerPlace::Stack(at) => write!(f, "thread {tid}: its stack at {at:#x} holds {value:#x}, a pointer into the lock, while it does not wait for it"),
+        }
+    }
+}
+
+/// `finalizer`, `thread pool gate`: an idle service thread's role (`idle runtime thread (timer)`).
+impl std::fmt::Display for IdleRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IdleRole::Finalizer => "finalizer",
+            IdleRole::RuntimeService => "runtime service",
+            IdleRole::ThreadPoolGate => "thread pool gate",
+            IdleRole::Timer => "timer",
+        })
+    }
+}
+
+impl std::fmt::Display for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Pool::ThreadPool => "thread pool",
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,7 +576,7 @@ mod tests {
             label: "pthread mutex (normal)".into(),
             address: None,
             name: Some(name.into()),
-            owner: owner.map(|tid| Owner::Known { tid }).unwrap_or(Owner::Unknown { why: "test".into() }),
+            owner: owner.map(|tid| Owner::Known { tid }).unwrap_or(Owner::Unknown { why: crate::waits::UnknownOwner::NoLayout }),
             owner_tid: owner,
             waiter_tids: waiters.to_vec(),
             evidence: vec![],
@@ -412,6 +616,36 @@ mod tests {
         assert_eq!(referrer(&r), "LifetimeScope._synchRoot, Tag \"root\"");
         let a = ReferrerReport { type_name: "System.Object[]".into(), field: "[3]".into(), address: Hex(0), identity: None };
         assert_eq!(referrer(&a), "Object[][3]");
+    }
+
+    #[test]
+    fn lock_facts_are_said_in_json_as_their_words() {
+        // The JSON carries the same sentence the HTML lists: a typed fact, said once.
+        let mut l = lock("mutex@0x10", "m", None, &[7]);
+        l.owner = Owner::Unknown { why: UnknownOwner::SeveralStacksPointIn { tids: vec![3, 4] } };
+        l.evidence = vec![
+            Evidence::FutexWait { tid: 7, futex: 0x10, expected: 2, restarted: true, function: None, frame: 1 },
+            Evidence::Sem { address: 0x20, value: Ok(0), waiters: Err(FieldError::NoField { layout: "sem_t".into(), field: "nwaiters" }) },
+            Evidence::ManagedWait { thread: NamedThread { tid: 9, name: Some("worker".into()) }, wait: ManagedWaitKind::EnterLock, source: WaitRecord::BlockingRecord },
+        ];
+        let json = serde_json::to_value(&l).unwrap();
+        assert_eq!(json["owner"]["why"], "the lock records no owner; 2 threads' stacks point into it: [3, 4]");
+        assert_eq!(
+            json["evidence"],
+            serde_json::json!([
+                "thread 7 is in futex wait on 0x10 (expecting 0x2) (a timed wait the kernel restarted: restart_syscall) under ? (frame #1)",
+                "sem_t at 0x20: value=0 nwaiters=layout sem_t has no field nwaiters",
+                "thread 9 \"worker\" waits to enter the Lock (by its ThreadBlockingInfo record)",
+            ])
+        );
+        let readers = Owner::Readers { count: 1, reader_tids: vec![5], reader_evidence: vec![ReaderEvidence { tid: 5, place: PointerPlace::Register("rbx"), value: 0x18 }] };
+        assert_eq!(
+            serde_json::to_value(&readers).unwrap()["reader_evidence"][0],
+            "thread 5: register rbx holds 0x18, a pointer into the lock, while it does not wait for it"
+        );
+        let idle = ThreadState::IdleRuntimeThread { role: IdleRole::ThreadPoolGate };
+        assert_eq!(serde_json::to_value(&idle).unwrap(), serde_json::json!({"kind": "idle_runtime_thread", "role": "thread pool gate"}));
+        assert_eq!(idle.to_string(), "idle runtime thread (thread pool gate)");
     }
 }
 
@@ -529,32 +763,24 @@ pub(crate) fn heap_path_via(via: &str, static_field: Option<&crate::report::heap
     }
 }
 
-/// Where a root is, for its words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RootPlace {
-    Handle(u64),
-    Thread { os_tid: u32, slot: u64, register: Option<u16> },
-    Queue(u64),
-    SyncBlock(u32),
-}
-
 /// A holder's root for people: `strong handle 0x7f…`, `stack root (conservative): thread
-/// 0x1a2b, slot 0x7ffd…`.
-pub(crate) fn root_ref_name(kind: &str, conservative: bool, place: &RootPlace) -> String {
-    let k = heap_root_kind(kind, conservative);
-    match *place {
-        RootPlace::Handle(h) => format!("{k} {h:#x}"),
-        RootPlace::Thread { os_tid, register: Some(r), .. } => {
-            format!("{k}: thread {os_tid:#x}, register {}", crate::arch::x86_64::dwarf::name(r).map(str::to_string).unwrap_or_else(|| format!("dwarf {r}")))
+/// 0x1a2b, slot 0x7ffd…`; a static field known only by its slot in the runtime's statics array
+/// (its class and name are not read): `a static field (element [12] of the statics array 0x7f…)`.
+impl std::fmt::Display for RootName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (kind, conservative, place) = match self {
+            RootName::StaticSlot { array, index } => return write!(f, "a static field (element [{index}] of the statics array {array:#x})"),
+            RootName::Root { kind, conservative, place } => (kind, *conservative, place),
+        };
+        let k = heap_root_kind(kind, conservative);
+        match *place {
+            RootPlace::Handle(h) => write!(f, "{k} {h:#x}"),
+            RootPlace::Thread { os_tid, register: Some(r), .. } => {
+                write!(f, "{k}: thread {os_tid:#x}, register {}", crate::arch::x86_64::dwarf::name(r).map(str::to_string).unwrap_or_else(|| format!("dwarf {r}")))
+            }
+            RootPlace::Thread { os_tid, slot, .. } => write!(f, "{k}: thread {os_tid:#x}, stack slot {slot:#x}"),
+            RootPlace::Queue(s) => write!(f, "{k} (queue slot {s:#x})"),
+            RootPlace::SyncBlock(i) => write!(f, "{k} {i}"),
         }
-        RootPlace::Thread { os_tid, slot, .. } => format!("{k}: thread {os_tid:#x}, stack slot {slot:#x}"),
-        RootPlace::Queue(s) => format!("{k} (queue slot {s:#x})"),
-        RootPlace::SyncBlock(i) => format!("{k} {i}"),
     }
-}
-
-/// A static field known by its slot in the runtime's statics array (its class and name are not
-/// read): `a static field (element [12] of the statics array 0x7f…)`.
-pub(crate) fn static_slot(array: u64, index: u32) -> String {
-    format!("a static field (element [{index}] of the statics array {array:#x})")
 }

@@ -3,6 +3,7 @@
 //! into the lock on exactly one other thread's stack makes that thread the *inferred* owner —
 //! reported as such, with the evidence, never as a fact.
 
+use super::evidence::{PointerPlace, ReaderEvidence};
 use crate::process::{Process, StackWords};
 
 /// How far before the futex word a guard's pointer may point (the lock structure's start).
@@ -32,18 +33,18 @@ impl StackRange {
 }
 
 /// Threads (other than `exclude`) with a pointer into `[lo, hi)` in a register or on their
-/// stack (from the stack pointer up): (tid, where, the pointer), where saying which register or
-/// stack address. The budget as for [`pointer_holders`].
-pub(crate) fn pointers_into(process: &Process, stacks: &[StackRange], lo: u64, hi: u64, exclude: &[u32], budget: &mut u64) -> Option<Vec<(u32, String, u64)>> {
+/// stack (from the stack pointer up): which thread, where (the register or stack address), the
+/// pointer. The budget as for [`pointer_holders`].
+pub(crate) fn pointers_into(process: &Process, stacks: &[StackRange], lo: u64, hi: u64, exclude: &[u32], budget: &mut u64) -> Option<Vec<ReaderEvidence>> {
     let mut out = Vec::new();
     for s in stacks.iter().filter(|s| !exclude.contains(&s.tid)) {
         if let Some((name, v)) = s.saved.iter().find(|(_, v)| *v >= lo && *v < hi) {
-            out.push((s.tid, format!("register {name}"), *v));
+            out.push(ReaderEvidence { tid: s.tid, place: PointerPlace::Register(name), value: *v });
             continue;
         }
         let one = StackRange { tid: s.tid, sp: s.sp, saved: s.saved };
         match scan(process, &one, lo, hi.saturating_sub(1), budget)? {
-            Some((at, v)) => out.push((s.tid, format!("its stack at {at:#x}"), v)),
+            Some((at, v)) => out.push(ReaderEvidence { tid: s.tid, place: PointerPlace::Stack(at), value: v }),
             None => {}
         }
     }

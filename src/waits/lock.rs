@@ -1,5 +1,6 @@
 //! Lock facts: what knot established about one lock, and how sure it is of the owner.
 
+use super::evidence::{Evidence, Inference, ReaderEvidence, UnknownOwner};
 use crate::hex::Hex;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -91,7 +92,11 @@ pub enum Owner {
     /// thread a join waits for).
     Known { tid: u32 },
     /// The lock records no owner; this thread is the only plausible one, for the reason given.
-    Inferred { tid: u32, evidence: String },
+    Inferred {
+        tid: u32,
+        #[schemars(with = "String")]
+        evidence: Inference,
+    },
     /// The lock names an owner that is not among the dump's threads: it exited holding it.
     Exited { tid: u32 },
     /// Held for reading by this many threads. Readers are not recorded: `reader_tids` are the
@@ -102,12 +107,16 @@ pub enum Owner {
         #[serde(default)]
         reader_tids: Vec<u32>,
         #[serde(default)]
-        reader_evidence: Vec<String>,
+        #[schemars(with = "Vec<String>")]
+        reader_evidence: Vec<ReaderEvidence>,
     },
     /// A lock with no owner by nature (condition variable, semaphore).
     None,
     /// Not knowable from the dump, for the reason given.
-    Unknown { why: String },
+    Unknown {
+        #[schemars(with = "String")]
+        why: UnknownOwner,
+    },
 }
 
 impl Owner {
@@ -139,7 +148,8 @@ pub struct LockFact {
     /// Threads blocked acquiring (or waiting on) it, ascending.
     pub waiter_tids: Vec<u32>,
     /// The memory and frames the facts come from.
-    pub evidence: Vec<String>,
+    #[schemars(with = "Vec<String>")]
+    pub evidence: Vec<Evidence>,
     /// How many times the owner holds it (recursive mutexes).
     pub recursion: Option<u32>,
     /// Readers holding it (rwlocks).

@@ -3,15 +3,17 @@
 //! is the engine that applies it.
 
 pub(crate) mod catalog;
+pub(crate) mod evidence;
 mod infer;
 pub(crate) mod lock;
 mod readers;
 pub(crate) mod runtime;
 pub(crate) mod state;
 
+pub use evidence::{Evidence, FieldError, Inference, ManagedWaitKind, NamedThread, PointerPlace, ReaderEvidence, SemaphoreWait, UnknownOwner, WaitRecord};
 pub use lock::{AsyncWaiter, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner};
 pub(crate) use runtime::{ManagedThreads, RuntimeLocks, RuntimeWaits, WorkerPool};
-pub use state::ThreadState;
+pub use state::{IdleRole, Pool, ThreadState};
 
 use crate::arch::x86_64::Registers;
 use crate::diagnostics::Diagnostic;
@@ -59,7 +61,7 @@ struct Pending<'c> {
     address: Option<u64>,
     join_target: Option<u32>,
     waiters: Vec<u32>,
-    evidence: Vec<String>,
+    evidence: Vec<Evidence>,
 }
 
 pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[ThreadInput<'_>]) -> WaitFacts {
@@ -76,7 +78,7 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
 
     for t in threads {
         let state = state::resolve_restart(state::classify(t.registers, t.cursig, process), t.registers, &t.functions);
-        let restarted = if t.registers.syscall_number() == Some(state::SYS_RESTART_SYSCALL) { " (a timed wait the kernel restarted: restart_syscall)" } else { "" };
+        let restarted = t.registers.syscall_number() == Some(state::SYS_RESTART_SYSCALL);
         let recognised = catalog.recognise(t.functions.iter().copied(), RECOGNITION_DEPTH);
         let blocked_on = match (&state, recognised) {
             (ThreadState::Futex { address, expected, .. }, Some((family, frame))) => {
@@ -95,11 +97,14 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
                     evidence: Vec::new(),
                 });
                 entry.waiters.push(t.tid);
-                entry.evidence.push(format!(
-                    "thread {} is in futex wait on {futex:#x} (expecting {expected:#x}){restarted} under {} (frame #{frame})",
-                    t.tid,
-                    t.functions.get(frame).copied().unwrap_or("?")
-                ));
+                entry.evidence.push(Evidence::FutexWait {
+                    tid: t.tid,
+                    futex,
+                    expected: *expected,
+                    restarted,
+                    function: t.functions.get(frame).map(|f| f.to_string()),
+                    frame,
+                });
                 Some(id)
             }
             (ThreadState::Futex { address, expected, .. }, None) => {
@@ -113,7 +118,7 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
                     evidence: Vec::new(),
                 });
                 entry.waiters.push(t.tid);
-                entry.evidence.push(format!("thread {} is in futex wait on {:#x} (expecting {expected:#x}); no analyzer recognises its frames", t.tid, address.0));
+                entry.evidence.push(Evidence::UnrecognisedFutexWait { tid: t.tid, futex: address.0, expected: *expected });
                 Some(id)
             }
             (_, Some((family, frame))) => {
@@ -196,7 +201,7 @@ fn finish(
         None => (
             LockKind::Futex,
             "futex word (no analyzer recognises the waiters' frames)".to_string(),
-            Owner::Unknown { why: "no analyzer knows this lock's layout".into() },
+            Owner::Unknown { why: UnknownOwner::NoLayout },
             None,
             None,
         ),
@@ -228,25 +233,19 @@ fn finish(
 fn infer_readers(process: &Process, stacks: &[infer::StackRange], addr: u64, size: u64, count: u32, waiters: &[u32], budget: &mut u64) -> Owner {
     let hi = addr.saturating_add(size.max(1));
     let found = infer::pointers_into(process, stacks, addr, hi, waiters, budget).unwrap_or_default();
-    let reader_evidence = found.iter().map(|(tid, at, v)| format!("thread {tid}: {at} holds {v:#x}, a pointer into the lock, while it does not wait for it")).collect();
-    Owner::Readers { count, reader_tids: found.iter().map(|f| f.0).collect(), reader_evidence }
+    Owner::Readers { count, reader_tids: found.iter().map(|f| f.tid).collect(), reader_evidence: found }
 }
 
-fn infer_owner(process: &Process, stacks: &[infer::StackRange], addr: u64, waiters: &[u32], budget: &mut u64, evidence: &mut Vec<String>) -> Option<Owner> {
+fn infer_owner(process: &Process, stacks: &[infer::StackRange], addr: u64, waiters: &[u32], budget: &mut u64, evidence: &mut Vec<Evidence>) -> Option<Owner> {
     let Some(holders) = infer::pointer_holders(process, stacks, addr, waiters, budget) else {
-        return Some(Owner::Unknown { why: "the lock records no owner, and the stack-search budget for inferring one ran out".into() });
+        return Some(Owner::Unknown { why: UnknownOwner::SearchBudgetSpent });
     };
-    for (tid, at, value) in &holders {
-        evidence.push(format!("thread {tid}'s stack holds {value:#x} (a pointer into the lock) at {at:#x}"));
+    for &(tid, at, value) in &holders {
+        evidence.push(Evidence::StackPointer { tid, value, at });
     }
     match holders.as_slice() {
-        [(tid, at, _)] => Some(Owner::Inferred {
-            tid: *tid,
-            evidence: format!("the only other thread whose stack points into the lock (at {at:#x}), as a guard would"),
-        }),
-        [] => Some(Owner::Unknown { why: "the lock records no owner, and no other thread's stack points into it".into() }),
-        _ => Some(Owner::Unknown {
-            why: format!("the lock records no owner; {} threads' stacks point into it: {:?}", holders.len(), holders.iter().map(|h| h.0).collect::<Vec<_>>()),
-        }),
+        [(tid, at, _)] => Some(Owner::Inferred { tid: *tid, evidence: Inference::SoleStackPointer { at: *at } }),
+        [] => Some(Owner::Unknown { why: UnknownOwner::NoStackPointsIn }),
+        _ => Some(Owner::Unknown { why: UnknownOwner::SeveralStacksPointIn { tids: holders.iter().map(|h| h.0).collect() } }),
     }
 }

@@ -2,6 +2,7 @@
 //! `analyzers/`. Unreadable memory gives `Owner::Unknown`, never a guess.
 
 use super::catalog::{Family, Kind, Layout};
+use super::evidence::{Evidence, FieldError, UnknownOwner};
 use super::lock::Owner;
 use crate::process::Memory;
 
@@ -22,12 +23,12 @@ pub(crate) struct Reading {
     pub(crate) label: Option<String>,
     pub(crate) recursion: Option<u32>,
     pub(crate) readers: Option<u32>,
-    pub(crate) evidence: String,
+    pub(crate) evidence: Evidence,
 }
 
-fn field_u32(memory: &dyn Memory, base: u64, layout: &Layout, field: &str) -> Result<u32, String> {
-    let off = layout.offset(field).ok_or_else(|| format!("layout {} has no field {field}", layout.name))?;
-    memory.read_u32(base.wrapping_add(off)).map_err(|e| format!("{} not readable: {e}", layout.name))
+fn field_u32(memory: &dyn Memory, base: u64, layout: &Layout, field: &'static str) -> Result<u32, FieldError> {
+    let off = layout.offset(field).ok_or_else(|| FieldError::NoField { layout: layout.name.clone(), field })?;
+    memory.read_u32(base.wrapping_add(off)).map_err(|error| FieldError::Unreadable { layout: layout.name.clone(), error })
 }
 
 fn owner_of(tid: u32, threads: &[u32]) -> Owner {
@@ -38,7 +39,7 @@ fn owner_of(tid: u32, threads: &[u32]) -> Owner {
 /// values such a lock can have, and it is held (someone waits).
 pub(crate) fn plausible(family: &Family, memory: &dyn Memory, addr: u64) -> bool {
     let l = &family.layout;
-    let f = |name: &str| field_u32(memory, addr, l, name);
+    let f = |name: &'static str| field_u32(memory, addr, l, name);
     match family.kind {
         Kind::Rwlock => match (f("readers"), f("shared"), f("flags")) {
             (Ok(r), Ok(shared), Ok(flags)) => shared <= 1 && flags <= 2 && (r >> RWLOCK_READER_SHIFT > 0 || r & RWLOCK_WRLOCKED != 0),
@@ -50,7 +51,7 @@ pub(crate) fn plausible(family: &Family, memory: &dyn Memory, addr: u64) -> bool
 }
 
 pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target: Option<u32>, threads: &[u32]) -> Reading {
-    let unknown = |why: String| Reading { owner: Owner::Unknown { why: why.clone() }, label: None, recursion: None, readers: None, evidence: why };
+    let unknown = |why: UnknownOwner| Reading { owner: Owner::Unknown { why: why.clone() }, label: None, recursion: None, readers: None, evidence: Evidence::Unread(why) };
     let l = &family.layout;
     match family.kind {
         Kind::Mutex => {
@@ -61,7 +62,7 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
                 field_u32(memory, addr, l, "kind"),
             ) {
                 (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b as i32, c, d as i32),
-                (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => return unknown(e),
+                (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => return unknown(UnknownOwner::Unreadable(e)),
             };
             let base = match kind & 3 {
                 0 => "normal",
@@ -80,18 +81,18 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
                 label.push_str(", priority-protect");
             }
             label.push(')');
-            let evidence = format!("pthread_mutex_t at {addr:#x}: __lock={lock:#x} __owner={owner} __count={count} __kind={kind:#x}");
+            let evidence = Evidence::Mutex { address: addr, lock, owner, count, kind };
             // Robust and PI mutexes keep the owner's tid in the futex word itself.
             let in_word = kind & (MUTEX_ROBUST | MUTEX_PRIO_INHERIT) != 0;
             let tid = if in_word { lock & FUTEX_TID_MASK } else { owner.max(0) as u32 };
             let mut owner_fact = match tid {
-                0 => Owner::Unknown { why: format!("the mutex holds no owner (__lock={lock:#x}, __owner={owner}): it is being released or acquired") },
+                0 => Owner::Unknown { why: UnknownOwner::MutexBetweenOwners { lock, owner } },
                 t => owner_of(t, threads),
             };
             if in_word && lock & FUTEX_OWNER_DIED != 0 {
                 label.push_str(", owner died");
                 if tid == 0 {
-                    owner_fact = Owner::Unknown { why: "the robust mutex's owner died; the next locker will get EOWNERDEAD".into() };
+                    owner_fact = Owner::Unknown { why: UnknownOwner::RobustOwnerDied };
                 }
             }
             if owner == PTHREAD_MUTEX_INCONSISTENT {
@@ -105,16 +106,16 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
         Kind::Rwlock => {
             let (readers, writer) = match (field_u32(memory, addr, l, "readers"), field_u32(memory, addr, l, "cur_writer")) {
                 (Ok(r), Ok(w)) => (r, w as i32),
-                (Err(e), _) | (_, Err(e)) => return unknown(e),
+                (Err(e), _) | (_, Err(e)) => return unknown(UnknownOwner::Unreadable(e)),
             };
             let count = readers >> RWLOCK_READER_SHIFT;
-            let evidence = format!("pthread_rwlock_t at {addr:#x}: __readers={readers:#x} ({count} readers) __cur_writer={writer}");
+            let evidence = Evidence::Rwlock { address: addr, readers_word: readers, readers: count, writer };
             let owner = if readers & RWLOCK_WRLOCKED != 0 && writer > 0 {
                 owner_of(writer as u32, threads)
             } else if count > 0 {
                 Owner::Readers { count, reader_tids: Vec::new(), reader_evidence: Vec::new() }
             } else {
-                Owner::Unknown { why: "the rwlock is neither write-locked nor read-locked: it is changing hands".into() }
+                Owner::Unknown { why: UnknownOwner::RwlockBetweenOwners }
             };
             Reading { owner, label: Some("pthread rwlock".into()), recursion: None, readers: Some(count), evidence }
         }
@@ -125,18 +126,18 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
                 label: Some("pthread condition variable".into()),
                 recursion: None,
                 readers: None,
-                evidence: format!("pthread_cond_t at {addr:#x}: __wrefs={wrefs:#x} ({} waiters registered)", wrefs >> COND_WREFS_SHIFT),
+                evidence: Evidence::Cond { address: addr, wrefs, waiters: wrefs >> COND_WREFS_SHIFT },
             }
         }
         Kind::Sem => {
-            let value = field_u32(memory, addr, l, "value").map(|v| v.to_string()).unwrap_or_else(|e| e);
-            let waiters = field_u32(memory, addr, l, "nwaiters").map(|v| v.to_string()).unwrap_or_else(|e| e);
+            let value = field_u32(memory, addr, l, "value");
+            let waiters = field_u32(memory, addr, l, "nwaiters");
             Reading {
                 owner: Owner::None,
                 label: Some("POSIX semaphore".into()),
                 recursion: None,
                 readers: None,
-                evidence: format!("sem_t at {addr:#x}: value={value} nwaiters={waiters}"),
+                evidence: Evidence::Sem { address: addr, value, waiters },
             }
         }
         Kind::Join => match join_target {
@@ -145,17 +146,13 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
                 label: Some("pthread_join".into()),
                 recursion: None,
                 readers: None,
-                evidence: format!("pthread_join sleeps on the joined thread's tid word at {addr:#x}, which holds {tid}"),
+                evidence: Evidence::Join { address: addr, tid },
             },
-            None => unknown("the joined thread's tid word is not readable".into()),
+            None => unknown(UnknownOwner::JoinWordUnreadable),
         },
         Kind::FutexWord => {
-            let word = memory.read_u32(addr);
-            let evidence = match word {
-                Ok(w) => format!("futex word at {addr:#x} = {w:#x}; this lock type records no owner"),
-                Err(e) => format!("futex word at {addr:#x} not readable: {e}"),
-            };
-            Reading { owner: Owner::Unknown { why: "this lock type records no owner".into() }, label: None, recursion: None, readers: None, evidence }
+            let evidence = Evidence::FutexWord { address: addr, value: memory.read_u32(addr) };
+            Reading { owner: Owner::Unknown { why: UnknownOwner::NotRecorded }, label: None, recursion: None, readers: None, evidence }
         }
     }
 }

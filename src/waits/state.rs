@@ -44,9 +44,15 @@ pub enum ThreadState {
     /// One of a runtime's own service threads, idle: waiting for nothing held or awaited (the
     /// .NET finalizer, tiered compilation, timer, thread-pool gate, SynchManager, signal
     /// handler, debugger, EventPipe threads). `role` names it where the runtime says which.
-    IdleRuntimeThread { role: String },
+    IdleRuntimeThread {
+        #[schemars(with = "String")]
+        role: IdleRole,
+    },
     /// A thread-pool worker between work items, waiting for work.
-    WaitingForWork { pool: String },
+    WaitingForWork {
+        #[schemars(with = "String")]
+        pool: Pool,
+    },
     /// Blocked reading, writing, accepting or connecting on a file descriptor.
     Io { syscall: String, fd: i64 },
     /// Waiting for a child process (wait4, waitid).
@@ -55,6 +61,22 @@ pub enum ThreadState {
     Stopped { signal: u16 },
     /// Inside another syscall.
     Syscall { number: u64, name: String },
+}
+
+/// Which of a runtime's service threads an idle one is (in JSON, the report's words for it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdleRole {
+    Finalizer,
+    /// A thread the runtime made for itself that never ran managed code.
+    RuntimeService,
+    ThreadPoolGate,
+    Timer,
+}
+
+/// The pool a worker waits for work in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pool {
+    ThreadPool,
 }
 
 impl ThreadState {

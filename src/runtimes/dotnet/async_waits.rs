@@ -12,7 +12,7 @@
 use super::report::AsyncStackReport;
 use super::semaphores::Semaphore;
 use crate::hex::Hex;
-use crate::waits::{AsyncWaiter, LockFact, LockKind, LockStorage, ManagedLock, Owner, WaitFacts};
+use crate::waits::{AsyncWaiter, Evidence, LockFact, LockKind, LockStorage, ManagedLock, Owner, SemaphoreWait, UnknownOwner, WaitFacts};
 use std::collections::{HashMap, HashSet};
 
 /// Ties task waits to async stacks and makes the SemaphoreSlims with waiters locks.
@@ -34,12 +34,16 @@ pub(crate) fn link(stacks: &[AsyncStackReport], semaphores: &[Semaphore], queued
         task.async_method = stacks[i].frames.iter().find(|f| f.address == m.object && !f.state.is_empty() && f.state.trim().parse::<i32>().is_ok()).map(|f| f.type_name.clone());
         task.queued = stack_queued(i);
         let first = &stacks[i].frames[0];
-        let awaiting = stacks[i].awaiting.as_ref().map(|a| format!(", awaiting {} at {}", a.type_name, a.address)).unwrap_or_default();
-        l.evidence.push(format!("the task is a frame of async stack {} (dotnet.async[{i}]), innermost {} at {}{awaiting}", i + 1, first.type_name, first.address));
+        l.evidence.push(Evidence::AsyncStack {
+            index: i,
+            innermost_type: first.type_name.clone(),
+            innermost: first.address,
+            awaiting: stacks[i].awaiting.as_ref().map(|a| (a.type_name.clone(), a.address)),
+        });
         match task.queued {
-            Some(true) => l.evidence.push("a frame of that async stack is a work item queued to the thread pool: it runs only when a worker is free".into()),
+            Some(true) => l.evidence.push(Evidence::QueuedToPool),
             Some(false) => {}
-            None => l.evidence.push("the thread pool's queues were not read: whether that work is queued is not known".into()),
+            None => l.evidence.push(Evidence::PoolQueuesUnread),
         }
     }
     for s in semaphores {
@@ -79,37 +83,20 @@ fn semaphore(s: &Semaphore, stacks: &[AsyncStackReport], stack_of: &HashMap<u64,
     }
     let id = format!("semaphore_slim@{:#x}", s.address);
     let mut waiter_tids = Vec::new();
-    let mut evidence = vec![format!(
-        "SemaphoreSlim {:#x}: m_currentCount {}, m_maxCount {}, m_waitCount {}, {} TaskNode{} in line (m_asyncHead…m_asyncTail)",
-        s.address,
-        s.current_count,
-        s.max_count,
-        s.wait_count,
-        s.nodes.len(),
-        if s.nodes.len() == 1 { "" } else { "s" }
-    )];
+    let mut evidence = vec![Evidence::SemaphoreSlim { address: s.address, current_count: s.current_count, max_count: s.max_count, wait_count: s.wait_count, nodes: s.nodes.len() }];
     for l in facts.locks.iter().filter(|l| absorbed.contains(&l.id)) {
         waiter_tids.extend(l.waiter_tids.iter().copied());
         let how = match l.kind {
-            LockKind::Task => format!("wait{} in SemaphoreSlim.Wait for TaskNode {} (in line behind the async waiters)", if l.waiter_tids.len() == 1 { "s" } else { "" }, l.address.map_or(String::new(), |a| a.to_string())),
-            _ => format!("wait{} in SemaphoreSlim.Wait: Monitor.Wait on its lock object {:#x}", if l.waiter_tids.len() == 1 { "s" } else { "" }, s.lock_object),
+            LockKind::Task => SemaphoreWait::TaskNode { node: l.address },
+            _ => SemaphoreWait::MonitorWait { lock_object: s.lock_object },
         };
-        let tids: Vec<String> = l.waiter_tids.iter().map(u32::to_string).collect();
-        evidence.push(format!("thread{} {} {how}", if tids.len() == 1 { "" } else { "s" }, tids.join(", ")));
+        evidence.push(Evidence::SemaphoreWaiters { tids: l.waiter_tids.clone(), how });
     }
     for w in &async_waiters {
-        evidence.push(format!(
-            "async waiter: TaskNode {}{}",
-            w.task,
-            match (&w.method, w.async_stack) {
-                (Some(m), Some(i)) => format!(", awaited by {m} (async stack {})", i + 1),
-                (None, Some(i)) => format!(" (async stack {})", i + 1),
-                _ => String::new(),
-            }
-        ));
+        evidence.push(Evidence::AsyncWaiter { task: w.task, method: w.method.clone(), async_stack: w.async_stack });
     }
     if let Some(c) = &s.cut {
-        evidence.push(format!("TaskNode list cut: {c}"));
+        evidence.push(Evidence::TaskNodeListCut { why: c.clone() });
     }
     waiter_tids.sort_unstable();
     waiter_tids.dedup();
@@ -120,9 +107,9 @@ fn semaphore(s: &Semaphore, stacks: &[AsyncStackReport], stack_of: &HashMap<u64,
     }
     facts.locks.retain(|l| !absorbed.contains(&l.id));
     let why = if s.current_count > 0 {
-        format!("its count is {} of {}: free (the waiters are being woken)", s.current_count, s.max_count)
+        UnknownOwner::SemaphoreFree { current_count: s.current_count, max_count: s.max_count }
     } else {
-        format!("a SemaphoreSlim records no holder; its count is 0 of {}: taken and not released (by an async flow or a thread)", s.max_count)
+        UnknownOwner::SemaphoreTaken { max_count: s.max_count }
     };
     facts.locks.push(LockFact {
         id,

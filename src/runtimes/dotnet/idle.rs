@@ -8,15 +8,15 @@
 //! ran managed code — that every frame outside libc is in the runtime's own modules.
 
 use crate::threads::FrameReport;
-use crate::waits::{LockFact, Owner, ThreadState, ThreadWait};
+use crate::waits::{IdleRole, LockFact, Owner, Pool, ThreadState, ThreadWait};
 
 const SLEEP: &[&str] = &["System.Threading.Thread.Sleep", "System.Threading.Thread.SleepInternal"];
 /// Where a pool worker waits for work, innermost frames first.
 const WORKER_WAIT: &str = "System.Threading.LowLevelLifoSemaphore.";
 const WORKER_START: &str = "System.Threading.PortableThreadPool+WorkerThread.WorkerThreadStart";
 /// Managed service loops, and the waits they idle in.
-const SERVICE_LOOPS: &[(&str, &str)] =
-    &[("System.Threading.PortableThreadPool+GateThread.GateThreadStart", "thread pool gate"), ("System.Threading.TimerQueue.TimerThread", "timer")];
+const SERVICE_LOOPS: &[(&str, IdleRole)] =
+    &[("System.Threading.PortableThreadPool+GateThread.GateThreadStart", IdleRole::ThreadPoolGate), ("System.Threading.TimerQueue.TimerThread", IdleRole::Timer)];
 const SERVICE_WAITS: &[&str] = &["System.Threading.WaitHandle.", "System.Threading.AutoResetEvent.", "System.Threading.EventWaitHandle."];
 /// The runtime's native modules; a thread whose frames outside libc are all here never ran
 /// managed code: the runtime made it for itself.
@@ -30,17 +30,17 @@ pub(crate) fn classify(frames: &[&FrameReport], is_finalizer: bool) -> Option<Th
         Some(first) if SLEEP.contains(first) => Some(ThreadState::Sleeping { syscall: "Thread.Sleep".into() }),
         Some(first) if first.starts_with(WORKER_WAIT) => {
             let after = managed.iter().find(|m| !m.starts_with(WORKER_WAIT))?;
-            (*after == WORKER_START).then(|| ThreadState::WaitingForWork { pool: "thread pool".into() })
+            (*after == WORKER_START).then_some(ThreadState::WaitingForWork { pool: Pool::ThreadPool })
         }
         Some(first) if SERVICE_WAITS.iter().any(|w| first.starts_with(w)) => {
             let after = managed.iter().find(|m| !SERVICE_WAITS.iter().any(|w| m.starts_with(w)))?;
-            SERVICE_LOOPS.iter().find(|(m, _)| after == m).map(|(_, role)| ThreadState::IdleRuntimeThread { role: (*role).into() })
+            SERVICE_LOOPS.iter().find(|(m, _)| after == m).map(|&(_, role)| ThreadState::IdleRuntimeThread { role })
         }
         Some(_) => None,
         None => {
             let modules: Vec<&str> = frames.iter().filter_map(|f| f.module.as_deref()).collect();
             let runtime_only = modules.iter().any(|m| RUNTIME_MODULES.contains(m)) && modules.iter().all(|m| RUNTIME_MODULES.contains(m) || SYSTEM_MODULES.contains(m));
-            runtime_only.then(|| ThreadState::IdleRuntimeThread { role: if is_finalizer { "finalizer" } else { "runtime service" }.into() })
+            runtime_only.then_some(ThreadState::IdleRuntimeThread { role: if is_finalizer { IdleRole::Finalizer } else { IdleRole::RuntimeService } })
         }
     }
 }

@@ -13,7 +13,7 @@ use super::context::Context;
 use super::{thread_names, BlockingKind, RuntimeReading, WaitSource, STAGE};
 use crate::diagnostics::Diagnostic;
 use crate::hex::Hex;
-use crate::waits::{LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, ManagedThreads, Owner, WaitFacts, WorkerPool};
+use crate::waits::{Evidence, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, ManagedThreads, ManagedWaitKind, NamedThread, Owner, UnknownOwner, WaitFacts, WaitRecord, WorkerPool};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The name CoreCLR's portable thread pool gives its worker threads.
@@ -53,11 +53,8 @@ fn lock_id(m: &ManagedLock) -> String {
     }
 }
 
-fn who(tid: u32, threads: &ManagedThreads) -> String {
-    match threads.names.get(&tid) {
-        Some(n) => format!("thread {tid} \"{n}\""),
-        None => format!("thread {tid}"),
-    }
+fn who(tid: u32, threads: &ManagedThreads) -> NamedThread {
+    NamedThread { tid, name: threads.names.get(&tid).cloned() }
 }
 
 pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: &[u32], stacks: &[&[&str]], facts: &mut WaitFacts) {
@@ -73,29 +70,23 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
         let owner = match m.owner_os_tid {
             Some(tid) if in_dump.contains(&tid) => Owner::Known { tid },
             Some(tid) => Owner::Exited { tid },
-            None if m.is_held() => Owner::Unknown { why: format!("held by managed thread {} which knot cannot map to an OS thread", m.owner_managed_id.unwrap_or(0)) },
-            None => Owner::Unknown { why: "not held at the time of the dump (being handed over)".into() },
+            None if m.is_held() => Owner::Unknown { why: UnknownOwner::UnmappedManagedThread { managed_id: m.owner_managed_id.unwrap_or(0) } },
+            None => Owner::Unknown { why: UnknownOwner::HandedOver },
         };
         let mut evidence = Vec::new();
         match m.storage {
-            LockStorage::SyncBlock | LockStorage::Task => evidence.push(format!(
-                "sync block {} at {:#x}: object {:#x}, MonitorHeld {}, recursion {}, holding thread id {}",
-                m.sync_block_index.unwrap_or(0),
-                m.sync_block.map_or(0, |b| b.0),
-                m.object,
-                m.monitor_held.unwrap_or(0),
-                m.recursion,
-                m.owner_managed_id.map_or("none".into(), |i| i.to_string())
-            )),
+            LockStorage::SyncBlock | LockStorage::Task => evidence.push(Evidence::SyncBlock {
+                index: m.sync_block_index.unwrap_or(0),
+                address: m.sync_block.map_or(0, |b| b.0),
+                object: m.object,
+                monitor_held: m.monitor_held.unwrap_or(0),
+                recursion: m.recursion,
+                owner_managed_id: m.owner_managed_id,
+            }),
             // SemaphoreSlims are made after the heap walk (`async_waits`), never read as monitors.
             LockStorage::SemaphoreSlim => {}
-            LockStorage::ThinLock => evidence.push(format!("object header of {:#x}: thin lock of managed thread {}, recursion {}", m.object, m.owner_managed_id.unwrap_or(0), m.recursion)),
-            LockStorage::LockObject => evidence.push(format!(
-                "System.Threading.Lock {:#x}: _owningThreadId {}, recursion {}",
-                m.object,
-                m.owner_os_tid.map_or("0".into(), |t| t.to_string()),
-                m.recursion
-            )),
+            LockStorage::ThinLock => evidence.push(Evidence::ThinLock { object: m.object, owner_managed_id: m.owner_managed_id.unwrap_or(0), recursion: m.recursion }),
+            LockStorage::LockObject => evidence.push(Evidence::LockObject { object: m.object, owner_os_tid: m.owner_os_tid, recursion: m.recursion }),
         }
         let managed = ManagedLock { owner_name: m.owner_os_tid.and_then(|t| threads.names.get(&t).cloned()), ..m.clone() };
         locks.insert(
@@ -137,7 +128,6 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
             },
             BlockingKind::MonitorWait if let Some(tw) = task_wait(r, w.os_tid, object, stacks.get(ti).copied().unwrap_or(&[])) => {
                 let id = format!("task@{:#x}", tw.task);
-                let ty = tw.type_name.as_deref().unwrap_or("(type unread)");
                 locks.entry(id.clone()).or_insert_with(|| LockFact {
                     id: id.clone(),
                     kind: LockKind::Task,
@@ -147,15 +137,15 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                     owner: Owner::None,
                     owner_tid: None,
                     waiter_tids: Vec::new(),
-                    evidence: vec![format!(
-                        "task {:#x} ({ty}): m_stateFlags {:#x} = {}; its continuation {:#x} ({}) has m_lock {:#x}",
-                        tw.task,
-                        tw.state_flags,
-                        tw.status.name(),
-                        tw.event,
-                        tw.event_type.as_deref().unwrap_or("(type unread)"),
-                        tw.lock_object
-                    )],
+                    evidence: vec![Evidence::Task {
+                        task: tw.task,
+                        type_name: tw.type_name.clone(),
+                        state_flags: tw.state_flags,
+                        status: tw.status.name().into(),
+                        event: tw.event,
+                        event_type: tw.event_type.clone(),
+                        event_lock: tw.lock_object,
+                    }],
                     recursion: None,
                     readers: None,
                     managed: Some(ManagedLock {
@@ -175,11 +165,7 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                     signature: None,
                 });
                 if let Some(l) = locks.get_mut(&id) {
-                    l.evidence.push(format!(
-                        "{} is in Monitor.Wait on {object:#x} under a task wait frame; the task is referenced from its stack at {:#x}",
-                        who(w.os_tid, threads),
-                        tw.stack_slot
-                    ));
+                    l.evidence.push(Evidence::TaskWaiter { thread: who(w.os_tid, threads), object, stack_slot: tw.stack_slot });
                 }
                 id
             }
@@ -219,17 +205,17 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
             continue;
         }
         lock.waiter_tids.push(w.os_tid);
-        let how = match w.kind {
-            BlockingKind::MonitorEnter => "waits to enter the monitor",
-            BlockingKind::Lock => "waits to enter the Lock",
-            _ if id.starts_with("task@") => "is in Monitor.Wait on the task's event",
-            _ => "is in Monitor.Wait",
+        let wait = match w.kind {
+            BlockingKind::MonitorEnter => ManagedWaitKind::EnterMonitor,
+            BlockingKind::Lock => ManagedWaitKind::EnterLock,
+            _ if lock.kind == LockKind::Task => ManagedWaitKind::TaskEvent,
+            _ => ManagedWaitKind::MonitorWait,
         };
         let source = match w.source {
-            WaitSource::BlockingRecord => "its ThreadBlockingInfo record",
-            WaitSource::WaitList => "the sync block's Monitor.Wait list",
+            WaitSource::BlockingRecord => WaitRecord::BlockingRecord,
+            WaitSource::WaitList => WaitRecord::WaitList,
         };
-        lock.evidence.push(format!("{} {how} (by {source})", who(w.os_tid, threads)));
+        lock.evidence.push(Evidence::ManagedWait { thread: who(w.os_tid, threads), wait, source });
         if let Some(native) = facts.threads[ti].blocked_on.replace(id.clone())
             && native != id
         {
@@ -243,7 +229,7 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
             if let Some(managed) = facts.threads.get(tids.iter().position(|t| t == tid).unwrap_or(usize::MAX)).and_then(|t| t.blocked_on.as_ref())
                 && let Some(m) = locks.get_mut(managed)
             {
-                m.evidence.push(format!("thread {tid}'s native wait ({} {}) is the runtime's implementation of this wait", l.kind, l.address.map_or(l.id.clone(), |a| a.to_string())));
+                m.evidence.push(Evidence::NativeWait { tid: *tid, kind: l.kind, address: l.address, id: l.id.clone() });
             }
         }
     }

@@ -10,7 +10,7 @@ use super::super::context::Context;
 use super::super::objects::TypeNamer;
 use super::graph::{ObjectGraph, Root, RootKind, RootSource};
 use super::names::sos_heap_name;
-use super::report::{attach_retention, HeapPathStepReport, HeapReport, HeapRootRef, RetentionNames};
+use super::report::{attach_retention, HeapPathStepReport, HeapReport, HeapRootRef, RetentionNames, RootName, RootPlace};
 use super::retained::{self, GraphView, Retention};
 use super::root_tree::RootTree;
 use super::roots::ThreadStack;
@@ -116,22 +116,19 @@ impl Holding {
 fn root_ref(g: &ObjectGraph, root: super::root_tree::RootOf<'_>) -> HeapRootRef {
     use super::root_tree::RootOf;
     match root {
-        RootOf::StaticSlot { array, index } => HeapRootRef {
-            kind: "static".into(),
-            name: crate::report::words::static_slot(g.addresses.get(array as usize).copied().unwrap_or(0), index),
-        },
+        RootOf::StaticSlot { array, index } => {
+            HeapRootRef { kind: "static".into(), name: RootName::StaticSlot { array: g.addresses.get(array as usize).copied().unwrap_or(0), index } }
+        }
         RootOf::Root(r) => {
             let (kind, conservative) = r.kind.name();
-            let name = crate::report::words::root_ref_name(kind, conservative, &detail(r));
-            HeapRootRef { kind: kind.to_string(), name }
+            HeapRootRef { kind: kind.to_string(), name: RootName::Root { kind, conservative, place: detail(r) } }
         }
     }
 }
 
 
 /// Where the root is, as facts for the words: (handle or slot address, thread).
-fn detail(r: &Root) -> crate::report::words::RootPlace {
-    use crate::report::words::RootPlace;
+fn detail(r: &Root) -> RootPlace {
     match &r.source {
         RootSource::Handle { handle } | RootSource::Static { handle, .. } => RootPlace::Handle(*handle),
         RootSource::Stack { os_tid, slot, register, .. } => RootPlace::Thread { os_tid: *os_tid, slot: *slot, register: *register },

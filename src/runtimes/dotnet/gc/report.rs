@@ -69,7 +69,26 @@ pub struct HeapRootRef {
     pub kind: String,
     /// The root for people: `static field SessionCache.s_all`, `strong handle 0x7f…`, `thread
     /// 1234 (Main), conservative`.
-    pub name: String,
+    #[schemars(with = "String")]
+    pub name: RootName,
+}
+
+/// Which root holds an object, as facts (`report::words` says it: `strong handle 0x7f…`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RootName {
+    /// A slot of the runtime's statics array whose class and field are not read.
+    StaticSlot { array: u64, index: u32 },
+    /// A root of a kind (`RootKind::name`) at a place.
+    Root { kind: &'static str, conservative: bool, place: RootPlace },
+}
+
+/// Where a root is: its handle or slot address, its thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootPlace {
+    Handle(u64),
+    Thread { os_tid: u32, slot: u64, register: Option<u16> },
+    Queue(u64),
+    SyncBlock(u32),
 }
 
 /// One top holder.

@@ -1,0 +1,170 @@
+//! What a lock's facts rest on, as data: the memory read, the frames and stacks seen, why an
+//! owner cannot be known. The report says them (`report::words`: the JSON's `evidence`,
+//! `owner.why`, `owner.evidence`, `owner.reader_evidence`, the text and HTML pages).
+
+use super::LockKind;
+use crate::hex::Hex;
+use crate::process::MemoryError;
+
+/// One fact a lock's reading rests on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Evidence {
+    /// A thread sleeps on the lock's futex word inside a lock family's entry function.
+    FutexWait {
+        tid: u32,
+        futex: u64,
+        /// The value the thread expects the word to hold while it sleeps.
+        expected: u32,
+        /// A timed wait the kernel restarted (`restart_syscall`).
+        restarted: bool,
+        /// The family's entry function and its frame number (`None`: the frame has no name).
+        function: Option<String>,
+        frame: usize,
+    },
+    /// A thread sleeps on a futex word no lock family's frames explain.
+    UnrecognisedFutexWait { tid: u32, futex: u64, expected: u32 },
+    /// Another thread's stack holds a pointer into the lock (an owner is inferred from these).
+    StackPointer { tid: u32, value: u64, at: u64 },
+    /// A `pthread_mutex_t`'s words.
+    Mutex { address: u64, lock: u32, owner: i32, count: u32, kind: i32 },
+    /// A `pthread_rwlock_t`'s words: `readers_word` holds the reader count and flags.
+    Rwlock { address: u64, readers_word: u32, readers: u32, writer: i32 },
+    /// A `pthread_cond_t`'s waiter references.
+    Cond { address: u64, wrefs: u32, waiters: u32 },
+    /// A `sem_t`'s value and waiter count, each as read or why not.
+    Sem { address: u64, value: Result<u32, FieldError>, waiters: Result<u32, FieldError> },
+    /// `pthread_join` sleeps on the joined thread's tid word.
+    Join { address: u64, tid: u32 },
+    /// A bare futex word of a lock type that records no owner.
+    FutexWord { address: u64, value: Result<u32, MemoryError> },
+    /// The lock's words could not be read: the owner is unknown for this reason.
+    Unread(UnknownOwner),
+    /// A .NET Monitor's sync block (SOS syncblk's columns).
+    SyncBlock { index: u32, address: u64, object: Hex, monitor_held: u32, recursion: u32, owner_managed_id: Option<u32> },
+    /// A .NET Monitor kept in the object header.
+    ThinLock { object: Hex, owner_managed_id: u32, recursion: u32 },
+    /// A `System.Threading.Lock`'s fields.
+    LockObject { object: Hex, owner_os_tid: Option<u32>, recursion: u32 },
+    /// A .NET task waited for, and the event its waiter sleeps on.
+    Task { task: u64, type_name: Option<String>, state_flags: u32, status: String, event: u64, event_type: Option<String>, event_lock: u64 },
+    /// A thread in Monitor.Wait on a task's event under a task wait frame; the task is
+    /// referenced from its stack at `stack_slot`.
+    TaskWaiter { thread: NamedThread, object: u64, stack_slot: u64 },
+    /// A thread in a managed wait, and the runtime record that says so.
+    ManagedWait { thread: NamedThread, wait: ManagedWaitKind, source: WaitRecord },
+    /// The native wait that a managed wait supersedes (how the runtime implements it).
+    NativeWait { tid: u32, kind: LockKind, address: Option<Hex>, id: String },
+    /// The task waited for is a frame of async stack `index` (`dotnet.async[index]`).
+    AsyncStack { index: usize, innermost_type: String, innermost: Hex, awaiting: Option<(String, Hex)> },
+    /// A frame of that async stack is a work item queued to the thread pool.
+    QueuedToPool,
+    /// The thread pool's queues were not read.
+    PoolQueuesUnread,
+    /// A .NET `SemaphoreSlim`'s fields, and how many TaskNodes are in line.
+    SemaphoreSlim { address: u64, current_count: i32, max_count: i32, wait_count: i32, nodes: usize },
+    /// Threads in `SemaphoreSlim.Wait`.
+    SemaphoreWaiters { tids: Vec<u32>, how: SemaphoreWait },
+    /// An async flow in `WaitAsync`: its TaskNode, the async method and stack that await it.
+    AsyncWaiter { task: Hex, method: Option<String>, async_stack: Option<usize> },
+    /// The TaskNode list was not read to its end, for this reason.
+    TaskNodeListCut { why: String },
+}
+
+/// How threads wait in `SemaphoreSlim.Wait`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SemaphoreWait {
+    /// For their own TaskNode, in line behind the async waiters.
+    TaskNode { node: Option<Hex> },
+    /// In Monitor.Wait on the semaphore's lock object.
+    MonitorWait { lock_object: u64 },
+}
+
+/// A thread, with its managed name when it has one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedThread {
+    pub tid: u32,
+    pub name: Option<String>,
+}
+
+/// What a thread waits for in a managed wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ManagedWaitKind {
+    EnterMonitor,
+    EnterLock,
+    /// Monitor.Wait on a task's event.
+    TaskEvent,
+    MonitorWait,
+}
+
+/// The runtime's record of a managed wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitRecord {
+    /// The thread's `ThreadBlockingInfo` record.
+    BlockingRecord,
+    /// The sync block's Monitor.Wait list.
+    WaitList,
+}
+
+/// Why an owner is inferred (`Owner::Inferred`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inference {
+    /// The only other thread whose stack points into the lock (at `at`), as a guard would.
+    SoleStackPointer { at: u64 },
+}
+
+/// A thread offered as a reader of a read-held lock (`Owner::Readers`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReaderEvidence {
+    pub tid: u32,
+    pub place: PointerPlace,
+    /// The pointer into the lock.
+    pub value: u64,
+}
+
+/// Where a thread keeps a pointer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PointerPlace {
+    Register(&'static str),
+    Stack(u64),
+}
+
+/// Why a lock's owner is not known (`Owner::Unknown`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnknownOwner {
+    /// No analyzer knows the lock's layout.
+    NoLayout,
+    /// The lock type records no owner.
+    NotRecorded,
+    /// A lock that records no owner, and the stack search for one ran out of budget.
+    SearchBudgetSpent,
+    /// A lock that records no owner, and no other thread's stack points into it.
+    NoStackPointsIn,
+    /// A lock that records no owner, and several threads' stacks point into it.
+    SeveralStacksPointIn { tids: Vec<u32> },
+    /// A mutex with no owner in its words: being released or acquired.
+    MutexBetweenOwners { lock: u32, owner: i32 },
+    /// A robust mutex whose owner died.
+    RobustOwnerDied,
+    /// An rwlock neither write- nor read-locked: changing hands.
+    RwlockBetweenOwners,
+    /// A lock word could not be read.
+    Unreadable(FieldError),
+    /// The joined thread's tid word could not be read.
+    JoinWordUnreadable,
+    /// A .NET lock held by a managed thread with no OS thread knot can map it to.
+    UnmappedManagedThread { managed_id: u32 },
+    /// A .NET lock not held at the time of the dump (being handed over).
+    HandedOver,
+    /// A SemaphoreSlim (it records no holder) with a count left: its waiters are being woken.
+    SemaphoreFree { current_count: i32, max_count: i32 },
+    /// A SemaphoreSlim with a count of 0: taken and not released.
+    SemaphoreTaken { max_count: i32 },
+}
+
+/// Why a field of a lock's layout could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldError {
+    /// The layout (from `analyzers/`) has no such field.
+    NoField { layout: String, field: &'static str },
+    Unreadable { layout: String, error: MemoryError },
+}
