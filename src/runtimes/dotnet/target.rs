@@ -137,20 +137,23 @@ impl<'a> Target<'a> {
         Ok(b)
     }
 
-    /// The pointer in field `ty.field` of the structure at `base`.
+    /// The pointer in field `ty.field` of the structure at `base`. (The error's words are made
+    /// only on an error: these reads run per heap object.)
     pub(crate) fn field_ptr(&self, base: u64, ty: &str, field: &str) -> Result<u64> {
         let at = base.wrapping_add(self.offset(ty, field)?);
-        self.read_ptr(at, &format!("{ty}.{field} of {base:#x}"))
+        self.mem.read_u64(at).map_err(|e| DotnetError::memory(format!("{ty}.{field} of {base:#x}"), e))
     }
 
     pub(crate) fn field_u32(&self, base: u64, ty: &str, field: &str) -> Result<u32> {
         let at = base.wrapping_add(self.offset(ty, field)?);
-        self.read_u32(at, &format!("{ty}.{field} of {base:#x}"))
+        self.mem.read_u32(at).map_err(|e| DotnetError::memory(format!("{ty}.{field} of {base:#x}"), e))
     }
 
     pub(crate) fn field_u16(&self, base: u64, ty: &str, field: &str) -> Result<u16> {
         let at = base.wrapping_add(self.offset(ty, field)?);
-        self.read_u16(at, &format!("{ty}.{field} of {base:#x}"))
+        let mut b = [0u8; 2];
+        self.mem.read(at, &mut b).map_err(|e| DotnetError::memory(format!("{ty}.{field} of {base:#x}"), e))?;
+        Ok(u16::from_le_bytes(b))
     }
 
     /// The value of a pointer global whose pointer-data slot holds the *address* of a runtime
