@@ -148,7 +148,6 @@ fn ice_boxes(page: &str) -> Vec<IceBox> {
 fn the_html_icicle_and_suspect_path_show_the_retained_sizes() {
     for d in dumps() {
         let report = knot::analyze(&d.core, &Options { locator: locator(&d), ..Options::default() }).expect("the dump reads");
-        let json: serde_json::Value = serde_json::from_str(&knot::report::to_json(&report)).expect("JSON");
         let page = knot::report::html::render(&report);
         let start = page.find("<section id=\"retained\">").unwrap_or_else(|| panic!("{}: no retained section", d.kind));
         let section = &page[start..start + page[start..].find("</section>").expect("section end")];
