@@ -10,7 +10,7 @@ use crate::threads::FrameReport;
 use crate::runtimes::dotnet::gc::roots::{StackFrame, ThreadStack};
 use crate::runtimes::dotnet::gc::{self, diff, GcReading};
 use crate::runtimes::dotnet::{self as dotnet, context::Context};
-use crate::unwind::Stack;
+use crate::unwind::{Stack, StackEnd};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Default)]
@@ -85,7 +85,16 @@ pub(crate) fn thread_stacks(process: &Process, context: &Context<'_>, stacks: &[
                     StackFrame { sp: f.sp, ip: f.ip, managed, registers }
                 })
                 .collect();
-            let stack_end = process.core.segments.find(th.registers.rsp).map(|s| s.end()).unwrap_or(0);
+            let mut stack_end = process.core.segments.find(th.registers.rsp).map(|s| s.end()).unwrap_or(0);
+            // A walk stopped at a return address outside known code still knew that caller's
+            // stack pointer: the last frame ends there. Scanning on to the stack's end would take
+            // the callers' slots (the runtime's native frames) as the last managed frame's roots,
+            // and make the roots depend on whether the runtime's file was at hand.
+            if let StackEnd::NotCode { sp, .. } = stack.end
+                && sp > 0
+            {
+                stack_end = stack_end.min(sp);
+            }
             ThreadStack { os_tid: th.tid, managed_id: managed_ids.get(&th.tid).copied().unwrap_or(0), frames, stack_end }
         })
         .collect()
