@@ -96,6 +96,9 @@ pub(crate) fn frames(process: &Process, symbolizer: &Symbolizer<'_>, stack: &Sta
     for (_, t) in transitions {
         out.push(FrameReport::transition(out.len(), t));
     }
+    // Every thread's frames live until the report is written: no spare room kept (the room
+    // reserved for inlined frames is most of it).
+    out.shrink_to_fit();
     out
 }
 

@@ -181,6 +181,8 @@ impl<'p> Unwinder<'p> {
                 }
             }
         };
+        // Kept until the report is written, for every thread: no spare room.
+        frames.shrink_to_fit();
         Stack { tid: thread.tid, frames, end, scanned, transitions }
     }
 
