@@ -146,9 +146,11 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     };
     let mut section = section;
     // The heap as a graph: what holds it (stack roots from the stacks walked above).
-    if let Some(heap) = section.as_mut().and_then(|s| s.section.dotnet_heap_mut()) {
+    if let Some(heap) = section.as_mut().and_then(|s| s.section.dotnet_heap_mut())
+        && let Some(dotnet) = runtime.as_ref().and_then(|r| r.as_dotnet())
+    {
         let mut more = Vec::new();
-        crate::heap::attach(process, &opts.locator, &stacks, &frames, heap, &mut more);
+        crate::heap::attach(process, dotnet, &stacks, &frames, heap, &mut more);
         facts.diagnostics.extend(more);
     }
     let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();

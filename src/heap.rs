@@ -10,7 +10,7 @@ use crate::threads::FrameReport;
 use crate::runtimes::dotnet::gc::roots::{StackFrame, ThreadStack};
 use crate::runtimes::dotnet::gc::{self, diff, GcReading};
 use crate::runtimes::dotnet::{self as dotnet, context::Context};
-use crate::unwind::Stack;
+use crate::unwind::{Stack, StackEnd};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Default)]
@@ -85,45 +85,50 @@ pub(crate) fn thread_stacks(process: &Process, context: &Context<'_>, stacks: &[
                     StackFrame { sp: f.sp, ip: f.ip, managed, registers }
                 })
                 .collect();
-            let stack_end = process.core.segments.find(th.registers.rsp).map(|s| s.end()).unwrap_or(0);
+            let mut stack_end = process.core.segments.find(th.registers.rsp).map(|s| s.end()).unwrap_or(0);
+            // A walk stopped at a return address outside known code still knew that caller's
+            // stack pointer: the last frame ends there. Scanning on to the stack's end would take
+            // the callers' slots (the runtime's native frames) as the last managed frame's roots,
+            // and make the roots depend on whether the runtime's file was at hand.
+            if let StackEnd::NotCode { sp, .. } = stack.end
+                && sp > 0
+            {
+                stack_end = stack_end.min(sp);
+            }
             ThreadStack { os_tid: th.tid, managed_id: managed_ids.get(&th.tid).copied().unwrap_or(0), frames, stack_end }
         })
         .collect()
 }
 
-/// The heap's retention of an opened .NET process: its stacks walked for their roots, the
-/// object graph, the dominator tree. `None` when the process has no readable .NET runtime.
-pub(crate) fn holding<'p>(process: &'p Process, locator: &Locator, stacks_and_frames: Option<(&[Stack], &[Vec<FrameReport>])>) -> Option<Result<(gc::holders::Holding, dotnet::runtime::DotnetRuntime<'p>), String>> {
-    let runtime = dotnet::runtime::recognise(process, locator)?;
-    let result = (|| {
-        let context = runtime.context()?;
-        let threads = match stacks_and_frames {
-            Some((stacks, frames)) => thread_stacks(process, context, stacks, frames),
-            None => {
-                use crate::runtimes::Runtime as _;
-                let mut unwinder = crate::unwind::Unwinder::new(process);
-                let mut symbolizer = crate::symbols::Symbolizer::new(process);
-                if let Some(l) = runtime.code_lookup() {
-                    unwinder = unwinder.with_code_lookup(l);
-                    symbolizer = symbolizer.with_code_lookup(l);
-                }
-                let stacks = unwinder.walk_all();
-                let frames: Vec<Vec<FrameReport>> = stacks.iter().map(|s| crate::threads::build::frames(process, &symbolizer, s)).collect();
-                thread_stacks(process, context, &stacks, &frames)
+/// The heap's retention of an opened .NET process through its recognised runtime: its stacks
+/// walked for their roots (unless given), the object graph, the dominator tree.
+pub(crate) fn holding(process: &Process, runtime: &dotnet::runtime::DotnetRuntime<'_>, stacks_and_frames: Option<(&[Stack], &[Vec<FrameReport>])>) -> Result<gc::holders::Holding, String> {
+    let context = runtime.context()?;
+    let threads = match stacks_and_frames {
+        Some((stacks, frames)) => thread_stacks(process, context, stacks, frames),
+        None => {
+            use crate::runtimes::Runtime as _;
+            let mut unwinder = crate::unwind::Unwinder::new(process);
+            let mut symbolizer = crate::symbols::Symbolizer::new(process);
+            if let Some(l) = runtime.code_lookup() {
+                unwinder = unwinder.with_code_lookup(l);
+                symbolizer = symbolizer.with_code_lookup(l);
             }
-        };
-        gc::holders::read(context, &threads)
-    })();
-    Some(result.map(|h| (h, runtime)))
+            let stacks = unwinder.walk_all();
+            let frames: Vec<Vec<FrameReport>> = stacks.iter().map(|s| crate::threads::build::frames(process, &symbolizer, s)).collect();
+            thread_stacks(process, context, &stacks, &frames)
+        }
+    };
+    gc::holders::read(context, &threads)
 }
 
 /// Fills the retained fields of a report's .NET heap (`dotnet.heap.retained`, `dominators`,
-/// `unreachable`, `suspects`); what could not be read goes to `diagnostics`.
-pub(crate) fn attach(process: &Process, locator: &Locator, stacks: &[Stack], frames: &[Vec<FrameReport>], heap: &mut crate::runtimes::dotnet::gc::report::HeapReport, diagnostics: &mut Vec<Diagnostic>) {
-    match holding(process, locator, Some((stacks, frames))) {
-        None => {}
-        Some(Err(why)) => diagnostics.push(Diagnostic::warning(gc::STAGE, format!("retained sizes not read: {why}"))),
-        Some(Ok((h, runtime))) => {
+/// `unreachable`, `suspects`) through the analysis's runtime handle; what could not be read
+/// goes to `diagnostics`.
+pub(crate) fn attach(process: &Process, runtime: &dotnet::runtime::DotnetRuntime<'_>, stacks: &[Stack], frames: &[Vec<FrameReport>], heap: &mut crate::runtimes::dotnet::gc::report::HeapReport, diagnostics: &mut Vec<Diagnostic>) {
+    match holding(process, runtime, Some((stacks, frames))) {
+        Err(why) => diagnostics.push(Diagnostic::warning(gc::STAGE, format!("retained sizes not read: {why}"))),
+        Ok(h) => {
             if let Ok(context) = runtime.context() {
                 h.attach(context, heap);
             }
@@ -138,8 +143,8 @@ pub fn diff(old: &Path, new: &Path, opts: &HeapOptions) -> Result<HeapDiffReport
     let b = read(new, opts)?;
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
     // Retained by type from each dump's object graph, when both are read.
-    let retained = |dump: &HeapDump, which: &str, diagnostics: &mut Vec<Diagnostic>| match holding(&dump.process, &opts.locator, None) {
-        Some(Ok((h, _))) => {
+    let retained = |dump: &HeapDump, which: &str, diagnostics: &mut Vec<Diagnostic>| match dotnet::runtime::recognise(&dump.process, &opts.locator).map(|r| holding(&dump.process, &r, None)) {
+        Some(Ok(h)) => {
             diagnostics.extend(h.diagnostics.iter().cloned().map(|mut d| {
                 d.message = format!("{which} dump: {}", d.message);
                 d

@@ -29,6 +29,12 @@ pub(crate) trait Runtime: RuntimeLocks + Send + Sync {
     /// it cannot be read (a diagnostic says why).
     fn code_lookup(&self) -> Option<&dyn CodeLookup>;
 
+    /// The handle as the .NET runtime's, when it is (the heap's holders are read through it,
+    /// never by recognising the runtime again).
+    fn as_dotnet(&self) -> Option<&dotnet::runtime::DotnetRuntime<'_>> {
+        None
+    }
+
     /// Whether [`Runtime::report_section`] walks a heap (the pipeline's `Phase::Heap`).
     fn walks_heap(&self) -> bool {
         false

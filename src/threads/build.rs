@@ -110,7 +110,7 @@ pub(crate) fn stack_end(stack: &crate::unwind::Stack) -> StackEndReport {
         StackEnd::NoProgress { ip, sp } => ("no_progress", Some(ip), format!("caller {ip:#x} has stack pointer {sp:#x}, not above the callee's")),
         StackEnd::Unreadable { address } => ("unreadable", Some(address), format!("stack memory at {address:#x} is not in the dump")),
         StackEnd::NoCaller { ip } => ("no_caller", Some(ip), format!("no unwind information, frame pointer or return address found above {ip:#x}")),
-        StackEnd::NotCode { ip } => ("not_code", Some(ip), format!("return address {ip:#x} is not in executable memory")),
+        StackEnd::NotCode { ip, .. } => ("not_code", Some(ip), format!("return address {ip:#x} is not in executable memory")),
         StackEnd::DepthLimit { frames } => ("depth_limit", None, format!("stopped at the {frames}-frame limit")),
         StackEnd::EntryPoint => ("entry_point", None, "reached the program's entry point (_start)".to_string()),
     };

@@ -79,8 +79,13 @@ pub enum StackEnd {
     Unreadable { address: u64 },
     /// No way to find the caller (no CFI, no frame pointer, nothing found by scanning).
     NoCaller { ip: u64 },
-    /// The return address does not point into any known code.
-    NotCode { ip: u64 },
+    /// The return address does not point into any known code. `sp` is that caller's stack
+    /// pointer: where the last walked frame ends (the heap's stack roots scan no further).
+    NotCode {
+        ip: u64,
+        #[serde(skip)]
+        sp: u64,
+    },
     /// The walk reached the frame limit.
     DepthLimit { frames: usize },
     /// The frame is the program's entry point (`_start`, at the auxiliary vector's AT_ENTRY):

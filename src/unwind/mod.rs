@@ -321,7 +321,7 @@ impl<'p> Unwinder<'p> {
             return Err(StackEnd::NoProgress { ip: next.ip, sp: next.sp });
         }
         if !self.is_code_or_managed(next.ip) {
-            return Err(StackEnd::NotCode { ip: next.ip });
+            return Err(StackEnd::NotCode { ip: next.ip, sp: next.sp });
         }
         Ok(next)
     }

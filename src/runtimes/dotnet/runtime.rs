@@ -157,6 +157,10 @@ impl Runtime for DotnetRuntime<'_> {
         self.code.as_ref().map(|c| c as &dyn CodeLookup)
     }
 
+    fn as_dotnet(&self) -> Option<&DotnetRuntime<'_>> {
+        Some(self)
+    }
+
     fn walks_heap(&self) -> bool {
         matches!(self.reading(), DotnetReading::Runtime(r) if !r.threads.is_empty())
     }
