@@ -93,10 +93,13 @@ fn retained_sizes_garbage_and_the_suspect_equal_sos_and_the_construction() {
         assert_eq!((acc["child_type"].as_str(), acc["child_count"].as_u64()), (Some(SESSION), Some(sessions)), "{}", d.kind);
         assert_eq!(acc["child_retained_bytes"].as_u64(), Some(sessions * SESSION_RETAINS));
         assert_eq!(heap["suspects"].as_array().map(Vec::len), Some(1), "{}: one holder of 10 % or more", d.kind);
+        // Its root is the static the sample keeps it in (SOS gcroot: the statics array's slot).
+        assert_eq!(s["root"]["kind"], "static", "{}: {s}", d.kind);
+        assert_eq!(s["root"]["name"], "the static field SessionCache.s_all", "{}: {s}", d.kind);
 
         let text = knot::report::text::render(&report, &Default::default());
         let first = text.lines().skip(1).find(|l| !l.is_empty()).unwrap_or("");
-        assert!(first.starts_with("Leak suspect: ") && first.contains(DICTIONARY) && first.contains(&format!("{} {SESSION} objects", if sessions == 2000 { "2,000" } else { "6,000" })), "{}: first line {first:?}", d.kind);
+        assert!(first.starts_with("Leak suspect: ") && first.contains(DICTIONARY) && first.contains("reached from the static field SessionCache.s_all") && first.contains(&format!("{} {SESSION} objects", if sessions == 2000 { "2,000" } else { "6,000" })), "{}: first line {first:?}", d.kind);
     }
 }
 

@@ -764,12 +764,14 @@ pub(crate) fn heap_path_via(via: &str, static_field: Option<&crate::report::heap
 }
 
 /// A holder's root for people: `strong handle 0x7f…`, `stack root (conservative): thread
-/// 0x1a2b, slot 0x7ffd…`; a static field known only by its slot in the runtime's statics array
-/// (its class and name are not read): `a static field (element [12] of the statics array 0x7f…)`.
+/// 0x1a2b, slot 0x7ffd…`, `the static field SessionCache.s_all`; a static field known only by
+/// its slot in the runtime's statics array (its class and name could not be read): `a static
+/// field (element [12] of the statics array 0x7f…)`.
 impl std::fmt::Display for RootName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (kind, conservative, place) = match self {
             RootName::StaticSlot { array, index } => return write!(f, "a static field (element [{index}] of the statics array {array:#x})"),
+            RootName::StaticField { class, field } => return write!(f, "the static field {}.{field}", short_type(class)),
             RootName::Root { kind, conservative, place } => (kind, *conservative, place),
         };
         let k = heap_root_kind(kind, conservative);

@@ -17,6 +17,9 @@ use super::roots::ThreadStack;
 use crate::diagnostics::Diagnostic;
 use std::cell::RefCell;
 
+/// Elements of a statics array read at most (one per static field of reference type).
+const MAX_STATICS: u32 = 1 << 20;
+
 /// The type name a statics array has.
 const STATICS_ARRAY: &str = "System.Object[]";
 
@@ -44,9 +47,16 @@ pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack]) -> Result<Hol
     for r in g.roots.iter().filter(|r| r.kind == RootKind::StrongHandle) {
         let is_statics = g.types.get(r.node as usize).and_then(|&ty| type_names.get(ty as usize)).is_some_and(|n| n == STATICS_ARRAY);
         if is_statics {
-            for (i, &e) in g.edges_of(r.node).iter().enumerate() {
-                static_slots.push((e, r.node, i as u32));
-                roots.push(e);
+            // Each element's own index (the edges skip null elements): the slot names the static.
+            let array = g.addresses.get(r.node as usize).copied().unwrap_or(0);
+            let len = t.read_u32(array + 8, "statics array length").map_or(0, |n| n.min(MAX_STATICS));
+            let words = t.read_bytes(array + 16, 8 * len as usize, "statics array").unwrap_or_default();
+            for (i, w) in words.chunks_exact(8).enumerate() {
+                let v = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+                if let Some(e) = g.node_of(v) {
+                    static_slots.push((e, r.node, i as u32));
+                    roots.push(e);
+                }
             }
         }
     }
@@ -80,6 +90,8 @@ impl Holding {
             .ok()
             .and_then(|all| super::super::facts::lookup(all, runtime.version.build_id.as_deref(), &runtime.version.product, runtime.version.file_version.as_deref()))
             .map(|b| b.layout.clone());
+        // Read once, when a holder's root is a statics array's element.
+        let static_names = std::cell::OnceCell::new();
         let cache: RefCell<std::collections::HashMap<u32, Option<(HeapRootRef, Vec<HeapPathStepReport>)>>> = RefCell::default();
         let type_name = |i: u32| self.type_name(i);
         let root_path = |node: u32| -> Option<(HeapRootRef, Vec<HeapPathStepReport>)> {
@@ -103,7 +115,7 @@ impl Holding {
                         },
                     })
                     .collect();
-                (root_ref(g, root), steps)
+                (root_ref(g, root, &|slot| static_names.get_or_init(|| layout.as_ref().map(|l| super::static_names::static_slots(&t, &namer, l, g)).unwrap_or_default()).get(&slot).cloned()), steps)
             });
             cache.borrow_mut().insert(node, found.clone());
             found
@@ -113,11 +125,18 @@ impl Holding {
 }
 
 /// A root's kind as `knot heap root` names kinds, and the root for people.
-fn root_ref(g: &ObjectGraph, root: super::root_tree::RootOf<'_>) -> HeapRootRef {
+/// `static_field` names the static a statics array's slot (by address) is.
+fn root_ref(g: &ObjectGraph, root: super::root_tree::RootOf<'_>, static_field: &dyn Fn(u64) -> Option<super::static_names::StaticName>) -> HeapRootRef {
     use super::root_tree::RootOf;
     match root {
         RootOf::StaticSlot { array, index } => {
-            HeapRootRef { kind: "static".into(), name: RootName::StaticSlot { array: g.addresses.get(array as usize).copied().unwrap_or(0), index } }
+            let array = g.addresses.get(array as usize).copied().unwrap_or(0);
+            // A reference array's element k is at 16 + 8k.
+            let name = match static_field(array + 16 + 8 * u64::from(index)) {
+                Some(s) => RootName::StaticField { class: s.class, field: s.field },
+                None => RootName::StaticSlot { array, index },
+            };
+            HeapRootRef { kind: "static".into(), name }
         }
         RootOf::Root(r) => {
             let (kind, conservative) = r.kind.name();

@@ -78,6 +78,8 @@ pub struct HeapRootRef {
 pub enum RootName {
     /// A slot of the runtime's statics array whose class and field are not read.
     StaticSlot { array: u64, index: u32 },
+    /// A static field, by its class (as SOS's heap commands name types) and name.
+    StaticField { class: String, field: String },
     /// A root of a kind (`RootKind::name`) at a place.
     Root { kind: &'static str, conservative: bool, place: RootPlace },
 }
