@@ -400,37 +400,8 @@ fn a_dotnet_sample_read_live_shows_its_monitor_cycle() {
     }
     use knot::process::{Locator, Process};
     use knot::runtimes::dotnet::{self, LockStorage};
-    use std::io::BufRead;
-    let dll = knot_samples::workspace_root().join("samples/dotnet/dumps/monitor_abba/app/monitor_abba.dll");
-    let Ok(dotnet_host) = which("dotnet") else {
-        knot_samples::skipped(&format!("skipping: dotnet not on PATH"));
-        return;
-    };
-    let runtimes = Command::new(&dotnet_host).arg("--list-runtimes").output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
-    if !runtimes.contains("Microsoft.NETCore.App 10.0.12 ") {
-        knot_samples::skipped(&format!("skipping: the committed build needs Microsoft.NETCore.App 10.0.12; this machine has:\n{runtimes}"));
-        return;
-    }
-    // The committed build has no runtimeconfig.json beside it: name the framework it was built for.
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("monitor_abba.runtimeconfig.json");
-    std::fs::write(&config, r#"{"runtimeOptions":{"tfm":"net10.0","framework":{"name":"Microsoft.NETCore.App","version":"10.0.12"}}}"#).unwrap();
-    let mut cmd = Command::new(dotnet_host);
-    cmd.arg("exec").arg("--runtimeconfig").arg(&config).arg(&dll).stdout(Stdio::piped()).stderr(Stdio::null()).env("DOTNET_CLI_TELEMETRY_OPTOUT", "1");
-    // SAFETY: prctl is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().unwrap();
+    let Some((mut child, _dir)) = start_monitor_abba(&[]) else { return };
     let pid = child.id();
-    let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    assert!(lines.map_while(Result::ok).any(|l| l.trim() == "ready"), "monitor_abba never said ready");
-    // The workers take their second lock right after `ready`: give them time to block on it.
-    std::thread::sleep(Duration::from_millis(1500));
-
     let snapshot = knot::live::take(pid as i32, &knot::live::LiveOptions::default()).unwrap();
     assert_running_untraced(pid, "monitor_abba");
     eprintln!("monitor_abba live: {} threads, stopped {:?}, {} bytes copied", snapshot.parts.threads.len(), snapshot.pause, snapshot.parts.capture.bytes_copied);
@@ -471,35 +442,8 @@ fn a_dotnet_process_read_live_gives_the_runtime_threads_their_roles() {
     if !can_trace() {
         return;
     }
-    let dll = knot_samples::workspace_root().join("samples/dotnet/dumps/monitor_abba/app/monitor_abba.dll");
-    let Ok(dotnet_host) = which("dotnet") else {
-        knot_samples::skipped("skipping: dotnet not on PATH");
-        return;
-    };
-    let runtimes = Command::new(&dotnet_host).arg("--list-runtimes").output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
-    if !runtimes.contains("Microsoft.NETCore.App 10.0.12 ") {
-        knot_samples::skipped(&format!("skipping: the committed build needs Microsoft.NETCore.App 10.0.12; this machine has:\n{runtimes}"));
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("monitor_abba.runtimeconfig.json");
-    std::fs::write(&config, r#"{"runtimeOptions":{"tfm":"net10.0","framework":{"name":"Microsoft.NETCore.App","version":"10.0.12"}}}"#).unwrap();
-    let mut cmd = Command::new(dotnet_host);
-    cmd.arg("exec").arg("--runtimeconfig").arg(&config).arg(&dll).stdout(Stdio::piped()).stderr(Stdio::null());
-    cmd.env("DOTNET_CLI_TELEMETRY_OPTOUT", "1").env("DOTNET_gcServer", "1").env("DOTNET_GCHeapCount", "2");
-    // SAFETY: prctl is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().unwrap();
+    let Some((mut child, _dir)) = start_monitor_abba(&[("DOTNET_gcServer", "1"), ("DOTNET_GCHeapCount", "2")]) else { return };
     let pid = child.id();
-    use std::io::BufRead;
-    let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    assert!(lines.map_while(Result::ok).any(|l| l.trim() == "ready"), "monitor_abba never said ready");
-    std::thread::sleep(Duration::from_millis(1500));
     // The kernel's names, read before knot stops the process.
     let mut comm: Vec<(u32, String)> = std::fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
@@ -549,6 +493,44 @@ fn a_dotnet_process_read_live_gives_the_runtime_threads_their_roles() {
     for (tid, name) in comm.iter().filter(|(_, n)| n == "LedgerWorker" || n == "AuditWorker") {
         assert_eq!(role_of(*tid), None, "thread {tid} {name:?}");
     }
+}
+
+/// The committed `monitor_abba` build run by the machine's `dotnet` under 10.0.12 with `env`, once
+/// it says `ready` and its workers have had time to block on their second lock; with the
+/// temporary directory holding its runtimeconfig. `None` (the reason in the skip ledger) when
+/// this machine cannot run it.
+fn start_monitor_abba(env: &[(&str, &str)]) -> Option<(Child, tempfile::TempDir)> {
+    use std::io::BufRead;
+    let dll = knot_samples::workspace_root().join("samples/dotnet/dumps/monitor_abba/app/monitor_abba.dll");
+    let Ok(dotnet_host) = which("dotnet") else {
+        knot_samples::skipped("skipping: dotnet not on PATH");
+        return None;
+    };
+    let runtimes = Command::new(&dotnet_host).arg("--list-runtimes").output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    if !runtimes.contains("Microsoft.NETCore.App 10.0.12 ") {
+        knot_samples::skipped(&format!("skipping: the committed build needs Microsoft.NETCore.App 10.0.12; this machine has:\n{runtimes}"));
+        return None;
+    }
+    // The committed build has no runtimeconfig.json beside it: name the framework it was built for.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("monitor_abba.runtimeconfig.json");
+    std::fs::write(&config, r#"{"runtimeOptions":{"tfm":"net10.0","framework":{"name":"Microsoft.NETCore.App","version":"10.0.12"}}}"#).unwrap();
+    let mut cmd = Command::new(dotnet_host);
+    cmd.arg("exec").arg("--runtimeconfig").arg(&config).arg(&dll).stdout(Stdio::piped()).stderr(Stdio::null()).env("DOTNET_CLI_TELEMETRY_OPTOUT", "1");
+    cmd.envs(env.iter().copied());
+    // SAFETY: prctl is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(lines.map_while(Result::ok).any(|l| l.trim() == "ready"), "monitor_abba never said ready");
+    // The workers take their second lock right after `ready`: give them time to block on it.
+    std::thread::sleep(Duration::from_millis(1500));
+    Some((child, dir))
 }
 
 fn which(tool: &str) -> Result<std::path::PathBuf, ()> {

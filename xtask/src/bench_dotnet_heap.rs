@@ -12,7 +12,7 @@
 //! raw numbers to `target/bench/dotnet-heap.json`.
 
 use crate::bench::{build_knot, git, loadavg, machine_info, target_dir, utc_now};
-use crate::bench_dotnet::{measure_paired, tools_json, Paired};
+use crate::bench_dotnet::{dotnet_dump, measure_paired, tools_json, Paired};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use std::ffi::OsString;
@@ -25,16 +25,6 @@ use std::time::{Duration, Instant};
 /// The target: dotnet-dump's median over knot's.
 const SOS_OVER_KNOT_TARGET: f64 = 10.0;
 const READY_TIMEOUT: Duration = Duration::from_secs(900);
-
-fn dotnet_dump() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("DOTNET_DUMP") {
-        return Some(p.into());
-    }
-    crate::bench::find_tool("dotnet-dump").or_else(|| {
-        let p = PathBuf::from(std::env::var_os("HOME")?).join(".dotnet/tools/dotnet-dump");
-        p.is_file().then_some(p)
-    })
-}
 
 /// The newest Microsoft.NETCore.App directory `dotnet --list-runtimes` names.
 fn runtime_dir(dotnet: &Path) -> Result<PathBuf> {
