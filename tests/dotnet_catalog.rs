@@ -325,6 +325,64 @@ fn a_dotnet_9_process_says_plainly_what_knot_cannot_read() {
     assert_eq!(syncblk("net9_abba").len(), 2, "SOS sees the two held monitors knot says it did not read");
 }
 
+/// `clrstack -all`'s managed frames per OS thread: `Name(Signature)`, the source position cut
+/// (transition Frames, `[Kind: address]`, are not methods).
+fn clrstack_methods(sample: &str) -> std::collections::BTreeMap<u64, Vec<String>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut tid = None;
+    for line in sos(sample, "clrstack-all.txt").lines() {
+        if let Some(t) = line.trim().strip_prefix("OS Thread Id: 0x") {
+            let t = u64::from_str_radix(t.trim(), 16).expect("thread id");
+            out.insert(t, Vec::new());
+            tid = Some(t);
+            continue;
+        }
+        let f: Vec<&str> = line.trim_start().splitn(3, ' ').collect();
+        let is_hex = |s: &str| s.len() == 16 && s.chars().all(|c| c.is_ascii_hexdigit());
+        let (Some(t), [sp, ip, site]) = (tid, f.as_slice()) else { continue };
+        if !is_hex(sp) || !is_hex(ip) || site.trim().starts_with('[') {
+            continue;
+        }
+        let site = site.trim();
+        let method = site.rsplit_once(") [").map_or(site.to_string(), |(m, _)| format!("{m})"));
+        out.get_mut(&t).expect("thread").push(method);
+    }
+    out
+}
+
+/// knot's managed frames per thread, as `Name(Signature)` (frames a stack scan found excepted).
+fn knot_methods(r: &Value) -> std::collections::BTreeMap<u64, Vec<String>> {
+    r["threads"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let frames = t["frames"].as_array().into_iter().flatten().filter(|f| f["managed"] == true && f["trust"] != "scan");
+            let names = frames.map(|f| format!("{}{}", f["function"].as_str().unwrap_or("??"), f["signature"].as_str().unwrap_or(""))).collect();
+            (t["tid"].as_u64().expect("tid"), names)
+        })
+        .collect()
+}
+
+#[test]
+fn a_dotnet_9_process_names_every_managed_frame_as_sos_does_with_no_files() {
+    // The 9.0 descriptor has no ExecutionManager contract: the code map reads 9.0's structures
+    // through analyzers/dotnet/descriptor-9.0.toml (JIT'd code and ReadyToRun CoreLib alike).
+    let r = report(&deploy_dir("net9_abba").join("core.gz"), no_files());
+    assert_eq!(r["dotnet"]["runtime_version"], "9.0.23");
+    let sos = clrstack_methods("net9_abba");
+    let knot = knot_methods(&r);
+    assert_eq!(sos.values().map(Vec::len).sum::<usize>(), 7, "SOS's managed frames of the sample");
+    for (tid, methods) in &sos {
+        assert_eq!(knot.get(tid), Some(methods), "thread {tid:#x}: knot's managed frames differ from clrstack -all");
+    }
+    for (tid, methods) in &knot {
+        assert!(sos.contains_key(tid) || methods.is_empty(), "thread {tid:#x}: managed frames SOS does not show: {methods:?}");
+    }
+    let warnings = r["diagnostics"].to_string();
+    assert!(!warnings.contains("managed code not mapped"), "{warnings}");
+}
+
 /// `dumpheap -stat` rows: MethodTable → (count, bytes, name), and the totals.
 fn dumpheap_stat(sample: &str) -> (std::collections::BTreeMap<u64, (u64, u64, String)>, (u64, u64)) {
     let text = sos(sample, "dumpheap-stat.txt");

@@ -60,6 +60,7 @@ pub(crate) mod report;
 pub(crate) mod runtime;
 pub(crate) mod semaphores;
 pub(crate) mod statics;
+pub(crate) mod supplement;
 pub(crate) mod syncblock;
 pub mod target;
 pub(crate) mod tasks;

@@ -67,7 +67,7 @@ pub(crate) fn read_cache(t: &Target, module: &Module, l: &Layout) -> Result<Cach
     let (Some(slot), Some(next_off), Some(size_off)) = (l.dac_table_sync_block_cache, l.sync_block_cache_free_sync_table_index, l.sync_block_cache_sync_table_size) else {
         return Err(DotnetError::Unsupported("this build's facts do not locate the SyncBlockCache".into()));
     };
-    let dac = DacTable::locate(t, module, l)?;
+    let dac = DacTable::locate(t, module, l.dac_table_thread_store)?;
     let var = dac.variable(t, slot)?;
     let cache = t.read_ptr(var, "SyncBlockCache::s_pSyncBlockCache")?;
     if cache == 0 {
