@@ -2,6 +2,8 @@
 //! than its memory size holds only its first `filesz` bytes; the rest was not saved (kernel cores
 //! leave out file-backed text, for instance) and reads there are *unavailable*, never zeros.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 /// One PT_LOAD segment, with its file bytes clamped to what the file really has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
