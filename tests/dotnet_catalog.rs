@@ -309,6 +309,11 @@ fn a_single_file_app_is_its_own_runtime_and_its_monitors_read_as_sos_reads_them(
     assert_eq!(r["verdict"], "deadlock");
     // SOS (with the runtime pack's DAC) names no types in a single-file dump; owners and objects it does.
     assert_eq!(monitors(&r), syncblk("single_file"));
+    // The sync table is read to the runtime's own used length (SyncBlockCache through g_dacTable),
+    // as syncblk counts it.
+    let table = &r["dotnet"]["sync_table"];
+    assert_eq!((table["total"].as_u64(), table["free"].as_u64()), (Some(2), Some(0)), "syncblk's Total and Free");
+    assert!(!runtime_warnings(&r).iter().any(|w| w.contains("sync table")), "{:#?}", runtime_warnings(&r));
 }
 
 /// The `dotnet.heap` and `dotnet.gc` of `r` against SOS's `dumpheap -stat` (every type row and the

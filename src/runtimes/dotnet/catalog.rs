@@ -151,7 +151,11 @@ impl Build {
                 descriptors.push(image_from_file(file, header, Some(sub))?);
             }
         }
-        let heap_hard_limit = if rid == "linux-x64" { super::hard_limit_store::heap_hard_limit_rvas(file) } else { Vec::new() };
+        let heap_hard_limit = match rid {
+            "linux-x64" => super::hard_limit_store::heap_hard_limit_rvas(file),
+            "linux-arm64" => super::hard_limit_store::heap_hard_limit_rvas_aarch64(file),
+            _ => Vec::new(),
+        };
         Ok(Build {
             runtime_version: runtime_version.into(),
             rid: rid.into(),
@@ -405,7 +409,7 @@ const HEADER: &str = "\
 # header, JSON text (by digest, in [json]) and pointer data, where \"+0x…\" is an address in the
 # module (add the load bias) and \"0x…\" a value the dynamic linker leaves alone. heap_hard_limit:
 # where the GC's container-default hard limit is stored (gc_heap::heap_hard_limit of the server
-# and the workstation GC, found in the x86-64 code; src/runtimes/dotnet/hard_limit_store.rs).
+# and the workstation GC, found in the x86-64 or aarch64 code; src/runtimes/dotnet/hard_limit_store.rs).
 
 ";
 
