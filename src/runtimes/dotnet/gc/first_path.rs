@@ -27,7 +27,8 @@ pub(crate) struct FirstPath {
     pub(crate) path: Option<(usize, Vec<u64>)>,
     /// The other roots that hold the target itself, in rank order.
     pub(crate) direct: Vec<usize>,
-    /// Objects the search visited and references it followed.
+    /// Addresses the search reached (objects, and words that looked like references to one until
+    /// expanded) and the non-null references it read.
     pub(crate) visited: usize,
     pub(crate) references: usize,
 }
@@ -93,6 +94,11 @@ fn search(t: &Target, index: &mut ObjectIndex, roots: &RootsAt, target: u64, que
     while head < queue.len() {
         let at = queue[head].address;
         refs.clear();
+        // Addresses are queued unchecked; only those expanded are asked whether they are objects.
+        if !index.is_object(at) {
+            head += 1;
+            continue;
+        }
         if let Some((mt, size)) = index.object(at) {
             let desc = descs.entry(mt).or_insert_with(|| match GcDesc::read(t, mt) {
                 Ok(d) => Some(d),
@@ -131,6 +137,11 @@ fn search(t: &Target, index: &mut ObjectIndex, roots: &RootsAt, target: u64, que
             *references += 1;
             if v == target {
                 return Some(head as u32);
+            }
+            // Queue indices are u32: a heap past them is searched no further (said once).
+            if queue.len() >= NO_PARENT as usize {
+                errors.push(0, format!("more than {NO_PARENT} objects on the search: the rest are not searched"));
+                return None;
             }
             if index.visit(v) {
                 queue.push(Entry { address: v, parent: head as u32, root: queue[head].root });

@@ -2,13 +2,16 @@
 //! walk's own rules, [`super::walk::Cursor`]) only as far as the highest address asked about,
 //! so a search that stops early reads a small part of the heap. An address is an object when
 //! the walk starts one there (free objects are not objects). Each segment keeps the starts it
-//! walked past (8 bytes each, in order) and a visited bit per start, so memory grows with the
-//! objects walked, never with a segment's claimed size.
+//! walked past (8 bytes each, in order), so that memory grows with the objects walked.
+//!
+//! A search marks addresses visited before it knows they are objects (it asks only of those
+//! it expands): one bit per 8 bytes of a segment the dump holds in one piece (so the bitmap is
+//! at most a 64th of the dump), a hash set for the others.
 
 use super::super::target::Target;
 use super::gcvars::Segment;
 use super::walk::{Cursor, TypeShape};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::HashMap;
 
 struct Lazy<'a> {
@@ -16,7 +19,8 @@ struct Lazy<'a> {
     cursor: Cursor<'a>,
     /// Object starts walked so far, ascending.
     starts: Vec<u64>,
-    /// One bit per start: visited by the search.
+    /// Visited addresses, one bit per 8 bytes from the segment's start (allocated on the first
+    /// mark; only for a segment in one piece in the dump).
     visited: Vec<u64>,
 }
 
@@ -28,6 +32,8 @@ pub(crate) struct ObjectIndex<'a> {
     /// Sorted by start.
     segments: Vec<Lazy<'a>>,
     shapes: FxHashMap<u64, Result<TypeShape, String>>,
+    /// Visited addresses of segments without a bitmap.
+    visited: FxHashSet<u64>,
     /// The lowest segment start and highest `allocated`: a cheap first test.
     pub(crate) bounds: (u64, u64),
     /// Objects the lazy walk went past (free ones included).
@@ -40,7 +46,7 @@ impl<'a> ObjectIndex<'a> {
         segs.sort_by_key(|s| s.segment.start);
         let bounds = (segs.first().map(|s| s.segment.start).unwrap_or(1), segs.iter().map(|s| s.segment.allocated).max().unwrap_or(0));
         let unmask = t.global("ObjectToMethodTableUnmask").unwrap_or(7);
-        ObjectIndex { t, free_mt, unmask, segments: segs, shapes: FxHashMap::default(), bounds, walked: 0 }
+        ObjectIndex { t, free_mt, unmask, segments: segs, shapes: FxHashMap::default(), visited: FxHashSet::default(), bounds, walked: 0 }
     }
 
     /// The segment holding `a` (the last one starting at or below it).
@@ -80,24 +86,34 @@ impl<'a> ObjectIndex<'a> {
         self.find(a).is_some()
     }
 
-    /// Marks the object at `a` visited: true when it is an object not visited before.
+    /// Marks the address `a` visited (whether or not an object starts there): true when it is
+    /// in a segment, 8-aligned, and not visited before.
     pub(crate) fn visit(&mut self, a: u64) -> bool {
-        let Some((i, k)) = self.find(a) else { return false };
-        let v = &mut self.segments[i].visited;
-        if v.len() <= k / 64 {
-            v.resize(k / 64 + 1, 0);
+        if a < self.bounds.0 || a > self.bounds.1 || a % 8 != 0 {
+            return false;
         }
+        let Some(i) = self.segment_of(a) else { return false };
+        let s = &mut self.segments[i];
+        if !s.cursor.in_one_piece() {
+            return self.visited.insert(a);
+        }
+        if s.visited.is_empty() {
+            s.visited = vec![0; ((s.segment.allocated - s.segment.start) / 8).div_ceil(64) as usize];
+        }
+        let k = ((a - s.segment.start) / 8) as usize;
         let (w, bit) = (k / 64, 1u64 << (k % 64));
-        let fresh = v[w] & bit == 0;
-        v[w] |= bit;
+        let Some(word) = s.visited.get_mut(w) else { return false };
+        let fresh = *word & bit == 0;
+        *word |= bit;
         fresh
     }
 
     /// Forgets every visited mark (a new search).
     pub(crate) fn clear_visited(&mut self) {
         for s in &mut self.segments {
-            s.visited.clear();
+            s.visited = Vec::new();
         }
+        self.visited.clear();
     }
 
     /// The MethodTable of the object at `a` and its size as SOS counts it (`a` an object the

@@ -275,6 +275,11 @@ impl<'a> Cursor<'a> {
         Err(format!("allocation contexts chained past {at:#x}"))
     }
 
+    /// Whether the dump holds the segment's bytes in one piece (so its size is real).
+    pub(crate) fn in_one_piece(&self) -> bool {
+        !self.bytes.is_empty()
+    }
+
     fn word(&self, a: u64) -> Option<u64> {
         let off = usize::try_from(a.checked_sub(self.start)?).ok()?;
         Some(u64::from_le_bytes(self.bytes.get(off..off.checked_add(8)?)?.try_into().ok()?))
