@@ -44,7 +44,7 @@ pub struct HeapRootReport {
     /// the search stopped at the first (shortest) path.
     pub all_roots: bool,
     /// With `all_roots`: objects in the graph (free objects left out) and their references.
-    /// Without: objects the search visited and the non-null references it read.
+    /// Without: addresses the search reached and the non-null references it read.
     pub objects: usize,
     pub references: usize,
     /// What could not be read (unreadable roots, refused GC descriptions, walks stopped early).

@@ -160,8 +160,13 @@ pub(crate) fn first_paths(runtime: &Context<'_>, threads: &[ThreadStack], addres
                     Some(Link::Element(k)) if type_name == "System.Object[]" => {
                         let slot = a + 16 + 8 * k;
                         // The modules of the types walked so far name it, most often; else
-                        // those of every type of the heap, as the whole graph's reading does.
+                        // those of every type of the heap, as the whole graph's reading does —
+                        // only for the path's first object: the statics' arrays are held by
+                        // handles (a walk of the whole heap for any other array would be waste).
                         for complete in [false, true] {
+                            if complete && i > 0 {
+                                break;
+                            }
                             if slots.as_ref().is_some_and(|(_, m)| m.contains_key(&slot)) {
                                 break;
                             }
