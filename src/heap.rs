@@ -142,23 +142,30 @@ pub fn diff(old: &Path, new: &Path, opts: &HeapOptions) -> Result<HeapDiffReport
     let a = read(old, opts)?;
     let b = read(new, opts)?;
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
-    // Retained by type from each dump's object graph, when both are read.
-    let retained = |dump: &HeapDump, which: &str, diagnostics: &mut Vec<Diagnostic>| match dotnet::runtime::recognise(&dump.process, &opts.locator).map(|r| holding(&dump.process, &r, None)) {
-        Some(Ok(h)) => {
-            diagnostics.extend(h.diagnostics.iter().cloned().map(|mut d| {
-                d.message = format!("{which} dump: {}", d.message);
-                d
-            }));
-            Some(h.retained_by_type())
+    // Retained by type and the top holders by root path from each dump's object graph, when
+    // both are read.
+    let retained = |dump: &HeapDump, which: &str, diagnostics: &mut Vec<Diagnostic>| {
+        let runtime = dotnet::runtime::recognise(&dump.process, &opts.locator)?;
+        match holding(&dump.process, &runtime, None) {
+            Ok(h) => {
+                diagnostics.extend(h.diagnostics.iter().cloned().map(|mut d| {
+                    d.message = format!("{which} dump: {}", d.message);
+                    d
+                }));
+                let holders = runtime.context().map(|c| h.holders_by_path(c)).unwrap_or_default();
+                Some((h.retained_by_type(), holders))
+            }
+            Err(why) => {
+                diagnostics.push(Diagnostic::warning(gc::STAGE, format!("{which} dump: retained sizes not read: {why}")));
+                None
+            }
         }
-        Some(Err(why)) => {
-            diagnostics.push(Diagnostic::warning(gc::STAGE, format!("{which} dump: retained sizes not read: {why}")));
-            None
-        }
-        None => None,
     };
     let (ra, rb) = (retained(&a, "old", &mut diagnostics), retained(&b, "new", &mut diagnostics));
-    let d = diff::diff(&a.gc.stats, &b.gc.stats, (ra.as_ref(), rb.as_ref()));
+    let mut d = diff::diff(&a.gc.stats, &b.gc.stats, (ra.as_ref().map(|r| &r.0), rb.as_ref().map(|r| &r.0)));
+    if let (Some((_, ha)), Some((_, hb))) = (&ra, &rb) {
+        d.holders = diff::holders(ha, hb);
+    }
     // The heap's own: module files the stacks would need do not matter here.
     for (dump, which) in [(&a, "old"), (&b, "new")] {
         diagnostics.extend(dump.gc.diagnostics.iter().cloned().map(|mut d| {
