@@ -6,13 +6,13 @@
 //! - `core_open`: [`Core::open`], parsing the ELF core (headers, notes, threads);
 //! - `process_open`: [`Process::open`], the core plus its modules and their files;
 //! - `unwind_all`: every thread's stack, on an opened process;
-//! - `analyze`: the whole pipeline from the path ([`analysis::analyze`]).
+//! - `analyze`: the whole pipeline from the path ([`knot::analyze`]).
 //!
 //! Kept short (10 samples, 2 s of measurement each, 8 s for `analyze`) so that the measuring
 //! takes about a minute on 2 cores (the first build of the bench profile takes longer). End-to-end timings against gdb and eu-stack: `cargo xtask bench`.
 
 use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
-use knot::analysis::{self, Options};
+use knot::Options;
 use knot::core::Core;
 use knot::process::{Locator, Process};
 use knot::unwind::Unwinder;
@@ -80,7 +80,7 @@ fn stages(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(8));
     for (label, d, opts) in &opened {
         g.bench_with_input(BenchmarkId::new("analyze", label), &d.core, |b, core| {
-            b.iter(|| black_box(analysis::analyze(core, opts).expect("analyze")))
+            b.iter(|| black_box(knot::analyze(core, opts).expect("analyze")))
         });
     }
     g.finish();

@@ -7,7 +7,7 @@ mod common;
 mod dumpedit;
 
 use dumpedit::*;
-use knot::analysis::{report_for, Options};
+use knot::{report_for, Options};
 use knot::core::{Absence, Core, CoreError};
 use knot::process::{ElfFile, Process};
 use knot::report::Report;

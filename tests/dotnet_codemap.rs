@@ -279,7 +279,7 @@ fn probe(p: &Process, locator: &Locator, frames: &[SosFrame], rng: &mut dumpedit
             }
         }
     }
-    (found, map.diagnostics().iter().filter(|d| d.severity == knot::diagnostics::Severity::Warning).count())
+    (found, map.diagnostics().iter().filter(|d| d.severity == knot::Severity::Warning).count())
 }
 
 #[test]
@@ -376,7 +376,7 @@ fn an_unreadable_code_map_is_a_diagnostic_naming_the_contract() {
     }
     let locator = Locator { search_dirs, ..d.locator.clone() };
     let p = Process::open(&d.core, &locator).expect("open");
-    let report = knot::analysis::report_for(&p, &knot::analysis::Options { locator, ..Default::default() });
+    let report = knot::report_for(&p, &knot::Options { locator, ..Default::default() });
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(report.threads.len(), p.core.threads.len());
     assert!(report.threads.iter().flat_map(|t| &t.frames).all(|f| !f.managed), "no managed frame is named without the code map");
@@ -392,7 +392,7 @@ fn an_unreadable_code_map_is_a_diagnostic_naming_the_contract() {
 /// reported, and in bounded time: a partial reading, never a panic or a hang.
 fn whole_analysis_survives(p: &Process, locator: &Locator, what: &str) {
     let started = Instant::now();
-    let report = knot::analysis::report_for(p, &knot::analysis::Options { locator: locator.clone(), ..Default::default() });
+    let report = knot::report_for(p, &knot::Options { locator: locator.clone(), ..Default::default() });
     assert_eq!(report.threads.len(), p.core.threads.len(), "{what}: every thread is reported");
     assert!(started.elapsed().as_secs() < 120, "{what}: the analysis took {:?}", started.elapsed());
 }

@@ -239,7 +239,7 @@ fn a_stack_overflow_is_walked_whole() {
     for d in dumps.iter().filter(|d| d.sample == "stack_overflow") {
         let l = locator(d);
         let p = Process::open(&d.core, &l).expect("core");
-        let r = knot::analysis::report_for(&p, &knot::analysis::Options { locator: l, stacks_only: true, ..Default::default() });
+        let r = knot::report_for(&p, &knot::Options { locator: l, stacks_only: true, ..Default::default() });
         let crashed = p.core.threads.iter().find(|t| t.signalled).expect("the signalled thread");
         let t = r.threads.iter().find(|t| t.tid == crashed.tid).expect("its report");
         // With the machine's libc the walk ends at clone3's outermost CFI; the committed dump is
@@ -269,7 +269,7 @@ fn the_report_says_the_runtimes_crash_first() {
         let name = d.name();
         let l = locator(&d);
         let p = Process::open(&d.core, &l).expect("core");
-        let r = knot::analysis::report_for(&p, &knot::analysis::Options { locator: l, ..Default::default() });
+        let r = knot::report_for(&p, &knot::Options { locator: l, ..Default::default() });
         let names = thread_names(&text(&d.dir.join("sos/thread-names.txt")));
         let thread = want["thread"].as_str().expect("thread");
         let c = r.crash.as_ref().unwrap_or_else(|| panic!("{name}: no crash"));
@@ -294,7 +294,7 @@ fn the_report_says_the_runtimes_crash_first() {
         assert_eq!(c.exception.as_ref().map(|e| e.type_name.as_str()), top.and_then(|t| t["type"].as_str()), "{name}: exception type");
         if let (Some(e), Some(t)) = (&c.exception, top) {
             assert_eq!(e.hresult.map(|h| h.0), t["hresult"].as_integer().map(|h| h as u64), "{name}: hresult");
-            assert!(e.stack.iter().all(|f| f.trust == knot::unwind::Trust::Recorded && f.managed), "{name}: recorded frames");
+            assert!(e.stack.iter().all(|f| f.trust == knot::report::Trust::Recorded && f.managed), "{name}: recorded frames");
         }
         if want["kind"].as_str() == Some("stack_overflow") {
             let rec = c.recursion.as_ref().unwrap_or_else(|| panic!("{name}: no recursion"));

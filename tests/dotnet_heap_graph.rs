@@ -20,7 +20,7 @@
 
 mod dumpedit;
 
-use knot::analysis::Options;
+use knot::Options;
 use knot::process::{Locator, Process};
 use knot::report::heap_root::HeapRootReport;
 use std::collections::BTreeMap;

@@ -476,7 +476,7 @@ fn a_runtime_without_its_file_is_read_through_the_catalogue() {
     assert_eq!(r.descriptor_source.header, dotnet::Source::Catalog, "{}", d.name);
     assert_eq!(r.version.product, "10.0.12");
     assert_eq!(r.threads, runtime(d, with_file).threads, "{}", d.name);
-    let report = knot::analysis::report_for(&process, &knot::analysis::Options { locator, ..Default::default() });
+    let report = knot::report_for(&process, &knot::Options { locator, ..Default::default() });
     assert!(!report.threads.is_empty(), "the native reading still has the threads");
 }
 
@@ -538,7 +538,7 @@ fn a_runtime_without_a_descriptor_is_unsupported() {
         other => panic!("expected unsupported, got {}", other.summary()),
     }
     // The native reading of the same process is unaffected.
-    let report = knot::analysis::report_for(&process, &knot::analysis::Options::default());
+    let report = knot::report_for(&process, &knot::Options::default());
     assert!(!report.threads.is_empty());
 }
 

@@ -8,7 +8,7 @@ mod dumpedit;
 mod fuzz_bodies;
 
 use dumpedit::*;
-use knot::analysis::Options;
+use knot::Options;
 use knot::core::{auxv::Auxv, notes::Notes, nt_file, prpsinfo, prstatus, siginfo};
 use knot::process::Locator;
 use knot_samples::{DumpKind, SampleDump};

@@ -10,7 +10,7 @@
 mod dumpedit;
 
 use dumpedit::*;
-use knot::analysis::{self, Options};
+use knot::Options;
 use knot::core::Core;
 use knot::process::{Locator, Memory, Process};
 use knot::report::Report;
@@ -110,7 +110,7 @@ fn process(bytes: Vec<u8>) -> Process {
 
 fn analyze(bytes: Vec<u8>) -> Report {
     let p = process(bytes);
-    analysis::report_for(&p, &Options { locator: seed().locator.clone(), ..Options::default() })
+    knot::report_for(&p, &Options { locator: seed().locator.clone(), ..Options::default() })
 }
 
 /// An address range no PT_LOAD of `core` touches, for `len` bytes.

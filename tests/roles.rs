@@ -5,7 +5,7 @@
 //! committed), knot's first screen names the stuck Orleans roles and the lock's owner as SOS's
 //! `syncblk` does, and every thread's role is the one its SOS stack gives.
 
-use knot::analysis::{self, Options};
+use knot::Options;
 use knot::process::Locator;
 use knot::report::text::{self, TextOptions};
 use knot::roles::{RoleInputs, RuntimeMark};
@@ -108,7 +108,7 @@ fn the_orleans_first_screen_names_the_stuck_roles() {
     let mut search_dirs = knot_samples::dotnet::runtime_dirs();
     search_dirs.push(knot_samples::workspace_root().join("target/samples/dotnet/artifacts/bin/orleans_silo/debug"));
     let locator = Locator { search_dirs, ..Locator::default() };
-    let report = analysis::analyze(&core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{}: {e}", core.display()));
+    let report = knot::analyze(&core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{}: {e}", core.display()));
     // The dump's own SOS reading, beside it.
     let stacks = sos_stacks(&read(&made.join("sos/clrstack-all.txt")));
     let owners = syncblk(&read(&made.join("sos/syncblk.txt")));
@@ -207,7 +207,7 @@ fn the_finalizer_and_pool_workers_have_the_roles_clrthreads_gives() {
         let sos = clrthreads_roles(&read(&d.dir.join("sos/clrthreads.txt")));
         let proc = d.dir.join("threads.txt").is_file().then(|| proc_names(&read(&d.dir.join("threads.txt"))));
         let locator = Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() };
-        let report = analysis::analyze(&d.core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{}: {e}", d.name()));
+        let report = knot::analyze(&d.core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{}: {e}", d.name()));
         let role = |tid: u32| report.threads.iter().find(|t| t.tid == tid).and_then(|t| t.role.clone());
         let finalizers: Vec<u32> = sos.iter().filter(|(_, r)| *r == "Finalizer").map(|(t, _)| *t).collect();
         assert_eq!(finalizers.len(), 1, "{}: {sos:?}", d.name());

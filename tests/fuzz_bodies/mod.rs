@@ -5,7 +5,7 @@
 //! come back as an error or a partial result.
 #![allow(dead_code)]
 
-use knot::analysis::{report_for, Options};
+use knot::{report_for, Options};
 use knot::core::Core;
 use knot::process::{ElfFile, Locator, Process};
 use knot::report::Report;
