@@ -12,7 +12,7 @@ mod dumpedit;
 
 use knot::Options;
 use knot::process::{ElfFile, Locator};
-use knot::runtimes::dotnet::catalog::{self, Build};
+use knot::dotnet_catalog::{self as catalog, Build};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

@@ -332,7 +332,7 @@ fn task_waits_in_sync_over_async_name_the_task_sos_shows() {
             Some(p) => {
                 // The one pattern sync_over_async uses: the pool's worker name, exactly.
                 assert_eq!(p, r"^\.NET TP Worker$");
-                c.report.threads.iter().filter(|t| t.name.as_deref() == Some(knot::runtimes::dotnet::THREADPOOL_WORKER_NAME)).map(|t| t.tid).collect()
+                c.report.threads.iter().filter(|t| t.name.as_deref() == Some(".NET TP Worker" /* the name the runtime gives its pool workers */)).map(|t| t.tid).collect()
             }
             None => vec![tid(c, want["name"].as_str().expect("name"))],
         };

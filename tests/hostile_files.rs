@@ -9,7 +9,7 @@ mod dumpedit;
 
 use dumpedit::*;
 use knot::Options;
-use knot::core::{nt_file, Core};
+use knot::core::Core;
 use knot::process::{Locator, Process};
 use knot::report::{Report, Verdict};
 use knot_samples::{DumpKind, SampleDump};
@@ -27,8 +27,8 @@ fn seed() -> Vec<u8> {
 
 /// The seed's NT_FILE entries as (start, end, offset in pages, path).
 fn nt_file_entries(core: &[u8]) -> Vec<(u64, u64, u64, String)> {
-    let note = notes_of_kind(core, NT_FILE).into_iter().next().expect("the seed has NT_FILE");
-    nt_file::parse(&note.desc).expect("the seed's NT_FILE parses").into_iter().map(|m| (m.start, m.end, m.file_offset / 4096, m.path)).collect()
+    let files = Core::from_bytes("seed.core", core.to_vec()).expect("the seed reads").files.expect("the seed's NT_FILE parses");
+    files.into_iter().map(|m| (m.start, m.end, m.file_offset / 4096, m.path)).collect()
 }
 
 /// The seed with `extra` NT_FILE entries after its own.
