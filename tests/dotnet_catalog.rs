@@ -10,9 +10,9 @@
 
 mod dumpedit;
 
-use knot::analysis::{self, Options};
+use knot::Options;
 use knot::process::{ElfFile, Locator};
-use knot::runtimes::dotnet::catalog::{self, Build};
+use knot::dotnet_catalog::{self as catalog, Build};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -26,7 +26,7 @@ fn with_files(d: &knot_samples::dotnet::DotnetDump) -> Locator {
 
 fn report(core: &Path, locator: Locator) -> Value {
     let opts = Options { locator, ..Options::default() };
-    let r = analysis::analyze(core, &opts).unwrap_or_else(|e| panic!("{}: {e}", core.display()));
+    let r = knot::analyze(core, &opts).unwrap_or_else(|e| panic!("{}: {e}", core.display()));
     serde_json::to_value(&r).expect("report serialises")
 }
 
@@ -133,7 +133,7 @@ fn an_uncatalogued_build_with_no_file_says_exactly_what_to_pass() {
     let (core, build_id) = uncatalogued_dump();
     let r = report(&core, no_files());
     let opts = Options { locator: no_files(), ..Options::default() };
-    let text = knot::report::text::render(&analysis::analyze(&core, &opts).expect("reads"), &Default::default());
+    let text = knot::report::text::render(&knot::analyze(&core, &opts).expect("reads"), &Default::default());
     std::fs::remove_file(&core).ok();
     let limits = r["verdict_limits"].as_array().expect("verdict_limits");
     let dotnet: Vec<&Value> = limits.iter().filter(|l| l["short"] == "the .NET runtime's data").collect();
@@ -309,6 +309,49 @@ fn a_single_file_app_is_its_own_runtime_and_its_monitors_read_as_sos_reads_them(
     assert_eq!(r["verdict"], "deadlock");
     // SOS (with the runtime pack's DAC) names no types in a single-file dump; owners and objects it does.
     assert_eq!(monitors(&r), syncblk("single_file"));
+    // The sync table is read to the runtime's own used length (SyncBlockCache through g_dacTable),
+    // as syncblk counts it.
+    let table = &r["dotnet"]["sync_table"];
+    assert_eq!((table["total"].as_u64(), table["free"].as_u64()), (Some(2), Some(0)), "syncblk's Total and Free");
+    assert!(!runtime_warnings(&r).iter().any(|w| w.contains("sync table")), "{:#?}", runtime_warnings(&r));
+}
+
+/// The `dotnet.heap` and `dotnet.gc` of `r` against SOS's `dumpheap -stat` (every type row and the
+/// totals) and `gcheapstat` (free space, committed bytes per generation) on `sample`.
+fn heap_equals_sos(r: &Value, sample: &str) {
+    let (sos_rows, (objects, bytes)) = dumpheap_stat(sample);
+    let heap = &r["dotnet"]["heap"];
+    let knot_rows: std::collections::BTreeMap<u64, (u64, u64, String)> = heap["types"]
+        .as_array()
+        .expect("dotnet.heap.types")
+        .iter()
+        .map(|t| {
+            let mt = u64::from_str_radix(t["method_table"].as_str().expect("method_table").trim_start_matches("0x"), 16).expect("hex");
+            (mt, (t["count"].as_u64().expect("count"), t["bytes"].as_u64().expect("bytes"), t["name"].as_str().expect("name").to_string()))
+        })
+        .collect();
+    assert!(sos_rows.len() > 100, "{sample}: {} SOS rows", sos_rows.len());
+    assert_eq!(knot_rows, sos_rows, "{sample}: dumpheap -stat rows");
+    assert_eq!((heap["total_objects"].as_u64(), heap["total_bytes"].as_u64()), (Some(objects), Some(bytes)), "{sample}: dumpheap -stat's Total");
+    let stat = sos(sample, "gcheapstat.txt");
+    let totals: Vec<Vec<u64>> = stat.lines().filter(|l| l.starts_with("Total ")).map(|l| l.split_whitespace().skip(1).filter_map(|n| n.parse().ok()).collect()).collect();
+    assert_eq!(heap["free_bytes"].as_u64(), Some(totals[1].iter().sum()), "{sample}: gcheapstat's free space");
+    let c = &r["dotnet"]["gc"]["committed"];
+    let knot_committed: Vec<u64> = ["gen0", "gen1", "gen2", "loh", "poh"].iter().map(|g| c[*g].as_u64().expect("committed")).collect();
+    assert_eq!(knot_committed, totals[2], "{sample}: gcheapstat's committed space per generation");
+}
+
+/// The runtime reading's warnings (the files a dump names but `--sysroot /nonexistent` hides
+/// excepted): none is expected on a catalogued build.
+fn runtime_warnings(r: &Value) -> Vec<String> {
+    r["diagnostics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["severity"] == "warning")
+        .map(|d| d["message"].as_str().unwrap_or_default().to_string())
+        .filter(|m| !m.contains("file not found") && !m.contains("ELF headers are not in the dump"))
+        .collect()
 }
 
 #[test]
@@ -329,36 +372,42 @@ fn a_dotnet_9_process_reads_its_deadlock_monitors_and_heap_as_sos_with_no_files(
     }
     let table = &r["dotnet"]["sync_table"];
     assert_eq!((table["total"].as_u64(), table["free"].as_u64()), (Some(2), Some(0)), "syncblk's Total and Free");
-    // Every type row of dumpheap -stat, its totals, and the free space and committed bytes per
-    // generation of gcheapstat.
-    let (sos_rows, (objects, bytes)) = dumpheap_stat(sample);
-    let heap = &r["dotnet"]["heap"];
-    let knot_rows: std::collections::BTreeMap<u64, (u64, u64, String)> = heap["types"]
-        .as_array()
-        .expect("dotnet.heap.types")
-        .iter()
-        .map(|t| {
-            let mt = u64::from_str_radix(t["method_table"].as_str().expect("method_table").trim_start_matches("0x"), 16).expect("hex");
-            (mt, (t["count"].as_u64().expect("count"), t["bytes"].as_u64().expect("bytes"), t["name"].as_str().expect("name").to_string()))
-        })
-        .collect();
-    assert!(sos_rows.len() > 100, "{} SOS rows", sos_rows.len());
-    assert_eq!(knot_rows, sos_rows, "dumpheap -stat rows");
-    assert_eq!((heap["total_objects"].as_u64(), heap["total_bytes"].as_u64()), (Some(objects), Some(bytes)));
-    let stat = sos(sample, "gcheapstat.txt");
-    let totals: Vec<Vec<u64>> = stat.lines().filter(|l| l.starts_with("Total ")).map(|l| l.split_whitespace().skip(1).filter_map(|n| n.parse().ok()).collect()).collect();
-    assert_eq!(heap["free_bytes"].as_u64(), Some(totals[1].iter().sum()), "gcheapstat's free space");
-    let c = &r["dotnet"]["gc"]["committed"];
-    let knot_committed: Vec<u64> = ["gen0", "gen1", "gen2", "loh", "poh"].iter().map(|g| c[*g].as_u64().expect("committed")).collect();
-    assert_eq!(knot_committed, totals[2], "gcheapstat's committed space per generation");
-    let warnings: Vec<String> = r["diagnostics"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|d| d["severity"] == "warning")
-        .map(|d| d["message"].as_str().unwrap_or_default().to_string())
-        .filter(|m| !m.contains("file not found") && !m.contains("ELF headers are not in the dump"))
-        .collect();
+    heap_equals_sos(&r, sample);
+    let warnings = runtime_warnings(&r);
+    assert!(warnings.is_empty(), "the runtime reading warned: {warnings:#?}");
+}
+
+#[test]
+fn a_dotnet_9_heap_population_reads_as_sos_with_no_files() {
+    // heap_population's Program.cs on 9.0.23 under DOTNET_GCHeapHardLimit=0x10000000: a larger
+    // population (LOH, POH, generics, arrays), monitors on plain objects held by named fields.
+    let sample = "net9_heap";
+    let r = report(&deploy_dir(sample).join("core.gz"), no_files());
+    assert_eq!(r["dotnet"]["runtime_version"], "9.0.23");
+    assert_eq!(r["verdict"], "deadlock");
+    assert_eq!(r["verdict_limits"], serde_json::json!([]));
+    assert_eq!(monitors(&r), syncblk(sample));
+    assert_eq!(r["dotnet"]["managed_threads"].as_u64(), Some(clrthreads_count(sample)));
+    heap_equals_sos(&r, sample);
+    assert_eq!(r["dotnet"]["gc"]["hard_limit_bytes"].as_u64(), Some(0x1000_0000), "the run's DOTNET_GCHeapHardLimit (info.txt)");
+    assert_eq!(r["dotnet"]["gc"]["hard_limit_source"], "setting");
+    // Each monitor is named by the object holding it, as SOS dumpobjgcrefs lists that
+    // object's references: (holder type, holder address, field) → the lock's object.
+    for (file, ty) in [("inventory-refs.txt", "Knot.Samples.HeapPopulation.Inventory"), ("ledger-refs.txt", "Knot.Samples.HeapPopulation.Ledger")] {
+        let text = sos(sample, file);
+        let holder = text.lines().find_map(|l| l.strip_prefix("object ").and_then(|l| l.strip_suffix(" GC Refs:"))).expect("dumpobjgcrefs' object");
+        let gate = text.lines().find_map(|l| l.strip_prefix("_gate ")).and_then(|l| l.split_whitespace().nth(1)).expect("_gate's object");
+        let lock = r["locks"].as_array().expect("locks").iter().find(|l| l["address"].as_str() == Some(&format!("0x{gate}"))).unwrap_or_else(|| panic!("no lock on {gate}"));
+        let referrers = &lock["managed"]["referrers"];
+        assert_eq!(referrers[0]["type"], ty, "{referrers}");
+        assert_eq!(referrers[0]["field"], "_gate", "{referrers}");
+        assert_eq!(referrers[0]["address"].as_str(), Some(format!("0x{holder}").as_str()), "{referrers}");
+    }
+    let frames = r["threads"].to_string();
+    for f in ["Knot.Samples.HeapPopulation.Program.WaitForLedger", "Knot.Samples.HeapPopulation.Program.WaitForInventory"] {
+        assert!(frames.contains(f), "no managed frame {f}");
+    }
+    let warnings = runtime_warnings(&r);
     assert!(warnings.is_empty(), "the runtime reading warned: {warnings:#?}");
 }
 
@@ -405,19 +454,21 @@ fn knot_methods(r: &Value) -> std::collections::BTreeMap<u64, Vec<String>> {
 fn a_dotnet_9_process_names_every_managed_frame_as_sos_does_with_no_files() {
     // The 9.0 descriptor has no ExecutionManager contract: the code map reads 9.0's structures
     // through analyzers/dotnet/descriptor-9.0.toml (JIT'd code and ReadyToRun CoreLib alike).
-    let r = report(&deploy_dir("net9_abba").join("core.gz"), no_files());
-    assert_eq!(r["dotnet"]["runtime_version"], "9.0.23");
-    let sos = clrstack_methods("net9_abba");
-    let knot = knot_methods(&r);
-    assert_eq!(sos.values().map(Vec::len).sum::<usize>(), 7, "SOS's managed frames of the sample");
-    for (tid, methods) in &sos {
-        assert_eq!(knot.get(tid), Some(methods), "thread {tid:#x}: knot's managed frames differ from clrstack -all");
+    for (sample, frames) in [("net9_abba", 7), ("net9_heap", 6)] {
+        let r = report(&deploy_dir(sample).join("core.gz"), no_files());
+        assert_eq!(r["dotnet"]["runtime_version"], "9.0.23");
+        let sos = clrstack_methods(sample);
+        let knot = knot_methods(&r);
+        assert_eq!(sos.values().map(Vec::len).sum::<usize>(), frames, "{sample}: SOS's managed frames");
+        for (tid, methods) in &sos {
+            assert_eq!(knot.get(tid), Some(methods), "{sample} thread {tid:#x}: knot's managed frames differ from clrstack -all");
+        }
+        for (tid, methods) in &knot {
+            assert!(sos.contains_key(tid) || methods.is_empty(), "{sample} thread {tid:#x}: managed frames SOS does not show: {methods:?}");
+        }
+        let warnings = r["diagnostics"].to_string();
+        assert!(!warnings.contains("managed code not mapped"), "{warnings}");
     }
-    for (tid, methods) in &knot {
-        assert!(sos.contains_key(tid) || methods.is_empty(), "thread {tid:#x}: managed frames SOS does not show: {methods:?}");
-    }
-    let warnings = r["diagnostics"].to_string();
-    assert!(!warnings.contains("managed code not mapped"), "{warnings}");
 }
 
 /// `dumpheap -stat` rows: MethodTable → (count, bytes, name), and the totals.
