@@ -309,20 +309,166 @@ fn a_single_file_app_is_its_own_runtime_and_its_monitors_read_as_sos_reads_them(
     assert_eq!(r["verdict"], "deadlock");
     // SOS (with the runtime pack's DAC) names no types in a single-file dump; owners and objects it does.
     assert_eq!(monitors(&r), syncblk("single_file"));
+    // The sync table is read to the runtime's own used length (SyncBlockCache through g_dacTable),
+    // as syncblk counts it.
+    let table = &r["dotnet"]["sync_table"];
+    assert_eq!((table["total"].as_u64(), table["free"].as_u64()), (Some(2), Some(0)), "syncblk's Total and Free");
+    assert!(!runtime_warnings(&r).iter().any(|w| w.contains("sync table")), "{:#?}", runtime_warnings(&r));
+}
+
+/// The `dotnet.heap` and `dotnet.gc` of `r` against SOS's `dumpheap -stat` (every type row and the
+/// totals) and `gcheapstat` (free space, committed bytes per generation) on `sample`.
+fn heap_equals_sos(r: &Value, sample: &str) {
+    let (sos_rows, (objects, bytes)) = dumpheap_stat(sample);
+    let heap = &r["dotnet"]["heap"];
+    let knot_rows: std::collections::BTreeMap<u64, (u64, u64, String)> = heap["types"]
+        .as_array()
+        .expect("dotnet.heap.types")
+        .iter()
+        .map(|t| {
+            let mt = u64::from_str_radix(t["method_table"].as_str().expect("method_table").trim_start_matches("0x"), 16).expect("hex");
+            (mt, (t["count"].as_u64().expect("count"), t["bytes"].as_u64().expect("bytes"), t["name"].as_str().expect("name").to_string()))
+        })
+        .collect();
+    assert!(sos_rows.len() > 100, "{sample}: {} SOS rows", sos_rows.len());
+    assert_eq!(knot_rows, sos_rows, "{sample}: dumpheap -stat rows");
+    assert_eq!((heap["total_objects"].as_u64(), heap["total_bytes"].as_u64()), (Some(objects), Some(bytes)), "{sample}: dumpheap -stat's Total");
+    let stat = sos(sample, "gcheapstat.txt");
+    let totals: Vec<Vec<u64>> = stat.lines().filter(|l| l.starts_with("Total ")).map(|l| l.split_whitespace().skip(1).filter_map(|n| n.parse().ok()).collect()).collect();
+    assert_eq!(heap["free_bytes"].as_u64(), Some(totals[1].iter().sum()), "{sample}: gcheapstat's free space");
+    let c = &r["dotnet"]["gc"]["committed"];
+    let knot_committed: Vec<u64> = ["gen0", "gen1", "gen2", "loh", "poh"].iter().map(|g| c[*g].as_u64().expect("committed")).collect();
+    assert_eq!(knot_committed, totals[2], "{sample}: gcheapstat's committed space per generation");
+}
+
+/// The runtime reading's warnings (the files a dump names but `--sysroot /nonexistent` hides
+/// excepted): none is expected on a catalogued build.
+fn runtime_warnings(r: &Value) -> Vec<String> {
+    r["diagnostics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["severity"] == "warning")
+        .map(|d| d["message"].as_str().unwrap_or_default().to_string())
+        .filter(|m| !m.contains("file not found") && !m.contains("ELF headers are not in the dump"))
+        .collect()
 }
 
 #[test]
-fn a_dotnet_9_process_says_plainly_what_knot_cannot_read() {
-    let r = report(&deploy_dir("net9_abba").join("core.gz"), no_files());
+fn a_dotnet_9_process_reads_its_deadlock_monitors_and_heap_as_sos_with_no_files() {
+    // 9.0.23 (self-contained): the descriptor comes from the catalogue, what it lacks from
+    // analyzers/dotnet/descriptor-9.0.toml, the sync blocks and GC places from coreclr-9.0.toml.
+    let sample = "net9_abba";
+    let r = report(&deploy_dir(sample).join("core.gz"), no_files());
     assert_eq!(r["dotnet"]["runtime_version"], "9.0.23");
-    // The 9.0 descriptor is catalogued: the threads are read as SOS reads them…
-    assert_eq!(r["dotnet"]["managed_threads"].as_u64(), Some(clrthreads_count("net9_abba")));
-    // …but not the monitors (no per-build facts for 9.0): said under the verdict, and no cycle
-    // is claimed or denied as if the managed locks had been seen.
-    let limits = r["verdict_limits"].to_string();
-    assert!(limits.contains("the .NET monitors") && limits.contains("9.0.23") && limits.contains("ea2417846f6e65e39f48c6d7442f409cc97a7f36"), "{limits}");
-    assert_ne!(r["verdict"], "deadlock");
-    assert_eq!(syncblk("net9_abba").len(), 2, "SOS sees the two held monitors knot says it did not read");
+    assert_eq!(r["dotnet"]["managed_threads"].as_u64(), Some(clrthreads_count(sample)));
+    assert_eq!(r["verdict"], "deadlock");
+    assert_eq!(r["verdict_limits"], serde_json::json!([]), "nothing hidden on a catalogued 9.0 build");
+    assert_eq!(monitors(&r), syncblk(sample));
+    // The lock objects' types, as syncblk's "SyncBlock Owner" column names them.
+    let locks = r["locks"].to_string();
+    for ty in ["Knot.Samples.Net9Abba.AuditLock", "Knot.Samples.Net9Abba.LedgerLock"] {
+        assert!(locks.contains(ty), "no monitor on {ty}: {locks}");
+    }
+    let table = &r["dotnet"]["sync_table"];
+    assert_eq!((table["total"].as_u64(), table["free"].as_u64()), (Some(2), Some(0)), "syncblk's Total and Free");
+    heap_equals_sos(&r, sample);
+    let warnings = runtime_warnings(&r);
+    assert!(warnings.is_empty(), "the runtime reading warned: {warnings:#?}");
+}
+
+#[test]
+fn a_dotnet_9_heap_population_reads_as_sos_with_no_files() {
+    // heap_population's Program.cs on 9.0.23 under DOTNET_GCHeapHardLimit=0x10000000: a larger
+    // population (LOH, POH, generics, arrays), monitors on plain objects held by named fields.
+    let sample = "net9_heap";
+    let r = report(&deploy_dir(sample).join("core.gz"), no_files());
+    assert_eq!(r["dotnet"]["runtime_version"], "9.0.23");
+    assert_eq!(r["verdict"], "deadlock");
+    assert_eq!(r["verdict_limits"], serde_json::json!([]));
+    assert_eq!(monitors(&r), syncblk(sample));
+    assert_eq!(r["dotnet"]["managed_threads"].as_u64(), Some(clrthreads_count(sample)));
+    heap_equals_sos(&r, sample);
+    assert_eq!(r["dotnet"]["gc"]["hard_limit_bytes"].as_u64(), Some(0x1000_0000), "the run's DOTNET_GCHeapHardLimit (info.txt)");
+    assert_eq!(r["dotnet"]["gc"]["hard_limit_source"], "setting");
+    // Each monitor is named by the object holding it, as SOS dumpobjgcrefs lists that
+    // object's references: (holder type, holder address, field) → the lock's object.
+    for (file, ty) in [("inventory-refs.txt", "Knot.Samples.HeapPopulation.Inventory"), ("ledger-refs.txt", "Knot.Samples.HeapPopulation.Ledger")] {
+        let text = sos(sample, file);
+        let holder = text.lines().find_map(|l| l.strip_prefix("object ").and_then(|l| l.strip_suffix(" GC Refs:"))).expect("dumpobjgcrefs' object");
+        let gate = text.lines().find_map(|l| l.strip_prefix("_gate ")).and_then(|l| l.split_whitespace().nth(1)).expect("_gate's object");
+        let lock = r["locks"].as_array().expect("locks").iter().find(|l| l["address"].as_str() == Some(&format!("0x{gate}"))).unwrap_or_else(|| panic!("no lock on {gate}"));
+        let referrers = &lock["managed"]["referrers"];
+        assert_eq!(referrers[0]["type"], ty, "{referrers}");
+        assert_eq!(referrers[0]["field"], "_gate", "{referrers}");
+        assert_eq!(referrers[0]["address"].as_str(), Some(format!("0x{holder}").as_str()), "{referrers}");
+    }
+    let frames = r["threads"].to_string();
+    for f in ["Knot.Samples.HeapPopulation.Program.WaitForLedger", "Knot.Samples.HeapPopulation.Program.WaitForInventory"] {
+        assert!(frames.contains(f), "no managed frame {f}");
+    }
+    let warnings = runtime_warnings(&r);
+    assert!(warnings.is_empty(), "the runtime reading warned: {warnings:#?}");
+}
+
+/// `clrstack -all`'s managed frames per OS thread: `Name(Signature)`, the source position cut
+/// (transition Frames, `[Kind: address]`, are not methods).
+fn clrstack_methods(sample: &str) -> std::collections::BTreeMap<u64, Vec<String>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut tid = None;
+    for line in sos(sample, "clrstack-all.txt").lines() {
+        if let Some(t) = line.trim().strip_prefix("OS Thread Id: 0x") {
+            let t = u64::from_str_radix(t.trim(), 16).expect("thread id");
+            out.insert(t, Vec::new());
+            tid = Some(t);
+            continue;
+        }
+        let f: Vec<&str> = line.trim_start().splitn(3, ' ').collect();
+        let is_hex = |s: &str| s.len() == 16 && s.chars().all(|c| c.is_ascii_hexdigit());
+        let (Some(t), [sp, ip, site]) = (tid, f.as_slice()) else { continue };
+        if !is_hex(sp) || !is_hex(ip) || site.trim().starts_with('[') {
+            continue;
+        }
+        let site = site.trim();
+        let method = site.rsplit_once(") [").map_or(site.to_string(), |(m, _)| format!("{m})"));
+        out.get_mut(&t).expect("thread").push(method);
+    }
+    out
+}
+
+/// knot's managed frames per thread, as `Name(Signature)` (frames a stack scan found excepted).
+fn knot_methods(r: &Value) -> std::collections::BTreeMap<u64, Vec<String>> {
+    r["threads"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let frames = t["frames"].as_array().into_iter().flatten().filter(|f| f["managed"] == true && f["trust"] != "scan");
+            let names = frames.map(|f| format!("{}{}", f["function"].as_str().unwrap_or("??"), f["signature"].as_str().unwrap_or(""))).collect();
+            (t["tid"].as_u64().expect("tid"), names)
+        })
+        .collect()
+}
+
+#[test]
+fn a_dotnet_9_process_names_every_managed_frame_as_sos_does_with_no_files() {
+    // The 9.0 descriptor has no ExecutionManager contract: the code map reads 9.0's structures
+    // through analyzers/dotnet/descriptor-9.0.toml (JIT'd code and ReadyToRun CoreLib alike).
+    for (sample, frames) in [("net9_abba", 7), ("net9_heap", 6)] {
+        let r = report(&deploy_dir(sample).join("core.gz"), no_files());
+        assert_eq!(r["dotnet"]["runtime_version"], "9.0.23");
+        let sos = clrstack_methods(sample);
+        let knot = knot_methods(&r);
+        assert_eq!(sos.values().map(Vec::len).sum::<usize>(), frames, "{sample}: SOS's managed frames");
+        for (tid, methods) in &sos {
+            assert_eq!(knot.get(tid), Some(methods), "{sample} thread {tid:#x}: knot's managed frames differ from clrstack -all");
+        }
+        for (tid, methods) in &knot {
+            assert!(sos.contains_key(tid) || methods.is_empty(), "{sample} thread {tid:#x}: managed frames SOS does not show: {methods:?}");
+        }
+        let warnings = r["diagnostics"].to_string();
+        assert!(!warnings.contains("managed code not mapped"), "{warnings}");
+    }
 }
 
 /// `dumpheap -stat` rows: MethodTable → (count, bytes, name), and the totals.
@@ -339,12 +485,14 @@ fn dumpheap_stat(sample: &str) -> (std::collections::BTreeMap<u64, (u64, u64, St
         }
         let line = line.trim_start();
         let mut it = line.split_whitespace();
-        let (Some(mt), Some(count), Some(bytes)) = (it.next(), it.next(), it.next()) else { continue };
-        let Ok(mt) = u64::from_str_radix(mt, 16) else { continue };
+        let (Some(mt_text), Some(count), Some(bytes)) = (it.next(), it.next(), it.next()) else { continue };
+        let Ok(mt) = u64::from_str_radix(mt_text, 16) else { continue };
         if mt < 0x1000 {
             continue;
         }
-        let name = line[line.find(bytes).expect("bytes") + bytes.len()..].trim().to_string();
+        // The name follows the third column (a MethodTable's hex may contain the byte count's digits).
+        let rest = [mt_text, count, bytes].iter().fold(line, |l, field| l.trim_start().strip_prefix(field).expect("column"));
+        let name = rest.trim().to_string();
         rows.insert(mt, (num(count), num(bytes), name));
     }
     (rows, totals.expect("a Total line"))

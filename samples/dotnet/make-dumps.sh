@@ -64,6 +64,10 @@
 #                                                 (singlefilehost 10.0.12), no libcoreclr.so; createdump --withheap
 #   net9_abba          heap                       the same on .NET 9 (net9.0, self-contained from the 9.0.23 runtime
 #                                                 pack); the publish directory's own createdump --withheap
+#   net9_heap          heap                       heap_population's population and ABBA (its Program.cs) on .NET 9
+#                                                 (net9.0, self-contained from the 9.0.23 runtime pack), under
+#                                                 DOTNET_GCHeapHardLimit=0x10000000; the publish directory's
+#                                                 own createdump --withheap
 #   runtime_10_0_15    heap                       monitor_abba's wedge (its Program.cs) published self-contained
 #                                                 from the 10.0.15 runtime pack (a catalogued build other than
 #                                                 the machine's 10.0.12), under DOTNET_GCHeapHardLimit=0x10000000;
@@ -121,11 +125,11 @@ ALL_JOBS=(
   heap_graph/heap
   pool_queue/heap
   async_tcs/heap semaphore_async/heap
-  self_contained/heap single_file/heap net9_abba/heap runtime_10_0_15/heap
+  self_contained/heap single_file/heap net9_abba/heap net9_heap/heap runtime_10_0_15/heap
   orleans_silo/heap orleans_silo/again
 )
 # Samples run from their `dotnet publish` output (their own runtime), not with the machine's.
-PUBLISHED=" self_contained single_file net9_abba runtime_10_0_15 "
+PUBLISHED=" self_contained single_file net9_abba net9_heap runtime_10_0_15 "
 is_published() { [[ "$PUBLISHED" == *" $1 "* ]]; }
 publish_dir() { echo "$ARTIFACTS/publish/$1/debug_linux-x64"; }
 # Samples that die by themselves (no wedge, no 'ready'): the runtime dumps them.
@@ -480,7 +484,7 @@ oracle() {  # oracle SAMPLE DIR
     fi
   fi
   case "$sample" in
-    heap_population)
+    heap_population|net9_heap)
       sos_gcrefs "$core" "$dir/sos/inventory-refs.txt" "Knot.Samples.HeapPopulation.Inventory"
       sos_gcrefs "$core" "$dir/sos/ledger-refs.txt" "Knot.Samples.HeapPopulation.Ledger" ;;
     monitor_abba|failfast|pinvoke_mutex|self_contained|single_file|net9_abba|runtime_10_0_15)
@@ -658,7 +662,7 @@ run_job() {  # run_job SAMPLE KIND
       env=(DOTNET_gcServer=1 DOTNET_GCDynamicAdaptationMode=0 DOTNET_GCHeapHardLimit=0x20000000)
       flags="--withheap"
       how="$CREATEDUMP -f $dir/core --withheap PID (process run with ${env[*]})" ;;
-    runtime_10_0_15/heap)
+    runtime_10_0_15/heap|net9_heap/heap)
       env=(DOTNET_GCHeapHardLimit=0x10000000)
       flags="--withheap"
       how="$createdump -f $dir/core --withheap PID (process run with ${env[*]})" ;;

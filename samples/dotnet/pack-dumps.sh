@@ -94,7 +94,7 @@ du -sb "$DEST" | awk '{printf "total %d bytes (%.1f MiB)\n", $1, $1/1048576}'
 # oracles but no runtime or app files — tests/dotnet_catalog.rs reads them with nothing at hand.
 # DEPLOY="" skips them; DEPLOY="sample/kind ..." packs only those.
 DEPLOY_DEST="$HERE/deploy-dumps"
-for job in ${DEPLOY-self_contained/heap single_file/heap net9_abba/heap runtime_10_0_15/heap}; do
+for job in ${DEPLOY-self_contained/heap single_file/heap net9_abba/heap net9_heap/heap runtime_10_0_15/heap}; do
   src="$SRC/$job"; dst="$DEPLOY_DEST/$job"
   [[ -f "$src/core" ]] || { echo "missing $src/core (run make-dumps.sh $job first)" >&2; exit 1; }
   rm -rf "$dst"; mkdir -p "$dst"

@@ -33,7 +33,7 @@ impl DotnetDump {
 }
 
 /// The samples `make-dumps.sh` publishes (their own runtime), committed in `deploy-dumps/`.
-pub const DEPLOY_SAMPLES: &[&str] = &["self_contained", "single_file", "net9_abba", "runtime_10_0_15"];
+pub const DEPLOY_SAMPLES: &[&str] = &["self_contained", "single_file", "net9_abba", "net9_heap", "runtime_10_0_15"];
 
 /// `samples/dotnet/dumps`.
 pub fn committed_root() -> PathBuf {

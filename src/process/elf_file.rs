@@ -264,20 +264,79 @@ fn declared_size(raw: &[u8]) -> Option<u64> {
 }
 
 /// Decompresses an SHF_COMPRESSED section (Elf64_Chdr, then a zlib stream).
+///
+/// In one call into a buffer of the declared size: zlib then writes straight into it, with no
+/// intermediate chunks and no copy of the output into its sliding window.
 fn inflate(raw: &[u8]) -> Option<Box<[u8]>> {
-    use std::io::Read;
     let ch_type = u32::from_le_bytes(raw.get(0..4)?.try_into().ok()?);
     let ch_size = u64::from_le_bytes(raw.get(8..16)?.try_into().ok()?);
     let body = raw.get(24..)?;
     if ch_type != ELFCOMPRESS_ZLIB || ch_size > MAX_SECTION_SIZE || ch_size > (body.len() as u64).saturating_mul(MAX_INFLATE_RATIO) {
         return None;
     }
-    let mut out = Vec::with_capacity(ch_size.min(MAX_INFLATE_RESERVE) as usize);
-    flate2::read::ZlibDecoder::new(body).take(ch_size).read_to_end(&mut out).ok()?;
-    (out.len() as u64 == ch_size).then(|| out.into_boxed_slice())
+    let size = usize::try_from(ch_size).ok()?;
+    let mut out = Vec::new();
+    // Reserved up to the bound first, then grown only as the data really decompresses: the
+    // header's size is only a claim.
+    out.try_reserve_exact(size.min(MAX_INFLATE_RESERVE as usize)).ok()?;
+    let mut z = flate2::Decompress::new(true);
+    loop {
+        let before = z.total_in();
+        let consumed = usize::try_from(before).ok()?;
+        let status = z.decompress_vec(body.get(consumed..)?, &mut out, flate2::FlushDecompress::Finish).ok()?;
+        match status {
+            flate2::Status::StreamEnd => break,
+            // Output full: grow toward the declared size (more than that is an error).
+            _ if out.len() == out.capacity() && out.len() < size => {
+                let more = (size - out.len()).min(out.len().max(1 << 20));
+                out.try_reserve_exact(more).ok()?;
+            }
+            _ if z.total_in() == before => return None,
+            _ => {}
+        }
+    }
+    (out.len() == size).then(|| out.into_boxed_slice())
 }
 
 /// Formats a build-id as gdb and `file` print it.
 pub(crate) fn hex(id: &[u8]) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// An SHF_COMPRESSED section's bytes: Elf64_Chdr declaring `declared` bytes, then `data`
+    /// deflated by zlib.
+    fn compressed(data: &[u8], declared: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&ELFCOMPRESS_ZLIB.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&declared.to_le_bytes());
+        out.extend_from_slice(&1u64.to_le_bytes());
+        let mut z = flate2::write::ZlibEncoder::new(out, flate2::Compression::fast());
+        z.write_all(data).expect("deflate");
+        z.finish().expect("deflate")
+    }
+
+    #[test]
+    fn sections_inflate_whole_and_only_as_declared() {
+        // Past the up-front reservation, so the output grows while inflating.
+        let big: Vec<u8> = (0..(MAX_INFLATE_RESERVE as usize + 300_001)).map(|i| (i % 251) as u8 ^ (i >> 12) as u8).collect();
+        assert_eq!(inflate(&compressed(&big, big.len() as u64)).as_deref(), Some(&big[..]));
+        let small = b"a .debug_line of a few bytes".repeat(5);
+        assert_eq!(inflate(&compressed(&small, small.len() as u64)).as_deref(), Some(&small[..]));
+        // A size claimed too large, or too small, is refused; so is a stream cut short.
+        assert_eq!(inflate(&compressed(&small, small.len() as u64 + 1)), None);
+        assert_eq!(inflate(&compressed(&small, small.len() as u64 - 1)), None);
+        assert_eq!(inflate(&compressed(&big, big.len() as u64 - 1)), None);
+        let whole = compressed(&small, small.len() as u64);
+        assert_eq!(inflate(&whole[..whole.len() - 10]), None);
+        // A claim beyond what zlib can expand the stream to is not even tried.
+        assert_eq!(inflate(&compressed(&small, 1 << 40)), None);
+        // An empty section.
+        assert_eq!(inflate(&compressed(&[], 0)).as_deref(), Some(&[][..]));
+    }
 }

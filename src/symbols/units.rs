@@ -1,7 +1,7 @@
 //! Which units of a module's DWARF cover an address, known without parsing the units.
 //!
 //! addr2line's own index parses every unit (its abbreviations, first DIE and line-table header)
-//! before the first lookup: 4 126 units and about 80 M instructions for libc, for the few dozen
+//! before the first lookup: 2 063 units and about 80 M instructions for libc, for the few dozen
 //! addresses a dump asks about. This index reads only the unit headers and `.debug_aranges`;
 //! `dwarf.rs` then parses just the units an address falls in, each once. A unit `.debug_aranges`
 //! does not list is parsed on the module's first lookup for its DIE ranges (as addr2line does);
@@ -43,26 +43,53 @@ pub(crate) struct UnitIndex {
 }
 
 impl UnitIndex {
-    /// The index of `dwarf`'s units; `None` without `.debug_aranges` or when the unit headers or
-    /// the address ranges cannot be read (addr2line's index then decides, and fails alike).
+    /// The index of `dwarf`'s units; `None` without `.debug_aranges` or when the address ranges
+    /// cannot be read (addr2line's index then decides). Past a unit header that cannot be read,
+    /// only the units `.debug_aranges` names are known.
     pub(crate) fn read(dwarf: &gimli::Dwarf<Reader<'_>>) -> Option<UnitIndex> {
         if dwarf.debug_aranges.reader().is_empty() {
             return None;
         }
+        let compile = |h: &gimli::UnitHeader<Reader<'_>>| {
+            matches!(h.type_(), gimli::UnitType::Compilation | gimli::UnitType::Skeleton(_) | gimli::UnitType::SplitCompilation(_))
+        };
         let mut units = Vec::new();
         let mut headers = dwarf.units();
-        while let Some(header) = headers.next().ok()? {
-            let Some(offset) = header.debug_info_offset() else { continue };
-            if !matches!(header.type_(), gimli::UnitType::Compilation | gimli::UnitType::Skeleton(_) | gimli::UnitType::SplitCompilation(_)) {
-                continue;
+        // Where a header that cannot be read stopped the walk: the units after it are still
+        // found from `.debug_aranges`, which gives their offsets (one damaged unit header
+        // would otherwise cost every unit of the module).
+        let mut broken_at = None;
+        let mut end = 0;
+        loop {
+            match headers.next() {
+                Ok(Some(header)) => {
+                    let Some(offset) = header.debug_info_offset() else { continue };
+                    end = offset.0.saturating_add(header.length_including_self());
+                    if compile(&header) {
+                        units.push(UnitSpan { offset: offset.0, len: header.length_including_self() });
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    broken_at = Some(end);
+                    break;
+                }
             }
-            units.push(UnitSpan { offset: offset.0, len: header.length_including_self() });
         }
-        let mut ranges = Vec::new();
-        let mut listed = vec![false; units.len()];
+        // (begin, end, unit offset), then by unit once every unit is known.
+        let mut listed_ranges = Vec::new();
+        let mut found = Vec::new();
         let mut sets = dwarf.debug_aranges.headers();
         while let Some(set) = sets.next().ok()? {
-            let Ok(unit) = units.binary_search_by_key(&set.debug_info_offset().0, |u| u.offset) else { continue };
+            let offset = set.debug_info_offset().0;
+            if units.binary_search_by_key(&offset, |u| u.offset).is_err() {
+                // Past a damaged header: the unit there, if its own header reads.
+                if broken_at.is_none_or(|at| offset <= at) {
+                    continue;
+                }
+                let Some(header) = dwarf.debug_info.header_from_offset(gimli::DebugInfoOffset(offset)).ok().filter(|h| compile(h)) else { continue };
+                found.push(UnitSpan { offset, len: header.length_including_self() });
+            }
             let mut entries = set.entries();
             // Errors in one entry are skipped, as addr2line does (the iterator stops on the ones
             // it cannot step over).
@@ -70,10 +97,21 @@ impl UnitIndex {
                 let Ok(entry) = entry else { continue };
                 if entry.length() != 0 {
                     let r = entry.range();
-                    ranges.push(Range { begin: r.begin, end: r.end, min_begin: 0, unit });
-                    listed[unit] = true;
+                    listed_ranges.push((r.begin, r.end, offset));
                 }
             }
+        }
+        if !found.is_empty() {
+            units.extend(found);
+            units.sort_unstable_by_key(|u| u.offset);
+            units.dedup_by_key(|u| u.offset);
+        }
+        let mut ranges = Vec::with_capacity(listed_ranges.len());
+        let mut listed = vec![false; units.len()];
+        for (begin, end, offset) in listed_ranges {
+            let Ok(unit) = units.binary_search_by_key(&offset, |u| u.offset) else { continue };
+            ranges.push(Range { begin, end, min_begin: 0, unit });
+            listed[unit] = true;
         }
         let unlisted = (0..units.len()).filter(|&u| !listed[u]).collect();
         let mut index = UnitIndex { units, ranges, unlisted };
@@ -214,5 +252,237 @@ mod tests {
         // Cut short, or past the end.
         assert!(may_refer_outside(&dwarf_with_abbrev(&[1, 0x11, 1, 0x03]), 0));
         assert!(may_refer_outside(&dwarf_with_abbrev(local), 100));
+    }
+
+    /// The damaged-input cases below read the committed libc debug file (Debian 12's libc6-dbg:
+    /// 2 063 units, all in `.debug_aranges`), inflate its DWARF and write it back, damaged, into
+    /// a small ELF file of uncompressed sections.
+    mod damaged {
+        use super::super::super::dwarf::Dwarf;
+        use super::super::super::symtab::FileSymbols;
+        use super::super::super::SourceFrame;
+        use super::*;
+        use crate::process::ElfFile;
+
+        const SECTIONS: [&str; 7] = [".debug_aranges", ".debug_info", ".debug_abbrev", ".debug_line", ".debug_str", ".debug_line_str", ".debug_rnglists"];
+
+        struct Libc {
+            sections: Vec<(&'static str, Vec<u8>)>,
+            /// Link-time addresses to look up: function starts and insides over the library.
+            probes: Vec<u64>,
+        }
+
+        fn libc() -> Libc {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/dumps/debug/.build-id/93/ac61ec5a8eb1396f9fbd350e3169a558528a40.debug");
+            let file = ElfFile::open(path).expect("the committed libc debug file");
+            let sections = SECTIONS.iter().map(|&n| (n, file.section(n).expect(n).to_vec())).collect();
+            let syms = FileSymbols::read(&file, true);
+            let probes = syms.text.symbols().iter().step_by(211).flat_map(|s| [s.addr, s.addr + 9]).collect();
+            Libc { sections, probes }
+        }
+
+        impl Libc {
+            fn get(&self, name: &str) -> &[u8] {
+                &self.sections.iter().find(|(n, _)| *n == name).expect(name).1
+            }
+
+            /// The sections with `name` replaced by `bytes`.
+            fn with(&self, name: &str, bytes: Vec<u8>) -> Vec<(&'static str, Vec<u8>)> {
+                self.sections.iter().map(|(n, b)| (*n, if *n == name { bytes.clone() } else { b.clone() })).collect()
+            }
+        }
+
+        /// An ELF file of `sections`, uncompressed.
+        fn elf(sections: &[(&str, Vec<u8>)]) -> ElfFile {
+            let mut out = vec![0u8; 64];
+            let mut names = vec![0u8];
+            let mut headers = vec![[0u64; 8]];
+            for (name, bytes) in sections {
+                out.resize(out.len().next_multiple_of(8), 0);
+                headers.push([names.len() as u64, 1, 0, 0, out.len() as u64, bytes.len() as u64, 0, 1]);
+                names.extend_from_slice(name.as_bytes());
+                names.push(0);
+                out.extend_from_slice(bytes);
+            }
+            let name = names.len() as u64;
+            names.extend_from_slice(b".shstrtab\0");
+            headers.push([name, 3, 0, 0, out.len() as u64, names.len() as u64, 0, 1]);
+            out.extend_from_slice(&names);
+            out.resize(out.len().next_multiple_of(8), 0);
+            let shoff = out.len() as u64;
+            for [name, kind, flags, addr, offset, size, link_info, align] in &headers {
+                out.extend_from_slice(&(*name as u32).to_le_bytes());
+                out.extend_from_slice(&(*kind as u32).to_le_bytes());
+                for v in [*flags, *addr, *offset, *size] {
+                    out.extend_from_slice(&v.to_le_bytes());
+                }
+                out.extend_from_slice(&link_info.to_le_bytes());
+                out.extend_from_slice(&align.to_le_bytes());
+                out.extend_from_slice(&0u64.to_le_bytes());
+            }
+            let shnum = headers.len() as u16;
+            out[..4].copy_from_slice(b"\x7fELF");
+            out[4..8].copy_from_slice(&[2, 1, 1, 0]);
+            out[16..18].copy_from_slice(&1u16.to_le_bytes()); // ET_REL
+            out[18..20].copy_from_slice(&62u16.to_le_bytes()); // EM_X86_64
+            out[20..24].copy_from_slice(&1u32.to_le_bytes());
+            out[40..48].copy_from_slice(&shoff.to_le_bytes());
+            out[52..54].copy_from_slice(&64u16.to_le_bytes());
+            out[58..60].copy_from_slice(&64u16.to_le_bytes());
+            out[60..62].copy_from_slice(&shnum.to_le_bytes());
+            out[62..64].copy_from_slice(&(shnum - 1).to_le_bytes());
+            ElfFile::from_bytes("damaged-libc.debug", out).expect("the ELF file written")
+        }
+
+        fn dwarf_of(file: &ElfFile) -> gimli::Dwarf<Reader<'_>> {
+            gimli::Dwarf::load(|id| Ok::<_, ()>(gimli::EndianSlice::new(file.section(id.name()).unwrap_or(&[]), gimli::RunTimeEndian::Little))).expect("sections")
+        }
+
+        /// Reads the index of `file` (no panic: nothing here catches one), and checks it is
+        /// bounded by the bytes it came from.
+        fn index_of(file: &ElfFile) -> Option<UnitIndex> {
+            let dwarf = dwarf_of(file);
+            let mut index = UnitIndex::read(&dwarf)?;
+            index.complete(&dwarf);
+            let (aranges, info) = (file.section(".debug_aranges").map_or(0, <[u8]>::len), file.section(".debug_info").map_or(0, <[u8]>::len));
+            // An entry takes at least 2 bytes of `.debug_aranges`; a unit at least 11 of `.debug_info`, and
+            // each of its DIE or line ranges at least 2.
+            assert!(index.units.len() <= info / 11 + 1, "{} units from {info} bytes", index.units.len());
+            assert!(index.ranges.len() <= aranges / 2 + info / 2, "{} ranges", index.ranges.len());
+            for u in &index.units {
+                assert!(u.offset < info, "a unit at {:#x} past the section's end", u.offset);
+            }
+            Some(index)
+        }
+
+        /// Every probe's frames through `Dwarf` (by unit, or the whole index it falls back to).
+        fn lookups(file: &ElfFile, probes: &[u64]) -> Vec<Vec<SourceFrame>> {
+            let Some(dwarf) = Dwarf::load([file]) else { return vec![Vec::new(); probes.len()] };
+            probes
+                .iter()
+                .map(|&p| {
+                    let mut out = Vec::new();
+                    let result = dwarf.frames(p, &mut out);
+                    assert_ne!(result, Err(super::super::super::dwarf::LookupError::Panicked), "addr2line panicked at {p:#x}");
+                    out
+                })
+                .collect()
+        }
+
+        /// Each damaged answer is the intact one or nothing (a unit is asked only whether it
+        /// covers the address itself, so damage elsewhere can lose an answer, not change it);
+        /// returns how many were kept.
+        fn same_or_nothing(intact: &[Vec<SourceFrame>], damaged: &[Vec<SourceFrame>], what: &str) -> usize {
+            let mut kept = 0;
+            for (i, (a, b)) in intact.iter().zip(damaged).enumerate() {
+                assert!(b.is_empty() || a == b, "{what}: probe {i} answered {b:?}, intact {a:?}");
+                kept += usize::from(!b.is_empty() && a == b);
+            }
+            kept
+        }
+
+        #[test]
+        fn damaged_aranges_lose_nothing_and_never_panic() {
+            let libc = libc();
+            let intact_file = elf(&libc.sections);
+            let intact_index = index_of(&intact_file).expect("the intact index");
+            assert!(intact_index.unlisted.is_empty() && intact_index.units.len() == 2063, "{} units", intact_index.units.len());
+            let intact = lookups(&intact_file, &libc.probes);
+            let named = intact.iter().filter(|f| !f.is_empty()).count();
+            assert!(named > libc.probes.len() / 2, "{named} of {} probes named", libc.probes.len());
+
+            let aranges = libc.get(".debug_aranges");
+            let mut cases: Vec<(String, Vec<u8>)> = Vec::new();
+            // Cut short anywhere: in a set header, in an entry, between sets.
+            for cut in [0, 1, 5, 11, 12, 31, 47, aranges.len() / 3 + 3, aranges.len() / 2, aranges.len() - 9] {
+                cases.push((format!("cut at {cut}"), aranges[..cut].to_vec()));
+            }
+            // A set's header: a length past the end, the 64-bit escape, a reserved length, a bad
+            // version, offsets of no unit, address sizes gimli refuses or misreads.
+            let edits: [(usize, &[u8]); 9] = [
+                (0, &[0xf0, 0xff, 0xff, 0x7f]),
+                (0, &[0xff, 0xff, 0xff, 0xff]),
+                (0, &[0xf5, 0xff, 0xff, 0xff]),
+                (4, &[9, 0]),
+                (4, &[0, 0]),
+                (6, &[0xff, 0xff, 0xff, 0x7f]),
+                (10, &[3]),
+                (10, &[0]),
+                (11, &[4]),
+            ];
+            for (at, bytes) in edits {
+                let mut b = aranges.to_vec();
+                b[at..at + bytes.len()].copy_from_slice(bytes);
+                cases.push((format!("first set's header: {bytes:02x?} at {at}"), b));
+            }
+            // Every 7th byte of the second half flipped.
+            let mut b = aranges.to_vec();
+            let half = b.len() / 2;
+            b[half..].iter_mut().step_by(7).for_each(|x| *x ^= 0x5a);
+            cases.push(("second half garbled".into(), b));
+
+            for (what, bytes) in cases {
+                let file = elf(&libc.with(".debug_aranges", bytes));
+                let index = index_of(&file);
+                let answers = lookups(&file, &libc.probes);
+                let kept = same_or_nothing(&intact, &answers, &what);
+                // With an index, or addr2line's whole one to fall back on, the units are all
+                // still there: every probe keeps its answer.
+                assert_eq!(kept, named, "{what}: {kept} of {named} answers kept (index: {})", index.is_some());
+            }
+        }
+
+        #[test]
+        fn damaged_unit_headers_stay_within_the_unit_and_never_panic() {
+            let libc = libc();
+            let intact_file = elf(&libc.sections);
+            let intact_index = index_of(&intact_file).expect("the intact index");
+            let intact = lookups(&intact_file, &libc.probes);
+            let info = libc.get(".debug_info");
+            // The unit of a probe in the middle of the library.
+            let probe = libc.probes[libc.probes.len() / 2];
+            let unit = *intact_index.candidates(probe).first().expect("a unit for the probe");
+            let at = intact_index.span(unit).expect("its span").offset;
+
+            let edits: [(usize, &[u8]); 8] = [
+                (0, &[0xff, 0xff, 0xff, 0x7f]),                   // a length past the section's end
+                (0, &[0xf0, 0xff, 0xff, 0xff]),                   // a reserved length
+                (0, &[0xff, 0xff, 0xff, 0xff]),                   // the 64-bit escape over 32-bit data
+                (0, &[0, 0, 0, 0]),                               // an empty unit
+                (4, &[1, 0]),                                     // version 1
+                (4, &[77, 0]),                                    // version 77
+                (8, &[0xff, 0xff, 0xff, 0x7f]),                   // DWARF 5: an abbreviation offset past the end
+                (7, &[3]),                                        // DWARF 5: address size 3
+            ];
+            // The intact unit of each probe (its span), to say which answers must survive.
+            let unit_of: Vec<Option<UnitSpan>> = libc.probes.iter().map(|&p| intact_index.candidates(p).first().and_then(|&u| intact_index.span(u))).collect();
+            // (what, the damaged section, the bytes from which units are lost).
+            let mut cases: Vec<(String, Vec<u8>, usize)> = Vec::new();
+            for (delta, bytes) in edits {
+                let mut b = info.to_vec();
+                b[at + delta..at + delta + bytes.len()].copy_from_slice(bytes);
+                cases.push((format!("unit at {at:#x}: {bytes:02x?} at +{delta}"), b, at));
+            }
+            // Cut inside that unit's header, and inside its DIEs: every unit from there on is lost.
+            for cut in [at + 3, at + 9, at + 40] {
+                cases.push((format!("cut at {cut:#x}"), info[..cut].to_vec(), at));
+            }
+            for (what, bytes, lost_from) in cases {
+                let cut = bytes.len() < info.len();
+                let file = elf(&libc.with(".debug_info", bytes));
+                assert!(index_of(&file).is_some(), "{what}: the index is still read");
+                let answers = lookups(&file, &libc.probes);
+                same_or_nothing(&intact, &answers, &what);
+                // Every other unit still answers: the ones before, and (unless the section was
+                // cut) the ones after, found from `.debug_aranges`.
+                for (i, span) in unit_of.iter().enumerate() {
+                    let Some(span) = span else { continue };
+                    let lost = span.offset == lost_from || (cut && span.offset > lost_from);
+                    if !lost {
+                        assert_eq!(answers[i], intact[i], "{what}: probe {i} (unit at {:#x}) lost its answer", span.offset);
+                    }
+                }
+            }
+        }
     }
 }

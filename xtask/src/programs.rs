@@ -5,8 +5,8 @@
 //! RLIMIT_CORE unlimited; this machine's core_pattern must write `core` into the process's
 //! directory). The cores are kept under `target/bench/programs/NAME/KIND/` and reused
 //! (`--remake` makes them again). Every core made is checked (an ELF core whose segments are
-//! all in the file, within `MAX_CORE_BYTES`): gdb's gcore of mariadbd once wrote an 8 TiB sparse
-//! file that was not ELF. The writers are held to that size by RLIMIT_FSIZE (gcore) and
+//! all in the file, within `MAX_CORE_BYTES`): gdb's gcore of mariadbd once wrote an 8 TiB
+//! file that was not ELF (its buffer pool's reserved address space, see `start`). The writers are held to that size by RLIMIT_FSIZE (gcore) and
 //! RLIMIT_CORE (the kernel), and nothing is made when the disk has not room for it.
 
 use anyhow::{Context, Result, bail};
@@ -290,7 +290,13 @@ fn start(p: &Program, server: &Path, dir: &Path, data: &Path) -> Result<Child> {
             if !install.success() {
                 bail!("mariadb-install-db failed ({install})");
             }
-            cmd.args(["--no-defaults", "--user=root", "--core-file", "--innodb-buffer-pool-size=32M", "--bind-address=127.0.0.1"]);
+            // The pool's maximum too: by default mariadbd (10.11.19) reserves 8 TiB of address
+            // space for it (my_large_virtual_alloc: PROT_NONE, private, anonymous). gcore dumps
+            // such a mapping (coredump_filter bit 0) and reads it through /proc/PID/mem as
+            // zeros, so it writes 8 TiB, not sparse; RLIMIT_FSIZE stops it with EFBIG, bfd
+            // fails to close the file, and the ELF header it writes last is never written
+            // (gcore still exits 0: the file exists). The kernel's dump is cut by RLIMIT_CORE.
+            cmd.args(["--no-defaults", "--user=root", "--core-file", "--innodb-buffer-pool-size=32M", "--innodb-buffer-pool-size-max=32M", "--bind-address=127.0.0.1"]);
             cmd.arg(format!("--port={}", p.port));
             cmd.arg(format!("--datadir={}", data.display()));
             cmd.arg(format!("--socket={}", data.join("sock").display()));

@@ -151,7 +151,11 @@ impl Build {
                 descriptors.push(image_from_file(file, header, Some(sub))?);
             }
         }
-        let heap_hard_limit = if rid == "linux-x64" { super::hard_limit_store::heap_hard_limit_rvas(file) } else { Vec::new() };
+        let heap_hard_limit = match rid {
+            "linux-x64" => super::hard_limit_store::heap_hard_limit_rvas(file),
+            "linux-arm64" => super::hard_limit_store::heap_hard_limit_rvas_aarch64(file),
+            _ => Vec::new(),
+        };
         Ok(Build {
             runtime_version: runtime_version.into(),
             rid: rid.into(),
@@ -405,7 +409,7 @@ const HEADER: &str = "\
 # header, JSON text (by digest, in [json]) and pointer data, where \"+0x…\" is an address in the
 # module (add the load bias) and \"0x…\" a value the dynamic linker leaves alone. heap_hard_limit:
 # where the GC's container-default hard limit is stored (gc_heap::heap_hard_limit of the server
-# and the workstation GC, found in the x86-64 code; src/runtimes/dotnet/hard_limit_store.rs).
+# and the workstation GC, found in the x86-64 or aarch64 code; src/runtimes/dotnet/hard_limit_store.rs).
 
 ";
 
@@ -467,10 +471,11 @@ mod tests {
     }
 
     #[test]
-    fn every_x86_64_build_has_two_hard_limit_stores_and_10_0_12s_is_the_variable_found_by_value() {
+    fn every_build_has_two_hard_limit_stores_and_10_0_12s_is_the_variable_found_by_value() {
         let all = builtin().expect("the catalogue parses");
-        for b in all.iter().filter(|b| b.rid == "linux-x64") {
-            assert_eq!(b.heap_hard_limit.len(), 2, "{} {}: the workstation and the server GC's", b.runtime_version, b.file);
+        // The aarch64 builds too (their code's store, hard_limit_store.rs).
+        for b in all.iter().filter(|b| b.rid == "linux-x64" || b.rid == "linux-arm64") {
+            assert_eq!(b.heap_hard_limit.len(), 2, "{} {} {}: the workstation and the server GC's", b.runtime_version, b.rid, b.file);
         }
         // WKS::gc_heap::heap_hard_limit of 10.0.12's libcoreclr.so, found by value on gc_oom,
         // heap_population and monitor_abba before the code was read (coreclr-10.0.toml).

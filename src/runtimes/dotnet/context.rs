@@ -8,6 +8,7 @@ use super::descriptor::Descriptor;
 use super::error::DotnetError;
 use super::locate::{self, DescriptorSource, NotLocated, RuntimeVersion};
 use super::metadata::ImageMemory;
+use super::supplement::{self, Applied};
 use super::target::{RuntimeMemory, Target};
 use crate::process::{Locator, Module, Process};
 
@@ -22,6 +23,9 @@ pub struct Context<'p> {
     pub(crate) memory: RuntimeMemory<'p>,
     /// Managed images' files, for the pages a dump left out (ReadyToRun code, metadata).
     pub(crate) image: ImageMemory<'p>,
+    /// What knot's data added to the descriptor for this build (`supplement.rs`), or why the
+    /// supplement this build has could not be applied.
+    pub(crate) supplement: Result<Option<Applied>, String>,
 }
 
 /// Why a process has no [`Context`].
@@ -39,18 +43,21 @@ impl<'p> Context<'p> {
     pub fn open(process: &'p Process, locator: &Locator) -> Result<Context<'p>, NoContext> {
         let module = locate::runtime_module(process).ok_or(NoContext::NotDotnet)?;
         let version = RuntimeVersion::of(module);
-        let located = match locate::locate(process, module) {
+        let mut located = match locate::locate(process, module) {
             Ok(l) => l,
             Err(why) => return Err(NoContext::NotLocated { version: Box::new(version), why }),
         };
+        let memory = RuntimeMemory { process };
+        let supplement = supplement::apply(&mut located.descriptor, &located.pointer_data, &memory, module, &version).map_err(|e| e.to_string());
         Ok(Context {
             process,
             module,
             version,
+            supplement,
             descriptor: located.descriptor,
             pointer_data: located.pointer_data,
             source: located.source,
-            memory: RuntimeMemory { process },
+            memory,
             image: ImageMemory::new(process, locator),
         })
     }

@@ -6,7 +6,10 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-pub(crate) const FILES: &[(&str, &str)] = &[("analyzers/dotnet/coreclr-10.0.toml", include_str!("../../../analyzers/dotnet/coreclr-10.0.toml"))];
+pub(crate) const FILES: &[(&str, &str)] = &[
+    ("analyzers/dotnet/coreclr-10.0.toml", include_str!("../../../analyzers/dotnet/coreclr-10.0.toml")),
+    ("analyzers/dotnet/coreclr-9.0.toml", include_str!("../../../analyzers/dotnet/coreclr-9.0.toml")),
+];
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -31,7 +34,12 @@ pub(crate) struct Layout {
     pub(crate) sync_block_size: u64,
     pub(crate) aware_lock_state: u64,
     pub(crate) aware_lock_recursion: u64,
-    pub(crate) aware_lock_holding_thread_id: u64,
+    /// The owner as a managed thread id (.NET 10: `m_HoldingThreadId`)…
+    #[serde(default)]
+    pub(crate) aware_lock_holding_thread_id: Option<u64>,
+    /// …or as the owner's `Thread*` (.NET 9: `m_HoldingThread`); one of the two is given.
+    #[serde(default)]
+    pub(crate) aware_lock_holding_thread: Option<u64>,
     pub(crate) aware_lock_holding_os_thread_id: u64,
     pub(crate) lock_state_locked_mask: u32,
     pub(crate) lock_state_waiter_count_shift: u32,
@@ -131,6 +139,9 @@ pub(crate) fn parse(file: &'static str, text: &str) -> Result<Vec<BuildFacts>, F
                 return Err(bad(format!("build {}: no `verified` line (how its layout was checked against SOS)", b.runtime_version)));
             }
             let layout = *data.layout.get(&b.layout).ok_or_else(|| bad(format!("layout {} is not defined", b.layout)))?;
+            if layout.aware_lock_holding_thread_id.is_none() && layout.aware_lock_holding_thread.is_none() {
+                return Err(bad(format!("layout {}: neither aware_lock_holding_thread_id nor aware_lock_holding_thread", b.layout)));
+            }
             if b.libcoreclr_build_id.len() != 40 || !b.libcoreclr_build_id.bytes().all(|c| c.is_ascii_hexdigit()) {
                 return Err(bad(format!("build {}: build-id {:?} is not 40 hex digits", b.runtime_version, b.libcoreclr_build_id)));
             }
@@ -176,6 +187,7 @@ mod tests {
         let id = Some("79945f51fb2612f13b7667a10a8fd29122664791");
         let f = lookup(all, id, "10.0.12", None).expect("10.0.12 is known");
         assert_eq!(f.layout.aware_lock_holding_os_thread_id, 16);
+        assert_eq!(f.layout.aware_lock_holding_thread_id, Some(8));
         assert!(lookup(all, id, "10.0.1226.42308", Some("10.0.1226.42308")).is_some());
         assert!(lookup(all, id, "10.0.13", None).is_none());
         assert!(lookup(all, None, "10.0.12", None).is_none());

@@ -9,6 +9,12 @@
 //! Checked: on 10.0.12 the workstation store is the variable found by value on three dumps
 //! (gc_oom, heap_population, monitor_abba), and every x86-64 `libcoreclr.so` and
 //! `singlefilehost` of 9.0.18–9.0.23 and 10.0.11–10.0.15 has exactly two.
+//!
+//! aarch64 builds compute the same and store it as `mov wA, #0x1400000; …; csel xD, …, xA, hi;
+//! adrp xB, page; str xD, [xB, #off]` ([`heap_hard_limit_rvas_aarch64`]): every linux-arm64
+//! `libcoreclr.so` and `singlefilehost` of 9.0.23, 10.0.12 and 10.0.15 has exactly two, and in
+//! each the same function loads the stored variable back (`ldr x, [page, #off]`) on its other
+//! path. No arm64 dump was read to confirm the variable by value.
 
 use crate::process::ElfFile;
 use yaxpeax_arch::LengthedInstruction;
@@ -73,6 +79,66 @@ fn store_after(code: &[u8], start: usize, vaddr: u64) -> Option<u64> {
     }
 }
 
+/// Instructions looked at after the `mov` for the `csel`, and after the `csel` for the store.
+const AARCH64_WINDOW: usize = 4;
+
+/// As [`heap_hard_limit_rvas`], for an aarch64 build.
+pub(crate) fn heap_hard_limit_rvas_aarch64(file: &ElfFile) -> Vec<u64> {
+    use goblin::elf::program_header::PT_LOAD;
+    let mut out = Vec::new();
+    for p in file.program_headers.iter().filter(|p| p.p_type == PT_LOAD && p.p_flags & PF_X != 0) {
+        let Some(code) = file.bytes_at_offset(p.p_offset, p.p_filesz) else { continue };
+        let words: Vec<u32> = code.chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).collect();
+        for i in 0..words.len() {
+            if let Some(target) = aarch64_store_after(&words, i, p.p_vaddr) {
+                out.push(target);
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    if out.len() > MAX_STORES {
+        return Vec::new();
+    }
+    out
+}
+
+/// The store target when `words[i..]` (at link address `vaddr + 4 i`… of the segment starting
+/// at `vaddr`) is the container default's `movz`, `csel`, `adrp`, `str` (see the module).
+fn aarch64_store_after(words: &[u32], i: usize, vaddr: u64) -> Option<u64> {
+    // MOVZ wA/xA, #0x140, LSL #16 (= FLOOR).
+    let mov = *words.get(i)?;
+    if mov & 0x7fff_ffe0 != 0x52a0_2800 {
+        return None;
+    }
+    let a = mov & 31;
+    // CSEL xD, xN, xM, cond with A as one of its sources.
+    let (c, csel) = (i + 1..=i + AARCH64_WINDOW).find_map(|j| {
+        let w = *words.get(j)?;
+        (w & 0xffe0_0c00 == 0x9a80_0000 && ((w >> 5) & 31 == a || (w >> 16) & 31 == a)).then_some((j, w))
+    })?;
+    let d = csel & 31;
+    // ADRP xB, page; then STR xD, [xB, #imm12 * 8].
+    for j in c + 1..=c + AARCH64_WINDOW {
+        let adrp = *words.get(j)?;
+        if adrp & 0x9f00_0000 != 0x9000_0000 {
+            continue;
+        }
+        let str_ = *words.get(j + 1)?;
+        let b = adrp & 31;
+        if str_ & 0xffc0_0000 != 0xf900_0000 || str_ & 31 != d || (str_ >> 5) & 31 != b {
+            return None;
+        }
+        let imm = (((adrp >> 5) & 0x7ffff) << 2 | (adrp >> 29) & 3) as u64;
+        // Sign-extend the 21-bit page count.
+        let pages = ((imm << 43) as i64 >> 43) as u64;
+        let pc = vaddr.checked_add(4 * j as u64)?;
+        let page = (pc & !0xfff).wrapping_add(pages << 12);
+        return Some(page.wrapping_add((((str_ >> 10) & 0xfff) as u64) * 8));
+    }
+    None
+}
+
 fn is_cmov(op: Opcode) -> bool {
     matches!(
         op,
@@ -114,5 +180,23 @@ mod tests {
         // Truncated code ends the match, it does not panic.
         assert_eq!(store_after(&code[..9], 0, 0), None);
         assert_eq!(store_after(&code, code.len(), 0), None);
+    }
+
+    #[test]
+    fn the_aarch64_container_default_store_is_found_and_nothing_else() {
+        // linux-arm64 10.0.12's workstation copy at 0x57fb08: mov w9, #0x1400000; lsr x8, x8, #2;
+        // cmp x8, x9; csel x8, x8, x9, hi; adrp x9, 0x6c2000; str x8, [x9, #992] -> 0x6c23e0.
+        let code = [0x52a0_2809, 0xd342_fd08, 0xeb09_011f, 0x9a89_8108, 0xf000_0a09, 0xf901_f128];
+        assert_eq!(aarch64_store_after(&code, 0, 0x57fb08), Some(0x6c23e0));
+        // A store of another register, or no csel reading the floor, is not the shape.
+        let mut other = code;
+        other[5] = 0xf901_f129; // str x9, …
+        assert_eq!(aarch64_store_after(&other, 0, 0x57fb08), None);
+        let mut no_csel = code;
+        no_csel[3] = 0xd503_201f; // nop
+        assert_eq!(aarch64_store_after(&no_csel, 0, 0x57fb08), None);
+        // Truncated code ends the match, it does not panic.
+        assert_eq!(aarch64_store_after(&code[..5], 0, 0), None);
+        assert_eq!(aarch64_store_after(&code, code.len(), 0), None);
     }
 }

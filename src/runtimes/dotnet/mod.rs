@@ -60,6 +60,7 @@ pub(crate) mod report;
 pub(crate) mod runtime;
 pub(crate) mod semaphores;
 pub(crate) mod statics;
+pub(crate) mod supplement;
 pub(crate) mod syncblock;
 pub mod target;
 pub(crate) mod tasks;
@@ -482,7 +483,7 @@ impl Reader<'_> {
                 }
             }
             let (owner_thread, owner_os_tid, owner_managed_id) = if lock.holding_thread_id != 0 {
-                let thread = match threads::id_to_thread(t, lock.holding_thread_id) {
+                let thread = match (lock.holding_thread != 0).then_some(lock.holding_thread).map_or_else(|| threads::id_to_thread(t, lock.holding_thread_id), |th| Ok(Some(th))) {
                     Ok(Some(th)) => Some(th),
                     Ok(None) => by_id.get(&lock.holding_thread_id).map(|th| th.address),
                     Err(e) => {

@@ -67,7 +67,7 @@ pub(crate) fn read_cache(t: &Target, module: &Module, l: &Layout) -> Result<Cach
     let (Some(slot), Some(next_off), Some(size_off)) = (l.dac_table_sync_block_cache, l.sync_block_cache_free_sync_table_index, l.sync_block_cache_sync_table_size) else {
         return Err(DotnetError::Unsupported("this build's facts do not locate the SyncBlockCache".into()));
     };
-    let dac = DacTable::locate(t, module, l)?;
+    let dac = DacTable::locate(t, module, l.dac_table_thread_store)?;
     let var = dac.variable(t, slot)?;
     let cache = t.read_ptr(var, "SyncBlockCache::s_pSyncBlockCache")?;
     if cache == 0 {
@@ -156,6 +156,9 @@ pub(crate) struct AwareLock {
     pub(crate) recursion: u32,
     /// The owner's managed thread id (0 when free).
     pub(crate) holding_thread_id: u32,
+    /// The owner's runtime `Thread`, where the lock records it (.NET 9: `m_HoldingThread`);
+    /// 0 when free or when the lock records only the managed id (.NET 10).
+    pub(crate) holding_thread: u64,
     /// The owner's OS thread id (0 when free).
     pub(crate) holding_os_thread_id: u64,
 }
@@ -171,7 +174,17 @@ pub(crate) fn read_aware_lock(t: &Target, l: &Layout, sync_block: u64) -> Result
     let m = sync_block.wrapping_add(l.sync_block_monitor);
     let lock_state = t.read_u32(m.wrapping_add(l.aware_lock_state), &format!("AwareLock state of sync block {sync_block:#x}"))?;
     let recursion = t.read_u32(m.wrapping_add(l.aware_lock_recursion), &format!("AwareLock recursion of sync block {sync_block:#x}"))?;
-    let holding_thread_id = t.read_u32(m.wrapping_add(l.aware_lock_holding_thread_id), &format!("AwareLock owner of sync block {sync_block:#x}"))?;
+    let owner = || format!("AwareLock owner of sync block {sync_block:#x}");
+    let (holding_thread, holding_thread_id) = match (l.aware_lock_holding_thread, l.aware_lock_holding_thread_id) {
+        // .NET 9 keeps the owner's Thread*; its managed id is the Thread's own.
+        (Some(at), _) => {
+            let thread = t.read_ptr(m.wrapping_add(at), &owner())?;
+            let id = if thread == 0 { 0 } else { t.field_u32(thread, "Thread", "Id")? };
+            (thread, id)
+        }
+        (None, Some(at)) => (0, t.read_u32(m.wrapping_add(at), &owner())?),
+        (None, None) => return Err(DotnetError::Unsupported("the layout names no AwareLock owner field".into())),
+    };
     let holding_os_thread_id = t.read_ptr(m.wrapping_add(l.aware_lock_holding_os_thread_id), &format!("AwareLock OS owner of sync block {sync_block:#x}"))?;
     Ok(AwareLock {
         lock_state,
@@ -179,6 +192,7 @@ pub(crate) fn read_aware_lock(t: &Target, l: &Layout, sync_block: u64) -> Result
         waiter_count: lock_state >> l.lock_state_waiter_count_shift,
         recursion,
         holding_thread_id,
+        holding_thread,
         holding_os_thread_id,
     })
 }

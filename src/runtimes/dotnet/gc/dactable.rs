@@ -7,7 +7,6 @@
 
 use super::super::elf;
 use super::super::error::DotnetError;
-use super::super::facts::Layout;
 use super::super::target::{Result, Target};
 use crate::process::Module;
 
@@ -24,9 +23,9 @@ pub(crate) struct DacTable {
 }
 
 impl DacTable {
-    /// Finds the table in `module` (libcoreclr) and checks the ThreadStore slot against the
-    /// descriptor.
-    pub(crate) fn locate(t: &Target, module: &Module, l: &Layout) -> Result<DacTable> {
+    /// Finds the table in `module` (libcoreclr) and checks the ThreadStore slot (`thread_store_slot`,
+    /// a per-build fact) against the descriptor.
+    pub(crate) fn locate(t: &Target, module: &Module, thread_store_slot: u64) -> Result<DacTable> {
         // The file's exports name it; without the file, knot's runtime catalogue does.
         let rva = match &module.file {
             Some(file) => elf::dynamic_symbol(file, DAC_TABLE_SYMBOL).map(|s| s.value),
@@ -37,7 +36,7 @@ impl DacTable {
         };
         let rva = rva.ok_or_else(|| DotnetError::Unsupported(format!("{} exports no {DAC_TABLE_SYMBOL}", module.name())))?;
         let table = DacTable { address: module.bias.wrapping_add(rva), module_start: module.start, module_end: module.end };
-        let thread_store = table.variable(t, l.dac_table_thread_store)?;
+        let thread_store = table.variable(t, thread_store_slot)?;
         let expected = t.global("ThreadStore")?;
         if thread_store != expected {
             return Err(DotnetError::Invalid {
@@ -45,7 +44,7 @@ impl DacTable {
                 at: table.address,
                 why: format!(
                     "slot {} holds {thread_store:#x}, but the descriptor's ThreadStore is at {expected:#x}: the table's order is not this build's",
-                    l.dac_table_thread_store
+                    thread_store_slot
                 ),
             });
         }

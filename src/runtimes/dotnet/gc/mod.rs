@@ -114,7 +114,7 @@ struct Prepared {
 fn prepare(module: &crate::process::Module, t: &Target, build: &BuildFacts) -> Result<Prepared, String> {
     let l = &build.layout;
     let mut diagnostics = Vec::new();
-    let table = dactable::DacTable::locate(t, module, l).map_err(|e| format!("GC heap not read: {e}"))?;
+    let table = dactable::DacTable::locate(t, module, l.dac_table_thread_store).map_err(|e| format!("GC heap not read: {e}"))?;
     let vars_at = table.variable(t, l.dac_table_gc_dac_globals).and_then(|a| t.read_ptr(a, "g_gcDacGlobals")).map_err(|e| format!("GC heap not read: {e}"))?;
     if vars_at == 0 {
         return Err("GC heap not read: g_gcDacGlobals is null (the GC had not started)".into());
