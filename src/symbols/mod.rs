@@ -46,7 +46,7 @@ pub(crate) use managed::ManagedSymbol;
 pub(crate) use symtab::NameSource;
 
 use crate::core::auxv;
-use crate::process::{ElfFile, Module, Process};
+use crate::process::{Module, Process};
 use callsites::Target;
 use dwarf::Dwarf;
 use goblin::elf::program_header::PT_LOAD;
@@ -105,9 +105,8 @@ pub(crate) struct TailCallFrame {
 /// Everything read from one module's files.
 struct ModuleSymbols<'p> {
     module: &'p Module,
-    /// gdb's objfile order: the module file's table, then the separate debug file's. Read on
-    /// the first lookup by address (a lookup by name needs no sorted tables).
-    files: OnceLock<Vec<FileSymbols<'p>>>,
+    /// gdb's objfile order: the module file's table, then the separate debug file's.
+    files: Vec<FileSymbols<'p>>,
     /// Read on the first DWARF question, so that a lookup by name reads only symbol tables.
     dwarf: OnceLock<Option<Dwarf<'p>>>,
     /// Text symbols by name, for call-site targets named by a declaration: (link-time address,
@@ -117,17 +116,14 @@ struct ModuleSymbols<'p> {
 
 impl<'p> ModuleSymbols<'p> {
     fn load(module: &'p Module) -> ModuleSymbols<'p> {
-        ModuleSymbols { module, files: OnceLock::new(), dwarf: OnceLock::new(), by_name: OnceLock::new() }
-    }
-
-    /// The files whose tables are read, each with `symtab_only` (a separate debug file's
-    /// `.dynsym` is a copy of the module's).
-    fn table_files(&self) -> impl Iterator<Item = (&'p ElfFile, bool)> {
-        self.module.file.iter().map(|f| (f, false)).chain(self.module.debug_file.iter().map(|d| (d, true)))
-    }
-
-    fn files(&self) -> &[FileSymbols<'p>] {
-        self.files.get_or_init(|| self.table_files().map(|(f, symtab_only)| FileSymbols::read(f, symtab_only)).collect())
+        let mut files = Vec::with_capacity(2);
+        if let Some(f) = &module.file {
+            files.push(FileSymbols::read(f, false));
+        }
+        if let Some(d) = &module.debug_file {
+            files.push(FileSymbols::read(d, true));
+        }
+        ModuleSymbols { module, files, dwarf: OnceLock::new(), by_name: OnceLock::new() }
     }
 
     fn dwarf(&self) -> Option<&Dwarf<'p>> {
@@ -135,19 +131,14 @@ impl<'p> ModuleSymbols<'p> {
     }
 
     /// The text symbol called `name` (a global one rather than a local one; PLT entries never),
-    /// as gdb's `lookup_minimal_symbol` within one objfile: the first global one over the files'
-    /// sorted text tables in turn, else the first one.
+    /// as gdb's `lookup_minimal_symbol` within one objfile.
     fn symbol_named(&self, name: &[u8]) -> Option<(u64, bool)> {
         let index = self.by_name.get_or_init(|| {
             let mut map: FxHashMap<&'p [u8], (u64, bool)> = FxHashMap::default();
-            for (file, symtab_only) in self.table_files() {
-                for (name, found) in symtab::text_symbols_by_name(file, symtab_only) {
-                    let slot = map.entry(name).or_insert(found.first);
-                    if let Some(global) = found.first_global
-                        && !slot.1
-                    {
-                        *slot = (global, true);
-                    }
+            for sym in self.files.iter().flat_map(|f| f.text.symbols()).filter(|s| !s.plt) {
+                let slot = map.entry(sym.name).or_insert((sym.addr, sym.global));
+                if sym.global && !slot.1 {
+                    *slot = (sym.addr, true);
                 }
             }
             map
@@ -156,12 +147,12 @@ impl<'p> ModuleSymbols<'p> {
     }
 
     fn text_symbol(&self, link: u64) -> Option<Hit<'p>> {
-        best_of(self.files().iter().map(|f| f.text.lookup(link)))
+        best_of(self.files.iter().map(|f| f.text.lookup(link)))
     }
 
     fn data_symbol(&self, link: u64) -> Option<Hit<'p>> {
         // gdb names data only by sized symbols.
-        best_of(self.files().iter().map(|f| f.data.lookup(link))).filter(|h| h.sym.size > 0)
+        best_of(self.files.iter().map(|f| f.data.lookup(link))).filter(|h| h.sym.size > 0)
     }
 }
 

@@ -25,7 +25,6 @@
 
 use crate::bytes::{u16_at, u32_at, u64_at};
 use crate::process::ElfFile;
-use rustc_hash::FxHashMap;
 use std::borrow::Cow;
 
 const SHT_SYMTAB: u32 = 2;
@@ -124,14 +123,25 @@ impl<'a> FileSymbols<'a> {
     /// The symbols of `file`: its `.symtab`, or its `.dynsym` when it has no `.symtab` (or, with
     /// `symtab_only`, nothing then: a separate debug file's `.dynsym` is a copy of the module's).
     pub(crate) fn read(file: &'a ElfFile, symtab_only: bool) -> FileSymbols<'a> {
+        let find = |kind: u32| file.sections.iter().position(|s| s.kind == kind);
+        let (index, source) = match (find(SHT_SYMTAB), find(SHT_DYNSYM)) {
+            (Some(i), _) => (i, NameSource::Symtab),
+            (None, Some(i)) if !symtab_only => (i, NameSource::Dynsym),
+            _ => return FileSymbols::default(),
+        };
         let mut text = Vec::new();
         let mut data = Vec::new();
-        let Some((mut sections, source)) = each_symbol(file, symtab_only, |kind, sym| match kind {
-            Kind::Text => push_as_gdb_records(&mut text, sym),
-            Kind::Data => push_as_gdb_records(&mut data, sym),
-        }) else {
-            return FileSymbols::default();
-        };
+        let mut sections = SectionIndex::default();
+        for_each_symbol(file, index, |raw| {
+            let Some(kind) = classify(file, &raw) else { return };
+            let Some(section) = sections.index(file, raw.shndx) else { return };
+            let table = match kind {
+                Kind::Text => &mut text,
+                Kind::Data => &mut data,
+            };
+            let global = matches!(raw.info >> 4, STB_GLOBAL | STB_WEAK | STB_GNU_UNIQUE);
+            push_as_gdb_records(table, Sym { addr: raw.value, size: raw.size, name: raw.name, plt: false, global, section });
+        });
         if !symtab_only {
             plt_symbols(file, &mut sections, &mut text);
         }
@@ -140,65 +150,6 @@ impl<'a> FileSymbols<'a> {
             data: SymbolTable::new(data, sections.ranges, Some(source)),
         }
     }
-}
-
-/// Every symbol of `file` `FileSymbols::read` keeps, by kind, in table order (before gdb's
-/// `foo@VER` aliases are added); the file's section ranges and which table was read, or `None`
-/// when it has no table to read.
-fn each_symbol<'a>(file: &'a ElfFile, symtab_only: bool, mut f: impl FnMut(Kind, Sym<'a>)) -> Option<(SectionIndex, NameSource)> {
-    let find = |kind: u32| file.sections.iter().position(|s| s.kind == kind);
-    let (index, source) = match (find(SHT_SYMTAB), find(SHT_DYNSYM)) {
-        (Some(i), _) => (i, NameSource::Symtab),
-        (None, Some(i)) if !symtab_only => (i, NameSource::Dynsym),
-        _ => return None,
-    };
-    let mut sections = SectionIndex::default();
-    for_each_symbol(file, index, |raw| {
-        let Some(kind) = classify(file, &raw) else { return };
-        let Some(section) = sections.index(file, raw.shndx) else { return };
-        let global = matches!(raw.info >> 4, STB_GLOBAL | STB_WEAK | STB_GNU_UNIQUE);
-        f(kind, Sym { addr: raw.value, size: raw.size, name: raw.name, plt: false, global, section });
-    });
-    Some((sections, source))
-}
-
-/// The text symbols of `file` by name, as a lookup by name over [`FileSymbols::read`]'s text
-/// table (PLT entries aside) finds them, without sorting the whole table or reading the PLT:
-/// for a module only asked for names (the tail-call search names call targets in every
-/// module). Each name's own entries are put in that table's order (by address, table order
-/// kept) and compacted as it is (`SymbolTable::new`), so whether the first one is global is the
-/// same.
-pub(crate) fn text_symbols_by_name<'a>(file: &'a ElfFile, symtab_only: bool) -> FxHashMap<&'a [u8], ByName> {
-    // Per name: (address, section, global), in table order.
-    let mut entries: FxHashMap<&'a [u8], Vec<(u64, u32, bool)>> = FxHashMap::default();
-    each_symbol(file, symtab_only, |kind, sym| {
-        if let Kind::Text = kind {
-            let mut records = Vec::with_capacity(2);
-            push_as_gdb_records(&mut records, sym);
-            for r in records {
-                entries.entry(r.name).or_default().push((r.addr, r.section, r.global));
-            }
-        }
-    });
-    entries
-        .into_iter()
-        .filter_map(|(name, mut v)| {
-            v.sort_by_key(|&(addr, _, _)| addr);
-            v.dedup_by(|b, a| a.0 == b.0 && a.1 == b.1);
-            let &(addr, _, global) = v.first()?;
-            let first_global = v.iter().find(|e| e.2).map(|e| e.0);
-            Some((name, ByName { first: (addr, global), first_global }))
-        })
-        .collect()
-}
-
-/// One name's text symbols in one file, in the sorted table's order (link-time addresses).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ByName {
-    /// The first one, and whether it is global.
-    pub(crate) first: (u64, bool),
-    /// The first global one.
-    pub(crate) first_global: Option<u64>,
 }
 
 impl<'a> SymbolTable<'a> {
@@ -237,7 +188,6 @@ impl<'a> SymbolTable<'a> {
     }
 
     /// Every symbol, by address.
-    #[cfg(test)]
     pub(crate) fn symbols(&self) -> &[Sym<'a>] {
         &self.syms
     }
@@ -441,29 +391,6 @@ fn c_str(table: &[u8], at: usize) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The lookup by name over the unsorted table answers as the one over the sorted text
-    /// table did (first symbol in address order, a global one preferred), for every name of
-    /// libc's `.dynsym` (with its PLT) and of its debug file's `.symtab`.
-    #[test]
-    fn names_found_without_sorting_are_those_of_the_sorted_table() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let libc = ElfFile::open(root.join("samples/dumps/sysroot/lib/x86_64-linux-gnu/libc.so.6")).expect("libc");
-        let debug = ElfFile::open(root.join("samples/dumps/debug/.build-id/93/ac61ec5a8eb1396f9fbd350e3169a558528a40.debug")).expect("libc's debug file");
-        for (file, symtab_only) in [(&libc, false), (&debug, true)] {
-            let mut sorted: FxHashMap<&[u8], (u64, bool)> = FxHashMap::default();
-            for sym in FileSymbols::read(file, symtab_only).text.symbols().iter().filter(|s| !s.plt) {
-                let slot = sorted.entry(sym.name).or_insert((sym.addr, sym.global));
-                if sym.global && !slot.1 {
-                    *slot = (sym.addr, true);
-                }
-            }
-            let unsorted: FxHashMap<&[u8], (u64, bool)> =
-                text_symbols_by_name(file, symtab_only).into_iter().map(|(name, b)| (name, b.first_global.map_or(b.first, |a| (a, true)))).collect();
-            assert!(sorted.len() > 2000, "{} names", sorted.len());
-            assert_eq!(sorted, unsorted, "{}", file.path().display());
-        }
-    }
 
     const TEXT: (u64, u64) = (0x1000, 0x2000);
     const INIT: (u64, u64) = (0x800, 0x900);
