@@ -5,17 +5,16 @@
 //!
 //! - `core_open`: [`Core::open`], parsing the ELF core (headers, notes, threads);
 //! - `process_open`: [`Process::open`], the core plus its modules and their files;
-//! - `unwind_all`: every thread's stack, on an opened process;
-//! - `analyze`: the whole pipeline from the path ([`analysis::analyze`]).
+//! - `stacks_only`: every thread's stack, symbolized, on an opened process (`--stacks-only`);
+//! - `analyze`: the whole pipeline from the path ([`knot::analyze`]).
 //!
 //! Kept short (10 samples, 2 s of measurement each, 8 s for `analyze`) so that the measuring
 //! takes about a minute on 2 cores (the first build of the bench profile takes longer). End-to-end timings against gdb and eu-stack: `cargo xtask bench`.
 
 use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
-use knot::analysis::{self, Options};
+use knot::Options;
 use knot::core::Core;
 use knot::process::{Locator, Process};
-use knot::unwind::Unwinder;
 use knot_samples::{Availability, DumpKind, SampleDump};
 use std::hint::black_box;
 use std::time::Duration;
@@ -64,8 +63,9 @@ fn stages(c: &mut Criterion) {
             b.iter(|| black_box(Process::open(core, &opts.locator).expect("Process::open")))
         });
         let process = Process::open(core, &opts.locator).expect("Process::open");
-        g.bench_with_input(BenchmarkId::new("unwind_all", label), &process, |b, process| {
-            b.iter(|| black_box(Unwinder::new(process).walk_all()))
+        let stacks = Options { stacks_only: true, ..opts.clone() };
+        g.bench_with_input(BenchmarkId::new("stacks_only", label), &process, |b, process| {
+            b.iter(|| black_box(knot::report_for(process, &stacks)))
         });
         opened.push((label, d, opts));
     }
@@ -80,7 +80,7 @@ fn stages(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(8));
     for (label, d, opts) in &opened {
         g.bench_with_input(BenchmarkId::new("analyze", label), &d.core, |b, core| {
-            b.iter(|| black_box(analysis::analyze(core, opts).expect("analyze")))
+            b.iter(|| black_box(knot::analyze(core, opts).expect("analyze")))
         });
     }
     g.finish();

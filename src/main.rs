@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use knot::analysis::{self, Options, Phase, Progress};
+use knot::{Options, Phase, Progress};
 use knot::process::Locator;
 use knot::report::{self, text::TextOptions};
 use knot::watch::{self, WatchOptions};
@@ -87,7 +87,7 @@ struct HeapRootArgs {
     #[command(flatten)]
     lookup: LookupArgs,
     /// A compressed core (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
-    #[arg(long, value_name = "MIB", default_value_t = knot::core::compressed::DEFAULT_MAX_DECOMPRESSED >> 20)]
+    #[arg(long, value_name = "MIB", default_value_t = knot::core::DEFAULT_MAX_DECOMPRESSED >> 20)]
     max_decompressed_mib: u64,
     /// `text` (SOS gcroot's shape) or `json` (fields: docs/report-fields.md, "knot heap root").
     #[arg(long, value_enum, default_value_t = HeapFormat::Text)]
@@ -119,7 +119,7 @@ struct HeapDiffArgs {
     #[arg(long, value_name = "N", default_value_t = knot::report::heap_diff::TEXT_TYPES)]
     top: usize,
     /// A compressed core (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
-    #[arg(long, value_name = "MIB", default_value_t = knot::core::compressed::DEFAULT_MAX_DECOMPRESSED >> 20)]
+    #[arg(long, value_name = "MIB", default_value_t = knot::core::DEFAULT_MAX_DECOMPRESSED >> 20)]
     max_decompressed_mib: u64,
     /// Write the report to FILE instead of standard output.
     #[arg(long, short, value_name = "FILE")]
@@ -153,7 +153,7 @@ struct AnalyzeArgs {
     #[arg(long, conflicts_with = "stacks_only")]
     fail_on_deadlock: bool,
     /// A compressed core (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
-    #[arg(long, value_name = "MIB", default_value_t = knot::core::compressed::DEFAULT_MAX_DECOMPRESSED >> 20)]
+    #[arg(long, value_name = "MIB", default_value_t = knot::core::DEFAULT_MAX_DECOMPRESSED >> 20)]
     max_decompressed_mib: u64,
     #[command(flatten)]
     output: OutputArgs,
@@ -204,7 +204,7 @@ struct LookupArgs {
     #[arg(long, value_name = "DIR", env = "KNOT_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
     /// The most the --cache-dir directory may hold; the least recently used entries go first.
-    #[arg(long, value_name = "MIB", default_value_t = knot::process::section_cache::DEFAULT_MAX_BYTES >> 20)]
+    #[arg(long, value_name = "MIB", default_value_t = knot::process::DEFAULT_CACHE_MAX_BYTES >> 20)]
     cache_max_mib: u64,
 }
 
@@ -273,7 +273,7 @@ struct WatchArgs {
     #[arg(long, conflicts_with = "stacks_only")]
     fail_on_deadlock: bool,
     /// A compressed dump (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
-    #[arg(long, value_name = "MIB", default_value_t = knot::core::compressed::DEFAULT_MAX_DECOMPRESSED >> 20)]
+    #[arg(long, value_name = "MIB", default_value_t = knot::core::DEFAULT_MAX_DECOMPRESSED >> 20)]
     max_decompressed_mib: u64,
 }
 
@@ -334,7 +334,7 @@ fn run_analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
         max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)),
         ..Options::default()
     };
-    let report = analysis::analyze(&args.core, &opts);
+    let report = knot::analyze(&args.core, &opts);
     drop(bar);
     let report = report?;
     emit(&report, &args.output)?;
@@ -453,7 +453,7 @@ fn run_pid(args: PidArgs) -> anyhow::Result<u8> {
     let core = knot::core::Core::from_bytes(format!("/proc/{pid}"), bytes)?;
     let process = knot::process::Process::from_core(core, &locator);
     let opts = Options { locator, stacks_only: args.stacks_only, ..Options::default() };
-    let report = analysis::report_for(&process, &opts);
+    let report = knot::report_for(&process, &opts);
     emit(&report, &args.output)?;
     Ok(if args.fail_on_deadlock && !report.deadlocks.is_empty() { EXIT_DEADLOCK } else { EXIT_OK })
 }

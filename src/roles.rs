@@ -149,6 +149,7 @@ impl Roles {
     }
 }
 
+#[cfg(test)]
 /// The role of a thread with these frames (innermost first), by the built-in rules (none when
 /// the data is bad: its unit test fails first).
 pub fn role_of<'a>(functions: impl Iterator<Item = &'a str>) -> Option<ThreadRole> {
@@ -160,6 +161,9 @@ pub fn role_of<'a>(functions: impl Iterator<Item = &'a str>) -> Option<ThreadRol
 pub fn role_of_thread(thread: RoleInputs<'_>) -> Option<ThreadRole> {
     Roles::builtin().ok()?.role_of(thread)
 }
+
+#[cfg(test)]
+mod sample_tests;
 
 #[cfg(test)]
 mod tests {

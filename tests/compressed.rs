@@ -3,7 +3,7 @@
 
 mod common;
 
-use knot::analysis::analyze;
+use knot::analyze;
 use knot::core::{Core, CoreError};
 use knot_samples::DumpKind;
 use std::io::Write;

@@ -125,7 +125,7 @@ fn assert_reads_like_gdb(dump: &SampleDump) {
     let text = report::text::render(&report, &Default::default());
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[2].starts_with("Crash: "), "{}: {text}", dump.name);
-    if let Some(tid) = report.crash.as_ref().filter(|c| c.kind != knot::crash::CrashKind::Killed).and_then(|c| c.thread) {
+    if let Some(tid) = report.crash.as_ref().filter(|c| c.kind != knot::report::CrashKind::Killed).and_then(|c| c.thread) {
         let first_stack = lines.iter().position(|l| l.starts_with("Thread ") || l.starts_with("Owner: ") || l.trim_start().starts_with("1 thread"));
         assert!(first_stack.is_some_and(|i| lines[i].starts_with(&format!("Thread {tid}"))), "{}: the crashed thread's stack is not first:\n{text}", dump.name);
     }
@@ -179,7 +179,7 @@ fn the_sigquit_from_outside_reads_killed_and_idle() {
     let dump = common::committed("idle_join", DumpKind::Kernel);
     let report = common::analyze(&dump);
     assert_eq!(report.verdict, Verdict::Idle);
-    assert_eq!(report.crash.as_ref().map(|c| c.kind), Some(knot::crash::CrashKind::Killed));
+    assert_eq!(report.crash.as_ref().map(|c| c.kind), Some(knot::report::CrashKind::Killed));
 }
 
 fn signature(name: &str, args: &[&str]) -> Option<String> {

@@ -8,7 +8,7 @@
 #[allow(dead_code)]
 mod dumpedit;
 
-use knot::analysis::{self, Options};
+use knot::Options;
 use knot::process::Locator;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -37,7 +37,7 @@ fn dumps() -> Vec<Dump> {
 }
 
 fn report(core: &Path, locator: &Locator) -> Value {
-    let r = analysis::analyze(core, &Options { locator: locator.clone(), ..Options::default() }).unwrap_or_else(|e| panic!("{}: {e}", core.display()));
+    let r = knot::analyze(core, &Options { locator: locator.clone(), ..Options::default() }).unwrap_or_else(|e| panic!("{}: {e}", core.display()));
     serde_json::to_value(&r).expect("report serialises")
 }
 
@@ -157,7 +157,7 @@ fn async_tcs_reads_as_made() {
     let groups = r["dotnet"]["async_groups"].as_array().expect("groups");
     assert_eq!(groups[0]["stacks"].as_array().map(Vec::len), Some(3), "three identical stacks group");
     // The text report shows the groups.
-    let text = knot::report::text::render(&analysis::analyze(&d.core, &Options { locator: d.locator.clone(), ..Options::default() }).expect("report"), &Default::default());
+    let text = knot::report::text::render(&knot::analyze(&d.core, &Options { locator: d.locator.clone(), ..Options::default() }).expect("report"), &Default::default());
     assert!(text.contains("Async stacks"), "{text}");
     assert!(text.contains("3 × "), "{text}");
 }
@@ -281,7 +281,7 @@ fn semaphore_slim_has_its_sync_and_async_waiters() {
     }
     assert!(!r["locks"].as_array().expect("locks").iter().any(|x| x["kind"] == "task"), "no task lock is left for the semaphore's TaskNodes");
     assert_eq!(r["verdict"], "contention");
-    let text = knot::report::text::render(&analysis::analyze(&d.core, &Options { locator: d.locator.clone(), ..Options::default() }).expect("report"), &Default::default());
+    let text = knot::report::text::render(&knot::analyze(&d.core, &Options { locator: d.locator.clone(), ..Options::default() }).expect("report"), &Default::default());
     assert!(text.contains("2 waiters on SemaphoreSlim at"), "{text}");
     assert!(text.contains("count 0 of 1, 3 async waiters in WaitAsync"), "{text}");
 }
@@ -310,7 +310,7 @@ fn task_waits_link_to_the_async_stack_that_would_complete_them() {
         }
         if d.name == "sync_over_async/heap" {
             let queued = r["dotnet"]["thread_pool"]["queued_work_items"].as_u64().expect("queue read");
-            let text = knot::report::text::render(&analysis::analyze(&d.core, &Options { locator: d.locator.clone(), ..Options::default() }).expect("report"), &Default::default());
+            let text = knot::report::text::render(&knot::analyze(&d.core, &Options { locator: d.locator.clone(), ..Options::default() }).expect("report"), &Default::default());
             let line = text.lines().find(|l| l.starts_with("Verdict:")).expect("verdict line");
             assert!(line.contains(&format!("{queued} work items queued behind them, 8 workers waiting for tasks whose work is among them")), "{line}");
         }

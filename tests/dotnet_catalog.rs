@@ -10,9 +10,9 @@
 
 mod dumpedit;
 
-use knot::analysis::{self, Options};
+use knot::Options;
 use knot::process::{ElfFile, Locator};
-use knot::runtimes::dotnet::catalog::{self, Build};
+use knot::dotnet_catalog::{self as catalog, Build};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -26,7 +26,7 @@ fn with_files(d: &knot_samples::dotnet::DotnetDump) -> Locator {
 
 fn report(core: &Path, locator: Locator) -> Value {
     let opts = Options { locator, ..Options::default() };
-    let r = analysis::analyze(core, &opts).unwrap_or_else(|e| panic!("{}: {e}", core.display()));
+    let r = knot::analyze(core, &opts).unwrap_or_else(|e| panic!("{}: {e}", core.display()));
     serde_json::to_value(&r).expect("report serialises")
 }
 
@@ -133,7 +133,7 @@ fn an_uncatalogued_build_with_no_file_says_exactly_what_to_pass() {
     let (core, build_id) = uncatalogued_dump();
     let r = report(&core, no_files());
     let opts = Options { locator: no_files(), ..Options::default() };
-    let text = knot::report::text::render(&analysis::analyze(&core, &opts).expect("reads"), &Default::default());
+    let text = knot::report::text::render(&knot::analyze(&core, &opts).expect("reads"), &Default::default());
     std::fs::remove_file(&core).ok();
     let limits = r["verdict_limits"].as_array().expect("verdict_limits");
     let dotnet: Vec<&Value> = limits.iter().filter(|l| l["short"] == "the .NET runtime's data").collect();

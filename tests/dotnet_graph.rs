@@ -12,11 +12,11 @@
 #[allow(dead_code)]
 mod dumpedit;
 
-use knot::analysis::{self, Options};
+use knot::Options;
 use knot::process::Locator;
 use knot::report::text::{self, TextOptions};
 use knot::report::Report;
-use knot::waits::LockFact;
+use knot::report::LockFact;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use toml::Value;
@@ -73,7 +73,7 @@ fn cases() -> &'static [Case] {
             let mut search_dirs = knot_samples::dotnet::runtime_dirs();
             search_dirs.push(knot_samples::dotnet::committed_root().join(&sample).join("app"));
             let locator = Locator { search_dirs, ..Locator::default() };
-            let report = analysis::analyze(&core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{sample}/{kind}: {e}"));
+            let report = knot::analyze(&core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{sample}/{kind}: {e}"));
             let tids = threads.iter().map(|(n, v)| (n.clone(), v.as_array().and_then(|a| a[0].as_integer()).expect("[tid, id]") as u32)).collect();
             let sos_dir = gz.parent().expect("dump dir").join("sos");
             out.push(Case { sample, kind, dump, report, tids, sos_dir });
@@ -332,7 +332,7 @@ fn task_waits_in_sync_over_async_name_the_task_sos_shows() {
             Some(p) => {
                 // The one pattern sync_over_async uses: the pool's worker name, exactly.
                 assert_eq!(p, r"^\.NET TP Worker$");
-                c.report.threads.iter().filter(|t| t.name.as_deref() == Some(knot::runtimes::dotnet::THREADPOOL_WORKER_NAME)).map(|t| t.tid).collect()
+                c.report.threads.iter().filter(|t| t.name.as_deref() == Some(".NET TP Worker" /* the name the runtime gives its pool workers */)).map(|t| t.tid).collect()
             }
             None => vec![tid(c, want["name"].as_str().expect("name"))],
         };
@@ -512,7 +512,7 @@ fn every_committed_assembly_matches_the_image_in_its_dump() {
 /// committed dump no thread the runtime made for itself is counted blocked.
 #[test]
 fn idle_threads_are_not_blocked_and_headline_counts_are_the_truth() {
-    use knot::waits::ThreadState;
+    use knot::report::ThreadState;
     let mut checked = 0;
     for c in cases() {
         let s = sample(&c.sample);
@@ -542,7 +542,7 @@ fn idle_threads_are_not_blocked_and_headline_counts_are_the_truth() {
                     assert!(matches!(t.state, ThreadState::WaitingForWork { .. }), "{}: worker {} is {:?}", c.sample, t.tid, t.state);
                 }
                 if name == ".NET Finalizer" {
-                    assert_eq!(t.state, ThreadState::IdleRuntimeThread { role: knot::waits::IdleRole::Finalizer });
+                    assert_eq!(t.state, ThreadState::IdleRuntimeThread { role: knot::report::IdleRole::Finalizer });
                 }
             }
         }
@@ -613,7 +613,7 @@ fn stale_entries_past_the_used_ones_are_not_read() {
     drop(bytes);
     let mut search_dirs = knot_samples::dotnet::runtime_dirs();
     search_dirs.push(knot_samples::dotnet::committed_root().join("idle_runtime/app"));
-    let r = analysis::analyze(&stale, &Options { locator: Locator { search_dirs, ..Locator::default() }, ..Options::default() }).expect("read");
+    let r = knot::analyze(&stale, &Options { locator: Locator { search_dirs, ..Locator::default() }, ..Options::default() }).expect("read");
     let _ = std::fs::remove_file(&stale);
     let monitors: Vec<&LockFact> = r.locks.iter().filter(|l| l.kind == "monitor").collect();
     assert_eq!(monitors.len(), 1, "{:?}", monitors.iter().map(|l| &l.label).collect::<Vec<_>>());

@@ -9,7 +9,7 @@
 //!   its accumulation point the entries array with one child per Session;
 //! - `knot heap diff` gives the retained growth of the burst (4 000 Sessions of 48 + 1 024 bytes).
 
-use knot::analysis::Options;
+use knot::Options;
 use knot::heap::HeapOptions;
 use knot::process::Locator;
 

@@ -14,7 +14,7 @@
 //! The native part (frame 0 up to the first managed frame) is checked against gdb where this
 //! machine has the files the dump names: gdb cannot unwind managed code, so only that part.
 
-use knot::analysis::{self, Options};
+use knot::Options;
 use knot::process::{Locator, Process};
 use knot::report::{FrameReport, Report};
 use std::collections::BTreeMap;
@@ -123,7 +123,7 @@ fn knot_transitions(frames: &[FrameReport]) -> Vec<(String, u64)> {
 
 fn report(d: &Dump) -> Report {
     let process = Process::open(&d.core, &d.locator).unwrap_or_else(|e| panic!("{}: knot cannot open the core: {e}", d.name));
-    analysis::report_for(&process, &Options { locator: d.locator.clone(), stacks_only: true, ..Options::default() })
+    knot::report_for(&process, &Options { locator: d.locator.clone(), stacks_only: true, ..Options::default() })
 }
 
 /// Side by side, marking the rows that differ.
@@ -275,7 +275,7 @@ fn native_frames_up_to_managed_code_equal_gdb() {
             knot_samples::skipped(&format!("skipping gdb on {}: no gdb or no dotnet host here", d.name));
             continue;
         };
-        let r = analysis::report_for(&process, &Options { stacks_only: true, ..machine });
+        let r = knot::report_for(&process, &Options { stacks_only: true, ..machine });
         for t in &r.threads {
             let Some(expected) = gdb.get(&t.tid) else { continue };
             // Only stacks that reach managed code: the part gdb can see is then bounded.

@@ -10,7 +10,7 @@
 #[allow(dead_code)]
 mod dumpedit;
 
-use knot::analysis::{self, Options};
+use knot::Options;
 use knot::process::{Locator, Process};
 use knot::report::Report;
 use knot::report::text::{self, TextOptions};
@@ -43,7 +43,7 @@ fn dumps() -> Vec<Dump> {
 
 fn analyze(d: &Dump) -> Report {
     let process = Process::open(&d.core, &d.locator).unwrap_or_else(|e| panic!("{}: knot cannot open the core: {e}", d.name));
-    analysis::report_for(&process, &Options { locator: d.locator.clone(), ..Options::default() })
+    knot::report_for(&process, &Options { locator: d.locator.clone(), ..Options::default() })
 }
 
 fn loaded() -> &'static [(Dump, Report)] {

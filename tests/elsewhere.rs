@@ -7,7 +7,7 @@ mod common;
 mod dumpedit;
 
 use dumpedit::*;
-use knot::analysis::{report_for, Options};
+use knot::{report_for, Options};
 use knot::core::Core;
 use knot::process::{Locator, Process};
 use knot::report::text::{render, TextOptions};
@@ -82,9 +82,9 @@ fn without_nt_siginfo_the_signal_and_the_crashed_thread_come_from_pr_cursig() {
 
     let sig = r.dump.signal.as_ref().expect("the signal is read from pr_cursig");
     assert_eq!((sig.number, sig.name.as_str(), sig.code), (11, "SIGSEGV", None));
-    assert_eq!(sig.source, knot::core::siginfo::SignalSource::Prstatus);
+    assert_eq!(sig.source, knot::core::SignalSource::Prstatus);
     let crash = r.crash.as_ref().expect("the crash is read from pr_cursig");
-    assert_eq!(crash.kind, knot::crash::CrashKind::Fault);
+    assert_eq!(crash.kind, knot::report::CrashKind::Fault);
     assert_eq!(crash.thread, with_siginfo.thread, "the crashed thread is the one NT_SIGINFO named");
     assert_eq!(crash.signal.as_ref().map(|s| (s.code, s.code_name.clone())), Some((None, None)), "the code is unknown, not made up");
     // The address the instruction read, from its operand, as for a fault the kernel gives no address for.
@@ -289,7 +289,7 @@ fn frames_a_frame_pointer_step_skips_are_kept_as_scanned() {
         // libc has no file and no CFI: the %rbp chain leads from frame #0 in libc straight to
         // start_thread, over the worker's own frame, whose return address is on the stack.
         let f = t.frames.iter().find(|f| f.function.as_deref() == Some(worker)).unwrap_or_else(|| panic!("{worker} is kept: {:?}", names(t)));
-        assert_eq!(f.trust, knot::unwind::Trust::Scan);
+        assert_eq!(f.trust, knot::report::Trust::Scan);
         assert!(!t.stack_end.complete && t.stack_end.scanned_frames >= 1, "{:#?}", t.stack_end);
     }
 }
@@ -300,7 +300,7 @@ fn a_stack_that_needed_scanning_is_never_complete_and_says_how_many_frames_were_
     let r = report_with(bytes(&d), without_libraries(&d, "scanned"));
     let main = r.threads.iter().find(|t| t.tid == 11396).expect("the main thread");
     assert!(names(main).contains(&"main"), "{:?}", names(main));
-    let scanned = main.frames.iter().filter(|f| f.trust == knot::unwind::Trust::Scan).count();
+    let scanned = main.frames.iter().filter(|f| f.trust == knot::report::Trust::Scan).count();
     assert!(scanned >= 1);
     assert!(!main.stack_end.complete, "{:#?}", main.stack_end);
     assert_eq!(main.stack_end.scanned_frames, scanned);

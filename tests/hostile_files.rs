@@ -8,8 +8,8 @@ mod common;
 mod dumpedit;
 
 use dumpedit::*;
-use knot::analysis::{self, Options};
-use knot::core::{nt_file, Core};
+use knot::Options;
+use knot::core::Core;
 use knot::process::{Locator, Process};
 use knot::report::{Report, Verdict};
 use knot_samples::{DumpKind, SampleDump};
@@ -27,8 +27,8 @@ fn seed() -> Vec<u8> {
 
 /// The seed's NT_FILE entries as (start, end, offset in pages, path).
 fn nt_file_entries(core: &[u8]) -> Vec<(u64, u64, u64, String)> {
-    let note = notes_of_kind(core, NT_FILE).into_iter().next().expect("the seed has NT_FILE");
-    nt_file::parse(&note.desc).expect("the seed's NT_FILE parses").into_iter().map(|m| (m.start, m.end, m.file_offset / 4096, m.path)).collect()
+    let files = Core::from_bytes("seed.core", core.to_vec()).expect("the seed reads").files.expect("the seed's NT_FILE parses");
+    files.into_iter().map(|m| (m.start, m.end, m.file_offset / 4096, m.path)).collect()
 }
 
 /// The seed with `extra` NT_FILE entries after its own.
@@ -57,7 +57,7 @@ fn analyze_within_a_minute(bytes: Vec<u8>, locator: Locator) -> Report {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let process = Process::from_core(Core::from_bytes("hostile-core", bytes).expect("still a core"), &locator);
-        let _ = tx.send(analysis::report_for(&process, &Options { locator: locator.clone(), ..Options::default() }));
+        let _ = tx.send(knot::report_for(&process, &Options { locator: locator.clone(), ..Options::default() }));
     });
     rx.recv_timeout(Duration::from_secs(60)).expect("knot did not finish within a minute: an open blocked")
 }
@@ -141,7 +141,7 @@ fn an_nt_file_entry_placing_libc_where_the_dump_has_no_memory_is_refused() {
     let core = seed();
     let libc = nt_file_entries(&core).into_iter().find(|(.., p)| p.contains("libc.so")).expect("libc in NT_FILE").3;
     let options = common::options_for(&sample());
-    let before = analysis::analyze(&sample().core, &options).expect("the seed reads");
+    let before = knot::analyze(&sample().core, &options).expect("the seed reads");
     assert_eq!(before.verdict, Verdict::Deadlock);
     let unmapped = 0x1000_0000u64;
     assert!(loads(&core).iter().all(|p| !p.contains(unmapped)), "the address is unmapped in the seed");
@@ -172,7 +172,7 @@ fn a_core_truncated_after_it_was_opened_reads_as_changed_not_a_crash() {
     let process = Process::open(&core, &options.locator).expect("the core opens");
     // Keep the headers and notes (read at open); cut every stack page away.
     std::fs::OpenOptions::new().write(true).open(&core).expect("open for truncation").set_len(8192).expect("truncate");
-    let report = analysis::report_for(&process, &options);
+    let report = knot::report_for(&process, &options);
     assert!(process.core.changed_while_read(), "knot did not notice the file shrank");
     assert_eq!(report.threads.len(), 3, "the threads from the notes are still there");
 }
@@ -182,12 +182,12 @@ fn a_core_truncated_while_knot_reads_it_is_a_clean_error() {
     let (_dir, core, mut options) = scratch_core("truncating");
     let path = core.clone();
     // Truncated as the stack walk starts: after the open, before the stacks are read.
-    options.progress = Some(analysis::Progress(std::sync::Arc::new(move |phase| {
-        if phase == analysis::Phase::Stacks {
+    options.progress = Some(knot::Progress(std::sync::Arc::new(move |phase| {
+        if phase == knot::Phase::Stacks {
             let _ = std::fs::OpenOptions::new().write(true).open(&path).and_then(|f| f.set_len(4096));
         }
     })));
-    match analysis::analyze(&core, &options) {
+    match knot::analyze(&core, &options) {
         Err(e) => assert!(e.to_string().contains("shrank while knot read it"), "{e}"),
         Ok(r) => panic!("a report from a truncated core: {:?}", r.verdict),
     }

@@ -206,7 +206,7 @@ fn monitor_abba() -> Report {
         .find(|d| d.sample == "monitor_abba" && d.kind == "heap")
         .expect("the committed monitor_abba heap dump");
     let locator = knot::process::Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Default::default() };
-    knot::analysis::analyze(&d.core, &knot::analysis::Options { locator, ..Default::default() }).expect("monitor_abba reads")
+    knot::analyze(&d.core, &knot::Options { locator, ..Default::default() }).expect("monitor_abba reads")
 }
 
 /// The two text lines of each lock node in the wait-for graph.

@@ -399,7 +399,7 @@ fn a_dotnet_sample_read_live_shows_its_monitor_cycle() {
         return;
     }
     use knot::process::{Locator, Process};
-    use knot::runtimes::dotnet::{self, LockStorage};
+    use knot::report::LockStorage;
     let Some((mut child, _dir)) = start_monitor_abba(&[]) else { return };
     let pid = child.id();
     let snapshot = knot::live::take(pid as i32, &knot::live::LiveOptions::default()).unwrap();
@@ -409,13 +409,14 @@ fn a_dotnet_sample_read_live_shows_its_monitor_cycle() {
     let names = core.thread_names.clone();
     let locator = Locator::default();
     let process = Process::from_core(core, &locator);
-    let reading = dotnet::read_with(&process, &locator);
-    let Some(rt) = reading.runtime() else { panic!("no runtime found live: {}", reading.summary()) };
-    assert_eq!(rt.version.product, "10.0.12", "{}", reading.summary());
+    let report = knot::report_for(&process, &knot::Options { locator, ..knot::Options::default() });
+    let Some(dotnet) = &report.dotnet else { panic!("no runtime found live: {:#?}", report.diagnostics) };
+    assert_eq!(dotnet.runtime_version.as_deref(), Some("10.0.12"), "{}", dotnet.summary);
     let name = |tid: Option<u32>| tid.and_then(|t| names.get(&t)).cloned().unwrap_or_default();
-    let mut monitors: Vec<(String, String, u32, Option<u32>, Vec<String>)> = rt
-        .monitors
+    let mut monitors: Vec<(String, String, u32, Option<u32>, Vec<String>)> = report
+        .locks
         .iter()
+        .filter_map(|l| l.managed.as_ref())
         .filter(|m| m.storage == LockStorage::SyncBlock)
         .map(|m| (m.type_name.clone().unwrap_or_default(), name(m.owner_os_tid), m.recursion, m.monitor_held, m.waiters.iter().map(|t| name(Some(*t))).collect()))
         .collect();
@@ -427,7 +428,7 @@ fn a_dotnet_sample_read_live_shows_its_monitor_cycle() {
             ("Knot.Samples.MonitorAbba.LedgerLock".to_string(), "LedgerWorker".to_string(), 1, Some(3), vec!["AuditWorker".to_string()]),
         ],
         "{}",
-        reading.summary()
+        dotnet.summary
     );
     let _ = child.kill();
     let _ = child.wait();

@@ -5,7 +5,7 @@
 mod common;
 
 use knot::report::{Report, Verdict};
-use knot::waits::{LockFact, Owner};
+use knot::report::{LockFact, Owner};
 use knot_samples::expected::{self, Expected, ExpectedLock};
 use knot_samples::{DumpKind, SampleDump};
 use std::collections::BTreeMap;

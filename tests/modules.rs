@@ -3,8 +3,8 @@
 
 mod common;
 
-use knot::analysis::report_for;
-use knot::core::notes::Notes;
+use knot::report_for;
+use knot::core::Notes;
 use knot::core::Core;
 use knot::process::{FileStatus, Process};
 use knot_samples::DumpKind;
@@ -66,7 +66,7 @@ fn a_file_of_another_build_is_refused_and_said_so() {
         std::fs::copy(&ld, sysroot.path().join(p)).unwrap();
     }
     opts.locator.sysroot = Some(sysroot.path().to_path_buf());
-    let report = knot::analysis::analyze(&dump.core, &opts).unwrap();
+    let report = knot::analyze(&dump.core, &opts).unwrap();
     let libc = report.modules.iter().find(|m| m.path.ends_with("libc.so.6")).unwrap();
     assert_eq!(libc.file_status, "refused");
     assert!(libc.file_detail.as_deref().unwrap_or("").contains("build-id mismatch"), "{:?}", libc.file_detail);

@@ -7,7 +7,7 @@
 
 mod common;
 
-use knot::analysis::{self, Options};
+use knot::Options;
 use knot::process::Locator;
 use knot::report::Report;
 use knot_samples::DumpKind;
@@ -28,7 +28,7 @@ fn dotnet(path: &str) -> Report {
         search_dirs.push(app);
     }
     let locator = Locator { search_dirs, ..Locator::default() };
-    analysis::analyze(&core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{path}: {e}"))
+    knot::analyze(&core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// What a dump's signatures are: the verdict's, each cycle's, and each convoy's (as a set).
@@ -111,7 +111,7 @@ fn two_runs_of_the_orleans_silo_wedge_carry_one_signature() {
         let mut search_dirs = knot_samples::dotnet::runtime_dirs();
         search_dirs.push(knot_samples::workspace_root().join("target/samples/dotnet/artifacts/bin/orleans_silo/debug"));
         let locator = Locator { search_dirs, ..Locator::default() };
-        analysis::analyze(core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{}: {e}", core.display()))
+        knot::analyze(core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{}: {e}", core.display()))
     };
     let (first, second) = (read(&a), read(&b));
     assert_ne!(first.dump.pid, second.dump.pid);

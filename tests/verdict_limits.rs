@@ -6,7 +6,7 @@
 
 mod common;
 
-use knot::analysis::{self, Options};
+use knot::Options;
 use knot::process::Locator;
 use knot::report::Verdict;
 use knot_samples::{DumpKind, SampleDump};
@@ -46,7 +46,7 @@ fn the_abba_deadlock_with_its_sysroot_has_no_limits() {
 #[test]
 fn a_wrong_sysroot_limits_the_verdict_and_names_the_fix() {
     let abba = common::committed("abba", DumpKind::Kernel);
-    let r = analysis::analyze(&abba.core, &wrong_sysroot(&abba)).expect("read");
+    let r = knot::analyze(&abba.core, &wrong_sysroot(&abba)).expect("read");
     // Without libc's CFI the frames that name the mutexes are lost: no cycle can be seen, and
     // the verdict must say that it is limited, not read as a confident CONTENTION.
     assert_ne!(r.verdict, Verdict::Deadlock);
@@ -75,7 +75,7 @@ fn a_wrong_sysroot_limits_the_verdict_and_names_the_fix() {
 #[test]
 fn stacks_only_gives_no_verdict_and_refuses_fail_on_deadlock() {
     let abba = common::committed("abba", DumpKind::Kernel);
-    let r = analysis::analyze(&abba.core, &Options { stacks_only: true, ..common::options_for(&abba) }).expect("read");
+    let r = knot::analyze(&abba.core, &Options { stacks_only: true, ..common::options_for(&abba) }).expect("read");
     assert_eq!(r.verdict, Verdict::NotAnalyzed);
     let sysroot = abba.sysroot.clone().expect("committed sysroot");
     let out = knot(&abba, &sysroot, &["--stacks-only"]);
@@ -106,7 +106,7 @@ fn a_dotnet_dump_without_libcoreclr_says_the_runtime_was_not_read() {
     let app = root.join("monitor_abba/app");
     // A catalogued build (10.0.12) needs no file: knot's runtime catalogue stands in for it.
     let without = Locator { sysroot: Some(empty_dir()), search_dirs: vec![app.clone()], ..Locator::default() };
-    let r = analysis::analyze(&core, &Options { locator: without.clone(), ..Options::default() }).expect("read");
+    let r = knot::analyze(&core, &Options { locator: without.clone(), ..Options::default() }).expect("read");
     assert_eq!(r.verdict, Verdict::Deadlock);
     assert!(r.verdict_limits.is_empty(), "{:?}", r.verdict_limits);
     // The same dump claiming a build no catalogue holds (its build-id note changed): not read,
@@ -122,7 +122,7 @@ fn a_dotnet_dump_without_libcoreclr_says_the_runtime_was_not_read() {
         }
     }
     std::fs::write(&uncatalogued, &bytes).expect("write core");
-    let r = analysis::analyze(&uncatalogued, &Options { locator: without, ..Options::default() }).expect("read");
+    let r = knot::analyze(&uncatalogued, &Options { locator: without, ..Options::default() }).expect("read");
     std::fs::remove_file(&uncatalogued).ok();
     assert_ne!(r.verdict, Verdict::Deadlock);
     let l = r.verdict_limits.iter().find(|l| l.missing.contains(".NET runtime")).unwrap_or_else(|| panic!("no runtime limit: {:?}", r.verdict_limits));
@@ -132,7 +132,7 @@ fn a_dotnet_dump_without_libcoreclr_says_the_runtime_was_not_read() {
     let mut dirs = knot_samples::dotnet::runtime_dirs();
     dirs.push(app);
     let with = Locator { sysroot: Some(empty_dir()), search_dirs: dirs, ..Locator::default() };
-    let r = analysis::analyze(&core, &Options { locator: with, ..Options::default() }).expect("read");
+    let r = knot::analyze(&core, &Options { locator: with, ..Options::default() }).expect("read");
     assert_eq!(r.verdict, Verdict::Deadlock);
     assert!(r.verdict_limits.is_empty(), "{:?}", r.verdict_limits);
 }

@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 #[path = "../../tests/fuzz_bodies/mod.rs"]
 mod fuzz_bodies;
 
-fn options() -> &'static knot::analysis::Options {
-    static OPTS: OnceLock<knot::analysis::Options> = OnceLock::new();
+fn options() -> &'static knot::Options {
+    static OPTS: OnceLock<knot::Options> = OnceLock::new();
     OPTS.get_or_init(|| fuzz_bodies::fuzz_options(fuzz_bodies::locator_from_env()))
 }
 

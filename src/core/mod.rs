@@ -1,27 +1,29 @@
 //! The ELF core reader: maps the file read-only, finds its segments and notes, and rebuilds the
 //! threads. Nothing here knows about modules or stacks; see [`crate::process`].
 
-pub mod auxv;
-pub mod compressed;
+pub(crate) mod auxv;
+pub(crate) mod compressed;
 mod error;
 pub(crate) mod knot_note;
-pub mod notes;
-pub mod nt_file;
-pub mod prpsinfo;
-pub mod prstatus;
+pub(crate) mod notes;
+pub(crate) mod nt_file;
+pub(crate) mod prpsinfo;
+pub(crate) mod prstatus;
 pub(crate) mod segments;
-pub mod siginfo;
+pub(crate) mod siginfo;
 
 pub use error::CoreError;
-pub(crate) use nt_file::FileMapping;
+pub use auxv::Auxv;
+pub use compressed::DEFAULT_MAX_DECOMPRESSED;
+pub use notes::{Note, Notes};
+pub use nt_file::FileMapping;
+pub use siginfo::{SignalInfo, SignalSource};
+pub use crate::arch::x86_64::Registers;
 pub(crate) use prpsinfo::ProcessInfo;
 pub use segments::{Absence, Segment, Segments};
-pub(crate) use siginfo::SignalInfo;
 
 use crate::bytes::Bytes;
-use crate::arch::x86_64::Registers;
 use crate::diagnostics::Diagnostic;
-use auxv::Auxv;
 use goblin::elf::header::{self, Header};
 use goblin::elf::program_header::{self, ProgramHeader};
 use std::collections::BTreeMap;

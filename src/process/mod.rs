@@ -7,12 +7,12 @@ mod link_map;
 pub(crate) mod locate;
 pub(crate) mod memory;
 pub(crate) mod module;
-pub mod section_cache;
+pub(crate) mod section_cache;
 pub(crate) mod stack_words;
 
 pub use elf_file::ElfFile;
 pub use locate::Locator;
-pub use section_cache::SectionCache;
+pub use section_cache::{SectionCache, DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES};
 pub use memory::{Memory, MemoryError, RangeMemory};
 pub use module::{BuildIdSource, FileRange, FileStatus, Module, PathSource};
 pub(crate) use stack_words::StackWords;

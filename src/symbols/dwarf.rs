@@ -115,6 +115,39 @@ fn whole_context(file: &ElfFile) -> Option<addr2line::Context<Reader<'_>>> {
     })
 }
 
+/// Inflates the compressed sections of `file` that addr2line reads side by side: the largest
+/// (`.debug_info`, most of the time) here, the others on a second thread, so a cold run waits
+/// for `.debug_info` alone when a core is free. Nothing happens when fewer than two are
+/// compressed; a thread that cannot be started leaves the work to the first reads.
+fn inflate_ahead(file: &ElfFile) {
+    const SHF_COMPRESSED: u64 = 0x800;
+    let mut compressed: Vec<(u64, usize)> = file
+        .sections
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.flags & SHF_COMPRESSED != 0 && !s.is_nobits())
+        .filter(|(_, s)| NEEDED.iter().any(|id| id.name() == s.name))
+        .map(|(i, s)| (s.size, i))
+        .collect();
+    if compressed.len() < 2 {
+        return;
+    }
+    compressed.sort_unstable();
+    let Some((_, largest)) = compressed.pop() else { return };
+    std::thread::scope(|scope| {
+        let rest = || {
+            for &(_, i) in compressed.iter().rev() {
+                file.section_data(i);
+            }
+        };
+        let helper = std::thread::Builder::new().name("knot-inflate".into()).spawn_scoped(scope, rest);
+        file.section_data(largest);
+        if helper.is_err() {
+            rest();
+        }
+    });
+}
+
 /// Which scope answers for a unit.
 enum Found<'s, 'p> {
     Scope(&'s mut Scope<'p>),
@@ -194,7 +227,13 @@ impl<'p> Dwarf<'p> {
     /// loaded; the others (location lists, macros, type units, name indexes) are left empty,
     /// so a compressed one is never inflated.
     pub(crate) fn load(files: impl IntoIterator<Item = &'p ElfFile>) -> Option<Dwarf<'p>> {
-        let file = files.into_iter().find(|f| f.section(".debug_info").is_some_and(|d| !d.is_empty()))?;
+        let file = files.into_iter().find(|f| {
+            if f.section_by_name(".debug_info").is_none_or(|(_, s)| s.size == 0 || s.is_nobits()) {
+                return false;
+            }
+            inflate_ahead(f);
+            f.section(".debug_info").is_some_and(|d| !d.is_empty())
+        })?;
         let whole = sections(file, None)?;
         let index = catch_unwind(AssertUnwindSafe(|| UnitIndex::read(&whole))).ok().flatten();
         let mode = match index {
@@ -310,10 +349,15 @@ fn collect(scope: &mut Scope<'_>, probe: u64, out: &mut Vec<SourceFrame>) -> Res
     Ok(())
 }
 
+/// The sections addr2line (or the call-site index) reads.
+const NEEDED: [gimli::SectionId; 10] = {
+    use gimli::SectionId::*;
+    [DebugAbbrev, DebugAddr, DebugAranges, DebugInfo, DebugLine, DebugLineStr, DebugRanges, DebugRngLists, DebugStr, DebugStrOffsets]
+};
+
 /// Whether addr2line (or the call-site index) reads section `id`.
 fn needed(id: gimli::SectionId) -> bool {
-    use gimli::SectionId::*;
-    matches!(id, DebugAbbrev | DebugAddr | DebugAranges | DebugInfo | DebugLine | DebugLineStr | DebugRanges | DebugRngLists | DebugStr | DebugStrOffsets)
+    NEEDED.contains(&id)
 }
 
 fn gdb_file_name(rendered: &str, unit_files: &[(String, String)]) -> String {

@@ -1,7 +1,7 @@
 //! Shared by the integration tests: how to read a sample dump with knot the way gdb read it.
 #![allow(dead_code)]
 
-use knot::analysis::{self, Options};
+use knot::Options;
 use knot::process::Locator;
 use knot::report::Report;
 use knot_samples::{Availability, DumpKind, SampleDump};
@@ -59,7 +59,7 @@ pub fn options_for(d: &SampleDump) -> Options {
 }
 
 pub fn analyze(d: &SampleDump) -> Report {
-    match analysis::analyze(&d.core, &options_for(d)) {
+    match knot::analyze(&d.core, &options_for(d)) {
         Ok(r) => r,
         Err(e) => panic!("knot could not read {} ({}): {e}", d.name, d.core.display()),
     }

@@ -1,15 +1,14 @@
 //! The bodies of the fuzz targets (`fuzz/fuzz_targets/*.rs` include this file by path) and of
-//! the property tests in `tests/fuzz_parsers.rs`, so both exercise exactly the same code. Kept
+//! the property tests in `src/tests/fuzz_parsers.rs`, so both exercise exactly the same code. Kept
 //! outside `src/` on purpose: the library has no fuzzing API. Each body panics only when knot
 //! breaks a promise (a panic inside knot, or a walk past its frame bound); bad input itself must
 //! come back as an error or a partial result.
 #![allow(dead_code)]
 
-use knot::analysis::{report_for, Options};
+use knot::{report_for, Options};
 use knot::core::Core;
 use knot::process::{ElfFile, Locator, Process};
 use knot::report::Report;
-use knot::unwind::{Stack, Unwinder};
 
 /// Frames per walk in the fuzz bodies: hostile stacks reach it, and a lower bound than the
 /// default keeps each case fast without changing which code runs.
@@ -57,18 +56,6 @@ pub fn process(bytes: Vec<u8>, locator: &Locator) -> Option<Process> {
     Some(Process::from_core(core_from(bytes)?, locator))
 }
 
-/// Every thread's stack, checking the walk's promises: at least frame #0, at most the bound.
-pub fn walk(process: &Process, max_frames: usize) -> Vec<Stack> {
-    let mut unwinder = Unwinder::new(process);
-    unwinder.max_frames = max_frames;
-    let stacks = unwinder.walk_all();
-    assert_eq!(stacks.len(), process.core.threads.len());
-    for s in &stacks {
-        assert!(!s.frames.is_empty() && s.frames.len() <= max_frames, "thread {}: {} frames, bound {max_frames}", s.tid, s.frames.len());
-    }
-    stacks
-}
-
 /// The whole report, checking that "partial" says what the diagnostics say.
 pub fn report(process: &Process, opts: &Options) -> Report {
     let report = report_for(process, opts);
@@ -78,10 +65,11 @@ pub fn report(process: &Process, opts: &Options) -> Report {
     report
 }
 
-/// Target `pipeline`: core → process → stacks → report.
+/// Target `pipeline`: core → process → report (the report walks every stack, bounded by
+/// `opts.max_walk_frames`; the walk's own promises are checked by the crate's property tests,
+/// `src/tests/fuzz_parsers.rs`, which reach the unwinder).
 pub fn pipeline(bytes: Vec<u8>, opts: &Options) -> Option<Report> {
     let process = process(bytes, &opts.locator)?;
-    walk(&process, opts.max_walk_frames.unwrap_or(FUZZ_MAX_FRAMES));
     Some(report(&process, opts))
 }
 

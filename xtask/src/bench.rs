@@ -119,6 +119,8 @@ pub(crate) struct Sample {
     pub(crate) rchar: Option<u64>,
     /// Exit code, or `None` when killed by a signal.
     pub(crate) code: Option<i32>,
+    /// Killed by the bench for running past its time limit ([`run_limited`]).
+    pub(crate) stopped: bool,
 }
 
 impl Sample {
@@ -232,6 +234,7 @@ pub(crate) fn sample_json(s: &Sample) -> Value {
         "major_faults": s.majflt,
         "rchar_bytes": s.rchar,
         "exit_code": s.code,
+        "stopped_at_limit": s.stopped,
     })
 }
 
@@ -294,6 +297,12 @@ pub(crate) fn eu_stack_argv(eu: &Path, d: &SampleDump) -> Vec<OsString> {
 /// Runs `argv` to its end (stdout to /dev/null, stderr to `stderr`) and reaps it with `wait4`,
 /// for its own rusage.
 pub(crate) fn run_once(argv: &[OsString], stderr: &Path) -> Result<Sample> {
+    run_limited(argv, stderr, None)
+}
+
+/// [`run_once`], killing the child (SIGKILL) once it has run for `limit`; such a run is
+/// `stopped`, and its wall time is the limit's, not a measurement.
+pub(crate) fn run_limited(argv: &[OsString], stderr: &Path, limit: Option<Duration>) -> Result<Sample> {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .stdin(Stdio::null())
@@ -305,6 +314,23 @@ pub(crate) fn run_once(argv: &[OsString], stderr: &Path) -> Result<Sample> {
     let started = Instant::now();
     let child = cmd.spawn().with_context(|| format!("starting {}", argv[0].to_string_lossy()))?;
     let pid = child.id() as libc::pid_t;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The child is not reaped before `done` is set (below), so its pid cannot be reused while
+    // the watchdog may kill it.
+    let watchdog = limit.map(|limit| {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                if started.elapsed() >= limit {
+                    // SAFETY: plain syscall on our own unreaped child.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            false
+        })
+    });
     // First wait without reaping (WNOWAIT): the zombie's /proc/PID/io still holds its totals.
     loop {
         // SAFETY: a zeroed siginfo_t is a valid value; waitid fills it in.
@@ -320,6 +346,8 @@ pub(crate) fn run_once(argv: &[OsString], stderr: &Path) -> Result<Sample> {
         }
     }
     let wall = started.elapsed();
+    done.store(true, std::sync::atomic::Ordering::Release);
+    let stopped = watchdog.is_some_and(|w| w.join().unwrap_or(false));
     let rchar = fs::read_to_string(format!("/proc/{pid}/io")).ok().and_then(|io| {
         io.lines().find_map(|l| l.strip_prefix("rchar:")).and_then(|v| v.trim().parse::<u64>().ok())
     });
@@ -351,6 +379,7 @@ pub(crate) fn run_once(argv: &[OsString], stderr: &Path) -> Result<Sample> {
         majflt: ru.ru_majflt,
         rchar,
         code,
+        stopped,
     })
 }
 

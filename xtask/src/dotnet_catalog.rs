@@ -3,12 +3,12 @@
 //! below it takes `libcoreclr.so` out of `Microsoft.NETCore.App.Runtime.<rid>` and `singlefilehost`
 //! out of `Microsoft.NETCore.App.Host.<rid>` (packs cached in `target/dotnet-packs/`, fetched
 //! from nuget.org's flat container with curl), reads each the way knot reads a runtime file
-//! (`knot::runtimes::dotnet::catalog::Build::from_file`), and writes the catalogue sorted, so
+//! (`knot::dotnet_catalog::Build::from_file`), and writes the catalogue sorted, so
 //! the same packs give the same bytes. `--check` compares instead of writing.
 
 use anyhow::{Context, Result, bail};
 use knot::process::ElfFile;
-use knot::runtimes::dotnet::catalog::{self, Build};
+use knot::dotnet_catalog::{self as catalog, Build};
 use knot_samples::nupkg;
 
 /// The releases the NuGet copy here serves, per RID.

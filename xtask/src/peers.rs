@@ -29,6 +29,9 @@ use std::time::{Duration, Instant};
 
 /// A peer whose warm-up run took longer than this is timed once, not `--runs` times.
 const SLOW: Duration = Duration::from_secs(3);
+/// A peer still running after this is stopped, and shown as "> limit" (eu-stack -i on 2,000
+/// threads ran for 24 minutes on a loaded machine).
+const PEER_LIMIT: Duration = Duration::from_secs(180);
 /// The targets.
 const SMALL_DUMP_TARGET_S: f64 = 0.020;
 const BIG_RSS_TARGET_MIB: f64 = 100.0;
@@ -166,7 +169,8 @@ pub(crate) fn run(o: Opts) -> Result<()> {
         let log = |name: &str| out_dir.join("logs").join(format!("{}-{}.stderr", slug(&d.label), slug(name)));
         let mut measured: Vec<Measured> = Vec::new();
         for (name, argv) in tools {
-            let warmup = bench::run_once(&argv, &log(name))?;
+            let limit = (!name.starts_with("knot")).then_some(PEER_LIMIT);
+            let warmup = bench::run_limited(&argv, &log(name), limit)?;
             if warmup.code != Some(0) && name.starts_with("knot") {
                 bail!("{name} failed on {} (exit {:?}); see {}", d.core.display(), warmup.code, log(name).display());
             }
@@ -174,10 +178,18 @@ pub(crate) fn run(o: Opts) -> Result<()> {
         }
         for round in 0..o.runs {
             for m in &mut measured {
+                if m.warmup.stopped {
+                    // Not run again: its one (stopped) run is the warm-up.
+                    if round == 0 {
+                        m.runs.push(m.warmup);
+                    }
+                    continue;
+                }
                 if round > 0 && !m.name.starts_with("knot") && m.warmup.wall > SLOW {
                     continue;
                 }
-                m.runs.push(bench::run_once(&m.argv, &log(m.name))?);
+                let limit = (!m.name.starts_with("knot")).then_some(PEER_LIMIT);
+                m.runs.push(bench::run_limited(&m.argv, &log(m.name), limit)?);
             }
         }
         let instructions = valgrind.as_ref().and_then(|v| callgrind(v, &cached, &log("callgrind")));
@@ -292,9 +304,22 @@ fn render(rows: &[Row], sos: Option<&Sos>) -> (String, String) {
     let _ = writeln!(t, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let get = |n: &str| r.tools.iter().find(|m| m.name == n);
-        let wall = |n: &str| get(n).map_or("-".into(), |m| if m.failed() > 0 { format!("{} (exit≠0 ×{})", ms(m.median()), m.failed()) } else { ms(m.median()) });
+        let stopped = |m: &Measured| m.runs.iter().any(|s| s.stopped);
+        let wall = |n: &str| {
+            get(n).map_or("-".into(), |m| {
+                if stopped(m) {
+                    format!("> {} (stopped)", ms(PEER_LIMIT.as_secs_f64()))
+                } else if m.failed() > 0 {
+                    format!("{} (exit≠0 ×{})", ms(m.median()), m.failed())
+                } else {
+                    ms(m.median())
+                }
+            })
+        };
         let k = get("knot");
         let ratio = |n: &str, f: fn(&Measured) -> f64| match (get(n), k) {
+            // A stopped peer's time is at least the limit: the ratio is at least this.
+            (Some(p), Some(k)) if stopped(p) => format!("> {:.1}x", f(p) / f(k)),
             (Some(p), Some(k)) => format!("{:.1}x", f(p) / f(k)),
             _ => "-".into(),
         };

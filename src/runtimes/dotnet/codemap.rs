@@ -7,11 +7,13 @@
 
 use super::context::Context;
 use super::error::DotnetError;
+#[cfg(test)]
 use super::metadata::image_notes;
 use super::objects::TypeNamer;
 use super::rangesection::SectionKind;
 use super::{codeheap, methoddesc, methodname, rangesection, readytorun, STAGE};
 use crate::diagnostics::Diagnostic;
+#[cfg(test)]
 use crate::process::{Locator, Memory, Process};
 use crate::unwind::managed::{CodeLookup, ManagedCode, ManagedCodeKind, ManagedName};
 use std::collections::HashMap;
@@ -32,6 +34,7 @@ pub struct CodeMap<'p> {
     errors: Mutex<Vec<(String, DotnetError)>>,
 }
 
+#[cfg(test)]
 /// The code map of the .NET runtime in `process`, finding managed images' files (for pages
 /// the dump lacks) through `locator`.
 pub fn code_map<'p>(process: &'p Process, locator: &Locator) -> Result<CodeMap<'p>, DotnetError> {
@@ -55,6 +58,7 @@ impl<'p> CodeMap<'p> {
 }
 
 impl CodeMap<'_> {
+    #[cfg(test)]
     /// What went wrong so far (the first errors), and what happened with images' files.
     pub fn diagnostics(&self) -> Vec<Diagnostic> {
         let mut out = self.lookup_diagnostics();
@@ -85,6 +89,7 @@ impl CodeMap<'_> {
         }
     }
 
+    #[cfg(test)]
     /// Memory that reads managed images as the code map does: the dump, then the image files
     /// the dump maps for pages it did not save. A ReadyToRun method's `UNWIND_INFO` lives in
     /// its image, which a heap dump often leaves out, so an unwinder should read it here.

@@ -100,6 +100,7 @@ impl NoContext {
         }
     }
 
+    #[cfg(test)]
     /// As a [`DotnetError`], for callers that want one.
     pub(crate) fn into_error(self) -> DotnetError {
         match self {

@@ -15,6 +15,7 @@ use super::context::Context;
 use super::objects::TypeNamer;
 use super::{threads, STAGE};
 use crate::diagnostics::Diagnostic;
+#[cfg(test)]
 use crate::process::{Locator, Process};
 use crate::unwind::managed::CodeLookup;
 use crate::unwind::Stack;
@@ -79,6 +80,7 @@ pub struct CrashReading {
     pub(crate) threads: Vec<(u32, u32, u64)>,
 }
 
+#[cfg(test)]
 /// As [`read`], for a located runtime.
 pub(crate) fn read_in(runtime: &Context<'_>, stacks: &[Stack], code: &dyn CodeLookup) -> CrashReading {
     let mut out = exceptions_in(runtime, code);
@@ -150,6 +152,7 @@ pub(crate) fn crash_in(runtime: &Context<'_>, read: &CrashReading, stacks: &[Sta
     Some(DotnetCrash { kind, os_tid, managed_id, exception, failfast_message, runtime_abort })
 }
 
+#[cfg(test)]
 /// As `read`, for a caller without stacks: makes the runtime's code map and walks the
 /// signalled thread's stack itself.
 pub fn read_alone(process: &Process, locator: &Locator) -> Option<CrashReading> {

@@ -30,8 +30,7 @@ pub enum DotnetError {
     Cycle { what: &'static str, at: u64 },
     #[error("{what} at {at:#x}: {why}")]
     Invalid { what: &'static str, at: u64, why: String },
-    #[error("unsupported runtime build {version} {build_id}")]
-    UnknownBuild { version: String, build_id: String },
+    #[cfg(test)]
     #[error("not a .NET process (no libcoreclr.so)")]
     NoRuntime,
     #[error("runtime reader unsupported: {0}")]

@@ -68,6 +68,7 @@ pub struct ExceptionFrame {
 }
 
 impl ExceptionFrame {
+    #[cfg(test)]
     /// The frame as `pe` prints its Function column.
     pub fn pe_text(&self) -> String {
         let mut s = String::new();
@@ -229,6 +230,7 @@ pub(crate) fn elements(bytes: &[u8], at: u64) -> Result<Vec<Element>> {
         .collect())
 }
 
+#[cfg(test)]
 /// `STEF_IP_ADJUSTED`: the runtime stored the frame's return address minus one (inside the
 /// call, for its line). SOS's `pe` prints the stored ip for some exceptions and adds the one
 /// back for others (on .NET 10.0.12, the unhandled and the FailFast one as stored, a caught

@@ -131,6 +131,7 @@ pub struct Located {
     pub descriptor: Descriptor,
     pub pointer_data: Vec<u64>,
     pub source: DescriptorSource,
+    #[cfg(test)]
     pub header_address: u64,
 }
 
@@ -183,6 +184,7 @@ pub fn locate(process: &Process, module: &Module) -> Result<Located, NotLocated>
     locate_from(process, module, true)
 }
 
+#[cfg(test)]
 /// As [`locate`], but the header and pointer data from the module's file even when the dump has
 /// them (to check the relocation against a dump that saved them).
 pub fn locate_from_file(process: &Process, module: &Module) -> Result<Located, NotLocated> {
@@ -326,7 +328,10 @@ fn read_rest(process: &Process, statics: Statics, at: u64, header: Header, heade
         }
         _ => (file_slots(module, header.pointer_data_addr, count, "pointer data")?, Source::File),
     };
-    Ok(Located { descriptor, pointer_data, source: DescriptorSource { header: header_source, json: json_source, pointer_data: pointer_source }, header_address: at })
+    Ok(Located { descriptor, pointer_data, source: DescriptorSource { header: header_source, json: json_source, pointer_data: pointer_source },
+        #[cfg(test)]
+        header_address: at,
+    })
 }
 
 #[cfg(test)]

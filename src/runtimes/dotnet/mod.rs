@@ -69,17 +69,19 @@ pub(crate) mod thread_pool;
 pub mod threads;
 
 pub use blocking::BlockingKind;
-pub use codemap::{code_map, CodeMap};
+#[cfg(test)]
+pub(crate) use codemap::{code_map, CodeMap};
 pub(crate) use context::{Context, NoContext};
 pub use error::DotnetError;
 pub use locate::{DescriptorSource, RuntimeVersion, Source};
-pub use locks::THREADPOOL_WORKER_NAME;
 pub(crate) use report::DotnetReport;
 pub(crate) use threads::{ManagedThread, ThreadCounts};
 
 use crate::diagnostics::Diagnostic;
 use crate::hex::Hex;
-use crate::process::{Locator, Process, StackWords};
+#[cfg(test)]
+use crate::process::Locator;
+use crate::process::{Process, StackWords};
 use facts::{BuildFacts, Layout};
 use objects::{Header, TypeNamer};
 use serde::Serialize;
@@ -104,13 +106,6 @@ pub enum DotnetReading {
 }
 
 impl DotnetReading {
-    pub fn runtime(&self) -> Option<&RuntimeReading> {
-        match self {
-            DotnetReading::Runtime(r) => Some(r),
-            _ => None,
-        }
-    }
-
     /// One line for a report.
     pub fn summary(&self) -> String {
         match self {
@@ -151,6 +146,7 @@ pub struct RuntimeReading {
 }
 
 impl RuntimeReading {
+    #[cfg(test)]
     pub fn thread_by_os_tid(&self, tid: u32) -> Option<&ManagedThread> {
         self.threads.iter().find(|t| t.os_tid == tid && tid != 0)
     }
@@ -202,11 +198,13 @@ pub struct MonitorWait {
     pub source: WaitSource,
 }
 
+#[cfg(test)]
 /// Reads the .NET runtime in `process`, finding managed images' files where the dump names them.
 pub fn read(process: &Process) -> DotnetReading {
     read_with(process, &Locator::default())
 }
 
+#[cfg(test)]
 /// As [`read`], with `locator` naming where else managed images (for type names) may be on disk.
 pub fn read_with(process: &Process, locator: &Locator) -> DotnetReading {
     match facts::builtin() {
@@ -215,6 +213,7 @@ pub fn read_with(process: &Process, locator: &Locator) -> DotnetReading {
     }
 }
 
+#[cfg(test)]
 /// As [`read_with`], with the per-build facts given (the built-in ones, or others for tests).
 pub fn read_with_facts(process: &Process, locator: &Locator, all_facts: Result<&[BuildFacts], facts::FactsError>) -> DotnetReading {
     let runtime = match Context::open(process, locator) {
@@ -701,3 +700,6 @@ impl Reader<'_> {
         out
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -54,6 +54,7 @@ pub(crate) const MAX_TYPE_SIZE: u64 = 1 << 20;
 pub(crate) const MAX_READ: usize = 64 << 20;
 
 impl<'a> Target<'a> {
+    #[cfg(test)]
     pub fn new(mem: &'a dyn Memory, descriptor: Descriptor, pointer_data: Vec<u64>) -> Target<'a> {
         Target { mem, descriptor: Cow::Owned(descriptor), pointer_data: Cow::Owned(pointer_data) }
     }

@@ -28,9 +28,8 @@ pub(crate) mod stats;
 pub(crate) mod walk;
 pub(crate) mod why_alive;
 
-pub use gcvars::{HeapLayout, Segment, SegmentKind};
+pub use gcvars::{HeapLayout, Segment};
 pub(crate) use state::GcState;
-pub use state::HardLimitSource;
 pub(crate) use stats::HeapStats;
 
 use super::context::Context;
@@ -277,6 +276,7 @@ pub(crate) fn read_graph(runtime: &Context<'_>, threads: &[roots::ThreadStack]) 
     Ok(GraphReading { graph: g, handles_read: reading.handles_read, diagnostics })
 }
 
+#[cfg(test)]
 /// For each address of `from`, the objects reachable from it through references (dependent
 /// handles included), itself first then ascending — what SOS `objsize` lists; `None` for an
 /// address that is no object of the heap. `Err` when the heap cannot be read.

@@ -7,10 +7,10 @@
 //! dump in `sos/` (`clrthreads.txt`, `syncblk.txt`, `clrstack-all.txt`, `thinlocks.txt`,
 //! `locks.txt`), which knot must equal exactly. A dump that is absent is skipped with a message.
 
-use knot::process::{Locator, Memory, Process, RangeMemory};
-use knot::runtimes::dotnet::descriptor::{self, Descriptor, GlobalValue, Header};
-use knot::runtimes::dotnet::target::Target;
-use knot::runtimes::dotnet::{self, threads, BlockingKind, DotnetError, DotnetReading, LockStorage, RuntimeReading, Support, WaitSource};
+use crate::process::{Locator, Memory, Process, RangeMemory};
+use crate::runtimes::dotnet::descriptor::{self, Descriptor, GlobalValue, Header};
+use crate::runtimes::dotnet::target::Target;
+use crate::runtimes::dotnet::{self, threads, BlockingKind, DotnetError, DotnetReading, LockStorage, RuntimeReading, Support, WaitSource};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -476,7 +476,7 @@ fn a_runtime_without_its_file_is_read_through_the_catalogue() {
     assert_eq!(r.descriptor_source.header, dotnet::Source::Catalog, "{}", d.name);
     assert_eq!(r.version.product, "10.0.12");
     assert_eq!(r.threads, runtime(d, with_file).threads, "{}", d.name);
-    let report = knot::analysis::report_for(&process, &knot::analysis::Options { locator, ..Default::default() });
+    let report = crate::report_for(&process, &crate::Options { locator, ..Default::default() });
     assert!(!report.threads.is_empty(), "the native reading still has the threads");
 }
 
@@ -513,11 +513,11 @@ fn a_runtime_without_a_descriptor_is_unsupported() {
     };
     let mut process = Process::open(&core, &Locator::default()).expect("open native core");
     let exe = std::env::current_exe().expect("test binary");
-    let file = knot::process::ElfFile::open(&exe).expect("the test binary is ELF");
+    let file = crate::process::ElfFile::open(&exe).expect("the test binary is ELF");
     let path = "/usr/share/dotnet/shared/Microsoft.NETCore.App/8.0.11/libcoreclr.so".to_string();
-    process.modules.push(knot::process::Module {
+    process.modules.push(crate::process::Module {
         path: path.clone(),
-        path_source: knot::process::PathSource::NtFile,
+        path_source: crate::process::PathSource::NtFile,
         start: 0x7f00_0000_0000,
         end: 0x7f00_0010_0000,
         bias: 0x7f00_0000_0000,
@@ -526,7 +526,7 @@ fn a_runtime_without_a_descriptor_is_unsupported() {
         build_id_source: None,
         file: Some(file),
         debug_file: None,
-        file_status: knot::process::FileStatus::Loaded { path },
+        file_status: crate::process::FileStatus::Loaded { path },
         debug_status: None,
     });
     match dotnet::read(&process) {
@@ -538,7 +538,7 @@ fn a_runtime_without_a_descriptor_is_unsupported() {
         other => panic!("expected unsupported, got {}", other.summary()),
     }
     // The native reading of the same process is unaffected.
-    let report = knot::analysis::report_for(&process, &knot::analysis::Options::default());
+    let report = crate::report_for(&process, &crate::Options::default());
     assert!(!report.threads.is_empty());
 }
 
@@ -758,7 +758,7 @@ fn a_long_thread_list_is_bounded() {
 
 mod hostile {
     use super::*;
-    use knot::runtimes::dotnet::metadata::{self, Metadata};
+    use crate::runtimes::dotnet::metadata::{self, Metadata};
     use proptest::prelude::*;
 
     proptest! {

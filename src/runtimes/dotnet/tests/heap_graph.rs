@@ -18,11 +18,11 @@
 //! - Bad input: a GC description with an absurd series count or a series past its object, and
 //!   a handle block of an unknown type, give diagnostics and a partial answer, never a panic.
 
-mod dumpedit;
+use crate::tests::dumpedit;
 
-use knot::analysis::Options;
-use knot::process::{Locator, Process};
-use knot::report::heap_root::HeapRootReport;
+use crate::Options;
+use crate::process::{Locator, Process};
+use crate::report::heap_root::HeapRootReport;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -162,13 +162,13 @@ fn read() -> Option<&'static Read> {
         assert!(sos.len() > 60, "sos/gcroot.txt has {} objects", sos.len());
         let addrs: Vec<u64> = sos.iter().map(|o| o.address).collect();
         let opts = Options { locator: s.locator.clone(), ..Options::default() };
-        let knot = knot::heap::heap_roots(&s.core, &opts, &addrs).unwrap_or_else(|e| panic!("knot heap root: {e}"));
+        let knot = crate::heap::heap_roots(&s.core, &opts, &addrs).unwrap_or_else(|e| panic!("knot heap root: {e}"));
         Some(Read { sos, knot })
     })
     .as_ref()
 }
 
-fn knot_holder(root: &knot::report::heap_root::HeapRootHolder) -> SosHolder {
+fn knot_holder(root: &crate::report::heap_root::HeapRootHolder) -> SosHolder {
     if let Some(t) = &root.thread {
         let slot = t.slot.map(|s| s.0).unwrap_or(0);
         return SosHolder::Frame { tid: t.os_tid, sp: t.frame_sp.0, ip: t.frame_ip.0, method: t.method.clone().unwrap_or_default(), slot };
@@ -317,7 +317,7 @@ fn what_each_object_reaches_equals_sos_objsize() {
     let (Some(s), Some(r)) = (sample(), read()) else { return };
     let process = Process::open(&s.core, &s.locator).expect("open");
     let addrs: Vec<u64> = r.sos.iter().map(|o| o.address).collect();
-    let knot = knot::runtimes::dotnet::gc::reachable(&process, &s.locator, &addrs).expect("graph");
+    let knot = crate::runtimes::dotnet::gc::reachable(&process, &s.locator, &addrs).expect("graph");
     for (o, k) in r.sos.iter().zip(knot) {
         let k = k.unwrap_or_else(|| panic!("{:#x} is no object for knot", o.address));
         let mut want = o.reaches.clone();
@@ -351,7 +351,7 @@ mod tempfile_path {
     impl TempCore {
         pub fn new(bytes: &[u8]) -> TempCore {
             static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-            let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+            let dir = &crate::tests::scratch_root();
             let p = dir.join(format!("heap-graph-{}-{}.core", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
             std::fs::write(&p, bytes).expect("write core");
             TempCore(p)
@@ -378,7 +378,7 @@ fn method_table(sos_text: &str, type_name: &str) -> u64 {
 fn answer(core: &std::path::Path, addrs: &[u64]) -> Vec<HeapRootReport> {
     let s = sample().unwrap();
     let opts = Options { locator: s.locator.clone(), ..Options::default() };
-    knot::heap::heap_roots(core, &opts, addrs).expect("the heap is still read")
+    crate::heap::heap_roots(core, &opts, addrs).expect("the heap is still read")
 }
 
 #[test]
@@ -443,10 +443,10 @@ fn a_damaged_handle_table_is_a_diagnostic_not_a_panic() {
 #[test]
 fn the_json_follows_its_schema() {
     let Some(r) = read() else { return };
-    let schema: serde_json::Value = serde_json::from_str(&knot::report::heap_root::json_schema()).unwrap();
+    let schema: serde_json::Value = serde_json::from_str(&crate::report::heap_root::json_schema()).unwrap();
     let v = jsonschema::validator_for(&schema).unwrap();
     for k in &r.knot {
-        let json: serde_json::Value = serde_json::from_str(&knot::report::heap_root::to_json(k)).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&crate::report::heap_root::to_json(k)).unwrap();
         let errors: Vec<String> = v.iter_errors(&json).map(|e| format!("{e} at {}", e.instance_path())).take(5).collect();
         assert!(errors.is_empty(), "{:#x}: {errors:#?}", k.object.0);
         assert_eq!(json["object"], serde_json::json!(format!("{:#x}", k.object.0)));

@@ -13,9 +13,9 @@
 //! - the stack overflow's crashing stack is walked whole: past the thread's first managed
 //!   frame, every SOS frame, the runtime's transition records never ahead of frame #0.
 
-use knot::process::{Locator, Process};
-use knot::runtimes::dotnet::crash::{self, CrashReading, DotnetCrashKind};
-use knot::runtimes::dotnet::exception::{ExceptionFrame, ManagedException, STEF_IP_ADJUSTED};
+use crate::process::{Locator, Process};
+use crate::runtimes::dotnet::crash::{self, CrashReading, DotnetCrashKind};
+use crate::runtimes::dotnet::exception::{ExceptionFrame, ManagedException, STEF_IP_ADJUSTED};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -239,7 +239,7 @@ fn a_stack_overflow_is_walked_whole() {
     for d in dumps.iter().filter(|d| d.sample == "stack_overflow") {
         let l = locator(d);
         let p = Process::open(&d.core, &l).expect("core");
-        let r = knot::analysis::report_for(&p, &knot::analysis::Options { locator: l, stacks_only: true, ..Default::default() });
+        let r = crate::report_for(&p, &crate::Options { locator: l, stacks_only: true, ..Default::default() });
         let crashed = p.core.threads.iter().find(|t| t.signalled).expect("the signalled thread");
         let t = r.threads.iter().find(|t| t.tid == crashed.tid).expect("its report");
         // With the machine's libc the walk ends at clone3's outermost CFI; the committed dump is
@@ -269,7 +269,7 @@ fn the_report_says_the_runtimes_crash_first() {
         let name = d.name();
         let l = locator(&d);
         let p = Process::open(&d.core, &l).expect("core");
-        let r = knot::analysis::report_for(&p, &knot::analysis::Options { locator: l, ..Default::default() });
+        let r = crate::report_for(&p, &crate::Options { locator: l, ..Default::default() });
         let names = thread_names(&text(&d.dir.join("sos/thread-names.txt")));
         let thread = want["thread"].as_str().expect("thread");
         let c = r.crash.as_ref().unwrap_or_else(|| panic!("{name}: no crash"));
@@ -294,7 +294,7 @@ fn the_report_says_the_runtimes_crash_first() {
         assert_eq!(c.exception.as_ref().map(|e| e.type_name.as_str()), top.and_then(|t| t["type"].as_str()), "{name}: exception type");
         if let (Some(e), Some(t)) = (&c.exception, top) {
             assert_eq!(e.hresult.map(|h| h.0), t["hresult"].as_integer().map(|h| h as u64), "{name}: hresult");
-            assert!(e.stack.iter().all(|f| f.trust == knot::unwind::Trust::Recorded && f.managed), "{name}: recorded frames");
+            assert!(e.stack.iter().all(|f| f.trust == crate::report::Trust::Recorded && f.managed), "{name}: recorded frames");
         }
         if want["kind"].as_str() == Some("stack_overflow") {
             let rec = c.recursion.as_ref().unwrap_or_else(|| panic!("{name}: no recursion"));
@@ -314,7 +314,7 @@ fn the_report_says_the_runtimes_crash_first() {
         assert!(dn.createdump.is_some_and(|h| h.version == 2), "{name}: dotnet.createdump {:?}", dn.createdump);
         let origin = c.origin.as_ref().and_then(|o| o.function.as_deref()).unwrap_or_else(|| panic!("{name}: no origin"));
         assert!(origin.starts_with("Knot.Samples."), "{name}: origin {origin}");
-        let out = knot::report::text::render(&r, &Default::default());
+        let out = crate::report::text::render(&r, &Default::default());
         let first = out.lines().skip_while(|l| !l.is_empty()).find(|l| !l.is_empty()).unwrap_or("");
         assert!(first.starts_with("Crash:") && first.contains(&format!("\"{thread}\"")), "{name}: first line {first:?}");
         if let Some(m) = want.get("failfast_message").and_then(|m| m.as_str()) {

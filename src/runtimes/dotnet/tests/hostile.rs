@@ -7,79 +7,16 @@
 //! in a new PT_LOAD at an address the process never used, and the header (in the dump's copy of
 //! `.data`) is pointed at it: what a process with that descriptor would have left in its dump.
 
-mod dumpedit;
-
-use dumpedit::*;
-use knot::analysis::{self, Options};
-use knot::core::Core;
-use knot::process::{Locator, Memory, Process};
-use knot::report::Report;
-use knot::runtimes::dotnet::{context::Context, locate};
-use std::alloc::{GlobalAlloc, Layout, System};
+use crate::tests::dumpedit::*;
+use crate::Options;
+use crate::core::Core;
+use crate::process::{Locator, Memory, Process};
+use crate::report::Report;
+use crate::runtimes::dotnet::{context::Context, locate};
 use std::io::Read;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-// ---------------------------------------------------------------------------------------------
-// Memory: the peak of live heap bytes, process-wide (the analysis runs on rayon's threads too).
-
-struct Peak;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-/// Above this a request is refused (null: the allocation error handler aborts, which the test
-/// would report as a crash) rather than handed to the system, so that a hostile size cannot
-/// take the machine's memory.
-const REFUSE_ABOVE: usize = 4 << 30;
-
-fn grew(n: usize) {
-    let now = LIVE.fetch_add(n, Ordering::Relaxed) + n;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: forwards every call to the system allocator; only counts bytes, and refuses absurd sizes.
-unsafe impl GlobalAlloc for Peak {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if layout.size() > REFUSE_ABOVE {
-            return std::ptr::null_mut();
-        }
-        grew(layout.size());
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if layout.size() > REFUSE_ABOVE {
-            return std::ptr::null_mut();
-        }
-        grew(layout.size());
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if new_size > REFUSE_ABOVE {
-            return std::ptr::null_mut();
-        }
-        grew(new_size);
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Peak = Peak;
-
-/// The tests of this file run one at a time, so that one's peak is its own.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// Runs `f` and returns the peak of live heap bytes above what was live before.
-fn peak_above_start<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    let start = LIVE.load(Ordering::Relaxed);
-    PEAK.store(start, Ordering::Relaxed);
-    let out = f();
-    (out, PEAK.load(Ordering::Relaxed).saturating_sub(start))
-}
+use crate::tests::allocator::{peak_above_start, PEAK_SERIAL as SERIAL};
 
 const MIB: usize = 1 << 20;
 
@@ -110,7 +47,7 @@ fn process(bytes: Vec<u8>) -> Process {
 
 fn analyze(bytes: Vec<u8>) -> Report {
     let p = process(bytes);
-    analysis::report_for(&p, &Options { locator: seed().locator.clone(), ..Options::default() })
+    crate::report_for(&p, &Options { locator: seed().locator.clone(), ..Options::default() })
 }
 
 /// An address range no PT_LOAD of `core` touches, for `len` bytes.
@@ -188,7 +125,7 @@ fn with_descriptor(edit: impl Fn(&str) -> String) -> Vec<u8> {
 
 /// The descriptor's JSON text in the seed's libcoreclr.so (read-only data: the one text that
 /// starts like a descriptor).
-fn descriptor_text(module: &knot::process::Module, json_size: usize) -> String {
+fn descriptor_text(module: &crate::process::Module, json_size: usize) -> String {
     let file = module.file.as_ref().expect("libcoreclr.so is at hand");
     let bytes = std::fs::read(file.path()).expect("read libcoreclr.so");
     let needle = b"{\"version\":0";
@@ -199,7 +136,7 @@ fn descriptor_text(module: &knot::process::Module, json_size: usize) -> String {
 }
 
 fn assert_hostile_reading(r: &Report, expect: &str, peak: usize) {
-    let warnings: Vec<&str> = r.diagnostics.iter().filter(|d| d.severity == knot::Severity::Warning).map(|d| d.message.as_str()).collect();
+    let warnings: Vec<&str> = r.diagnostics.iter().filter(|d| d.severity == crate::Severity::Warning).map(|d| d.message.as_str()).collect();
     assert!(warnings.iter().any(|m| m.contains(expect)), "no warning mentions {expect:?}: {warnings:#?}");
     assert!(r.dump.partial, "a refused descriptor must make the reading partial");
     assert!(peak < 1024 * MIB, "peak heap {} MiB", peak / MIB);
@@ -222,7 +159,7 @@ fn the_seed_reads_without_a_descriptor_warning() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let r = analyze(with_descriptor(|t| t.replacen("{", "{ ", 1)));
     assert!(!r.diagnostics.iter().any(|d| d.message.contains("SyncTableEntry")), "{:#?}", r.diagnostics);
-    assert_eq!(r.verdict, knot::report::Verdict::Deadlock);
+    assert_eq!(r.verdict, crate::report::Verdict::Deadlock);
 }
 
 #[test]
@@ -286,8 +223,8 @@ fn a_sync_block_table_over_a_thousand_aliases_of_one_page_is_cut_and_says_so() {
     let variable = t.global("SyncTableEntries").expect("SyncTableEntries");
     let table = t.read_ptr(variable, "g_pSyncTable").expect("g_pSyncTable");
     // The entry of one of the seed's held monitors, copied over a whole page.
-    let index = match knot::runtimes::dotnet::read_with(&p, &seed().locator) {
-        knot::runtimes::dotnet::DotnetReading::Runtime(r) => r.monitors.iter().find_map(|m| m.sync_block_index.filter(|_| m.owner_thread.is_some())),
+    let index = match crate::runtimes::dotnet::read_with(&p, &seed().locator) {
+        crate::runtimes::dotnet::DotnetReading::Runtime(r) => r.monitors.iter().find_map(|m| m.sync_block_index.filter(|_| m.owner_thread.is_some())),
         _ => None,
     }
     .expect("the seed has a held sync block") as u64;
@@ -317,15 +254,15 @@ fn a_sync_block_table_over_a_thousand_aliases_of_one_page_is_cut_and_says_so() {
     let mut out = with_extra_phdrs(&out, &extra);
     poke_u64(&mut out, variable, base);
     let (r, peak) = peak_above_start(|| analyze(out));
-    let json = knot::report::to_json(&r);
+    let json = crate::report::to_json(&r);
     assert!(json.len() < 16 * MIB, "the report is {} MiB", json.len() / MIB);
     // Whatever bounded the walk (the runtime's own count of entries handed out, the entries'
     // object headers, the caps on monitors and diagnostics), none of the aliased entries is read
     // as a lock, and what was not read is said.
     let monitors = r.locks.iter().filter(|l| l.managed.is_some()).count();
-    assert!(monitors <= 2 + knot::runtimes::dotnet::MAX_MONITORS, "{monitors} monitors");
+    assert!(monitors <= 2 + crate::runtimes::dotnet::MAX_MONITORS, "{monitors} monitors");
     assert!(
-        r.diagnostics.iter().any(|d| d.severity == knot::Severity::Warning && (d.message.contains("cut") || d.message.contains("not read as a lock"))),
+        r.diagnostics.iter().any(|d| d.severity == crate::Severity::Warning && (d.message.contains("cut") || d.message.contains("not read as a lock"))),
         "{:#?}",
         r.diagnostics.iter().map(|d| &d.message).collect::<Vec<_>>()
     );

@@ -5,8 +5,10 @@
 //! committed bytes per generation of `gcheapstat`; the OOM of `analyzeoom`. A dump that is
 //! absent is skipped with a message.
 
-use knot::process::{Locator, Process};
-use knot::runtimes::dotnet::gc::{self, GcReading, SegmentKind};
+use crate::process::{Locator, Process};
+use crate::runtimes::dotnet::gc::gcvars::SegmentKind;
+use crate::runtimes::dotnet::gc::state::HardLimitSource;
+use crate::runtimes::dotnet::gc::{self, GcReading};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -187,18 +189,18 @@ fn hard_limit_is_the_setting_the_process_ran_with() {
         match setting {
             Some(bytes) => {
                 assert_eq!(s.hard_limit_bytes, Some(bytes), "{}: {how}", d.name);
-                assert_eq!(s.hard_limit_source, Some(gc::HardLimitSource::Setting), "{}", d.name);
+                assert_eq!(s.hard_limit_source, Some(HardLimitSource::Setting), "{}", d.name);
                 limited += 1;
             }
             None if how.contains("fake-cgroup-limit.sh ") => {
                 let cgroup: u64 = how.split("fake-cgroup-limit.sh ").nth(1).and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()).map(num).expect("the limit");
                 assert_eq!(s.hard_limit_bytes, Some((cgroup * 75 / 100).max(20 << 20)), "{}: {how}", d.name);
-                assert_eq!(s.hard_limit_source, Some(gc::HardLimitSource::ContainerDefault), "{}", d.name);
+                assert_eq!(s.hard_limit_source, Some(HardLimitSource::ContainerDefault), "{}", d.name);
                 limited += 1;
             }
             None if how.contains("DOTNET_GCHeapHardLimitPercent=") => {
                 assert!(s.hard_limit_bytes.is_some_and(|b| b > 0), "{}: {how}", d.name);
-                assert_eq!(s.hard_limit_source, Some(gc::HardLimitSource::Setting), "{}", d.name);
+                assert_eq!(s.hard_limit_source, Some(HardLimitSource::Setting), "{}", d.name);
             }
             // No setting and no cgroup limit where these were made: no limit.
             None => assert_eq!(s.hard_limit_bytes, None, "{}: {how}", d.name),

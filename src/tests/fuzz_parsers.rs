@@ -3,14 +3,15 @@
 //! (`tests/fuzz_bodies/`), so what passes here is what the fuzzer runs. Each property has a
 //! fixed case budget; together they run in well under a minute in a debug build on 2 cores.
 
-mod common;
-mod dumpedit;
-mod fuzz_bodies;
+use crate::tests::common;
+use crate::tests::dumpedit;
+use crate::tests::fuzz_bodies;
 
 use dumpedit::*;
-use knot::analysis::Options;
-use knot::core::{auxv::Auxv, notes::Notes, nt_file, prpsinfo, prstatus, siginfo};
-use knot::process::Locator;
+use crate::Options;
+use crate::core::{auxv::Auxv, notes::Notes, nt_file, prpsinfo, prstatus, siginfo};
+use crate::process::{Locator, Process};
+use crate::unwind::{Stack, Unwinder};
 use knot_samples::{DumpKind, SampleDump};
 use proptest::prelude::*;
 use std::sync::OnceLock;
@@ -18,6 +19,26 @@ use std::time::{Duration, Instant};
 
 /// A case slower than this is a hang in the making, not a slow machine.
 const CASE_LIMIT: Duration = Duration::from_secs(20);
+
+/// Every thread's stack, checking the walk's promises: at least frame #0, at most the bound.
+fn walk(process: &Process, max_frames: usize) -> Vec<Stack> {
+    let mut unwinder = Unwinder::new(process);
+    unwinder.max_frames = max_frames;
+    let stacks = unwinder.walk_all();
+    assert_eq!(stacks.len(), process.core.threads.len());
+    for s in &stacks {
+        assert!(!s.frames.is_empty() && s.frames.len() <= max_frames, "thread {}: {} frames, bound {max_frames}", s.tid, s.frames.len());
+    }
+    stacks
+}
+
+/// The fuzz body `pipeline` with the walk's promises checked first (the fuzz target reaches
+/// only the public API, so the walk is checked here).
+fn pipeline(bytes: Vec<u8>, opts: &Options) -> Option<crate::report::Report> {
+    let process = fuzz_bodies::process(bytes, &opts.locator)?;
+    walk(&process, opts.max_walk_frames.unwrap_or(fuzz_bodies::FUZZ_MAX_FRAMES));
+    Some(fuzz_bodies::report(&process, opts))
+}
 
 /// `cases` per property; `PROPTEST_CASES=n` replaces it, for a longer campaign on one machine.
 fn config(cases: u32) -> ProptestConfig {
@@ -203,7 +224,7 @@ proptest! {
         let bytes = mutated(&mutations);
         let t = Instant::now();
         if let Some(p) = fuzz_bodies::process(bytes, &with_files()) {
-            fuzz_bodies::walk(&p, fuzz_bodies::FUZZ_MAX_FRAMES);
+            walk(&p, fuzz_bodies::FUZZ_MAX_FRAMES);
         }
         prop_assert!(t.elapsed() < CASE_LIMIT, "{:?}", t.elapsed());
     }
@@ -214,7 +235,7 @@ proptest! {
     fn mutated_cores_make_a_report_without_panicking(mutations in prop::collection::vec(mutation(), 1..5)) {
         let bytes = mutated(&mutations);
         let t = Instant::now();
-        let _ = fuzz_bodies::pipeline(bytes, &fuzz_bodies::fuzz_options(without_files()));
+        let _ = pipeline(bytes, &fuzz_bodies::fuzz_options(without_files()));
         prop_assert!(t.elapsed() < CASE_LIMIT, "{:?}", t.elapsed());
     }
 }
@@ -228,7 +249,7 @@ proptest! {
         let bytes = mutated(&mutations);
         let opts = Options { stacks_only: false, ..fuzz_bodies::fuzz_options(with_files()) };
         let t = Instant::now();
-        let _ = fuzz_bodies::pipeline(bytes, &opts);
+        let _ = pipeline(bytes, &opts);
         prop_assert!(t.elapsed() < CASE_LIMIT, "{:?}", t.elapsed());
     }
 }
@@ -405,7 +426,7 @@ proptest! {
     #[test]
     fn fixed_layout_notes_parse_exactly_when_long_enough(d in prop::collection::vec(any::<u8>(), 0..400)) {
         // pr_reg (user_regs_struct) starts at offset 112 of NT_PRSTATUS.
-        prop_assert_eq!(prstatus::parse(&d).is_some(), d.len() >= 112 + knot::arch::x86_64::USER_REGS_SIZE);
+        prop_assert_eq!(prstatus::parse(&d).is_some(), d.len() >= 112 + crate::arch::x86_64::USER_REGS_SIZE);
         prop_assert_eq!(prpsinfo::parse(&d).is_some(), d.len() >= 136);
         prop_assert_eq!(siginfo::parse(&d).is_some(), d.len() >= 12);
     }

@@ -8,12 +8,12 @@
 //! read with the committed runtime and app files only (an empty sysroot hides any installed
 //! runtime), as on a machine without .NET.
 
-mod dumpedit;
+use crate::tests::dumpedit;
 
-use knot::core::Core;
-use knot::process::{Locator, Process};
-use knot::runtimes::dotnet::{self, DotnetError};
-use knot::unwind::managed::{CodeLookup, ManagedCodeKind};
+use crate::core::Core;
+use crate::process::{Locator, Process};
+use crate::runtimes::dotnet::{self, DotnetError};
+use crate::unwind::managed::{CodeLookup, ManagedCodeKind};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -222,7 +222,7 @@ fn every_address_inside_a_found_method_maps_to_it_and_its_unwind_info_is_readabl
             let mut b = [0u8; 4];
             map.image_memory().read(u.unwind_info, &mut b).unwrap_or_else(|e| panic!("{}: UNWIND_INFO at {:#x}: {e}", d.name, u.unwind_info));
             assert!(matches!(b[0] & 7, 1 | 2), "{}: UNWIND_INFO at {:#x} starts {:#x}", d.name, u.unwind_info, b[0]);
-            if knot::process::Memory::read(p, u.unwind_info, &mut b).is_err() {
+            if crate::process::Memory::read(p, u.unwind_info, &mut b).is_err() {
                 unwind_only_in_image_files += 1;
             }
         }
@@ -279,7 +279,7 @@ fn probe(p: &Process, locator: &Locator, frames: &[SosFrame], rng: &mut dumpedit
             }
         }
     }
-    (found, map.diagnostics().iter().filter(|d| d.severity == knot::diagnostics::Severity::Warning).count())
+    (found, map.diagnostics().iter().filter(|d| d.severity == crate::Severity::Warning).count())
 }
 
 #[test]
@@ -376,7 +376,7 @@ fn an_unreadable_code_map_is_a_diagnostic_naming_the_contract() {
     }
     let locator = Locator { search_dirs, ..d.locator.clone() };
     let p = Process::open(&d.core, &locator).expect("open");
-    let report = knot::analysis::report_for(&p, &knot::analysis::Options { locator, ..Default::default() });
+    let report = crate::report_for(&p, &crate::Options { locator, ..Default::default() });
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(report.threads.len(), p.core.threads.len());
     assert!(report.threads.iter().flat_map(|t| &t.frames).all(|f| !f.managed), "no managed frame is named without the code map");
@@ -392,7 +392,7 @@ fn an_unreadable_code_map_is_a_diagnostic_naming_the_contract() {
 /// reported, and in bounded time: a partial reading, never a panic or a hang.
 fn whole_analysis_survives(p: &Process, locator: &Locator, what: &str) {
     let started = Instant::now();
-    let report = knot::analysis::report_for(p, &knot::analysis::Options { locator: locator.clone(), ..Default::default() });
+    let report = crate::report_for(p, &crate::Options { locator: locator.clone(), ..Default::default() });
     assert_eq!(report.threads.len(), p.core.threads.len(), "{what}: every thread is reported");
     assert!(started.elapsed().as_secs() < 120, "{what}: the analysis took {:?}", started.elapsed());
 }

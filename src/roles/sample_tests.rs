@@ -5,10 +5,10 @@
 //! committed), knot's first screen names the stuck Orleans roles and the lock's owner as SOS's
 //! `syncblk` does, and every thread's role is the one its SOS stack gives.
 
-use knot::analysis::{self, Options};
-use knot::process::Locator;
-use knot::report::text::{self, TextOptions};
-use knot::roles::{RoleInputs, RuntimeMark};
+use crate::Options;
+use crate::process::Locator;
+use crate::report::text::{self, TextOptions};
+use crate::roles::{RoleInputs, RuntimeMark};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -68,7 +68,7 @@ fn syncblk(text: &str) -> Vec<(u32, u64, u32)> {
         .collect()
 }
 
-fn role_counts(roles: impl Iterator<Item = Option<knot::roles::ThreadRole>>) -> BTreeMap<String, usize> {
+fn role_counts(roles: impl Iterator<Item = Option<crate::roles::ThreadRole>>) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
     for r in roles.flatten() {
         *out.entry(format!("{}/{}", r.framework, r.role)).or_default() += 1;
@@ -83,7 +83,7 @@ fn the_recorded_orleans_silo_threads_have_their_roles() {
     assert_eq!(owners.len(), 1, "{owners:?}");
     let (refresher, _, held) = owners[0];
     assert_eq!(held, 21, "1 owner + 2 x 10 waiters");
-    let roles: BTreeMap<u32, Option<knot::roles::ThreadRole>> = stacks.iter().map(|(&t, f)| (t, knot::roles::role_of(f.iter().map(String::as_str)))).collect();
+    let roles: BTreeMap<u32, Option<crate::roles::ThreadRole>> = stacks.iter().map(|(&t, f)| (t, crate::roles::role_of(f.iter().map(String::as_str)))).collect();
     let counts = role_counts(roles.values().cloned());
     // Nine activations (eight from inside the silo, one from the client) and QuoteGrain's turn
     // wait for the cache's lock; the silo's watchdogs, the pool's gate and idle workers wait too.
@@ -108,7 +108,7 @@ fn the_orleans_first_screen_names_the_stuck_roles() {
     let mut search_dirs = knot_samples::dotnet::runtime_dirs();
     search_dirs.push(knot_samples::workspace_root().join("target/samples/dotnet/artifacts/bin/orleans_silo/debug"));
     let locator = Locator { search_dirs, ..Locator::default() };
-    let report = analysis::analyze(&core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{}: {e}", core.display()));
+    let report = crate::analyze(&core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{}: {e}", core.display()));
     // The dump's own SOS reading, beside it.
     let stacks = sos_stacks(&read(&made.join("sos/clrstack-all.txt")));
     let owners = syncblk(&read(&made.join("sos/syncblk.txt")));
@@ -126,7 +126,7 @@ fn the_orleans_first_screen_names_the_stuck_roles() {
                 Some("Threadpool Worker") => vec![RuntimeMark::ThreadPoolWorker],
                 _ => Vec::new(),
             };
-            let want = knot::roles::role_of_thread(RoleInputs { functions: &functions, name: names.get(&t.tid).map(String::as_str), marks: &mark });
+            let want = crate::roles::role_of_thread(RoleInputs { functions: &functions, name: names.get(&t.tid).map(String::as_str), marks: &mark });
             assert_eq!(t.role, want, "thread {}", t.tid);
         }
     }
@@ -188,7 +188,7 @@ fn every_runtime_thread_name_the_samples_carried_has_a_role() {
     }
     assert!(names.len() >= 8, "{names:?}");
     for n in &names {
-        let r = knot::roles::role_of_thread(knot::roles::RoleInputs { functions: &[], name: Some(n), marks: &[] });
+        let r = crate::roles::role_of_thread(crate::roles::RoleInputs { functions: &[], name: Some(n), marks: &[] });
         assert_eq!(r.map(|r| r.framework), Some("dotnet".to_string()), "{n}");
     }
 }
@@ -207,7 +207,7 @@ fn the_finalizer_and_pool_workers_have_the_roles_clrthreads_gives() {
         let sos = clrthreads_roles(&read(&d.dir.join("sos/clrthreads.txt")));
         let proc = d.dir.join("threads.txt").is_file().then(|| proc_names(&read(&d.dir.join("threads.txt"))));
         let locator = Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() };
-        let report = analysis::analyze(&d.core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{}: {e}", d.name()));
+        let report = crate::analyze(&d.core, &Options { locator, ..Options::default() }).unwrap_or_else(|e| panic!("{}: {e}", d.name()));
         let role = |tid: u32| report.threads.iter().find(|t| t.tid == tid).and_then(|t| t.role.clone());
         let finalizers: Vec<u32> = sos.iter().filter(|(_, r)| *r == "Finalizer").map(|(t, _)| *t).collect();
         assert_eq!(finalizers.len(), 1, "{}: {sos:?}", d.name());
@@ -223,7 +223,7 @@ fn the_finalizer_and_pool_workers_have_the_roles_clrthreads_gives() {
         }
         let text = text::render(&report, &TextOptions::default());
         assert!(text.lines().any(|l| l.contains(&format!("{fin}")) && l.contains("[.NET finalizer thread]")), "{}: the finalizer's role in the text\n{text}", d.name());
-        let html = knot::report::html::render(&report);
+        let html = crate::report::html::render(&report);
         assert!(html.contains("<span class=\"role\">[.NET finalizer thread]</span>"), "{}: the finalizer's role in the HTML", d.name());
         compared += 1;
     }
