@@ -156,7 +156,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
     let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();
     let cycles = WaitForGraph::new(&blocked, &facts.locks).cycles();
     let mut locks = order_locks(facts.locks.clone(), &cycles);
-    words::label_managed_locks(&mut locks);
+    words::label_locks(&mut locks);
 
     let keys: Vec<Vec<u64>> = stacks.iter().map(|s| s.frames.iter().map(|f| f.ip).collect()).collect();
     let groups = groups::group_by_stack(&keys)

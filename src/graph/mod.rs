@@ -120,6 +120,7 @@ mod tests {
             evidence: vec![],
             recursion: None,
             readers: None,
+            native: None,
             managed: None,
             signature: None,
         }

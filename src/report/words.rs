@@ -8,7 +8,7 @@ use crate::graph::verdict::Verdict;
 use crate::graph::Cycle;
 use crate::runtimes::dotnet::gc::report::{ReferrerReport, RootName, RootPlace};
 use crate::waits::{
-    Evidence, FieldError, IdleRole, Inference, LockFact, LockKind, LockStorage, ManagedLock, ManagedWaitKind, NamedThread, Owner, PointerPlace, Pool, ReaderEvidence,
+    Evidence, FieldError, IdleRole, Inference, LockFact, LockKind, LockStorage, ManagedLock, ManagedWaitKind, MutexConsistency, MutexType, NamedThread, NativeLock, NativeLockType, Owner, PointerPlace, Pool, ReaderEvidence,
     SemaphoreWait, ThreadState, UnknownOwner, WaitRecord,
 };
 
@@ -138,13 +138,56 @@ pub(crate) fn group_role_words<'a>(threads: impl Iterator<Item = &'a ThreadRepor
     (!seen.is_empty()).then(|| seen.join(", "))
 }
 
-/// Gives every .NET lock its label, from its facts (the reader leaves it to the report).
-pub(crate) fn label_managed_locks(locks: &mut [LockFact]) {
+/// Gives every lock its label, from its facts (the readers leave it to the report).
+pub(crate) fn label_locks(locks: &mut [LockFact]) {
     for l in locks.iter_mut() {
         if let Some(m) = &l.managed {
             l.label = managed_lock_label(l.kind, m);
+        } else if let Some(n) = &l.native {
+            l.label = native_lock_label(n);
         }
     }
+}
+
+/// What a native lock is (`LockFact::label`): `pthread mutex (recursive, robust), owner died`,
+/// `Rust std::sync::Mutex`, `pthread rwlock, owner thread 12 has exited`.
+pub(crate) fn native_lock_label(n: &NativeLock) -> String {
+    let mut label = match &n.what {
+        NativeLockType::PthreadMutex(m) => {
+            let base = match m.base {
+                MutexType::Normal => "normal",
+                MutexType::Recursive => "recursive",
+                MutexType::ErrorCheck => "errorcheck",
+                MutexType::Adaptive => "adaptive",
+            };
+            let mut label = format!("pthread mutex ({base}");
+            for (on, words) in [(m.robust, ", robust"), (m.priority_inheritance, ", priority-inheritance"), (m.priority_protect, ", priority-protect")] {
+                if on {
+                    label.push_str(words);
+                }
+            }
+            label.push(')');
+            if m.owner_died {
+                label.push_str(", owner died");
+            }
+            match m.consistency {
+                MutexConsistency::Consistent => {}
+                MutexConsistency::Inconsistent => label.push_str(", inconsistent: a previous owner died and the holder has not called pthread_mutex_consistent"),
+                MutexConsistency::NotRecoverable => label.push_str(", not recoverable"),
+            }
+            label
+        }
+        NativeLockType::PthreadRwlock => "pthread rwlock".into(),
+        NativeLockType::PthreadCond => "pthread condition variable".into(),
+        NativeLockType::PosixSemaphore => "POSIX semaphore".into(),
+        NativeLockType::PthreadJoin => "pthread_join".into(),
+        NativeLockType::Family(name) => name.clone(),
+        NativeLockType::UnrecognisedFutex => "futex word (no analyzer recognises the waiters' frames)".into(),
+    };
+    if let Some(tid) = n.exited_owner {
+        label.push_str(&format!(", owner thread {tid} has exited"));
+    }
+    label
 }
 
 /// `held by thread 11399`, `probably held by thread 12 (inferred)`, …: the owner in words.
@@ -582,6 +625,7 @@ mod tests {
             evidence: vec![],
             recursion: None,
             readers: None,
+            native: None,
             managed: None,
             signature: None,
         }

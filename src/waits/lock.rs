@@ -136,7 +136,8 @@ pub struct LockFact {
     /// mutex, rwlock, cond, sem, join or futex.
     #[schemars(with = "String")]
     pub kind: LockKind,
-    // A .NET lock's label is the report's words for its facts (`report::words::managed_lock_label`).
+    // A lock's label is the report's words for its facts (`report::words::label_locks`: from
+    // `native` or `managed`).
     /// What the lock is, for people: `pthread mutex (recursive)`, `Rust std::sync::Mutex`.
     pub label: String,
     pub address: Option<Hex>,
@@ -157,6 +158,10 @@ pub struct LockFact {
     /// For a .NET lock (kind monitor, lock, monitor_wait or task): the object, its type and SOS's
     /// syncblk columns.
     pub managed: Option<ManagedLock>,
+    /// For a native lock: what its reader found it to be, as data (`label` says it).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub(crate) native: Option<NativeLock>,
     /// The convoy's stable key when some thread waits on the lock (`convoy:<16 hex digits>`):
     /// the same wedge gives the same key in every dump; see docs/report-fields.md.
     pub signature: Option<String>,
@@ -320,4 +325,58 @@ pub struct ManagedTask {
     /// continuation waits for a worker); null when the pool's queues were not read.
     #[serde(default)]
     pub queued: Option<bool>,
+}
+
+/// What a native lock is, as its reader found it; the report says it as the lock's `label`
+/// (`report::words::native_lock_label`: `pthread mutex (recursive, robust), owner died`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NativeLock {
+    pub(crate) what: NativeLockType,
+    /// The owner's tid when that thread had exited.
+    pub(crate) exited_owner: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NativeLockType {
+    /// A glibc `pthread_mutex_t`, with what its `__kind`, `__lock` and `__owner` words say.
+    PthreadMutex(MutexFacts),
+    PthreadRwlock,
+    PthreadCond,
+    PosixSemaphore,
+    PthreadJoin,
+    /// A lock whose reader read nothing about it: the analyzers' name for its family (`label`
+    /// in `analyzers/*.toml`, e.g. `Rust std::sync::Mutex`; `pthread <kind>` without one).
+    Family(String),
+    /// A futex word whose waiters' frames no analyzer recognises.
+    UnrecognisedFutex,
+}
+
+/// A pthread mutex's type and state, from its words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MutexFacts {
+    pub(crate) base: MutexType,
+    pub(crate) robust: bool,
+    pub(crate) priority_inheritance: bool,
+    pub(crate) priority_protect: bool,
+    /// A robust or PI mutex whose futex word has `FUTEX_OWNER_DIED`.
+    pub(crate) owner_died: bool,
+    pub(crate) consistency: MutexConsistency,
+}
+
+/// `__kind & 3`: `PTHREAD_MUTEX_NORMAL`, `_RECURSIVE`, `_ERRORCHECK`, `_ADAPTIVE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MutexType {
+    Normal,
+    Recursive,
+    ErrorCheck,
+    Adaptive,
+}
+
+/// A robust mutex's `__owner` after an owner died: glibc's `PTHREAD_MUTEX_INCONSISTENT` (the new
+/// holder has not called `pthread_mutex_consistent`) or `PTHREAD_MUTEX_NOTRECOVERABLE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MutexConsistency {
+    Consistent,
+    Inconsistent,
+    NotRecoverable,
 }

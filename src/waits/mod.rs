@@ -12,6 +12,7 @@ pub(crate) mod state;
 
 pub use evidence::{Evidence, FieldError, Inference, ManagedWaitKind, NamedThread, PointerPlace, ReaderEvidence, SemaphoreWait, UnknownOwner, WaitRecord};
 pub use lock::{AsyncWaiter, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner};
+pub(crate) use lock::{MutexConsistency, MutexType, NativeLock, NativeLockType};
 pub(crate) use runtime::{ManagedThreads, RuntimeLocks, RuntimeWaits, WorkerPool};
 pub use state::{IdleRole, Pool, ThreadState};
 
@@ -185,7 +186,7 @@ fn finish(
     p.waiters.dedup();
     let addr = p.address.unwrap_or(0);
     let name = p.address.filter(|_| p.join_target.is_none()).and_then(|a| symbolizer.data_symbol(a)).map(|(n, off)| if off == 0 { n } else { format!("{n}+{off:#x}") });
-    let (kind, mut label, mut owner, recursion, readers) = match p.family {
+    let (kind, what, owner, recursion, readers) = match p.family {
         Some(family) => {
             let r = readers::read(family, process, addr, p.join_target, tids);
             p.evidence.push(r.evidence);
@@ -196,24 +197,24 @@ fn finish(
             if let Owner::Readers { count, .. } = owner {
                 owner = infer_readers(process, stacks, addr, family.layout.size(), count, &p.waiters, budget);
             }
-            (family.kind.lock_kind(), r.label.unwrap_or_else(|| family.label.clone()), owner, r.recursion, r.readers)
+            (family.kind.lock_kind(), r.what.unwrap_or_else(|| NativeLockType::Family(family.label.clone())), owner, r.recursion, r.readers)
         }
         None => (
             LockKind::Futex,
-            "futex word (no analyzer recognises the waiters' frames)".to_string(),
+            NativeLockType::UnrecognisedFutex,
             Owner::Unknown { why: UnknownOwner::NoLayout },
             None,
             None,
         ),
     };
-    if let Owner::Exited { tid } = owner {
-        label.push_str(&format!(", owner thread {tid} has exited"));
-        owner = Owner::Exited { tid };
-    }
+    let exited_owner = match owner {
+        Owner::Exited { tid } => Some(tid),
+        _ => None,
+    };
     LockFact {
         id,
         kind,
-        label,
+        label: String::new(),
         address: p.address.map(Hex),
         name,
         owner_tid: owner.tid(),
@@ -222,6 +223,7 @@ fn finish(
         evidence: p.evidence,
         recursion,
         readers,
+        native: Some(NativeLock { what, exited_owner }),
         managed: None,
         signature: None,
     }

@@ -3,7 +3,7 @@
 
 use super::catalog::{Family, Kind, Layout};
 use super::evidence::{Evidence, FieldError, UnknownOwner};
-use super::lock::Owner;
+use super::lock::{MutexConsistency, MutexFacts, MutexType, NativeLockType, Owner};
 use crate::process::Memory;
 
 const FUTEX_TID_MASK: u32 = 0x3fff_ffff;
@@ -20,7 +20,8 @@ const COND_WREFS_SHIFT: u32 = 3;
 /// What a reader found.
 pub(crate) struct Reading {
     pub(crate) owner: Owner,
-    pub(crate) label: Option<String>,
+    /// What the lock is, when the reader could tell.
+    pub(crate) what: Option<NativeLockType>,
     pub(crate) recursion: Option<u32>,
     pub(crate) readers: Option<u32>,
     pub(crate) evidence: Evidence,
@@ -51,7 +52,7 @@ pub(crate) fn plausible(family: &Family, memory: &dyn Memory, addr: u64) -> bool
 }
 
 pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target: Option<u32>, threads: &[u32]) -> Reading {
-    let unknown = |why: UnknownOwner| Reading { owner: Owner::Unknown { why: why.clone() }, label: None, recursion: None, readers: None, evidence: Evidence::Unread(why) };
+    let unknown = |why: UnknownOwner| Reading { owner: Owner::Unknown { why: why.clone() }, what: None, recursion: None, readers: None, evidence: Evidence::Unread(why) };
     let l = &family.layout;
     match family.kind {
         Kind::Mutex => {
@@ -65,22 +66,11 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
                 (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => return unknown(UnknownOwner::Unreadable(e)),
             };
             let base = match kind & 3 {
-                0 => "normal",
-                1 => "recursive",
-                2 => "errorcheck",
-                _ => "adaptive",
+                0 => MutexType::Normal,
+                1 => MutexType::Recursive,
+                2 => MutexType::ErrorCheck,
+                _ => MutexType::Adaptive,
             };
-            let mut label = format!("pthread mutex ({base}");
-            if kind & MUTEX_ROBUST != 0 {
-                label.push_str(", robust");
-            }
-            if kind & MUTEX_PRIO_INHERIT != 0 {
-                label.push_str(", priority-inheritance");
-            }
-            if kind & MUTEX_PRIO_PROTECT != 0 {
-                label.push_str(", priority-protect");
-            }
-            label.push(')');
             let evidence = Evidence::Mutex { address: addr, lock, owner, count, kind };
             // Robust and PI mutexes keep the owner's tid in the futex word itself.
             let in_word = kind & (MUTEX_ROBUST | MUTEX_PRIO_INHERIT) != 0;
@@ -89,19 +79,25 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
                 0 => Owner::Unknown { why: UnknownOwner::MutexBetweenOwners { lock, owner } },
                 t => owner_of(t, threads),
             };
-            if in_word && lock & FUTEX_OWNER_DIED != 0 {
-                label.push_str(", owner died");
-                if tid == 0 {
-                    owner_fact = Owner::Unknown { why: UnknownOwner::RobustOwnerDied };
-                }
+            let owner_died = in_word && lock & FUTEX_OWNER_DIED != 0;
+            if owner_died && tid == 0 {
+                owner_fact = Owner::Unknown { why: UnknownOwner::RobustOwnerDied };
             }
-            if owner == PTHREAD_MUTEX_INCONSISTENT {
-                label.push_str(", inconsistent: a previous owner died and the holder has not called pthread_mutex_consistent");
-            } else if owner == PTHREAD_MUTEX_NOTRECOVERABLE {
-                label.push_str(", not recoverable");
-            }
+            let consistency = match owner {
+                PTHREAD_MUTEX_INCONSISTENT => MutexConsistency::Inconsistent,
+                PTHREAD_MUTEX_NOTRECOVERABLE => MutexConsistency::NotRecoverable,
+                _ => MutexConsistency::Consistent,
+            };
+            let what = NativeLockType::PthreadMutex(MutexFacts {
+                base,
+                robust: kind & MUTEX_ROBUST != 0,
+                priority_inheritance: kind & MUTEX_PRIO_INHERIT != 0,
+                priority_protect: kind & MUTEX_PRIO_PROTECT != 0,
+                owner_died,
+                consistency,
+            });
             let recursion = (kind & 3 == 1 && tid != 0).then_some(count);
-            Reading { owner: owner_fact, label: Some(label), recursion, readers: None, evidence }
+            Reading { owner: owner_fact, what: Some(what), recursion, readers: None, evidence }
         }
         Kind::Rwlock => {
             let (readers, writer) = match (field_u32(memory, addr, l, "readers"), field_u32(memory, addr, l, "cur_writer")) {
@@ -117,13 +113,13 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
             } else {
                 Owner::Unknown { why: UnknownOwner::RwlockBetweenOwners }
             };
-            Reading { owner, label: Some("pthread rwlock".into()), recursion: None, readers: Some(count), evidence }
+            Reading { owner, what: Some(NativeLockType::PthreadRwlock), recursion: None, readers: Some(count), evidence }
         }
         Kind::Cond => {
             let wrefs = field_u32(memory, addr, l, "wrefs").unwrap_or(0);
             Reading {
                 owner: Owner::None,
-                label: Some("pthread condition variable".into()),
+                what: Some(NativeLockType::PthreadCond),
                 recursion: None,
                 readers: None,
                 evidence: Evidence::Cond { address: addr, wrefs, waiters: wrefs >> COND_WREFS_SHIFT },
@@ -134,7 +130,7 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
             let waiters = field_u32(memory, addr, l, "nwaiters");
             Reading {
                 owner: Owner::None,
-                label: Some("POSIX semaphore".into()),
+                what: Some(NativeLockType::PosixSemaphore),
                 recursion: None,
                 readers: None,
                 evidence: Evidence::Sem { address: addr, value, waiters },
@@ -143,7 +139,7 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
         Kind::Join => match join_target {
             Some(tid) => Reading {
                 owner: owner_of(tid, threads),
-                label: Some("pthread_join".into()),
+                what: Some(NativeLockType::PthreadJoin),
                 recursion: None,
                 readers: None,
                 evidence: Evidence::Join { address: addr, tid },
@@ -152,7 +148,7 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
         },
         Kind::FutexWord => {
             let evidence = Evidence::FutexWord { address: addr, value: memory.read_u32(addr) };
-            Reading { owner: Owner::Unknown { why: UnknownOwner::NotRecorded }, label: None, recursion: None, readers: None, evidence }
+            Reading { owner: Owner::Unknown { why: UnknownOwner::NotRecorded }, what: None, recursion: None, readers: None, evidence }
         }
     }
 }

@@ -304,9 +304,13 @@ fn start(p: &Program, server: &Path, dir: &Path, data: &Path) -> Result<Child> {
         }
     }
     cmd.current_dir(dir).stdin(Stdio::null()).stdout(Stdio::null()).stderr(fs::File::create(dir.join("server.log"))?);
+    let signal = p.kernel_signal;
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
+            // An ignored signal stays ignored across exec, and a shell without job control
+            // starts background commands with SIGQUIT ignored: the server would then never dump.
+            libc::signal(signal, libc::SIG_DFL);
             let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
             if libc::getrlimit(libc::RLIMIT_CORE, &mut lim) == 0 {
                 lim.rlim_cur = lim.rlim_max.min(MAX_CORE_BYTES);

@@ -124,6 +124,7 @@ fn semaphore(s: &Semaphore, stacks: &[AsyncStackReport], stack_of: &HashMap<u64,
         recursion: None,
         readers: None,
         signature: None,
+        native: None,
         managed: Some(ManagedLock {
             type_name: Some("System.Threading.SemaphoreSlim".into()),
             current_count: Some(s.current_count),

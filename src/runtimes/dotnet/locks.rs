@@ -104,6 +104,7 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                 evidence,
                 recursion: (m.recursion > 0).then_some(m.recursion),
                 readers: None,
+                native: None,
                 managed: Some(managed),
                 signature: None,
             },
@@ -148,6 +149,7 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                     }],
                     recursion: None,
                     readers: None,
+                    native: None,
                     managed: Some(ManagedLock {
                         type_name: tw.type_name.clone(),
                         task: Some(ManagedTask {
@@ -186,6 +188,7 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                     recursion: None,
                     readers: None,
                     // The object's Monitor as read, as a wait to be pulsed: no owner, no recursion.
+                    native: None,
                     managed: Some(ManagedLock {
                         type_name: ty,
                         sync_block_index: m.and_then(|m| m.sync_block_index),
