@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 /// One type in both dumps (a type absent from one counts 0 there).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TypeGrowth {
+pub(crate) struct TypeGrowth {
     /// As SOS `dumpheap -stat` names it.
     pub name: String,
     pub old_count: u64,
@@ -22,15 +22,15 @@ pub struct TypeGrowth {
 }
 
 impl TypeGrowth {
-    pub fn count_growth(&self) -> i64 {
+    pub(crate) fn count_growth(&self) -> i64 {
         delta(self.old_count, self.new_count)
     }
 
-    pub fn bytes_growth(&self) -> i64 {
+    pub(crate) fn bytes_growth(&self) -> i64 {
         delta(self.old_bytes, self.new_bytes)
     }
 
-    pub fn retained_growth(&self) -> Option<i64> {
+    pub(crate) fn retained_growth(&self) -> Option<i64> {
         Some(delta(self.old_retained?, self.new_retained?))
     }
 }
@@ -46,7 +46,7 @@ pub(crate) fn delta(old: u64, new: u64) -> i64 {
 
 /// The two heaps compared type by type.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct HeapDiff {
+pub(crate) struct HeapDiff {
     pub old_objects: u64,
     pub new_objects: u64,
     pub old_bytes: u64,
@@ -58,7 +58,7 @@ pub struct HeapDiff {
 
 /// Compares two heaps' statistics by type name. `retained` gives, per dump, the retained bytes
 /// by type name when its object graph was read.
-pub fn diff(old: &HeapStats, new: &HeapStats, retained: (Option<&BTreeMap<String, u64>>, Option<&BTreeMap<String, u64>>)) -> HeapDiff {
+pub(crate) fn diff(old: &HeapStats, new: &HeapStats, retained: (Option<&BTreeMap<String, u64>>, Option<&BTreeMap<String, u64>>)) -> HeapDiff {
     // Two MethodTables of one name (a type loaded in two contexts) count as one type, as a
     // person comparing `dumpheap -stat` outputs would.
     let mut by_name: BTreeMap<&str, TypeGrowth> = BTreeMap::new();
