@@ -142,23 +142,30 @@ pub fn diff(old: &Path, new: &Path, opts: &HeapOptions) -> Result<HeapDiffReport
     let a = read(old, opts)?;
     let b = read(new, opts)?;
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
-    // Retained by type from each dump's object graph, when both are read.
-    let retained = |dump: &HeapDump, which: &str, diagnostics: &mut Vec<Diagnostic>| match dotnet::runtime::recognise(&dump.process, &opts.locator).map(|r| holding(&dump.process, &r, None)) {
-        Some(Ok(h)) => {
-            diagnostics.extend(h.diagnostics.iter().cloned().map(|mut d| {
-                d.message = format!("{which} dump: {}", d.message);
-                d
-            }));
-            Some(h.retained_by_type())
+    // Retained by type and the top holders by root path from each dump's object graph, when
+    // both are read.
+    let retained = |dump: &HeapDump, which: &str, diagnostics: &mut Vec<Diagnostic>| {
+        let runtime = dotnet::runtime::recognise(&dump.process, &opts.locator)?;
+        match holding(&dump.process, &runtime, None) {
+            Ok(h) => {
+                diagnostics.extend(h.diagnostics.iter().cloned().map(|mut d| {
+                    d.message = format!("{which} dump: {}", d.message);
+                    d
+                }));
+                let holders = runtime.context().map(|c| h.holders_by_path(c)).unwrap_or_default();
+                Some((h.retained_by_type(), holders))
+            }
+            Err(why) => {
+                diagnostics.push(Diagnostic::warning(gc::STAGE, format!("{which} dump: retained sizes not read: {why}")));
+                None
+            }
         }
-        Some(Err(why)) => {
-            diagnostics.push(Diagnostic::warning(gc::STAGE, format!("{which} dump: retained sizes not read: {why}")));
-            None
-        }
-        None => None,
     };
     let (ra, rb) = (retained(&a, "old", &mut diagnostics), retained(&b, "new", &mut diagnostics));
-    let d = diff::diff(&a.gc.stats, &b.gc.stats, (ra.as_ref(), rb.as_ref()));
+    let mut d = diff::diff(&a.gc.stats, &b.gc.stats, (ra.as_ref().map(|r| &r.0), rb.as_ref().map(|r| &r.0)));
+    if let (Some((_, ha)), Some((_, hb))) = (&ra, &rb) {
+        d.holders = diff::holders(ha, hb);
+    }
     // The heap's own: module files the stacks would need do not matter here.
     for (dump, which) in [(&a, "old"), (&b, "new")] {
         diagnostics.extend(dump.gc.diagnostics.iter().cloned().map(|mut d| {
@@ -179,15 +186,27 @@ pub enum HeapRootError {
     Heap(String),
 }
 
-/// `knot heap root`: reads the .NET heap of the core at `path` as a graph with its roots and
-/// says why the object at `address` is alive (the shortest path from a root).
-pub fn heap_root(path: impl AsRef<Path>, opts: &crate::analysis::Options, address: u64) -> Result<crate::report::heap_root::HeapRootReport, HeapRootError> {
-    let mut all = heap_roots(path, opts, &[address])?;
+/// How far `knot heap root` searches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RootSearch {
+    /// From the roots until the object is reached: the shortest path (and the other roots that
+    /// hold the object itself); the heap is read only as far as the search goes.
+    #[default]
+    FirstPath,
+    /// Every root that reaches the object, a shortest path from each (SOS `gcroot`'s unique
+    /// roots): the whole heap read as a graph.
+    AllRoots,
+}
+
+/// `knot heap root`: says why the object at `address` of the .NET heap of the core at `path`
+/// is alive (the shortest path from a root; with [`RootSearch::AllRoots`], from every root).
+pub fn heap_root(path: impl AsRef<Path>, opts: &crate::analysis::Options, address: u64, search: RootSearch) -> Result<crate::report::heap_root::HeapRootReport, HeapRootError> {
+    let mut all = heap_roots(path, opts, &[address], search)?;
     all.pop().ok_or_else(|| HeapRootError::Heap("no answer".into()))
 }
 
-/// As [`heap_root`] for several objects of one dump: the heap is read once.
-pub fn heap_roots(path: impl AsRef<Path>, opts: &crate::analysis::Options, addresses: &[u64]) -> Result<Vec<crate::report::heap_root::HeapRootReport>, HeapRootError> {
+/// As [`heap_root`] for several objects of one dump: the dump is read once.
+pub fn heap_roots(path: impl AsRef<Path>, opts: &crate::analysis::Options, addresses: &[u64], search: RootSearch) -> Result<Vec<crate::report::heap_root::HeapRootReport>, HeapRootError> {
     use crate::report::heap_root::{HeapPathStep, HeapRootCount, HeapRootHolder, HeapRootPath, HeapRootReport, HeapRootThread, HeapStaticField};
     use crate::analysis::{tell, Phase};
     use crate::hex::Hex;
@@ -228,7 +247,11 @@ pub fn heap_roots(path: impl AsRef<Path>, opts: &crate::analysis::Options, addre
     }
     let threads = thread_stacks(&process, context, &stacks, &reports);
     tell(opts, Phase::Heap);
-    let all = gc::why_alive::why_alive(context, &threads, addresses).map_err(HeapRootError::Heap)?;
+    let all = match search {
+        RootSearch::FirstPath => gc::why_alive::first_paths(context, &threads, addresses),
+        RootSearch::AllRoots => gc::why_alive::why_alive(context, &threads, addresses),
+    }
+    .map_err(HeapRootError::Heap)?;
     let process_diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
     if process.core.changed_while_read() {
         return Err(CoreError::ChangedWhileRead { path: path.as_ref().to_path_buf() }.into());
@@ -236,7 +259,7 @@ pub fn heap_roots(path: impl AsRef<Path>, opts: &crate::analysis::Options, addre
     Ok(all
         .into_iter()
         .map(|why| {
-            let holder = |root: &crate::runtimes::dotnet::gc::graph::Root| {
+            let holder = |root: &crate::runtimes::dotnet::gc::roots::RootAt| {
                 let (kind, conservative) = root.kind.name();
                 let mut h = HeapRootHolder { kind: kind.to_string(), conservative, handle: None, thread: None, finalizer_slot: None, sync_block: None, description: String::new() };
                 match &root.source {
@@ -299,6 +322,7 @@ pub fn heap_roots(path: impl AsRef<Path>, opts: &crate::analysis::Options, addre
                 other_roots_not_listed: why.more_roots,
                 roots,
                 handles_read: why.handles_read,
+                all_roots: why.all_roots,
                 objects: why.objects,
                 references: why.references,
                 diagnostics,

@@ -84,6 +84,9 @@ struct HeapRootArgs {
     /// The object's address (hex, with or without 0x), as SOS prints it.
     #[arg(value_name = "ADDRESS", value_parser = parse_address)]
     address: u64,
+    /// Search from every root (SOS gcroot's unique roots: the whole heap read as a graph) instead of stopping at the first, shortest path.
+    #[arg(long)]
+    all: bool,
     #[command(flatten)]
     lookup: LookupArgs,
     /// A compressed core (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
@@ -343,7 +346,8 @@ fn run_analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
 
 fn run_heap_root(args: HeapRootArgs) -> anyhow::Result<u8> {
     let opts = Options { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)), ..Options::default() };
-    let r = knot::heap::heap_root(&args.core, &opts, args.address)?;
+    let search = if args.all { knot::heap::RootSearch::AllRoots } else { knot::heap::RootSearch::FirstPath };
+    let r = knot::heap::heap_root(&args.core, &opts, args.address, search)?;
     let rendered = match args.format {
         HeapFormat::Text => report::heap_root::render(&r),
         HeapFormat::Json => report::heap_root::to_json(&r) + "\n",

@@ -100,4 +100,25 @@ fn growth_equals_sos_and_the_construction() {
     assert_eq!(json["types"][0]["type"], first);
     let bytes_row = json["types"].as_array().and_then(|t| t.iter().find(|t| t["type"] == "System.Byte[]")).cloned().unwrap_or_default();
     assert_eq!(bytes_row["count_growth"], BURST);
+
+    // The holders, matched by root path: the cache's dictionary grew by what SOS `objsize` of
+    // it says in each dump (it alone holds its sessions), and is the holder that grew most.
+    let objsize = |dump: &knot_samples::dotnet::DotnetDump| {
+        let text = std::fs::read_to_string(dump.dir.join("sos/objsize-cache.txt")).expect("sos/objsize-cache.txt");
+        let total = text.lines().find_map(|l| l.strip_prefix("Total ")).expect("objsize's Total line");
+        num(total.split(" objects, ").nth(1).expect("bytes").trim_end_matches(" bytes"))
+    };
+    let (ob, nb) = (objsize(&before), objsize(&after));
+    let cache = &d.holders[0];
+    assert_eq!(cache.type_name, "System.Collections.Generic.Dictionary<System.Guid, Knot.Samples.HeapGrowth.Session>", "{:#?}", d.holders);
+    assert_eq!(cache.root, "static Knot.Samples.HeapGrowth.SessionCache.s_all");
+    assert_eq!((cache.old_retained_bytes, cache.new_retained_bytes, cache.retained_growth), (Some(ob), Some(nb), nb as i64 - ob as i64));
+    assert_eq!((cache.old_holders, cache.new_holders), (1, 1));
+    assert_eq!(cache.path, ["System.Collections.Generic.Dictionary<System.Guid, Knot.Samples.HeapGrowth.Session>"]);
+    // The tree did not grow: its root holds the same in both.
+    let tree = d.holders.iter().find(|h| h.type_name == "Knot.Samples.HeapGrowth.TreeNode").expect("the tree among the holders");
+    assert_eq!(tree.retained_growth, 0);
+    assert!(d.holders.windows(2).all(|w| w[0].retained_growth >= w[1].retained_growth), "not sorted by growth");
+    assert!(text.contains("Holders that grew most (matched by root path):") && text.contains("← static Knot.Samples.HeapGrowth.SessionCache.s_all"), "{text}");
+    assert_eq!(json["holders"][0]["root"], "static Knot.Samples.HeapGrowth.SessionCache.s_all");
 }

@@ -1,7 +1,7 @@
 //! `knot heap diff OLD NEW` as a report: the JSON document and the text for people.
 
 use crate::diagnostics::Diagnostic;
-use crate::runtimes::dotnet::gc::diff::{HeapDiff, TypeGrowth};
+use crate::runtimes::dotnet::gc::diff::{HeapDiff, HolderGrowth, TypeGrowth};
 use crate::runtimes::dotnet::gc::state::thousands;
 use super::gc_text::bytes;
 use schemars::JsonSchema;
@@ -11,6 +11,8 @@ use std::path::Path;
 
 /// Types shown in the text report by default.
 pub const TEXT_TYPES: usize = 25;
+/// Holders shown in the text report at most.
+const TEXT_HOLDERS: usize = 5;
 
 /// What grew between two dumps of one program (`knot heap diff --format json`).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -20,6 +22,10 @@ pub struct HeapDiffReport {
     /// Every type of either heap, matched by name: the largest growth in bytes first
     /// (retained when both dumps' graphs were read, else shallow); types that shrank last.
     pub types: Vec<TypeGrowthReport>,
+    /// The top holders of either dump (each dump's 20 largest) matched by root path — root,
+    /// path types and fields, never addresses — the largest growth of retained bytes first;
+    /// empty unless both dumps' object graphs were read.
+    pub holders: Vec<HolderGrowthReport>,
     /// What knot could not read of either heap (each message says which dump).
     pub diagnostics: Vec<Diagnostic>,
 }
@@ -32,6 +38,28 @@ pub struct HeapSide {
     pub total_objects: u64,
     /// Their bytes as SOS counts them.
     pub total_bytes: u64,
+}
+
+/// A holder matched by root path in both dumps.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HolderGrowthReport {
+    /// `static SessionCache.s_all`, or the root's kind (`strong_handle`, `stack`, …).
+    pub root: String,
+    /// From the root's object to the holder: `Type.field`, `Type[]` for an array element
+    /// (element indices are left out: they move).
+    pub path: Vec<String>,
+    /// The holder's type.
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// Retained bytes of the holders of this root path among that dump's top holders; null
+    /// when none was among them.
+    pub old_retained_bytes: Option<u64>,
+    pub new_retained_bytes: Option<u64>,
+    /// `new - old` (a dump without it counting 0).
+    pub retained_growth: i64,
+    /// How many of that dump's top holders have this root path.
+    pub old_holders: usize,
+    pub new_holders: usize,
 }
 
 /// One type in both dumps.
@@ -63,6 +91,7 @@ impl HeapDiffReport {
             old: HeapSide { path: old.display().to_string(), total_objects: d.old_objects, total_bytes: d.old_bytes },
             new: HeapSide { path: new.display().to_string(), total_objects: d.new_objects, total_bytes: d.new_bytes },
             types: d.types.iter().map(TypeGrowthReport::of).collect(),
+            holders: d.holders.iter().map(HolderGrowthReport::of).collect(),
             diagnostics,
         }
     }
@@ -101,6 +130,18 @@ impl HeapDiffReport {
         if !shrank.is_empty() {
             let _ = writeln!(out, "\nShrank most:");
             table(&mut out, &shrank, retained);
+        }
+        let holders: Vec<&HolderGrowthReport> = self.holders.iter().filter(|h| h.retained_growth > 0).take(top.min(TEXT_HOLDERS)).collect();
+        if !holders.is_empty() {
+            let _ = writeln!(out, "\nHolders that grew most (matched by root path):");
+            let _ = writeln!(out, "  {:>12} {:>12} {:>12}  holder", "retained", "old", "new");
+            for h in holders {
+                let side = |b: Option<u64>| b.map(bytes).unwrap_or_else(|| "-".into());
+                let _ = writeln!(out, "  {:>12} {:>12} {:>12}  {} ← {}", signed_bytes(h.retained_growth), side(h.old_retained_bytes), side(h.new_retained_bytes), h.type_name, h.root);
+                if h.path.len() > 1 {
+                    let _ = writeln!(out, "  {:>38}  {}", "", h.path.join(" → "));
+                }
+            }
         }
         if !self.diagnostics.is_empty() {
             let _ = writeln!(out, "\nWarnings:");
@@ -152,6 +193,21 @@ fn signed_bytes(v: i64) -> String {
         0 => "0 B".into(),
         v if v > 0 => format!("+{}", bytes(v as u64)),
         v => format!("-{}", bytes(v.unsigned_abs())),
+    }
+}
+
+impl HolderGrowthReport {
+    fn of(h: &HolderGrowth) -> HolderGrowthReport {
+        HolderGrowthReport {
+            root: h.root.clone(),
+            path: h.path.clone(),
+            type_name: h.type_name.clone(),
+            old_retained_bytes: h.old_retained,
+            new_retained_bytes: h.new_retained,
+            retained_growth: h.retained_growth(),
+            old_holders: h.old_holders,
+            new_holders: h.new_holders,
+        }
     }
 }
 

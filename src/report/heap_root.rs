@@ -30,8 +30,9 @@ pub struct HeapRootReport {
     pub root: Option<HeapRootHolder>,
     /// The shortest path, from the root's object to the object asked about.
     pub path: Vec<HeapPathStep>,
-    /// Every other root that reaches it (SOS `gcroot`'s other "unique roots"), each with a
-    /// shortest path from it, shortest first; at most 63.
+    /// With `all_roots`: every other root that reaches it (SOS `gcroot`'s other "unique
+    /// roots"), each with a shortest path from it, shortest first. Without: the other roots
+    /// that hold the object itself. At most 63.
     pub other_roots: Vec<HeapRootPath>,
     /// Roots that reach it beyond those listed.
     pub other_roots_not_listed: usize,
@@ -39,7 +40,11 @@ pub struct HeapRootReport {
     pub roots: Vec<HeapRootCount>,
     /// Handles in use in the handle table (weak ones included).
     pub handles_read: usize,
-    /// Objects in the graph (free objects left out) and their references.
+    /// Every root was searched (`knot heap root --all`: the whole heap read as a graph). False:
+    /// the search stopped at the first (shortest) path.
+    pub all_roots: bool,
+    /// With `all_roots`: objects in the graph (free objects left out) and their references.
+    /// Without: addresses the search reached and the non-null references it read.
     pub objects: usize,
     pub references: usize,
     /// What could not be read (unreadable roots, refused GC descriptions, walks stopped early).
@@ -166,7 +171,17 @@ pub fn render(r: &HeapRootReport) -> String {
             if r.other_roots_not_listed > 0 {
                 let _ = writeln!(out, "({} more root{} not listed)", r.other_roots_not_listed, words::plural(r.other_roots_not_listed));
             }
-            let _ = writeln!(out, "Found {n} unique root{} (the shortest path first: {} object{}).", words::plural(n), r.path.len(), words::plural(r.path.len()));
+            if r.all_roots {
+                let _ = writeln!(out, "Found {n} unique root{} (the shortest path first: {} object{}).", words::plural(n), r.path.len(), words::plural(r.path.len()));
+            } else {
+                let _ = writeln!(
+                    out,
+                    "Found {n} root{} (the shortest path first: {} object{}; the search stopped there: --all searches every root).",
+                    words::plural(n),
+                    r.path.len(),
+                    words::plural(r.path.len())
+                );
+            }
         }
         None if r.type_name.is_some() => {
             let _ = writeln!(out, "No root reaches it: it is garbage not yet collected, or its root was not read (see the warnings).");
@@ -176,9 +191,10 @@ pub fn render(r: &HeapRootReport) -> String {
     let counts: Vec<String> = r.roots.iter().map(|c| format!("{} {}", c.count, words::heap_root_kind_plural(&c.kind, c.conservative, c.count))).collect();
     let _ = writeln!(
         out,
-        "Roots read: {} ({} handles in use); {} objects, {} references.",
+        "Roots read: {} ({} handles in use); {}{} objects, {} references.",
         if counts.is_empty() { "none".into() } else { counts.join(", ") },
         r.handles_read,
+        if r.all_roots { "" } else { "searched " },
         r.objects,
         r.references
     );

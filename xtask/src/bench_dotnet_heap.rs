@@ -9,7 +9,11 @@
 //! "dumpheap -stat" -c exit` run once each to warm the page cache and N rounds in turn. Before
 //! timing, both outputs are compared: knot's `dotnet.heap` totals must equal SOS's "Total" line.
 //! Prints the medians, peak RSS and the ratio (target: knot at least 10x faster), and writes the
-//! raw numbers to `target/bench/dotnet-heap.json`.
+//! raw numbers to `target/bench/dotnet-heap.json`. Then knot's own memory: the peak `RssAnon` of
+//! `knot analyze` (sampled from /proc every 20 ms: what it holds beyond the mapped dump) per
+//! heap object (target at most 40 bytes). Then `knot heap root` against `dotnet-dump gcroot` on
+//! two objects, each path checked equal first: the `List` the static holds (knot's top holder,
+//! near a root) and element 5,600,000 of its array (its address read with SOS `dq`).
 
 use crate::bench::{build_knot, git, loadavg, machine_info, target_dir, utc_now};
 use crate::bench_dotnet::{dotnet_dump, measure_paired, tools_json, Paired};
@@ -155,6 +159,18 @@ pub fn run(runs: u32, heap_mib: u64, remake: bool) -> Result<()> {
         "sos_over_knot": ratio,
         "target_sos_over_knot_at_least": SOS_OVER_KNOT_TARGET,
     });
+    let mut doc = doc;
+    // Memory beyond the mapped dump: the analysis's peak anonymous resident set per object.
+    let rss_anon = peak_rss_anon(&[knot.clone().into(), "analyze".into(), core.clone().into(), "--format".into(), "json".into(), "-o".into(), "/dev/null".into()])?;
+    let per_object = rss_anon as f64 * 1024.0 / sos_tot.0.max(1) as f64;
+    println!("  knot analyze peak RssAnon {:.1} MiB = {per_object:.1} bytes per object (target <= {BYTES_PER_OBJECT_TARGET})", rss_anon as f64 / 1024.0);
+    doc["knot_analyze_peak_rss_anon_kib"] = json!(rss_anon);
+    doc["knot_analyze_bytes_per_object"] = json!(per_object);
+
+    // `knot heap root` against SOS `gcroot` on two objects: the list the static holds (near a
+    // root) and an element deep in its array.
+    let roots = heap_root_bench(&knot, &sos, &core, report, runs, &out_dir)?;
+    doc["heap_root"] = roots;
     let path = out_dir.join("dotnet-heap.json");
     fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")?;
     println!("raw numbers: {}", path.display());
@@ -162,4 +178,88 @@ pub fn run(runs: u32, heap_mib: u64, remake: bool) -> Result<()> {
         bail!("knot's heap totals differ from SOS's");
     }
     Ok(())
+}
+
+/// The memory target: peak bytes per object beyond the mapped dump.
+const BYTES_PER_OBJECT_TARGET: f64 = 40.0;
+/// The issue's `knot heap root` target: SOS `gcroot`'s median over knot's.
+const GCROOT_OVER_KNOT_TARGET: f64 = 10.0;
+/// The element of the kept list's array timed as the deep object.
+const DEEP_INDEX: u64 = 5_600_000;
+
+/// Runs `argv` and samples its `/proc/PID/status` every 20 ms: the peak `RssAnon` in KiB
+/// (memory of its own, not the mapped dump's pages).
+fn peak_rss_anon(argv: &[OsString]) -> Result<u64> {
+    let mut child = Command::new(&argv[0]).args(&argv[1..]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().context("spawn for RssAnon")?;
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak = 0u64;
+    loop {
+        if let Ok(text) = fs::read_to_string(&status)
+            && let Some(kib) = text.lines().find_map(|l| l.strip_prefix("RssAnon:")).and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        {
+            peak = peak.max(kib);
+        }
+        if child.try_wait()?.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(peak)
+}
+
+/// One 8-byte word of the dump, through SOS (`dq ADDR -c 1`).
+fn sos_word(sos: &Path, core: &Path, address: u64) -> Result<u64> {
+    let out = Command::new(sos).arg("analyze").arg(core).args(["-c", &format!("dq {address:x} -c 1"), "-c", "exit"]).output().context("dotnet-dump dq")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.trim_start().starts_with(&format!("{address:016x}:"))).with_context(|| format!("no word at {address:#x} in dotnet-dump's dq: {text}"))?;
+    let word = line.split(':').nth(1).and_then(|w| w.split_whitespace().next()).context("dq's word")?;
+    u64::from_str_radix(word, 16).context("dq's word in hex")
+}
+
+/// The object addresses of a path: knot's JSON `path[].address`, SOS's `-> ADDRESS` lines.
+fn knot_path(json: &[u8]) -> Vec<u64> {
+    let v: serde_json::Value = serde_json::from_slice(json).unwrap_or_default();
+    v["path"].as_array().map(|p| p.iter().filter_map(|s| u64::from_str_radix(s["address"].as_str()?.trim_start_matches("0x"), 16).ok()).collect()).unwrap_or_default()
+}
+
+fn sos_path(text: &str) -> Vec<u64> {
+    text.lines().filter_map(|l| l.trim().strip_prefix("-> ")?.split_whitespace().next().and_then(|a| u64::from_str_radix(a, 16).ok())).collect()
+}
+
+fn heap_root_bench(knot: &Path, sos: &Path, core: &Path, report: serde_json::Value, runs: u32, out_dir: &Path) -> Result<serde_json::Value> {
+    let list = report["dotnet"]["heap"]["dominators"]
+        .as_array()
+        .and_then(|d| d.iter().find(|h| h["type"].as_str().is_some_and(|t| t.starts_with("System.Collections.Generic.List<"))))
+        .and_then(|h| u64::from_str_radix(h["address"].as_str()?.trim_start_matches("0x"), 16).ok())
+        .context("no List among knot's top holders")?;
+    // List<T>: the MethodTable, then `_items`; an array's elements start 16 bytes in.
+    let items = sos_word(sos, core, list + 8)?;
+    let deep = sos_word(sos, core, items + 16 + 8 * DEEP_INDEX)?;
+    let mut out = Vec::new();
+    for (what, address) in [("the List the static holds (near a root)", list), ("element 5,600,000 of its array (deep)", deep)] {
+        let a = format!("{address:x}");
+        // The same path first.
+        let k = Command::new(knot).args(["heap", "root"]).arg(core).arg(&a).args(["--format", "json"]).output().context("knot heap root")?;
+        let s = Command::new(sos).arg("analyze").arg(core).args(["-c", &format!("gcroot {a}"), "-c", "exit"]).output().context("dotnet-dump gcroot")?;
+        let (kp, sp) = (knot_path(&k.stdout), sos_path(&String::from_utf8_lossy(&s.stdout)));
+        let same = !kp.is_empty() && kp == sp;
+        println!("\nheap root {a} ({what}): knot's path {} SOS gcroot's ({} objects)", if same { "equals" } else { "DIFFERS from" }, kp.len());
+        let tools = [
+            ("knot heap root", vec![knot.as_os_str().to_owned(), "heap".into(), "root".into(), core.as_os_str().to_owned(), a.clone().into()]),
+            ("dotnet-dump gcroot", vec![sos.as_os_str().to_owned(), "analyze".into(), core.as_os_str().to_owned(), "-c".into(), format!("gcroot {a}").into(), "-c".into(), "exit".into()]),
+        ];
+        let log = |i: usize| out_dir.join("logs").join(format!("dotnet-heap-root-{a}-{i}.stderr"));
+        let Paired { warm, samples, medians, .. } = measure_paired(&tools, core, runs, log)?;
+        let ratio = medians[1] / medians[0];
+        for (i, (name, _)) in tools.iter().enumerate() {
+            let rss = samples[i].iter().map(|s| s.max_rss_kib).max().unwrap_or(0);
+            println!("  {name:<32} {:>8.3} s   peak RSS {:>7.1} MiB", medians[i], rss as f64 / 1024.0);
+        }
+        println!("  gcroot / knot: {ratio:.1}x (target >= {GCROOT_OVER_KNOT_TARGET}x: {})", if ratio >= GCROOT_OVER_KNOT_TARGET { "met" } else { "NOT met" });
+        if !same {
+            bail!("knot heap root {a}: path {kp:x?}, SOS gcroot's {sp:x?}");
+        }
+        out.push(json!({ "object": what, "address": format!("{address:#x}"), "path_objects": kp.len(), "tools": tools_json(&tools, &warm, &samples, &medians), "gcroot_over_knot": ratio }));
+    }
+    Ok(json!(out))
 }

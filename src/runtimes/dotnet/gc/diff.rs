@@ -6,6 +6,66 @@
 use super::stats::HeapStats;
 use std::collections::BTreeMap;
 
+/// A top holder as `knot heap diff` matches it between dumps: by its root and its path's types
+/// and fields, never by address (a restart moves every object; an array element's index is
+/// left out too: it moves as the array fills).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HolderByPath {
+    /// `static SessionCache.s_all`, or the root's kind (`strong_handle`, `stack`, …).
+    pub root: String,
+    /// From the root's object to the holder: `Type.field`, `Type[]` for an array element.
+    pub path: Vec<String>,
+    /// The holder's type, as SOS's heap commands name it.
+    pub type_name: String,
+    pub retained: u64,
+}
+
+/// A holder (a top holder of either dump) matched by its root path in both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HolderGrowth {
+    pub root: String,
+    pub path: Vec<String>,
+    pub type_name: String,
+    /// Holders of this root path among the dump's top holders, and what they retain together;
+    /// `None` when none was among them.
+    pub old_retained: Option<u64>,
+    pub new_retained: Option<u64>,
+    pub old_holders: usize,
+    pub new_holders: usize,
+}
+
+impl HolderGrowth {
+    /// `new - old`, a dump without it among its top holders counting 0.
+    pub fn retained_growth(&self) -> i64 {
+        delta(self.old_retained.unwrap_or(0), self.new_retained.unwrap_or(0))
+    }
+}
+
+/// The top holders of two dumps matched by root path (root, path, type), the largest growth of
+/// retained bytes first (then by root and path).
+pub fn holders(old: &[HolderByPath], new: &[HolderByPath]) -> Vec<HolderGrowth> {
+    let mut by_path: BTreeMap<(&str, &[String], &str), HolderGrowth> = BTreeMap::new();
+    for (side, list) in [(0, old), (1, new)] {
+        for h in list {
+            let g = by_path.entry((&h.root, &h.path, &h.type_name)).or_insert_with(|| HolderGrowth {
+                root: h.root.clone(),
+                path: h.path.clone(),
+                type_name: h.type_name.clone(),
+                old_retained: None,
+                new_retained: None,
+                old_holders: 0,
+                new_holders: 0,
+            });
+            let (bytes, count) = if side == 0 { (&mut g.old_retained, &mut g.old_holders) } else { (&mut g.new_retained, &mut g.new_holders) };
+            *bytes = Some(bytes.unwrap_or(0).saturating_add(h.retained));
+            *count += 1;
+        }
+    }
+    let mut out: Vec<HolderGrowth> = by_path.into_values().collect();
+    out.sort_by(|a, b| b.retained_growth().cmp(&a.retained_growth()).then_with(|| (&a.root, &a.path).cmp(&(&b.root, &b.path))));
+    out
+}
+
 /// One type in both dumps (a type absent from one counts 0 there).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TypeGrowth {
@@ -54,6 +114,9 @@ pub(crate) struct HeapDiff {
     /// Every type of either heap: the largest growth in bytes first (retained when both have it,
     /// else shallow), then the largest growth in count, then by name; types that shrank last.
     pub types: Vec<TypeGrowth>,
+    /// The top holders of either dump matched by root path, largest retained growth first;
+    /// empty unless both dumps' object graphs were read.
+    pub holders: Vec<HolderGrowth>,
 }
 
 /// Compares two heaps' statistics by type name. `retained` gives, per dump, the retained bytes
@@ -89,7 +152,7 @@ pub(crate) fn diff(old: &HeapStats, new: &HeapStats, retained: (Option<&BTreeMap
         let key = |g: &TypeGrowth| g.retained_growth().unwrap_or_else(|| g.bytes_growth());
         key(b).cmp(&key(a)).then(b.bytes_growth().cmp(&a.bytes_growth())).then(b.count_growth().cmp(&a.count_growth())).then_with(|| a.name.cmp(&b.name))
     });
-    HeapDiff { old_objects: old.total_objects, new_objects: new.total_objects, old_bytes: old.total_bytes, new_bytes: new.total_bytes, types }
+    HeapDiff { old_objects: old.total_objects, new_objects: new.total_objects, old_bytes: old.total_bytes, new_bytes: new.total_bytes, types, holders: Vec::new() }
 }
 
 #[cfg(test)]
@@ -134,6 +197,20 @@ mod tests {
         let d = diff(&old, &new, (Some(&o), None));
         assert_eq!(d.types[0].name, "A");
         assert_eq!(d.types[0].old_retained, None);
+    }
+
+    #[test]
+    fn holders_match_by_root_path_never_by_address() {
+        let h = |root: &str, path: &[&str], retained| HolderByPath { root: root.into(), path: path.iter().map(|s| s.to_string()).collect(), type_name: path.last().unwrap_or(&"").to_string(), retained };
+        let old = [h("static Cache.s_all", &["Dict"], 1000), h("strong_handle", &["Byte[]"], 50), h("strong_handle", &["Byte[]"], 50)];
+        let new = [h("static Cache.s_all", &["Dict"], 5000), h("strong_handle", &["Byte[]"], 60), h("stack", &["List"], 10)];
+        let d = holders(&old, &new);
+        assert_eq!(d[0].root, "static Cache.s_all");
+        assert_eq!((d[0].old_retained, d[0].new_retained, d[0].retained_growth()), (Some(1000), Some(5000), 4000));
+        assert_eq!(d[1].root, "stack");
+        assert_eq!((d[1].old_retained, d[1].retained_growth()), (None, 10));
+        // Two holders of one root path add up.
+        assert_eq!((d[2].old_holders, d[2].old_retained, d[2].new_retained, d[2].retained_growth()), (2, Some(100), Some(60), -40));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 use super::super::context::Context;
 use super::super::objects::TypeNamer;
+use super::diff::HolderByPath;
 use super::graph::{ObjectGraph, Root, RootKind, RootSource};
 use super::names::sos_heap_name;
 use super::report::{attach_retention, HeapPathStepReport, HeapReport, HeapRootRef, RetentionNames, RootName, RootPlace};
@@ -67,6 +68,53 @@ pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack]) -> Result<Hol
 }
 
 impl Holding {
+    /// The top holders ([`super::retained::TOP_HOLDERS`]) by root path (for `knot heap diff`).
+    pub(crate) fn holders_by_path(&self, runtime: &Context<'_>) -> Vec<HolderByPath> {
+        use super::root_tree::RootOf;
+        let g = &self.graph;
+        let tree = RootTree::new(g, &self.static_slots);
+        let t = runtime.target();
+        let namer = TypeNamer::new(&t, &runtime.image);
+        let layout = super::build_facts(runtime).ok().map(|b| b.layout.clone());
+        let statics = std::cell::OnceCell::new();
+        let node_type = |n: u32| self.type_name(g.types.get(n as usize).copied().unwrap_or(u32::MAX));
+        self.retention
+            .top_holders(super::retained::TOP_HOLDERS)
+            .into_iter()
+            .filter_map(|k| {
+                let node = self.retention.node(k);
+                let (root, nodes) = tree.path(g, node)?;
+                let root = match root {
+                    RootOf::StaticSlot { array, index } => {
+                        let slot = g.addresses.get(array as usize).copied().unwrap_or(0) + 16 + 8 * u64::from(index);
+                        let names = statics.get_or_init(|| layout.as_ref().map(|l| super::static_names::static_slots(&t, &namer, l, g)).unwrap_or_default());
+                        match names.get(&slot) {
+                            Some(s) => format!("static {}.{}", s.class, s.field),
+                            None => format!("static slot [{index}]"),
+                        }
+                    }
+                    RootOf::Root(r) => r.kind.name().0.to_string(),
+                };
+                let path = nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &n)| {
+                        let ty = node_type(n);
+                        match (nodes.get(i + 1), &layout) {
+                            (Some(&next), Some(l)) => match super::paths::link(&t, &namer, l, g, n, next) {
+                                super::paths::Link::Field(f) => format!("{ty}.{f}"),
+                                super::paths::Link::Element(_) => format!("{ty}[]"),
+                                super::paths::Link::Dependent => format!("{ty} (dependent handle)"),
+                            },
+                            _ => ty,
+                        }
+                    })
+                    .collect();
+                Some(HolderByPath { root, path, type_name: node_type(node), retained: self.retention.retained.get(k as usize).copied().unwrap_or(0) })
+            })
+            .collect()
+    }
+
     /// Retained bytes by type name (for `knot heap diff`).
     pub(crate) fn retained_by_type(&self) -> std::collections::BTreeMap<String, u64> {
         let mut out = std::collections::BTreeMap::new();

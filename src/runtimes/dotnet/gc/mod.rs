@@ -15,6 +15,8 @@ pub(crate) mod gcvars;
 pub(crate) mod graph;
 pub(crate) mod handles;
 pub(crate) mod names;
+pub(crate) mod object_index;
+pub(crate) mod first_path;
 pub(crate) mod paths;
 pub(crate) mod referrers;
 pub(crate) mod report;
@@ -102,16 +104,24 @@ pub(crate) fn read_in(runtime: &Context<'_>, targets: &[u64]) -> Result<GcReadin
 
 /// What every reading of the heap starts from: the GC's vars, its segments, the allocation
 /// contexts the walk skips, the free and string MethodTables.
-struct Prepared {
-    vars: gcvars::GcVars,
-    segments: Vec<Segment>,
-    contexts: HashMap<u64, u64>,
-    free_mt: u64,
-    string_mt: u64,
-    diagnostics: Vec<Diagnostic>,
+pub(crate) struct Prepared {
+    pub(crate) vars: gcvars::GcVars,
+    pub(crate) segments: Vec<Segment>,
+    pub(crate) contexts: HashMap<u64, u64>,
+    pub(crate) free_mt: u64,
+    pub(crate) string_mt: u64,
+    pub(crate) diagnostics: Vec<Diagnostic>,
 }
 
-fn prepare(module: &crate::process::Module, t: &Target, build: &BuildFacts) -> Result<Prepared, String> {
+/// The build facts of a located runtime, or why there are none.
+pub(crate) fn build_facts(runtime: &Context<'_>) -> Result<&'static BuildFacts, String> {
+    let version = &runtime.version;
+    let all = facts::builtin().map_err(|e| e.to_string())?;
+    facts::lookup(all, version.build_id.as_deref(), &version.product, version.file_version.as_deref())
+        .ok_or_else(|| format!("GC heap not read: unsupported runtime build {} {}", version.product, version.build_id.as_deref().unwrap_or("(no build-id)")))
+}
+
+pub(crate) fn prepare(module: &crate::process::Module, t: &Target, build: &BuildFacts) -> Result<Prepared, String> {
     let l = &build.layout;
     let mut diagnostics = Vec::new();
     let table = dactable::DacTable::locate(t, module, l.dac_table_thread_store).map_err(|e| format!("GC heap not read: {e}"))?;

@@ -25,7 +25,8 @@ pub(crate) struct RootPath {
     pub(crate) nodes: Vec<u32>,
 }
 
-fn tier(kind: RootKind) -> u8 {
+/// A root kind's rank among paths of one length (handles first).
+pub(crate) fn tier(kind: RootKind) -> u8 {
     match kind {
         RootKind::StrongHandle
         | RootKind::PinnedHandle
@@ -57,10 +58,16 @@ pub(crate) fn link(t: &Target, namer: &TypeNamer, l: &Layout, g: &ObjectGraph, f
     let (Some(mt), Some(&at), Some(&size), Some(&target)) = (g.method_table(from), g.addresses.get(from as usize), g.sizes.get(from as usize), g.addresses.get(to as usize)) else {
         return Link::Dependent;
     };
+    link_at(t, namer, l, (at, mt, size as u64), target)
+}
+
+/// As [`link`], for the object at `at` of MethodTable `mt` and (SOS) `size` referring to the
+/// object at `target`.
+pub(crate) fn link_at(t: &Target, namer: &TypeNamer, l: &Layout, (at, mt, size): (u64, u64, u64), target: u64) -> Link {
     let Ok(desc) = GcDesc::read(t, mt) else { return Link::Dependent };
     let Ok(bytes) = t.mem.chunk(at, size as usize) else { return Link::Dependent };
     let mut found = None;
-    let _ = desc.offsets(size as u64, |off| {
+    let _ = desc.offsets(size, |off| {
         let o = off as usize;
         if found.is_none() && bytes.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))) == Some(target) {
             found = Some(off);

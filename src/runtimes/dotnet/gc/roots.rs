@@ -58,31 +58,77 @@ pub(crate) struct RootReading {
     pub(crate) errors: GraphErrors,
 }
 
+/// A root by the address of the object it holds (for a search that has no graph).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RootAt {
+    pub(crate) kind: RootKind,
+    pub(crate) object: u64,
+    pub(crate) source: RootSource,
+}
+
+/// The roots read by object address, and what could not be read.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RootsAt {
+    pub(crate) roots: Vec<RootAt>,
+    /// Dependent handles as edges (primary, secondary object), sorted.
+    pub(crate) dependent: Vec<(u64, u64)>,
+    pub(crate) handles_read: usize,
+    pub(crate) errors: GraphErrors,
+}
+
+/// Which addresses are objects of the heap: `bounds` (lowest, highest object address) is a
+/// cheap first test, `is_object` the answer.
+pub(crate) struct Objects<'f> {
+    pub(crate) bounds: (u64, u64),
+    pub(crate) is_object: &'f mut dyn FnMut(u64) -> bool,
+}
+
+impl Objects<'_> {
+    fn has(&mut self, a: u64) -> bool {
+        a >= self.bounds.0 && a <= self.bounds.1 && (self.is_object)(a)
+    }
+}
+
 /// Reads every root of `g`'s objects.
 pub(crate) fn read(t: &Target, l: &Layout, vars: &GcVars, g: &ObjectGraph, threads: &[ThreadStack]) -> RootReading {
-    let mut r = RootReading::default();
-    read_handles(t, vars, g, &mut r);
-    read_finalizer_queue(t, vars, g, &mut r);
-    read_stacks(t, g, threads, &mut r);
-    read_sync_blocks(t, l, g, &mut r);
+    let bounds = (g.addresses.first().copied().unwrap_or(1), g.addresses.last().copied().unwrap_or(0));
+    let mut is_object = |a: u64| g.node_of(a).is_some();
+    let at = read_at(t, l, vars, &mut Objects { bounds, is_object: &mut is_object }, threads);
+    let node = |a: u64| g.node_of(a).unwrap_or(0);
+    RootReading {
+        roots: at.roots.into_iter().map(|r| Root { kind: r.kind, node: node(r.object), source: r.source }).collect(),
+        dependent: at.dependent.into_iter().map(|(p, s)| (node(p), node(s))).collect(),
+        handles_read: at.handles_read,
+        errors: at.errors,
+    }
+}
+
+/// Reads every root that holds one of `objects`, in the order the graph's roots are in:
+/// handles, the finalization queue, stacks, sync blocks.
+pub(crate) fn read_at(t: &Target, l: &Layout, vars: &GcVars, objects: &mut Objects, threads: &[ThreadStack]) -> RootsAt {
+    let mut r = RootsAt::default();
+    read_handles(t, vars, objects, &mut r);
+    read_finalizer_queue(t, vars, objects, &mut r);
+    read_stacks(t, objects, threads, &mut r);
+    read_sync_blocks(t, l, objects, &mut r);
     r
 }
 
-fn read_handles(t: &Target, vars: &GcVars, g: &ObjectGraph, r: &mut RootReading) {
+fn read_handles(t: &Target, vars: &GcVars, objects: &mut Objects, r: &mut RootsAt) {
     let table = handles::read(t, vars.handle_table_map, vars.heaps.len() as u64);
     for (at, why) in table.errors {
         r.errors.push(at, format!("handle table: {why}"));
     }
     r.handles_read = table.handles.len();
     for h in &table.handles {
-        let Some(node) = g.node_of(h.object) else { continue };
         if h.kind == HandleType::Dependent {
-            if let Some(secondary) = g.node_of(h.extra) {
-                r.dependent.push((node, secondary));
+            if objects.has(h.object) && objects.has(h.extra) {
+                r.dependent.push((h.object, h.extra));
             }
             continue;
         }
-        if !h.is_root() {
+        // Whether it roots first: a weak handle's object is not looked up.
+        if !h.is_root() || !objects.has(h.object) {
             continue;
         }
         let kind = match h.kind {
@@ -93,13 +139,13 @@ fn read_handles(t: &Target, vars: &GcVars, g: &ObjectGraph, r: &mut RootReading)
             HandleType::SizedRef => RootKind::SizedRefHandle,
             _ => RootKind::VariableHandle,
         };
-        r.roots.push(Root { kind, node, source: RootSource::Handle { handle: h.address } });
+        r.roots.push(RootAt { kind, object: h.object, source: RootSource::Handle { handle: h.address } });
     }
     r.dependent.sort_unstable();
     r.dependent.dedup();
 }
 
-fn read_finalizer_queue(t: &Target, vars: &GcVars, g: &ObjectGraph, r: &mut RootReading) {
+fn read_finalizer_queue(t: &Target, vars: &GcVars, objects: &mut Objects, r: &mut RootsAt) {
     let gens = vars.generation_count;
     for heap in &vars.heaps {
         if heap.finalize_queue_var == 0 {
@@ -132,15 +178,14 @@ fn read_finalizer_queue(t: &Target, vars: &GcVars, g: &ObjectGraph, r: &mut Root
         };
         for (i, w) in bytes.chunks_exact(8).enumerate() {
             let v = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
-            if let Some(node) = g.node_of(v) {
-                r.roots.push(Root { kind: RootKind::FinalizerQueue, node, source: RootSource::FinalizerQueue { slot: from + PTR * i as u64 } });
+            if objects.has(v) {
+                r.roots.push(RootAt { kind: RootKind::FinalizerQueue, object: v, source: RootSource::FinalizerQueue { slot: from + PTR * i as u64 } });
             }
         }
     }
 }
 
-fn read_stacks(t: &Target, g: &ObjectGraph, threads: &[ThreadStack], r: &mut RootReading) {
-    let (lo, hi) = (g.addresses.first().copied().unwrap_or(1), g.addresses.last().copied().unwrap_or(0));
+fn read_stacks(t: &Target, objects: &mut Objects, threads: &[ThreadStack], r: &mut RootsAt) {
     for th in threads {
         for (i, f) in th.frames.iter().enumerate() {
             if !f.managed {
@@ -148,11 +193,8 @@ fn read_stacks(t: &Target, g: &ObjectGraph, threads: &[ThreadStack], r: &mut Roo
             }
             let source = |slot: u64, register: Option<u16>| RootSource::Stack { os_tid: th.os_tid, managed_id: th.managed_id, frame_sp: f.sp, frame_ip: f.ip, slot, register };
             for &(reg, v) in &f.registers {
-                if v >= lo
-                    && v <= hi
-                    && let Some(node) = g.node_of(v)
-                {
-                    r.roots.push(Root { kind: RootKind::Stack { conservative: true }, node, source: source(0, Some(reg)) });
+                if objects.has(v) {
+                    r.roots.push(RootAt { kind: RootKind::Stack { conservative: true }, object: v, source: source(0, Some(reg)) });
                 }
             }
             let end = th.frames.get(i + 1).map(|n| n.sp).unwrap_or(th.stack_end).min(th.stack_end);
@@ -167,18 +209,15 @@ fn read_stacks(t: &Target, g: &ObjectGraph, threads: &[ThreadStack], r: &mut Roo
             };
             for (k, w) in bytes.chunks_exact(8).enumerate() {
                 let v = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
-                if v >= lo
-                    && v <= hi
-                    && let Some(node) = g.node_of(v)
-                {
-                    r.roots.push(Root { kind: RootKind::Stack { conservative: true }, node, source: source(start + 8 * k as u64, None) });
+                if objects.has(v) {
+                    r.roots.push(RootAt { kind: RootKind::Stack { conservative: true }, object: v, source: source(start + 8 * k as u64, None) });
                 }
             }
         }
     }
 }
 
-fn read_sync_blocks(t: &Target, l: &Layout, g: &ObjectGraph, r: &mut RootReading) {
+fn read_sync_blocks(t: &Target, l: &Layout, objects: &mut Objects, r: &mut RootsAt) {
     let table = match syncblock::read_table(t, l, None) {
         Ok(table) => table,
         Err(e) => {
@@ -188,8 +227,8 @@ fn read_sync_blocks(t: &Target, l: &Layout, g: &ObjectGraph, r: &mut RootReading
     };
     for e in &table.entries {
         let held = syncblock::read_aware_lock(t, l, e.sync_block).map(|a| a.locked).unwrap_or(false);
-        if let (true, Some(node)) = (held, g.node_of(e.object)) {
-            r.roots.push(Root { kind: RootKind::SyncBlock, node, source: RootSource::SyncBlock { index: e.index } });
+        if held && objects.has(e.object) {
+            r.roots.push(RootAt { kind: RootKind::SyncBlock, object: e.object, source: RootSource::SyncBlock { index: e.index } });
         }
     }
 }

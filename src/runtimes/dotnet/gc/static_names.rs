@@ -29,8 +29,13 @@ pub(crate) struct StaticName {
 /// Slot address → the static field it is, for every reference static of the loaded classes of
 /// the modules of `g`'s types.
 pub(crate) fn static_slots(t: &Target, namer: &TypeNamer, l: &Layout, g: &ObjectGraph) -> HashMap<u64, StaticName> {
+    static_slots_of(t, namer, l, &g.type_table)
+}
+
+/// As [`static_slots`], for the modules of the types `method_tables`.
+pub(crate) fn static_slots_of(t: &Target, namer: &TypeNamer, l: &Layout, method_tables: &[u64]) -> HashMap<u64, StaticName> {
     let statics = Statics::new(t, namer, l);
-    let mut modules: BTreeSet<u64> = g.type_table.iter().filter_map(|&mt| t.field_ptr(mt, "MethodTable", "Module").ok()).filter(|&m| m != 0).collect();
+    let mut modules: BTreeSet<u64> = method_tables.iter().filter_map(|&mt| t.field_ptr(mt, "MethodTable", "Module").ok()).filter(|&m| m != 0).collect();
     if let Ok(core) = statics.core_lib() {
         modules.insert(core);
     }

@@ -208,6 +208,131 @@ pub(crate) fn walk_all(input: &WalkInput, segments: &[Segment]) -> Vec<SegmentWa
     segments.par_iter().map(|s| walk_segment(input, s)).collect()
 }
 
+/// One object met by a [`Cursor`]: where, its MethodTable, shape and size as SOS counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Met {
+    pub(crate) at: u64,
+    pub(crate) mt: u64,
+    pub(crate) size: u64,
+}
+
+/// Steps through one segment's objects in order, skipping allocation contexts: the walk's
+/// rules (see the module doc) in one place, for the full walk and for the lazy one that finds
+/// object starts on demand (`super::object_index`).
+pub(crate) struct Cursor<'a> {
+    t: &'a Target<'a>,
+    start: u64,
+    allocated: u64,
+    /// The segment's bytes when the dump holds them in one piece (else empty: read per object).
+    bytes: &'a [u8],
+    /// The allocation contexts inside this segment: pointer → limit.
+    here: FxHashMap<u64, u64>,
+    lowest: u64,
+    highest: u64,
+    unmask: u64,
+    /// The next object's address.
+    pub(crate) at: u64,
+    /// Where and why the walk stopped before `allocated`.
+    pub(crate) broken: Option<(u64, String)>,
+}
+
+impl<'a> Cursor<'a> {
+    pub(crate) fn new(t: &'a Target<'a>, alloc_contexts: &HashMap<u64, u64>, s: &Segment) -> Cursor<'a> {
+        let skip_contexts = !matches!(s.kind, SegmentKind::Large | SegmentKind::Frozen);
+        // The contexts inside this segment: an object address is looked up only when it is one.
+        let here: FxHashMap<u64, u64> =
+            if skip_contexts { alloc_contexts.iter().filter(|(p, _)| **p >= s.start && **p <= s.allocated).map(|(p, l)| (*p, *l)).collect() } else { FxHashMap::default() };
+        let (lowest, highest) = (here.keys().min().copied().unwrap_or(u64::MAX), here.keys().max().copied().unwrap_or(0));
+        // The segment's bytes in one piece when the dump holds them so (it usually does): a
+        // slice read per object instead of a lookup.
+        let len = usize::try_from(s.allocated.saturating_sub(s.start)).unwrap_or(0);
+        let bytes: &[u8] = t.mem.chunk(s.start, len).unwrap_or(&[]);
+        let unmask = t.global("ObjectToMethodTableUnmask").unwrap_or(7);
+        let mut c = Cursor { t, start: s.start, allocated: s.allocated, bytes, here, lowest, highest, unmask, at: s.start, broken: None };
+        match c.skip(s.start) {
+            Ok(a) => c.at = a,
+            Err(e) => {
+                c.broken = Some((s.start, e));
+                c.at = s.allocated;
+            }
+        }
+        c
+    }
+
+    /// Past the allocation contexts that start at `at`.
+    fn skip(&self, mut at: u64) -> Result<u64, String> {
+        if at < self.lowest || at > self.highest {
+            return Ok(at);
+        }
+        // A chain of contexts cannot be longer than the segment has room for.
+        for _ in 0..1024 {
+            match self.here.get(&at) {
+                Some(&limit) if limit > at => at = limit + aligned(MIN_OBJECT_SIZE),
+                Some(&limit) => return Err(format!("allocation context at {at:#x} ends at {limit:#x}")),
+                None => return Ok(at),
+            }
+        }
+        Err(format!("allocation contexts chained past {at:#x}"))
+    }
+
+    /// Whether the dump holds the segment's bytes in one piece (so its size is real).
+    pub(crate) fn in_one_piece(&self) -> bool {
+        !self.bytes.is_empty()
+    }
+
+    fn word(&self, a: u64) -> Option<u64> {
+        let off = usize::try_from(a.checked_sub(self.start)?).ok()?;
+        Some(u64::from_le_bytes(self.bytes.get(off..off.checked_add(8)?)?.try_into().ok()?))
+    }
+
+    /// The next object, its type's shape from `shape_of` (the caller caches shapes); `None` at
+    /// the segment's end or where the walk broke (`broken` says where and why).
+    pub(crate) fn next(&mut self, shape_of: &mut dyn FnMut(u64) -> Result<TypeShape, String>) -> Option<Met> {
+        if self.broken.is_some() || self.at >= self.allocated {
+            return None;
+        }
+        let at = self.at;
+        let head = match self.word(at) {
+            Some(v) => Ok(v),
+            None => self.t.mem.read_u64(at),
+        };
+        let why = match head {
+            Err(e) => format!("object header not in the dump: {e}"),
+            Ok(v) if v & !self.unmask == 0 => "object with a null MethodTable".into(),
+            Ok(v) => {
+                let mt = v & !self.unmask;
+                match shape_of(mt) {
+                    Err(e) => e,
+                    Ok(shape) => {
+                        let count = if shape.component_size != 0 { self.word(at + 8).map(|w| Ok(w as u32)).unwrap_or_else(|| self.t.mem.read_u32(at + 8)) } else { Ok(0) };
+                        match count {
+                            Err(e) => format!("component count not in the dump: {e}"),
+                            Ok(count) => {
+                                let size = shape.size(count);
+                                let step = aligned(size);
+                                if at.checked_add(step).is_none_or(|end| end > self.allocated) {
+                                    format!("object of {size} bytes (MethodTable {mt:#x}) runs past the segment's end {:#x}", self.allocated)
+                                } else {
+                                    match self.skip(at + step) {
+                                        Ok(a) => self.at = a,
+                                        Err(e) => {
+                                            self.broken = Some((at + step, e));
+                                            self.at = self.allocated;
+                                        }
+                                    }
+                                    return Some(Met { at, mt, size });
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        self.broken = Some((at, why));
+        None
+    }
+}
+
 /// Walks one segment.
 pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
     let t = input.t;
@@ -216,103 +341,34 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
     let mut seen: FxHashMap<u64, (TypeShape, TypeCount, Option<u8>)> = FxHashMap::default();
     // MethodTable → index into `out.nodes.method_tables`.
     let mut type_index: FxHashMap<u64, u32> = FxHashMap::default();
-    let unmask = t.global("ObjectToMethodTableUnmask").unwrap_or(7);
-    let skip_contexts = !matches!(s.kind, SegmentKind::Large | SegmentKind::Frozen);
-    // The contexts inside this segment: an object address is looked up only when it is one.
-    let here: FxHashMap<u64, u64> =
-        if skip_contexts { input.alloc_contexts.iter().filter(|(p, _)| **p >= s.start && **p <= s.allocated).map(|(p, l)| (*p, *l)).collect() } else { FxHashMap::default() };
-    let (lowest, highest) = (here.keys().min().copied().unwrap_or(u64::MAX), here.keys().max().copied().unwrap_or(0));
     let bounds = (input.targets.iter().min().copied().unwrap_or(u64::MAX), input.targets.iter().max().copied().unwrap_or(0));
-    let skip = |mut at: u64| -> Result<u64, String> {
-        if at < lowest || at > highest {
-            return Ok(at);
-        }
-        // A chain of contexts cannot be longer than the segment has room for.
-        for _ in 0..1024 {
-            match here.get(&at) {
-                Some(&limit) if limit > at => at = limit + aligned(MIN_OBJECT_SIZE),
-                Some(&limit) => return Err(format!("allocation context at {at:#x} ends at {limit:#x}")),
-                None => return Ok(at),
-            }
-        }
-        Err(format!("allocation contexts chained past {at:#x}"))
-    };
-    let mut at = match skip(s.start) {
-        Ok(a) => a,
-        Err(e) => {
-            out.broken = Some((s.start, e));
-            return out;
-        }
-    };
-    // The segment's bytes in one piece when the dump holds them so (it usually does): a slice
-    // read per object instead of a lookup.
-    let len = usize::try_from(s.allocated - s.start).unwrap_or(0);
     if let Some(core) = input.core {
-        core.will_read(s.start, s.allocated - s.start);
+        core.will_read(s.start, s.allocated.saturating_sub(s.start));
     }
-    let bytes: &[u8] = t.mem.chunk(s.start, len).unwrap_or(&[]);
-    let word = |a: u64| -> Option<u64> {
-        let off = usize::try_from(a.checked_sub(s.start)?).ok()?;
-        Some(u64::from_le_bytes(bytes.get(off..off.checked_add(8)?)?.try_into().ok()?))
-    };
-    while at < s.allocated {
-        let head = match word(at) {
-            Some(v) => Ok(v),
-            None => t.mem.read_u64(at),
-        };
-        let mt = match head {
-            Ok(v) => v & !unmask,
-            Err(e) => {
-                out.broken = Some((at, format!("object header not in the dump: {e}")));
-                break;
+    let mut cursor = Cursor::new(t, input.alloc_contexts, s);
+    loop {
+        let mut shape_of = |mt: u64| -> Result<TypeShape, String> {
+            if let Some((sh, _, _)) = seen.get(&mt) {
+                return Ok(*sh);
             }
+            let sh = TypeShape::read(t, mt, input.free_mt)?;
+            let k = wanted_kind(t, input.wanted, mt, &sh);
+            seen.insert(mt, (sh, TypeCount::default(), k));
+            Ok(sh)
         };
-        if mt == 0 {
-            out.broken = Some((at, "object with a null MethodTable".into()));
-            break;
-        }
-        let (shape, kind) = match seen.get(&mt) {
-            Some((sh, _, k)) => (*sh, *k),
-            None => match TypeShape::read(t, mt, input.free_mt) {
-                Ok(sh) => {
-                    let k = wanted_kind(t, input.wanted, mt, &sh);
-                    seen.insert(mt, (sh, TypeCount::default(), k));
-                    (sh, k)
-                }
-                Err(e) => {
-                    out.broken = Some((at, e));
-                    break;
-                }
-            },
-        };
-        let count = if shape.component_size != 0 {
-            match word(at + 8).map(|w| Ok(w as u32)).unwrap_or_else(|| t.mem.read_u32(at + 8)) {
-                Ok(c) => c,
-                Err(e) => {
-                    out.broken = Some((at, format!("component count not in the dump: {e}")));
-                    break;
-                }
-            }
-        } else {
-            0
-        };
-        let size = shape.size(count);
+        let Some(Met { at, mt, size }) = cursor.next(&mut shape_of) else { break };
         let step = aligned(size);
-        if at.checked_add(step).is_none_or(|end| end > s.allocated) {
-            out.broken = Some((at, format!("object of {size} bytes (MethodTable {mt:#x}) runs past the segment's end {:#x}", s.allocated)));
-            break;
-        }
         if !input.targets.is_empty() && mt != input.free_mt && mt != input.string_mt && out.hits.len() < MAX_HITS_PER_SEGMENT {
             scan(input, at, mt, step, bounds, &mut out.hits);
         }
-        if let Some(wanted) = kind {
-            if out.collected.len() < MAX_COLLECTED_PER_SEGMENT {
-                out.collected.push(Collected { wanted, address: at, method_table: mt, size });
-            } else {
-                out.collected_cut += 1;
+        if let Some((_, c, kind)) = seen.get_mut(&mt) {
+            if let Some(wanted) = *kind {
+                if out.collected.len() < MAX_COLLECTED_PER_SEGMENT {
+                    out.collected.push(Collected { wanted, address: at, method_table: mt, size });
+                } else {
+                    out.collected_cut += 1;
+                }
             }
-        }
-        if let Some((_, c, _)) = seen.get_mut(&mt) {
             c.count += 1;
             c.bytes += size;
         }
@@ -328,17 +384,11 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
         }
         out.objects += 1;
         out.bytes += size;
-        at = match skip(at + step) {
-            Ok(a) => a,
-            Err(e) => {
-                out.broken = Some((at + step, e));
-                break;
-            }
-        };
     }
+    out.broken = cursor.broken.take();
     out.types = seen.into_iter().map(|(mt, (_, c, _))| (mt, c)).collect();
     if let Some(core) = input.core {
-        core.done_reading(s.start, s.allocated - s.start);
+        core.done_reading(s.start, s.allocated.saturating_sub(s.start));
     }
     out
 }

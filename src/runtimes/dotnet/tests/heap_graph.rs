@@ -21,6 +21,7 @@
 use crate::tests::dumpedit;
 
 use crate::Options;
+use crate::heap::RootSearch;
 use crate::process::{Locator, Process};
 use crate::report::heap_root::HeapRootReport;
 use std::collections::BTreeMap;
@@ -151,7 +152,10 @@ fn parse_gcroot(text: &str) -> Vec<SosObject> {
 
 struct Read {
     sos: Vec<SosObject>,
+    /// `knot heap root --all` (every root, the whole graph).
     knot: Vec<HeapRootReport>,
+    /// `knot heap root` (the search that stops at the first path).
+    first: Vec<HeapRootReport>,
 }
 
 fn read() -> Option<&'static Read> {
@@ -162,8 +166,9 @@ fn read() -> Option<&'static Read> {
         assert!(sos.len() > 60, "sos/gcroot.txt has {} objects", sos.len());
         let addrs: Vec<u64> = sos.iter().map(|o| o.address).collect();
         let opts = Options { locator: s.locator.clone(), ..Options::default() };
-        let knot = crate::heap::heap_roots(&s.core, &opts, &addrs).unwrap_or_else(|e| panic!("knot heap root: {e}"));
-        Some(Read { sos, knot })
+        let knot = crate::heap::heap_roots(&s.core, &opts, &addrs, RootSearch::AllRoots).unwrap_or_else(|e| panic!("knot heap root --all: {e}"));
+        let first = crate::heap::heap_roots(&s.core, &opts, &addrs, RootSearch::FirstPath).unwrap_or_else(|e| panic!("knot heap root: {e}"));
+        Some(Read { sos, knot, first })
     })
     .as_ref()
 }
@@ -214,6 +219,41 @@ fn every_root_path_equals_sos_gcroot() {
     }
     assert!(compared >= 60, "only {compared} objects compared");
     eprintln!("{compared} root paths equal SOS gcroot");
+}
+
+/// `knot heap root` (the search that stops at the first path, the heap read only as far as it
+/// goes) gives the whole graph's first root and path, step by step, and of the other roots
+/// those that hold the object itself, in the same order.
+#[test]
+fn the_first_path_search_equals_the_whole_graphs_first_path() {
+    let Some(r) = read() else { return };
+    let step = |s: &crate::report::heap_root::HeapPathStep| (s.address.0, s.type_name.clone(), s.size, s.via.clone(), s.static_field.as_ref().map(|f| (f.class.clone(), f.field.clone())));
+    let holder = |h: &crate::report::heap_root::HeapRootHolder| (h.kind.clone(), h.conservative, h.description.clone(), knot_holder_or_sync(h));
+    let mut compared = 0;
+    for (all, first) in r.knot.iter().zip(&r.first) {
+        assert_eq!((first.object.0, &first.type_name, first.size, first.reachable), (all.object.0, &all.type_name, all.size, all.reachable));
+        assert!(all.all_roots && !first.all_roots);
+        assert_eq!(first.root.as_ref().map(holder), all.root.as_ref().map(holder), "{:#x}: root", all.object.0);
+        assert_eq!(first.path.iter().map(step).collect::<Vec<_>>(), all.path.iter().map(step).collect::<Vec<_>>(), "{:#x}: path", all.object.0);
+        let direct: Vec<_> = all.other_roots.iter().filter(|o| o.path.len() == 1).map(|o| (holder(&o.root), o.path.iter().map(step).collect::<Vec<_>>())).collect();
+        let got: Vec<_> = first.other_roots.iter().map(|o| (holder(&o.root), o.path.iter().map(step).collect::<Vec<_>>())).collect();
+        assert_eq!(got, direct, "{:#x}: the other roots holding it", all.object.0);
+        assert_eq!(first.roots.iter().map(|c| (&c.kind, c.conservative, c.count)).collect::<Vec<_>>(), all.roots.iter().map(|c| (&c.kind, c.conservative, c.count)).collect::<Vec<_>>());
+        assert_eq!(first.handles_read, all.handles_read);
+        // It stops early: never more objects than the graph has.
+        assert!(first.objects <= all.objects);
+        compared += 1;
+    }
+    assert!(compared > 60);
+    // Two roots hold the finalizer's Blocker itself (SOS too): both listed.
+    assert!(r.first.iter().any(|f| f.other_roots.len() == 1 && f.path.len() == 1));
+}
+
+fn knot_holder_or_sync(h: &crate::report::heap_root::HeapRootHolder) -> String {
+    match h.sync_block {
+        Some(i) => format!("sync block {i}"),
+        None => format!("{:?}", knot_holder(h)),
+    }
 }
 
 fn knot_of(name: &str) -> Vec<&'static HeapRootReport> {
@@ -375,10 +415,11 @@ fn method_table(sos_text: &str, type_name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no MethodTable for {type_name}"))
 }
 
-fn answer(core: &std::path::Path, addrs: &[u64]) -> Vec<HeapRootReport> {
+/// The answers of both searches (every root, then the first path).
+fn answers(core: &std::path::Path, addrs: &[u64]) -> [Vec<HeapRootReport>; 2] {
     let s = sample().unwrap();
     let opts = Options { locator: s.locator.clone(), ..Options::default() };
-    crate::heap::heap_roots(core, &opts, addrs).expect("the heap is still read")
+    [RootSearch::AllRoots, RootSearch::FirstPath].map(|search| crate::heap::heap_roots(core, &opts, addrs, search).expect("the heap is still read"))
 }
 
 #[test]
@@ -397,13 +438,14 @@ fn an_absurd_gc_description_is_a_diagnostic_and_its_objects_have_no_references()
         };
         let leaf = sos.iter().filter(|o| o.type_name == "Knot.Samples.HeapGraph.TreeNode").last().unwrap().address;
         let strong = sos.iter().find(|o| o.type_name == "Knot.Samples.HeapGraph.StrongHeld").unwrap().address;
-        let r = answer(&core.0, &[leaf, strong]);
-        let said = r[0].diagnostics.iter().any(|d| d.message.contains(&format!("{mt:#x}")));
-        assert!(said, "{count:#x}/{series_size:?}: {:#?}", r[0].diagnostics);
-        // The tree's nodes no longer lead on: a leaf (3 levels below the root) is unreachable.
-        assert!(!r[0].reachable, "{count:#x}/{series_size:?}");
-        // The rest of the heap is read as before.
-        assert!(r[1].reachable);
+        for r in answers(&core.0, &[leaf, strong]) {
+            let said = r[0].diagnostics.iter().any(|d| d.message.contains(&format!("{mt:#x}")));
+            assert!(said, "{count:#x}/{series_size:?}: {:#?}", r[0].diagnostics);
+            // The tree's nodes no longer lead on: a leaf (3 levels below the root) is unreachable.
+            assert!(!r[0].reachable, "{count:#x}/{series_size:?}");
+            // The rest of the heap is read as before.
+            assert!(r[1].reachable);
+        }
     }
 }
 
@@ -417,9 +459,10 @@ fn a_damaged_handle_table_is_a_diagnostic_not_a_panic() {
     let block = (handle - segment - 0x1000) / 8 / 64;
     // rgBlockType: after rgGeneration (480), rgAllocation (120) and rgFreeMask (960 bytes).
     let Some((core, _)) = damaged(|b, _| dumpedit::poke(b, segment + 1560 + block, &[0x42])) else { return };
-    let got = answer(&core.0, &[strong.object.0]);
-    assert!(got[0].diagnostics.iter().any(|d| d.message.contains("handle block") && d.message.contains("66")), "{:#?}", got[0].diagnostics);
-    assert!(!got[0].reachable, "its only root was in the damaged block");
+    for got in answers(&core.0, &[strong.object.0]) {
+        assert!(got[0].diagnostics.iter().any(|d| d.message.contains("handle block") && d.message.contains("66")), "{:#?}", got[0].diagnostics);
+        assert!(!got[0].reachable, "its only root was in the damaged block");
+    }
     // The table's segment list pointing at unmapped memory: every handle of the table is gone.
     let Some((core, _)) = damaged(|b, _| {
         // The segment names its table (`pHandleTable`, after `pNextSegment`); the table names
@@ -435,9 +478,10 @@ fn a_damaged_handle_table_is_a_diagnostic_not_a_panic() {
     }) else {
         return;
     };
-    let got = answer(&core.0, &[strong.object.0]);
-    assert!(got[0].diagnostics.iter().any(|d| d.message.contains("handle table")), "{:#?}", got[0].diagnostics);
-    assert!(!got[0].reachable);
+    for got in answers(&core.0, &[strong.object.0]) {
+        assert!(got[0].diagnostics.iter().any(|d| d.message.contains("handle table")), "{:#?}", got[0].diagnostics);
+        assert!(!got[0].reachable);
+    }
 }
 
 #[test]
