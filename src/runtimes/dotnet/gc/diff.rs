@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 /// and fields, never by address (a restart moves every object; an array element's index is
 /// left out too: it moves as the array fills).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HolderByPath {
+pub(crate) struct HolderByPath {
     /// `static SessionCache.s_all`, or the root's kind (`strong_handle`, `stack`, …).
     pub root: String,
     /// From the root's object to the holder: `Type.field`, `Type[]` for an array element.
@@ -22,7 +22,7 @@ pub struct HolderByPath {
 
 /// A holder (a top holder of either dump) matched by its root path in both.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HolderGrowth {
+pub(crate) struct HolderGrowth {
     pub root: String,
     pub path: Vec<String>,
     pub type_name: String,
@@ -36,14 +36,14 @@ pub struct HolderGrowth {
 
 impl HolderGrowth {
     /// `new - old`, a dump without it among its top holders counting 0.
-    pub fn retained_growth(&self) -> i64 {
+    pub(crate) fn retained_growth(&self) -> i64 {
         delta(self.old_retained.unwrap_or(0), self.new_retained.unwrap_or(0))
     }
 }
 
 /// The top holders of two dumps matched by root path (root, path, type), the largest growth of
 /// retained bytes first (then by root and path).
-pub fn holders(old: &[HolderByPath], new: &[HolderByPath]) -> Vec<HolderGrowth> {
+pub(crate) fn holders(old: &[HolderByPath], new: &[HolderByPath]) -> Vec<HolderGrowth> {
     let mut by_path: BTreeMap<(&str, &[String], &str), HolderGrowth> = BTreeMap::new();
     for (side, list) in [(0, old), (1, new)] {
         for h in list {
