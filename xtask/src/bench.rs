@@ -206,17 +206,27 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
 
 /// `cargo build --release -p knot`; the binary, and whether it has `analyze --stacks-only`.
 pub(crate) fn build_knot(root: &Path, target: &Path) -> Result<(PathBuf, bool)> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!("build   cargo build --release -p knot");
-    let status = Command::new(&cargo)
-        .current_dir(root)
-        .args(["build", "--release", "-p", "knot"])
-        .status()
-        .context("running cargo build --release -p knot")?;
-    if !status.success() {
-        bail!("cargo build --release -p knot failed ({status})");
-    }
-    let knot = target.join("release").join("knot");
+    // A binary built elsewhere (another commit's release build, to compare two builds with the
+    // same bench and peers): `KNOT_BENCH_BIN=path/to/knot`.
+    let knot = match std::env::var_os("KNOT_BENCH_BIN") {
+        Some(bin) => {
+            eprintln!("knot    {} (KNOT_BENCH_BIN; not built)", Path::new(&bin).display());
+            PathBuf::from(bin)
+        }
+        None => {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            eprintln!("build   cargo build --release -p knot");
+            let status = Command::new(&cargo)
+                .current_dir(root)
+                .args(["build", "--release", "-p", "knot"])
+                .status()
+                .context("running cargo build --release -p knot")?;
+            if !status.success() {
+                bail!("cargo build --release -p knot failed ({status})");
+            }
+            target.join("release").join("knot")
+        }
+    };
     let help = Command::new(&knot)
         .args(["analyze", "--help"])
         .output()

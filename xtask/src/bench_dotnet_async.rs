@@ -12,8 +12,8 @@
 //! the medians, peak RSS and the ratio (target: knot at least 10x faster), and writes the raw
 //! numbers to `target/bench/dotnet-async.json`.
 
-use crate::bench::{build_knot, git, loadavg, machine_info, target_dir, utc_now};
-use crate::bench_dotnet::{dotnet_dump, measure_paired, tools_json, Paired};
+use crate::bench::{build_knot, target_dir};
+use crate::bench_dotnet::{dotnet_dump, measure_paired, raw_doc, write_raw};
 use crate::bench_dotnet_heap::make_sample_dump;
 use anyhow::{Context, Result, bail};
 use serde_json::json;
@@ -86,8 +86,9 @@ pub fn run(runs: u32, remake: bool) -> Result<()> {
     let tools = [("knot analyze (whole report)", knot_argv), ("dotnet-dump dumpasync", sos_argv)];
     let log = |i: usize| out_dir.join("logs").join(format!("dotnet-async-{i}.stderr"));
     eprintln!("measure many tasks: warm-up, then {runs} rounds");
-    let Paired { load_before, warm, samples, medians } = measure_paired(&tools, &core, runs, log)?;
-    let ratio = medians[1] / medians[0];
+    let paired = measure_paired(&tools, &core, runs, log)?;
+    let (samples, medians) = (&paired.samples, &paired.medians);
+    let ratio = paired.sos_over_knot();
     let core_size = fs::metadata(&core)?.len();
     println!("\n.NET async: {:.0} MiB dump, {} async stacks, {frames} state machines in them, {runs} runs after 1 warm-up, median wall time", core_size as f64 / (1u64 << 20) as f64, sos_read.len());
     for (i, (name, _)) in tools.iter().enumerate() {
@@ -95,26 +96,13 @@ pub fn run(runs: u32, remake: bool) -> Result<()> {
         println!("  {name:<32} {:>8.3} s   peak RSS {:>7.1} MiB", medians[i], rss as f64 / 1024.0);
     }
     println!("  dotnet-dump / knot: {ratio:.1}x (target >= {SOS_OVER_KNOT_TARGET}x: {})", if ratio >= SOS_OVER_KNOT_TARGET { "met" } else { "NOT met" });
-    let doc = json!({
-        "date_utc": utc_now(),
-        "commit": git(&root, &["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".into()),
-        "machine": machine_info(),
-        "core": core.display().to_string(),
-        "core_bytes": core_size,
+    let own = json!({
         "async_stacks": sos_read.len(),
         "async_frames": frames,
         "knot_async_tasks": tasks,
         "stacks_equal_sos": same,
-        "runs": runs,
-        "loadavg_1min_before": load_before,
-        "loadavg_1min_after": loadavg(),
-        "tools": tools_json(&tools, &warm, &samples, &medians),
-        "sos_over_knot": ratio,
-        "target_sos_over_knot_at_least": SOS_OVER_KNOT_TARGET,
     });
-    let path = out_dir.join("dotnet-async.json");
-    fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")?;
-    println!("raw numbers: {}", path.display());
+    write_raw(&out_dir, "dotnet-async", &raw_doc(&root, &core, &tools, &paired, SOS_OVER_KNOT_TARGET, own)?)?;
     if !same {
         bail!("knot's async stacks differ from SOS's dumpasync");
     }

@@ -15,8 +15,8 @@
 //! two objects, each path checked equal first: the `List` the static holds (knot's top holder,
 //! near a root) and element 5,600,000 of its array (its address read with SOS `dq`).
 
-use crate::bench::{build_knot, git, loadavg, machine_info, target_dir, utc_now};
-use crate::bench_dotnet::{dotnet_dump, measure_paired, tools_json, Paired};
+use crate::bench::{build_knot, target_dir};
+use crate::bench_dotnet::{dotnet_dump, measure_paired, raw_doc, tools_json, write_raw, Paired};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use std::ffi::OsString;
@@ -134,8 +134,9 @@ pub fn run(runs: u32, heap_mib: u64, remake: bool) -> Result<()> {
     let tools = [("knot analyze (whole report)", knot_argv), ("dotnet-dump dumpheap -stat", sos_argv)];
     let log = |i: usize| out_dir.join("logs").join(format!("dotnet-heap-{i}.stderr"));
     eprintln!("measure big heap: warm-up, then {runs} rounds");
-    let Paired { load_before, warm, samples, medians } = measure_paired(&tools, &core, runs, log)?;
-    let ratio = medians[1] / medians[0];
+    let paired = measure_paired(&tools, &core, runs, log)?;
+    let (samples, medians) = (&paired.samples, &paired.medians);
+    let ratio = paired.sos_over_knot();
     let core_size = fs::metadata(&core)?.len();
     println!("\n.NET heap: {:.2} GiB dump, {} objects on the heap, {runs} runs after 1 warm-up, median wall time", core_size as f64 / (1u64 << 30) as f64, sos_tot.0);
     for (i, (name, _)) in tools.iter().enumerate() {
@@ -143,37 +144,23 @@ pub fn run(runs: u32, heap_mib: u64, remake: bool) -> Result<()> {
         println!("  {name:<32} {:>8.3} s   peak RSS {:>7.1} MiB", medians[i], rss as f64 / 1024.0);
     }
     println!("  dotnet-dump / knot: {ratio:.1}x (target >= {SOS_OVER_KNOT_TARGET}x: {})", if ratio >= SOS_OVER_KNOT_TARGET { "met" } else { "NOT met" });
-    let doc = json!({
-        "date_utc": utc_now(),
-        "commit": git(&root, &["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".into()),
-        "machine": machine_info(),
-        "core": core.display().to_string(),
-        "core_bytes": core_size,
+    let own = json!({
         "heap_objects": sos_tot.0,
         "heap_bytes": sos_tot.1,
         "totals_equal_sos": same,
-        "runs": runs,
-        "loadavg_1min_before": load_before,
-        "loadavg_1min_after": loadavg(),
-        "tools": tools_json(&tools, &warm, &samples, &medians),
-        "sos_over_knot": ratio,
-        "target_sos_over_knot_at_least": SOS_OVER_KNOT_TARGET,
     });
-    let mut doc = doc;
+    let mut own = own;
     // Memory beyond the mapped dump: the analysis's peak anonymous resident set per object.
     let rss_anon = peak_rss_anon(&[knot.clone().into(), "analyze".into(), core.clone().into(), "--format".into(), "json".into(), "-o".into(), "/dev/null".into()])?;
     let per_object = rss_anon as f64 * 1024.0 / sos_tot.0.max(1) as f64;
     println!("  knot analyze peak RssAnon {:.1} MiB = {per_object:.1} bytes per object (target <= {BYTES_PER_OBJECT_TARGET})", rss_anon as f64 / 1024.0);
-    doc["knot_analyze_peak_rss_anon_kib"] = json!(rss_anon);
-    doc["knot_analyze_bytes_per_object"] = json!(per_object);
+    own["knot_analyze_peak_rss_anon_kib"] = json!(rss_anon);
+    own["knot_analyze_bytes_per_object"] = json!(per_object);
 
     // `knot heap root` against SOS `gcroot` on two objects: the list the static holds (near a
     // root) and an element deep in its array.
-    let roots = heap_root_bench(&knot, &sos, &core, report, runs, &out_dir)?;
-    doc["heap_root"] = roots;
-    let path = out_dir.join("dotnet-heap.json");
-    fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")?;
-    println!("raw numbers: {}", path.display());
+    own["heap_root"] = heap_root_bench(&knot, &sos, &core, report, runs, &out_dir)?;
+    write_raw(&out_dir, "dotnet-heap", &raw_doc(&root, &core, &tools, &paired, SOS_OVER_KNOT_TARGET, own)?)?;
     if !same {
         bail!("knot's heap totals differ from SOS's");
     }

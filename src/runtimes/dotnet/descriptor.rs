@@ -19,6 +19,7 @@
 //! names a slot of the pointer-data array.
 
 use super::error::DotnetError;
+use rustc_hash::FxHashMap;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -92,7 +93,9 @@ pub(crate) struct Field {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct TypeInfo {
     pub size: Option<u64>,
-    pub fields: BTreeMap<String, Field>,
+    /// Hashed, not ordered: a field's offset is looked up by name on every structure read
+    /// (tens of thousands of times per .NET dump), and nothing lists them in order.
+    pub fields: FxHashMap<String, Field>,
 }
 
 /// Where a global's value lives.
@@ -118,8 +121,9 @@ pub(crate) struct Global {
 pub(crate) struct Descriptor {
     pub version: u64,
     pub baseline: String,
-    pub types: BTreeMap<String, TypeInfo>,
-    pub globals: BTreeMap<String, Global>,
+    /// Hashed for the same reason as [`TypeInfo::fields`].
+    pub types: FxHashMap<String, TypeInfo>,
+    pub globals: FxHashMap<String, Global>,
     pub contracts: BTreeMap<String, u64>,
     /// Name → where the pointer to the sub-descriptor's header lives.
     pub sub_descriptors: BTreeMap<String, Global>,

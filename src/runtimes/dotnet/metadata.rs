@@ -138,8 +138,10 @@ fn rd(mem: &dyn Memory, addr: u64, len: usize, what: &str) -> Result<Vec<u8>, Do
     Ok(b)
 }
 fn rd_u16(mem: &dyn Memory, addr: u64, what: &str) -> Result<u16, DotnetError> {
-    let b = rd(mem, addr, 2, what)?;
-    Ok(u16::from_le_bytes([b[0], b[1]]))
+    // On the stack: a table cell is read per type name (a heap's worth of them).
+    let mut b = [0u8; 2];
+    mem.read(addr, &mut b).map_err(|e| DotnetError::memory(what, e))?;
+    Ok(u16::from_le_bytes(b))
 }
 fn rd_u32(mem: &dyn Memory, addr: u64, what: &str) -> Result<u32, DotnetError> {
     mem.read_u32(addr).map_err(|e| DotnetError::memory(what, e))

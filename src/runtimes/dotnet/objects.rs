@@ -13,6 +13,7 @@ use super::target::{Result, Target};
 use crate::process::Memory;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 const CATEGORY_ARRAY_MASK: u32 = 0x000C_0000;
 const CATEGORY_ARRAY: u32 = 0x0008_0000;
@@ -98,7 +99,9 @@ pub(crate) struct TypeNamer<'t, 'm> {
     t: &'t Target<'t>,
     /// Memory for images' metadata (dump, then the mapped files).
     image: &'m dyn Memory,
-    modules: RefCell<HashMap<u64, std::result::Result<Metadata, DotnetError>>>,
+    /// Shared, not copied, with the readers that name fields (a `Metadata` holds 45 column-width
+    /// lists: cloning one per class was a tenth of a .NET run).
+    modules: RefCell<HashMap<u64, std::result::Result<Rc<Metadata>, DotnetError>>>,
     names: RefCell<HashMap<u64, String>>,
 }
 
@@ -204,8 +207,16 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
 
     /// The metadata of the module at `module` (opened once, cached; a copy of the located
     /// tables, so the caller may go on naming types while it reads them).
-    pub(crate) fn module_metadata(&self, module: u64) -> Result<Metadata> {
-        self.with_metadata(module, |md| Ok(md.clone()))
+    pub(crate) fn module_metadata(&self, module: u64) -> Result<Rc<Metadata>> {
+        if !self.modules.borrow().contains_key(&module) {
+            let md = self.open_metadata(module).map(Rc::new);
+            self.modules.borrow_mut().insert(module, md);
+        }
+        match self.modules.borrow().get(&module) {
+            Some(Ok(md)) => Ok(Rc::clone(md)),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err(DotnetError::Metadata { at: module, why: "not cached".into() }),
+        }
     }
 
     /// The memory the namer reads images through.
@@ -250,7 +261,7 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
 
     fn with_metadata<R>(&self, module: u64, f: impl FnOnce(&Metadata) -> Result<R>) -> Result<R> {
         if !self.modules.borrow().contains_key(&module) {
-            let md = self.open_metadata(module);
+            let md = self.open_metadata(module).map(Rc::new);
             self.modules.borrow_mut().insert(module, md);
         }
         let modules = self.modules.borrow();

@@ -21,7 +21,6 @@
 
 use super::error::DotnetError;
 use super::facts::Layout;
-use super::metadata::Metadata;
 use super::objects::{self, TypeNamer};
 use super::target::{Result, Target};
 use std::cell::RefCell;
@@ -238,7 +237,7 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
             return Ok(Vec::new());
         }
         let module = t.field_ptr(mt, "MethodTable", "Module")?;
-        let md: Option<Metadata> = self.namer.module_metadata(module).ok();
+        let md = self.namer.module_metadata(module).ok();
         let mut out = Vec::with_capacity(own as usize);
         for i in 0..own {
             let fd = list.wrapping_add(i * l.field_desc_size);
