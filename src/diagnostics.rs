@@ -49,11 +49,11 @@ impl Diagnostic {
 
 /// At most this many diagnostics of one stage reach the report: a hostile dump can give one per
 /// table entry, and a report of millions of lines helps no one.
-pub const MAX_PER_STAGE: usize = 500;
+pub(crate) const MAX_PER_STAGE: usize = 500;
 
 /// Keeps the first [`MAX_PER_STAGE`] diagnostics of each stage, in order, and adds one warning per
 /// stage that lost some, saying how many were cut.
-pub fn cap_per_stage(all: Vec<Diagnostic>) -> Vec<Diagnostic> {
+pub(crate) fn cap_per_stage(all: Vec<Diagnostic>) -> Vec<Diagnostic> {
     let mut kept: Vec<(&'static str, usize)> = Vec::new();
     let mut out = Vec::with_capacity(all.len().min(4 * MAX_PER_STAGE));
     for d in all {

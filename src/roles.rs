@@ -42,7 +42,7 @@ struct RoleRule {
 
 /// What the runtime's own structures say a thread is, whatever its frames and name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RuntimeMark {
+pub(crate) enum RuntimeMark {
     /// The thread in `g_pFinalizerThread` (SOS clrthreads' "(Finalizer)").
     Finalizer,
     /// `TS_TPWorkerThread` in `Thread::m_State` (clrthreads' "(Threadpool Worker)").
@@ -53,7 +53,7 @@ impl RuntimeMark {
     const ALL: [RuntimeMark; 2] = [RuntimeMark::Finalizer, RuntimeMark::ThreadPoolWorker];
 
     /// Its key in `analyzers/roles.toml`.
-    pub fn key(self) -> &'static str {
+    pub(crate) fn key(self) -> &'static str {
         match self {
             RuntimeMark::Finalizer => "finalizer",
             RuntimeMark::ThreadPoolWorker => "threadpool_worker",
@@ -63,7 +63,7 @@ impl RuntimeMark {
 
 /// What a thread's role is read from.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct RoleInputs<'a> {
+pub(crate) struct RoleInputs<'a> {
     /// Its frames' function names, innermost first.
     pub functions: &'a [&'a str],
     pub name: Option<&'a str>,
@@ -152,13 +152,13 @@ impl Roles {
 #[cfg(test)]
 /// The role of a thread with these frames (innermost first), by the built-in rules (none when
 /// the data is bad: its unit test fails first).
-pub fn role_of<'a>(functions: impl Iterator<Item = &'a str>) -> Option<ThreadRole> {
+pub(crate) fn role_of<'a>(functions: impl Iterator<Item = &'a str>) -> Option<ThreadRole> {
     let functions: Vec<&str> = functions.collect();
     role_of_thread(RoleInputs { functions: &functions, ..RoleInputs::default() })
 }
 
 /// The role of a thread with these frames, name and runtime marks, by the built-in rules.
-pub fn role_of_thread(thread: RoleInputs<'_>) -> Option<ThreadRole> {
+pub(crate) fn role_of_thread(thread: RoleInputs<'_>) -> Option<ThreadRole> {
     Roles::builtin().ok()?.role_of(thread)
 }
 

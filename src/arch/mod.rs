@@ -2,4 +2,4 @@
 //! architecture explicit so another one is an addition, not a rewrite.
 
 pub(crate) mod syscalls;
-pub mod x86_64;
+pub(crate) mod x86_64;

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 /// Size of `user_regs_struct` in bytes.
-pub const USER_REGS_SIZE: usize = 27 * 8;
+pub(crate) const USER_REGS_SIZE: usize = 27 * 8;
 
 /// The general registers of one thread at the moment of the dump.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]

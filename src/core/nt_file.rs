@@ -14,7 +14,7 @@ pub struct FileMapping {
 
 /// Parses NT_FILE; `Err` names what was wrong. A count larger than the descriptor can hold is
 /// refused before anything is allocated.
-pub fn parse(desc: &[u8]) -> Result<Vec<FileMapping>, String> {
+pub(crate) fn parse(desc: &[u8]) -> Result<Vec<FileMapping>, String> {
     let count = u64_at(desc, 0).ok_or("NT_FILE shorter than its header")?;
     let page_size = u64_at(desc, 8).ok_or("NT_FILE shorter than its header")?;
     let table_len = count.checked_mul(24).filter(|&n| n <= desc.len() as u64 - 16);

@@ -4,7 +4,7 @@ use crate::bytes::{c_string, i32_at};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct ProcessInfo {
+pub(crate) struct ProcessInfo {
     pub(crate) pid: u32,
     pub(crate) ppid: u32,
     /// The executable's short name (`comm`, at most 15 bytes).
@@ -15,7 +15,7 @@ pub struct ProcessInfo {
     pub(crate) state: char,
 }
 
-pub fn parse(desc: &[u8]) -> Option<ProcessInfo> {
+pub(crate) fn parse(desc: &[u8]) -> Option<ProcessInfo> {
     if desc.len() < 136 {
         return None;
     }

@@ -9,14 +9,14 @@ const PR_PID: usize = 32;
 const PR_REG: usize = 112;
 
 #[derive(Debug, Clone)]
-pub struct PrStatus {
+pub(crate) struct PrStatus {
     pub(crate) tid: u32,
     /// The signal the thread was stopped by, 0 if none (gcore's threads, the kernel's other threads).
     pub(crate) cursig: u16,
     pub(crate) registers: Registers,
 }
 
-pub fn parse(desc: &[u8]) -> Option<PrStatus> {
+pub(crate) fn parse(desc: &[u8]) -> Option<PrStatus> {
     if desc.len() < PR_REG + USER_REGS_SIZE {
         return None;
     }

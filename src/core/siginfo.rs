@@ -36,7 +36,7 @@ const SIGSEGV: i32 = 11;
 /// si_code <= 0 means the signal came from a process (kill, tgkill, sigqueue).
 const SI_USER_MAX: i32 = 0;
 
-pub fn parse(desc: &[u8]) -> Option<SignalInfo> {
+pub(crate) fn parse(desc: &[u8]) -> Option<SignalInfo> {
     let signo = i32_at(desc, 0)?;
     let errno = i32_at(desc, 4)?;
     let code = i32_at(desc, 8)?;

@@ -17,7 +17,7 @@ pub(crate) mod recursion;
 pub(crate) mod signal;
 pub(crate) mod signature;
 
-pub use model::*;
+pub(crate) use model::*;
 
 use crate::process::Process;
 use crate::hex::Hex;

@@ -19,10 +19,12 @@ pub mod words;
 pub use crate::hex::Hex;
 // The parts of the model that stages before the report define: re-exported so a caller names
 // every type it reads from a `Report` through `knot::report`.
-pub use crate::crash::{Access, AddressKind, CrashKind, CrashMessage, CrashReport, CrashSignal, ExceptionReport, InstructionReport, MappingReport, OperandReport, Recursion, RegisterValue};
+pub use crate::crash::model::{Access, AddressKind, CrashKind, CrashMessage, CrashReport, CrashSignal, ExceptionReport, InstructionReport, MappingReport, OperandReport, Recursion, RegisterValue};
 pub use crate::core::SignalSource;
-pub use crate::unwind::Trust;
-pub use crate::waits::{AsyncWaiter, Evidence, IdleRole, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner, Pool, ThreadState, UnknownOwner};
+pub use crate::unwind::frame::Trust;
+pub use crate::waits::evidence::{Evidence, UnknownOwner};
+pub use crate::waits::lock::{AsyncWaiter, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner};
+pub use crate::waits::state::{IdleRole, Pool, ThreadState};
 pub use model::*;
 use std::io::Write as _;
 

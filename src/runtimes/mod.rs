@@ -13,7 +13,7 @@
 //! native reading goes on regardless. A second runtime (the JVM) is one more module here with
 //! one more arm in `recognise`.
 
-pub mod dotnet;
+pub(crate) mod dotnet;
 
 use crate::crash::RuntimeCrashFacts;
 use crate::diagnostics::Diagnostic;

@@ -3,10 +3,13 @@
 //! a unit test reads a sample exactly as an integration test does.
 
 #[path = "../../tests/common/mod.rs"]
+#[allow(unreachable_pub)] // shared with tests/, where `pub` is how they are reached
 pub(crate) mod common;
 #[path = "../../tests/dumpedit/mod.rs"]
+#[allow(unreachable_pub)] // shared with tests/, where `pub` is how they are reached
 pub(crate) mod dumpedit;
 #[path = "../../tests/fuzz_bodies/mod.rs"]
+#[allow(unreachable_pub)] // shared with tests/, where `pub` is how they are reached
 pub(crate) mod fuzz_bodies;
 
 pub(crate) mod allocator;

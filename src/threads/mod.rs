@@ -5,7 +5,7 @@
 pub(crate) mod build;
 pub(crate) mod frame;
 
-pub use frame::{FrameReport, TransitionReport};
+pub(crate) use frame::FrameReport;
 
 use crate::hex::Hex;
 use crate::waits::ThreadState;

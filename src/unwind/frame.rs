@@ -68,7 +68,7 @@ impl Frame {
 /// Why a walk stopped. Only `Outermost` and `ZeroReturnAddress` are the normal ends of a stack.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "reason", rename_all = "snake_case")]
-pub enum StackEnd {
+pub(crate) enum StackEnd {
     /// CFI marks the return address undefined: the thread's first frame (`_start`, `clone3`).
     Outermost,
     /// The caller's return address is 0: the conventional end of a frame-pointer chain.
@@ -96,13 +96,13 @@ pub enum StackEnd {
 impl StackEnd {
     /// Whether the walk reached the thread's first frame (a stack with scanned frames is still
     /// not certain: see [`Stack::is_complete`]).
-    pub fn is_complete(&self) -> bool {
+    pub(crate) fn is_complete(&self) -> bool {
         matches!(self, StackEnd::Outermost | StackEnd::ZeroReturnAddress | StackEnd::EntryPoint)
     }
 }
 
 #[derive(Debug, Clone)]
-pub struct Stack {
+pub(crate) struct Stack {
     pub tid: u32,
     pub frames: Vec<Frame>,
     pub end: StackEnd,
@@ -115,7 +115,7 @@ pub struct Stack {
 
 impl Stack {
     /// The walk reached the thread's first frame and needed no scanning to get there.
-    pub fn is_complete(&self) -> bool {
+    pub(crate) fn is_complete(&self) -> bool {
         self.end.is_complete() && self.scanned == 0
     }
 
@@ -126,7 +126,7 @@ impl Stack {
     /// frame #0: a thread that handles a stack overflow on another stack has its outer records
     /// (`DebuggerU2MCatchHandlerFrame`, at the top of its own stack) below the handler's frames
     /// by address only. Within a slot the runtime's order (innermost first) is kept.
-    pub fn transition_slots(&self) -> Vec<(usize, &super::managed::TransitionFrame)> {
+    pub(crate) fn transition_slots(&self) -> Vec<(usize, &super::managed::TransitionFrame)> {
         let slot = |address: u64| {
             self.frames
                 .iter()

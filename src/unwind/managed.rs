@@ -7,7 +7,7 @@ use super::regs::FrameRegs;
 
 /// What the runtime says about one address of its code.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ManagedCode {
+pub(crate) struct ManagedCode {
     /// First byte of the method's code (its entry point), for `+offset` display.
     pub method_start: u64,
     /// The runtime's handle for the method (CoreCLR: the `MethodDesc` address), when known.
@@ -18,7 +18,7 @@ pub struct ManagedCode {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ManagedCodeKind {
+pub(crate) enum ManagedCodeKind {
     /// Compiled at run time into a code heap.
     Jitted,
     /// Precompiled into a managed image (ReadyToRun).
@@ -30,7 +30,7 @@ pub enum ManagedCodeKind {
 /// x64 Windows-style unwind data, which CoreCLR uses on every OS: a `RUNTIME_FUNCTION` and the
 /// `UNWIND_INFO` it points to. All addresses absolute (image base already added).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WindowsUnwind {
+pub(crate) struct WindowsUnwind {
     /// The base the RVAs in the unwind data (chained entries) are relative to.
     pub(crate) image_base: u64,
     /// The fragment's first byte (`RUNTIME_FUNCTION.BeginAddress` + base).
@@ -43,7 +43,7 @@ pub struct WindowsUnwind {
 
 /// A managed method's name, as SOS's `clrstack` prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ManagedName {
+pub(crate) struct ManagedName {
     /// `Namespace.Type.Method`, nested types joined with `+`, generic arguments as SOS shows
     /// them; no signature. This is what stacks are compared and grouped by.
     pub qualified: String,
@@ -55,7 +55,7 @@ pub struct ManagedName {
 
 /// A runtime's map of its own code. Lookups must be cheap after the first (cache inside) and
 /// must never panic on dump data: an address the runtime cannot place is `None`.
-pub trait CodeLookup: Send + Sync {
+pub(crate) trait CodeLookup: Send + Sync {
     fn lookup(&self, ip: u64) -> Option<ManagedCode>;
     fn name(&self, method: u64) -> Option<ManagedName>;
     /// The runtime's bookkeeping records on thread `tid`'s stack (CoreCLR's `Frame` chain),

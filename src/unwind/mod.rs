@@ -14,12 +14,12 @@
 
 mod cfi;
 pub(crate) mod frame;
-pub mod managed;
+pub(crate) mod managed;
 pub(crate) mod regs;
 mod scan;
 pub(crate) mod windows_x64;
 
-pub use frame::{Frame, Stack, StackEnd, Trust};
+pub(crate) use frame::{Frame, Stack, StackEnd, Trust};
 pub(crate) use regs::FrameRegs;
 
 use crate::arch::x86_64::dwarf;
@@ -31,7 +31,7 @@ use rayon::prelude::*;
 use std::sync::OnceLock;
 
 /// Frames per stack at most; deeper stacks end with [`StackEnd::DepthLimit`].
-pub const DEFAULT_MAX_FRAMES: usize = 10_000;
+pub(crate) const DEFAULT_MAX_FRAMES: usize = 10_000;
 /// How far a scan looks for a return address, in 8-byte words.
 const SCAN_WORDS: u64 = 1024;
 /// A frame-pointer step may not jump further than this.
@@ -41,7 +41,7 @@ const PF_X: u32 = 1;
 /// `__libc_start_main` at +0x21..+0x24; musl's `_start_c` sooner).
 const ENTRY_WINDOW: u64 = 64;
 
-pub struct Unwinder<'p> {
+pub(crate) struct Unwinder<'p> {
     process: &'p Process,
     cfi: Vec<OnceLock<Option<ModuleCfi<'p>>>>,
     /// Executable address ranges, sorted and merged.
@@ -56,7 +56,7 @@ pub struct Unwinder<'p> {
 }
 
 impl<'p> Unwinder<'p> {
-    pub fn new(process: &'p Process) -> Unwinder<'p> {
+    pub(crate) fn new(process: &'p Process) -> Unwinder<'p> {
         let mut code: Vec<(u64, u64)> = process.core.segments.iter().filter(|s| s.flags & PF_X != 0).map(|s| (s.vaddr, s.end())).collect();
         for m in &process.modules {
             if let Some(file) = m.image() {
@@ -122,7 +122,7 @@ impl<'p> Unwinder<'p> {
     }
 
     /// Walks every thread, in parallel, in the core's thread order.
-    pub fn walk_all(&self) -> Vec<Stack> {
+    pub(crate) fn walk_all(&self) -> Vec<Stack> {
         let core = &self.process.core;
         core.threads
             .par_iter()

@@ -10,11 +10,11 @@ mod readers;
 pub(crate) mod runtime;
 pub(crate) mod state;
 
-pub use evidence::{Evidence, FieldError, Inference, ManagedWaitKind, NamedThread, PointerPlace, ReaderEvidence, SemaphoreWait, UnknownOwner, WaitRecord};
-pub use lock::{AsyncWaiter, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner};
+pub(crate) use evidence::{Evidence, FieldError, Inference, ManagedWaitKind, NamedThread, PointerPlace, ReaderEvidence, SemaphoreWait, UnknownOwner, WaitRecord};
+pub(crate) use lock::{AsyncWaiter, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner};
 pub(crate) use lock::{MutexConsistency, MutexType, NativeLock, NativeLockType};
 pub(crate) use runtime::{ManagedThreads, RuntimeLocks, RuntimeWaits, WorkerPool};
-pub use state::{IdleRole, Pool, ThreadState};
+pub(crate) use state::{IdleRole, Pool, ThreadState};
 
 use crate::arch::x86_64::Registers;
 use crate::diagnostics::Diagnostic;

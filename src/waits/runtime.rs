@@ -33,7 +33,7 @@ pub(crate) struct ManagedThreads {
 
 /// A pool of worker threads that run queued work items (the .NET thread pool).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WorkerPool {
+pub(crate) struct WorkerPool {
     /// Every live worker's OS tid.
     pub(crate) workers: Vec<u32>,
     /// Workers blocked inside a work item on a managed wait.

@@ -18,7 +18,7 @@ pub(crate) const MAX_RECORDS: usize = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum BlockingKind {
+pub(crate) enum BlockingKind {
     /// Entering a Monitor (`lock`, Monitor.Enter): `_objectPtr` is the AwareLock.
     MonitorEnter,
     /// In Monitor.Wait: `_objectPtr` is the AwareLock.

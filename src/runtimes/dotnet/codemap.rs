@@ -26,7 +26,7 @@ const RUNTIME_TYPE_SYSTEM_VERSION: u64 = 1;
 const MAX_CACHED: usize = 1 << 16;
 const MAX_KEPT_ERRORS: usize = 16;
 
-pub struct CodeMap<'p> {
+pub(crate) struct CodeMap<'p> {
     runtime: Arc<Context<'p>>,
     execution_manager: u64,
     lookups: Mutex<HashMap<u64, Option<ManagedCode>>>,
@@ -37,7 +37,7 @@ pub struct CodeMap<'p> {
 #[cfg(test)]
 /// The code map of the .NET runtime in `process`, finding managed images' files (for pages
 /// the dump lacks) through `locator`.
-pub fn code_map<'p>(process: &'p Process, locator: &Locator) -> Result<CodeMap<'p>, DotnetError> {
+pub(crate) fn code_map<'p>(process: &'p Process, locator: &Locator) -> Result<CodeMap<'p>, DotnetError> {
     let runtime = Context::open(process, locator).map_err(|e| e.into_error())?;
     CodeMap::new(Arc::new(runtime))
 }
@@ -60,7 +60,7 @@ impl<'p> CodeMap<'p> {
 impl CodeMap<'_> {
     #[cfg(test)]
     /// What went wrong so far (the first errors), and what happened with images' files.
-    pub fn diagnostics(&self) -> Vec<Diagnostic> {
+    pub(crate) fn diagnostics(&self) -> Vec<Diagnostic> {
         let mut out = self.lookup_diagnostics();
         out.extend(image_notes(&self.runtime.image));
         out
@@ -93,12 +93,12 @@ impl CodeMap<'_> {
     /// Memory that reads managed images as the code map does: the dump, then the image files
     /// the dump maps for pages it did not save. A ReadyToRun method's `UNWIND_INFO` lives in
     /// its image, which a heap dump often leaves out, so an unwinder should read it here.
-    pub fn image_memory(&self) -> &(dyn Memory + Sync + '_) {
+    pub(crate) fn image_memory(&self) -> &(dyn Memory + Sync + '_) {
         &self.runtime.image
     }
 
     /// As [`CodeLookup::lookup`], with the reason when the dump's data did not hold together.
-    pub fn try_lookup(&self, ip: u64) -> Result<Option<ManagedCode>, DotnetError> {
+    pub(crate) fn try_lookup(&self, ip: u64) -> Result<Option<ManagedCode>, DotnetError> {
         let t = self.runtime.target();
         let Some(section) = rangesection::find(&t, ip)? else { return Ok(None) };
         match section.kind() {
@@ -122,7 +122,7 @@ impl CodeMap<'_> {
     }
 
     /// As [`CodeLookup::name`], with the reason when the method could not be named.
-    pub fn try_name(&self, method: u64) -> Result<ManagedName, DotnetError> {
+    pub(crate) fn try_name(&self, method: u64) -> Result<ManagedName, DotnetError> {
         let t = self.runtime.target();
         let namer = TypeNamer::new(&t, &self.runtime.image);
         let md = methoddesc::read(&t, method)?;

@@ -12,7 +12,7 @@ use super::supplement::{self, Applied};
 use super::target::{RuntimeMemory, Target};
 use crate::process::{Locator, Module, Process};
 
-pub struct Context<'p> {
+pub(crate) struct Context<'p> {
     pub(crate) process: &'p Process,
     pub(crate) module: &'p Module,
     pub(crate) version: RuntimeVersion,
@@ -30,7 +30,7 @@ pub struct Context<'p> {
 
 /// Why a process has no [`Context`].
 #[derive(Debug)]
-pub enum NoContext {
+pub(crate) enum NoContext {
     /// No `libcoreclr.so` in the process.
     NotDotnet,
     /// A CoreCLR whose descriptor could not be had.
@@ -40,7 +40,7 @@ pub enum NoContext {
 impl<'p> Context<'p> {
     /// Finds the runtime in `process` and reads its descriptor; managed images are looked for
     /// through `locator`.
-    pub fn open(process: &'p Process, locator: &Locator) -> Result<Context<'p>, NoContext> {
+    pub(crate) fn open(process: &'p Process, locator: &Locator) -> Result<Context<'p>, NoContext> {
         let module = locate::runtime_module(process).ok_or(NoContext::NotDotnet)?;
         let version = RuntimeVersion::of(module);
         let mut located = match locate::locate(process, module) {
@@ -63,7 +63,7 @@ impl<'p> Context<'p> {
     }
 
     /// The contracts as the reader sees them, over the dump's memory.
-    pub fn target(&self) -> Target<'_> {
+    pub(crate) fn target(&self) -> Target<'_> {
         Target::borrowed(&self.memory, &self.descriptor, &self.pointer_data)
     }
 

@@ -33,7 +33,7 @@ const SI_USER: i32 = 0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum DotnetCrashKind {
+pub(crate) enum DotnetCrashKind {
     /// `Environment.FailFast` (or a fatal runtime error, which takes the same path).
     Failfast,
     /// An exception no handler caught (an `OutOfMemoryException` included).
@@ -43,7 +43,7 @@ pub enum DotnetCrashKind {
 
 /// What the runtime says of the crash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DotnetCrash {
+pub(crate) struct DotnetCrash {
     pub kind: DotnetCrashKind,
     /// The crashing thread.
     pub os_tid: u32,
@@ -60,14 +60,14 @@ pub struct DotnetCrash {
 
 /// One thread's last thrown exception (clrthreads' Exception column).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ThreadException {
+pub(crate) struct ThreadException {
     pub os_tid: u32,
     pub(crate) managed_id: u32,
     pub exception: ManagedException,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct CrashReading {
+pub(crate) struct CrashReading {
     /// createdump's header: present when createdump wrote the dump.
     pub diaginfo: Option<DiagInfo>,
     /// Every thread with a last thrown object, in ThreadStore order.
@@ -155,7 +155,7 @@ pub(crate) fn crash_in(runtime: &Context<'_>, read: &CrashReading, stacks: &[Sta
 #[cfg(test)]
 /// As `read`, for a caller without stacks: makes the runtime's code map and walks the
 /// signalled thread's stack itself.
-pub fn read_alone(process: &Process, locator: &Locator) -> Option<CrashReading> {
+pub(crate) fn read_alone(process: &Process, locator: &Locator) -> Option<CrashReading> {
     let runtime = std::sync::Arc::new(Context::open(process, locator).ok()?);
     let frames = super::frames::read(&runtime.target()).unwrap_or_default();
     let code = super::frames::WithFrames { code: super::CodeMap::new(runtime.clone()).ok()?, frames };
@@ -185,7 +185,7 @@ impl CrashReading {
 }
 
 /// `crash.message.source` of a FailFast message: read from the FailFast frame on the stack.
-pub const FAILFAST_MESSAGE_SOURCE: &str = "dotnet_failfast_frame";
+pub(crate) const FAILFAST_MESSAGE_SOURCE: &str = "dotnet_failfast_frame";
 
 /// An exception as the report carries it.
 pub(crate) fn exception_report(e: &ManagedException) -> crate::crash::ExceptionReport {

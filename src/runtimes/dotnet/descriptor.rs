@@ -23,7 +23,7 @@ use rustc_hash::FxHashMap;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-pub const MAGIC: &[u8; 8] = b"DNCCDAC\0";
+pub(crate) const MAGIC: &[u8; 8] = b"DNCCDAC\0";
 pub(crate) const HEADER_SIZE: usize = 40;
 /// Larger than any real descriptor (the .NET 10 one is about 10 KiB).
 pub(crate) const MAX_JSON_BYTES: u32 = 4 << 20;
@@ -35,7 +35,7 @@ const MAX_GLOBALS: usize = 1 << 14;
 
 /// The fixed-size header, as read (pointers already resolved to runtime addresses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Header {
+pub(crate) struct Header {
     pub(crate) flags: u32,
     pub json_size: u32,
     pub json_addr: u64,
@@ -45,7 +45,7 @@ pub struct Header {
 
 impl Header {
     /// Parses the 40 header bytes found at `at` (the address is only for the error messages).
-    pub fn parse(bytes: &[u8], at: u64) -> Result<Header, DotnetError> {
+    pub(crate) fn parse(bytes: &[u8], at: u64) -> Result<Header, DotnetError> {
         let bytes = bytes.get(..HEADER_SIZE).ok_or(DotnetError::BadDescriptor { at, why: "header shorter than 40 bytes".into() })?;
         if &bytes[..8] != MAGIC {
             return Err(DotnetError::BadMagic { at, found: u64::from_le_bytes(le8(&bytes[..8])) });
@@ -83,7 +83,7 @@ fn le8(b: &[u8]) -> [u8; 8] {
 
 /// One field of a described type.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Field {
+pub(crate) struct Field {
     pub offset: u64,
     /// The field's type name, when the descriptor gives one.
     pub type_name: Option<String>,
@@ -91,7 +91,7 @@ pub struct Field {
 
 /// A described type: its size (when determinate) and fields.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TypeInfo {
+pub(crate) struct TypeInfo {
     pub size: Option<u64>,
     /// Hashed, not ordered: a field's offset is looked up by name on every structure read
     /// (tens of thousands of times per .NET dump), and nothing lists them in order.
@@ -100,7 +100,7 @@ pub struct TypeInfo {
 
 /// Where a global's value lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GlobalValue {
+pub(crate) enum GlobalValue {
     /// The value itself.
     Direct(u64),
     /// A slot of the pointer-data array.
@@ -110,7 +110,7 @@ pub enum GlobalValue {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Global {
+pub(crate) struct Global {
     pub value: GlobalValue,
     pub(crate) type_name: Option<String>,
 }
@@ -118,7 +118,7 @@ pub struct Global {
 /// The parsed JSON of one descriptor (sub-descriptors are parsed separately and merged by the
 /// caller).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Descriptor {
+pub(crate) struct Descriptor {
     pub version: u64,
     pub baseline: String,
     /// Hashed for the same reason as [`TypeInfo::fields`].
@@ -131,7 +131,7 @@ pub struct Descriptor {
 
 impl Descriptor {
     /// Parses the compact JSON. `at` is where the text was read (for messages).
-    pub fn parse(text: &[u8], at: u64) -> Result<Descriptor, DotnetError> {
+    pub(crate) fn parse(text: &[u8], at: u64) -> Result<Descriptor, DotnetError> {
         let bad = |why: String| DotnetError::BadJson { at, why };
         // The text may be NUL-terminated inside the declared size.
         let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
@@ -183,7 +183,7 @@ impl Descriptor {
 
     /// Adds `other`'s types, globals and contracts; `other` wins where both have one (a
     /// sub-descriptor refines the main one).
-    pub fn merge(&mut self, other: Descriptor) {
+    pub(crate) fn merge(&mut self, other: Descriptor) {
         for (name, t) in other.types {
             let entry = self.types.entry(name).or_default();
             if t.size.is_some() {

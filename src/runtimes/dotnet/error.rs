@@ -3,7 +3,7 @@
 use crate::process::MemoryError;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DotnetError {
+pub(crate) enum DotnetError {
     #[error("reading {what}: {source}")]
     Memory { what: String, source: MemoryError },
     #[error("no contract descriptor at {at:#x}: magic is {found:#018x}, not DNCCDAC\\0")]
@@ -49,7 +49,7 @@ impl DotnetError {
     }
 
     /// The address the error is about, when it has one.
-    pub fn address(&self) -> Option<u64> {
+    pub(crate) fn address(&self) -> Option<u64> {
         match self {
             DotnetError::Memory { source, .. } => Some(source.address()),
             DotnetError::BadMagic { at, .. }

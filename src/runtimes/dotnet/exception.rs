@@ -28,7 +28,7 @@ const STACK_TRACE_ELEMENT: u64 = 32;
 
 /// One exception object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ManagedException {
+pub(crate) struct ManagedException {
     /// The exception object's address (`pe`'s "Exception object").
     pub object: u64,
     /// Its type, as SOS prints it; `None` when it could not be read.
@@ -49,7 +49,7 @@ impl ManagedException {
 
 /// One `StackTraceElement`, named as `pe` names it: `module!Type.Method(args)+0xoffset`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ExceptionFrame {
+pub(crate) struct ExceptionFrame {
     /// As the runtime stored it: the return address minus one where `flags` has
     /// [`STEF_IP_ADJUSTED`].
     pub ip: u64,
@@ -70,7 +70,7 @@ pub struct ExceptionFrame {
 impl ExceptionFrame {
     #[cfg(test)]
     /// The frame as `pe` prints its Function column.
-    pub fn pe_text(&self) -> String {
+    pub(crate) fn pe_text(&self) -> String {
         let mut s = String::new();
         if let Some(m) = &self.module {
             s.push_str(m);
@@ -235,7 +235,7 @@ pub(crate) fn elements(bytes: &[u8], at: u64) -> Result<Vec<Element>> {
 /// call, for its line). SOS's `pe` prints the stored ip for some exceptions and adds the one
 /// back for others (on .NET 10.0.12, the unhandled and the FailFast one as stored, a caught
 /// inner one plus one), by a rule knot has not found; knot gives the stored ip.
-pub const STEF_IP_ADJUSTED: u32 = 0x2;
+pub(crate) const STEF_IP_ADJUSTED: u32 = 0x2;
 
 fn name_frame(code: &dyn CodeLookup, e: Element) -> ExceptionFrame {
     let name = code.name(e.method_desc);

@@ -110,7 +110,7 @@ struct FileData {
 
 /// A known build and its layout.
 #[derive(Debug, Clone)]
-pub struct BuildFacts {
+pub(crate) struct BuildFacts {
     pub(crate) build: Build,
     pub(crate) layout: Layout,
     pub(crate) file: &'static str,
@@ -118,7 +118,7 @@ pub struct BuildFacts {
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("runtime facts {file}: {reason}")]
-pub struct FactsError {
+pub(crate) struct FactsError {
     pub(crate) file: &'static str,
     pub(crate) reason: String,
 }
@@ -151,7 +151,7 @@ pub(crate) fn parse(file: &'static str, text: &str) -> Result<Vec<BuildFacts>, F
 }
 
 /// Every build in `analyzers/dotnet/`, parsed once.
-pub fn builtin() -> Result<&'static [BuildFacts], &'static FactsError> {
+pub(crate) fn builtin() -> Result<&'static [BuildFacts], &'static FactsError> {
     static ALL: OnceLock<Result<Vec<BuildFacts>, FactsError>> = OnceLock::new();
     ALL.get_or_init(|| {
         let mut all = Vec::new();
@@ -168,7 +168,7 @@ pub fn builtin() -> Result<&'static [BuildFacts], &'static FactsError> {
 /// must the version (the product version, or the file version compiled into libcoreclr when the
 /// path does not name the product), so a data-file mistake cannot pair a layout with the wrong
 /// runtime.
-pub fn lookup<'a>(all: &'a [BuildFacts], build_id: Option<&str>, product_version: &str, file_version: Option<&str>) -> Option<&'a BuildFacts> {
+pub(crate) fn lookup<'a>(all: &'a [BuildFacts], build_id: Option<&str>, product_version: &str, file_version: Option<&str>) -> Option<&'a BuildFacts> {
     let id = build_id?;
     all.iter().find(|f| {
         f.build.libcoreclr_build_id.eq_ignore_ascii_case(id)

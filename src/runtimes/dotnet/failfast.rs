@@ -21,7 +21,7 @@ const MAX_SCAN_BYTES: u64 = 64 * 1024;
 
 /// A FailFast message, read from the stack.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FailFastMessage {
+pub(crate) struct FailFastMessage {
     pub text: String,
     /// The `System.String` object.
     pub(crate) string: u64,

@@ -20,7 +20,7 @@ const MAX_SUB_DESCRIPTORS: usize = 8;
 /// Where a piece of the descriptor was read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Source {
+pub(crate) enum Source {
     /// Dump memory: what the process really held.
     Dump,
     /// The module file on disk (matched to the dump by build-id), relocated by knot.
@@ -31,7 +31,7 @@ pub enum Source {
 
 /// Which source each part of the descriptor came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct DescriptorSource {
+pub(crate) struct DescriptorSource {
     /// The 40-byte `DotNetRuntimeContractDescriptor` header.
     pub header: Source,
     /// The JSON text (read-only data: the same bytes either way).
@@ -41,7 +41,7 @@ pub struct DescriptorSource {
 }
 
 impl DescriptorSource {
-    pub fn summary(&self) -> &'static str {
+    pub(crate) fn summary(&self) -> &'static str {
         match (self.header, self.pointer_data) {
             (Source::Dump, Source::Dump) => "dump",
             (Source::File, Source::File) => "file",
@@ -53,7 +53,7 @@ impl DescriptorSource {
 
 /// The runtime module's identity.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RuntimeVersion {
+pub(crate) struct RuntimeVersion {
     /// The product version (`10.0.12`), from the shared-framework directory the runtime was
     /// loaded from; the file version when the path does not say.
     pub product: String,
@@ -108,7 +108,7 @@ fn product_version_from_path(path: &str) -> Option<String> {
 /// The runtime module, when the process has one: `libcoreclr.so`, else a single-file app's
 /// executable (a catalogued `singlefilehost` build, or an executable whose file exports the
 /// descriptor).
-pub fn runtime_module(process: &Process) -> Option<&Module> {
+pub(crate) fn runtime_module(process: &Process) -> Option<&Module> {
     process.modules.iter().find(|m| m.name() == RUNTIME_MODULE).or_else(|| {
         process.modules.iter().filter(|m| !m.name().contains(".so")).find(|m| {
             catalogued(m).is_some_and(|b| b.file != RUNTIME_MODULE)
@@ -127,7 +127,7 @@ pub(crate) fn catalogued(module: &Module) -> Option<&'static Build> {
 }
 
 /// The descriptor, parsed, with its pointer data and where each came from.
-pub struct Located {
+pub(crate) struct Located {
     pub descriptor: Descriptor,
     pub pointer_data: Vec<u64>,
     pub source: DescriptorSource,
@@ -137,7 +137,7 @@ pub struct Located {
 
 /// Why the descriptor could not be had.
 #[derive(Debug)]
-pub enum NotLocated {
+pub(crate) enum NotLocated {
     /// The runtime exports no descriptor: a runtime before .NET 9, or not CoreCLR.
     NoExport(String),
     Error(DotnetError),
@@ -180,14 +180,14 @@ fn file_slots(module: &Module, addr: u64, count: usize, what: &str) -> Result<Ve
 
 /// Finds and reads the descriptor of the runtime `module`: from the dump where it holds the
 /// bytes, else from the module's file.
-pub fn locate(process: &Process, module: &Module) -> Result<Located, NotLocated> {
+pub(crate) fn locate(process: &Process, module: &Module) -> Result<Located, NotLocated> {
     locate_from(process, module, true)
 }
 
 #[cfg(test)]
 /// As [`locate`], but the header and pointer data from the module's file even when the dump has
 /// them (to check the relocation against a dump that saved them).
-pub fn locate_from_file(process: &Process, module: &Module) -> Result<Located, NotLocated> {
+pub(crate) fn locate_from_file(process: &Process, module: &Module) -> Result<Located, NotLocated> {
     locate_from(process, module, false)
 }
 

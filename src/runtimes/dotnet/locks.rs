@@ -17,7 +17,7 @@ use crate::waits::{Evidence, LockFact, LockKind, LockStorage, ManagedLock, Manag
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The name CoreCLR's portable thread pool gives its worker threads.
-pub const THREADPOOL_WORKER_NAME: &str = ".NET TP Worker";
+pub(crate) const THREADPOOL_WORKER_NAME: &str = ".NET TP Worker";
 
 /// Names and ids of the managed threads, by OS tid.
 use crate::roles::RuntimeMark;

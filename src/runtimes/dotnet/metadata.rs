@@ -152,7 +152,7 @@ fn rd_u32(mem: &dyn Memory, addr: u64, what: &str) -> Result<u32, DotnetError> {
 /// Finds the metadata root of the PE image at `base`: the CLI header's metadata directory,
 /// resolved as a mapped image (RVA from base) or as a flat file (RVA through the section
 /// table), whichever has the metadata signature there.
-pub fn metadata_root(mem: &dyn Memory, base: u64) -> Result<(u64, u32), DotnetError> {
+pub(crate) fn metadata_root(mem: &dyn Memory, base: u64) -> Result<(u64, u32), DotnetError> {
     let bad = |why: String| DotnetError::Metadata { at: base, why };
     if rd_u16(mem, base, "PE DOS header")? != 0x5a4d {
         return Err(bad("no MZ signature".into()));
@@ -305,7 +305,7 @@ struct Table {
 
 /// A module's metadata tables and string heap, located (nothing is read until asked).
 #[derive(Debug, Clone)]
-pub struct Metadata {
+pub(crate) struct Metadata {
     pub(crate) root: u64,
     strings: (u64, u32),
     /// The `#Blob` heap, when the image has one.
@@ -317,7 +317,7 @@ pub struct Metadata {
 
 impl Metadata {
     /// Reads the metadata root at `root` (`size` bytes, from the CLI header).
-    pub fn open(mem: &dyn Memory, root: u64, size: u32) -> Result<Metadata, DotnetError> {
+    pub(crate) fn open(mem: &dyn Memory, root: u64, size: u32) -> Result<Metadata, DotnetError> {
         let bad = |why: String| DotnetError::Metadata { at: root, why };
         if rd_u32(mem, root, "metadata root")? != METADATA_SIGNATURE {
             return Err(bad("no BSJB signature".into()));
@@ -493,7 +493,7 @@ impl Metadata {
     }
 
     /// The assembly's simple name (Assembly table, row 1).
-    pub fn assembly_name(&self, mem: &dyn Memory) -> Result<Option<String>, DotnetError> {
+    pub(crate) fn assembly_name(&self, mem: &dyn Memory) -> Result<Option<String>, DotnetError> {
         if self.rows(ASSEMBLY) == 0 {
             return Ok(None);
         }
@@ -502,7 +502,7 @@ impl Metadata {
     }
 
     /// The full name SOS prints for a TypeDef: `Namespace.Outer+Inner`.
-    pub fn type_def_full_name(&self, mem: &dyn Memory, rid: u32) -> Result<String, DotnetError> {
+    pub(crate) fn type_def_full_name(&self, mem: &dyn Memory, rid: u32) -> Result<String, DotnetError> {
         let mut parts = Vec::new();
         let mut cur = rid;
         for _ in 0..64 {

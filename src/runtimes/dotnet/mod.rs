@@ -31,25 +31,25 @@
 pub(crate) mod async_stacks;
 pub(crate) mod async_waits;
 pub(crate) mod blocking;
-pub mod catalog;
+pub(crate) mod catalog;
 pub(crate) mod codeheap;
 pub(crate) mod codemap;
-pub mod context;
-pub mod crash;
-pub mod descriptor;
+pub(crate) mod context;
+pub(crate) mod crash;
+pub(crate) mod descriptor;
 pub(crate) mod diaginfo;
 pub(crate) mod elf;
 pub(crate) mod error;
-pub mod exception;
-pub mod facts;
+pub(crate) mod exception;
+pub(crate) mod facts;
 pub(crate) mod failfast;
 pub(crate) mod frames;
-pub mod gc;
+pub(crate) mod gc;
 pub(crate) mod hard_limit_store;
 pub(crate) mod idle;
-pub mod locate;
+pub(crate) mod locate;
 pub(crate) mod locks;
-pub mod metadata;
+pub(crate) mod metadata;
 pub(crate) mod methoddesc;
 pub(crate) mod methodname;
 pub(crate) mod objects;
@@ -62,18 +62,18 @@ pub(crate) mod semaphores;
 pub(crate) mod statics;
 pub(crate) mod supplement;
 pub(crate) mod syncblock;
-pub mod target;
+pub(crate) mod target;
 pub(crate) mod tasks;
 pub(crate) mod thread_names;
 pub(crate) mod thread_pool;
-pub mod threads;
+pub(crate) mod threads;
 
-pub use blocking::BlockingKind;
+pub(crate) use blocking::BlockingKind;
 #[cfg(test)]
 pub(crate) use codemap::{code_map, CodeMap};
 pub(crate) use context::{Context, NoContext};
-pub use error::DotnetError;
-pub use locate::{DescriptorSource, RuntimeVersion, Source};
+pub(crate) use error::DotnetError;
+pub(crate) use locate::{DescriptorSource, RuntimeVersion, Source};
 pub(crate) use report::DotnetReport;
 pub(crate) use threads::{ManagedThread, ThreadCounts};
 
@@ -97,7 +97,7 @@ const THREAD_CONTRACT: u64 = 1;
 /// What the reader made of the process.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
-pub enum DotnetReading {
+pub(crate) enum DotnetReading {
     /// No `libcoreclr.so` in the process.
     NotDotnet,
     /// A CoreCLR knot cannot read: no descriptor (before .NET 9), or a layout it does not know.
@@ -107,7 +107,7 @@ pub enum DotnetReading {
 
 impl DotnetReading {
     /// One line for a report.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         match self {
             DotnetReading::NotDotnet => "not a .NET process".into(),
             DotnetReading::Unsupported { version, why } => format!("runtime reader unsupported: {version}: {why}"),
@@ -124,7 +124,7 @@ impl DotnetReading {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct RuntimeReading {
+pub(crate) struct RuntimeReading {
     pub version: RuntimeVersion,
     pub descriptor_source: DescriptorSource,
     /// The contracts the runtime says it satisfies, with their versions.
@@ -147,14 +147,14 @@ pub struct RuntimeReading {
 
 impl RuntimeReading {
     #[cfg(test)]
-    pub fn thread_by_os_tid(&self, tid: u32) -> Option<&ManagedThread> {
+    pub(crate) fn thread_by_os_tid(&self, tid: u32) -> Option<&ManagedThread> {
         self.threads.iter().find(|t| t.os_tid == tid && tid != 0)
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
-pub enum Support {
+pub(crate) enum Support {
     /// Read with the per-build facts from `file`.
     Supported { file: String, layout: String },
     /// Not read, and why ("unsupported runtime build `<version> <build-id>`").
@@ -162,7 +162,7 @@ pub enum Support {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct SyncTableSummary {
+pub(crate) struct SyncTableSummary {
     pub(crate) address: u64,
     /// SOS's "Total": entries ever used.
     pub total: u32,
@@ -171,11 +171,11 @@ pub struct SyncTableSummary {
 }
 
 /// A lock on one object, as read, is the report's own representation (`LockFact::managed`).
-pub use crate::waits::{LockStorage, ManagedLock};
+pub(crate) use crate::waits::{LockStorage, ManagedLock};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum WaitSource {
+pub(crate) enum WaitSource {
     /// The thread's `ThreadBlockingInfo` record.
     BlockingRecord,
     /// The sync block's Monitor.Wait list (`WaitEventLink`).
@@ -184,7 +184,7 @@ pub enum WaitSource {
 
 /// One thread blocked on one lock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MonitorWait {
+pub(crate) struct MonitorWait {
     pub os_tid: u32,
     pub(crate) managed_id: u32,
     pub(crate) thread: u64,
@@ -200,13 +200,13 @@ pub struct MonitorWait {
 
 #[cfg(test)]
 /// Reads the .NET runtime in `process`, finding managed images' files where the dump names them.
-pub fn read(process: &Process) -> DotnetReading {
+pub(crate) fn read(process: &Process) -> DotnetReading {
     read_with(process, &Locator::default())
 }
 
 #[cfg(test)]
 /// As [`read`], with `locator` naming where else managed images (for type names) may be on disk.
-pub fn read_with(process: &Process, locator: &Locator) -> DotnetReading {
+pub(crate) fn read_with(process: &Process, locator: &Locator) -> DotnetReading {
     match facts::builtin() {
         Ok(all) => read_with_facts(process, locator, Ok(all)),
         Err(e) => read_with_facts(process, locator, Err(e.clone())),
@@ -215,7 +215,7 @@ pub fn read_with(process: &Process, locator: &Locator) -> DotnetReading {
 
 #[cfg(test)]
 /// As [`read_with`], with the per-build facts given (the built-in ones, or others for tests).
-pub fn read_with_facts(process: &Process, locator: &Locator, all_facts: Result<&[BuildFacts], facts::FactsError>) -> DotnetReading {
+pub(crate) fn read_with_facts(process: &Process, locator: &Locator, all_facts: Result<&[BuildFacts], facts::FactsError>) -> DotnetReading {
     let runtime = match Context::open(process, locator) {
         Ok(c) => c,
         Err(e) => return unreadable(&e),
@@ -336,7 +336,7 @@ struct Reader<'a> {
 /// More than a real dump ever gives; a hostile table can give one per entry.
 const MAX_READER_DIAGNOSTICS: usize = 256;
 /// Monitors read from the sync-block table; more are counted and named as cut.
-pub const MAX_MONITORS: usize = 4096;
+pub(crate) const MAX_MONITORS: usize = 4096;
 
 impl Reader<'_> {
     fn push(&mut self, d: Diagnostic) {

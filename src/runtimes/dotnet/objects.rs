@@ -226,7 +226,7 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
 
     /// The type arguments of the MethodTable `mt` when it is a generic instantiation (none for a
     /// non-generic type or the open typical one).
-    pub fn class_instantiation(&self, mt: u64) -> Result<Vec<u64>> {
+    pub(crate) fn class_instantiation(&self, mt: u64) -> Result<Vec<u64>> {
         let flags = self.t.field_u32(mt, "MethodTable", "MTFlags")?;
         let array = flags & CATEGORY_ARRAY_MASK == CATEGORY_ARRAY;
         let has_instantiation = flags & HAS_COMPONENT_SIZE == 0 && flags & GENERICS_MASK != 0 && flags & GENERICS_MASK != GENERICS_TYPICAL;

@@ -36,7 +36,7 @@ impl Memory for RuntimeMemory<'_> {
     }
 }
 
-pub struct Target<'a> {
+pub(crate) struct Target<'a> {
     pub(crate) mem: &'a dyn Memory,
     /// Owned, or borrowed from a longer-lived reader (the code map makes a `Target` per lookup).
     pub(crate) descriptor: Cow<'a, Descriptor>,
@@ -55,7 +55,7 @@ pub(crate) const MAX_READ: usize = 64 << 20;
 
 impl<'a> Target<'a> {
     #[cfg(test)]
-    pub fn new(mem: &'a dyn Memory, descriptor: Descriptor, pointer_data: Vec<u64>) -> Target<'a> {
+    pub(crate) fn new(mem: &'a dyn Memory, descriptor: Descriptor, pointer_data: Vec<u64>) -> Target<'a> {
         Target { mem, descriptor: Cow::Owned(descriptor), pointer_data: Cow::Owned(pointer_data) }
     }
 
@@ -66,7 +66,7 @@ impl<'a> Target<'a> {
 
     /// A field's offset in a described type.
     /// Bounded by `MAX_TYPE_SIZE` and, when the type's size is described, inside it.
-    pub fn offset(&self, ty: &str, field: &str) -> Result<u64> {
+    pub(crate) fn offset(&self, ty: &str, field: &str) -> Result<u64> {
         let t = self.descriptor.types.get(ty).ok_or_else(|| DotnetError::MissingType(ty.into()))?;
         let offset = t.fields.get(field).map(|f| f.offset).ok_or_else(|| DotnetError::MissingField { ty: ty.into(), field: field.into() })?;
         let limit = t.size.filter(|&s| s <= MAX_TYPE_SIZE).unwrap_or(MAX_TYPE_SIZE);
@@ -91,7 +91,7 @@ impl<'a> Target<'a> {
     }
 
     /// A global's value: the value itself, or the pointer-data slot it names.
-    pub fn global(&self, name: &str) -> Result<u64> {
+    pub(crate) fn global(&self, name: &str) -> Result<u64> {
         let g = self.descriptor.globals.get(name).ok_or_else(|| DotnetError::MissingGlobal(name.into()))?;
         match &g.value {
             GlobalValue::Direct(v) => Ok(*v),
@@ -104,7 +104,7 @@ impl<'a> Target<'a> {
         }
     }
 
-    pub fn read_ptr(&self, addr: u64, what: &str) -> Result<u64> {
+    pub(crate) fn read_ptr(&self, addr: u64, what: &str) -> Result<u64> {
         self.mem.read_u64(addr).map_err(|e| DotnetError::memory(what, e))
     }
 
@@ -118,7 +118,7 @@ impl<'a> Target<'a> {
         Ok(u16::from_le_bytes(b))
     }
 
-    pub fn read_u8(&self, addr: u64, what: &str) -> Result<u8> {
+    pub(crate) fn read_u8(&self, addr: u64, what: &str) -> Result<u8> {
         let mut b = [0u8; 1];
         self.mem.read(addr, &mut b).map_err(|e| DotnetError::memory(what, e))?;
         Ok(b[0])

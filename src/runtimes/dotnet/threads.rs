@@ -46,7 +46,7 @@ pub(crate) const TS_THREADPOOL_WORKER: u32 = 0x0100_0000;
 
 /// The `ThreadStore`'s counters, as `clrthreads` prints them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct ThreadCounts {
+pub(crate) struct ThreadCounts {
     pub thread_count: i32,
     pub unstarted: i32,
     pub background: i32,
@@ -56,7 +56,7 @@ pub struct ThreadCounts {
 
 /// What the runtime knows about one of its threads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ManagedThread {
+pub(crate) struct ManagedThread {
     /// The runtime `Thread` (clrthreads' ThreadOBJ).
     pub address: u64,
     /// OS thread id (0 for a thread that has not started or has ended).
@@ -86,7 +86,7 @@ pub struct ManagedThread {
 }
 
 impl ManagedThread {
-    pub fn is_threadpool_worker(&self) -> bool {
+    pub(crate) fn is_threadpool_worker(&self) -> bool {
         self.state & TS_THREADPOOL_WORKER != 0
     }
     pub(crate) fn is_dead(&self) -> bool {
@@ -99,7 +99,7 @@ fn state_flags(state: u32) -> Vec<&'static str> {
 }
 
 /// The `ThreadStore` address.
-pub fn thread_store(t: &Target) -> Result<u64> {
+pub(crate) fn thread_store(t: &Target) -> Result<u64> {
     let ts = t.global_deref("ThreadStore")?;
     if ts == 0 {
         return Err(DotnetError::Invalid { what: "ThreadStore", at: t.global("ThreadStore")?, why: "null: the runtime had not started".into() });
@@ -113,7 +113,7 @@ pub(crate) fn counts(t: &Target, ts: u64) -> Result<ThreadCounts> {
 }
 
 /// Every `Thread` in the store's list, in list order.
-pub fn thread_addresses(t: &Target, ts: u64) -> Result<Vec<u64>> {
+pub(crate) fn thread_addresses(t: &Target, ts: u64) -> Result<Vec<u64>> {
     let link_offset = t.offset("Thread", "LinkNext")?;
     let mut link = t.field_ptr(ts, "ThreadStore", "FirstThreadLink")?;
     let mut seen = HashSet::new();

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 /// and fields, never by address (a restart moves every object; an array element's index is
 /// left out too: it moves as the array fills).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HolderByPath {
+pub(crate) struct HolderByPath {
     /// `static SessionCache.s_all`, or the root's kind (`strong_handle`, `stack`, …).
     pub root: String,
     /// From the root's object to the holder: `Type.field`, `Type[]` for an array element.
@@ -22,7 +22,7 @@ pub struct HolderByPath {
 
 /// A holder (a top holder of either dump) matched by its root path in both.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HolderGrowth {
+pub(crate) struct HolderGrowth {
     pub root: String,
     pub path: Vec<String>,
     pub type_name: String,
@@ -36,14 +36,14 @@ pub struct HolderGrowth {
 
 impl HolderGrowth {
     /// `new - old`, a dump without it among its top holders counting 0.
-    pub fn retained_growth(&self) -> i64 {
+    pub(crate) fn retained_growth(&self) -> i64 {
         delta(self.old_retained.unwrap_or(0), self.new_retained.unwrap_or(0))
     }
 }
 
 /// The top holders of two dumps matched by root path (root, path, type), the largest growth of
 /// retained bytes first (then by root and path).
-pub fn holders(old: &[HolderByPath], new: &[HolderByPath]) -> Vec<HolderGrowth> {
+pub(crate) fn holders(old: &[HolderByPath], new: &[HolderByPath]) -> Vec<HolderGrowth> {
     let mut by_path: BTreeMap<(&str, &[String], &str), HolderGrowth> = BTreeMap::new();
     for (side, list) in [(0, old), (1, new)] {
         for h in list {
@@ -68,7 +68,7 @@ pub fn holders(old: &[HolderByPath], new: &[HolderByPath]) -> Vec<HolderGrowth> 
 
 /// One type in both dumps (a type absent from one counts 0 there).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TypeGrowth {
+pub(crate) struct TypeGrowth {
     /// As SOS `dumpheap -stat` names it.
     pub name: String,
     pub old_count: u64,
@@ -82,15 +82,15 @@ pub struct TypeGrowth {
 }
 
 impl TypeGrowth {
-    pub fn count_growth(&self) -> i64 {
+    pub(crate) fn count_growth(&self) -> i64 {
         delta(self.old_count, self.new_count)
     }
 
-    pub fn bytes_growth(&self) -> i64 {
+    pub(crate) fn bytes_growth(&self) -> i64 {
         delta(self.old_bytes, self.new_bytes)
     }
 
-    pub fn retained_growth(&self) -> Option<i64> {
+    pub(crate) fn retained_growth(&self) -> Option<i64> {
         Some(delta(self.old_retained?, self.new_retained?))
     }
 }
@@ -106,7 +106,7 @@ pub(crate) fn delta(old: u64, new: u64) -> i64 {
 
 /// The two heaps compared type by type.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct HeapDiff {
+pub(crate) struct HeapDiff {
     pub old_objects: u64,
     pub new_objects: u64,
     pub old_bytes: u64,
@@ -121,7 +121,7 @@ pub struct HeapDiff {
 
 /// Compares two heaps' statistics by type name. `retained` gives, per dump, the retained bytes
 /// by type name when its object graph was read.
-pub fn diff(old: &HeapStats, new: &HeapStats, retained: (Option<&BTreeMap<String, u64>>, Option<&BTreeMap<String, u64>>)) -> HeapDiff {
+pub(crate) fn diff(old: &HeapStats, new: &HeapStats, retained: (Option<&BTreeMap<String, u64>>, Option<&BTreeMap<String, u64>>)) -> HeapDiff {
     // Two MethodTables of one name (a type loaded in two contexts) count as one type, as a
     // person comparing `dumpheap -stat` outputs would.
     let mut by_name: BTreeMap<&str, TypeGrowth> = BTreeMap::new();

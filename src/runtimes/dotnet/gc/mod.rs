@@ -10,7 +10,7 @@
 
 pub(crate) mod dactable;
 pub(crate) mod gcdesc;
-pub mod diff;
+pub(crate) mod diff;
 pub(crate) mod gcvars;
 pub(crate) mod graph;
 pub(crate) mod handles;
@@ -30,7 +30,7 @@ pub(crate) mod stats;
 pub(crate) mod walk;
 pub(crate) mod why_alive;
 
-pub use gcvars::{HeapLayout, Segment};
+pub(crate) use gcvars::{HeapLayout, Segment};
 pub(crate) use state::GcState;
 pub(crate) use stats::HeapStats;
 
@@ -85,7 +85,7 @@ fn corelib_type(t: &Target, namer: &TypeNamer, string_mt: u64, namespace: &str, 
 /// Reads the GC heap of the .NET runtime in `process`; `None` when there is no readable .NET
 /// runtime, `Err` with the reason when the heap cannot be read. The objects in `targets` (lock
 /// objects) get their referrers.
-pub fn read(process: &Process, locator: &Locator, targets: &[u64]) -> Option<Result<GcReading, String>> {
+pub(crate) fn read(process: &Process, locator: &Locator, targets: &[u64]) -> Option<Result<GcReading, String>> {
     let runtime = Context::open(process, locator).ok()?;
     Some(read_in(&runtime, targets))
 }
@@ -290,7 +290,7 @@ pub(crate) fn read_graph(runtime: &Context<'_>, threads: &[roots::ThreadStack]) 
 /// For each address of `from`, the objects reachable from it through references (dependent
 /// handles included), itself first then ascending — what SOS `objsize` lists; `None` for an
 /// address that is no object of the heap. `Err` when the heap cannot be read.
-pub fn reachable(process: &Process, locator: &Locator, from: &[u64]) -> Result<Vec<Option<Vec<u64>>>, String> {
+pub(crate) fn reachable(process: &Process, locator: &Locator, from: &[u64]) -> Result<Vec<Option<Vec<u64>>>, String> {
     let runtime = Context::open(process, locator).map_err(|e| e.why().map(|(_, w)| w).unwrap_or_else(|| "not a .NET process".into()))?;
     let g = read_graph(&runtime, &[])?.graph;
     Ok(from

@@ -387,9 +387,9 @@ fn damaged(edit: impl FnOnce(&mut Vec<u8>, &[SosObject])) -> Option<(tempfile_pa
 
 mod tempfile_path {
     /// A core written under target/ for one test, removed when dropped.
-    pub struct TempCore(pub std::path::PathBuf);
+    pub(super) struct TempCore(pub std::path::PathBuf);
     impl TempCore {
-        pub fn new(bytes: &[u8]) -> TempCore {
+        pub(super) fn new(bytes: &[u8]) -> TempCore {
             static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
             let dir = &crate::tests::scratch_root();
             let p = dir.join(format!("heap-graph-{}-{}.core", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
