@@ -13,6 +13,7 @@ pub(crate) mod dumpedit;
 pub(crate) mod fuzz_bodies;
 
 pub(crate) mod allocator;
+pub(crate) mod patched;
 mod bad_input;
 mod fuzz_parsers;
 

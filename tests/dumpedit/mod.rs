@@ -109,6 +109,20 @@ pub fn phdrs(core: &[u8]) -> Vec<Phdr> {
         .collect()
 }
 
+/// The core with a new program header table (the old headers, then `extra`) at the end.
+pub fn with_extra_phdrs(bytes: &[u8], extra: &[u8]) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    out.resize((out.len() + 7) & !7, 0);
+    let table = out.len();
+    let old = phdrs(bytes);
+    out.extend_from_slice(&bytes[old[0].at..old[0].at + old.len() * PHDR_SIZE]);
+    out.extend_from_slice(extra);
+    put_u64(&mut out, E_PHOFF, table as u64);
+    put_u16(&mut out, E_PHNUM, (old.len() + extra.len() / PHDR_SIZE) as u16);
+    out
+}
+
+
 pub fn note_segment(core: &[u8]) -> Phdr {
     phdrs(core).into_iter().find(|p| p.kind == PT_NOTE).expect("the seed has a PT_NOTE")
 }

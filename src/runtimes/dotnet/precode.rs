@@ -51,29 +51,10 @@ mod tests {
     //! real, the stub bytes and their data page are patched in. Nothing may panic; a precode
     //! whose data is unreadable or names no MethodDesc gives no method ("unknown" to the reader).
     use super::*;
-    use crate::process::{Locator, Memory, MemoryError, Process};
+    use crate::process::{Locator, Process};
+    use crate::tests::patched::Patched;
     use crate::runtimes::dotnet::context::Context;
     use crate::runtimes::dotnet::methoddesc;
-
-    /// The dump's memory with some bytes replaced (or added where the dump has none).
-    struct Patched<'a> {
-        inner: &'a dyn Memory,
-        patches: Vec<(u64, Vec<u8>)>,
-    }
-
-    impl Memory for Patched<'_> {
-        fn chunk(&self, addr: u64, len: usize) -> std::result::Result<&[u8], MemoryError> {
-            for (at, bytes) in &self.patches {
-                if addr >= *at && addr < at + bytes.len() as u64 {
-                    let o = (addr - at) as usize;
-                    return Ok(&bytes[o..(o + len).min(bytes.len())]);
-                }
-            }
-            let c = self.inner.chunk(addr, len)?;
-            let next = self.patches.iter().map(|(a, _)| *a).filter(|&a| a > addr).min();
-            Ok(&c[..next.map_or(c.len(), |n| c.len().min((n - addr) as usize))])
-        }
-    }
 
     fn with_async_tcs(f: impl FnOnce(&Context<'_>)) {
         let Some(d) = knot_samples::dotnet::dumps("sos/dumpasync.txt", false).into_iter().find(|d| d.sample == "async_tcs") else {

@@ -362,28 +362,9 @@ fn types(s: &Statics, q: &WorkQueues) -> Vec<WorkItemType> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::process::{Locator, Memory, MemoryError, Process};
+    use crate::process::{Locator, Process};
+    use crate::tests::patched::Patched;
     use crate::runtimes::dotnet::target::Target;
-
-    /// The dump's memory with some bytes replaced: a hostile edit without copying the core.
-    struct Patched<'a> {
-        inner: &'a dyn Memory,
-        patches: Vec<(u64, Vec<u8>)>,
-    }
-
-    impl Memory for Patched<'_> {
-        fn chunk(&self, addr: u64, len: usize) -> std::result::Result<&[u8], MemoryError> {
-            for (at, bytes) in &self.patches {
-                if addr >= *at && addr < at + bytes.len() as u64 {
-                    let o = (addr - at) as usize;
-                    return Ok(&bytes[o..(o + len).min(bytes.len())]);
-                }
-            }
-            let c = self.inner.chunk(addr, len)?;
-            let next = self.patches.iter().map(|(a, _)| *a).filter(|&a| a > addr).min();
-            Ok(&c[..next.map_or(c.len(), |n| c.len().min((n - addr) as usize))])
-        }
-    }
 
     /// The committed pool_queue dump (4 blocked workers; 9 global items, 5 on worker 0's local queue).
     fn with_pool_queue(f: impl FnOnce(&Context<'_>)) {

@@ -76,19 +76,6 @@ fn with_segment(core: &[u8], vaddr: u64, data: &[u8]) -> Vec<u8> {
     with_extra_phdrs(&out, &ph)
 }
 
-/// The core with a new program header table (the old headers, then `extra`) at the end.
-fn with_extra_phdrs(bytes: &[u8], extra: &[u8]) -> Vec<u8> {
-    let mut out = bytes.to_vec();
-    out.resize((out.len() + 7) & !7, 0);
-    let table = out.len();
-    let old = phdrs(bytes);
-    out.extend_from_slice(&bytes[old[0].at..old[0].at + old.len() * PHDR_SIZE]);
-    out.extend_from_slice(extra);
-    put_u64(&mut out, E_PHOFF, table as u64);
-    put_u16(&mut out, E_PHNUM, (old.len() + extra.len() / PHDR_SIZE) as u16);
-    out
-}
-
 /// The seed with the runtime's descriptor JSON replaced by `edit` of it. The seed's descriptor
 /// header is not in the dump (knot reads it from libcoreclr.so and relocates it): the mutant gets
 /// a copy of the header in the dump, pointing at the rewritten JSON and at the relocated pointer
