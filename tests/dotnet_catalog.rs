@@ -588,3 +588,41 @@ fn another_net_10_build_reads_monitors_heap_and_hard_limit_as_sos_with_no_files(
         assert!(frames.contains(f), "no managed frame {f}");
     }
 }
+
+#[test]
+fn a_net9_dump_whose_dac_table_fails_the_thread_store_check_says_so_instead_of_reading_garbage() {
+    // What knot adds to 9.0's descriptor (the code map's structures, the GC's and sync table's
+    // g_dacTable slots) is trusted only when slot 16 holds the descriptor's ThreadStore. Here
+    // that slot is made to hold slot 17's variable (a real address in libcoreclr, the wrong one),
+    // as a table of another order would: knot must say the table is not this build's and read
+    // nothing through it — no heap, no managed frame names from the code map.
+    let sample = "net9_abba";
+    let core_gz = deploy_dir(sample).join("core.gz");
+    let mut core = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(std::fs::File::open(&core_gz).expect("open")), &mut core).expect("gunzip");
+    let process = knot::Process::open(&core_gz, &no_files()).expect("open");
+    let module = process.modules.iter().find(|m| m.name() == "libcoreclr.so").expect("libcoreclr.so in the dump");
+    let build = catalog::builtin().expect("catalogue").iter().find(|b| b.file == "libcoreclr.so" && b.runtime_version == "9.0.23" && b.rid == "linux-x64").expect("9.0.23");
+    let table = module.bias + build.dac_table_rva.expect("g_dacTable");
+    let (slot16, slot17) = (dumpedit::peek_u64(&core, table + 16 * 8), dumpedit::peek_u64(&core, table + 17 * 8));
+    assert_ne!(slot16, slot17);
+    dumpedit::poke_u64(&mut core, table + 16 * 8, slot17);
+    let out = knot_samples::out_dir().join("dotnet-catalog-test");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let path = out.join("net9-slot16.core");
+    std::fs::write(&path, &core).expect("write");
+    drop(core);
+    let r = report(&path, no_files());
+    std::fs::remove_file(&path).ok();
+    let warnings = runtime_warnings(&r);
+    let says = |what: &str| warnings.iter().any(|w| w.contains(what) && w.contains("slot 16 holds") && w.contains("the table's order is not this build's"));
+    assert!(says("that data was not applied"), "the supplement's refusal: {warnings:#?}");
+    assert!(says("GC heap not read"), "the heap's refusal: {warnings:#?}");
+    assert_eq!(r["dotnet"]["heap"], Value::Null, "no heap read through the wrong table");
+    let frames = r["threads"].to_string();
+    for f in ["Knot.Samples.Net9Abba.Program.WaitForAuditLock", "Knot.Samples.Net9Abba.Program.WaitForLedgerLock"] {
+        assert!(!frames.contains(f), "{f} named without the code map's structures");
+    }
+    // The same dump undamaged reads them (a_dotnet_9_process_names_every_managed_frame_as_sos_does_with_no_files).
+    assert!(report(&core_gz, no_files())["threads"].to_string().contains("Knot.Samples.Net9Abba.Program.WaitForAuditLock"));
+}
