@@ -35,9 +35,10 @@ pub(crate) struct Holding {
     pub(crate) diagnostics: Vec<Diagnostic>,
 }
 
-/// Reads the object graph of `runtime` (stack roots from `threads`) and its retention.
-pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack]) -> Result<Holding, String> {
-    let reading = super::read_graph(runtime, threads)?;
+/// Reads the object graph of `runtime` (stack roots from `threads`; objects from an earlier
+/// walk when `walked`) and its retention.
+pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack], walked: Option<super::Walked>) -> Result<Holding, String> {
+    let reading = super::read_graph(runtime, threads, walked)?;
     let g = reading.graph;
     let t = runtime.target();
     let namer = TypeNamer::new(&t, &runtime.image);
@@ -49,7 +50,7 @@ pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack]) -> Result<Hol
         let is_statics = g.types.get(r.node as usize).and_then(|&ty| type_names.get(ty as usize)).is_some_and(|n| n == STATICS_ARRAY);
         if is_statics {
             // Each element's own index (the edges skip null elements): the slot names the static.
-            let array = g.addresses.get(r.node as usize).copied().unwrap_or(0);
+            let array = g.address(r.node).unwrap_or(0);
             let len = t.read_u32(array + 8, "statics array length").map_or(0, |n| n.min(MAX_STATICS));
             let words = t.read_bytes(array + 16, 8 * len as usize, "statics array").unwrap_or_default();
             for (i, w) in words.chunks_exact(8).enumerate() {
@@ -86,7 +87,7 @@ impl Holding {
                 let (root, nodes) = tree.path(g, node)?;
                 let root = match root {
                     RootOf::StaticSlot { array, index } => {
-                        let slot = g.addresses.get(array as usize).copied().unwrap_or(0) + 16 + 8 * u64::from(index);
+                        let slot = g.address(array).unwrap_or(0) + 16 + 8 * u64::from(index);
                         let names = statics.get_or_init(|| layout.as_ref().map(|l| super::static_names::static_slots(&t, &namer, l, g)).unwrap_or_default());
                         match names.get(&slot) {
                             Some(s) => format!("static {}.{}", s.class, s.field),
@@ -151,7 +152,7 @@ impl Holding {
                     .iter()
                     .enumerate()
                     .map(|(i, &n)| HeapPathStepReport {
-                        address: crate::hex::Hex(g.addresses.get(n as usize).copied().unwrap_or(0)),
+                        address: crate::hex::Hex(g.address(n).unwrap_or(0)),
                         type_name: self.type_name(g.types.get(n as usize).copied().unwrap_or(u32::MAX)),
                         field: match (nodes.get(i + 1), &layout) {
                             (Some(&next), Some(l)) => Some(match super::paths::link(&t, &namer, l, g, n, next) {
@@ -178,7 +179,7 @@ fn root_ref(g: &ObjectGraph, root: super::root_tree::RootOf<'_>, static_field: &
     use super::root_tree::RootOf;
     match root {
         RootOf::StaticSlot { array, index } => {
-            let array = g.addresses.get(array as usize).copied().unwrap_or(0);
+            let array = g.address(array).unwrap_or(0);
             // A reference array's element k is at 16 + 8k.
             let name = match static_field(array + 16 + 8 * u64::from(index)) {
                 Some(s) => RootName::StaticField { class: s.class, field: s.field },
