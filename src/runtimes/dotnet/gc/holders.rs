@@ -15,6 +15,7 @@ use super::report::{attach_retention, HeapPathStepReport, HeapReport, HeapRootRe
 use super::retained::{self, GraphView, Retention};
 use super::root_tree::RootTree;
 use super::roots::ThreadStack;
+use super::trace;
 use crate::diagnostics::Diagnostic;
 use std::cell::RefCell;
 
@@ -64,7 +65,9 @@ pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack], walked: Optio
     }
     roots.sort_unstable();
     roots.dedup();
+    trace("holders: names, static roots");
     let retention = retained::retention(&GraphView::of(&g, &roots, None)).map_err(|e| format!("dominators not computed: {e}"))?;
+    trace("holders: retention");
     Ok(Holding { graph: g, retention, type_names, static_slots, diagnostics: reading.diagnostics })
 }
 
@@ -133,6 +136,7 @@ impl Holding {
     pub(crate) fn attach(&self, runtime: &Context<'_>, heap: &mut HeapReport) {
         let g = &self.graph;
         let tree = RootTree::new(g, &self.static_slots);
+        trace("holders: root tree");
         let t = runtime.target();
         let namer = TypeNamer::new(&t, &runtime.image);
         let layout = super::super::facts::builtin()
@@ -170,6 +174,7 @@ impl Holding {
             found
         };
         attach_retention(heap, g, &self.retention, &RetentionNames { type_name: &type_name, root_path: &root_path });
+        trace("holders: attached");
     }
 }
 
