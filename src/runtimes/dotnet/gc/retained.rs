@@ -43,7 +43,7 @@ impl<'a> GraphView<'a> {
 /// The nodes the GC marks from: every root but a sync block's (the GC does not mark from sync
 /// blocks) and a dependent handle's secondary (held only while its primary is: that is an edge).
 pub(crate) fn marking_roots(g: &ObjectGraph) -> Vec<u32> {
-    let mut roots: Vec<u32> = g.roots.iter().filter(|r| !matches!(r.kind, RootKind::SyncBlock | RootKind::DependentHandle)).map(|r| r.node).filter(|&n| (n as usize) < g.addresses.len()).collect();
+    let mut roots: Vec<u32> = g.roots.iter().filter(|r| !matches!(r.kind, RootKind::SyncBlock | RootKind::DependentHandle)).map(|r| r.node).filter(|&n| (n as usize) < g.len()).collect();
     roots.sort_unstable();
     roots.dedup();
     roots
