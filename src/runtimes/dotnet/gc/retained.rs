@@ -105,14 +105,14 @@ const NONE: u32 = u32::MAX;
 /// Reads the dominator tree of `g` and the retained sizes.
 pub(crate) fn retention(g: &GraphView<'_>) -> Result<Retention, DominatorError> {
     let n = g.sizes.len();
-    let DominatorTree { order, idom } = dominators::dominators(g.edge_start, g.edges, g.roots)?;
+    let (DominatorTree { order, idom }, spare) = dominators::dominators_and_spare(g.edge_start, g.edges, g.roots)?;
     let count = order.len();
     let size = |v: usize| g.sizes.get(v).copied().unwrap_or(0) as u64;
     let ty = |v: usize| g.types.get(v).copied().unwrap_or(u32::MAX);
 
     // Own sizes; what the roots reach, free objects aside (the rest of the heap is garbage).
     let (mut reached_objects, mut reached_bytes) = (0u64, 0u64);
-    let mut retained: Vec<u64> = Vec::with_capacity(count);
+    let mut retained = spare;
     retained.push(0);
     for &v in order.iter().skip(1) {
         let s = size(v as usize);
