@@ -316,6 +316,69 @@ fn a_single_file_app_is_its_own_runtime_and_its_monitors_read_as_sos_reads_them(
     assert!(!runtime_warnings(&r).iter().any(|w| w.contains("sync table")), "{:#?}", runtime_warnings(&r));
 }
 
+/// `dumpheap -stat` rows of `peer/` (the same program run framework-dependent).
+fn peer_rows(sample: &str) -> Vec<(u64, u64, String)> {
+    let text = std::fs::read_to_string(deploy_dir(sample).join("peer/dumpheap-stat.txt")).expect("peer/dumpheap-stat.txt");
+    let num = |s: &str| s.replace(',', "").parse::<u64>().unwrap_or_else(|_| panic!("not a number: {s:?}"));
+    text.lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let (mt, count, bytes) = (it.next()?, it.next()?, it.next()?);
+            (mt.len() >= 8 && u64::from_str_radix(mt, 16).is_ok()).then(|| (num(count), num(bytes), it.collect::<Vec<_>>().join(" ")))
+        })
+        .collect()
+}
+
+#[test]
+fn a_single_file_apps_heap_and_gc_read_with_no_files_as_its_framework_dependent_peer() {
+    // The GC's max_gen and generation_field_offsets live in the executable's .data, which the
+    // dump lacks: they come from the catalogue (singlefilehost 10.0.12's entry).
+    let sample = "single_file";
+    let r = report(&deploy_dir(sample).join("core.gz"), no_files());
+    let heap = &r["dotnet"]["heap"];
+    assert!(heap["types"].is_array(), "no heap read: {:#?}", runtime_warnings(&r));
+    assert!(!runtime_warnings(&r).iter().any(|w| w.contains("GC heap not read")), "{:#?}", runtime_warnings(&r));
+    let knot: Vec<(u64, u64)> = heap["types"].as_array().expect("types").iter().map(|t| (t["count"].as_u64().expect("count"), t["bytes"].as_u64().expect("bytes"))).collect();
+    // SOS's dumpheap crashes on this dump and its metadata is not in it (the assemblies are in the
+    // executable), so the truth is the peer: the same program on the same runtime build run
+    // framework-dependent and dumped at the same point (make-dump.sh). Its heap holds the same
+    // objects of the app's own types — the population and the wedge's locks, with the garbage
+    // the List/Dictionary growth left (no GC ran in either) — while the runtime's own objects
+    // differ (host start-up, assembly loading), so whole-heap totals do not compare. Without
+    // names, each app type's row is found by its (count, bytes); a pair the peer's heap has
+    // once must be there once.
+    let peer = peer_rows(sample);
+    let app: Vec<&(u64, u64, String)> = peer.iter().filter(|(_, _, n)| n.contains("Knot.Samples.SingleFile.")).collect();
+    assert!(app.len() >= 10, "peer's app rows: {app:?}");
+    let (mut objects, mut bytes) = (0, 0);
+    for (count, size, name) in &app {
+        let here = knot.iter().filter(|k| **k == (*count, *size)).count();
+        let in_peer = peer.iter().filter(|(c, b, _)| (c, b) == (count, size)).count();
+        assert!(here >= 1, "{name}: no row of {count} objects, {size} bytes");
+        if in_peer == 1 {
+            assert_eq!(here, 1, "{name}: {count} objects, {size} bytes");
+        }
+        objects += count;
+        bytes += size;
+    }
+    // The population: 1009 Order, 503 Customer, 40 Slot[] (37 + LOH + POH + Array.Empty) among them.
+    for (name, count) in [("Knot.Samples.SingleFile.Order", 1009), ("Knot.Samples.SingleFile.Customer", 503), ("Knot.Samples.SingleFile.Slot[]", 40)] {
+        assert!(app.iter().any(|(c, _, n)| n == name && *c == count), "peer: {name} × {count}");
+    }
+    eprintln!("single_file: {} app types, {objects} objects, {bytes} bytes as the peer's", app.len());
+    // The GC's state, against SOS on the same dump (eeversion: workstation) and the peer's
+    // gcheapstat: the same allocations on the same build commit the same per generation.
+    let gc = &r["dotnet"]["gc"];
+    assert!(sos(sample, "eeversion.txt").contains("Workstation mode"));
+    assert_eq!((gc["layout"].as_str(), gc["server"].as_bool(), gc["heaps"].as_u64()), (Some("regions"), Some(false), Some(1)));
+    assert_eq!((gc["gc_in_progress"].as_bool(), &gc["last_oom"]), (Some(false), &Value::Null), "a wedge on locks, no GC, no OOM");
+    let stat = std::fs::read_to_string(deploy_dir(sample).join("peer/gcheapstat.txt")).expect("peer/gcheapstat.txt");
+    let totals: Vec<Vec<u64>> = stat.lines().filter(|l| l.starts_with("Total ")).map(|l| l.split_whitespace().skip(1).filter_map(|n| n.parse().ok()).collect()).collect();
+    let c = &gc["committed"];
+    let committed: Vec<u64> = ["gen0", "gen1", "gen2", "loh", "poh"].iter().map(|g| c[*g].as_u64().expect("committed")).collect();
+    assert_eq!(committed, totals[2], "the peer's gcheapstat committed space per generation");
+}
+
 /// The `dotnet.heap` and `dotnet.gc` of `r` against SOS's `dumpheap -stat` (every type row and the
 /// totals) and `gcheapstat` (free space, committed bytes per generation) on `sample`.
 fn heap_equals_sos(r: &Value, sample: &str) {
@@ -511,21 +574,8 @@ fn another_net_10_build_reads_monitors_heap_and_hard_limit_as_sos_with_no_files(
     assert_eq!(r["verdict_limits"], serde_json::json!([]), "nothing hidden on a catalogued 10.0 build");
     assert_eq!(monitors(&r), syncblk(sample));
     assert_eq!(r["dotnet"]["managed_threads"].as_u64(), Some(clrthreads_count(sample)));
-    // Every type row of SOS's dumpheap -stat, and its totals.
-    let (sos_rows, (objects, bytes)) = dumpheap_stat(sample);
-    let heap = &r["dotnet"]["heap"];
-    let knot_rows: std::collections::BTreeMap<u64, (u64, u64, String)> = heap["types"]
-        .as_array()
-        .expect("dotnet.heap.types")
-        .iter()
-        .map(|t| {
-            let mt = u64::from_str_radix(t["method_table"].as_str().expect("method_table").trim_start_matches("0x"), 16).expect("hex");
-            (mt, (t["count"].as_u64().expect("count"), t["bytes"].as_u64().expect("bytes"), t["name"].as_str().expect("name").to_string()))
-        })
-        .collect();
-    assert!(sos_rows.len() > 100, "{} SOS rows", sos_rows.len());
-    assert_eq!(knot_rows, sos_rows, "dumpheap -stat rows");
-    assert_eq!((heap["total_objects"].as_u64(), heap["total_bytes"].as_u64()), (Some(objects), Some(bytes)));
+    // Every type row of SOS's dumpheap -stat, its totals, and gcheapstat's free and committed bytes.
+    heap_equals_sos(&r, sample);
     // The process ran with DOTNET_GCHeapHardLimit (info.txt): the limit is read from the place
     // the catalogue found in 10.0.15's code, and said to be the setting.
     let info = std::fs::read_to_string(deploy_dir(sample).join("info.txt")).expect("info.txt");
@@ -537,4 +587,42 @@ fn another_net_10_build_reads_monitors_heap_and_hard_limit_as_sos_with_no_files(
     for f in ["Knot.Samples.MonitorAbba.Program.WaitForAuditLock", "Knot.Samples.MonitorAbba.Program.WaitForLedgerLock", "System.Threading.Monitor.Enter"] {
         assert!(frames.contains(f), "no managed frame {f}");
     }
+}
+
+#[test]
+fn a_net9_dump_whose_dac_table_fails_the_thread_store_check_says_so_instead_of_reading_garbage() {
+    // What knot adds to 9.0's descriptor (the code map's structures, the GC's and sync table's
+    // g_dacTable slots) is trusted only when slot 16 holds the descriptor's ThreadStore. Here
+    // that slot is made to hold slot 17's variable (a real address in libcoreclr, the wrong one),
+    // as a table of another order would: knot must say the table is not this build's and read
+    // nothing through it — no heap, no managed frame names from the code map.
+    let sample = "net9_abba";
+    let core_gz = deploy_dir(sample).join("core.gz");
+    let mut core = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(std::fs::File::open(&core_gz).expect("open")), &mut core).expect("gunzip");
+    let process = knot::Process::open(&core_gz, &no_files()).expect("open");
+    let module = process.modules.iter().find(|m| m.name() == "libcoreclr.so").expect("libcoreclr.so in the dump");
+    let build = catalog::builtin().expect("catalogue").iter().find(|b| b.file == "libcoreclr.so" && b.runtime_version == "9.0.23" && b.rid == "linux-x64").expect("9.0.23");
+    let table = module.bias + build.dac_table_rva.expect("g_dacTable");
+    let (slot16, slot17) = (dumpedit::peek_u64(&core, table + 16 * 8), dumpedit::peek_u64(&core, table + 17 * 8));
+    assert_ne!(slot16, slot17);
+    dumpedit::poke_u64(&mut core, table + 16 * 8, slot17);
+    let out = knot_samples::out_dir().join("dotnet-catalog-test");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    let path = out.join("net9-slot16.core");
+    std::fs::write(&path, &core).expect("write");
+    drop(core);
+    let r = report(&path, no_files());
+    std::fs::remove_file(&path).ok();
+    let warnings = runtime_warnings(&r);
+    let says = |what: &str| warnings.iter().any(|w| w.contains(what) && w.contains("slot 16 holds") && w.contains("the table's order is not this build's"));
+    assert!(says("that data was not applied"), "the supplement's refusal: {warnings:#?}");
+    assert!(says("GC heap not read"), "the heap's refusal: {warnings:#?}");
+    assert_eq!(r["dotnet"]["heap"], Value::Null, "no heap read through the wrong table");
+    let frames = r["threads"].to_string();
+    for f in ["Knot.Samples.Net9Abba.Program.WaitForAuditLock", "Knot.Samples.Net9Abba.Program.WaitForLedgerLock"] {
+        assert!(!frames.contains(f), "{f} named without the code map's structures");
+    }
+    // The same dump undamaged reads them (a_dotnet_9_process_names_every_managed_frame_as_sos_does_with_no_files).
+    assert!(report(&core_gz, no_files())["threads"].to_string().contains("Knot.Samples.Net9Abba.Program.WaitForAuditLock"));
 }

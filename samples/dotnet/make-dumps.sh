@@ -62,6 +62,8 @@
 #                                                 runtime pack: libcoreclr.so in the app's directory); createdump --withheap
 #   single_file        heap                       the same, PublishSingleFile: the runtime linked into the executable
 #                                                 (singlefilehost 10.0.12), no libcoreclr.so; createdump --withheap
+#                                                 (the committed one, with its population and framework-dependent
+#                                                 peer's SOS reading, is made by single_file/make-dump.sh)
 #   net9_abba          heap                       the same on .NET 9 (net9.0, self-contained from the 9.0.23 runtime
 #                                                 pack); the publish directory's own createdump --withheap
 #   net9_heap          heap                       heap_population's population and ABBA (its Program.cs) on .NET 9

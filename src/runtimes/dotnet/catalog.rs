@@ -13,6 +13,7 @@
 
 use super::descriptor::{self, Header, HEADER_SIZE};
 use super::elf::{self, Slot};
+use super::gc_constants::{GcConstants, GENERATION_FIELDS};
 use crate::process::ElfFile;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -120,6 +121,10 @@ pub struct Build {
     /// workstation and of the server GC, link-time addresses, sorted (x86-64 builds; see
     /// [`super::hard_limit_store`]).
     pub(crate) heap_hard_limit: Vec<u64>,
+    /// What the GC's vars point at that is a constant of the build (`max_gen`,
+    /// `generation_field_offsets`), for dumps without the pages that hold it (single-file apps;
+    /// x86-64 builds; see [`super::gc_constants`]).
+    pub gc_constants: Option<GcConstants>,
 }
 
 impl Build {
@@ -156,6 +161,7 @@ impl Build {
             "linux-arm64" => super::hard_limit_store::heap_hard_limit_rvas_aarch64(file),
             _ => Vec::new(),
         };
+        let gc_constants = if rid == "linux-x64" { super::gc_constants::from_file(file) } else { None };
         Ok(Build {
             runtime_version: runtime_version.into(),
             rid: rid.into(),
@@ -168,6 +174,7 @@ impl Build {
             dac_table_rva,
             descriptors,
             heap_hard_limit,
+            gc_constants,
         })
     }
 }
@@ -229,8 +236,20 @@ struct RawBuild {
     dac_table: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     heap_hard_limit: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gc_max_generation: Option<RawConstant<u32>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gc_generation_field_offsets: Option<RawConstant<Vec<i32>>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     descriptors: Vec<RawDescriptor>,
+}
+
+/// A constant the GC's vars point at: its value and where it is (`+0x…`, one per GC flavour).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConstant<T> {
+    value: T,
+    at: Vec<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -297,6 +316,30 @@ pub fn parse(file: &'static str, text: &str) -> Result<Vec<Build>, CatalogError>
                     _ => Err(bad(format!("{name}: heap_hard_limit {s:?} is not +0x…"))),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
+            let in_module = |what: &str, list: &[String]| -> Result<Vec<u64>, CatalogError> {
+                if list.is_empty() || list.len() > 8 {
+                    return Err(bad(format!("{name}: {} {what} addresses", list.len())));
+                }
+                list.iter()
+                    .map(|s| match SlotValue::parse(s) {
+                        Some(SlotValue::InModule(rva)) => Ok(rva),
+                        _ => Err(bad(format!("{name}: {what} {s:?} is not +0x…"))),
+                    })
+                    .collect()
+            };
+            let gc_constants = match (&b.gc_max_generation, &b.gc_generation_field_offsets) {
+                (None, None) => None,
+                (Some(m), Some(o)) => {
+                    let offsets: [i32; GENERATION_FIELDS] = o.value.as_slice().try_into().map_err(|_| bad(format!("{name}: gc_generation_field_offsets has {} values, not {GENERATION_FIELDS}", o.value.len())))?;
+                    Some(GcConstants {
+                        max_generation: m.value,
+                        max_generation_at: in_module("gc_max_generation", &m.at)?,
+                        generation_field_offsets: offsets,
+                        generation_field_offsets_at: in_module("gc_generation_field_offsets", &o.at)?,
+                    })
+                }
+                _ => return Err(bad(format!("{name}: gc_max_generation and gc_generation_field_offsets go together"))),
+            };
             let descriptors = b
                 .descriptors
                 .into_iter()
@@ -349,6 +392,7 @@ pub fn parse(file: &'static str, text: &str) -> Result<Vec<Build>, CatalogError>
                 dac_table_rva,
                 descriptors,
                 heap_hard_limit,
+                gc_constants,
             })
         })
         .collect()
@@ -373,6 +417,11 @@ pub fn render(builds: &[Build]) -> String {
             descriptor: b.descriptor_rva.map(|v| format!("{v:#x}")),
             dac_table: b.dac_table_rva.map(|v| format!("{v:#x}")),
             heap_hard_limit: b.heap_hard_limit.iter().map(|&rva| SlotValue::InModule(rva).spell()).collect(),
+            gc_max_generation: b.gc_constants.as_ref().map(|c| RawConstant { value: c.max_generation, at: c.max_generation_at.iter().map(|&rva| SlotValue::InModule(rva).spell()).collect() }),
+            gc_generation_field_offsets: b
+                .gc_constants
+                .as_ref()
+                .map(|c| RawConstant { value: c.generation_field_offsets.to_vec(), at: c.generation_field_offsets_at.iter().map(|&rva| SlotValue::InModule(rva).spell()).collect() }),
             descriptors: b
                 .descriptors
                 .iter()
@@ -410,6 +459,9 @@ const HEADER: &str = "\
 # module (add the load bias) and \"0x…\" a value the dynamic linker leaves alone. heap_hard_limit:
 # where the GC's container-default hard limit is stored (gc_heap::heap_hard_limit of the server
 # and the workstation GC, found in the x86-64 or aarch64 code; src/runtimes/dotnet/hard_limit_store.rs).
+# gc_max_generation / gc_generation_field_offsets: constants the GC's DAC vars point at, with the
+# value the file initialises them to (a single-file dump lacks their pages;
+# src/runtimes/dotnet/gc_constants.rs).
 
 ";
 

@@ -45,6 +45,7 @@ pub(crate) mod facts;
 pub(crate) mod failfast;
 pub(crate) mod frames;
 pub(crate) mod gc;
+pub(crate) mod gc_constants;
 pub(crate) mod hard_limit_store;
 pub(crate) mod idle;
 pub(crate) mod locate;

@@ -10,6 +10,7 @@
 //! generation's `allocation_start` offset, which regions do not have (-1).
 
 use super::super::error::DotnetError;
+use super::super::gc_constants::GcConstants;
 use super::super::target::{Result, Target};
 use serde::Serialize;
 use std::collections::HashSet;
@@ -33,7 +34,7 @@ const HEAP_FIELD_GENERATION_TABLE: usize = 18;
 const HEAP_FIELD_COUNT: usize = 19;
 
 /// GcDacVars field offsets (all but the first four are pointers).
-mod var {
+pub(crate) mod var {
     pub(crate) const VERSION: u64 = 0;
     pub(crate) const GENERATION_SIZE: u64 = 8;
     pub(crate) const TOTAL_GENERATION_COUNT: u64 = 16;
@@ -156,7 +157,9 @@ impl GcVars {
     /// Reads the vars at `address` (the value of `g_gcDacGlobals`).
     /// `server` is the runtime's `g_heap_type` (GC_HEAP_SVR): `built_with_svr` only says the GC
     /// could run as server GC.
-    pub(crate) fn read(t: &Target, address: u64, server: bool) -> Result<GcVars> {
+    /// `constants` (the runtime build's, with its module's load bias) stand in for `max_gen` and
+    /// `generation_field_offsets` when the dump lacks their bytes (single-file apps).
+    pub(crate) fn read(t: &Target, address: u64, server: bool, constants: Option<(&GcConstants, u64)>) -> Result<GcVars> {
         let version = t.read_u16(address + var::VERSION, "GcDacVars version")?;
         let (major, minor) = ((version & 0xff) as u8, (version >> 8) as u8);
         if major != MAJOR_VERSION {
@@ -168,10 +171,20 @@ impl GcVars {
         if generation_count == 0 || generation_count > MAX_GENERATIONS || generation_size == 0 || generation_size > 4096 {
             return Err(DotnetError::Invalid { what: "GcDacVars", at: address, why: format!("{generation_count} generations of {generation_size} bytes") });
         }
-        let max_generation = t.read_u32(ptr(var::MAX_GEN, "max_gen")?, "max_gen")?;
+        let max_gen_at = ptr(var::MAX_GEN, "max_gen")?;
+        let max_generation = match t.read_u32(max_gen_at, "max_gen") {
+            Ok(v) => v,
+            Err(e) => constants.and_then(|(c, bias)| c.max_generation_for(bias, max_gen_at)).ok_or(e)?,
+        };
         let gen_offsets_at = ptr(var::GENERATION_FIELD_OFFSETS, "generation_field_offsets")?;
         let gen_offset = |i: u64| -> Result<i32> { Ok(t.read_u32(gen_offsets_at + 4 * i, "generation_field_offsets")? as i32) };
-        let (alloc_context_off, start_segment_off, allocation_start_off) = (gen_offset(0)?, gen_offset(1)?, gen_offset(2)?);
+        let (alloc_context_off, start_segment_off, allocation_start_off) = match (gen_offset(0), gen_offset(1), gen_offset(2)) {
+            (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                let [a, b, c] = constants.and_then(|(k, bias)| k.generation_field_offsets_for(bias, gen_offsets_at)).ok_or(e)?;
+                (a, b, c)
+            }
+        };
         if alloc_context_off < 0 || start_segment_off < 0 || start_segment_off as u64 >= generation_size {
             return Err(DotnetError::Invalid { what: "generation_field_offsets", at: gen_offsets_at, why: format!("allocation_context {alloc_context_off}, start_segment {start_segment_off}") });
         }

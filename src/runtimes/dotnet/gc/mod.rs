@@ -135,7 +135,8 @@ pub(crate) fn prepare(module: &crate::process::Module, t: &Target, build: &Build
         GC_HEAP_SVR => true,
         other => return Err(format!("GC heap not read: g_heap_type is {other} (the GC had not started)")),
     };
-    let vars = gcvars::GcVars::read(t, vars_at, server).map_err(|e| format!("GC heap not read: {e}"))?;
+    let constants = super::locate::catalogued(module).and_then(|b| b.gc_constants.as_ref()).map(|c| (c, module.bias));
+    let vars = gcvars::GcVars::read(t, vars_at, server, constants).map_err(|e| format!("GC heap not read: {e}"))?;
     let (segments, errors) = vars.segments(t);
     for e in errors {
         let mut d = Diagnostic::warning(STAGE, format!("GC segment list: {e}"));
@@ -202,8 +203,20 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
         }
     }
     let (stats, name_errors) = stats::heap_stats(&walks, free_mt, namer);
+    // One warning per cause: a module whose metadata is not in the dump (a single-file app's
+    // assemblies live in its executable) fails every one of its types the same way.
+    let mut by_cause: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for (mt, e) in name_errors {
-        diagnostics.push(Diagnostic::warning(STAGE, format!("type name of MethodTable {mt:#x}: {e}")).at_address(mt));
+        by_cause.entry(e.to_string()).or_default().push(mt);
+    }
+    for (e, mut mts) in by_cause {
+        mts.sort_unstable();
+        let d = match mts.as_slice() {
+            [mt] => Diagnostic::warning(STAGE, format!("type name of MethodTable {mt:#x}: {e}")),
+            [first, ..] => Diagnostic::warning(STAGE, format!("type names of {} MethodTables (the first {first:#x}): {e}", mts.len())),
+            [] => continue,
+        };
+        diagnostics.push(d.at_address(mts[0]));
     }
     let state = state::gc_state(process, t, &vars, &segments);
     let collected_cut: u64 = walks.iter().map(|w| w.collected_cut).sum();

@@ -4,6 +4,7 @@
 
 mod codemap;
 mod crash;
+mod gc_constants;
 mod heap;
 mod heap_graph;
 mod hostile;
