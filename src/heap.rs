@@ -1,11 +1,13 @@
-//! The `knot heap` commands on .NET dumps: a dump's GC heap read alone (no stacks, no locks),
-//! two dumps of one program compared (`knot heap diff OLD NEW`), and why an object is alive
-//! (`knot heap root CORE ADDRESS`: the paths from its roots).
+//! The `knot heap` commands on .NET dumps: a dump's GC heap read alone (no stacks, no locks:
+//! `knot heap stat CORE`, SOS `dumpheap -stat`), two dumps of one program compared (`knot heap
+//! diff OLD NEW`), and why an object is alive (`knot heap root CORE ADDRESS`: the paths from its
+//! roots).
 
 use crate::core::CoreError;
 use crate::diagnostics::Diagnostic;
 use crate::process::{Locator, Process};
 use crate::report::heap_diff::HeapDiffReport;
+use crate::report::heap_stat::HeapStatReport;
 use crate::threads::FrameReport;
 use crate::runtimes::dotnet::gc::roots::{StackFrame, ThreadStack};
 use crate::runtimes::dotnet::gc::{self, diff, GcReading};
@@ -119,7 +121,7 @@ pub(crate) fn holding(process: &Process, runtime: &dotnet::runtime::DotnetRuntim
             thread_stacks(process, context, &stacks, &frames)
         }
     };
-    gc::holders::read(context, &threads)
+    gc::holders::read(context, &threads, runtime.take_walked())
 }
 
 /// Fills the retained fields of a report's .NET heap (`dotnet.heap.retained`, `dominators`,
@@ -135,6 +137,13 @@ pub(crate) fn attach(process: &Process, runtime: &dotnet::runtime::DotnetRuntime
             diagnostics.extend(h.diagnostics);
         }
     }
+}
+
+/// `knot heap stat CORE`: the heap by type and the GC's state, from one walk of the heap (no
+/// stacks, no locks, no object graph: what SOS `dumpheap -stat` answers).
+pub fn stat(path: impl AsRef<Path>, opts: &HeapOptions) -> Result<HeapStatReport, HeapError> {
+    let dump = read(path.as_ref(), opts)?;
+    Ok(HeapStatReport::of(&dump.path, &dump.gc))
 }
 
 /// `knot heap diff OLD NEW`: what grew from `old` to `new`, by type.

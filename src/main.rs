@@ -56,7 +56,7 @@ enum Command {
     /// Analyze each new core dump in DIR once, writing <dump>.knot.json beside it (for a sidecar or a Job).
     #[command(after_help = WATCH_EXIT)]
     Watch(WatchArgs),
-    /// .NET heap commands: why an object is alive (`root`), what grew between two dumps (`diff`).
+    /// .NET heap commands: what fills the heap (`stat`), why an object is alive (`root`), what grew between two dumps (`diff`).
     #[command(subcommand)]
     Heap(HeapCommand),
     /// Print the JSON Schema of the report (--format json).
@@ -65,6 +65,9 @@ enum Command {
 
 #[derive(Subcommand)]
 enum HeapCommand {
+    /// What fills the heap: every type's count and bytes as SOS `dumpheap -stat` prints them, and the GC's state (hard limit, committed, last OOM). Reads the heap alone: no stacks, locks or object graph (`knot analyze` adds those).
+    #[command(after_help = HEAP_STAT_EXIT)]
+    Stat(HeapStatArgs),
     /// Why an object is alive: the shortest path from each GC root (handle, stack, finalization
     /// queue) that reaches it, as SOS `gcroot` prints it, each object with the field that leads on.
     #[command(after_help = HEAP_ROOT_EXIT)]
@@ -103,6 +106,25 @@ struct HeapRootArgs {
 fn parse_address(s: &str) -> Result<u64, String> {
     let h = s.trim().trim_start_matches("0x").trim_start_matches("0X");
     u64::from_str_radix(h, 16).map_err(|_| format!("{s:?} is not a hex address"))
+}
+
+const HEAP_STAT_EXIT: &str = "Exit status: 0 the heap was read (a region whose walk stopped early is a warning in the report); 2 the dump or its .NET heap could not be read (the message says why); 64 the command line is wrong.";
+
+#[derive(Parser)]
+struct HeapStatArgs {
+    /// The core file (a .NET process's, with its heap: createdump --withheap or --full).
+    core: PathBuf,
+    #[command(flatten)]
+    lookup: LookupArgs,
+    /// `text` (SOS dumpheap -stat's table) or `json` (fields: docs/report-fields.md, "knot heap stat").
+    #[arg(long, value_enum, default_value_t = HeapFormat::Text)]
+    format: HeapFormat,
+    /// A compressed core (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
+    #[arg(long, value_name = "MIB", default_value_t = knot::core::DEFAULT_MAX_DECOMPRESSED >> 20)]
+    max_decompressed_mib: u64,
+    /// Write the report to FILE instead of standard output.
+    #[arg(long, short, value_name = "FILE")]
+    output: Option<PathBuf>,
 }
 
 const HEAP_EXIT: &str = "Exit status: 0 the heaps were compared; 2 a dump could not be read, or its .NET heap could not be walked (the message says which and why); 64 the command line is wrong.";
@@ -304,6 +326,7 @@ fn main() -> ExitCode {
         Command::Analyze(args) => run_analyze(args),
         Command::Watch(args) => run_watch(args),
         Command::Pid(args) => run_pid(args),
+        Command::Heap(HeapCommand::Stat(args)) => run_heap_stat(args),
         Command::Heap(HeapCommand::Root(args)) => run_heap_root(args),
         Command::Heap(HeapCommand::Diff(args)) => run_heap_diff(args),
         Command::Schema => {
@@ -499,14 +522,26 @@ struct ProgressBar {
 }
 
 impl ProgressBar {
+    /// The analysis's phases as a bar.
     fn start() -> Option<ProgressBar> {
+        Self::shown_after_a_second(Some(Phase::ALL.len() as u64), "{spinner} [{elapsed}] [{bar:24}] {pos}/{len} {msg}", "")
+    }
+
+    /// One step of unknown length (a heap walk): a spinner with its words.
+    fn spinner(message: &'static str) -> Option<ProgressBar> {
+        Self::shown_after_a_second(None, "{spinner} [{elapsed}] {msg}", message)
+    }
+
+    /// Drawn on stderr only when it is a terminal, and only once the work has taken a second.
+    fn shown_after_a_second(len: Option<u64>, template: &str, message: &'static str) -> Option<ProgressBar> {
         if !std::io::stderr().is_terminal() {
             return None;
         }
-        let bar = indicatif::ProgressBar::with_draw_target(Some(Phase::ALL.len() as u64), indicatif::ProgressDrawTarget::hidden());
-        if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} [{elapsed}] [{bar:24}] {pos}/{len} {msg}") {
+        let bar = indicatif::ProgressBar::with_draw_target(len, indicatif::ProgressDrawTarget::hidden());
+        if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
             bar.set_style(style.progress_chars("=> "));
         }
+        bar.set_message(message);
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let shown = bar.clone();
         let shower = std::thread::spawn(move || {
@@ -535,6 +570,20 @@ impl Drop for ProgressBar {
         }
         self.bar.finish_and_clear();
     }
+}
+
+fn run_heap_stat(args: HeapStatArgs) -> anyhow::Result<u8> {
+    let opts = knot::heap::HeapOptions { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)) };
+    let spinner = ProgressBar::spinner("walking the GC heap");
+    let r = knot::heap::stat(&args.core, &opts);
+    drop(spinner);
+    let r = r?;
+    let rendered = match args.format {
+        HeapFormat::Text => r.to_text(),
+        HeapFormat::Json => r.to_json() + "\n",
+    };
+    write_out(args.output.as_deref(), &rendered)?;
+    Ok(EXIT_OK)
 }
 
 fn run_heap_diff(args: HeapDiffArgs) -> anyhow::Result<u8> {

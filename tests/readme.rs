@@ -36,9 +36,11 @@ fn every_cargo_run_command_in_the_readme_runs_as_written() {
         let out = Command::new(env!("CARGO_BIN_EXE_knot")).args(args.split_whitespace()).current_dir(repo()).output().expect("run knot");
         let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert_eq!(out.status.code(), Some(0), "{c}\n{stderr}");
-        // `knot heap root` and `knot heap diff` write their own documents; every other command
+        // `knot heap stat`, `heap root` and `heap diff` write their own documents; every other command
         // the analysis report.
-        let heading = if args.starts_with("heap root ") {
+        let heading = if args.starts_with("heap stat ") {
+            "Statistics:"
+        } else if args.starts_with("heap root ") {
             "Why alive: "
         } else if args.starts_with("heap diff ") {
             "Heap diff: "

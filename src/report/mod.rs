@@ -10,6 +10,7 @@ pub(crate) mod gc_html;
 pub(crate) mod gc_text;
 pub mod heap_diff;
 pub mod heap_root;
+pub mod heap_stat;
 pub mod html;
 pub(crate) mod model;
 pub(crate) mod svg;

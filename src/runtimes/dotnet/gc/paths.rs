@@ -55,7 +55,7 @@ pub(crate) enum Link {
 
 /// How the object `from` refers to `to`: the first reference field (or element) holding it.
 pub(crate) fn link(t: &Target, namer: &TypeNamer, l: &Layout, g: &ObjectGraph, from: u32, to: u32) -> Link {
-    let (Some(mt), Some(&at), Some(&size), Some(&target)) = (g.method_table(from), g.addresses.get(from as usize), g.sizes.get(from as usize), g.addresses.get(to as usize)) else {
+    let (Some(mt), Some(at), Some(&size), Some(target)) = (g.method_table(from), g.address(from), g.sizes.get(from as usize), g.address(to)) else {
         return Link::Dependent;
     };
     link_at(t, namer, l, (at, mt, size as u64), target)

@@ -263,7 +263,7 @@ impl ReferrerReport {
 pub(crate) fn attach(runtime: &Context<'_>, report: &mut DotnetReport, locks: &mut [LockFact], diagnostics: &mut Vec<Diagnostic>) -> Option<GcReading> {
     let targets: Vec<u64> =
         locks.iter().filter(|l| l.kind.is_on_managed_object()).filter_map(|l| l.managed.as_ref()).map(|m| m.object.0).collect();
-    match super::read_in(runtime, &targets) {
+    match super::read_in(runtime, &targets, true) {
         Ok(gc) => {
             report.heap = Some(HeapReport::of(&gc));
             if let Some(a) = &gc.async_stacks {
@@ -394,7 +394,7 @@ pub(crate) struct RetentionNames<'a> {
 pub(crate) fn attach_retention(heap: &mut HeapReport, g: &super::graph::ObjectGraph, r: &super::retained::Retention, names: &RetentionNames<'_>) {
     use super::retained::{SUSPECT_PERCENT, TOP_HOLDERS};
     let node_type = |k: u32| g.types.get(r.node(k) as usize).copied().unwrap_or(u32::MAX);
-    let address = |k: u32| Hex(g.addresses.get(r.node(k) as usize).copied().unwrap_or(0));
+    let address = |k: u32| Hex(g.address(r.node(k)).unwrap_or(0));
     heap.retained = Some(r.by_type.iter().map(|t| RetainedTypeReport { type_name: (names.type_name)(t.type_index), count: t.count, retained_bytes: t.retained }).collect());
     heap.unreachable = Some(UnreachableReport { objects: r.unreachable_objects, bytes: r.unreachable_bytes });
     heap.dominators = Some(

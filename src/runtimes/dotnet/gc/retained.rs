@@ -43,7 +43,7 @@ impl<'a> GraphView<'a> {
 /// The nodes the GC marks from: every root but a sync block's (the GC does not mark from sync
 /// blocks) and a dependent handle's secondary (held only while its primary is: that is an edge).
 pub(crate) fn marking_roots(g: &ObjectGraph) -> Vec<u32> {
-    let mut roots: Vec<u32> = g.roots.iter().filter(|r| !matches!(r.kind, RootKind::SyncBlock | RootKind::DependentHandle)).map(|r| r.node).filter(|&n| (n as usize) < g.addresses.len()).collect();
+    let mut roots: Vec<u32> = g.roots.iter().filter(|r| !matches!(r.kind, RootKind::SyncBlock | RootKind::DependentHandle)).map(|r| r.node).filter(|&n| (n as usize) < g.len()).collect();
     roots.sort_unstable();
     roots.dedup();
     roots
@@ -81,12 +81,15 @@ impl Accumulation {
 /// The dominator tree and the sizes it gives.
 #[derive(Debug, Clone)]
 pub(crate) struct Retention {
-    pub(crate) tree: DominatorTree,
+    /// Preorder number → node; `[0]` stands for the virtual root.
+    order: Vec<u32>,
     /// Preorder number → retained bytes; `[0]`, the virtual root, is every reachable object's.
     pub(crate) retained: Vec<u64>,
-    /// The dominator tree's children (CSR over preorder numbers).
-    pub(crate) child_start: Vec<u32>,
-    pub(crate) children: Vec<u32>,
+    /// The dominator tree as first child and next sibling (preorder numbers, `u32::MAX`: none),
+    /// children in increasing preorder: built in place of the immediate dominators, in the pass
+    /// that sums the retained sizes.
+    first_child: Vec<u32>,
+    next_sibling: Vec<u32>,
     #[allow(dead_code)] // the tests' check of the count
     pub(crate) reachable_objects: u64,
     /// Objects no root reaches (free objects left out), and their bytes.
@@ -96,87 +99,107 @@ pub(crate) struct Retention {
     pub(crate) by_type: Vec<TypeRetention>,
 }
 
+/// No node (a first child or next sibling).
+const NONE: u32 = u32::MAX;
+
 /// Reads the dominator tree of `g` and the retained sizes.
 pub(crate) fn retention(g: &GraphView<'_>) -> Result<Retention, DominatorError> {
     let n = g.sizes.len();
-    let tree = dominators::dominators(g.edge_start, g.edges, g.roots)?;
-    let count = tree.order.len();
-    let node = |k: usize| tree.order[k] as usize;
+    let DominatorTree { order, idom } = dominators::dominators(g.edge_start, g.edges, g.roots)?;
+    let count = order.len();
     let size = |v: usize| g.sizes.get(v).copied().unwrap_or(0) as u64;
     let ty = |v: usize| g.types.get(v).copied().unwrap_or(u32::MAX);
 
-    // Retained: own size, then each node's sum added to its dominator, children first.
-    let mut retained: Vec<u64> = (0..count).map(|k| if k == 0 { 0 } else { size(node(k)) }).collect();
-    for k in (1..count).rev() {
-        let d = tree.idom[k] as usize;
-        retained[d] = retained[d].saturating_add(retained[k]);
+    // Own sizes; what the roots reach, free objects aside (the rest of the heap is garbage).
+    let (mut reached_objects, mut reached_bytes) = (0u64, 0u64);
+    let mut retained: Vec<u64> = Vec::with_capacity(count);
+    retained.push(0);
+    for &v in order.iter().skip(1) {
+        let s = size(v as usize);
+        if Some(ty(v as usize)) != g.free_type {
+            reached_objects += 1;
+            reached_bytes += s;
+        }
+        retained.push(s);
     }
-
-    // Garbage: the nodes the DFS did not reach, free objects aside.
-    let mut reached = vec![false; n];
-    for &v in tree.order.iter().skip(1) {
-        reached[v as usize] = true;
-    }
-    let (mut unreachable_objects, mut unreachable_bytes) = (0u64, 0u64);
+    let (mut all_objects, mut all_bytes) = (0u64, 0u64);
     for v in 0..n {
-        if !reached[v] && Some(ty(v)) != g.free_type {
-            unreachable_objects += 1;
-            unreachable_bytes += size(v);
+        if Some(ty(v)) != g.free_type {
+            all_objects += 1;
+            all_bytes += size(v);
         }
     }
-    drop(reached);
 
-    let (child_start, children) = tree.children();
-    let by_type = by_type(&tree, &retained, &child_start, &children, g.types, g.type_count);
-    Ok(Retention { reachable_objects: (count - 1) as u64, tree, retained, child_start, children, unreachable_objects, unreachable_bytes, by_type })
-}
-
-/// MAT's grouping by class: a depth-first walk of the dominator tree keeping, per type, how
-/// many of the current object's dominators are of that type; an object counts for its type
-/// only when none is.
-fn by_type(tree: &DominatorTree, retained: &[u64], child_start: &[u32], children: &[u32], types: &[u32], type_count: usize) -> Vec<TypeRetention> {
-    let mut open = vec![0u32; type_count];
-    let mut sums: Vec<(u64, u64)> = vec![(0, 0); type_count];
-    let ty = |k: u32| types.get(tree.order[k as usize] as usize).copied().filter(|&t| (t as usize) < type_count);
-    // (node, next child index); entering pushes, leaving pops.
-    let mut stack: Vec<(u32, u32)> = vec![(VIRTUAL_ROOT, child_start[0])];
-    while let Some(top) = stack.last_mut() {
-        let (k, c) = *top;
-        if c >= child_start[k as usize + 1] {
-            stack.pop();
-            if k != VIRTUAL_ROOT {
-                if let Some(t) = ty(k) {
-                    open[t as usize] -= 1;
-                }
-            }
-            continue;
-        }
-        top.1 += 1;
-        let child = children[c as usize];
-        if let Some(t) = ty(child) {
-            if open[t as usize] == 0 {
-                let s = &mut sums[t as usize];
-                s.0 += 1;
-                s.1 = s.1.saturating_add(retained[child as usize]);
-            }
-            open[t as usize] += 1;
-        }
-        stack.push((child, child_start[child as usize]));
+    // One pass in reverse preorder (every node before its dominator): each node's sum added to
+    // its dominator's, and the node hung first under it, its immediate dominator's slot taking
+    // its next sibling.
+    let mut first_child = vec![NONE; count];
+    let mut next_sibling = idom;
+    for k in (1..count).rev() {
+        let d = next_sibling[k] as usize;
+        retained[d] = retained[d].saturating_add(retained[k]);
+        next_sibling[k] = first_child[d];
+        first_child[d] = k as u32;
     }
-    let mut out: Vec<TypeRetention> =
-        sums.into_iter().enumerate().filter(|(_, s)| s.0 > 0).map(|(t, (count, retained))| TypeRetention { type_index: t as u32, count, retained }).collect();
-    out.sort_by(|a, b| b.retained.cmp(&a.retained).then(a.type_index.cmp(&b.type_index)));
-    out
+    if let Some(s) = next_sibling.first_mut() {
+        *s = NONE;
+    }
+
+    let mut r = Retention {
+        reachable_objects: (count - 1) as u64,
+        order,
+        retained,
+        first_child,
+        next_sibling,
+        unreachable_objects: all_objects.saturating_sub(reached_objects),
+        unreachable_bytes: all_bytes.saturating_sub(reached_bytes),
+        by_type: Vec::new(),
+    };
+    r.by_type = r.by_type(g.types, g.type_count);
+    Ok(r)
 }
 
 impl Retention {
-    /// The children of `k` in the dominator tree (preorder numbers).
-    pub(crate) fn children_of(&self, k: u32) -> &[u32] {
-        let k = k as usize;
-        match (self.child_start.get(k), self.child_start.get(k + 1)) {
-            (Some(&a), Some(&b)) => &self.children[a as usize..b as usize],
-            _ => &[],
+    /// MAT's grouping by class: a depth-first walk of the dominator tree keeping, per type, how
+    /// many of the current object's dominators are of that type; an object counts for its type
+    /// only when none is.
+    fn by_type(&self, types: &[u32], type_count: usize) -> Vec<TypeRetention> {
+        let mut open = vec![0u32; type_count];
+        let mut sums: Vec<(u64, u64)> = vec![(0, 0); type_count];
+        let ty = |k: u32| types.get(self.order[k as usize] as usize).copied().filter(|&t| (t as usize) < type_count);
+        // The path from the virtual root's child being walked down to `k`'s parent.
+        let mut path: Vec<u32> = Vec::new();
+        let mut k = self.first_child.first().copied().unwrap_or(NONE);
+        loop {
+            if k == NONE {
+                let Some(up) = path.pop() else { break };
+                if let Some(t) = ty(up) {
+                    open[t as usize] -= 1;
+                }
+                k = self.next_sibling[up as usize];
+                continue;
+            }
+            if let Some(t) = ty(k) {
+                if open[t as usize] == 0 {
+                    let s = &mut sums[t as usize];
+                    s.0 += 1;
+                    s.1 = s.1.saturating_add(self.retained[k as usize]);
+                }
+                open[t as usize] += 1;
+            }
+            path.push(k);
+            k = self.first_child[k as usize];
         }
+        let mut out: Vec<TypeRetention> =
+            sums.into_iter().enumerate().filter(|(_, s)| s.0 > 0).map(|(t, (count, retained))| TypeRetention { type_index: t as u32, count, retained }).collect();
+        out.sort_by(|a, b| b.retained.cmp(&a.retained).then(a.type_index.cmp(&b.type_index)));
+        out
+    }
+
+    /// The children of `k` in the dominator tree (preorder numbers, increasing).
+    pub(crate) fn children_of(&self, k: u32) -> impl Iterator<Item = u32> + '_ {
+        let first = self.first_child.get(k as usize).copied().unwrap_or(NONE);
+        std::iter::successors(Some(first).filter(|&c| c != NONE), move |&c| self.next_sibling.get(c as usize).copied().filter(|&s| s != NONE))
     }
 
     /// Bytes of every object on the heap, garbage included, free objects not.
@@ -187,7 +210,7 @@ impl Retention {
     /// The `max` objects that only the virtual root dominates, largest retained first (ties by
     /// preorder): the heap's top holders.
     pub(crate) fn top_holders(&self, max: usize) -> Vec<u32> {
-        let mut top: Vec<u32> = self.children_of(VIRTUAL_ROOT).to_vec();
+        let mut top: Vec<u32> = self.children_of(VIRTUAL_ROOT).collect();
         top.sort_by(|&a, &b| self.retained[b as usize].cmp(&self.retained[a as usize]).then(a.cmp(&b)));
         top.truncate(max);
         top
@@ -205,22 +228,23 @@ impl Retention {
         let mut k = holder;
         // Each step goes one level down a finite tree.
         loop {
-            let Some(&best) = self.children_of(k).iter().max_by_key(|&&c| self.retained[c as usize]) else { break };
+            let Some(best) = self.children_of(k).max_by_key(|&c| self.retained[c as usize]) else { break };
             if self.retained[best as usize].saturating_mul(100) < self.retained[k as usize].saturating_mul(ACCUMULATION_PERCENT) {
                 break;
             }
             k = best;
         }
-        let kids = self.children_of(k);
+        let mut kids = 0u64;
         let mut by: std::collections::HashMap<u32, (u64, u64)> = std::collections::HashMap::new();
-        for &c in kids {
-            let t = types.get(self.tree.order[c as usize] as usize).copied().unwrap_or(u32::MAX);
+        for c in self.children_of(k) {
+            kids += 1;
+            let t = types.get(self.order[c as usize] as usize).copied().unwrap_or(u32::MAX);
             let e = by.entry(t).or_default();
             e.0 += 1;
             e.1 = e.1.saturating_add(self.retained[c as usize]);
         }
         let (child_type, (child_type_count, child_type_retained)) = by.into_iter().max_by(|a, b| a.1 .1.cmp(&b.1 .1).then(b.0.cmp(&a.0))).unwrap_or((u32::MAX, (0, 0)));
-        Accumulation { point: k, children: kids.len() as u64, child_type, child_type_count, child_type_retained }
+        Accumulation { point: k, children: kids, child_type, child_type_count, child_type_retained }
     }
 
     /// The top of the dominator tree in preorder (a parent before its children, largest child
@@ -231,7 +255,7 @@ impl Retention {
         let total = self.retained[0].max(1) as f64;
         let big = |k: u32| self.retained[k as usize] as f64 * 100.0 / total >= min_share;
         let sorted = |k: u32| {
-            let mut kids: Vec<u32> = self.children_of(k).iter().copied().filter(|&c| big(c)).collect();
+            let mut kids: Vec<u32> = self.children_of(k).filter(|&c| big(c)).collect();
             kids.sort_by(|&a, &b| self.retained[b as usize].cmp(&self.retained[a as usize]).then(a.cmp(&b)));
             kids
         };
@@ -253,7 +277,13 @@ impl Retention {
 
     /// The node (graph index) of preorder number `k`.
     pub(crate) fn node(&self, k: u32) -> u32 {
-        self.tree.order[k as usize]
+        self.order[k as usize]
+    }
+
+    /// Node → preorder number (`u32::MAX`: not reachable).
+    #[cfg(test)]
+    pub(crate) fn numbers(&self, nodes: usize) -> Vec<u32> {
+        dominators::numbers(&self.order, nodes)
     }
 }
 
@@ -292,7 +322,7 @@ mod tests {
     fn retained_sizes_sum_the_dominator_subtree() {
         let b = cache();
         let r = retention(&view(&b, &[0, 10], 6, Some(4))).unwrap();
-        let num = r.tree.numbers(b.sizes.len());
+        let num = r.numbers(b.sizes.len());
         let ret = |v: usize| r.retained[num[v] as usize];
         // Session 2 is reached from the dict and from node 10: neither retains it.
         assert_eq!(ret(0), 80 + 200 + 3 * (48 + 1024));
@@ -317,7 +347,7 @@ mod tests {
     fn the_cache_is_the_suspect_and_its_entries_the_accumulation_point() {
         let b = cache();
         let r = retention(&view(&b, &[0, 10], 6, Some(4))).unwrap();
-        let num = r.tree.numbers(b.sizes.len());
+        let num = r.numbers(b.sizes.len());
         let top = r.top_holders(TOP_HOLDERS);
         assert_eq!(top.iter().map(|&k| r.node(k)).collect::<Vec<_>>(), vec![0, 2, 10]);
         let suspects = r.suspects();
@@ -343,7 +373,57 @@ mod tests {
         }
         let b = build(&nodes, &edges);
         let r = retention(&view(&b, &[0], 2, None)).unwrap();
-        assert_eq!(r.retained[r.tree.numbers(30)[0] as usize], 15 * 128);
+        assert_eq!(r.retained[r.numbers(30)[0] as usize], 15 * 128);
         assert_eq!(r.by_type[0], TypeRetention { type_index: 0, count: 1, retained: 15 * 128 });
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..proptest::prelude::ProptestConfig::default() })]
+        /// Retained sizes and the by-type grouping against their definitions over the
+        /// immediate dominators: a node retains the sizes of every node it dominates (itself
+        /// included); a type's objects count when no dominator of theirs is of that type.
+        #[test]
+        fn sums_agree_with_the_definition(n in 1usize..30, raw in proptest::collection::vec((0u32..30, 0u32..30), 0..60), rs in proptest::collection::vec(0u32..30, 1..4), ts in proptest::collection::vec((0u32..4, 1u32..100), 30)) {
+            let edges: Vec<(u32, u32)> = raw.into_iter().filter(|&(a, b)| (a as usize) < n && (b as usize) < n).collect();
+            let roots: Vec<u32> = rs.into_iter().map(|r| r % n as u32).collect();
+            let b = build(&ts[..n], &edges);
+            let r = retention(&view(&b, &roots, 4, Some(3))).unwrap();
+            let tree = dominators::dominators(&b.start, &b.edges, &roots).unwrap();
+            let num = r.numbers(n);
+            // Node → its immediate dominator as a node (None: the virtual root).
+            let up = |v: usize| -> Option<usize> { let d = tree.idom[num[v] as usize]; (d != VIRTUAL_ROOT).then(|| tree.order[d as usize] as usize) };
+            let mut want = vec![0u64; n];
+            let mut want_total = 0u64;
+            let mut by: std::collections::BTreeMap<u32, (u64, u64)> = std::collections::BTreeMap::new();
+            for v in (0..n).filter(|&v| num[v] != u32::MAX) {
+                want_total += b.sizes[v] as u64;
+                let mut a = Some(v);
+                while let Some(x) = a {
+                    want[x] += b.sizes[v] as u64;
+                    a = up(x);
+                }
+            }
+            for v in (0..n).filter(|&v| num[v] != u32::MAX) {
+                proptest::prop_assert_eq!(r.retained[num[v] as usize], want[v], "node {}", v);
+                let mut a = up(v);
+                let mut nested = false;
+                while let Some(x) = a {
+                    nested |= b.types[x] == b.types[v];
+                    a = up(x);
+                }
+                if !nested {
+                    let e = by.entry(b.types[v]).or_default();
+                    e.0 += 1;
+                    e.1 += want[v];
+                }
+            }
+            proptest::prop_assert_eq!(r.retained[0], want_total);
+            let mut got: Vec<(u32, u64, u64)> = r.by_type.iter().map(|t| (t.type_index, t.count, t.retained)).collect();
+            got.sort();
+            proptest::prop_assert_eq!(got, by.into_iter().map(|(t, (c, s))| (t, c, s)).collect::<Vec<_>>());
+            let garbage: Vec<usize> = (0..n).filter(|&v| num[v] == u32::MAX && b.types[v] != 3).collect();
+            proptest::prop_assert_eq!(r.unreachable_objects, garbage.len() as u64);
+            proptest::prop_assert_eq!(r.unreachable_bytes, garbage.iter().map(|&v| b.sizes[v] as u64).sum::<u64>());
+        }
     }
 }

@@ -43,7 +43,7 @@ fn tier(kind: RootKind) -> u8 {
 impl RootTree {
     /// `statics`: statics arrays' elements, searched from first (node, array node, index).
     pub(crate) fn new(g: &ObjectGraph, statics: &[(u32, u32, u32)]) -> RootTree {
-        let n = g.addresses.len();
+        let n = g.len();
         let mut order: Vec<usize> = (0..g.roots.len()).filter(|&i| tier(g.roots[i].kind) < 5).collect();
         order.sort_by_key(|&i| (tier(g.roots[i].kind), i));
         let mut parent = vec![UNSEEN; n];
@@ -110,7 +110,7 @@ mod tests {
     fn paths_are_shortest_and_prefer_statics_and_handles() {
         // 0 (stack root) → 1 → 2; 3 (static) → 2; 4 unreachable.
         let g = ObjectGraph {
-            addresses: vec![0x10, 0x20, 0x30, 0x40, 0x50],
+            index: crate::runtimes::dotnet::gc::node_index::NodeIndex::of(&[0x10, 0x20, 0x30, 0x40, 0x50]),
             types: vec![0; 5],
             type_table: vec![0x1000],
             sizes: vec![24; 5],
