@@ -7,7 +7,7 @@
 //!   index ([`ObjectGraph::node_of`]: a bit test and a popcount, see `node_index`).
 //! - `types[i]` indexes `type_table` (the MethodTable; named through the heap's namer),
 //!   `sizes[i]` is the size SOS reports for it (`dumpheap`/`objsize`: unaligned, saturated at
-//!   `u32::MAX`).
+//!   `u32::MAX`; `holders` empties `sizes` once the retained sizes are read).
 //! - Edges are CSR: the targets of `i` are `edges[edge_start[i]..edge_start[i + 1]]`
 //!   (`edge_start` has `len() + 1` entries), in field order, duplicates kept (two fields that
 //!   hold one object are two edges). A field that holds no object of the walk (null, an address
@@ -222,6 +222,7 @@ pub(crate) fn nodes(walks: Vec<super::walk::SegmentNodes>) -> ObjectGraph {
     }
     g.types.shrink_to_fit();
     g.sizes.shrink_to_fit();
+    g.index.shrink_to_fit();
     g
 }
 

@@ -31,8 +31,8 @@ pub(crate) struct Holding {
     pub(crate) retention: Retention,
     /// Type index → name, as SOS's heap commands print it.
     pub(crate) type_names: Vec<String>,
-    /// Statics arrays' elements, as roots: (node, the array's node, element index).
-    pub(crate) static_slots: Vec<(u32, u32, u32)>,
+    /// Every object's shortest path from a root.
+    tree: RootTree,
     pub(crate) diagnostics: Vec<Diagnostic>,
 }
 
@@ -68,7 +68,13 @@ pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack], walked: Optio
     trace("holders: names, static roots");
     let retention = retained::retention(&GraphView::of(&g, &roots, None)).map_err(|e| format!("dominators not computed: {e}"))?;
     trace("holders: retention");
-    Ok(Holding { graph: g, retention, type_names, static_slots, diagnostics: reading.diagnostics })
+    // Every later reading of the holders needs a size only for the few objects on their paths
+    // (`paths::link` reads those from the dump): the root tree's search takes the sizes' array.
+    let mut g = g;
+    let spare = std::mem::take(&mut g.sizes);
+    let tree = RootTree::in_buffer(&g, &static_slots, spare);
+    trace("holders: root tree");
+    Ok(Holding { graph: g, retention, type_names, tree, diagnostics: reading.diagnostics })
 }
 
 impl Holding {
@@ -76,7 +82,7 @@ impl Holding {
     pub(crate) fn holders_by_path(&self, runtime: &Context<'_>) -> Vec<HolderByPath> {
         use super::root_tree::RootOf;
         let g = &self.graph;
-        let tree = RootTree::new(g, &self.static_slots);
+        let tree = &self.tree;
         let t = runtime.target();
         let namer = TypeNamer::new(&t, &runtime.image);
         let layout = super::build_facts(runtime).ok().map(|b| b.layout.clone());
@@ -135,8 +141,7 @@ impl Holding {
     /// Fills `heap`'s retained fields; paths name fields through `runtime`.
     pub(crate) fn attach(&self, runtime: &Context<'_>, heap: &mut HeapReport) {
         let g = &self.graph;
-        let tree = RootTree::new(g, &self.static_slots);
-        trace("holders: root tree");
+        let tree = &self.tree;
         let t = runtime.target();
         let namer = TypeNamer::new(&t, &runtime.image);
         let layout = super::super::facts::builtin()

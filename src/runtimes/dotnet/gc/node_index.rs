@@ -76,6 +76,13 @@ impl NodeIndex {
         x
     }
 
+    /// Frees the room the pushes left over.
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.spans.shrink_to_fit();
+        self.bits.shrink_to_fit();
+        self.ranks.shrink_to_fit();
+    }
+
     /// Nodes indexed.
     pub(crate) fn len(&self) -> usize {
         self.len as usize
