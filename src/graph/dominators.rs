@@ -101,7 +101,25 @@ fn check(start: &[u32], targets: &[u32], roots: &[u32]) -> Result<usize, Dominat
 }
 
 /// The dominator tree of the nodes reachable from `roots` (duplicates allowed).
+#[cfg(test)]
 pub(crate) fn dominators(start: &[u32], targets: &[u32], roots: &[u32]) -> Result<DominatorTree, DominatorError> {
+    dominators_and_spare(start, targets, roots).map(|(tree, _)| tree)
+}
+
+/// One link-eval forest entry: the ancestor in the low half, the label in the high half (one
+/// u64, so that its buffer can be handed on as a `Vec<u64>`).
+fn pack(ancestor: u32, label: u32) -> u64 {
+    u64::from(ancestor) | u64::from(label) << 32
+}
+
+fn unpack(l: u64) -> (u32, u32) {
+    (l as u32, (l >> 32) as u32)
+}
+
+/// [`dominators`], and an empty buffer with room for one u64 per preorder number (its pages
+/// already touched), for the caller's per-node sums: on a heap of 10 M objects a fresh one costs
+/// as much in page faults and zeroing as a pass of the algorithm.
+pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]) -> Result<(DominatorTree, Vec<u64>), DominatorError> {
     let n = check(start, targets, roots)?;
     let edges_of = |v: usize| &targets[start[v] as usize..start[v + 1] as usize];
 
@@ -109,18 +127,20 @@ pub(crate) fn dominators(start: &[u32], targets: &[u32], roots: &[u32]) -> Resul
     //    parents, and a node on the path keeps its next edge index in `pre` (any value but NONE
     //    marks a node seen), which gets its preorder number once the node is left. The parent
     //    of number k goes in `link[k].0` (the link-eval forest starts as the DFS tree).
-    let mut pre = vec![NONE; n];
+    // (`pre` has room for one more: it becomes `idom`, one entry per number.)
+    let mut pre: Vec<u32> = Vec::with_capacity(n + 1);
+    pre.resize(n, NONE);
     let mut order: Vec<u32> = Vec::with_capacity(n + 1);
-    let mut link: Vec<(u32, u32)> = Vec::with_capacity(n + 1);
+    let mut link: Vec<u64> = Vec::with_capacity(n + 1);
     order.push(NONE);
-    link.push((VIRTUAL_ROOT, 0));
+    link.push(pack(VIRTUAL_ROOT, 0));
     for &r in roots {
         if pre[r as usize] != NONE {
             continue;
         }
         let mut c = order.len() as u32;
         order.push(r);
-        link.push((VIRTUAL_ROOT, 0));
+        link.push(pack(VIRTUAL_ROOT, 0));
         let (mut v, mut e) = (r as usize, start[r as usize]);
         pre[v] = e;
         loop {
@@ -138,7 +158,7 @@ pub(crate) fn dominators(start: &[u32], targets: &[u32], roots: &[u32]) -> Resul
                 pre[v] = e;
                 let k = order.len() as u32;
                 order.push(w as u32);
-                link.push((c, 0));
+                link.push(pack(c, 0));
                 c = k;
                 v = w;
                 e = start[w];
@@ -146,7 +166,7 @@ pub(crate) fn dominators(start: &[u32], targets: &[u32], roots: &[u32]) -> Resul
                 continue;
             }
             pre[v] = c;
-            let up = link[c as usize].0;
+            let up = link[c as usize] as u32;
             if up == VIRTUAL_ROOT {
                 break;
             }
@@ -157,10 +177,11 @@ pub(crate) fn dominators(start: &[u32], targets: &[u32], roots: &[u32]) -> Resul
     }
     let count = order.len();
 
-    // 2. In-degrees (in `link[k].1`): edges from reachable nodes, self loops left out, and one
-    //    from the virtual root per listing as a root.
+    // 2. In-degrees (in the high half of `link[k]`): edges from reachable nodes, self loops
+    //    left out, and one from the virtual root per listing as a root.
+    const ONE: u64 = 1 << 32;
     for &r in roots {
-        link[pre[r as usize] as usize].1 += 1;
+        link[pre[r as usize] as usize] += ONE;
     }
     for v in 0..n {
         if pre[v] == NONE {
@@ -168,29 +189,30 @@ pub(crate) fn dominators(start: &[u32], targets: &[u32], roots: &[u32]) -> Resul
         }
         for &w in edges_of(v) {
             if w as usize != v {
-                link[pre[w as usize] as usize].1 += 1;
+                link[pre[w as usize] as usize] += ONE;
             }
         }
     }
     // Predecessor lists (preorder numbers) for the nodes of in-degree ≥ 2 only, marked MULTI
-    // in their parent's top bit. `link[k].1` becomes where k's list ends, then each
+    // in their parent's top bit. The high half becomes where k's list ends, then each
     // predecessor is placed by decrementing it: afterwards it is where k's list starts (and the
     // next node's start is where it ends).
     let mut total = 0u32;
     for l in link.iter_mut().skip(1) {
-        if l.1 >= 2 {
-            l.0 |= MULTI;
-            total += l.1;
+        let (mut parent, degree) = unpack(*l);
+        if degree >= 2 {
+            parent |= MULTI;
+            total += degree;
         }
-        l.1 = total;
+        *l = pack(parent, total);
     }
-    link[0].1 = 0;
+    link[0] = pack(VIRTUAL_ROOT, 0);
     let mut preds = vec![0u32; total as usize];
     let mut place = |k: u32, from: u32| {
         let l = &mut link[k as usize];
-        if l.0 & MULTI != 0 {
-            l.1 -= 1;
-            preds[l.1 as usize] = from;
+        if (*l as u32) & MULTI != 0 {
+            *l -= ONE;
+            preds[(*l >> 32) as usize] = from;
         }
     };
     for &r in roots {
@@ -207,7 +229,6 @@ pub(crate) fn dominators(start: &[u32], targets: &[u32], roots: &[u32]) -> Resul
             }
         }
     }
-    drop(pre);
 
     // 3. Semidominators in reverse preorder, by link-eval with path compression over the
     //    processed forest. Semi-NCA needs only semidominator values, never the vertex that has
@@ -218,11 +239,13 @@ pub(crate) fn dominators(start: &[u32], targets: &[u32], roots: &[u32]) -> Resul
     //    immediate dominator: `idom` gets it now. A node of in-degree ≥ 2 gets its semidominator
     //    (MULTI-marked) and its parent is kept for step 4 in the part of `preds` already read
     //    (it has at least two slots there), from the end down: increasing number from `kept` on.
-    let mut idom = vec![VIRTUAL_ROOT; count];
+    let mut idom = pre;
+    idom.clear();
+    idom.resize(count, VIRTUAL_ROOT);
     let mut end = total;
     let mut kept = total as usize;
     for w in (1..count).rev() {
-        let (p, begin) = link[w];
+        let (p, begin) = unpack(link[w]);
         let parent = p & !MULTI;
         let s = if p & MULTI == 0 {
             idom[w] = parent;
@@ -239,9 +262,10 @@ pub(crate) fn dominators(start: &[u32], targets: &[u32], roots: &[u32]) -> Resul
             s
         };
         end = begin;
-        link[w] = (parent, s);
+        link[w] = pack(parent, s);
     }
-    drop(link);
+    let mut spare = link;
+    spare.clear();
 
     // 4. Immediate dominators of the nodes of in-degree ≥ 2: start at the DFS parent, climb
     //    while above the semidominator (Semi-NCA); ancestors are final before their
@@ -259,7 +283,7 @@ pub(crate) fn dominators(start: &[u32], targets: &[u32], roots: &[u32]) -> Resul
         }
         idom[w] = d;
     }
-    Ok(DominatorTree { order, idom })
+    Ok((DominatorTree { order, idom }, spare))
 }
 
 /// The least semidominator on the path from `v` up to (not including) the root of its tree in
@@ -269,20 +293,20 @@ pub(crate) fn dominators(start: &[u32], targets: &[u32], roots: &[u32]) -> Resul
 ///
 /// Invariant: a vertex's label is the least semidominator from it up to (not including) its
 /// ancestor, which the halving keeps.
-fn eval(v: u32, w: u32, link: &mut [(u32, u32)]) -> u32 {
+fn eval(v: u32, w: u32, link: &mut [u64]) -> u32 {
     let mut x = v;
     let mut best = u32::MAX;
     loop {
-        let (a, lx) = link[x as usize];
+        let (a, lx) = unpack(link[x as usize]);
         if a <= w {
             return best.min(lx);
         }
-        let (aa, la) = link[a as usize];
+        let (aa, la) = unpack(link[a as usize]);
         let l = lx.min(la);
         if aa <= w {
             return best.min(l);
         }
-        link[x as usize] = (aa, l);
+        link[x as usize] = pack(aa, l);
         best = best.min(l);
         x = aa;
     }

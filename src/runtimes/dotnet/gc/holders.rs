@@ -120,7 +120,7 @@ impl Holding {
                         }
                     })
                     .collect();
-                Some(HolderByPath { root, path, type_name: node_type(node), retained: self.retention.retained.get(k as usize).copied().unwrap_or(0) })
+                Some(HolderByPath { root, path, type_name: node_type(node), retained: self.retention.retained(k) })
             })
             .collect()
     }

@@ -15,6 +15,11 @@ pub(crate) const SUSPECT_PERCENT: u64 = 10;
 const ACCUMULATION_PERCENT: u64 = 80;
 /// Top holders kept (`dotnet.heap.dominators`).
 pub(crate) const TOP_HOLDERS: usize = 20;
+/// The icicle's bounds: a node must retain this share of the reachable heap (percent), the tree
+/// is cut this deep, and at this many nodes.
+const ICICLE_MIN_SHARE: f64 = 0.2;
+const ICICLE_DEPTH: u32 = 8;
+const ICICLE_NODES: usize = 400;
 
 /// The object graph as this reading needs it (node-indexed; see `gc::graph`).
 #[derive(Debug, Clone, Copy)]
@@ -78,9 +83,10 @@ impl Accumulation {
     }
 }
 
-/// The dominator tree and the sizes it gives.
+/// The dominator tree and the sizes it gives, for every reachable node: what [`Retention`] is
+/// read from, then dropped (20 bytes a node).
 #[derive(Debug, Clone)]
-pub(crate) struct Retention {
+pub(crate) struct Sums {
     /// Preorder number → node; `[0]` stands for the virtual root.
     order: Vec<u32>,
     /// Preorder number → retained bytes; `[0]`, the virtual root, is every reachable object's.
@@ -102,17 +108,22 @@ pub(crate) struct Retention {
 /// No node (a first child or next sibling).
 const NONE: u32 = u32::MAX;
 
-/// Reads the dominator tree of `g` and the retained sizes.
+/// Reads the dominator tree of `g` and the retained sizes, and keeps what the readings name.
 pub(crate) fn retention(g: &GraphView<'_>) -> Result<Retention, DominatorError> {
+    sums(g).map(|s| s.summary(g.types))
+}
+
+/// The dominator tree of `g` and every node's retained size.
+pub(crate) fn sums(g: &GraphView<'_>) -> Result<Sums, DominatorError> {
     let n = g.sizes.len();
-    let DominatorTree { order, idom } = dominators::dominators(g.edge_start, g.edges, g.roots)?;
+    let (DominatorTree { order, idom }, spare) = dominators::dominators_and_spare(g.edge_start, g.edges, g.roots)?;
     let count = order.len();
     let size = |v: usize| g.sizes.get(v).copied().unwrap_or(0) as u64;
     let ty = |v: usize| g.types.get(v).copied().unwrap_or(u32::MAX);
 
     // Own sizes; what the roots reach, free objects aside (the rest of the heap is garbage).
     let (mut reached_objects, mut reached_bytes) = (0u64, 0u64);
-    let mut retained: Vec<u64> = Vec::with_capacity(count);
+    let mut retained = spare;
     retained.push(0);
     for &v in order.iter().skip(1) {
         let s = size(v as usize);
@@ -145,7 +156,7 @@ pub(crate) fn retention(g: &GraphView<'_>) -> Result<Retention, DominatorError> 
         *s = NONE;
     }
 
-    let mut r = Retention {
+    let mut r = Sums {
         reachable_objects: (count - 1) as u64,
         order,
         retained,
@@ -159,7 +170,7 @@ pub(crate) fn retention(g: &GraphView<'_>) -> Result<Retention, DominatorError> 
     Ok(r)
 }
 
-impl Retention {
+impl Sums {
     /// MAT's grouping by class: a depth-first walk of the dominator tree keeping, per type, how
     /// many of the current object's dominators are of that type; an object counts for its type
     /// only when none is.
@@ -197,34 +208,23 @@ impl Retention {
     }
 
     /// The children of `k` in the dominator tree (preorder numbers, increasing).
-    pub(crate) fn children_of(&self, k: u32) -> impl Iterator<Item = u32> + '_ {
+    fn children_of(&self, k: u32) -> impl Iterator<Item = u32> + '_ {
         let first = self.first_child.get(k as usize).copied().unwrap_or(NONE);
         std::iter::successors(Some(first).filter(|&c| c != NONE), move |&c| self.next_sibling.get(c as usize).copied().filter(|&s| s != NONE))
     }
 
-    /// Bytes of every object on the heap, garbage included, free objects not.
-    pub(crate) fn heap_bytes(&self) -> u64 {
-        self.retained[0].saturating_add(self.unreachable_bytes)
-    }
-
     /// The `max` objects that only the virtual root dominates, largest retained first (ties by
     /// preorder): the heap's top holders.
-    pub(crate) fn top_holders(&self, max: usize) -> Vec<u32> {
+    fn top_holders(&self, max: usize) -> Vec<u32> {
         let mut top: Vec<u32> = self.children_of(VIRTUAL_ROOT).collect();
         top.sort_by(|&a, &b| self.retained[b as usize].cmp(&self.retained[a as usize]).then(a.cmp(&b)));
         top.truncate(max);
         top
     }
 
-    /// The top holders retaining at least [`SUSPECT_PERCENT`] of the heap.
-    pub(crate) fn suspects(&self) -> Vec<u32> {
-        let heap = self.heap_bytes();
-        self.top_holders(TOP_HOLDERS).into_iter().filter(|&k| heap > 0 && self.retained[k as usize].saturating_mul(100) >= heap.saturating_mul(SUSPECT_PERCENT)).collect()
-    }
-
     /// From `holder`, down the dominator tree while one child retains most of its parent's
     /// bytes; there, the children's largest type.
-    pub(crate) fn accumulation(&self, holder: u32, types: &[u32]) -> Accumulation {
+    fn accumulation(&self, holder: u32, types: &[u32]) -> Accumulation {
         let mut k = holder;
         // Each step goes one level down a finite tree.
         loop {
@@ -251,7 +251,7 @@ impl Retention {
     /// first): the holders and every descendant retaining at least `min_share` percent of the
     /// reachable heap, at most `max_depth` levels and `max_nodes` nodes. (preorder number,
     /// index of the parent in the list, depth)
-    pub(crate) fn top_of_tree(&self, min_share: f64, max_depth: u32, max_nodes: usize) -> Vec<(u32, Option<usize>, u32)> {
+    fn top_of_tree(&self, min_share: f64, max_depth: u32, max_nodes: usize) -> Vec<(u32, Option<usize>, u32)> {
         let total = self.retained[0].max(1) as f64;
         let big = |k: u32| self.retained[k as usize] as f64 * 100.0 / total >= min_share;
         let sorted = |k: u32| {
@@ -275,15 +275,105 @@ impl Retention {
         out
     }
 
-    /// The node (graph index) of preorder number `k`.
-    pub(crate) fn node(&self, k: u32) -> u32 {
-        self.order[k as usize]
-    }
-
     /// Node → preorder number (`u32::MAX`: not reachable).
     #[cfg(test)]
     pub(crate) fn numbers(&self, nodes: usize) -> Vec<u32> {
         dominators::numbers(&self.order, nodes)
+    }
+
+    /// What the readings name — the top holders, the suspects' accumulation points, the
+    /// icicle's nodes — with their nodes and retained sizes; the per-node arrays are dropped.
+    fn summary(self, types: &[u32]) -> Retention {
+        let top = self.top_holders(TOP_HOLDERS);
+        let mut r = Retention {
+            reachable_bytes: self.retained[0],
+            reachable_objects: self.reachable_objects,
+            unreachable_objects: self.unreachable_objects,
+            unreachable_bytes: self.unreachable_bytes,
+            by_type: Vec::new(),
+            kept: rustc_hash::FxHashMap::default(),
+            top,
+            accumulations: Vec::new(),
+            tree_top: self.top_of_tree(ICICLE_MIN_SHARE, ICICLE_DEPTH, ICICLE_NODES),
+        };
+        r.accumulations = r.suspects_of(|k| self.retained[k as usize]).into_iter().map(|k| (k, self.accumulation(k, types))).collect();
+        let named = r.top.iter().copied().chain(r.accumulations.iter().map(|a| a.1.point)).chain(r.tree_top.iter().map(|t| t.0));
+        let kept: rustc_hash::FxHashMap<u32, (u32, u64)> = named.map(|k| (k, (self.order[k as usize], self.retained[k as usize]))).collect();
+        r.kept = kept;
+        r.by_type = self.by_type;
+        r
+    }
+}
+
+/// The retention as the readings use it: totals, by type, and the few nodes they name.
+#[derive(Debug, Clone)]
+pub(crate) struct Retention {
+    /// Every reachable object's bytes (the virtual root's retained size).
+    reachable_bytes: u64,
+    #[allow(dead_code)] // the tests' check of the count
+    pub(crate) reachable_objects: u64,
+    /// Objects no root reaches (free objects left out), and their bytes.
+    pub(crate) unreachable_objects: u64,
+    pub(crate) unreachable_bytes: u64,
+    /// By type, largest retained first (ties by type index).
+    pub(crate) by_type: Vec<TypeRetention>,
+    /// Preorder number → (node, retained bytes) of every number below.
+    kept: rustc_hash::FxHashMap<u32, (u32, u64)>,
+    /// The [`TOP_HOLDERS`] top holders, largest retained first (ties by preorder).
+    top: Vec<u32>,
+    /// Each suspect's accumulation.
+    accumulations: Vec<(u32, Accumulation)>,
+    /// [`Sums::top_of_tree`] within the icicle's bounds.
+    tree_top: Vec<(u32, Option<usize>, u32)>,
+}
+
+impl Retention {
+    /// The retained bytes of preorder number `k` (one the retention names; 0: everything
+    /// reachable).
+    pub(crate) fn retained(&self, k: u32) -> u64 {
+        if k == VIRTUAL_ROOT {
+            return self.reachable_bytes;
+        }
+        self.kept.get(&k).map_or(0, |e| e.1)
+    }
+
+    /// The node (graph index) of preorder number `k` (one the retention names).
+    pub(crate) fn node(&self, k: u32) -> u32 {
+        self.kept.get(&k).map_or(u32::MAX, |e| e.0)
+    }
+
+    /// Bytes of every object on the heap, garbage included, free objects not.
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        self.reachable_bytes.saturating_add(self.unreachable_bytes)
+    }
+
+    /// The `max` (at most [`TOP_HOLDERS`]) objects that only the virtual root dominates,
+    /// largest retained first (ties by preorder): the heap's top holders.
+    pub(crate) fn top_holders(&self, max: usize) -> Vec<u32> {
+        self.top.iter().copied().take(max).collect()
+    }
+
+    fn suspects_of(&self, retained: impl Fn(u32) -> u64) -> Vec<u32> {
+        let heap = self.heap_bytes();
+        self.top.iter().copied().filter(|&k| heap > 0 && retained(k).saturating_mul(100) >= heap.saturating_mul(SUSPECT_PERCENT)).collect()
+    }
+
+    /// The top holders retaining at least [`SUSPECT_PERCENT`] of the heap.
+    pub(crate) fn suspects(&self) -> Vec<u32> {
+        self.suspects_of(|k| self.retained(k))
+    }
+
+    /// Where a suspect's bulk accumulates (see [`Sums::accumulation`]); a holder that is no
+    /// suspect has none read (itself, no children).
+    pub(crate) fn accumulation(&self, holder: u32) -> Accumulation {
+        self.accumulations.iter().find(|a| a.0 == holder).map_or(Accumulation { point: holder, children: 0, child_type: u32::MAX, child_type_count: 0, child_type_retained: 0 }, |a| a.1)
+    }
+
+    /// The top of the dominator tree in preorder (a parent before its children, largest child
+    /// first), as [`Sums::top_of_tree`] gives it within the icicle's bounds: (preorder number,
+    /// index of the parent in the list, depth).
+    pub(crate) fn top_of_tree(&self) -> &[(u32, Option<usize>, u32)] {
+        &self.tree_top
     }
 }
 
@@ -321,7 +411,7 @@ mod tests {
     #[test]
     fn retained_sizes_sum_the_dominator_subtree() {
         let b = cache();
-        let r = retention(&view(&b, &[0, 10], 6, Some(4))).unwrap();
+        let r = sums(&view(&b, &[0, 10], 6, Some(4))).unwrap();
         let num = r.numbers(b.sizes.len());
         let ret = |v: usize| r.retained[num[v] as usize];
         // Session 2 is reached from the dict and from node 10: neither retains it.
@@ -332,7 +422,9 @@ mod tests {
         assert_eq!(r.retained[0], 80 + 200 + 4 * (48 + 1024) + 32);
         assert_eq!((r.unreachable_objects, r.unreachable_bytes), (2, 64));
         assert_eq!(r.reachable_objects, 11);
-        assert_eq!(r.heap_bytes(), r.retained[0] + 64);
+        let summary = r.summary(&b.types);
+        assert_eq!(summary.heap_bytes(), summary.retained(0) + 64);
+        assert_eq!(summary.retained(0), 80 + 200 + 4 * (48 + 1024) + 32);
     }
 
     #[test]
@@ -347,12 +439,14 @@ mod tests {
     fn the_cache_is_the_suspect_and_its_entries_the_accumulation_point() {
         let b = cache();
         let r = retention(&view(&b, &[0, 10], 6, Some(4))).unwrap();
-        let num = r.numbers(b.sizes.len());
+        let num = sums(&view(&b, &[0, 10], 6, Some(4))).unwrap().numbers(b.sizes.len());
         let top = r.top_holders(TOP_HOLDERS);
         assert_eq!(top.iter().map(|&k| r.node(k)).collect::<Vec<_>>(), vec![0, 2, 10]);
         let suspects = r.suspects();
         assert_eq!(suspects.iter().map(|&k| r.node(k)).collect::<Vec<_>>(), vec![0, 2]);
-        let a = r.accumulation(num[0], &b.types);
+        let a = r.accumulation(num[0]);
+        assert_eq!(r.retained(num[0]), 80 + 200 + 3 * (48 + 1024));
+        assert_eq!(r.top_of_tree().iter().map(|&(k, parent, depth)| (r.node(k), parent, depth)).collect::<Vec<_>>()[..3], [(0, None, 0), (1, Some(0), 1), (3, Some(1), 2)]);
         assert_eq!(r.node(a.point), 1);
         assert_eq!((a.children, a.child_type, a.child_type_count, a.child_type_retained), (3, 2, 3, 3 * 1072));
     }
@@ -372,7 +466,7 @@ mod tests {
             }
         }
         let b = build(&nodes, &edges);
-        let r = retention(&view(&b, &[0], 2, None)).unwrap();
+        let r = sums(&view(&b, &[0], 2, None)).unwrap();
         assert_eq!(r.retained[r.numbers(30)[0] as usize], 15 * 128);
         assert_eq!(r.by_type[0], TypeRetention { type_index: 0, count: 1, retained: 15 * 128 });
     }
@@ -387,7 +481,7 @@ mod tests {
             let edges: Vec<(u32, u32)> = raw.into_iter().filter(|&(a, b)| (a as usize) < n && (b as usize) < n).collect();
             let roots: Vec<u32> = rs.into_iter().map(|r| r % n as u32).collect();
             let b = build(&ts[..n], &edges);
-            let r = retention(&view(&b, &roots, 4, Some(3))).unwrap();
+            let r = sums(&view(&b, &roots, 4, Some(3))).unwrap();
             let tree = dominators::dominators(&b.start, &b.edges, &roots).unwrap();
             let num = r.numbers(n);
             // Node → its immediate dominator as a node (None: the virtual root).
