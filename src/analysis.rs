@@ -98,7 +98,23 @@ pub fn analyze(path: impl AsRef<Path>, opts: &Options) -> Result<Report, Analyze
 }
 
 /// Builds the report for an opened process.
+///
+/// The compressed DWARF the threads' innermost frames need is inflated on a thread of its own
+/// meanwhile (the runtime's reading and the stack walks need none of it): on a small dump that
+/// inflation is most of the work ([`crate::symbols::inflate_ahead`]).
 pub fn report_for(process: &Process, opts: &Options) -> Report {
+    std::thread::scope(|scope| {
+        // Without that thread (none could be started) the first lookups inflate, as before; a
+        // panic there is caught so that it cannot take the report with it.
+        let ahead = || {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::symbols::inflate_ahead(process)));
+        };
+        let _ = std::thread::Builder::new().name("knot-dwarf".into()).spawn_scoped(scope, ahead);
+        build_report(process, opts)
+    })
+}
+
+fn build_report(process: &Process, opts: &Options) -> Report {
     let runtime = runtimes::recognise(process, &opts.locator);
     let code_lookup = runtime.as_ref().and_then(|r| r.code_lookup());
     let mut unwinder = Unwinder::new(process);

@@ -121,7 +121,7 @@ pub(crate) fn holding(process: &Process, runtime: &dotnet::runtime::DotnetRuntim
             thread_stacks(process, context, &stacks, &frames)
         }
     };
-    gc::holders::read(context, &threads)
+    gc::holders::read(context, &threads, runtime.take_walked())
 }
 
 /// Fills the retained fields of a report's .NET heap (`dotnet.heap.retained`, `dominators`,

@@ -1,11 +1,17 @@
 //! Dominators of a directed graph given as CSR (`start[i]..start[i+1]` index `targets`), from a
 //! virtual root joined to every given root: the Semi-NCA form of Lengauer–Tarjan (semidominators
 //! by link-eval with path halving, then each immediate dominator as the nearest common ancestor in
-//! the DFS tree). No recursion (a heap may hold a 10 M-long chain) and u32 arrays only: a DFS, a
-//! reverse CSR in preorder numbers, then semidominators and idoms, each array freed when done.
-//! Memory-bound: every pass over the edges goes in node order so that only the far end of an
-//! edge is a random read (10 M nodes / 17.5 M edges: ~6.5 s on a CPU, 27 bytes per node on top
-//! of the graph; the first version walked the edges in preorder and took 11 s).
+//! the DFS tree). No recursion and no DFS stack (a heap may hold a 10 M-long chain), u32 arrays
+//! only, each freed when done.
+//!
+//! Most heap objects have one referrer: a node whose only predecessor (edges from reachable
+//! nodes, self loops left out, each listing as a root counted as an edge from the virtual root)
+//! is one node has it as DFS parent, semidominator and immediate dominator. Only nodes with two
+//! or more incoming edges get a predecessor list and the semidominator search; the others cost a
+//! DFS step and two counting reads. Every pass over the edges goes in node order so that only
+//! the far end of an edge is a random read. Peak: 16 bytes per node (node → number, number →
+//! node, and the link-eval forest's ancestor and label, which first hold the DFS parent and the
+//! in-degree) plus 4 bytes per edge into a node of in-degree ≥ 2.
 //!
 //! Everything is numbered in DFS preorder: 0 is the virtual root, 1..=r the reachable nodes;
 //! a node's immediate dominator has a smaller number than it, so a pass in reverse preorder
@@ -15,6 +21,11 @@
 pub(crate) const VIRTUAL_ROOT: u32 = 0;
 /// Not reached / no node.
 const NONE: u32 = u32::MAX;
+/// Marks, in the top bit of a u32 holding a preorder number, a node of in-degree ≥ 2 (numbers
+/// stay below it: see [`MAX_NODES`]).
+const MULTI: u32 = 1 << 31;
+/// Nodes a graph may have, so that every number is below [`MULTI`].
+const MAX_NODES: usize = (MULTI - 2) as usize;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum DominatorError {
@@ -44,45 +55,25 @@ impl DominatorTree {
     pub(crate) fn reachable(&self) -> usize {
         self.order.len().saturating_sub(1)
     }
+}
 
-    /// Node → preorder number (`None`: not reachable). O(n) memory; for callers that need it.
-    #[cfg(test)]
-    pub(crate) fn numbers(&self, nodes: usize) -> Vec<u32> {
-        let mut pre = vec![NONE; nodes];
-        for (k, &v) in self.order.iter().enumerate().skip(1) {
-            if let Some(p) = pre.get_mut(v as usize) {
-                *p = k as u32;
-            }
+/// Node → preorder number (`u32::MAX`: not reachable) of a tree's `order`, for `nodes` nodes.
+/// O(n) memory; for callers (tests) that need it.
+#[cfg(test)]
+pub(crate) fn numbers(order: &[u32], nodes: usize) -> Vec<u32> {
+    let mut pre = vec![NONE; nodes];
+    for (k, &v) in order.iter().enumerate().skip(1) {
+        if let Some(p) = pre.get_mut(v as usize) {
+            *p = k as u32;
         }
-        pre
     }
-
-    /// The dominator tree's children as CSR over preorder numbers: the children of `k` are
-    /// `children[start[k]..start[k+1]]`, in increasing preorder.
-    pub(crate) fn children(&self) -> (Vec<u32>, Vec<u32>) {
-        let n = self.order.len();
-        let mut start = vec![0u32; n + 1];
-        for &d in self.idom.iter().skip(1) {
-            start[d as usize + 1] += 1;
-        }
-        for i in 0..n {
-            start[i + 1] += start[i];
-        }
-        let mut fill = start.clone();
-        let mut children = vec![0u32; n.saturating_sub(1)];
-        for (k, &d) in self.idom.iter().enumerate().skip(1) {
-            let at = &mut fill[d as usize];
-            children[*at as usize] = k as u32;
-            *at += 1;
-        }
-        (start, children)
-    }
+    pre
 }
 
 /// Checks the CSR before anything indexes with it.
 fn check(start: &[u32], targets: &[u32], roots: &[u32]) -> Result<usize, DominatorError> {
     let Some(n) = start.len().checked_sub(1) else { return Err(DominatorError::BadStart { node: 0, why: "no start entry" }) };
-    if n >= (u32::MAX - 1) as usize {
+    if n >= MAX_NODES {
         return Err(DominatorError::TooMany { nodes: n });
     }
     if start[0] != 0 {
@@ -96,6 +87,10 @@ fn check(start: &[u32], targets: &[u32], roots: &[u32]) -> Result<usize, Dominat
     if start[n] as usize != targets.len() {
         return Err(DominatorError::BadStart { node: n, why: "the last entry is not the edge count" });
     }
+    // Edge indices double as "visited" marks in the DFS: u32::MAX must never be one.
+    if start[n] == NONE {
+        return Err(DominatorError::BadStart { node: n, why: "more edges than a u32 index holds" });
+    }
     if let Some((edge, &target)) = targets.iter().enumerate().find(|(_, t)| **t as usize >= n) {
         return Err(DominatorError::BadTarget { edge, target, last: n.saturating_sub(1) });
     }
@@ -106,124 +101,189 @@ fn check(start: &[u32], targets: &[u32], roots: &[u32]) -> Result<usize, Dominat
 }
 
 /// The dominator tree of the nodes reachable from `roots` (duplicates allowed).
+#[cfg(test)]
 pub(crate) fn dominators(start: &[u32], targets: &[u32], roots: &[u32]) -> Result<DominatorTree, DominatorError> {
-    let n = check(start, targets, roots)?;
+    dominators_and_spare(start, targets, roots).map(|(tree, _)| tree)
+}
 
-    // 1. Iterative DFS from the virtual root: preorder numbers and DFS-tree parents. The virtual
-    //    root's "edges" are the roots.
-    let mut pre = vec![NONE; n];
+/// One link-eval forest entry: the ancestor in the low half, the label in the high half (one
+/// u64, so that its buffer can be handed on as a `Vec<u64>`).
+fn pack(ancestor: u32, label: u32) -> u64 {
+    u64::from(ancestor) | u64::from(label) << 32
+}
+
+fn unpack(l: u64) -> (u32, u32) {
+    (l as u32, (l >> 32) as u32)
+}
+
+/// [`dominators`], and an empty buffer with room for one u64 per preorder number (its pages
+/// already touched), for the caller's per-node sums: on a heap of 10 M objects a fresh one costs
+/// as much in page faults and zeroing as a pass of the algorithm.
+pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]) -> Result<(DominatorTree, Vec<u64>), DominatorError> {
+    let n = check(start, targets, roots)?;
+    let edges_of = |v: usize| &targets[start[v] as usize..start[v + 1] as usize];
+
+    // 1. DFS from the virtual root, without a stack: the path is climbed back through the
+    //    parents, and a node on the path keeps its next edge index in `pre` (any value but NONE
+    //    marks a node seen), which gets its preorder number once the node is left. The parent
+    //    of number k goes in `link[k].0` (the link-eval forest starts as the DFS tree).
+    // (`pre` has room for one more: it becomes `idom`, one entry per number.)
+    let mut pre: Vec<u32> = Vec::with_capacity(n + 1);
+    pre.resize(n, NONE);
     let mut order: Vec<u32> = Vec::with_capacity(n + 1);
-    let mut parent: Vec<u32> = Vec::with_capacity(n + 1);
+    let mut link: Vec<u64> = Vec::with_capacity(n + 1);
     order.push(NONE);
-    parent.push(VIRTUAL_ROOT);
-    {
-        // (node, next edge) frames; the roots are pushed one at a time from the virtual root.
-        let mut stack: Vec<(u32, u32)> = Vec::new();
-        for &r in roots {
-            if pre[r as usize] != NONE {
+    link.push(pack(VIRTUAL_ROOT, 0));
+    for &r in roots {
+        if pre[r as usize] != NONE {
+            continue;
+        }
+        let mut c = order.len() as u32;
+        order.push(r);
+        link.push(pack(VIRTUAL_ROOT, 0));
+        let (mut v, mut e) = (r as usize, start[r as usize]);
+        pre[v] = e;
+        loop {
+            let end = start[v + 1];
+            let mut next = None;
+            while e < end {
+                let w = targets[e as usize] as usize;
+                e += 1;
+                if pre[w] == NONE {
+                    next = Some(w);
+                    break;
+                }
+            }
+            if let Some(w) = next {
+                pre[v] = e;
+                let k = order.len() as u32;
+                order.push(w as u32);
+                link.push(pack(c, 0));
+                c = k;
+                v = w;
+                e = start[w];
+                pre[w] = e;
                 continue;
             }
-            pre[r as usize] = order.len() as u32;
-            order.push(r);
-            parent.push(VIRTUAL_ROOT);
-            stack.push((r, start[r as usize]));
-            while let Some(top) = stack.last_mut() {
-                let (v, e) = *top;
-                if e >= start[v as usize + 1] {
-                    stack.pop();
-                    continue;
-                }
-                top.1 += 1;
-                let w = targets[e as usize];
-                if pre[w as usize] == NONE {
-                    pre[w as usize] = order.len() as u32;
-                    order.push(w);
-                    parent.push(pre[v as usize]);
-                    stack.push((w, start[w as usize]));
-                }
+            pre[v] = c;
+            let up = link[c as usize] as u32;
+            if up == VIRTUAL_ROOT {
+                break;
             }
+            c = up;
+            v = order[c as usize] as usize;
+            e = pre[v];
         }
     }
     let count = order.len();
 
-    // 2. Predecessors in preorder numbers, reachable ones only (CSR). The virtual root precedes
-    //    every root (a root listed twice is a duplicate predecessor: harmless under a minimum).
-    //    Both passes go over the graph in node order, so only the target's numbers are random
-    //    reads (walking it in preorder made every node's edge list a cache miss too).
-    let mut rstart = vec![0u32; count + 1];
+    // 2. In-degrees (in the high half of `link[k]`): edges from reachable nodes, self loops
+    //    left out, and one from the virtual root per listing as a root.
+    const ONE: u64 = 1 << 32;
     for &r in roots {
-        rstart[pre[r as usize] as usize + 1] += 1;
+        link[pre[r as usize] as usize] += ONE;
     }
     for v in 0..n {
         if pre[v] == NONE {
             continue;
         }
-        for &w in &targets[start[v] as usize..start[v + 1] as usize] {
-            rstart[pre[w as usize] as usize + 1] += 1;
+        for &w in edges_of(v) {
+            if w as usize != v {
+                link[pre[w as usize] as usize] += ONE;
+            }
         }
     }
-    // Prefix sums shifted by one (`rstart[k + 1]` = where k's predecessors end), then each
-    // predecessor placed by decrementing it: afterwards `rstart[k + 1]` is where k's start, with
-    // no second array of cursors.
-    for k in 1..=count {
-        rstart[k] += rstart[k - 1];
+    // Predecessor lists (preorder numbers) for the nodes of in-degree ≥ 2 only, marked MULTI
+    // in their parent's top bit. The high half becomes where k's list ends, then each
+    // predecessor is placed by decrementing it: afterwards it is where k's list starts (and the
+    // next node's start is where it ends).
+    let mut total = 0u32;
+    for l in link.iter_mut().skip(1) {
+        let (mut parent, degree) = unpack(*l);
+        if degree >= 2 {
+            parent |= MULTI;
+            total += degree;
+        }
+        *l = pack(parent, total);
     }
-    let mut preds = vec![0u32; rstart[count] as usize];
+    link[0] = pack(VIRTUAL_ROOT, 0);
+    let mut preds = vec![0u32; total as usize];
+    let mut place = |k: u32, from: u32| {
+        let l = &mut link[k as usize];
+        if (*l as u32) & MULTI != 0 {
+            *l -= ONE;
+            preds[(*l >> 32) as usize] = from;
+        }
+    };
     for &r in roots {
-        let at = &mut rstart[pre[r as usize] as usize + 1];
-        *at -= 1;
-        preds[*at as usize] = VIRTUAL_ROOT;
+        place(pre[r as usize], VIRTUAL_ROOT);
     }
     for v in 0..n {
         let pv = pre[v];
         if pv == NONE {
             continue;
         }
-        for &w in &targets[start[v] as usize..start[v + 1] as usize] {
-            let at = &mut rstart[pre[w as usize] as usize + 1];
-            *at -= 1;
-            preds[*at as usize] = pv;
+        for &w in edges_of(v) {
+            if w as usize != v {
+                place(pre[w as usize], pv);
+            }
         }
     }
-    // Shift back: `rstart[k]..rstart[k + 1]` are k's predecessors.
-    rstart.remove(0);
-    rstart.push(preds.len() as u32);
-    drop(pre);
 
     // 3. Semidominators in reverse preorder, by link-eval with path compression over the
     //    processed forest. Semi-NCA needs only semidominator values, never the vertex that has
     //    one, so the label of a vertex is the least semidominator on its compressed path, kept
     //    beside its ancestor (one cache line per step of a climb). A vertex is linked (under its
     //    DFS parent) once processed, that is when its number is above the one being processed:
-    //    no "unlinked" mark is needed. Once w is done `rstart[w + 1]` is read no more (w - 1
-    //    reads `rstart[w - 1..=w]`), so w's semidominator is kept there.
-    let mut link: Vec<(u32, u32)> = vec![(VIRTUAL_ROOT, 0); count];
+    //    no "unlinked" mark is needed. A node of in-degree 1 has its parent as semidominator and
+    //    immediate dominator: `idom` gets it now. A node of in-degree ≥ 2 gets its semidominator
+    //    (MULTI-marked) and its parent is kept for step 4 in the part of `preds` already read
+    //    (it has at least two slots there), from the end down: increasing number from `kept` on.
+    let mut idom = pre;
+    idom.clear();
+    idom.resize(count, VIRTUAL_ROOT);
+    let mut end = total;
+    let mut kept = total as usize;
     for w in (1..count).rev() {
-        let mut s = w as u32;
-        for &v in &preds[rstart[w] as usize..rstart[w + 1] as usize] {
-            let cand = if (v as usize) <= w { v } else { eval(v, w as u32, &mut link) };
-            s = s.min(cand);
-        }
-        rstart[w + 1] = s;
-        link[w] = (parent[w], s);
+        let (p, begin) = unpack(link[w]);
+        let parent = p & !MULTI;
+        let s = if p & MULTI == 0 {
+            idom[w] = parent;
+            parent
+        } else {
+            let mut s = w as u32;
+            for &v in &preds[begin as usize..end as usize] {
+                let cand = if (v as usize) <= w { v } else { eval(v, w as u32, &mut link) };
+                s = s.min(cand);
+            }
+            idom[w] = s | MULTI;
+            kept -= 1;
+            preds[kept] = parent;
+            s
+        };
+        end = begin;
+        link[w] = pack(parent, s);
     }
-    drop(preds);
-    drop(link);
-    let semi = |w: usize| rstart[w + 1];
+    let mut spare = link;
+    spare.clear();
 
-    // 4. Immediate dominators: start at the DFS parent, climb while above the semidominator
-    //    (Semi-NCA); ancestors are final before their descendants in preorder.
-    let mut idom = parent;
+    // 4. Immediate dominators of the nodes of in-degree ≥ 2: start at the DFS parent, climb
+    //    while above the semidominator (Semi-NCA); ancestors are final before their
+    //    descendants in preorder.
     for w in 1..count {
-        let mut d = idom[w];
-        let sw = semi(w);
+        let sw = idom[w];
+        if sw & MULTI == 0 {
+            continue;
+        }
+        let sw = sw & !MULTI;
+        let mut d = preds[kept];
+        kept += 1;
         while d > sw {
             d = idom[d as usize];
         }
         idom[w] = d;
     }
-    idom[0] = VIRTUAL_ROOT;
-    Ok(DominatorTree { order, idom })
+    Ok((DominatorTree { order, idom }, spare))
 }
 
 /// The least semidominator on the path from `v` up to (not including) the root of its tree in
@@ -233,20 +293,20 @@ pub(crate) fn dominators(start: &[u32], targets: &[u32], roots: &[u32]) -> Resul
 ///
 /// Invariant: a vertex's label is the least semidominator from it up to (not including) its
 /// ancestor, which the halving keeps.
-fn eval(v: u32, w: u32, link: &mut [(u32, u32)]) -> u32 {
+fn eval(v: u32, w: u32, link: &mut [u64]) -> u32 {
     let mut x = v;
     let mut best = u32::MAX;
     loop {
-        let (a, lx) = link[x as usize];
+        let (a, lx) = unpack(link[x as usize]);
         if a <= w {
             return best.min(lx);
         }
-        let (aa, la) = link[a as usize];
+        let (aa, la) = unpack(link[a as usize]);
         let l = lx.min(la);
         if aa <= w {
             return best.min(l);
         }
-        link[x as usize] = (aa, l);
+        link[x as usize] = pack(aa, l);
         best = best.min(l);
         x = aa;
     }
@@ -272,7 +332,7 @@ pub(crate) fn csr(n: usize, edges: &[(u32, u32)]) -> (Vec<u32>, Vec<u32>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -337,6 +397,47 @@ mod tests {
     }
 
     #[test]
+    fn in_degree_one_chains_hang_under_their_referrer() {
+        // Two chains from one root, joined at 5: 0 → 1 → 2 → 5, 0 → 3 → 4 → 5 → 6 → 7.
+        let d = idoms(8, &[(0, 1), (1, 2), (2, 5), (0, 3), (3, 4), (4, 5), (5, 6), (6, 7)], &[0]);
+        assert_eq!(d, vec![Some(None), Some(Some(0)), Some(Some(1)), Some(Some(0)), Some(Some(3)), Some(Some(0)), Some(Some(5)), Some(Some(6))]);
+    }
+
+    #[test]
+    fn self_loops_and_duplicate_edges_are_one_referrer() {
+        // 1 refers to itself and to 2 twice; 2 refers to itself: each still has one referrer.
+        // 3 is held by 1 and by itself only; 4 only by itself (unreachable).
+        let d = idoms(5, &[(0, 1), (1, 1), (1, 2), (1, 2), (2, 2), (1, 3), (3, 3), (4, 4), (4, 3)], &[0]);
+        assert_eq!(d, vec![Some(None), Some(Some(0)), Some(Some(1)), Some(Some(1)), None]);
+    }
+
+    #[test]
+    fn a_root_also_referenced_is_dominated_by_the_virtual_root() {
+        // 1 is a root and referenced by 0 (also a root): only the virtual root dominates it;
+        // 2 is listed twice as a root and referenced by nothing.
+        let d = idoms(4, &[(0, 1), (1, 3)], &[0, 1, 2, 2]);
+        assert_eq!(d, vec![Some(None), Some(None), Some(None), Some(Some(1))]);
+    }
+
+    #[test]
+    fn unreachable_cycles_stay_out() {
+        // 2 ⇄ 3 and 3 → 1: the cycle is unreachable, so 1 keeps its one reachable referrer.
+        let d = idoms(4, &[(0, 1), (2, 3), (3, 2), (3, 1)], &[0]);
+        assert_eq!(d, vec![Some(None), Some(Some(0)), None, None]);
+    }
+
+    #[test]
+    fn a_deep_chain_with_back_edges() {
+        // 0 → 1 → … → n-1, every node also back to the root: still a chain of dominators, the
+        // DFS path n deep (no stack to overflow).
+        let n = 200_000u32;
+        let mut edges: Vec<(u32, u32)> = (0..n - 1).map(|i| (i, i + 1)).collect();
+        edges.extend((1..n).map(|i| (i, 0)));
+        let d = idoms(n as usize, &edges, &[0]);
+        assert!((1..n as usize).all(|i| d[i] == Some(Some(i as u32 - 1))));
+    }
+
+    #[test]
     fn malformed_graphs_are_errors() {
         assert!(matches!(dominators(&[0, 1], &[5], &[0]), Err(DominatorError::BadTarget { .. })));
         assert!(matches!(dominators(&[0, 2, 1], &[1, 0], &[0]), Err(DominatorError::BadStart { .. })));
@@ -344,20 +445,6 @@ mod tests {
         assert!(matches!(dominators(&[], &[], &[]), Err(DominatorError::BadStart { .. })));
         let empty = dominators(&[0, 0], &[], &[]).expect("no roots is fine");
         assert_eq!(empty.reachable(), 0);
-    }
-
-    #[test]
-    fn children_csr() {
-        let (s, t) = csr(4, &[(0, 1), (0, 2), (1, 3), (2, 3)]);
-        let d = dominators(&s, &t, &[0]).unwrap();
-        let (cs, ch) = d.children();
-        // The virtual root has node 0 only; node 0 has 1, 2 and 3.
-        assert_eq!(&ch[cs[0] as usize..cs[1] as usize], &[1]);
-        let k0 = 1usize;
-        let kids: Vec<u32> = ch[cs[k0] as usize..cs[k0 + 1] as usize].iter().map(|&k| d.order[k as usize]).collect();
-        let mut kids = kids;
-        kids.sort();
-        assert_eq!(kids, vec![1, 2, 3]);
     }
 
     /// Dominators by definition: d dominates v when v is unreachable from the roots without
@@ -407,7 +494,7 @@ mod tests {
 
     /// A heap-shaped graph of `n` nodes: a few roots, trees of small objects, shared nodes, long
     /// chains and cycles (a xorshift, so every run builds the same one).
-    fn heap_like(n: u32) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    pub(crate) fn heap_like(n: u32) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut rnd = move || {
             x ^= x << 13;
@@ -454,7 +541,7 @@ mod tests {
     }
 
     /// Peak RSS (VmHWM) in KiB, after resetting it when `reset`.
-    fn peak_kib(reset: bool) -> u64 {
+    pub(crate) fn peak_kib(reset: bool) -> u64 {
         if reset {
             let _ = std::fs::write("/proc/self/clear_refs", "5");
         }
@@ -464,33 +551,44 @@ mod tests {
 
     /// This thread's time on a CPU so far (from /proc/thread-self/schedstat): on a shared,
     /// loaded machine the wall time says little.
-    fn cpu_secs() -> f64 {
+    pub(crate) fn cpu_secs() -> f64 {
         let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
         text.split_whitespace().next().and_then(|ns| ns.parse::<u64>().ok()).unwrap_or(0) as f64 / 1e9
     }
 
-    fn rss_kib() -> u64 {
+    pub(crate) fn rss_kib() -> u64 {
         let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
         status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok()).unwrap_or(0)
     }
 
-    /// `cargo test --release --lib scale_against_petgraph -- --ignored --nocapture`: this module
-    /// and petgraph's `simple_fast` on heap-shaped graphs (KNOT_DOM_NODES nodes for ours,
-    /// default 10 M; KNOT_DOM_PETGRAPH_NODES for petgraph's, default 2 M): time and the memory
-    /// each adds to the graph's.
+    /// `cargo test --release --lib scale_against_petgraph -- --ignored --nocapture`: this module,
+    /// then with the retained sizes and by-type sums (`gc::retained`, sizes and types counted
+    /// as the graph's), and petgraph's `simple_fast`, on heap-shaped graphs (KNOT_DOM_NODES
+    /// nodes for ours, default 10 M; KNOT_DOM_PETGRAPH_NODES for petgraph's, default 2 M, 0
+    /// skips it): time and the memory each adds to the graph's.
     #[test]
     #[ignore]
     fn scale_against_petgraph() {
         let env = |k: &str, d: u32| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
-        for (who, n) in [("knot", env("KNOT_DOM_NODES", 10_000_000)), ("petgraph", env("KNOT_DOM_PETGRAPH_NODES", 2_000_000))] {
+        let runs = [("knot", env("KNOT_DOM_NODES", 10_000_000)), ("retention", env("KNOT_DOM_NODES", 10_000_000)), ("petgraph", env("KNOT_DOM_PETGRAPH_NODES", 2_000_000))];
+        for (who, n) in runs.into_iter().filter(|&(_, n)| n > 0) {
             let (s, t, roots) = heap_like(n);
-            let base = rss_kib();
+            let mut base = rss_kib();
             peak_kib(true);
             let t0 = std::time::Instant::now();
             let c0 = cpu_secs();
             let reachable = if who == "knot" {
                 let d = dominators(&s, &t, &roots).expect("valid");
                 d.reachable()
+            } else if who == "retention" {
+                // Dominators, retained sizes and the by-type sums of a heap with sizes and types.
+                let sizes: Vec<u32> = (0..n).map(|i| 16 + (i % 7) * 8).collect();
+                let types: Vec<u32> = (0..n).map(|i| (i * 2_654_435_761u32) >> 22).collect();
+                let view = crate::runtimes::dotnet::gc::retained::GraphView { edge_start: &s, edges: &t, sizes: &sizes, types: &types, type_count: 1024, roots: &roots, free_type: None };
+                base += (sizes.len() * 8) as u64 / 1024;
+                let r = crate::runtimes::dotnet::gc::retained::retention(&view).expect("valid");
+                assert!(!r.by_type.is_empty());
+                r.reachable_objects as usize
             } else {
                 // The virtual root is one more node joined to the roots.
                 let mut g: petgraph::Graph<(), ()> = petgraph::Graph::with_capacity(n as usize + 1, t.len() + roots.len());
@@ -526,6 +624,16 @@ mod tests {
         fn agrees_with_the_definition(n in 1usize..14, raw in proptest::collection::vec((0u32..14, 0u32..14), 0..40), rs in proptest::collection::vec(0u32..14, 1..3)) {
             let edges: Vec<(u32, u32)> = raw.into_iter().filter(|&(a, b)| (a as usize) < n && (b as usize) < n).collect();
             let roots: Vec<u32> = rs.into_iter().filter(|&r| (r as usize) < n).collect();
+            prop_assert_eq!(idoms(n, &edges, &roots), naive(n, &edges, &roots));
+        }
+
+        /// Heap-like: most nodes have one referrer (a tree), a few more edges, duplicates and
+        /// self loops, roots that are also referenced.
+        #[test]
+        fn agrees_with_the_definition_on_mostly_trees(n in 2usize..40, parents in proptest::collection::vec(0u32..40, 40), extra in proptest::collection::vec((0u32..40, 0u32..40), 0..8), rs in proptest::collection::vec(0u32..40, 1..4)) {
+            let mut edges: Vec<(u32, u32)> = (1..n as u32).map(|i| (parents[i as usize] % i, i)).collect();
+            edges.extend(extra.into_iter().filter(|&(a, b)| (a as usize) < n && (b as usize) < n));
+            let roots: Vec<u32> = rs.into_iter().map(|r| r % n as u32).collect();
             prop_assert_eq!(idoms(n, &edges, &roots), naive(n, &edges, &roots));
         }
     }

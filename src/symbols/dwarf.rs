@@ -148,6 +148,18 @@ fn inflate_ahead(file: &ElfFile) {
     });
 }
 
+/// The first of `files` with a non-empty `.debug_info`: the file a module's DWARF is read from.
+/// Its compressed sections that addr2line reads are inflated on the way (see [`inflate_ahead`]).
+pub(crate) fn dwarf_file<'p>(files: impl IntoIterator<Item = &'p ElfFile>) -> Option<&'p ElfFile> {
+    files.into_iter().find(|f| {
+        if f.section_by_name(".debug_info").is_none_or(|(_, s)| s.size == 0 || s.is_nobits()) {
+            return false;
+        }
+        inflate_ahead(f);
+        f.section(".debug_info").is_some_and(|d| !d.is_empty())
+    })
+}
+
 /// Which scope answers for a unit.
 enum Found<'s, 'p> {
     Scope(&'s mut Scope<'p>),
@@ -227,13 +239,7 @@ impl<'p> Dwarf<'p> {
     /// loaded; the others (location lists, macros, type units, name indexes) are left empty,
     /// so a compressed one is never inflated.
     pub(crate) fn load(files: impl IntoIterator<Item = &'p ElfFile>) -> Option<Dwarf<'p>> {
-        let file = files.into_iter().find(|f| {
-            if f.section_by_name(".debug_info").is_none_or(|(_, s)| s.size == 0 || s.is_nobits()) {
-                return false;
-            }
-            inflate_ahead(f);
-            f.section(".debug_info").is_some_and(|d| !d.is_empty())
-        })?;
+        let file = dwarf_file(files)?;
         let whole = sections(file, None)?;
         let index = catch_unwind(AssertUnwindSafe(|| UnitIndex::read(&whole))).ok().flatten();
         let mode = match index {

@@ -378,6 +378,22 @@ impl<'p> Symbolizer<'p> {
     }
 }
 
+/// Inflates the compressed DWARF of every module a thread's registers point into (the modules its
+/// innermost frame is in, which every report names), so that the reading of the runtime and the
+/// stack walks, which need no DWARF, run beside it (see `analysis::report_for`). Nothing is
+/// computed twice: each section is inflated once (`ElfFile::section_data`), and a symbol lookup
+/// that needs one still being inflated waits for it.
+pub(crate) fn inflate_ahead(process: &Process) {
+    let mut modules: Vec<usize> = process.core.threads.iter().filter_map(|t| process.module_at(t.registers.rip)).map(|(i, _)| i).collect();
+    modules.sort_unstable();
+    modules.dedup();
+    for i in modules {
+        if let Some(m) = process.modules.get(i) {
+            dwarf::dwarf_file(m.symbol_files());
+        }
+    }
+}
+
 /// The process's call graph, as the tail-call search sees it (runtime addresses).
 struct Graph<'s, 'p>(&'s Symbolizer<'p>);
 

@@ -312,7 +312,83 @@ pub(crate) fn run_once(argv: &[OsString], stderr: &Path) -> Result<Sample> {
 
 /// [`run_once`], killing the child (SIGKILL) once it has run for `limit`; such a run is
 /// `stopped`, and its wall time is the limit's, not a measurement.
+///
+/// The tool is started and reaped by a small process of its own (this binary again, `xtask
+/// measure-child`), which reports the rusage on its stdout: a child's `ru_maxrss` starts from the
+/// resident set of the process it was forked from (Linux records the old address space's peak
+/// at `exec`, and a vfork child's old address space is its parent's), so a tool started straight
+/// from this process, which may hold hundreds of MiB by then, would show that as its own peak.
 pub(crate) fn run_limited(argv: &[OsString], stderr: &Path, limit: Option<Duration>) -> Result<Sample> {
+    let exe = std::env::current_exe().context("this program's path")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("measure-child").arg("--stderr").arg(stderr);
+    if let Some(limit) = limit {
+        cmd.arg("--limit-ms").arg(limit.as_millis().to_string());
+    }
+    let out = cmd.arg("--").args(argv).stdin(Stdio::null()).stderr(Stdio::inherit()).output().context("starting the measuring child")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!("measuring {} failed ({})", argv[0].to_string_lossy(), out.status);
+    }
+    Sample::from_line(text.trim()).with_context(|| format!("the measuring child's answer {text:?}"))
+}
+
+/// `xtask measure-child --stderr FILE [--limit-ms N] -- PROGRAM ARGS…`: runs one tool as
+/// [`run_limited`] describes, from a process that is itself small, and prints its [`Sample`].
+#[derive(clap::Args)]
+pub struct MeasureArgs {
+    #[arg(long)]
+    stderr: PathBuf,
+    #[arg(long)]
+    limit_ms: Option<u64>,
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    argv: Vec<OsString>,
+}
+
+pub fn measure_child(args: MeasureArgs) -> Result<()> {
+    let s = run_here(&args.argv, &args.stderr, args.limit_ms.map(Duration::from_millis))?;
+    println!("{}", s.to_line());
+    Ok(())
+}
+
+impl Sample {
+    /// One line of numbers, for [`Sample::from_line`]: nanoseconds, KiB and counts.
+    fn to_line(&self) -> String {
+        let opt = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
+        format!(
+            "{} {} {} {} {} {} {} {} {}",
+            self.wall.as_nanos(),
+            self.max_rss_kib,
+            self.user.as_nanos(),
+            self.sys.as_nanos(),
+            self.minflt,
+            self.majflt,
+            opt(self.rchar.map(|r| r as i64)),
+            opt(self.code.map(i64::from)),
+            u8::from(self.stopped)
+        )
+    }
+
+    fn from_line(line: &str) -> Result<Sample> {
+        let f: Vec<&str> = line.split(' ').collect();
+        let [wall, rss, user, sys, minflt, majflt, rchar, code, stopped] = f.as_slice() else { bail!("9 fields expected") };
+        let nanos = |v: &str| -> Result<Duration> { Ok(Duration::from_nanos(v.parse()?)) };
+        Ok(Sample {
+            wall: nanos(wall)?,
+            max_rss_kib: rss.parse()?,
+            user: nanos(user)?,
+            sys: nanos(sys)?,
+            minflt: minflt.parse()?,
+            majflt: majflt.parse()?,
+            rchar: if *rchar == "-" { None } else { Some(rchar.parse()?) },
+            code: if *code == "-" { None } else { Some(code.parse()?) },
+            stopped: *stopped == "1",
+        })
+    }
+}
+
+/// Starts `argv` from this process and reaps it with `wait4` (see [`run_limited`]).
+fn run_here(argv: &[OsString], stderr: &Path, limit: Option<Duration>) -> Result<Sample> {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .stdin(Stdio::null())

@@ -30,6 +30,10 @@ enum Command {
     /// The .NET runtime catalogue (analyzers/dotnet/runtime-catalog.toml) from the official
     /// runtime packs: what knot reads from libcoreclr.so / singlefilehost, per build-id.
     DotnetCatalog(dotnet_catalog::Args),
+    /// (Used by `bench` itself.) Runs one tool and prints its wall time and rusage, from a
+    /// process small enough not to count in the tool's peak RSS.
+    #[command(hide = true)]
+    MeasureChild(bench::MeasureArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -37,5 +41,6 @@ fn main() -> anyhow::Result<()> {
         Command::Samples(args) => samples::run(args),
         Command::Bench(args) => bench::run(args),
         Command::DotnetCatalog(args) => dotnet_catalog::run(args),
+        Command::MeasureChild(args) => bench::measure_child(args),
     }
 }

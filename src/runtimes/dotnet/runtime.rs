@@ -35,6 +35,8 @@ pub(crate) struct DotnetRuntime<'p> {
     runtime_file: Option<(String, Option<String>)>,
     /// The thread pool's counters and queues, read once (for the verdict and the report).
     pool: OnceLock<Option<super::thread_pool::PoolReading>>,
+    /// The heap walk's objects, kept by the report's walk for the object graph (taken once).
+    walked: std::sync::Mutex<Option<super::gc::Walked>>,
 }
 
 /// The .NET runtime of `process`; `None` when the process has no `libcoreclr.so`.
@@ -62,7 +64,7 @@ pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<D
         }
     });
     let runtime_file = super::locate::runtime_module(process).map(|m| (m.path.clone(), m.build_id_hex()));
-    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file, pool: OnceLock::new() })
+    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file, pool: OnceLock::new(), walked: std::sync::Mutex::new(None) })
 }
 
 impl<'p> DotnetRuntime<'p> {
@@ -95,6 +97,12 @@ impl DotnetRuntime<'_> {
     }
 
     /// The pool's counters and queues, read on first use.
+    /// The objects the report's heap walk kept for the object graph, once (`None` after, or
+    /// when the heap was not walked).
+    pub(crate) fn take_walked(&self) -> Option<super::gc::Walked> {
+        self.walked.lock().ok().and_then(|mut w| w.take())
+    }
+
     fn pool_reading(&self) -> Option<&super::thread_pool::PoolReading> {
         self.pool.get_or_init(|| self.context.as_ref().ok().map(|c| super::thread_pool::read(c))).as_ref()
     }
@@ -211,7 +219,10 @@ impl Runtime for DotnetRuntime<'_> {
             facts.diagnostics.extend(x.diagnostics.iter().cloned());
         }
         if let (true, Ok(c)) = (self.walks_heap(), &self.context) {
-            if let Some(gc) = gc::report::attach(c, &mut report, &mut facts.locks, &mut facts.diagnostics) {
+            if let Some(mut gc) = gc::report::attach(c, &mut report, &mut facts.locks, &mut facts.diagnostics) {
+                if let Ok(mut w) = self.walked.lock() {
+                    *w = gc.walked.take();
+                }
                 // The objects queued to the pool, when its queues were read.
                 let queued: Option<std::collections::HashSet<u64>> =
                     self.pool_reading().and_then(|p| p.queues.as_ref().ok()).map(|q| q.items.iter().map(|i| i.object).collect());

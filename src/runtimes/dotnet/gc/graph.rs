@@ -2,12 +2,12 @@
 //! roots that hold objects from outside the heap. This is the contract the heap's later readings
 //! (why alive, dominators and retained sizes, diff) are built on:
 //!
-//! - Node `i` is the object at `addresses[i]`; `addresses` is sorted ascending and holds every
-//!   object the walk found (free objects left out), so an address is a node by binary search
-//!   ([`ObjectGraph::node_of`]).
+//! - Nodes are numbered in address order: node `i` is the object at [`ObjectGraph::address`]`(i)`,
+//!   every object the walk found (free objects left out); an address is a node through the
+//!   index ([`ObjectGraph::node_of`]: a bit test and a popcount, see `node_index`).
 //! - `types[i]` indexes `type_table` (the MethodTable; named through the heap's namer),
 //!   `sizes[i]` is the size SOS reports for it (`dumpheap`/`objsize`: unaligned, saturated at
-//!   `u32::MAX`).
+//!   `u32::MAX`; `holders` empties `sizes` once the retained sizes are read).
 //! - Edges are CSR: the targets of `i` are `edges[edge_start[i]..edge_start[i + 1]]`
 //!   (`edge_start` has `len() + 1` entries), in field order, duplicates kept (two fields that
 //!   hold one object are two edges). A field that holds no object of the walk (null, an address
@@ -17,18 +17,20 @@
 //!   object may be held by many roots. Roots that could not be read are diagnostics of the
 //!   reading, never dropped silently.
 //!
-//! Memory: 4 + 4 + 8 bytes per node besides the edges (4 bytes each) and `edge_start`, so a
-//! graph of N objects with E references takes about 20·N + 4·E bytes.
+//! Memory: 4 + 4 bytes per node (type, size) and about 1.3 for the address index, besides the
+//! edges (4 bytes each) and `edge_start`, so a graph of N objects with E references takes about
+//! 13.3·N + 4·E bytes.
 
 use super::super::target::Target;
 use super::gcdesc::GcDesc;
+use super::node_index::NodeIndex;
 use serde::Serialize;
 
 /// The object graph of one heap (see the module doc: the contract).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ObjectGraph {
-    /// Node i's object address, sorted ascending.
-    pub(crate) addresses: Vec<u64>,
+    /// Node i's object address (nodes in address order).
+    pub(crate) index: NodeIndex,
     /// Node i's index into `type_table`.
     pub(crate) types: Vec<u32>,
     /// MethodTables (named through the heap's type namer).
@@ -139,12 +141,17 @@ pub(crate) enum RootSource {
 impl ObjectGraph {
     /// The node of the object at `address`, if it is one.
     pub(crate) fn node_of(&self, address: u64) -> Option<u32> {
-        self.addresses.binary_search(&address).ok().and_then(|i| u32::try_from(i).ok())
+        self.index.node_of(address)
+    }
+
+    /// The address of node `i`.
+    pub(crate) fn address(&self, i: u32) -> Option<u64> {
+        self.index.address(i)
     }
 
     /// Nodes in the graph.
     pub(crate) fn len(&self) -> usize {
-        self.addresses.len()
+        self.index.len()
     }
 
     /// The targets of node `i`'s references (empty for a node out of range).
@@ -186,12 +193,12 @@ impl GraphErrors {
 }
 
 /// The nodes of the walks, merged: addresses ascending (segments in address order, objects
-/// in each in order), the MethodTables in one table.
+/// in each in order), the MethodTables in one table. Each walk's lists are freed once merged.
 pub(crate) fn nodes(walks: Vec<super::walk::SegmentNodes>) -> ObjectGraph {
     let mut walks: Vec<_> = walks.into_iter().filter(|w| !w.addresses.is_empty()).collect();
     walks.sort_by_key(|w| w.addresses[0]);
     let total: usize = walks.iter().map(|w| w.addresses.len()).sum();
-    let mut g = ObjectGraph { addresses: Vec::with_capacity(total), types: Vec::with_capacity(total), sizes: Vec::with_capacity(total), ..ObjectGraph::default() };
+    let mut g = ObjectGraph { types: Vec::with_capacity(total), sizes: Vec::with_capacity(total), ..ObjectGraph::default() };
     let mut index: rustc_hash::FxHashMap<u64, u32> = rustc_hash::FxHashMap::default();
     for w in walks {
         let map: Vec<u32> = w
@@ -204,20 +211,18 @@ pub(crate) fn nodes(walks: Vec<super::walk::SegmentNodes>) -> ObjectGraph {
                 })
             })
             .collect();
-        g.addresses.extend_from_slice(&w.addresses);
-        g.types.extend(w.types.iter().map(|&t| map.get(t as usize).copied().unwrap_or(0)));
-        g.sizes.extend_from_slice(&w.sizes);
+        // Overlapping segments (a damaged segment list): an object at or below one already
+        // taken is left out, so nodes stay in address order.
+        for ((&a, &t), &size) in w.addresses.iter().zip(&w.types).zip(&w.sizes) {
+            if g.index.push(a) {
+                g.types.push(map.get(t as usize).copied().unwrap_or(0));
+                g.sizes.push(size);
+            }
+        }
     }
-    // Overlapping segments (a damaged segment list) would break the binary search: keep the
-    // first object at each address, in address order.
-    if !g.addresses.windows(2).all(|w| w[0] < w[1]) {
-        let mut order: Vec<u32> = (0..g.addresses.len() as u32).collect();
-        order.sort_by_key(|&i| g.addresses[i as usize]);
-        order.dedup_by_key(|i| g.addresses[*i as usize]);
-        g.addresses = order.iter().map(|&i| g.addresses[i as usize]).collect();
-        g.types = order.iter().map(|&i| g.types[i as usize]).collect();
-        g.sizes = order.iter().map(|&i| g.sizes[i as usize]).collect();
-    }
+    g.types.shrink_to_fit();
+    g.sizes.shrink_to_fit();
+    g.index.shrink_to_fit();
     g
 }
 
@@ -236,8 +241,7 @@ pub(crate) fn edges(t: &Target, g: &mut ObjectGraph, extra: &[(u32, u32)], error
     const CHUNK: usize = 1 << 16;
     let graph: &ObjectGraph = g;
     let n = graph.len();
-    let lo = graph.addresses.first().copied().unwrap_or(0);
-    let hi = graph.addresses.last().copied().unwrap_or(0);
+    let (lo, hi) = graph.index.bounds();
     let parts: Vec<(Vec<u32>, Vec<u32>, GraphErrors)> = (0..n.div_ceil(CHUNK))
         .into_par_iter()
         .map(|c| {
@@ -246,12 +250,15 @@ pub(crate) fn edges(t: &Target, g: &mut ObjectGraph, extra: &[(u32, u32)], error
             let mut out = Vec::new();
             let mut errs = GraphErrors::default();
             let mut x = extra.partition_point(|e| (e.0 as usize) < from);
+            let mut addresses = graph.index.iter_from(from as u32);
+            let mut hint = 0;
             for i in from..to {
+                let at = addresses.next().unwrap_or(0);
                 let before = out.len();
                 if let Ok(desc) = &descs[graph.types[i] as usize]
                     && *desc != GcDesc::None
                 {
-                    let (at, size) = (graph.addresses[i], graph.sizes[i] as u64);
+                    let size = graph.sizes[i] as u64;
                     match t.mem.chunk(at, size as usize) {
                         Ok(bytes) if bytes.len() as u64 >= size => {
                             let r = desc.offsets(size, |off| {
@@ -259,9 +266,9 @@ pub(crate) fn edges(t: &Target, g: &mut ObjectGraph, extra: &[(u32, u32)], error
                                 let v = u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap_or([0; 8]));
                                 if v >= lo
                                     && v <= hi
-                                    && let Ok(j) = graph.addresses.binary_search(&v)
+                                    && let Some(j) = graph.index.node_near(v, &mut hint)
                                 {
-                                    out.push(j as u32);
+                                    out.push(j);
                                 }
                             });
                             if let Err(why) = r {

@@ -15,6 +15,7 @@ use super::report::{attach_retention, HeapPathStepReport, HeapReport, HeapRootRe
 use super::retained::{self, GraphView, Retention};
 use super::root_tree::RootTree;
 use super::roots::ThreadStack;
+use super::trace;
 use crate::diagnostics::Diagnostic;
 use std::cell::RefCell;
 
@@ -30,14 +31,15 @@ pub(crate) struct Holding {
     pub(crate) retention: Retention,
     /// Type index → name, as SOS's heap commands print it.
     pub(crate) type_names: Vec<String>,
-    /// Statics arrays' elements, as roots: (node, the array's node, element index).
-    pub(crate) static_slots: Vec<(u32, u32, u32)>,
+    /// Every object's shortest path from a root.
+    tree: RootTree,
     pub(crate) diagnostics: Vec<Diagnostic>,
 }
 
-/// Reads the object graph of `runtime` (stack roots from `threads`) and its retention.
-pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack]) -> Result<Holding, String> {
-    let reading = super::read_graph(runtime, threads)?;
+/// Reads the object graph of `runtime` (stack roots from `threads`; objects from an earlier
+/// walk when `walked`) and its retention.
+pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack], walked: Option<super::Walked>) -> Result<Holding, String> {
+    let reading = super::read_graph(runtime, threads, walked)?;
     let g = reading.graph;
     let t = runtime.target();
     let namer = TypeNamer::new(&t, &runtime.image);
@@ -49,7 +51,7 @@ pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack]) -> Result<Hol
         let is_statics = g.types.get(r.node as usize).and_then(|&ty| type_names.get(ty as usize)).is_some_and(|n| n == STATICS_ARRAY);
         if is_statics {
             // Each element's own index (the edges skip null elements): the slot names the static.
-            let array = g.addresses.get(r.node as usize).copied().unwrap_or(0);
+            let array = g.address(r.node).unwrap_or(0);
             let len = t.read_u32(array + 8, "statics array length").map_or(0, |n| n.min(MAX_STATICS));
             let words = t.read_bytes(array + 16, 8 * len as usize, "statics array").unwrap_or_default();
             for (i, w) in words.chunks_exact(8).enumerate() {
@@ -63,8 +65,16 @@ pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack]) -> Result<Hol
     }
     roots.sort_unstable();
     roots.dedup();
+    trace("holders: names, static roots");
     let retention = retained::retention(&GraphView::of(&g, &roots, None)).map_err(|e| format!("dominators not computed: {e}"))?;
-    Ok(Holding { graph: g, retention, type_names, static_slots, diagnostics: reading.diagnostics })
+    trace("holders: retention");
+    // Every later reading of the holders needs a size only for the few objects on their paths
+    // (`paths::link` reads those from the dump): the root tree's search takes the sizes' array.
+    let mut g = g;
+    let spare = std::mem::take(&mut g.sizes);
+    let tree = RootTree::in_buffer(&g, &static_slots, spare);
+    trace("holders: root tree");
+    Ok(Holding { graph: g, retention, type_names, tree, diagnostics: reading.diagnostics })
 }
 
 impl Holding {
@@ -72,7 +82,7 @@ impl Holding {
     pub(crate) fn holders_by_path(&self, runtime: &Context<'_>) -> Vec<HolderByPath> {
         use super::root_tree::RootOf;
         let g = &self.graph;
-        let tree = RootTree::new(g, &self.static_slots);
+        let tree = &self.tree;
         let t = runtime.target();
         let namer = TypeNamer::new(&t, &runtime.image);
         let layout = super::build_facts(runtime).ok().map(|b| b.layout.clone());
@@ -86,7 +96,7 @@ impl Holding {
                 let (root, nodes) = tree.path(g, node)?;
                 let root = match root {
                     RootOf::StaticSlot { array, index } => {
-                        let slot = g.addresses.get(array as usize).copied().unwrap_or(0) + 16 + 8 * u64::from(index);
+                        let slot = g.address(array).unwrap_or(0) + 16 + 8 * u64::from(index);
                         let names = statics.get_or_init(|| layout.as_ref().map(|l| super::static_names::static_slots(&t, &namer, l, g)).unwrap_or_default());
                         match names.get(&slot) {
                             Some(s) => format!("static {}.{}", s.class, s.field),
@@ -110,7 +120,7 @@ impl Holding {
                         }
                     })
                     .collect();
-                Some(HolderByPath { root, path, type_name: node_type(node), retained: self.retention.retained.get(k as usize).copied().unwrap_or(0) })
+                Some(HolderByPath { root, path, type_name: node_type(node), retained: self.retention.retained(k) })
             })
             .collect()
     }
@@ -131,7 +141,7 @@ impl Holding {
     /// Fills `heap`'s retained fields; paths name fields through `runtime`.
     pub(crate) fn attach(&self, runtime: &Context<'_>, heap: &mut HeapReport) {
         let g = &self.graph;
-        let tree = RootTree::new(g, &self.static_slots);
+        let tree = &self.tree;
         let t = runtime.target();
         let namer = TypeNamer::new(&t, &runtime.image);
         let layout = super::super::facts::builtin()
@@ -151,7 +161,7 @@ impl Holding {
                     .iter()
                     .enumerate()
                     .map(|(i, &n)| HeapPathStepReport {
-                        address: crate::hex::Hex(g.addresses.get(n as usize).copied().unwrap_or(0)),
+                        address: crate::hex::Hex(g.address(n).unwrap_or(0)),
                         type_name: self.type_name(g.types.get(n as usize).copied().unwrap_or(u32::MAX)),
                         field: match (nodes.get(i + 1), &layout) {
                             (Some(&next), Some(l)) => Some(match super::paths::link(&t, &namer, l, g, n, next) {
@@ -169,6 +179,7 @@ impl Holding {
             found
         };
         attach_retention(heap, g, &self.retention, &RetentionNames { type_name: &type_name, root_path: &root_path });
+        trace("holders: attached");
     }
 }
 
@@ -178,7 +189,7 @@ fn root_ref(g: &ObjectGraph, root: super::root_tree::RootOf<'_>, static_field: &
     use super::root_tree::RootOf;
     match root {
         RootOf::StaticSlot { array, index } => {
-            let array = g.addresses.get(array as usize).copied().unwrap_or(0);
+            let array = g.address(array).unwrap_or(0);
             // A reference array's element k is at 16 + 8k.
             let name = match static_field(array + 16 + 8 * u64::from(index)) {
                 Some(s) => RootName::StaticField { class: s.class, field: s.field },

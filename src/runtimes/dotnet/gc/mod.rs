@@ -15,6 +15,7 @@ pub(crate) mod gcvars;
 pub(crate) mod graph;
 pub(crate) mod handles;
 pub(crate) mod names;
+pub(crate) mod node_index;
 pub(crate) mod object_index;
 pub(crate) mod first_path;
 pub(crate) mod paths;
@@ -44,6 +45,17 @@ use crate::process::{Locator, Process};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub(crate) const STAGE: &str = "dotnet-gc";
+
+/// With `KNOT_TRACE` set in the environment, says on stderr when a step of the heap's reading
+/// ended (seconds since the first step) and the process's anonymous memory then (RssAnon):
+/// where time and memory go, measured on a real dump. Off (one environment lookup) otherwise.
+pub(crate) fn trace(step: &str) {
+    use std::sync::OnceLock;
+    static START: OnceLock<Option<std::time::Instant>> = OnceLock::new();
+    let Some(start) = START.get_or_init(|| std::env::var_os("KNOT_TRACE").map(|_| std::time::Instant::now())) else { return };
+    let anon = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| s.lines().find(|l| l.starts_with("RssAnon:")).map(|l| l["RssAnon:".len()..].trim().to_string()));
+    eprintln!("knot trace: {:8.3} s  {step:<40} RssAnon {}", start.elapsed().as_secs_f64(), anon.as_deref().unwrap_or("?"));
+}
 /// `g_heap_type` values (gcinterface.h).
 const GC_HEAP_WKS: u32 = 1;
 const GC_HEAP_SVR: u32 = 2;
@@ -67,6 +79,17 @@ pub struct GcReading {
     /// The `System.Threading.SemaphoreSlim`s on the heap, address order.
     pub(crate) semaphores: Vec<super::semaphores::Semaphore>,
     pub diagnostics: Vec<Diagnostic>,
+    /// The walk's objects, when asked for: the object graph is built from them rather than
+    /// from a second walk of the heap ([`read_graph`] takes them).
+    pub(crate) walked: Option<Walked>,
+}
+
+/// What one walk of every segment found, for the object graph: per segment (in the order of
+/// [`GcReading::segments`]), its objects and where and why its walk stopped early.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Walked {
+    pub(crate) nodes: Vec<walk::SegmentNodes>,
+    pub(crate) broken: Vec<Option<(u64, String)>>,
 }
 
 /// Which of the walk's wanted types an object is.
@@ -87,11 +110,12 @@ fn corelib_type(t: &Target, namer: &TypeNamer, string_mt: u64, namespace: &str, 
 /// objects) get their referrers.
 pub(crate) fn read(process: &Process, locator: &Locator, targets: &[u64]) -> Option<Result<GcReading, String>> {
     let runtime = Context::open(process, locator).ok()?;
-    Some(read_in(&runtime, targets))
+    Some(read_in(&runtime, targets, false))
 }
 
 /// Reads the GC heap of a located runtime; the objects in `targets` get their referrers.
-pub(crate) fn read_in(runtime: &Context<'_>, targets: &[u64]) -> Result<GcReading, String> {
+/// `keep_nodes`: keep every object for the object graph ([`GcReading::walked`]).
+pub(crate) fn read_in(runtime: &Context<'_>, targets: &[u64], keep_nodes: bool) -> Result<GcReading, String> {
     let version = &runtime.version;
     let t = runtime.target();
     let all = facts::builtin().map_err(|e| e.to_string())?;
@@ -99,7 +123,7 @@ pub(crate) fn read_in(runtime: &Context<'_>, targets: &[u64]) -> Result<GcReadin
         return Err(format!("GC heap not read: unsupported runtime build {} {}", version.product, version.build_id.as_deref().unwrap_or("(no build-id)")));
     };
     let namer = TypeNamer::new(&t, &runtime.image);
-    read_with(runtime.process, runtime.module, &t, build, &namer, targets)
+    read_with(runtime.process, runtime.module, &t, build, &namer, targets, keep_nodes)
 }
 
 /// What every reading of the heap starts from: the GC's vars, its segments, the allocation
@@ -181,7 +205,7 @@ pub(crate) fn prepare(module: &crate::process::Module, t: &Target, build: &Build
 }
 
 /// As [`read`], given the runtime's target, build facts and type namer.
-pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &Target, build: &BuildFacts, namer: &TypeNamer, targets: &[u64]) -> Result<GcReading, String> {
+pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &Target, build: &BuildFacts, namer: &TypeNamer, targets: &[u64], keep_nodes: bool) -> Result<GcReading, String> {
     let l = &build.layout;
     let Prepared { vars, segments, contexts, free_mt, string_mt, mut diagnostics } = prepare(module, t, build)?;
     let target_set: HashSet<u64> = targets.iter().copied().filter(|&a| a != 0).collect();
@@ -193,8 +217,11 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
     if task_type.is_none() {
         diagnostics.push(Diagnostic::warning(STAGE, "System.Threading.Tasks.Task not found in CoreLib's metadata: async stacks not read"));
     }
-    let input = walk::WalkInput { t, alloc_contexts: &contexts, free_mt, targets: &target_set, string_mt, core: Some(&process.core), wanted: &wanted, collect: false };
-    let walks = walk::walk_all(&input, &segments);
+    let input = walk::WalkInput { t, alloc_contexts: &contexts, free_mt, targets: &target_set, string_mt, core: Some(&process.core), wanted: &wanted, collect: keep_nodes };
+    trace("heap: prepared");
+    let mut walks = walk::walk_all(&input, &segments);
+    trace("heap: walked");
+    let walked = keep_nodes.then(|| Walked { nodes: walks.iter_mut().map(|w| std::mem::take(&mut w.nodes)).collect(), broken: walks.iter().map(|w| w.broken.clone()).collect() });
     let mut broken = Vec::new();
     for (s, w) in segments.iter().zip(&walks) {
         if let Some((at, why)) = &w.broken {
@@ -253,6 +280,7 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
         async_stacks,
         semaphores,
         diagnostics,
+        walked,
     })
 }
 
@@ -267,8 +295,9 @@ pub(crate) struct GraphReading {
 }
 
 /// Reads the heap of a located runtime as a graph: every object, its references, and the
-/// roots (handles, finalization queue, sync blocks, and the stacks of `threads`).
-pub(crate) fn read_graph(runtime: &Context<'_>, threads: &[roots::ThreadStack]) -> Result<GraphReading, String> {
+/// roots (handles, finalization queue, sync blocks, and the stacks of `threads`). The objects
+/// are `walked` when an earlier walk of the same segments kept them, else walked here.
+pub(crate) fn read_graph(runtime: &Context<'_>, threads: &[roots::ThreadStack], walked: Option<Walked>) -> Result<GraphReading, String> {
     let version = &runtime.version;
     let t = runtime.target();
     let all = facts::builtin().map_err(|e| e.to_string())?;
@@ -276,18 +305,29 @@ pub(crate) fn read_graph(runtime: &Context<'_>, threads: &[roots::ThreadStack]) 
         return Err(format!("GC heap not read: unsupported runtime build {} {}", version.product, version.build_id.as_deref().unwrap_or("(no build-id)")));
     };
     let Prepared { vars, segments, contexts, free_mt, string_mt, mut diagnostics } = prepare(runtime.module, &t, build)?;
-    let none = HashSet::new();
-    let input = walk::WalkInput { t: &t, alloc_contexts: &contexts, free_mt, targets: &none, string_mt, core: Some(&runtime.process.core), wanted: &[], collect: true };
-    let walks = walk::walk_all(&input, &segments);
-    for (s, w) in segments.iter().zip(&walks) {
-        if let Some((at, why)) = &w.broken {
+    let walked = match walked {
+        Some(w) if w.nodes.len() == segments.len() && w.broken.len() == segments.len() => w,
+        _ => {
+            let none = HashSet::new();
+            let input = walk::WalkInput { t: &t, alloc_contexts: &contexts, free_mt, targets: &none, string_mt, core: Some(&runtime.process.core), wanted: &[], collect: true };
+            let walks = walk::walk_all(&input, &segments);
+            let broken = walks.iter().map(|w| w.broken.clone()).collect();
+            Walked { nodes: walks.into_iter().map(|w| w.nodes).collect(), broken }
+        }
+    };
+    for (s, b) in segments.iter().zip(&walked.broken) {
+        if let Some((at, why)) = b {
             diagnostics.push(Diagnostic::warning(STAGE, format!("the walk of {:?} region {:#x} stopped at {at:#x}: {why}; objects past it are not in the graph", s.kind, s.address)).at_address(*at));
         }
     }
-    let mut g = graph::nodes(walks.into_iter().map(|w| w.nodes).collect());
+    trace("graph: walk taken");
+    let mut g = graph::nodes(walked.nodes);
+    trace("graph: nodes");
     let reading = roots::read(&t, &build.layout, &vars, &g, threads);
+    trace("graph: roots");
     let mut errors = reading.errors;
     graph::edges(&t, &mut g, &reading.dependent, &mut errors);
+    trace("graph: edges");
     g.roots = reading.roots;
     for (at, why) in errors.errors {
         let d = Diagnostic::warning(STAGE, why);
@@ -305,7 +345,7 @@ pub(crate) fn read_graph(runtime: &Context<'_>, threads: &[roots::ThreadStack]) 
 /// address that is no object of the heap. `Err` when the heap cannot be read.
 pub(crate) fn reachable(process: &Process, locator: &Locator, from: &[u64]) -> Result<Vec<Option<Vec<u64>>>, String> {
     let runtime = Context::open(process, locator).map_err(|e| e.why().map(|(_, w)| w).unwrap_or_else(|| "not a .NET process".into()))?;
-    let g = read_graph(&runtime, &[])?.graph;
+    let g = read_graph(&runtime, &[], None)?.graph;
     Ok(from
         .iter()
         .map(|&a| {
@@ -315,7 +355,7 @@ pub(crate) fn reachable(process: &Process, locator: &Locator, from: &[u64]) -> R
             seen[start as usize] = true;
             let mut out = Vec::new();
             while let Some(n) = stack.pop() {
-                out.push(g.addresses[n as usize]);
+                out.push(g.address(n).unwrap_or(0));
                 for &m in g.edges_of(n) {
                     if !seen[m as usize] {
                         seen[m as usize] = true;

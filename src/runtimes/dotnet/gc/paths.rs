@@ -55,10 +55,21 @@ pub(crate) enum Link {
 
 /// How the object `from` refers to `to`: the first reference field (or element) holding it.
 pub(crate) fn link(t: &Target, namer: &TypeNamer, l: &Layout, g: &ObjectGraph, from: u32, to: u32) -> Link {
-    let (Some(mt), Some(&at), Some(&size), Some(&target)) = (g.method_table(from), g.addresses.get(from as usize), g.sizes.get(from as usize), g.addresses.get(to as usize)) else {
+    let (Some(mt), Some(at), Some(target)) = (g.method_table(from), g.address(from), g.address(to)) else {
         return Link::Dependent;
     };
-    link_at(t, namer, l, (at, mt, size as u64), target)
+    // The holders drop the sizes once the retained sizes are read: then read it as the walk does.
+    let size = match g.sizes.get(from as usize) {
+        Some(&s) => s as u64,
+        None => match super::walk::TypeShape::read(t, mt, 0) {
+            Ok(shape) => {
+                let count = if shape.component_size != 0 { t.read_u32(at + 8, "component count").unwrap_or(0) } else { 0 };
+                u32::try_from(shape.size(count)).unwrap_or(u32::MAX) as u64
+            }
+            Err(_) => return Link::Dependent,
+        },
+    };
+    link_at(t, namer, l, (at, mt, size), target)
 }
 
 /// As [`link`], for the object at `at` of MethodTable `mt` and (SOS) `size` referring to the

@@ -263,7 +263,7 @@ impl ReferrerReport {
 pub(crate) fn attach(runtime: &Context<'_>, report: &mut DotnetReport, locks: &mut [LockFact], diagnostics: &mut Vec<Diagnostic>) -> Option<GcReading> {
     let targets: Vec<u64> =
         locks.iter().filter(|l| l.kind.is_on_managed_object()).filter_map(|l| l.managed.as_ref()).map(|m| m.object.0).collect();
-    match super::read_in(runtime, &targets) {
+    match super::read_in(runtime, &targets, true) {
         Ok(gc) => {
             report.heap = Some(HeapReport::of(&gc));
             if let Some(a) = &gc.async_stacks {
@@ -376,11 +376,6 @@ mod tests {
     }
 }
 
-/// The icicle's bounds: a node must retain this share of the reachable heap (percent), the tree
-/// is cut this deep, and at this many nodes.
-const ICICLE_MIN_SHARE: f64 = 0.2;
-const ICICLE_DEPTH: u32 = 8;
-const ICICLE_NODES: usize = 400;
 
 /// How the retained fields name what they show: a type by its index in the graph's type table,
 /// and a node's root with the path from it (`None`: no root found).
@@ -394,7 +389,7 @@ pub(crate) struct RetentionNames<'a> {
 pub(crate) fn attach_retention(heap: &mut HeapReport, g: &super::graph::ObjectGraph, r: &super::retained::Retention, names: &RetentionNames<'_>) {
     use super::retained::{SUSPECT_PERCENT, TOP_HOLDERS};
     let node_type = |k: u32| g.types.get(r.node(k) as usize).copied().unwrap_or(u32::MAX);
-    let address = |k: u32| Hex(g.addresses.get(r.node(k) as usize).copied().unwrap_or(0));
+    let address = |k: u32| Hex(g.address(r.node(k)).unwrap_or(0));
     heap.retained = Some(r.by_type.iter().map(|t| RetainedTypeReport { type_name: (names.type_name)(t.type_index), count: t.count, retained_bytes: t.retained }).collect());
     heap.unreachable = Some(UnreachableReport { objects: r.unreachable_objects, bytes: r.unreachable_bytes });
     heap.dominators = Some(
@@ -403,7 +398,7 @@ pub(crate) fn attach_retention(heap: &mut HeapReport, g: &super::graph::ObjectGr
             .map(|k| DominatorReport {
                 address: address(k),
                 type_name: (names.type_name)(node_type(k)),
-                retained_bytes: r.retained[k as usize],
+                retained_bytes: r.retained(k),
                 root: (names.root_path)(r.node(k)).map(|(root, _)| root),
             })
             .collect(),
@@ -413,7 +408,7 @@ pub(crate) fn attach_retention(heap: &mut HeapReport, g: &super::graph::ObjectGr
         .suspects()
         .into_iter()
         .map(|k| {
-            let a = r.accumulation(k, &g.types);
+            let a = r.accumulation(k);
             let (root, path) = match (names.root_path)(r.node(k)) {
                 Some((root, path)) => (Some(root), path),
                 None => (None, Vec::new()),
@@ -421,14 +416,14 @@ pub(crate) fn attach_retention(heap: &mut HeapReport, g: &super::graph::ObjectGr
             SuspectReport {
                 address: address(k),
                 type_name: (names.type_name)(node_type(k)),
-                retained_bytes: r.retained[k as usize],
-                heap_percent: r.retained[k as usize] as f64 * 100.0 / heap_bytes as f64,
+                retained_bytes: r.retained(k),
+                heap_percent: r.retained(k) as f64 * 100.0 / heap_bytes as f64,
                 root,
                 path,
                 accumulation: AccumulationReport {
                     address: address(a.point),
                     type_name: (names.type_name)(node_type(a.point)),
-                    retained_bytes: r.retained[a.point as usize],
+                    retained_bytes: r.retained(a.point),
                     children: a.children,
                     child_type: if a.child_count_known() { (names.type_name)(a.child_type) } else { String::new() },
                     child_count: a.child_type_count,
@@ -438,10 +433,10 @@ pub(crate) fn attach_retention(heap: &mut HeapReport, g: &super::graph::ObjectGr
         })
         .collect();
     debug_assert!(heap.suspects.iter().all(|s| s.heap_percent >= SUSPECT_PERCENT as f64));
-    heap.reachable_bytes = r.retained[0];
+    heap.reachable_bytes = r.retained(0);
     heap.dominator_tree = r
-        .top_of_tree(ICICLE_MIN_SHARE, ICICLE_DEPTH, ICICLE_NODES)
-        .into_iter()
-        .map(|(k, parent, depth)| DominatorNode { address: address(k).0, type_name: (names.type_name)(node_type(k)), retained_bytes: r.retained[k as usize], parent, depth })
+        .top_of_tree()
+        .iter()
+        .map(|&(k, parent, depth)| DominatorNode { address: address(k).0, type_name: (names.type_name)(node_type(k)), retained_bytes: r.retained(k), parent, depth })
         .collect();
 }

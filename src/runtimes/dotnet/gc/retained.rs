@@ -15,6 +15,11 @@ pub(crate) const SUSPECT_PERCENT: u64 = 10;
 const ACCUMULATION_PERCENT: u64 = 80;
 /// Top holders kept (`dotnet.heap.dominators`).
 pub(crate) const TOP_HOLDERS: usize = 20;
+/// The icicle's bounds: a node must retain this share of the reachable heap (percent), the tree
+/// is cut this deep, and at this many nodes.
+const ICICLE_MIN_SHARE: f64 = 0.2;
+const ICICLE_DEPTH: u32 = 8;
+const ICICLE_NODES: usize = 400;
 
 /// The object graph as this reading needs it (node-indexed; see `gc::graph`).
 #[derive(Debug, Clone, Copy)]
@@ -43,7 +48,7 @@ impl<'a> GraphView<'a> {
 /// The nodes the GC marks from: every root but a sync block's (the GC does not mark from sync
 /// blocks) and a dependent handle's secondary (held only while its primary is: that is an edge).
 pub(crate) fn marking_roots(g: &ObjectGraph) -> Vec<u32> {
-    let mut roots: Vec<u32> = g.roots.iter().filter(|r| !matches!(r.kind, RootKind::SyncBlock | RootKind::DependentHandle)).map(|r| r.node).filter(|&n| (n as usize) < g.addresses.len()).collect();
+    let mut roots: Vec<u32> = g.roots.iter().filter(|r| !matches!(r.kind, RootKind::SyncBlock | RootKind::DependentHandle)).map(|r| r.node).filter(|&n| (n as usize) < g.len()).collect();
     roots.sort_unstable();
     roots.dedup();
     roots
@@ -78,15 +83,19 @@ impl Accumulation {
     }
 }
 
-/// The dominator tree and the sizes it gives.
+/// The dominator tree and the sizes it gives, for every reachable node: what [`Retention`] is
+/// read from, then dropped (20 bytes a node).
 #[derive(Debug, Clone)]
-pub(crate) struct Retention {
-    pub(crate) tree: DominatorTree,
+pub(crate) struct Sums {
+    /// Preorder number → node; `[0]` stands for the virtual root.
+    order: Vec<u32>,
     /// Preorder number → retained bytes; `[0]`, the virtual root, is every reachable object's.
     pub(crate) retained: Vec<u64>,
-    /// The dominator tree's children (CSR over preorder numbers).
-    pub(crate) child_start: Vec<u32>,
-    pub(crate) children: Vec<u32>,
+    /// The dominator tree as first child and next sibling (preorder numbers, `u32::MAX`: none),
+    /// children in increasing preorder: built in place of the immediate dominators, in the pass
+    /// that sums the retained sizes.
+    first_child: Vec<u32>,
+    next_sibling: Vec<u32>,
     #[allow(dead_code)] // the tests' check of the count
     pub(crate) reachable_objects: u64,
     /// Objects no root reaches (free objects left out), and their bytes.
@@ -96,142 +105,157 @@ pub(crate) struct Retention {
     pub(crate) by_type: Vec<TypeRetention>,
 }
 
-/// Reads the dominator tree of `g` and the retained sizes.
+/// No node (a first child or next sibling).
+const NONE: u32 = u32::MAX;
+
+/// Reads the dominator tree of `g` and the retained sizes, and keeps what the readings name.
 pub(crate) fn retention(g: &GraphView<'_>) -> Result<Retention, DominatorError> {
+    sums(g).map(|s| s.summary(g.types))
+}
+
+/// The dominator tree of `g` and every node's retained size.
+pub(crate) fn sums(g: &GraphView<'_>) -> Result<Sums, DominatorError> {
     let n = g.sizes.len();
-    let tree = dominators::dominators(g.edge_start, g.edges, g.roots)?;
-    let count = tree.order.len();
-    let node = |k: usize| tree.order[k] as usize;
+    let (DominatorTree { order, idom }, spare) = dominators::dominators_and_spare(g.edge_start, g.edges, g.roots)?;
+    let count = order.len();
     let size = |v: usize| g.sizes.get(v).copied().unwrap_or(0) as u64;
     let ty = |v: usize| g.types.get(v).copied().unwrap_or(u32::MAX);
 
-    // Retained: own size, then each node's sum added to its dominator, children first.
-    let mut retained: Vec<u64> = (0..count).map(|k| if k == 0 { 0 } else { size(node(k)) }).collect();
-    for k in (1..count).rev() {
-        let d = tree.idom[k] as usize;
-        retained[d] = retained[d].saturating_add(retained[k]);
+    // Own sizes; what the roots reach, free objects aside (the rest of the heap is garbage).
+    let (mut reached_objects, mut reached_bytes) = (0u64, 0u64);
+    let mut retained = spare;
+    retained.push(0);
+    for &v in order.iter().skip(1) {
+        let s = size(v as usize);
+        if Some(ty(v as usize)) != g.free_type {
+            reached_objects += 1;
+            reached_bytes += s;
+        }
+        retained.push(s);
     }
-
-    // Garbage: the nodes the DFS did not reach, free objects aside.
-    let mut reached = vec![false; n];
-    for &v in tree.order.iter().skip(1) {
-        reached[v as usize] = true;
-    }
-    let (mut unreachable_objects, mut unreachable_bytes) = (0u64, 0u64);
+    let (mut all_objects, mut all_bytes) = (0u64, 0u64);
     for v in 0..n {
-        if !reached[v] && Some(ty(v)) != g.free_type {
-            unreachable_objects += 1;
-            unreachable_bytes += size(v);
+        if Some(ty(v)) != g.free_type {
+            all_objects += 1;
+            all_bytes += size(v);
         }
     }
-    drop(reached);
 
-    let (child_start, children) = tree.children();
-    let by_type = by_type(&tree, &retained, &child_start, &children, g.types, g.type_count);
-    Ok(Retention { reachable_objects: (count - 1) as u64, tree, retained, child_start, children, unreachable_objects, unreachable_bytes, by_type })
+    // One pass in reverse preorder (every node before its dominator): each node's sum added to
+    // its dominator's, and the node hung first under it, its immediate dominator's slot taking
+    // its next sibling.
+    let mut first_child = vec![NONE; count];
+    let mut next_sibling = idom;
+    for k in (1..count).rev() {
+        let d = next_sibling[k] as usize;
+        retained[d] = retained[d].saturating_add(retained[k]);
+        next_sibling[k] = first_child[d];
+        first_child[d] = k as u32;
+    }
+    if let Some(s) = next_sibling.first_mut() {
+        *s = NONE;
+    }
+
+    let mut r = Sums {
+        reachable_objects: (count - 1) as u64,
+        order,
+        retained,
+        first_child,
+        next_sibling,
+        unreachable_objects: all_objects.saturating_sub(reached_objects),
+        unreachable_bytes: all_bytes.saturating_sub(reached_bytes),
+        by_type: Vec::new(),
+    };
+    r.by_type = r.by_type(g.types, g.type_count);
+    Ok(r)
 }
 
-/// MAT's grouping by class: a depth-first walk of the dominator tree keeping, per type, how
-/// many of the current object's dominators are of that type; an object counts for its type
-/// only when none is.
-fn by_type(tree: &DominatorTree, retained: &[u64], child_start: &[u32], children: &[u32], types: &[u32], type_count: usize) -> Vec<TypeRetention> {
-    let mut open = vec![0u32; type_count];
-    let mut sums: Vec<(u64, u64)> = vec![(0, 0); type_count];
-    let ty = |k: u32| types.get(tree.order[k as usize] as usize).copied().filter(|&t| (t as usize) < type_count);
-    // (node, next child index); entering pushes, leaving pops.
-    let mut stack: Vec<(u32, u32)> = vec![(VIRTUAL_ROOT, child_start[0])];
-    while let Some(top) = stack.last_mut() {
-        let (k, c) = *top;
-        if c >= child_start[k as usize + 1] {
-            stack.pop();
-            if k != VIRTUAL_ROOT {
-                if let Some(t) = ty(k) {
+impl Sums {
+    /// MAT's grouping by class: a depth-first walk of the dominator tree keeping, per type, how
+    /// many of the current object's dominators are of that type; an object counts for its type
+    /// only when none is.
+    fn by_type(&self, types: &[u32], type_count: usize) -> Vec<TypeRetention> {
+        let mut open = vec![0u32; type_count];
+        let mut sums: Vec<(u64, u64)> = vec![(0, 0); type_count];
+        let ty = |k: u32| types.get(self.order[k as usize] as usize).copied().filter(|&t| (t as usize) < type_count);
+        // The path from the virtual root's child being walked down to `k`'s parent.
+        let mut path: Vec<u32> = Vec::new();
+        let mut k = self.first_child.first().copied().unwrap_or(NONE);
+        loop {
+            if k == NONE {
+                let Some(up) = path.pop() else { break };
+                if let Some(t) = ty(up) {
                     open[t as usize] -= 1;
                 }
+                k = self.next_sibling[up as usize];
+                continue;
             }
-            continue;
-        }
-        top.1 += 1;
-        let child = children[c as usize];
-        if let Some(t) = ty(child) {
-            if open[t as usize] == 0 {
-                let s = &mut sums[t as usize];
-                s.0 += 1;
-                s.1 = s.1.saturating_add(retained[child as usize]);
+            if let Some(t) = ty(k) {
+                if open[t as usize] == 0 {
+                    let s = &mut sums[t as usize];
+                    s.0 += 1;
+                    s.1 = s.1.saturating_add(self.retained[k as usize]);
+                }
+                open[t as usize] += 1;
             }
-            open[t as usize] += 1;
+            path.push(k);
+            k = self.first_child[k as usize];
         }
-        stack.push((child, child_start[child as usize]));
-    }
-    let mut out: Vec<TypeRetention> =
-        sums.into_iter().enumerate().filter(|(_, s)| s.0 > 0).map(|(t, (count, retained))| TypeRetention { type_index: t as u32, count, retained }).collect();
-    out.sort_by(|a, b| b.retained.cmp(&a.retained).then(a.type_index.cmp(&b.type_index)));
-    out
-}
-
-impl Retention {
-    /// The children of `k` in the dominator tree (preorder numbers).
-    pub(crate) fn children_of(&self, k: u32) -> &[u32] {
-        let k = k as usize;
-        match (self.child_start.get(k), self.child_start.get(k + 1)) {
-            (Some(&a), Some(&b)) => &self.children[a as usize..b as usize],
-            _ => &[],
-        }
+        let mut out: Vec<TypeRetention> =
+            sums.into_iter().enumerate().filter(|(_, s)| s.0 > 0).map(|(t, (count, retained))| TypeRetention { type_index: t as u32, count, retained }).collect();
+        out.sort_by(|a, b| b.retained.cmp(&a.retained).then(a.type_index.cmp(&b.type_index)));
+        out
     }
 
-    /// Bytes of every object on the heap, garbage included, free objects not.
-    pub(crate) fn heap_bytes(&self) -> u64 {
-        self.retained[0].saturating_add(self.unreachable_bytes)
+    /// The children of `k` in the dominator tree (preorder numbers, increasing).
+    fn children_of(&self, k: u32) -> impl Iterator<Item = u32> + '_ {
+        let first = self.first_child.get(k as usize).copied().unwrap_or(NONE);
+        std::iter::successors(Some(first).filter(|&c| c != NONE), move |&c| self.next_sibling.get(c as usize).copied().filter(|&s| s != NONE))
     }
 
     /// The `max` objects that only the virtual root dominates, largest retained first (ties by
     /// preorder): the heap's top holders.
-    pub(crate) fn top_holders(&self, max: usize) -> Vec<u32> {
-        let mut top: Vec<u32> = self.children_of(VIRTUAL_ROOT).to_vec();
+    fn top_holders(&self, max: usize) -> Vec<u32> {
+        let mut top: Vec<u32> = self.children_of(VIRTUAL_ROOT).collect();
         top.sort_by(|&a, &b| self.retained[b as usize].cmp(&self.retained[a as usize]).then(a.cmp(&b)));
         top.truncate(max);
         top
     }
 
-    /// The top holders retaining at least [`SUSPECT_PERCENT`] of the heap.
-    pub(crate) fn suspects(&self) -> Vec<u32> {
-        let heap = self.heap_bytes();
-        self.top_holders(TOP_HOLDERS).into_iter().filter(|&k| heap > 0 && self.retained[k as usize].saturating_mul(100) >= heap.saturating_mul(SUSPECT_PERCENT)).collect()
-    }
-
     /// From `holder`, down the dominator tree while one child retains most of its parent's
     /// bytes; there, the children's largest type.
-    pub(crate) fn accumulation(&self, holder: u32, types: &[u32]) -> Accumulation {
+    fn accumulation(&self, holder: u32, types: &[u32]) -> Accumulation {
         let mut k = holder;
         // Each step goes one level down a finite tree.
         loop {
-            let Some(&best) = self.children_of(k).iter().max_by_key(|&&c| self.retained[c as usize]) else { break };
+            let Some(best) = self.children_of(k).max_by_key(|&c| self.retained[c as usize]) else { break };
             if self.retained[best as usize].saturating_mul(100) < self.retained[k as usize].saturating_mul(ACCUMULATION_PERCENT) {
                 break;
             }
             k = best;
         }
-        let kids = self.children_of(k);
+        let mut kids = 0u64;
         let mut by: std::collections::HashMap<u32, (u64, u64)> = std::collections::HashMap::new();
-        for &c in kids {
-            let t = types.get(self.tree.order[c as usize] as usize).copied().unwrap_or(u32::MAX);
+        for c in self.children_of(k) {
+            kids += 1;
+            let t = types.get(self.order[c as usize] as usize).copied().unwrap_or(u32::MAX);
             let e = by.entry(t).or_default();
             e.0 += 1;
             e.1 = e.1.saturating_add(self.retained[c as usize]);
         }
         let (child_type, (child_type_count, child_type_retained)) = by.into_iter().max_by(|a, b| a.1 .1.cmp(&b.1 .1).then(b.0.cmp(&a.0))).unwrap_or((u32::MAX, (0, 0)));
-        Accumulation { point: k, children: kids.len() as u64, child_type, child_type_count, child_type_retained }
+        Accumulation { point: k, children: kids, child_type, child_type_count, child_type_retained }
     }
 
     /// The top of the dominator tree in preorder (a parent before its children, largest child
     /// first): the holders and every descendant retaining at least `min_share` percent of the
     /// reachable heap, at most `max_depth` levels and `max_nodes` nodes. (preorder number,
     /// index of the parent in the list, depth)
-    pub(crate) fn top_of_tree(&self, min_share: f64, max_depth: u32, max_nodes: usize) -> Vec<(u32, Option<usize>, u32)> {
+    fn top_of_tree(&self, min_share: f64, max_depth: u32, max_nodes: usize) -> Vec<(u32, Option<usize>, u32)> {
         let total = self.retained[0].max(1) as f64;
         let big = |k: u32| self.retained[k as usize] as f64 * 100.0 / total >= min_share;
         let sorted = |k: u32| {
-            let mut kids: Vec<u32> = self.children_of(k).iter().copied().filter(|&c| big(c)).collect();
+            let mut kids: Vec<u32> = self.children_of(k).filter(|&c| big(c)).collect();
             kids.sort_by(|&a, &b| self.retained[b as usize].cmp(&self.retained[a as usize]).then(a.cmp(&b)));
             kids
         };
@@ -251,9 +275,105 @@ impl Retention {
         out
     }
 
-    /// The node (graph index) of preorder number `k`.
+    /// Node → preorder number (`u32::MAX`: not reachable).
+    #[cfg(test)]
+    pub(crate) fn numbers(&self, nodes: usize) -> Vec<u32> {
+        dominators::numbers(&self.order, nodes)
+    }
+
+    /// What the readings name — the top holders, the suspects' accumulation points, the
+    /// icicle's nodes — with their nodes and retained sizes; the per-node arrays are dropped.
+    fn summary(self, types: &[u32]) -> Retention {
+        let top = self.top_holders(TOP_HOLDERS);
+        let mut r = Retention {
+            reachable_bytes: self.retained[0],
+            reachable_objects: self.reachable_objects,
+            unreachable_objects: self.unreachable_objects,
+            unreachable_bytes: self.unreachable_bytes,
+            by_type: Vec::new(),
+            kept: rustc_hash::FxHashMap::default(),
+            top,
+            accumulations: Vec::new(),
+            tree_top: self.top_of_tree(ICICLE_MIN_SHARE, ICICLE_DEPTH, ICICLE_NODES),
+        };
+        r.accumulations = r.suspects_of(|k| self.retained[k as usize]).into_iter().map(|k| (k, self.accumulation(k, types))).collect();
+        let named = r.top.iter().copied().chain(r.accumulations.iter().map(|a| a.1.point)).chain(r.tree_top.iter().map(|t| t.0));
+        let kept: rustc_hash::FxHashMap<u32, (u32, u64)> = named.map(|k| (k, (self.order[k as usize], self.retained[k as usize]))).collect();
+        r.kept = kept;
+        r.by_type = self.by_type;
+        r
+    }
+}
+
+/// The retention as the readings use it: totals, by type, and the few nodes they name.
+#[derive(Debug, Clone)]
+pub(crate) struct Retention {
+    /// Every reachable object's bytes (the virtual root's retained size).
+    reachable_bytes: u64,
+    #[allow(dead_code)] // the tests' check of the count
+    pub(crate) reachable_objects: u64,
+    /// Objects no root reaches (free objects left out), and their bytes.
+    pub(crate) unreachable_objects: u64,
+    pub(crate) unreachable_bytes: u64,
+    /// By type, largest retained first (ties by type index).
+    pub(crate) by_type: Vec<TypeRetention>,
+    /// Preorder number → (node, retained bytes) of every number below.
+    kept: rustc_hash::FxHashMap<u32, (u32, u64)>,
+    /// The [`TOP_HOLDERS`] top holders, largest retained first (ties by preorder).
+    top: Vec<u32>,
+    /// Each suspect's accumulation.
+    accumulations: Vec<(u32, Accumulation)>,
+    /// [`Sums::top_of_tree`] within the icicle's bounds.
+    tree_top: Vec<(u32, Option<usize>, u32)>,
+}
+
+impl Retention {
+    /// The retained bytes of preorder number `k` (one the retention names; 0: everything
+    /// reachable).
+    pub(crate) fn retained(&self, k: u32) -> u64 {
+        if k == VIRTUAL_ROOT {
+            return self.reachable_bytes;
+        }
+        self.kept.get(&k).map_or(0, |e| e.1)
+    }
+
+    /// The node (graph index) of preorder number `k` (one the retention names).
     pub(crate) fn node(&self, k: u32) -> u32 {
-        self.tree.order[k as usize]
+        self.kept.get(&k).map_or(u32::MAX, |e| e.0)
+    }
+
+    /// Bytes of every object on the heap, garbage included, free objects not.
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        self.reachable_bytes.saturating_add(self.unreachable_bytes)
+    }
+
+    /// The `max` (at most [`TOP_HOLDERS`]) objects that only the virtual root dominates,
+    /// largest retained first (ties by preorder): the heap's top holders.
+    pub(crate) fn top_holders(&self, max: usize) -> Vec<u32> {
+        self.top.iter().copied().take(max).collect()
+    }
+
+    fn suspects_of(&self, retained: impl Fn(u32) -> u64) -> Vec<u32> {
+        let heap = self.heap_bytes();
+        self.top.iter().copied().filter(|&k| heap > 0 && retained(k).saturating_mul(100) >= heap.saturating_mul(SUSPECT_PERCENT)).collect()
+    }
+
+    /// The top holders retaining at least [`SUSPECT_PERCENT`] of the heap.
+    pub(crate) fn suspects(&self) -> Vec<u32> {
+        self.suspects_of(|k| self.retained(k))
+    }
+
+    /// Where a suspect's bulk accumulates (see [`Sums::accumulation`]); a holder that is no
+    /// suspect has none read (itself, no children).
+    pub(crate) fn accumulation(&self, holder: u32) -> Accumulation {
+        self.accumulations.iter().find(|a| a.0 == holder).map_or(Accumulation { point: holder, children: 0, child_type: u32::MAX, child_type_count: 0, child_type_retained: 0 }, |a| a.1)
+    }
+
+    /// The top of the dominator tree in preorder (a parent before its children, largest child
+    /// first), as [`Sums::top_of_tree`] gives it within the icicle's bounds: (preorder number,
+    /// index of the parent in the list, depth).
+    pub(crate) fn top_of_tree(&self) -> &[(u32, Option<usize>, u32)] {
+        &self.tree_top
     }
 }
 
@@ -291,8 +411,8 @@ mod tests {
     #[test]
     fn retained_sizes_sum_the_dominator_subtree() {
         let b = cache();
-        let r = retention(&view(&b, &[0, 10], 6, Some(4))).unwrap();
-        let num = r.tree.numbers(b.sizes.len());
+        let r = sums(&view(&b, &[0, 10], 6, Some(4))).unwrap();
+        let num = r.numbers(b.sizes.len());
         let ret = |v: usize| r.retained[num[v] as usize];
         // Session 2 is reached from the dict and from node 10: neither retains it.
         assert_eq!(ret(0), 80 + 200 + 3 * (48 + 1024));
@@ -302,7 +422,9 @@ mod tests {
         assert_eq!(r.retained[0], 80 + 200 + 4 * (48 + 1024) + 32);
         assert_eq!((r.unreachable_objects, r.unreachable_bytes), (2, 64));
         assert_eq!(r.reachable_objects, 11);
-        assert_eq!(r.heap_bytes(), r.retained[0] + 64);
+        let summary = r.summary(&b.types);
+        assert_eq!(summary.heap_bytes(), summary.retained(0) + 64);
+        assert_eq!(summary.retained(0), 80 + 200 + 4 * (48 + 1024) + 32);
     }
 
     #[test]
@@ -317,12 +439,14 @@ mod tests {
     fn the_cache_is_the_suspect_and_its_entries_the_accumulation_point() {
         let b = cache();
         let r = retention(&view(&b, &[0, 10], 6, Some(4))).unwrap();
-        let num = r.tree.numbers(b.sizes.len());
+        let num = sums(&view(&b, &[0, 10], 6, Some(4))).unwrap().numbers(b.sizes.len());
         let top = r.top_holders(TOP_HOLDERS);
         assert_eq!(top.iter().map(|&k| r.node(k)).collect::<Vec<_>>(), vec![0, 2, 10]);
         let suspects = r.suspects();
         assert_eq!(suspects.iter().map(|&k| r.node(k)).collect::<Vec<_>>(), vec![0, 2]);
-        let a = r.accumulation(num[0], &b.types);
+        let a = r.accumulation(num[0]);
+        assert_eq!(r.retained(num[0]), 80 + 200 + 3 * (48 + 1024));
+        assert_eq!(r.top_of_tree().iter().map(|&(k, parent, depth)| (r.node(k), parent, depth)).collect::<Vec<_>>()[..3], [(0, None, 0), (1, Some(0), 1), (3, Some(1), 2)]);
         assert_eq!(r.node(a.point), 1);
         assert_eq!((a.children, a.child_type, a.child_type_count, a.child_type_retained), (3, 2, 3, 3 * 1072));
     }
@@ -342,8 +466,58 @@ mod tests {
             }
         }
         let b = build(&nodes, &edges);
-        let r = retention(&view(&b, &[0], 2, None)).unwrap();
-        assert_eq!(r.retained[r.tree.numbers(30)[0] as usize], 15 * 128);
+        let r = sums(&view(&b, &[0], 2, None)).unwrap();
+        assert_eq!(r.retained[r.numbers(30)[0] as usize], 15 * 128);
         assert_eq!(r.by_type[0], TypeRetention { type_index: 0, count: 1, retained: 15 * 128 });
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..proptest::prelude::ProptestConfig::default() })]
+        /// Retained sizes and the by-type grouping against their definitions over the
+        /// immediate dominators: a node retains the sizes of every node it dominates (itself
+        /// included); a type's objects count when no dominator of theirs is of that type.
+        #[test]
+        fn sums_agree_with_the_definition(n in 1usize..30, raw in proptest::collection::vec((0u32..30, 0u32..30), 0..60), rs in proptest::collection::vec(0u32..30, 1..4), ts in proptest::collection::vec((0u32..4, 1u32..100), 30)) {
+            let edges: Vec<(u32, u32)> = raw.into_iter().filter(|&(a, b)| (a as usize) < n && (b as usize) < n).collect();
+            let roots: Vec<u32> = rs.into_iter().map(|r| r % n as u32).collect();
+            let b = build(&ts[..n], &edges);
+            let r = sums(&view(&b, &roots, 4, Some(3))).unwrap();
+            let tree = dominators::dominators(&b.start, &b.edges, &roots).unwrap();
+            let num = r.numbers(n);
+            // Node → its immediate dominator as a node (None: the virtual root).
+            let up = |v: usize| -> Option<usize> { let d = tree.idom[num[v] as usize]; (d != VIRTUAL_ROOT).then(|| tree.order[d as usize] as usize) };
+            let mut want = vec![0u64; n];
+            let mut want_total = 0u64;
+            let mut by: std::collections::BTreeMap<u32, (u64, u64)> = std::collections::BTreeMap::new();
+            for v in (0..n).filter(|&v| num[v] != u32::MAX) {
+                want_total += b.sizes[v] as u64;
+                let mut a = Some(v);
+                while let Some(x) = a {
+                    want[x] += b.sizes[v] as u64;
+                    a = up(x);
+                }
+            }
+            for v in (0..n).filter(|&v| num[v] != u32::MAX) {
+                proptest::prop_assert_eq!(r.retained[num[v] as usize], want[v], "node {}", v);
+                let mut a = up(v);
+                let mut nested = false;
+                while let Some(x) = a {
+                    nested |= b.types[x] == b.types[v];
+                    a = up(x);
+                }
+                if !nested {
+                    let e = by.entry(b.types[v]).or_default();
+                    e.0 += 1;
+                    e.1 += want[v];
+                }
+            }
+            proptest::prop_assert_eq!(r.retained[0], want_total);
+            let mut got: Vec<(u32, u64, u64)> = r.by_type.iter().map(|t| (t.type_index, t.count, t.retained)).collect();
+            got.sort();
+            proptest::prop_assert_eq!(got, by.into_iter().map(|(t, (c, s))| (t, c, s)).collect::<Vec<_>>());
+            let garbage: Vec<usize> = (0..n).filter(|&v| num[v] == u32::MAX && b.types[v] != 3).collect();
+            proptest::prop_assert_eq!(r.unreachable_objects, garbage.len() as u64);
+            proptest::prop_assert_eq!(r.unreachable_bytes, garbage.iter().map(|&v| b.sizes[v] as u64).sum::<u64>());
+        }
     }
 }

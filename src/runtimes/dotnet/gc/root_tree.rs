@@ -7,6 +7,43 @@
 use super::graph::{ObjectGraph, Root, RootKind};
 use std::collections::VecDeque;
 
+/// Nodes per block of the search's queue.
+const BLOCK: usize = 1 << 16;
+
+/// A first-in first-out queue of nodes in blocks, each freed once read: it holds about the
+/// search's frontier (a VecDeque would keep the largest frontier's power of two, and a copy of
+/// it while growing; a heap's frontier can be millions of an array's elements).
+#[derive(Default)]
+struct Fifo {
+    blocks: VecDeque<Vec<u32>>,
+    /// Read position in the first block.
+    head: usize,
+}
+
+impl Fifo {
+    fn push(&mut self, v: u32) {
+        match self.blocks.back_mut() {
+            Some(b) if b.len() < BLOCK => b.push(v),
+            _ => {
+                let mut b = Vec::with_capacity(BLOCK);
+                b.push(v);
+                self.blocks.push_back(b);
+            }
+        }
+    }
+
+    fn pop(&mut self) -> Option<u32> {
+        let front = self.blocks.front()?;
+        let v = *front.get(self.head)?;
+        self.head += 1;
+        if self.head == BLOCK {
+            self.blocks.pop_front();
+            self.head = 0;
+        }
+        Some(v)
+    }
+}
+
 const UNSEEN: u32 = u32::MAX;
 /// A root's own node: `parent` is this, and `root_of` says which root.
 const ROOT: u32 = u32::MAX - 1;
@@ -42,18 +79,27 @@ fn tier(kind: RootKind) -> u8 {
 
 impl RootTree {
     /// `statics`: statics arrays' elements, searched from first (node, array node, index).
+    #[cfg(test)]
     pub(crate) fn new(g: &ObjectGraph, statics: &[(u32, u32, u32)]) -> RootTree {
-        let n = g.addresses.len();
+        RootTree::in_buffer(g, statics, Vec::new())
+    }
+
+    /// As [`RootTree::new`], its 4 bytes per node in `buffer` (an array the caller no longer
+    /// needs, so that the search takes no new memory for them).
+    pub(crate) fn in_buffer(g: &ObjectGraph, statics: &[(u32, u32, u32)], buffer: Vec<u32>) -> RootTree {
+        let n = g.len();
         let mut order: Vec<usize> = (0..g.roots.len()).filter(|&i| tier(g.roots[i].kind) < 5).collect();
         order.sort_by_key(|&i| (tier(g.roots[i].kind), i));
-        let mut parent = vec![UNSEEN; n];
+        let mut parent = buffer;
+        parent.clear();
+        parent.resize(n, UNSEEN);
         let mut root_of = rustc_hash::FxHashMap::default();
-        let mut queue = VecDeque::new();
+        let mut queue = Fifo::default();
         for (j, &(node, _, _)) in statics.iter().enumerate() {
             if (node as usize) < n && parent[node as usize] == UNSEEN {
                 parent[node as usize] = ROOT;
                 root_of.insert(node, g.roots.len() + j);
-                queue.push_back(node);
+                queue.push(node);
             }
         }
         for i in order {
@@ -61,14 +107,14 @@ impl RootTree {
             if (node as usize) < n && parent[node as usize] == UNSEEN {
                 parent[node as usize] = ROOT;
                 root_of.insert(node, i);
-                queue.push_back(node);
+                queue.push(node);
             }
         }
-        while let Some(v) = queue.pop_front() {
+        while let Some(v) = queue.pop() {
             for &w in g.edges_of(v) {
                 if (w as usize) < n && parent[w as usize] == UNSEEN {
                     parent[w as usize] = v;
-                    queue.push_back(w);
+                    queue.push(w);
                 }
             }
         }
@@ -107,10 +153,33 @@ mod tests {
     use crate::runtimes::dotnet::gc::graph::RootSource;
 
     #[test]
+    fn the_queue_is_first_in_first_out_across_blocks() {
+        let mut q = Fifo::default();
+        let mut model = VecDeque::new();
+        // Pushes and pops interleaved so the front block empties, refills and is freed.
+        for round in 0..5u32 {
+            for i in 0..(BLOCK as u32 + 7 * round) {
+                q.push(round * 1_000_000 + i);
+                model.push_back(round * 1_000_000 + i);
+            }
+            for _ in 0..(BLOCK / 2 + round as usize) {
+                assert_eq!(q.pop(), model.pop_front());
+            }
+        }
+        while let Some(v) = model.pop_front() {
+            assert_eq!(q.pop(), Some(v));
+        }
+        assert_eq!(q.pop(), None);
+        q.push(7);
+        assert_eq!(q.pop(), Some(7));
+        assert_eq!(q.pop(), None);
+    }
+
+    #[test]
     fn paths_are_shortest_and_prefer_statics_and_handles() {
         // 0 (stack root) → 1 → 2; 3 (static) → 2; 4 unreachable.
         let g = ObjectGraph {
-            addresses: vec![0x10, 0x20, 0x30, 0x40, 0x50],
+            index: crate::runtimes::dotnet::gc::node_index::NodeIndex::of(&[0x10, 0x20, 0x30, 0x40, 0x50]),
             types: vec![0; 5],
             type_table: vec![0x1000],
             sizes: vec![24; 5],

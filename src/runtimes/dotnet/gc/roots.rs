@@ -91,7 +91,7 @@ impl Objects<'_> {
 
 /// Reads every root of `g`'s objects.
 pub(crate) fn read(t: &Target, l: &Layout, vars: &GcVars, g: &ObjectGraph, threads: &[ThreadStack]) -> RootReading {
-    let bounds = (g.addresses.first().copied().unwrap_or(1), g.addresses.last().copied().unwrap_or(0));
+    let bounds = g.index.bounds();
     let mut is_object = |a: u64| g.node_of(a).is_some();
     let at = read_at(t, l, vars, &mut Objects { bounds, is_object: &mut is_object }, threads);
     let node = |a: u64| g.node_of(a).unwrap_or(0);

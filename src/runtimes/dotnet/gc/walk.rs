@@ -337,10 +337,11 @@ impl<'a> Cursor<'a> {
 pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
     let t = input.t;
     let mut out = SegmentWalk::default();
-    // Per type met here: its shape and the counts (one hash lookup per object, Fx-hashed).
-    let mut seen: FxHashMap<u64, (TypeShape, TypeCount, Option<u8>)> = FxHashMap::default();
-    // MethodTable → index into `out.nodes.method_tables`.
-    let mut type_index: FxHashMap<u64, u32> = FxHashMap::default();
+    // Per type met here: its shape, the counts and its index in `out.nodes.method_tables`, in
+    // `types` (one hash lookup per object at most, none when the type is the previous one's).
+    let mut slot_of: FxHashMap<u64, usize> = FxHashMap::default();
+    let mut types: Vec<(u64, TypeShape, TypeCount, Option<u8>, u32)> = Vec::new();
+    let mut last: Option<(u64, usize)> = None;
     let bounds = (input.targets.iter().min().copied().unwrap_or(u64::MAX), input.targets.iter().max().copied().unwrap_or(0));
     if let Some(core) = input.core {
         core.will_read(s.start, s.allocated.saturating_sub(s.start));
@@ -348,20 +349,33 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
     let mut cursor = Cursor::new(t, input.alloc_contexts, s);
     loop {
         let mut shape_of = |mt: u64| -> Result<TypeShape, String> {
-            if let Some((sh, _, _)) = seen.get(&mt) {
-                return Ok(*sh);
+            if let Some((m, k)) = last
+                && m == mt
+            {
+                return Ok(types[k].1);
             }
-            let sh = TypeShape::read(t, mt, input.free_mt)?;
-            let k = wanted_kind(t, input.wanted, mt, &sh);
-            seen.insert(mt, (sh, TypeCount::default(), k));
-            Ok(sh)
+            let k = match slot_of.get(&mt) {
+                Some(&k) => k,
+                None => {
+                    let sh = TypeShape::read(t, mt, input.free_mt)?;
+                    let kind = wanted_kind(t, input.wanted, mt, &sh);
+                    types.push((mt, sh, TypeCount::default(), kind, u32::MAX));
+                    slot_of.insert(mt, types.len() - 1);
+                    types.len() - 1
+                }
+            };
+            last = Some((mt, k));
+            Ok(types[k].1)
         };
         let Some(Met { at, mt, size }) = cursor.next(&mut shape_of) else { break };
         let step = aligned(size);
         if !input.targets.is_empty() && mt != input.free_mt && mt != input.string_mt && out.hits.len() < MAX_HITS_PER_SEGMENT {
             scan(input, at, mt, step, bounds, &mut out.hits);
         }
-        if let Some((_, c, kind)) = seen.get_mut(&mt) {
+        // `next` asked `shape_of` for this object's type last.
+        if let Some((_, k)) = last
+            && let Some((_, _, c, kind, node_type)) = types.get_mut(k)
+        {
             if let Some(wanted) = *kind {
                 if out.collected.len() < MAX_COLLECTED_PER_SEGMENT {
                     out.collected.push(Collected { wanted, address: at, method_table: mt, size });
@@ -371,22 +385,22 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
             }
             c.count += 1;
             c.bytes += size;
-        }
-        if input.collect && mt != input.free_mt {
-            let n = &mut out.nodes;
-            let ti = *type_index.entry(mt).or_insert_with(|| {
-                n.method_tables.push(mt);
-                (n.method_tables.len() - 1) as u32
-            });
-            n.addresses.push(at);
-            n.types.push(ti);
-            n.sizes.push(u32::try_from(size).unwrap_or(u32::MAX));
+            if input.collect && mt != input.free_mt {
+                let n = &mut out.nodes;
+                if *node_type == u32::MAX {
+                    n.method_tables.push(mt);
+                    *node_type = (n.method_tables.len() - 1) as u32;
+                }
+                n.addresses.push(at);
+                n.types.push(*node_type);
+                n.sizes.push(u32::try_from(size).unwrap_or(u32::MAX));
+            }
         }
         out.objects += 1;
         out.bytes += size;
     }
     out.broken = cursor.broken.take();
-    out.types = seen.into_iter().map(|(mt, (_, c, _))| (mt, c)).collect();
+    out.types = types.into_iter().map(|(mt, _, c, _, _)| (mt, c)).collect();
     if let Some(core) = input.core {
         core.done_reading(s.start, s.allocated.saturating_sub(s.start));
     }

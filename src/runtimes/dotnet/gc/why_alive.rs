@@ -58,7 +58,7 @@ pub(crate) const MAX_ROOT_PATHS: usize = 64;
 
 /// Reads the heap of `runtime` as a graph (once) and finds why each of `addresses` is alive.
 pub(crate) fn why_alive(runtime: &Context<'_>, threads: &[ThreadStack], addresses: &[u64]) -> Result<Vec<WhyAlive>, String> {
-    let reading = super::read_graph(runtime, threads)?;
+    let reading = super::read_graph(runtime, threads, None)?;
     let g = &reading.graph;
     let t = runtime.target();
     let namer = TypeNamer::new(&t, &runtime.image);
@@ -88,7 +88,7 @@ pub(crate) fn why_alive(runtime: &Context<'_>, threads: &[ThreadStack], addresse
                 .enumerate()
                 .map(|(i, &n)| {
                     let link = p.nodes.get(i + 1).map(|&next| paths::link(&t, &namer, &build.layout, g, n, next));
-                    let address = g.addresses[n as usize];
+                    let address = g.address(n).unwrap_or(0);
                     let static_field = match &link {
                         // A reference array's element k is at 16 + 8k.
                         Some(Link::Element(k)) if name(n) == "System.Object[]" => {
@@ -100,7 +100,7 @@ pub(crate) fn why_alive(runtime: &Context<'_>, threads: &[ThreadStack], addresse
                 })
                 .collect();
             let r = &g.roots[p.root];
-            (RootAt { kind: r.kind, object: g.addresses[r.node as usize], source: r.source.clone() }, steps)
+            (RootAt { kind: r.kind, object: g.address(r.node).unwrap_or(0), source: r.source.clone() }, steps)
         }).collect();
         out.push(WhyAlive {
             object: address,
