@@ -8,32 +8,16 @@
 #[allow(dead_code)]
 mod dumpedit;
 
+mod common;
+
+use common::DotnetDump as Dump;
 use knot::Options;
 use knot::process::Locator;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-struct Dump {
-    name: String,
-    core: PathBuf,
-    dir: PathBuf,
-    locator: Locator,
-}
-
 fn dumps() -> Vec<Dump> {
-    let out: Vec<Dump> = knot_samples::dotnet::dumps("sos/dumpasync.txt", true)
-        .into_iter()
-        .map(|d| Dump {
-            name: d.name(),
-            locator: Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() },
-            core: d.core,
-            dir: d.dir,
-        })
-        .collect();
-    if out.is_empty() {
-        knot_samples::skipped("skipping: no .NET dumps with sos/dumpasync.txt");
-    }
-    out
+    common::dotnet_dumps("sos/dumpasync.txt")
 }
 
 fn report(core: &Path, locator: &Locator) -> Value {

@@ -10,35 +10,18 @@
 #[allow(dead_code)]
 mod dumpedit;
 
+mod common;
+
+use common::DotnetDump as Dump;
 use knot::Options;
-use knot::process::{Locator, Process};
+use knot::process::Process;
 use knot::report::Report;
 use knot::report::text::{self, TextOptions};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-
-struct Dump {
-    name: String,
-    core: PathBuf,
-    dir: PathBuf,
-    locator: Locator,
-}
 
 fn dumps() -> Vec<Dump> {
-    let out: Vec<Dump> = knot_samples::dotnet::dumps("sos/threadpool.txt", true)
-        .into_iter()
-        .map(|d| Dump {
-            name: d.name(),
-            locator: Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() },
-            core: d.core,
-            dir: d.dir,
-        })
-        .collect();
-    if out.is_empty() {
-        knot_samples::skipped("skipping: no .NET dumps with sos/threadpool.txt");
-    }
-    out
+    common::dotnet_dumps("sos/threadpool.txt")
 }
 
 fn analyze(d: &Dump) -> Report {

@@ -103,3 +103,32 @@ macro_rules! crash_samples {
         );
     };
 }
+
+/// A .NET sample dump (`knot_samples::dotnet::dumps`), with the Locator that reads it as SOS
+/// read it: the committed runtime and app files for committed dumps, the machine's otherwise.
+pub struct DotnetDump {
+    /// `sample/kind`, marked when made here.
+    pub name: String,
+    pub core: std::path::PathBuf,
+    /// Where `sos/` (SOS's readings of the dump) is.
+    pub dir: std::path::PathBuf,
+    pub locator: Locator,
+}
+
+/// Every .NET dump with SOS's reading `oracle` (e.g. `sos/threadpool.txt`) beside it, committed
+/// and made here; none (with a message saying so) when there is no such dump.
+pub fn dotnet_dumps(oracle: &str) -> Vec<DotnetDump> {
+    let out: Vec<DotnetDump> = knot_samples::dotnet::dumps(oracle, true)
+        .into_iter()
+        .map(|d| DotnetDump {
+            name: d.name(),
+            locator: Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() },
+            core: d.core,
+            dir: d.dir,
+        })
+        .collect();
+    if out.is_empty() {
+        knot_samples::skipped(&format!("skipping: no .NET dumps with {oracle} (commit samples/dotnet/dumps, or run samples/dotnet/make-dumps.sh)"));
+    }
+    out
+}

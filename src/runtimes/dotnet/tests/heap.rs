@@ -5,34 +5,15 @@
 //! committed bytes per generation of `gcheapstat`; the OOM of `analyzeoom`. A dump that is
 //! absent is skipped with a message.
 
-use crate::process::{Locator, Process};
+use crate::tests::common::{self, DotnetDump as Dump};
+use crate::process::Process;
 use crate::runtimes::dotnet::gc::gcvars::SegmentKind;
 use crate::runtimes::dotnet::gc::state::HardLimitSource;
 use crate::runtimes::dotnet::gc::{self, GcReading};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-
-struct Dump {
-    name: String,
-    core: PathBuf,
-    dir: PathBuf,
-    locator: Locator,
-}
 
 fn dumps() -> Vec<Dump> {
-    let out: Vec<Dump> = knot_samples::dotnet::dumps("sos/dumpheap-stat.txt", true)
-        .into_iter()
-        .map(|d| Dump {
-            name: d.name(),
-            locator: Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() },
-            core: d.core,
-            dir: d.dir,
-        })
-        .collect();
-    if out.is_empty() {
-        knot_samples::skipped(&format!("skipping: no .NET dumps with sos/dumpheap-stat.txt"));
-    }
-    out
+    common::dotnet_dumps("sos/dumpheap-stat.txt")
 }
 
 fn loaded() -> &'static [(Dump, GcReading)] {

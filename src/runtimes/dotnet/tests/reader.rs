@@ -7,24 +7,15 @@
 //! dump in `sos/` (`clrthreads.txt`, `syncblk.txt`, `clrstack-all.txt`, `thinlocks.txt`,
 //! `locks.txt`), which knot must equal exactly. A dump that is absent is skipped with a message.
 
+use crate::tests::common::{self, DotnetDump as Dump};
 use crate::process::{Locator, Memory, Process, RangeMemory};
 use crate::runtimes::dotnet::descriptor::{self, Descriptor, GlobalValue, Header};
 use crate::runtimes::dotnet::target::Target;
 use crate::runtimes::dotnet::{self, threads, BlockingKind, DotnetError, DotnetReading, LockStorage, RuntimeReading, Support, WaitSource};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 // ---------------------------------------------------------------- finding dumps
-
-struct Dump {
-    /// `sample/kind`, and which root it came from.
-    name: String,
-    core: PathBuf,
-    dir: PathBuf,
-    locator: Locator,
-}
-
-
 
 /// Every dump, opened and read once for all the tests.
 fn loaded() -> &'static [(Dump, Process, DotnetReading)] {
@@ -41,19 +32,7 @@ fn loaded() -> &'static [(Dump, Process, DotnetReading)] {
 }
 
 fn dumps() -> Vec<Dump> {
-    let out: Vec<Dump> = knot_samples::dotnet::dumps("sos/clrthreads.txt", true)
-        .into_iter()
-        .map(|d| Dump {
-            name: d.name(),
-            locator: Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() },
-            core: d.core,
-            dir: d.dir,
-        })
-        .collect();
-    if out.is_empty() {
-        knot_samples::skipped(&format!("skipping: no .NET dumps (commit samples/dotnet/dumps, or run samples/dotnet/make-dumps.sh)"));
-    }
-    out
+    common::dotnet_dumps("sos/clrthreads.txt")
 }
 
 fn read_dump(d: &Dump) -> (Process, DotnetReading) {
