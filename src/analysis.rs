@@ -101,7 +101,7 @@ pub fn analyze(path: impl AsRef<Path>, opts: &Options) -> Result<Report, Analyze
 ///
 /// The compressed DWARF the threads' innermost frames need is inflated on a thread of its own
 /// meanwhile (the runtime's reading and the stack walks need none of it): on a small dump that
-/// inflation is most of the work ([`crate::symbols::inflate_ahead`]).
+/// inflation is most of the work (`symbols::inflate_ahead`).
 pub fn report_for(process: &Process, opts: &Options) -> Report {
     std::thread::scope(|scope| {
         // Without that thread (none could be started) the first lookups inflate, as before; a

@@ -123,7 +123,7 @@ pub struct Build {
     pub(crate) heap_hard_limit: Vec<u64>,
     /// What the GC's vars point at that is a constant of the build (`max_gen`,
     /// `generation_field_offsets`), for dumps without the pages that hold it (single-file apps;
-    /// x86-64 builds; see [`super::gc_constants`]).
+    /// x86-64 builds; see `gc_constants.rs`).
     pub gc_constants: Option<GcConstants>,
 }
 
