@@ -5,21 +5,16 @@
 
 mod common;
 
+use common::DotnetDump;
 use knot::heap::HeapOptions;
-use knot::process::Locator;
-use knot_samples::dotnet::DotnetDump;
 use std::process::Command;
 
 fn heap_dumps() -> Vec<DotnetDump> {
-    let dumps = knot_samples::dotnet::dumps("sos/dumpheap-stat.txt", false);
-    if dumps.is_empty() {
-        knot_samples::skipped("skipping: no committed .NET dump with sos/dumpheap-stat.txt");
-    }
-    dumps
+    common::dotnet_dumps("sos/dumpheap-stat.txt")
 }
 
 fn options(d: &DotnetDump) -> HeapOptions {
-    HeapOptions { locator: Locator { sysroot: d.sysroot.clone(), search_dirs: d.search_dirs.clone(), ..Locator::default() }, max_decompressed: None }
+    HeapOptions { locator: d.locator.clone(), max_decompressed: None }
 }
 
 /// From `Statistics:` through the `Total` line.
@@ -46,7 +41,7 @@ fn row_bytes(line: &str) -> u64 {
 #[test]
 fn every_line_of_the_table_is_sos_dumpheap_stat_s() {
     for d in heap_dumps() {
-        let name = format!("{}/{}", d.sample, d.kind);
+        let name = &d.name;
         let sos_text = std::fs::read_to_string(d.dir.join("sos/dumpheap-stat.txt")).expect("sos/dumpheap-stat.txt");
         let sos = table(&sos_text);
         let r = knot::heap::stat(&d.core, &options(&d)).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -67,16 +62,16 @@ fn every_line_of_the_table_is_sos_dumpheap_stat_s() {
 
 #[test]
 fn the_command_writes_the_same_numbers_as_json() {
-    let Some(d) = heap_dumps().into_iter().find(|d| d.sample == "gc_oom") else {
+    let Some(d) = heap_dumps().into_iter().find(|d| d.name.starts_with("gc_oom/")) else {
         knot_samples::skipped("skipping: samples/dotnet/dumps/gc_oom not found");
         return;
     };
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_knot"));
     cmd.args(["heap", "stat"]).arg(&d.core).args(["--format", "json"]);
-    if let Some(s) = &d.sysroot {
+    if let Some(s) = &d.locator.sysroot {
         cmd.arg("--sysroot").arg(s);
     }
-    for dir in &d.search_dirs {
+    for dir in &d.locator.search_dirs {
         cmd.arg("--search-dir").arg(dir);
     }
     let out = cmd.output().expect("run knot heap stat");

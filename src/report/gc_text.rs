@@ -42,6 +42,16 @@ pub(crate) fn stall_words(gc: &GcReport) -> String {
     s
 }
 
+/// Where the hard limit came from, as words after it: `, set in the environment`, `, the
+/// container default`, or nothing when unknown.
+pub(crate) fn limit_source_words(gc: &GcReport) -> &'static str {
+    match gc.hard_limit_source.as_deref() {
+        Some("setting") => ", set in the environment",
+        Some("container_default") => ", the container default",
+        _ => "",
+    }
+}
+
 pub(crate) fn summary_lines(out: &mut String, d: &DotnetReport) {
     let (Some(heap), Some(gc)) = (d.heap.as_ref(), d.gc.as_ref()) else { return };
     let _ = write!(
@@ -54,12 +64,7 @@ pub(crate) fn summary_lines(out: &mut String, d: &DotnetReport) {
     );
     match (gc.hard_limit_bytes, gc.limit_percent()) {
         (Some(limit), Some(p)) => {
-            let source = match gc.hard_limit_source.as_deref() {
-                Some("setting") => ", set in the environment",
-                Some("container_default") => ", the container default",
-                _ => "",
-            };
-            let _ = write!(out, " of a {} hard limit ({p:.1} %{source})", bytes(limit));
+            let _ = write!(out, " of a {} hard limit ({p:.1} %{})", bytes(limit), limit_source_words(gc));
         }
         _ if gc.hard_limit_read => out.push_str(", no hard limit"),
         _ => {}

@@ -6,7 +6,7 @@ use crate::diagnostics::Diagnostic;
 use crate::runtimes::dotnet::gc::report::{GcReport, HeapTypeReport};
 use crate::runtimes::dotnet::gc::state::thousands;
 use crate::runtimes::dotnet::gc::GcReading;
-use super::gc_text::bytes;
+use super::gc_text::{bytes, limit_source_words};
 use crate::hex::Hex;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -59,12 +59,7 @@ impl HeapStatReport {
         let _ = write!(out, "GC heap of {}: {} ({} {} heap{}), committed {}", self.path, bytes(self.total_bytes), g.layout, if g.server { "server" } else { "workstation" }, if g.heaps == 1 { "" } else { "s" }, bytes(g.committed_bytes));
         match (g.hard_limit_bytes, g.limit_percent()) {
             (Some(limit), Some(p)) => {
-                let source = match g.hard_limit_source.as_deref() {
-                    Some("setting") => ", set in the environment",
-                    Some("container_default") => ", the container default",
-                    _ => "",
-                };
-                let _ = write!(out, "; hard limit {}{source} ({p:.1} % committed)", bytes(limit));
+                let _ = write!(out, "; hard limit {}{} ({p:.1} % committed)", bytes(limit), limit_source_words(g));
             }
             _ if !g.hard_limit_read => out.push_str("; hard limit not read for this runtime build"),
             _ => out.push_str("; no hard limit"),
