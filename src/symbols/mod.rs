@@ -109,9 +109,6 @@ struct ModuleSymbols<'p> {
     files: Vec<FileSymbols<'p>>,
     /// Read on the first DWARF question, so that a lookup by name reads only symbol tables.
     dwarf: OnceLock<Option<Dwarf<'p>>>,
-    /// Text symbols by name, for call-site targets named by a declaration: (link-time address,
-    /// global). Built on the first such lookup.
-    by_name: OnceLock<FxHashMap<&'p [u8], (u64, bool)>>,
 }
 
 impl<'p> ModuleSymbols<'p> {
@@ -123,7 +120,7 @@ impl<'p> ModuleSymbols<'p> {
         if let Some(d) = &module.debug_file {
             files.push(FileSymbols::read(d, true));
         }
-        ModuleSymbols { module, files, dwarf: OnceLock::new(), by_name: OnceLock::new() }
+        ModuleSymbols { module, files, dwarf: OnceLock::new() }
     }
 
     fn dwarf(&self) -> Option<&Dwarf<'p>> {
@@ -131,19 +128,20 @@ impl<'p> ModuleSymbols<'p> {
     }
 
     /// The text symbol called `name` (a global one rather than a local one; PLT entries never),
-    /// as gdb's `lookup_minimal_symbol` within one objfile.
+    /// as gdb's `lookup_minimal_symbol` within one objfile: the first global one over the files
+    /// in order, else the first local one.
     fn symbol_named(&self, name: &[u8]) -> Option<(u64, bool)> {
-        let index = self.by_name.get_or_init(|| {
-            let mut map: FxHashMap<&'p [u8], (u64, bool)> = FxHashMap::default();
-            for sym in self.files.iter().flat_map(|f| f.text.symbols()).filter(|s| !s.plt) {
-                let slot = map.entry(sym.name).or_insert((sym.addr, sym.global));
-                if sym.global && !slot.1 {
-                    *slot = (sym.addr, true);
+        let mut local = None;
+        for f in &self.files {
+            match f.text.named(name) {
+                Some(global @ (_, true)) => return Some(global),
+                Some(found) => {
+                    local.get_or_insert(found);
                 }
+                None => {}
             }
-            map
-        });
-        index.get(name).copied()
+        }
+        local
     }
 
     fn text_symbol(&self, link: u64) -> Option<Hit<'p>> {

@@ -25,7 +25,10 @@
 
 use crate::bytes::{u16_at, u32_at, u64_at};
 use crate::process::ElfFile;
+use rustc_hash::FxHashMap;
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 const SHT_SYMTAB: u32 = 2;
 const SHT_DYNSYM: u32 = 11;
@@ -48,6 +51,9 @@ const SYM_SIZE: usize = 24;
 /// How far a lookup walks back over zero-sized or other-section symbols; gdb has no bound, but a
 /// crafted table could make every lookup linear.
 const MAX_WALK_BACK: usize = 4096;
+/// Lookups by name a table answers by scanning its records before it builds an index by name:
+/// a scan costs about as much as 1/40 of sorting the table and hashing every name.
+const SCANNED_NAME_LOOKUPS: usize = 32;
 
 /// Which table a name came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -103,10 +109,21 @@ struct SectionRange {
     end: u64,
 }
 
-/// One sorted table: the text or the data symbols of one file's `.symtab` or `.dynsym`.
+/// One table: the text or the data symbols of one file's `.symtab` or `.dynsym`. Sorted by
+/// address on its first address lookup only: a module asked only for names (a call site's
+/// target named by a declaration is looked for in every module, as gdb does) or never for a
+/// data address does not pay for the sort.
 #[derive(Debug, Default)]
 pub(crate) struct SymbolTable<'a> {
-    syms: Vec<Sym<'a>>,
+    /// gdb's records in table order, as read.
+    records: Vec<Sym<'a>>,
+    /// `records` sorted by address and compacted (see [`SymbolTable::by_address`]).
+    by_address: OnceLock<Vec<Sym<'a>>>,
+    /// Lookups by name so far: the first few scan `records`, after that `by_name` answers.
+    name_lookups: AtomicUsize,
+    /// Name to (address, global) for non-PLT symbols, built from `by_address` once lookups by
+    /// name are many.
+    by_name: OnceLock<FxHashMap<&'a [u8], (u64, bool)>>,
     sections: Vec<SectionRange>,
     pub(crate) source: Option<NameSource>,
 }
@@ -159,11 +176,56 @@ impl<'a> FileSymbols<'a> {
 }
 
 impl<'a> SymbolTable<'a> {
-    fn new(syms: Vec<Sym<'a>>, sections: Vec<SectionRange>, source: Option<NameSource>) -> SymbolTable<'a> {
-        let mut syms = sorted(syms);
-        // gdb's compact_minimal_symbols: one entry per (address, name, section).
-        syms.dedup_by(|b, a| a.addr == b.addr && a.section == b.section && a.same_name(b));
-        SymbolTable { syms, sections, source }
+    fn new(records: Vec<Sym<'a>>, sections: Vec<SectionRange>, source: Option<NameSource>) -> SymbolTable<'a> {
+        SymbolTable { records, sections, source, ..SymbolTable::default() }
+    }
+
+    /// The table as gdb keeps it: sorted by address, then name, and compacted
+    /// (`compact_minimal_symbols`: one entry per address, name and section). Made on first use.
+    fn by_address(&self) -> &[Sym<'a>] {
+        self.by_address.get_or_init(|| {
+            let mut syms = sorted(self.records.clone());
+            syms.dedup_by(|b, a| a.addr == b.addr && a.section == b.section && a.same_name(b));
+            syms
+        })
+    }
+
+    /// The non-PLT symbol called `name` as gdb's `lookup_minimal_symbol` finds it in this
+    /// table: the first global one in address order, else the first local one, with whether it
+    /// is global. The first lookups scan the records as read (a run asks for a handful of
+    /// names, and a scan costs a fraction of sorting); later ones use an index by name.
+    pub(crate) fn named(&self, name: &[u8]) -> Option<(u64, bool)> {
+        if self.name_lookups.fetch_add(1, Ordering::Relaxed) < SCANNED_NAME_LOOKUPS {
+            return self.scan_named(name);
+        }
+        let index = self.by_name.get_or_init(|| {
+            let mut map: FxHashMap<&'a [u8], (u64, bool)> = FxHashMap::default();
+            for sym in self.by_address().iter().filter(|s| !s.plt) {
+                let slot = map.entry(sym.name).or_insert((sym.addr, sym.global));
+                if sym.global && !slot.1 {
+                    *slot = (sym.addr, true);
+                }
+            }
+            map
+        });
+        index.get(name).copied()
+    }
+
+    /// [`SymbolTable::named`] without the sorted table: the records spelled `name` (a PLT
+    /// entry too, as `foo@plt`: it takes part in compaction) put in the sorted table's order
+    /// among themselves (address, then table order) and compacted as it is.
+    fn scan_named(&self, name: &[u8]) -> Option<(u64, bool)> {
+        let spelled = |s: &Sym<'_>| {
+            if s.plt { name.strip_suffix(b"@plt") == Some(s.name) } else { s.name == name }
+        };
+        let mut found: Vec<(u64, usize, Sym<'a>)> =
+            self.records.iter().enumerate().filter(|(_, s)| spelled(s)).map(|(i, s)| (s.addr, i, *s)).collect();
+        found.sort_unstable_by_key(|&(addr, i, _)| (addr, i));
+        found.dedup_by(|b, a| a.2.addr == b.2.addr && a.2.section == b.2.section && a.2.same_name(&b.2));
+        let mut plain = found.iter().map(|f| f.2).filter(|s| !s.plt);
+        let first = plain.next()?;
+        let sym = if first.global { first } else { plain.find(|s| s.global).unwrap_or(first) };
+        Some((sym.addr, sym.global))
     }
 
     /// A table from explicit symbols, each with its section range `[start, end)`.
@@ -189,26 +251,28 @@ impl<'a> SymbolTable<'a> {
 
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.syms.len()
+        self.by_address().len()
     }
 
     /// Every symbol, by address.
+    #[cfg(test)]
     pub(crate) fn symbols(&self) -> &[Sym<'a>] {
-        &self.syms
+        self.by_address()
     }
 
     /// The symbol gdb would name `addr` (a link-time address) with; see the module docs.
     pub(crate) fn lookup(&self, addr: u64) -> Option<Hit<'a>> {
         let source = self.source?;
+        let syms = self.by_address();
         let in_section = |s: &Sym<'_>| self.sections.get(s.section as usize).is_some_and(|r| addr >= r.start && addr < r.end);
-        let end = self.syms.partition_point(|s| s.addr <= addr);
+        let end = syms.partition_point(|s| s.addr <= addr);
         let mut best_zero_sized: Option<Sym<'a>> = None;
         let mut sized: Option<Sym<'a>> = None;
         let mut i = end;
         let floor = end.saturating_sub(MAX_WALK_BACK);
         while i > floor {
             i -= 1;
-            let Some(s) = self.syms.get(i) else { break };
+            let Some(s) = syms.get(i) else { break };
             if !in_section(s) {
                 continue;
             }
@@ -218,7 +282,7 @@ impl<'a> SymbolTable<'a> {
             }
             // Past this one's end, but inside the one before it (glibc's nocancel variants
             // inside the cancellable ones, on i686): go on to that one.
-            if let Some(prev) = i.checked_sub(1).and_then(|p| self.syms.get(p))
+            if let Some(prev) = i.checked_sub(1).and_then(|p| syms.get(p))
                 && addr >= end_of(s)
                 && addr < end_of(prev)
             {
@@ -540,12 +604,83 @@ mod tests {
         assert!(parse_sym(&e, b"\0abc").is_none(), "unterminated name");
     }
 
+    fn libc_debug_file() -> ElfFile {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/dumps/debug/.build-id/93/ac61ec5a8eb1396f9fbd350e3169a558528a40.debug");
+        ElfFile::open(path).expect("the committed libc debug file")
+    }
+
+    /// What a lookup by name answered before tables were lazy: an index by name over the whole
+    /// address-sorted table, the first global symbol of each name, else the first.
+    fn eager_index<'a>(sorted: &[Sym<'a>]) -> FxHashMap<&'a [u8], (u64, bool)> {
+        let mut map: FxHashMap<&'a [u8], (u64, bool)> = FxHashMap::default();
+        for sym in sorted.iter().filter(|s| !s.plt) {
+            let slot = map.entry(sym.name).or_insert((sym.addr, sym.global));
+            if sym.global && !slot.1 {
+                *slot = (sym.addr, true);
+            }
+        }
+        map
+    }
+
+    /// On libc's real tables (the debug file's `.symtab` with its versioned copies and local
+    /// aliases, and the library's `.dynsym` with BFD's `@plt` entries), every name is found by
+    /// the scan and by the index as the eager index found it, and names are found without
+    /// sorting the table.
+    #[test]
+    fn lookups_by_name_answer_as_the_eager_index_on_libc() {
+        let debug = libc_debug_file();
+        let lib = ElfFile::open(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/dumps/sysroot/lib/x86_64-linux-gnu/libc.so.6"))
+            .expect("the committed libc");
+        for (file, symtab_only) in [(&debug, true), (&lib, false)] {
+            let syms = FileSymbols::read(file, symtab_only);
+            let table = &syms.text;
+            let mut names: Vec<&[u8]> = table.records.iter().map(|s| s.name).collect();
+            names.sort_unstable();
+            names.dedup();
+            assert!(names.len() > 1000, "libc's names read ({})", names.len());
+            let plt: Vec<Vec<u8>> = table.records.iter().filter(|s| s.plt).map(|s| [s.name, b"@plt"].concat()).collect();
+            assert!(symtab_only || !plt.is_empty(), "the library's PLT entries");
+            let scanned: Vec<_> = names.iter().map(|n| table.scan_named(n)).collect();
+            assert!(table.by_address.get().is_none(), "scanning for names does not sort the table");
+            let eager = eager_index(table.symbols());
+            let globals = scanned.iter().filter(|f| f.is_some_and(|(_, g)| g)).count();
+            assert!(globals > 100 && globals < names.len(), "globals and locals both ({globals} of {})", names.len());
+            for (name, got) in names.iter().zip(&scanned) {
+                assert_eq!(*got, eager.get(name).copied(), "scan for {}", String::from_utf8_lossy(name));
+                assert_eq!(table.named(name), *got, "named() for {}", String::from_utf8_lossy(name));
+            }
+            assert!(table.by_name.get().is_some(), "past {SCANNED_NAME_LOOKUPS} lookups the index answers");
+            for name in plt.iter().map(Vec::as_slice).chain([&b"no_such_function"[..], b""]) {
+                assert_eq!(table.scan_named(name), eager.get(name).copied(), "{}", String::from_utf8_lossy(name));
+            }
+        }
+    }
+
+    /// Records that tie on address and name compact as the sorted table does: the first one in
+    /// table order stands for the others, so a global duplicate after a local one is not seen.
+    #[test]
+    fn lookups_by_name_see_the_compacted_table() {
+        const OTHER: (u64, u64) = (0x3000, 0x4000);
+        let mut t = SymbolTable::from_symbols(
+            &[(0x1800, 0, "f", TEXT), (0x1800, 8, "f", TEXT), (0x3000, 4, "f", OTHER), (0x1000, 0x10, "g", TEXT), (0x1000, 0x10, "g", TEXT)],
+            NameSource::Symtab,
+        );
+        for (i, global) in [false, true, true, false, true].into_iter().enumerate() {
+            t.records[i].global = global;
+        }
+        let eager = eager_index(t.symbols());
+        assert_eq!(eager.get(&b"f"[..]), Some(&(0x3000, true)), "the global duplicate at 0x1800 was compacted away");
+        assert_eq!(eager.get(&b"g"[..]), Some(&(0x1000, false)));
+        for name in [&b"f"[..], b"g", b"h"] {
+            assert_eq!(t.scan_named(name), eager.get(name).copied());
+        }
+    }
+
     /// The pair sort orders as a stable sort by (address, name) does, on libc's real table
     /// (aliases, versioned copies) and on entries that tie on address and name but not size.
     #[test]
     fn the_pair_sort_is_the_stable_sort() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/dumps/debug/.build-id/93/ac61ec5a8eb1396f9fbd350e3169a558528a40.debug");
-        let file = ElfFile::open(path).expect("the committed libc debug file");
+        let file = libc_debug_file();
         let mut raw = Vec::new();
         let index = file.sections.iter().position(|s| s.kind == SHT_SYMTAB).expect("a .symtab");
         let mut sections = SectionIndex::default();
