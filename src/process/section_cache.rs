@@ -3,13 +3,18 @@
 //! inflated once and then only mapped, by repeated runs and by `knot watch`: inflating libc's
 //! debug sections is most of a small dump's cost.
 //!
-//! One file per section, named by the file's build-id, the section's name and the CRC32 of its
+//! One file per section, named by the file's build-id, the section's name and a checksum of its
 //! compressed bytes. Nothing read back is trusted blindly: a cache file must have knot's magic,
-//! the sizes and CRC of the compressed section it stands for, and the CRC32 of its inflated
-//! bytes must match the one in its header; anything else is ignored (and inflated again).
-//! Writers write a temporary file and rename it into place, so concurrent runs see a whole file
-//! or none. After a write the directory is kept under its size bound by removing the least
-//! recently used entries (a hit touches its file's time).
+//! the sizes and checksum of the compressed section it stands for, and the checksum of its
+//! inflated bytes must match the one in its header; anything else is ignored (and inflated
+//! again). Writers write a temporary file and rename it into place, so concurrent runs see a
+//! whole file or none; the checksum catches what a rename cannot (a file cut short or damaged
+//! on disk, pages a crash never wrote).
+//!
+//! The checksum is XXH3-64 (`twox-hash`, already built for `ruzstd`), not CRC32: with AVX2 it
+//! reads libc's 11 MB of sections (compressed and inflated) in half the instructions
+//! `crc32fast` takes, and it is 64 bits wide. After a write the directory is kept under its
+//! size bound by removing the least recently used entries (a hit touches its file's time).
 
 use crate::bytes::Bytes;
 use memmap2::Mmap;
@@ -18,8 +23,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-const MAGIC: &[u8; 8] = b"KNOTSEC1";
-const HEADER: usize = 32;
+/// `KNOTSEC1` entries (CRC32) are ignored: their names no longer match, and neither would this.
+const MAGIC: &[u8; 8] = b"KNOTSEC2";
+/// Magic, inflated size, compressed size, checksum of the compressed bytes, of the inflated ones.
+const HEADER: usize = 40;
 const SUFFIX: &str = ".knot-section";
 /// Temporary files older than this are left-overs of a killed writer.
 const STALE_TMP: Duration = Duration::from_secs(3600);
@@ -64,13 +71,18 @@ pub(crate) struct Key<'a> {
 }
 
 impl Key<'_> {
-    fn file_name(&self, compressed_crc: u32) -> Option<String> {
+    fn file_name(&self, compressed_sum: u64) -> Option<String> {
         if self.build_id.is_empty() {
             return None;
         }
         let section: String = self.section.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').take(64).collect();
-        Some(format!("{}-{section}-{compressed_crc:08x}{SUFFIX}", super::elf_file::hex(self.build_id)))
+        Some(format!("{}-{section}-{compressed_sum:016x}{SUFFIX}", super::elf_file::hex(self.build_id)))
     }
+}
+
+/// The checksum of an entry's bytes (see the module docs).
+fn checksum(bytes: &[u8]) -> u64 {
+    twox_hash::XxHash3_64::oneshot(bytes)
 }
 
 impl SectionCache {
@@ -85,8 +97,8 @@ impl SectionCache {
 
     /// The inflated section for `key`, mapped from the cache, if a valid entry is there.
     pub(crate) fn get(&self, key: &Key<'_>) -> Option<SectionBytes> {
-        let crc = crc32fast::hash(key.compressed);
-        let path = self.dir.join(key.file_name(crc)?);
+        let sum = checksum(key.compressed);
+        let path = self.dir.join(key.file_name(sum)?);
         let file = crate::open::open_regular(&path).ok()?;
         let len = file.metadata().ok()?.len();
         if len != (HEADER as u64).checked_add(key.size)? {
@@ -101,7 +113,8 @@ impl SectionCache {
         let valid = &head[..8] == MAGIC
             && field(8) == Some(key.size)
             && field(16) == Some(key.compressed.len() as u64)
-            && field(24) == Some(u64::from(crc) | u64::from(crc32fast::hash(data)) << 32)
+            && field(24) == Some(sum)
+            && field(32) == Some(checksum(data))
             && !bytes.changed_while_read();
         if !valid {
             return None;
@@ -117,8 +130,8 @@ impl SectionCache {
         if data.len() as u64 != key.size || key.size > self.max_bytes {
             return;
         }
-        let crc = crc32fast::hash(key.compressed);
-        let Some(name) = key.file_name(crc) else { return };
+        let sum = checksum(key.compressed);
+        let Some(name) = key.file_name(sum) else { return };
         if fs::create_dir_all(&self.dir).is_err() {
             return;
         }
@@ -128,7 +141,8 @@ impl SectionCache {
         head[..8].copy_from_slice(MAGIC);
         head[8..16].copy_from_slice(&key.size.to_le_bytes());
         head[16..24].copy_from_slice(&(key.compressed.len() as u64).to_le_bytes());
-        head[24..32].copy_from_slice(&(u64::from(crc) | u64::from(crc32fast::hash(data)) << 32).to_le_bytes());
+        head[24..32].copy_from_slice(&sum.to_le_bytes());
+        head[32..40].copy_from_slice(&checksum(data).to_le_bytes());
         let written = fs::OpenOptions::new().write(true).create_new(true).open(&tmp).and_then(|mut f| {
             f.write_all(&head)?;
             f.write_all(data)
@@ -214,7 +228,7 @@ mod tests {
         let mut bytes = fs::read(&path).unwrap();
         bytes[HEADER + 100] ^= 1;
         fs::write(&path, &bytes).unwrap();
-        assert!(cache.get(&k).is_none(), "a flipped bit fails the CRC");
+        assert!(cache.get(&k).is_none(), "a flipped bit fails the checksum");
         bytes.truncate(HEADER + 10);
         fs::write(&path, &bytes).unwrap();
         assert!(cache.get(&k).is_none(), "a short file is not the section");
@@ -223,6 +237,36 @@ mod tests {
         // Written again, it is good again.
         cache.put(&k, &data);
         assert!(cache.get(&k).as_deref() == Some(&data[..]));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// Each header field is checked: an entry whose inflated bytes are whole but whose header
+    /// stands for other compressed bytes, or is of the CRC32 format before it, is a miss.
+    #[test]
+    fn an_entry_for_other_bytes_or_of_the_old_format_is_ignored() {
+        let dir = scratch("header");
+        let cache = SectionCache::new(&dir, 1 << 20);
+        let data: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        let k = key(b"stream", data.len() as u64);
+        cache.put(&k, &data);
+        let path = fs::read_dir(&dir).unwrap().flatten().find(|e| e.file_name().to_string_lossy().ends_with(SUFFIX)).unwrap().path();
+        let good = fs::read(&path).unwrap();
+        assert!(cache.get(&k).as_deref() == Some(&data[..]));
+        for (at, what) in [(0, "magic"), (8, "inflated size"), (16, "compressed size"), (24, "compressed checksum"), (32, "inflated checksum")] {
+            let mut bytes = good.clone();
+            bytes[at + 1] ^= 0x10;
+            fs::write(&path, &bytes).unwrap();
+            assert!(cache.get(&k).is_none(), "a wrong {what} in the header");
+        }
+        // The first format: a CRC32 pair where the compressed checksum now is, and no more.
+        let mut old = good[..24].to_vec();
+        old[..8].copy_from_slice(b"KNOTSEC1");
+        old.extend((u64::from(crc32fast::hash(b"stream")) | u64::from(crc32fast::hash(&data)) << 32).to_le_bytes());
+        old.extend(&data);
+        fs::write(&path, &old).unwrap();
+        assert!(cache.get(&k).is_none(), "an entry of the CRC32 format");
+        fs::write(&path, &good).unwrap();
+        assert!(cache.get(&k).as_deref() == Some(&data[..]), "the entry as written is good again");
         let _ = fs::remove_dir_all(&dir);
     }
 

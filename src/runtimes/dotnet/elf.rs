@@ -148,11 +148,17 @@ pub(crate) fn file_bytes(file: &ElfFile, vaddr: u64, len: usize) -> Option<Vec<u
     Some(out)
 }
 
-/// The `@(#)Version X @Commit: Y` string compiled into the runtime.
+/// The `@(#)Version X @Commit: Y` string compiled into the runtime. It is a writable `char[]`
+/// (`sccsid`), so `.data` is searched first: a whole-file search reads all of a 7 MB
+/// `libcoreclr.so` into the page tables to find a string near its end. Other files (a
+/// single-file host, a build laid out otherwise) are searched whole.
 pub(crate) fn sccs_version(file: &ElfFile) -> Option<(String, Option<String>)> {
-    let bytes = file.bytes();
+    file.section(".data").and_then(parse_sccs_version).or_else(|| parse_sccs_version(file.bytes()))
+}
+
+fn parse_sccs_version(bytes: &[u8]) -> Option<(String, Option<String>)> {
     let at = memchr::memmem::find(bytes, b"@(#)Version ")?;
-    let rest = &bytes[at + 12..];
+    let rest = bytes.get(at + 12..)?;
     let end = rest.iter().take(256).position(|&b| b == 0)?;
     let text = std::str::from_utf8(&rest[..end]).ok()?;
     let mut parts = text.splitn(2, " @Commit: ");
@@ -164,6 +170,19 @@ pub(crate) fn sccs_version(file: &ElfFile) -> Option<(String, Option<String>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sccs_version_strings() {
+        assert_eq!(
+            parse_sccs_version(b"\0junk@(#)Version 10.0.1226.42308 @Commit: 0c0fe8ba\0more"),
+            Some(("10.0.1226.42308".into(), Some("0c0fe8ba".into())))
+        );
+        assert_eq!(parse_sccs_version(b"@(#)Version 9.0.23\0"), Some(("9.0.23".into(), None)));
+        // Cut before its terminator, or not there at all: nothing, never a slice past the end.
+        assert_eq!(parse_sccs_version(b"xx@(#)Version 10.0.1"), None);
+        assert_eq!(parse_sccs_version(b"@(#)Version "), None);
+        assert_eq!(parse_sccs_version(b""), None);
+    }
 
     #[test]
     fn relr_bitmaps() {
