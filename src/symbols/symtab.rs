@@ -322,7 +322,8 @@ fn sorted(syms: Vec<Sym<'_>>) -> Vec<Sym<'_>> {
     let mut start = 0;
     while start < order.len() {
         let addr = order[start].0;
-        let end = start + order[start..].partition_point(|&(a, _)| a == addr);
+        // Runs are short (aliases): a walk finds their end sooner than a binary search.
+        let end = order[start..].iter().position(|&(a, _)| a != addr).map_or(order.len(), |n| start + n);
         if end - start > 1 {
             // Stable, and the run is in table order already.
             order[start..end].sort_by(|&(_, x), &(_, y)| syms[x as usize].cmp_name(&syms[y as usize]));
@@ -502,17 +503,28 @@ fn classify(file: &ElfFile, info: u8, shndx: u16) -> Option<Kind> {
 struct SectionIndex {
     by_shndx: Vec<(u16, u32)>,
     ranges: Vec<SectionRange>,
+    /// The last section asked for: runs of symbols share one (`.text`, mostly).
+    last: Option<(u16, u32)>,
 }
 
 impl SectionIndex {
     fn index(&mut self, file: &ElfFile, shndx: u16) -> Option<u32> {
-        if let Some(&(_, i)) = self.by_shndx.iter().find(|(s, _)| *s == shndx) {
+        if let Some((s, i)) = self.last
+            && s == shndx
+        {
             return Some(i);
         }
-        let s = file.sections.get(shndx as usize)?;
-        let i = u32::try_from(self.ranges.len()).ok()?;
-        self.ranges.push(SectionRange { start: s.addr, end: s.addr.saturating_add(s.size) });
-        self.by_shndx.push((shndx, i));
+        let i = match self.by_shndx.iter().find(|(s, _)| *s == shndx) {
+            Some(&(_, i)) => i,
+            None => {
+                let s = file.sections.get(shndx as usize)?;
+                let i = u32::try_from(self.ranges.len()).ok()?;
+                self.ranges.push(SectionRange { start: s.addr, end: s.addr.saturating_add(s.size) });
+                self.by_shndx.push((shndx, i));
+                i
+            }
+        };
+        self.last = Some((shndx, i));
         Some(i)
     }
 }
