@@ -332,7 +332,13 @@ pub(crate) fn read_graph(runtime: &Context<'_>, threads: &[roots::ThreadStack], 
         }
     }
     trace("graph: walk taken");
-    let mut g = graph::nodes(walked.nodes);
+    let (mut g, overlapped) = graph::nodes(walked.nodes);
+    if overlapped.objects > 0 {
+        diagnostics.push(
+            Diagnostic::warning(STAGE, format!("{} objects of heap segments overlapping earlier ones are not in the graph (the first at {:#x}): the GC's segment list is damaged", overlapped.objects, overlapped.first))
+                .at_address(overlapped.first),
+        );
+    }
     trace("graph: nodes");
     let reading = roots::read(&t, &build.layout, &vars, &g, threads);
     trace("graph: roots");
