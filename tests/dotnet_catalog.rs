@@ -316,6 +316,42 @@ fn a_single_file_app_is_its_own_runtime_and_its_monitors_read_as_sos_reads_them(
     assert!(!runtime_warnings(&r).iter().any(|w| w.contains("sync table")), "{:#?}", runtime_warnings(&r));
 }
 
+#[test]
+fn a_single_file_heap_dump_without_its_executable_says_what_would_name_its_types() {
+    // The committed dump is createdump --withheap's: the bundle's pages (the app's and CoreLib's
+    // metadata) are not in it, and with no files the executable is not at hand either.
+    let core = deploy_dir("single_file").join("core.gz");
+    let r = report(&core, no_files());
+    assert_eq!(r["verdict"], "deadlock", "the wedge is read without names");
+    let limits = r["verdict_limits"].as_array().expect("verdict_limits");
+    assert_eq!(limits.len(), 1, "{limits:#?}");
+    let l = &limits[0];
+    assert_eq!(l["short"], "the single-file app's metadata");
+    let build_id = "c36ad71424f1fa2ffd952574ab64dd0d952b101a"; // info.txt's runtime_buildid
+    let fix = l["fix"].as_str().unwrap_or_default();
+    for needle in ["--search-dir", "single_file", build_id, "createdump --full", "DOTNET_DbgMiniDumpType=4"] {
+        assert!(fix.contains(needle), "the fix does not say {needle:?}: {fix}");
+    }
+    assert!(l["hides"].as_str().unwrap_or_default().contains("names of types and managed frames"), "{}", l["hides"]);
+    // Where a person looks first: the verdict line and the line under it.
+    let opts = Options { locator: no_files(), ..Options::default() };
+    let text = knot::report::text::render(&knot::analyze(&core, &opts).expect("reads"), &Default::default());
+    let verdict = text.lines().find(|l| l.starts_with("Verdict:")).unwrap_or_default();
+    assert!(verdict.contains("(limited by the single-file app's metadata missing)"), "{verdict}");
+    assert!(text.lines().any(|l| l.trim_start().starts_with("limited by the managed metadata of the single-file app") && l.contains("createdump --full")), "{text}");
+    // `knot heap stat` (no verdict) says it among its warnings, once.
+    let heap = knot::heap::stat(&core, &knot::heap::HeapOptions { locator: no_files(), max_decompressed: None }).expect("heap read");
+    let said: Vec<String> = heap.diagnostics.iter().map(|d| d.message.clone()).filter(|m| m.starts_with("types unnamed:")).collect();
+    assert_eq!(said.len(), 1, "{:#?}", heap.diagnostics);
+    for needle in ["single-file app", "--search-dir", build_id, "createdump --full"] {
+        assert!(said[0].contains(needle), "the warning does not say {needle:?}: {}", said[0]);
+    }
+    // A self-contained app (libcoreclr.so beside it; its assemblies are files, mapped, their
+    // metadata pages in the dump) has neither.
+    let fd = report(&deploy_dir("self_contained").join("core.gz"), no_files());
+    assert!(!fd["diagnostics"].to_string().contains("types unnamed:"), "{}", fd["diagnostics"]);
+}
+
 /// `dumpheap -stat` rows of `peer/` (the same program run framework-dependent).
 fn peer_rows(sample: &str) -> Vec<(u64, u64, String)> {
     let text = std::fs::read_to_string(deploy_dir(sample).join("peer/dumpheap-stat.txt")).expect("peer/dumpheap-stat.txt");

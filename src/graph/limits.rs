@@ -28,6 +28,10 @@ pub(crate) enum Limit {
     DotnetMonitors { version: String, why: String },
     /// The .NET runtime's data could not be read at all.
     DotnetRuntime { version: String, why: String, path: Option<String>, build_id: Option<String> },
+    /// A single-file app whose managed metadata the dump lacks: its assemblies (CoreLib's among
+    /// them) are bundled in the executable, whose pages a heap dump does not hold, so types and
+    /// managed frames are unnamed (threads, monitors, owners and cycles are read).
+    SingleFileMetadata { executable: String, build_id: Option<String> },
 }
 
 /// Why a module's file was not used.

@@ -402,6 +402,20 @@ pub(crate) fn verdict_limit(l: &Limit) -> VerdictLimit {
                 short: "the .NET runtime's data".into(),
             }
         }
+        Limit::SingleFileMetadata { executable, build_id } => {
+            let name = executable.rsplit('/').next().unwrap_or(executable);
+            let build = build_id.as_deref().map(|b| format!(" (build-id {b})")).unwrap_or_default();
+            VerdictLimit {
+                missing: format!(
+                    "the managed metadata of the single-file app {executable} (its assemblies, CoreLib's too, are bundled in the executable, whose pages this dump does not hold)"
+                ),
+                hides: "the names of types and managed frames (the heap's types, the objects the monitors are on, the managed frames), not the threads, monitors, owners or cycles".into(),
+                fix: format!(
+                    "--search-dir DIR holding {name}{build}, the executable that ran; or a full dump of the process (createdump --full PID, or DOTNET_DbgMiniDumpType=4 for the runtime's own dump on a crash), which holds the bundle's pages"
+                ),
+                short: "the single-file app's metadata".into(),
+            }
+        }
     }
 }
 

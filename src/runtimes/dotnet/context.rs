@@ -72,6 +72,22 @@ impl<'p> Context<'p> {
         Target::borrowed(&self.image, &self.descriptor, &self.pointer_data)
     }
 
+    /// Why the managed metadata cannot be read, when this is a single-file app (the runtime is
+    /// the app's executable, not `libcoreclr.so`) and CoreLib's image is not in the dump nor in
+    /// a file at hand: a single-file app's assemblies are bundled in its executable, whose pages a
+    /// heap dump does not hold (a full dump does). `None` otherwise, or when CoreLib is not found
+    /// (the runtime had not started: nothing to name).
+    pub(crate) fn single_file_metadata_missing(&self) -> Option<DotnetError> {
+        if self.module.name() == locate::RUNTIME_MODULE {
+            return None;
+        }
+        let t = self.target();
+        let object = t.global_deref("ObjectMethodTable").ok().filter(|&a| a != 0)?;
+        let core_lib = t.field_ptr(object, "MethodTable", "Module").ok().filter(|&m| m != 0)?;
+        let base = t.field_ptr(core_lib, "Module", "Base").ok().filter(|&b| b != 0)?;
+        super::metadata::metadata_root(&self.image, base).err()
+    }
+
     /// A contract's version, or why knot cannot read it: the contract is named, with the
     /// versions knot implements.
     pub(crate) fn contract(&self, name: &str, known: &[u64]) -> Result<u64, DotnetError> {

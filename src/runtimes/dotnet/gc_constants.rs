@@ -162,4 +162,115 @@ mod tests {
         assert_eq!(stores_after(&code[..12], 0, 0), vec![]);
         assert_eq!(stores_after(&code, code.len(), 0), vec![]);
     }
+
+    const VADDR: u64 = 0x40_0000;
+    /// Where `code` starts in [`tiny_elf`]'s file: after the ELF header and one program header.
+    const CODE_AT: usize = 64 + 56;
+
+    /// A minimal x86-64 ELF file: one executable PT_LOAD at `VADDR` mapping the whole file
+    /// (headers, then `code`), so a RIP-relative address inside the file is initialised data.
+    fn tiny_elf(code: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; CODE_AT];
+        f[..4].copy_from_slice(b"\x7fELF");
+        f[4] = 2; // ELFCLASS64
+        f[5] = 1; // little-endian
+        f[6] = 1; // EV_CURRENT
+        f[16..18].copy_from_slice(&3u16.to_le_bytes()); // ET_DYN
+        f[18..20].copy_from_slice(&62u16.to_le_bytes()); // EM_X86_64
+        f[20..24].copy_from_slice(&1u32.to_le_bytes());
+        f[32..40].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
+        f[52..54].copy_from_slice(&64u16.to_le_bytes()); // e_ehsize
+        f[54..56].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
+        f[56..58].copy_from_slice(&1u16.to_le_bytes()); // e_phnum
+        f[58..60].copy_from_slice(&64u16.to_le_bytes()); // e_shentsize
+        let len = (CODE_AT + code.len()) as u64;
+        let ph = &mut f[64..120];
+        ph[..4].copy_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+        ph[4..8].copy_from_slice(&5u32.to_le_bytes()); // R+X
+        ph[16..24].copy_from_slice(&VADDR.to_le_bytes()); // p_vaddr
+        ph[24..32].copy_from_slice(&VADDR.to_le_bytes()); // p_paddr
+        ph[32..40].copy_from_slice(&len.to_le_bytes()); // p_filesz
+        ph[40..48].copy_from_slice(&len.to_le_bytes()); // p_memsz
+        f.extend_from_slice(code);
+        f
+    }
+
+    /// `PopulateDacVars`' shape at `code[0..]`: the anchor, `lea max_gen(%rip),%rcx; mov
+    /// %rcx,0x38(%rdi); lea offsets(%rip),%rdx; mov %rdx,0xf8(%rdi); ret`, then `max_gen` (2)
+    /// and `generation_field_offsets` (0x40, 0x18, -1) as initialised data. The addresses stored.
+    fn populate_dac_vars() -> (Vec<u8>, u64, u64) {
+        let mut code = ANCHOR.to_vec();
+        let lea_rcx = code.len();
+        code.extend_from_slice(&[0x48, 0x8d, 0x0d, 0, 0, 0, 0, 0x48, 0x89, 0x4f, 0x38]);
+        let lea_rdx = code.len();
+        code.extend_from_slice(&[0x48, 0x8d, 0x15, 0, 0, 0, 0, 0x48, 0x89, 0x97, 0xf8, 0, 0, 0, 0xc3]);
+        let max_at = code.len();
+        code.extend_from_slice(&2u32.to_le_bytes());
+        let offsets_at = code.len();
+        for v in [0x40i32, 0x18, -1] {
+            code.extend_from_slice(&v.to_le_bytes());
+        }
+        // Each displacement is from the end of its 7-byte lea.
+        let disp = |lea: usize, to: usize| ((to - (lea + 7)) as i32).to_le_bytes();
+        code[lea_rcx + 3..lea_rcx + 7].copy_from_slice(&disp(lea_rcx, max_at));
+        code[lea_rdx + 3..lea_rdx + 7].copy_from_slice(&disp(lea_rdx, offsets_at));
+        let vaddr = |at: usize| VADDR + (CODE_AT + at) as u64;
+        (code, vaddr(max_at), vaddr(offsets_at))
+    }
+
+    #[test]
+    fn a_file_with_the_shape_gives_the_values_its_data_holds() {
+        let (code, max_at, offsets_at) = populate_dac_vars();
+        let file = ElfFile::from_bytes("tiny", tiny_elf(&code)).expect("a valid ELF file");
+        let c = from_file(&file).expect("the shape is found");
+        assert_eq!((c.max_generation, c.generation_field_offsets), (2, [0x40, 0x18, -1]));
+        assert_eq!((c.max_generation_at, c.generation_field_offsets_at), (vec![max_at], vec![offsets_at]));
+        // More functions of that shape than a runtime has (workstation and server, twice at
+        // most): not a runtime's code, nothing is said.
+        let many: Vec<u8> = (0..=MAX_FUNCTIONS).flat_map(|_| code.clone()).collect();
+        assert_eq!(from_file(&ElfFile::from_bytes("many", tiny_elf(&many)).expect("ELF")), None);
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Random bytes after the anchor: the decode stops within its window, never panics, and
+        /// says at most one store per instruction decoded.
+        #[test]
+        fn garbage_code_is_decoded_within_the_window(code in proptest::collection::vec(any::<u8>(), 0..4096), start in 0usize..4200, vaddr in any::<u64>()) {
+            let stores = stores_after(&code, start, vaddr);
+            prop_assert!(stores.len() <= WINDOW);
+        }
+
+        /// A runtime file whose code is garbage with anchors and the real shape spliced in at
+        /// random places (some cut short by the file's end): `from_file` never panics, and what it
+        /// says, it read from the file's initialised data.
+        #[test]
+        fn garbage_around_anchors_never_panics(
+            noise in proptest::collection::vec(any::<u8>(), 0..2048),
+            splices in proptest::collection::vec((0usize..2048, 0u8..3, 1usize..64), 0..8),
+        ) {
+            let (shape, _, _) = populate_dac_vars();
+            let mut code = noise;
+            for (at, what, cut) in splices {
+                let at = at.min(code.len());
+                let piece: Vec<u8> = match what {
+                    0 => ANCHOR.to_vec(),
+                    1 => shape.clone(),
+                    _ => shape[..cut.min(shape.len())].to_vec(),
+                };
+                code.splice(at..at, piece);
+            }
+            let file = ElfFile::from_bytes("garbage", tiny_elf(&code)).expect("ELF");
+            if let Some(c) = from_file(&file) {
+                prop_assert!(!c.max_generation_at.is_empty() && c.max_generation_at.len() <= MAX_FUNCTIONS);
+                prop_assert!(!c.generation_field_offsets_at.is_empty() && c.generation_field_offsets_at.len() <= MAX_FUNCTIONS);
+                for &at in c.max_generation_at.iter().chain(&c.generation_field_offsets_at) {
+                    prop_assert!(file.offset_of_vaddr(at).is_some(), "{at:#x} is not in the file");
+                }
+            }
+        }
+    }
 }

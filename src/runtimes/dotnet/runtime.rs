@@ -244,6 +244,13 @@ impl Runtime for DotnetRuntime<'_> {
         {
             return vec![Limit::DotnetMonitors { version: r.version.to_string(), why: why.clone() }];
         }
+        // A single-file app read without its bundle: everything but the names.
+        if let DotnetReading::Runtime(_) = self.reading()
+            && let Ok(c) = &self.context
+            && c.single_file_metadata_missing().is_some()
+        {
+            return vec![Limit::SingleFileMetadata { executable: c.module.path.clone(), build_id: c.module.build_id_hex() }];
+        }
         let DotnetReading::Unsupported { version, why } = self.reading() else { return Vec::new() };
         let (path, build_id) = match &self.runtime_file {
             Some((path, build)) => (Some(path.clone()), build.clone()),

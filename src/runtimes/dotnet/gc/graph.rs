@@ -192,14 +192,25 @@ impl GraphErrors {
     }
 }
 
+/// Objects [`nodes`] left out: those of a segment overlapping one before it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Overlapped {
+    pub(crate) objects: usize,
+    /// The first object left out.
+    pub(crate) first: u64,
+}
+
 /// The nodes of the walks, merged: addresses ascending (segments in address order, objects
 /// in each in order), the MethodTables in one table. Each walk's lists are freed once merged.
-pub(crate) fn nodes(walks: Vec<super::walk::SegmentNodes>) -> ObjectGraph {
+/// With the objects left out because their segment overlaps one before it (a damaged segment
+/// list).
+pub(crate) fn nodes(walks: Vec<super::walk::SegmentNodes>) -> (ObjectGraph, Overlapped) {
     let mut walks: Vec<_> = walks.into_iter().filter(|w| !w.addresses.is_empty()).collect();
     walks.sort_by_key(|w| w.addresses[0]);
     let total: usize = walks.iter().map(|w| w.addresses.len()).sum();
     let mut g = ObjectGraph { types: Vec::with_capacity(total), sizes: Vec::with_capacity(total), ..ObjectGraph::default() };
     let mut index: rustc_hash::FxHashMap<u64, u32> = rustc_hash::FxHashMap::default();
+    let mut overlapped = Overlapped::default();
     for w in walks {
         let map: Vec<u32> = w
             .method_tables
@@ -217,13 +228,18 @@ pub(crate) fn nodes(walks: Vec<super::walk::SegmentNodes>) -> ObjectGraph {
             if g.index.push(a) {
                 g.types.push(map.get(t as usize).copied().unwrap_or(0));
                 g.sizes.push(size);
+            } else {
+                if overlapped.objects == 0 {
+                    overlapped.first = a;
+                }
+                overlapped.objects += 1;
             }
         }
     }
     g.types.shrink_to_fit();
     g.sizes.shrink_to_fit();
     g.index.shrink_to_fit();
-    g
+    (g, overlapped)
 }
 
 /// Fills the graph's edges from each object's GC description (read once per type), in
@@ -310,5 +326,39 @@ pub(crate) fn edges(t: &Target, g: &mut ObjectGraph, extra: &[(u32, u32)], error
             start += take;
             g.edge_start.push(start as u32);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtimes::dotnet::gc::walk::SegmentNodes;
+
+    fn segment(addresses: &[u64], mt: u64, size: u32) -> SegmentNodes {
+        SegmentNodes { addresses: addresses.to_vec(), types: vec![0; addresses.len()], sizes: vec![size; addresses.len()], method_tables: vec![mt] }
+    }
+
+    #[test]
+    fn a_segment_overlapping_an_earlier_one_adds_only_objects_above_it_and_counts_the_rest() {
+        // A damaged segment list: the second segment starts inside the first (at its second
+        // object) and runs past it; a third lies wholly inside the first.
+        let first = segment(&[0x1000, 0x1018, 0x1030], 0xa0, 24);
+        let second = segment(&[0x1018, 0x1030, 0x1048, 0x1060], 0xb0, 24);
+        let inside = segment(&[0x1008, 0x1020], 0xc0, 16);
+        let (g, overlapped) = nodes(vec![second, inside, first]);
+        // Segments are merged in address order: the first's objects, then the second's above
+        // 0x1030; every object of `inside` is at or below an address already taken.
+        let addresses: Vec<u64> = (0..g.len() as u32).filter_map(|n| g.address(n)).collect();
+        assert_eq!(addresses, [0x1000, 0x1018, 0x1030, 0x1048, 0x1060]);
+        let types: Vec<u64> = g.types.iter().map(|&t| g.type_table[t as usize]).collect();
+        assert_eq!(types, [0xa0, 0xa0, 0xa0, 0xb0, 0xb0], "a kept object keeps its own segment's type");
+        assert_eq!(g.sizes, [24; 5]);
+        assert_eq!(overlapped, Overlapped { objects: 4, first: 0x1008 });
+        for (n, &a) in addresses.iter().enumerate() {
+            assert_eq!(g.node_of(a), Some(n as u32));
+        }
+        // Disjoint segments leave nothing out.
+        let (g, overlapped) = nodes(vec![segment(&[0x2000, 0x2018], 0xa0, 24), segment(&[0x1000], 0xb0, 24)]);
+        assert_eq!((g.len(), overlapped), (3, Overlapped::default()));
     }
 }

@@ -236,6 +236,17 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
     for (mt, e) in name_errors {
         by_cause.entry(e.to_string()).or_default().push(mt);
     }
+    // Unnamed types of a single-file app: say once what would name them.
+    if !by_cause.is_empty() && module.name() != super::locate::RUNTIME_MODULE {
+        let build = module.build_id_hex().map(|b| format!(" (build-id {b})")).unwrap_or_default();
+        diagnostics.push(Diagnostic::warning(
+            STAGE,
+            format!(
+                "types unnamed: {} is a single-file app, whose assemblies are bundled in the executable and not in this dump; pass the directory holding that executable{build} with --search-dir, or take a full dump (createdump --full; DOTNET_DbgMiniDumpType=4 for the runtime's own dumps)",
+                module.path
+            ),
+        ));
+    }
     for (e, mut mts) in by_cause {
         mts.sort_unstable();
         let d = match mts.as_slice() {
@@ -321,7 +332,13 @@ pub(crate) fn read_graph(runtime: &Context<'_>, threads: &[roots::ThreadStack], 
         }
     }
     trace("graph: walk taken");
-    let mut g = graph::nodes(walked.nodes);
+    let (mut g, overlapped) = graph::nodes(walked.nodes);
+    if overlapped.objects > 0 {
+        diagnostics.push(
+            Diagnostic::warning(STAGE, format!("{} objects of heap segments overlapping earlier ones are not in the graph (the first at {:#x}): the GC's segment list is damaged", overlapped.objects, overlapped.first))
+                .at_address(overlapped.first),
+        );
+    }
     trace("graph: nodes");
     let reading = roots::read(&t, &build.layout, &vars, &g, threads);
     trace("graph: roots");
