@@ -346,6 +346,11 @@ fn a_single_file_heap_dump_without_its_executable_says_what_would_name_its_types
     for needle in ["single-file app", "--search-dir", build_id, "createdump --full"] {
         assert!(said[0].contains(needle), "the warning does not say {needle:?}: {}", said[0]);
     }
+    // The code lookups that failed for want of the images (met by the unwinders in parallel)
+    // are said in one order, so two readings of the dump are the same report.
+    let lookups: Vec<String> = r["diagnostics"].as_array().into_iter().flatten().filter_map(|d| d["message"].as_str()).filter(|m| m.starts_with("code at ")).map(str::to_string).collect();
+    assert!(lookups.len() > 1, "{lookups:?}");
+    assert!(lookups.windows(2).all(|w| w[0] <= w[1]), "{lookups:#?}");
     // A self-contained app (libcoreclr.so beside it; its assemblies are files, mapped, their
     // metadata pages in the dump) has neither.
     let fd = report(&deploy_dir("self_contained").join("core.gz"), no_files());

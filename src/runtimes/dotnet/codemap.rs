@@ -78,6 +78,9 @@ impl CodeMap<'_> {
                 out.push(d);
             }
         }
+        // Kept in the order the parallel unwinders met them: sorted, so two readings of one
+        // dump say them alike.
+        out.sort_by(|a, b| a.message.cmp(&b.message));
         out
     }
 
