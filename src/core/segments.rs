@@ -50,14 +50,16 @@ pub struct Segments {
     /// Each segment starts at or after the end of the one before: the segment covering an
     /// address is then the only one that can, and `last` may answer for it.
     disjoint: bool,
-    /// The segment `find` answered last: reads come in runs on one segment (a structure's
-    /// fields, a heap walk, a stack), so most skip the search (a .NET run makes ~100k).
-    last: AtomicUsize,
+    /// The two segments `find` answered last, the latest first: reads come in runs on one
+    /// segment (a structure's fields, a heap walk, a stack) and go back and forth between two
+    /// (an object and its method table), so most skip the search (a .NET run makes ~100k).
+    last: [AtomicUsize; 2],
 }
 
 impl Clone for Segments {
     fn clone(&self) -> Segments {
-        Segments { list: self.list.clone(), disjoint: self.disjoint, last: AtomicUsize::new(self.last.load(Ordering::Relaxed)) }
+        let last = self.last.each_ref().map(|l| AtomicUsize::new(l.load(Ordering::Relaxed)));
+        Segments { list: self.list.clone(), disjoint: self.disjoint, last }
     }
 }
 
@@ -65,7 +67,7 @@ impl Segments {
     pub(crate) fn new(mut list: Vec<Segment>) -> Segments {
         list.sort_by_key(|s| s.vaddr);
         let disjoint = list.windows(2).all(|w| w[1].vaddr >= w[0].end());
-        Segments { list, disjoint, last: AtomicUsize::new(0) }
+        Segments { list, disjoint, last: [AtomicUsize::new(0), AtomicUsize::new(0)] }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Segment> {
@@ -94,15 +96,29 @@ impl Segments {
 
     /// The segment covering `addr`.
     pub(crate) fn find(&self, addr: u64) -> Option<&Segment> {
-        if self.disjoint
-            && let Some(s) = self.list.get(self.last.load(Ordering::Relaxed))
-            && s.contains(addr)
-        {
-            return Some(s);
+        let [latest, before] = &self.last;
+        let recent = latest.load(Ordering::Relaxed);
+        if self.disjoint {
+            if let Some(s) = self.list.get(recent)
+                && s.contains(addr)
+            {
+                return Some(s);
+            }
+            let other = before.load(Ordering::Relaxed);
+            if let Some(s) = self.list.get(other)
+                && s.contains(addr)
+            {
+                before.store(recent, Ordering::Relaxed);
+                latest.store(other, Ordering::Relaxed);
+                return Some(s);
+            }
         }
         let i = self.list.partition_point(|s| s.vaddr <= addr);
         let found = (i.saturating_sub(4)..i).rev().find(|&j| self.list[j].contains(addr))?;
-        self.last.store(found, Ordering::Relaxed);
+        if found != recent {
+            before.store(recent, Ordering::Relaxed);
+            latest.store(found, Ordering::Relaxed);
+        }
         self.list.get(found)
     }
 
@@ -165,6 +181,21 @@ mod tests {
         assert_eq!(o.locate(0x1010), Ok((0x10, 0x2ff0)));
         assert_eq!(o.locate(0x2010), Ok((0x8010, 0xff0)));
         assert_eq!(o.locate(0x1010), Ok((0x10, 0x2ff0)));
+    }
+
+    /// Going back and forth between segments (the two remembered, then a third) answers as
+    /// the search does, and an address between segments is in none.
+    #[test]
+    fn remembered_segments_answer_as_the_search() {
+        let list = (0..100).map(|i| seg(0x10000 * i, 0x1000, i * 0x1000, 0x1000, 0x1000)).collect();
+        let s = Segments::new(list);
+        for round in 0..3u64 {
+            for i in [7u64, 42, 7, 42, 99, 7, 0] {
+                let addr = 0x10000 * i + 0x10 * round;
+                assert_eq!(s.locate(addr), Ok((i * 0x1000 + 0x10 * round, 0x1000 - 0x10 * round)), "segment {i}");
+                assert_eq!(s.locate(addr + 0x1000), Err(Absence::NotMapped), "past segment {i}");
+            }
+        }
     }
 
     #[test]
