@@ -123,7 +123,8 @@ pub(crate) fn read_in(runtime: &Context<'_>, targets: &[u64], keep_nodes: bool) 
         return Err(format!("GC heap not read: unsupported runtime build {} {}", version.product, version.build_id.as_deref().unwrap_or("(no build-id)")));
     };
     let namer = TypeNamer::new(&t, &runtime.image);
-    read_with(runtime.process, runtime.module, &t, build, &namer, targets, keep_nodes)
+    let bundle_missing = runtime.single_file_metadata_missing().is_some();
+    read_with(runtime.process, runtime.module, &t, build, &namer, targets, keep_nodes, bundle_missing)
 }
 
 /// What every reading of the heap starts from: the GC's vars, its segments, the allocation
@@ -205,7 +206,20 @@ pub(crate) fn prepare(module: &crate::process::Module, t: &Target, build: &Build
 }
 
 /// As [`read`], given the runtime's target, build facts and type namer.
-pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &Target, build: &BuildFacts, namer: &TypeNamer, targets: &[u64], keep_nodes: bool) -> Result<GcReading, String> {
+/// `bundle_missing`: the runtime is a single-file app's executable and CoreLib's metadata is in
+/// neither the dump nor a file at hand ([`Context::single_file_metadata_missing`]), so every type
+/// goes unnamed for that one reason, said once.
+#[allow(clippy::too_many_arguments, reason = "the reading's inputs, passed once by read_in")]
+pub(crate) fn read_with(
+    process: &Process,
+    module: &crate::process::Module,
+    t: &Target,
+    build: &BuildFacts,
+    namer: &TypeNamer,
+    targets: &[u64],
+    keep_nodes: bool,
+    bundle_missing: bool,
+) -> Result<GcReading, String> {
     let l = &build.layout;
     let Prepared { vars, segments, contexts, free_mt, string_mt, mut diagnostics } = prepare(module, t, build)?;
     let target_set: HashSet<u64> = targets.iter().copied().filter(|&a| a != 0).collect();
@@ -236,8 +250,10 @@ pub(crate) fn read_with(process: &Process, module: &crate::process::Module, t: &
     for (mt, e) in name_errors {
         by_cause.entry(e.to_string()).or_default().push(mt);
     }
-    // Unnamed types of a single-file app: say once what would name them.
-    if !by_cause.is_empty() && module.name() != super::locate::RUNTIME_MODULE {
+    // Unnamed types of a single-file app read without its bundle: say once what would name them
+    // (the same test as the verdict's limit, not merely "not libcoreclr.so": a full dump of such
+    // an app names its types, and a type it cannot name has another cause).
+    if !by_cause.is_empty() && bundle_missing {
         let build = module.build_id_hex().map(|b| format!(" (build-id {b})")).unwrap_or_default();
         diagnostics.push(Diagnostic::warning(
             STAGE,
