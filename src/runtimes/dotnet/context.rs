@@ -47,6 +47,7 @@ impl<'p> Context<'p> {
             Ok(l) => l,
             Err(why) => return Err(NoContext::NotLocated { version: Box::new(version), why }),
         };
+        crate::trace::step("dotnet: descriptor located");
         let memory = RuntimeMemory { process };
         let supplement = supplement::apply(&mut located.descriptor, &located.pointer_data, &memory, module, &version).map_err(|e| e.to_string());
         Ok(Context {

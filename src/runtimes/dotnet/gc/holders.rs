@@ -15,7 +15,7 @@ use super::report::{attach_retention, HeapPathStepReport, HeapReport, HeapRootRe
 use super::retained::{self, GraphView, Retention};
 use super::root_tree::RootTree;
 use super::roots::ThreadStack;
-use super::trace;
+use crate::trace::step as trace;
 use crate::diagnostics::Diagnostic;
 use std::cell::RefCell;
 

@@ -46,16 +46,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub(crate) const STAGE: &str = "dotnet-gc";
 
-/// With `KNOT_TRACE` set in the environment, says on stderr when a step of the heap's reading
-/// ended (seconds since the first step) and the process's anonymous memory then (RssAnon):
-/// where time and memory go, measured on a real dump. Off (one environment lookup) otherwise.
-pub(crate) fn trace(step: &str) {
-    use std::sync::OnceLock;
-    static START: OnceLock<Option<std::time::Instant>> = OnceLock::new();
-    let Some(start) = START.get_or_init(|| std::env::var_os("KNOT_TRACE").map(|_| std::time::Instant::now())) else { return };
-    let anon = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| s.lines().find(|l| l.starts_with("RssAnon:")).map(|l| l["RssAnon:".len()..].trim().to_string()));
-    eprintln!("knot trace: {:8.3} s  {step:<40} RssAnon {}", start.elapsed().as_secs_f64(), anon.as_deref().unwrap_or("?"));
-}
+use crate::trace::step as trace;
+
 /// `g_heap_type` values (gcinterface.h).
 const GC_HEAP_WKS: u32 = 1;
 const GC_HEAP_SVR: u32 = 2;
