@@ -8,6 +8,7 @@ use super::descriptor::Descriptor;
 use super::error::DotnetError;
 use super::locate::{self, DescriptorSource, NotLocated, RuntimeVersion};
 use super::metadata::ImageMemory;
+use super::objects::SharedNames;
 use super::supplement::{self, Applied};
 use super::target::{RuntimeMemory, Target};
 use crate::process::{Locator, Module, Process};
@@ -26,6 +27,8 @@ pub(crate) struct Context<'p> {
     /// What knot's data added to the descriptor for this build (`supplement.rs`), or why the
     /// supplement this build has could not be applied.
     pub(crate) supplement: Result<Option<Applied>, String>,
+    /// The type names its namers made ([`super::objects::TypeNamer::of`]).
+    pub(crate) names: SharedNames,
 }
 
 /// Why a process has no [`Context`].
@@ -60,6 +63,7 @@ impl<'p> Context<'p> {
             source: located.source,
             memory,
             image: ImageMemory::new(process, locator),
+            names: SharedNames::default(),
         })
     }
 

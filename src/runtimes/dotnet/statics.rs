@@ -435,13 +435,15 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
 
     /// Every static field `mt` declares that has a readable value (thread and RVA statics are
     /// left out), with where its value is; a class whose statics were never allocated has none.
+    #[cfg(test)] // The heap's static-slot names read only the reference ones (`reference_static_fields`).
     pub(crate) fn static_fields(&self, mt: u64) -> Result<Vec<StaticField>> {
         let fields = self.own_fields(mt)?;
         Ok(fields.into_iter().filter(|f| f.kind == FieldKind::Static).filter_map(|f| self.locate(f).ok()).collect())
     }
 
-    /// The reference statics among [`Self::static_fields`] (none without reading a name when the
-    /// class declares no statics).
+    /// The reference statics among the readable static fields `mt` declares, with where each
+    /// value is (thread and RVA statics left out; none, and no name read, when the class
+    /// declares no statics or its statics were never allocated).
     pub(crate) fn reference_static_fields(&self, mt: u64) -> Result<Vec<StaticField>> {
         let class = objects::ee_class(self.t, mt)?;
         if self.t.field_u16(class, "EEClass", "NumStaticFields")? == 0 {

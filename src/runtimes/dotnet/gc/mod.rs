@@ -114,7 +114,7 @@ pub(crate) fn read_in(runtime: &Context<'_>, targets: &[u64], keep_nodes: bool) 
     let Some(build) = facts::lookup(all, version.build_id.as_deref(), &version.product, version.file_version.as_deref()) else {
         return Err(format!("GC heap not read: unsupported runtime build {} {}", version.product, version.build_id.as_deref().unwrap_or("(no build-id)")));
     };
-    let namer = TypeNamer::new(&t, &runtime.image);
+    let namer = TypeNamer::of(&t, runtime);
     let bundle_missing = runtime.single_file_metadata_missing().is_some();
     read_with(runtime.process, runtime.module, &t, build, &namer, targets, keep_nodes, bundle_missing)
 }
