@@ -314,7 +314,25 @@ impl std::fmt::Display for Usage {
 
 impl std::error::Error for Usage {}
 
+/// glibc's allocator as a short-lived, allocation-heavy program wants it. By default blocks from
+/// 128 KiB up are mapped afresh and freed memory is given back as soon as 128 KiB sit free at
+/// the top, so a run faults the same pages in again and again (a page fault costs microseconds,
+/// more on a virtual machine). Blocks up to 32 MiB now come from the heap and freed memory stays
+/// until 256 MiB are free: the peak is what it was; larger blocks are still mapped.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn tune_allocator() {
+    // SAFETY: plain setters of glibc's allocator parameters, called before any thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn tune_allocator() {}
+
 fn main() -> ExitCode {
+    tune_allocator();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -360,11 +378,16 @@ fn run_analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
         max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)),
         ..Options::default()
     };
-    let report = knot::analyze(&args.core, &opts);
+    let analyzed = knot::analyze_keeping_process(&args.core, &opts);
     drop(bar);
-    let report = report?;
+    let (process, report) = analyzed?;
+    // knot exits next: the kernel unmaps the dump and the module files at once.
+    std::mem::forget(process);
     emit(&report, &args.output)?;
-    Ok(if args.fail_on_deadlock && !report.deadlocks.is_empty() { EXIT_DEADLOCK } else { EXIT_OK })
+    let code = if args.fail_on_deadlock && !report.deadlocks.is_empty() { EXIT_DEADLOCK } else { EXIT_OK };
+    // The report's thousands of strings are freed at exit too.
+    std::mem::forget(report);
+    Ok(code)
 }
 
 fn run_heap_root(args: HeapRootArgs) -> anyhow::Result<u8> {
