@@ -314,25 +314,7 @@ impl std::fmt::Display for Usage {
 
 impl std::error::Error for Usage {}
 
-/// glibc's allocator as a short-lived, allocation-heavy program wants it. By default blocks from
-/// 128 KiB up are mapped afresh and freed memory is given back as soon as 128 KiB sit free at
-/// the top, so a run faults the same pages in again and again (a page fault costs microseconds,
-/// more on a virtual machine). Blocks up to 32 MiB now come from the heap and freed memory stays
-/// until 256 MiB are free: the peak is what it was; larger blocks are still mapped.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn tune_allocator() {
-    // SAFETY: plain setters of glibc's allocator parameters, called before any thread exists.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn tune_allocator() {}
-
 fn main() -> ExitCode {
-    tune_allocator();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
