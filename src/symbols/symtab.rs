@@ -112,13 +112,15 @@ struct SectionRange {
 /// One table: the text or the data symbols of one file's `.symtab` or `.dynsym`. Sorted by
 /// address on its first address lookup only: a module asked only for names (a call site's
 /// target named by a declaration is looked for in every module, as gdb does) or never for a
-/// data address does not pay for the sort.
+/// data address does not pay for the sort. The records are kept once, in table order; the
+/// sorted table is an index into them (16 bytes a symbol, not a second 40-byte copy).
 #[derive(Debug, Default)]
 pub(crate) struct SymbolTable<'a> {
     /// gdb's records in table order, as read.
     records: Vec<Sym<'a>>,
-    /// `records` sorted by address and compacted (see [`SymbolTable::by_address`]).
-    by_address: OnceLock<Vec<Sym<'a>>>,
+    /// (address, index into `records`) sorted by address, then name, and compacted (see
+    /// [`SymbolTable::by_address`]).
+    by_address: OnceLock<Vec<(u64, u32)>>,
     /// Lookups by name so far: the first few scan `records`, after that `by_name` answers.
     name_lookups: AtomicUsize,
     /// Name to (address, global) for non-PLT symbols, built from `by_address` once lookups by
@@ -189,13 +191,30 @@ impl<'a> SymbolTable<'a> {
     }
 
     /// The table as gdb keeps it: sorted by address, then name, and compacted
-    /// (`compact_minimal_symbols`: one entry per address, name and section). Made on first use.
-    fn by_address(&self) -> &[Sym<'a>] {
+    /// (`compact_minimal_symbols`: one entry per address, name and section), as (address,
+    /// index into `records`). Made on first use.
+    fn by_address(&self) -> &[(u64, u32)] {
         self.by_address.get_or_init(|| {
-            let mut syms = sorted(self.records.clone());
-            syms.dedup_by(|b, a| a.addr == b.addr && a.section == b.section && a.same_name(b));
-            syms
+            let mut order = sorted(&self.records);
+            let same = |x: u32, y: u32| match (self.records.get(x as usize), self.records.get(y as usize)) {
+                (Some(a), Some(b)) => a.section == b.section && a.same_name(b),
+                _ => false,
+            };
+            order.dedup_by(|b, a| a.0 == b.0 && same(a.1, b.1));
+            order.shrink_to_fit();
+            order
         })
+    }
+
+    /// The record at `i` of the sorted table.
+    fn sorted_at(&self, i: usize) -> Option<&Sym<'a>> {
+        let &(_, at) = self.by_address().get(i)?;
+        self.records.get(at as usize)
+    }
+
+    /// The sorted table's records, in its order.
+    fn sorted_records(&self) -> impl Iterator<Item = &Sym<'a>> + '_ {
+        self.by_address().iter().filter_map(|&(_, at)| self.records.get(at as usize))
     }
 
     /// The non-PLT symbol called `name` as gdb's `lookup_minimal_symbol` finds it in this
@@ -208,7 +227,7 @@ impl<'a> SymbolTable<'a> {
         }
         let index = self.by_name.get_or_init(|| {
             let mut map: FxHashMap<&'a [u8], (u64, bool)> = FxHashMap::default();
-            for sym in self.by_address().iter().filter(|s| !s.plt) {
+            for sym in self.sorted_records().filter(|s| !s.plt) {
                 let slot = map.entry(sym.name).or_insert((sym.addr, sym.global));
                 if sym.global && !slot.1 {
                     *slot = (sym.addr, true);
@@ -264,23 +283,22 @@ impl<'a> SymbolTable<'a> {
 
     /// Every symbol, by address.
     #[cfg(test)]
-    pub(crate) fn symbols(&self) -> &[Sym<'a>] {
-        self.by_address()
+    pub(crate) fn symbols(&self) -> Vec<Sym<'a>> {
+        self.sorted_records().copied().collect()
     }
 
     /// The symbol gdb would name `addr` (a link-time address) with; see the module docs.
     pub(crate) fn lookup(&self, addr: u64) -> Option<Hit<'a>> {
         let source = self.source?;
-        let syms = self.by_address();
         let in_section = |s: &Sym<'_>| self.sections.get(s.section as usize).is_some_and(|r| addr >= r.start && addr < r.end);
-        let end = syms.partition_point(|s| s.addr <= addr);
+        let end = self.by_address().partition_point(|&(a, _)| a <= addr);
         let mut best_zero_sized: Option<Sym<'a>> = None;
         let mut sized: Option<Sym<'a>> = None;
         let mut i = end;
         let floor = end.saturating_sub(MAX_WALK_BACK);
         while i > floor {
             i -= 1;
-            let Some(s) = syms.get(i) else { break };
+            let Some(s) = self.sorted_at(i) else { break };
             if !in_section(s) {
                 continue;
             }
@@ -290,7 +308,7 @@ impl<'a> SymbolTable<'a> {
             }
             // Past this one's end, but inside the one before it (glibc's nocancel variants
             // inside the cancellable ones, on i686): go on to that one.
-            if let Some(prev) = i.checked_sub(1).and_then(|p| syms.get(p))
+            if let Some(prev) = i.checked_sub(1).and_then(|p| self.sorted_at(p))
                 && addr >= end_of(s)
                 && addr < end_of(prev)
             {
@@ -307,17 +325,13 @@ impl<'a> SymbolTable<'a> {
     }
 }
 
-/// `syms` by address, then by name; equal names stay in table order, so that a duplicate's
-/// first (sized) entry is the one kept. The same order as a stable sort by (address, name), for
-/// a fraction of its cost: small (address, position) pairs are sorted, and only the runs that
-/// share an address compare names.
-fn sorted(syms: Vec<Sym<'_>>) -> Vec<Sym<'_>> {
-    let Ok(len) = u32::try_from(syms.len()) else {
-        let mut syms = syms;
-        syms.sort_by(|a, b| a.addr.cmp(&b.addr).then_with(|| a.cmp_name(b)));
-        return syms;
-    };
-    let mut order: Vec<(u64, u32)> = syms.iter().zip(0..len).map(|(s, i)| (s.addr, i)).collect();
+/// The (address, position) of `syms` by address, then by name; equal names stay in table
+/// order, so that a duplicate's first (sized) entry is the one kept. The same order as a stable
+/// sort by (address, name), for a fraction of its cost: small (address, position) pairs are
+/// sorted, and only the runs that share an address compare names. Positions are `u32`: a table
+/// of more than 4 Gi records (a 96 GiB `.symtab`) is sorted up to there.
+fn sorted(syms: &[Sym<'_>]) -> Vec<(u64, u32)> {
+    let mut order: Vec<(u64, u32)> = syms.iter().zip(0..u32::MAX).map(|(s, i)| (s.addr, i)).collect();
     radix_sort_by_address(&mut order);
     let mut start = 0;
     while start < order.len() {
@@ -326,11 +340,14 @@ fn sorted(syms: Vec<Sym<'_>>) -> Vec<Sym<'_>> {
         let end = order[start..].iter().position(|&(a, _)| a != addr).map_or(order.len(), |n| start + n);
         if end - start > 1 {
             // Stable, and the run is in table order already.
-            order[start..end].sort_by(|&(_, x), &(_, y)| syms[x as usize].cmp_name(&syms[y as usize]));
+            order[start..end].sort_by(|&(_, x), &(_, y)| match (syms.get(x as usize), syms.get(y as usize)) {
+                (Some(a), Some(b)) => a.cmp_name(b),
+                _ => x.cmp(&y),
+            });
         }
         start = end;
     }
-    order.iter().map(|&(_, i)| syms[i as usize]).collect()
+    order
 }
 
 /// Sorts (address, position) pairs given in position order as `sort_unstable` would (positions
@@ -725,7 +742,7 @@ mod tests {
             assert!(symtab_only || !plt.is_empty(), "the library's PLT entries");
             let scanned: Vec<_> = names.iter().map(|n| table.scan_named(n)).collect();
             assert!(table.by_address.get().is_none(), "scanning for names does not sort the table");
-            let eager = eager_index(table.symbols());
+            let eager = eager_index(&table.symbols());
             let globals = scanned.iter().filter(|f| f.is_some_and(|(_, g)| g)).count();
             assert!(globals > 100 && globals < names.len(), "globals and locals both ({globals} of {})", names.len());
             for (name, got) in names.iter().zip(&scanned) {
@@ -751,7 +768,7 @@ mod tests {
         for (i, global) in [false, true, true, false, true].into_iter().enumerate() {
             t.records[i].global = global;
         }
-        let eager = eager_index(t.symbols());
+        let eager = eager_index(&t.symbols());
         assert_eq!(eager.get(&b"f"[..]), Some(&(0x3000, true)), "the global duplicate at 0x1800 was compacted away");
         assert_eq!(eager.get(&b"g"[..]), Some(&(0x1000, false)));
         for name in [&b"f"[..], b"g", b"h"] {
@@ -793,6 +810,7 @@ mod tests {
         raw.extend([tie(3, false), tie(0, true), tie(1, false), tie(2, true), tie(0, false)]);
         let mut stable = raw.clone();
         stable.sort_by(|a, b| a.addr.cmp(&b.addr).then_with(|| a.name_bytes().cmp(b.name_bytes())));
-        assert_eq!(sorted(raw), stable);
+        let order: Vec<Sym<'_>> = sorted(&raw).iter().map(|&(_, i)| raw[i as usize]).collect();
+        assert_eq!(order, stable);
     }
 }
