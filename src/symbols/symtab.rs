@@ -30,8 +30,10 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-const SHT_SYMTAB: u32 = 2;
+pub(super) const SHT_SYMTAB: u32 = 2;
+const SHT_HASH: u32 = 5;
 const SHT_DYNSYM: u32 = 11;
+const SHT_GNU_HASH: u32 = 0x6fff_fff6;
 const SHT_RELA: u32 = 4;
 const RELA_SIZE: usize = 24;
 const R_X86_64_GLOB_DAT: u64 = 6;
@@ -480,6 +482,150 @@ pub(crate) fn best_of<'a>(hits: impl IntoIterator<Item = Option<Hit<'a>>>) -> Op
     best
 }
 
+/// Lookups by name in a file whose only table is `.dynsym`, through its `.gnu.hash` (or
+/// SysV `.hash`): the entries spelled `name` are found by walking one hash chain, without
+/// reading the table (a name looked for in every module, as a call site's target named by a
+/// declaration is, then costs a few cache lines per module instead of its whole table).
+/// [`DynsymNames::named`] answers exactly as [`SymbolTable::named`] on the file's text table.
+pub(crate) struct DynsymNames<'a> {
+    file: &'a ElfFile,
+    dynsym: &'a [u8],
+    dynstr: &'a [u8],
+    index: HashIndex<'a>,
+}
+
+enum HashIndex<'a> {
+    /// `.gnu.hash`: entries from `symoffset` on are hashed, sorted by bucket; each chain word
+    /// holds the entry's hash with bit 0 set on the last of a bucket's run.
+    Gnu { buckets: &'a [u8], chain: &'a [u8], symoffset: u32 },
+    /// SysV `.hash`: every entry is on one of the linked chains.
+    Sysv { buckets: &'a [u8], chain: &'a [u8] },
+}
+
+impl<'a> DynsymNames<'a> {
+    /// The hash index of `file`'s `.dynsym` when that is the table [`FileSymbols::read`]
+    /// takes (the file has no `.symtab`), else `None`: then the table answers.
+    pub(crate) fn of(file: &'a ElfFile) -> Option<DynsymNames<'a>> {
+        if file.sections.iter().any(|s| s.kind == SHT_SYMTAB) {
+            return None;
+        }
+        DynsymNames::of_dynsym(file, &[SHT_GNU_HASH, SHT_HASH])
+    }
+
+    /// The index of `file`'s first `.dynsym` (the one the table reads), from the first hash
+    /// section of the `kinds` linked to it. `None` when there is none or its header does not
+    /// fit, and when a dynamic name holds an `@`: the table gives such a name a bare copy,
+    /// which no hash chain holds.
+    fn of_dynsym(file: &'a ElfFile, kinds: &[u32]) -> Option<DynsymNames<'a>> {
+        let dynsym_at = file.sections.iter().position(|s| s.kind == SHT_DYNSYM)?;
+        let dynsym = file.section_data(dynsym_at)?;
+        let dynstr = file.section_data(file.sections.get(dynsym_at)?.link as usize)?;
+        if memchr::memchr(b'@', dynstr).is_some() {
+            return None;
+        }
+        let (kind, at) = kinds.iter().find_map(|&kind| Some((kind, file.sections.iter().position(|s| s.kind == kind && s.link as usize == dynsym_at)?)))?;
+        let index = if kind == SHT_GNU_HASH {
+            let data = file.section_data(at)?;
+            let (nbuckets, symoffset, bloom_words) = (u32_at(data, 0)? as usize, u32_at(data, 4)?, u32_at(data, 8)? as usize);
+            let buckets_at = bloom_words.checked_mul(8)?.checked_add(16)?;
+            let chain_at = nbuckets.checked_mul(4)?.checked_add(buckets_at)?;
+            HashIndex::Gnu { buckets: data.get(buckets_at..chain_at)?, chain: data.get(chain_at..)?, symoffset }
+        } else {
+            let data = file.section_data(at)?;
+            let (nbucket, nchain) = (u32_at(data, 0)? as usize, u32_at(data, 4)? as usize);
+            let chain_at = nbucket.checked_mul(4)?.checked_add(8)?;
+            let end = nchain.checked_mul(4)?.checked_add(chain_at)?;
+            HashIndex::Sysv { buckets: data.get(8..chain_at)?, chain: data.get(chain_at..end)? }
+        };
+        let buckets = match &index {
+            HashIndex::Gnu { buckets, .. } | HashIndex::Sysv { buckets, .. } => buckets.len() / 4,
+        };
+        (buckets > 0).then_some(DynsymNames { file, dynsym, dynstr, index })
+    }
+
+    /// [`SymbolTable::named`] for the file's text table: the non-PLT text symbol spelled
+    /// `name`, the first global one in the sorted, compacted order, else the first local one.
+    /// The outer `None` says the hash section did not hold together on this walk (an index past
+    /// the table, a chain that runs off its end or loops): ask the table then.
+    pub(crate) fn named(&self, name: &[u8]) -> Option<Option<(u64, bool)>> {
+        let entries = self.dynsym.len() / SYM_SIZE;
+        // (address, entry, section index, global) of each text symbol spelled `name`.
+        let mut found: Vec<(u64, u32, u16, bool)> = Vec::new();
+        let mut consider = |i: u32| -> Option<()> {
+            let at = (i as usize).checked_mul(SYM_SIZE)?;
+            let raw = parse_sym(self.dynsym.get(at..at.checked_add(SYM_SIZE)?)?)?;
+            // The name last: most unhashed entries are undefined. A name the string table
+            // cannot give is not in the table either.
+            if matches!(classify(self.file, raw.info, raw.shndx), Some(Kind::Text))
+                && !name.is_empty()
+                && c_str(self.dynstr, raw.name as usize) == Some(name)
+            {
+                found.push((raw.value, i, raw.shndx, matches!(raw.info >> 4, STB_GLOBAL | STB_WEAK | STB_GNU_UNIQUE)));
+            }
+            Some(())
+        };
+        match self.index {
+            HashIndex::Gnu { buckets, chain, symoffset } => {
+                // The entries before `symoffset` are on no chain (undefined ones, mostly): looked
+                // at one by one, as few as they are.
+                for i in 1..symoffset.min(u32::try_from(entries).unwrap_or(u32::MAX)) {
+                    consider(i)?;
+                }
+                let hash = gnu_hash(name);
+                let bucket = (hash as usize) % (buckets.len() / 4);
+                let mut i = u32_at(buckets, bucket * 4)?;
+                if i != 0 {
+                    loop {
+                        let word = u32_at(chain, (i.checked_sub(symoffset)? as usize).checked_mul(4)?)?;
+                        if word | 1 == hash | 1 {
+                            consider(i)?;
+                        }
+                        if word & 1 == 1 {
+                            break;
+                        }
+                        // Bounded: the chain section ends.
+                        i = i.checked_add(1)?;
+                    }
+                }
+            }
+            HashIndex::Sysv { buckets, chain } => {
+                let bucket = (elf_hash(name) as usize) % (buckets.len() / 4);
+                let mut i = u32_at(buckets, bucket * 4)?;
+                let mut steps = 0;
+                while i != 0 {
+                    // A chain longer than the table loops.
+                    steps += 1;
+                    if steps > chain.len() / 4 {
+                        return None;
+                    }
+                    consider(i)?;
+                    i = u32_at(chain, (i as usize).checked_mul(4)?)?;
+                }
+            }
+        }
+        // The table's order among them (address, then table order) and its compaction.
+        found.sort_unstable_by_key(|&(addr, i, _, _)| (addr, i));
+        found.dedup_by(|b, a| a.0 == b.0 && a.2 == b.2);
+        let first = found.first();
+        let sym = found.iter().find(|f| f.3).or(first);
+        Some(sym.map(|&(addr, _, _, global)| (addr, global)))
+    }
+}
+
+/// The GNU hash of a name (`dl_new_hash`).
+fn gnu_hash(name: &[u8]) -> u32 {
+    name.iter().fold(5381u32, |h, &c| h.wrapping_mul(33).wrapping_add(u32::from(c)))
+}
+
+/// The SysV ELF hash of a name.
+fn elf_hash(name: &[u8]) -> u32 {
+    name.iter().fold(0u32, |h, &c| {
+        let h = (h << 4).wrapping_add(u32::from(c));
+        let g = h & 0xf000_0000;
+        (h ^ (g >> 24)) & !g
+    })
+}
+
 enum Kind {
     Text,
     Data,
@@ -773,6 +919,133 @@ mod tests {
         assert_eq!(eager.get(&b"g"[..]), Some(&(0x1000, false)));
         for name in [&b"f"[..], b"g", b"h"] {
             assert_eq!(t.scan_named(name), eager.get(name).copied());
+        }
+    }
+
+    /// Dynamic-only libraries of the committed sysroot and of this machine (those it has).
+    fn dynamic_only_libraries() -> Vec<ElfFile> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let committed = ["samples/dumps/sysroot/lib/x86_64-linux-gnu/libc.so.6", "samples/dumps/sysroot/lib64/ld-linux-x86-64.so.2"];
+        let machine = ["libc.so.6", "libstdc++.so.6", "libm.so.6", "libgcc_s.so.1", "libz.so.1", "libssl.so.3", "libcrypto.so.3"];
+        let mut files: Vec<ElfFile> = committed.iter().map(|p| ElfFile::open(root.join(p)).expect("a committed library")).collect();
+        for name in machine {
+            match ElfFile::open(std::path::Path::new("/lib/x86_64-linux-gnu").join(name)) {
+                Ok(f) => files.push(f),
+                Err(e) => eprintln!("{name} skipped: {e}"),
+            }
+        }
+        files
+    }
+
+    /// Every name of the file's `.dynsym` (defined, undefined, data, versioned twice), and
+    /// names it does not have.
+    fn dynamic_names(file: &ElfFile) -> Vec<&[u8]> {
+        let index = file.sections.iter().position(|s| s.kind == SHT_DYNSYM).expect("a .dynsym");
+        let mut names: Vec<&[u8]> = Vec::new();
+        for_each_symbol(file, index, |_, name| names.push(name));
+        names.extend([&b"no_such_function"[..], b"", b"malloc@plt", b"memcpy@GLIBC_2.14"]);
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// For every name a dynamic-only library has, the hash index (`.gnu.hash`, and `.hash`
+    /// where there is one) gives what the table gives: the compacted order's first global text
+    /// symbol, else its first local one, PLT entries never, data symbols never.
+    #[test]
+    fn the_hash_index_answers_lookups_by_name_as_the_table() {
+        let (mut compared, mut several, mut sysv) = (0, 0, 0);
+        for file in dynamic_only_libraries() {
+            let what = file.path().display().to_string();
+            assert!(!file.sections.iter().any(|s| s.kind == SHT_SYMTAB), "{what} has a .symtab");
+            let table = FileSymbols::read(&file, false);
+            let mut indexes = vec![DynsymNames::of(&file).unwrap_or_else(|| panic!("{what}: a hash index"))];
+            indexes.extend(DynsymNames::of_dynsym(&file, &[SHT_HASH]));
+            sysv += indexes.len() - 1;
+            let names = dynamic_names(&file);
+            let mut defined = 0;
+            for name in &names {
+                let want = table.text.named(name);
+                defined += usize::from(want.is_some());
+                for index in &indexes {
+                    assert_eq!(index.named(name), Some(want), "{what}: {}", String::from_utf8_lossy(name));
+                }
+                // The same name at more than one address: a symbol with several versions.
+                let spelled = table.text.records.iter().filter(|s| !s.plt && s.name == *name).map(|s| s.addr).collect::<std::collections::BTreeSet<_>>();
+                several += usize::from(spelled.len() > 1);
+            }
+            assert!(defined > 10, "{what}: {defined} text symbols of {} names", names.len());
+            compared += names.len();
+        }
+        assert!(several > 0, "some names have several versions at different addresses");
+        assert!(sysv > 0, "the committed libc has a .hash too");
+        eprintln!("{compared} names compared, {several} with several versions, {sysv} SysV indexes");
+    }
+
+    /// Locals among the versions: with every third dynamic symbol of libc made local (its
+    /// hash unchanged), a name's global version still wins over a local one at a lower
+    /// address, and a name with only locals is found as local, as the table finds them.
+    #[test]
+    fn the_hash_index_prefers_globals_as_the_table_does() {
+        let libc = &dynamic_only_libraries()[0];
+        let edited = with_section_edited(libc, SHT_DYNSYM, |b| {
+            for entry in b.chunks_exact_mut(SYM_SIZE).step_by(3) {
+                entry[4] &= 0xf;
+            }
+        });
+        let table = FileSymbols::read(&edited, false);
+        let index = DynsymNames::of(&edited).expect("a hash index");
+        let (mut locals, mut global_over_local) = (0, 0);
+        for name in dynamic_names(&edited) {
+            let want = table.text.named(name);
+            assert_eq!(index.named(name), Some(want), "{}", String::from_utf8_lossy(name));
+            locals += usize::from(want.is_some_and(|(_, g)| !g));
+            let spelled: Vec<_> = table.text.records.iter().filter(|s| s.name == name && !s.plt).collect();
+            global_over_local += usize::from(spelled.iter().any(|s| s.global) && spelled.iter().any(|s| !s.global && Some(s.addr) < want.map(|w| w.0)));
+        }
+        assert!(locals > 100 && global_over_local > 0, "{locals} found as local, {global_over_local} globals after a local");
+    }
+
+    /// `file`'s bytes with `edit` applied to the bytes of its section of type `kind`.
+    fn with_section_edited(file: &ElfFile, kind: u32, edit: impl Fn(&mut [u8])) -> ElfFile {
+        let s = file.sections.iter().find(|s| s.kind == kind).expect("the section");
+        let mut bytes = file.bytes().to_vec();
+        edit(&mut bytes[s.offset as usize..(s.offset + s.size) as usize]);
+        ElfFile::from_bytes("edited", bytes).expect("still an ELF file")
+    }
+
+    /// A hash section that does not hold together ends every walk (a bucket past the chains, a
+    /// chain with no end, a SysV chain that loops) with "ask the table", never a hang or a
+    /// panic.
+    #[test]
+    fn a_broken_hash_index_ends_its_walks_and_defers_to_the_table() {
+        let libc = &dynamic_only_libraries()[0];
+        let names = dynamic_names(libc);
+        let words = |b: &mut [u8], from: usize, value: &dyn Fn(usize) -> u32| {
+            for (n, w) in b.chunks_exact_mut(4).enumerate().skip(from) {
+                w.copy_from_slice(&value(n).to_le_bytes());
+            }
+        };
+        let header = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+        // Buckets (and everything after the header and bloom) point far past the table.
+        let far = with_section_edited(libc, SHT_GNU_HASH, |b| {
+            let from = 4 + header(b, 8) * 2;
+            words(b, from, &|_| 0xffff_fff0);
+        });
+        // Chain words without the end bit: every walk runs to the end of the section.
+        let endless = with_section_edited(libc, SHT_GNU_HASH, |b| {
+            let from = 4 + header(b, 8) * 2 + header(b, 0);
+            words(b, from, &|_| 0x2);
+        });
+        // Each SysV chain link points to itself.
+        let looping = with_section_edited(libc, SHT_HASH, |b| {
+            let from = 2 + header(b, 0);
+            words(b, from, &|n| (n - from) as u32);
+        });
+        for (what, file, kinds) in [("far", &far, SHT_GNU_HASH), ("endless", &endless, SHT_GNU_HASH), ("looping", &looping, SHT_HASH)] {
+            let index = DynsymNames::of_dynsym(file, &[kinds]).expect("the header still fits");
+            let deferred = names.iter().filter(|n| index.named(n).is_none()).count();
+            assert!(deferred > names.len() / 2, "{what}: {deferred} of {} walks deferred", names.len());
         }
     }
 
