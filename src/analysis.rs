@@ -86,6 +86,13 @@ pub enum AnalyzeError {
 
 /// Reads the core at `path` and builds the report.
 pub fn analyze(path: impl AsRef<Path>, opts: &Options) -> Result<Report, AnalyzeError> {
+    analyze_keeping_process(path, opts).map(|(_, report)| report)
+}
+
+/// [`analyze`], handing back the opened process with the report. A program that exits next may
+/// `std::mem::forget` it: the kernel then unmaps the dump and every module file at once, where
+/// dropping it unmaps them one by one (a TLB shootdown each on a multi-core machine).
+pub fn analyze_keeping_process(path: impl AsRef<Path>, opts: &Options) -> Result<(Process, Report), AnalyzeError> {
     tell(opts, Phase::Open);
     crate::trace::step("analyze: start");
     let limit = opts.max_decompressed.unwrap_or(crate::core::compressed::DEFAULT_MAX_DECOMPRESSED);
@@ -97,7 +104,7 @@ pub fn analyze(path: impl AsRef<Path>, opts: &Options) -> Result<Report, Analyze
     if process.core.changed_while_read() {
         return Err(CoreError::ChangedWhileRead { path: path.as_ref().to_path_buf() }.into());
     }
-    Ok(report)
+    Ok((process, report))
 }
 
 /// Builds the report for an opened process.

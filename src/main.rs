@@ -360,11 +360,16 @@ fn run_analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
         max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)),
         ..Options::default()
     };
-    let report = knot::analyze(&args.core, &opts);
+    let analyzed = knot::analyze_keeping_process(&args.core, &opts);
     drop(bar);
-    let report = report?;
+    let (process, report) = analyzed?;
+    // knot exits next: the kernel unmaps the dump and the module files at once.
+    std::mem::forget(process);
     emit(&report, &args.output)?;
-    Ok(if args.fail_on_deadlock && !report.deadlocks.is_empty() { EXIT_DEADLOCK } else { EXIT_OK })
+    let code = if args.fail_on_deadlock && !report.deadlocks.is_empty() { EXIT_DEADLOCK } else { EXIT_OK };
+    // The report's thousands of strings are freed at exit too.
+    std::mem::forget(report);
+    Ok(code)
 }
 
 fn run_heap_root(args: HeapRootArgs) -> anyhow::Result<u8> {

@@ -53,7 +53,7 @@ use goblin::elf::program_header::PT_LOAD;
 use names::{display_name, NameKind};
 use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use symtab::{best_of, FileSymbols, Hit};
+use symtab::{best_of, DynsymNames, FileSymbols, Hit};
 
 /// One source-level frame at an address: a real function, or a function inlined into it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,25 +102,35 @@ pub(crate) struct TailCallFrame {
     pub(crate) frame: SourceFrame,
 }
 
-/// Everything read from one module's files.
+/// Everything read from one module's files, each part on first need.
 struct ModuleSymbols<'p> {
     module: &'p Module,
-    /// gdb's objfile order: the module file's table, then the separate debug file's.
-    files: Vec<FileSymbols<'p>>,
+    /// gdb's objfile order: the module file's table, then the separate debug file's. Read on
+    /// the first address lookup, or the first lookup by name the hash index cannot answer.
+    files: OnceLock<Vec<FileSymbols<'p>>>,
+    /// The module file's `.dynsym` hash index, when `.dynsym` is its table (no `.symtab`).
+    dynsym_names: OnceLock<Option<DynsymNames<'p>>>,
     /// Read on the first DWARF question, so that a lookup by name reads only symbol tables.
     dwarf: OnceLock<Option<Dwarf<'p>>>,
 }
 
 impl<'p> ModuleSymbols<'p> {
+    /// Cheap: nothing is read yet.
     fn load(module: &'p Module) -> ModuleSymbols<'p> {
-        let mut files = Vec::with_capacity(2);
-        if let Some(f) = &module.file {
-            files.push(FileSymbols::read(f, false));
-        }
-        if let Some(d) = &module.debug_file {
-            files.push(FileSymbols::read(d, true));
-        }
-        ModuleSymbols { module, files, dwarf: OnceLock::new() }
+        ModuleSymbols { module, files: OnceLock::new(), dynsym_names: OnceLock::new(), dwarf: OnceLock::new() }
+    }
+
+    fn files(&self) -> &[FileSymbols<'p>] {
+        self.files.get_or_init(|| {
+            let mut files = Vec::with_capacity(2);
+            if let Some(f) = &self.module.file {
+                files.push(FileSymbols::read(f, false));
+            }
+            if let Some(d) = &self.module.debug_file {
+                files.push(FileSymbols::read(d, true));
+            }
+            files
+        })
     }
 
     fn dwarf(&self) -> Option<&Dwarf<'p>> {
@@ -130,9 +140,22 @@ impl<'p> ModuleSymbols<'p> {
     /// The text symbol called `name` (a global one rather than a local one; PLT entries never),
     /// as gdb's `lookup_minimal_symbol` within one objfile: the first global one over the files
     /// in order, else the first local one.
+    /// A module file whose only table is `.dynsym` answers from its hash index without being
+    /// read (the whole answer when no debug file has a `.symtab` to ask next).
     fn symbol_named(&self, name: &[u8]) -> Option<(u64, bool)> {
+        let hashed = self.dynsym_names.get_or_init(|| self.module.file.as_ref().and_then(DynsymNames::of));
+        if let Some(names) = hashed {
+            let debug_table = self.module.debug_file.as_ref().is_some_and(|d| d.sections.iter().any(|s| s.kind == symtab::SHT_SYMTAB));
+            match names.named(name) {
+                Some(global @ Some((_, true))) => return global,
+                Some(found) if !debug_table => return found,
+                // A local or no answer with a debug table to ask, or a hash section that
+                // does not hold together: the tables answer.
+                _ => {}
+            }
+        }
         let mut local = None;
-        for f in &self.files {
+        for f in self.files() {
             match f.text.named(name) {
                 Some(global @ (_, true)) => return Some(global),
                 Some(found) => {
@@ -145,12 +168,12 @@ impl<'p> ModuleSymbols<'p> {
     }
 
     fn text_symbol(&self, link: u64) -> Option<Hit<'p>> {
-        best_of(self.files.iter().map(|f| f.text.lookup(link)))
+        best_of(self.files().iter().map(|f| f.text.lookup(link)))
     }
 
     fn data_symbol(&self, link: u64) -> Option<Hit<'p>> {
         // gdb names data only by sized symbols.
-        best_of(self.files.iter().map(|f| f.data.lookup(link))).filter(|h| h.sym.size > 0)
+        best_of(self.files().iter().map(|f| f.data.lookup(link))).filter(|h| h.sym.size > 0)
     }
 }
 

@@ -30,8 +30,10 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-const SHT_SYMTAB: u32 = 2;
+pub(super) const SHT_SYMTAB: u32 = 2;
+const SHT_HASH: u32 = 5;
 const SHT_DYNSYM: u32 = 11;
+const SHT_GNU_HASH: u32 = 0x6fff_fff6;
 const SHT_RELA: u32 = 4;
 const RELA_SIZE: usize = 24;
 const R_X86_64_GLOB_DAT: u64 = 6;
@@ -112,13 +114,15 @@ struct SectionRange {
 /// One table: the text or the data symbols of one file's `.symtab` or `.dynsym`. Sorted by
 /// address on its first address lookup only: a module asked only for names (a call site's
 /// target named by a declaration is looked for in every module, as gdb does) or never for a
-/// data address does not pay for the sort.
+/// data address does not pay for the sort. The records are kept once, in table order; the
+/// sorted table is an index into them (16 bytes a symbol, not a second 40-byte copy).
 #[derive(Debug, Default)]
 pub(crate) struct SymbolTable<'a> {
     /// gdb's records in table order, as read.
     records: Vec<Sym<'a>>,
-    /// `records` sorted by address and compacted (see [`SymbolTable::by_address`]).
-    by_address: OnceLock<Vec<Sym<'a>>>,
+    /// (address, index into `records`) sorted by address, then name, and compacted (see
+    /// [`SymbolTable::by_address`]).
+    by_address: OnceLock<Vec<(u64, u32)>>,
     /// Lookups by name so far: the first few scan `records`, after that `by_name` answers.
     name_lookups: AtomicUsize,
     /// Name to (address, global) for non-PLT symbols, built from `by_address` once lookups by
@@ -189,13 +193,30 @@ impl<'a> SymbolTable<'a> {
     }
 
     /// The table as gdb keeps it: sorted by address, then name, and compacted
-    /// (`compact_minimal_symbols`: one entry per address, name and section). Made on first use.
-    fn by_address(&self) -> &[Sym<'a>] {
+    /// (`compact_minimal_symbols`: one entry per address, name and section), as (address,
+    /// index into `records`). Made on first use.
+    fn by_address(&self) -> &[(u64, u32)] {
         self.by_address.get_or_init(|| {
-            let mut syms = sorted(self.records.clone());
-            syms.dedup_by(|b, a| a.addr == b.addr && a.section == b.section && a.same_name(b));
-            syms
+            let mut order = sorted(&self.records);
+            let same = |x: u32, y: u32| match (self.records.get(x as usize), self.records.get(y as usize)) {
+                (Some(a), Some(b)) => a.section == b.section && a.same_name(b),
+                _ => false,
+            };
+            order.dedup_by(|b, a| a.0 == b.0 && same(a.1, b.1));
+            order.shrink_to_fit();
+            order
         })
+    }
+
+    /// The record at `i` of the sorted table.
+    fn sorted_at(&self, i: usize) -> Option<&Sym<'a>> {
+        let &(_, at) = self.by_address().get(i)?;
+        self.records.get(at as usize)
+    }
+
+    /// The sorted table's records, in its order.
+    fn sorted_records(&self) -> impl Iterator<Item = &Sym<'a>> + '_ {
+        self.by_address().iter().filter_map(|&(_, at)| self.records.get(at as usize))
     }
 
     /// The non-PLT symbol called `name` as gdb's `lookup_minimal_symbol` finds it in this
@@ -208,7 +229,7 @@ impl<'a> SymbolTable<'a> {
         }
         let index = self.by_name.get_or_init(|| {
             let mut map: FxHashMap<&'a [u8], (u64, bool)> = FxHashMap::default();
-            for sym in self.by_address().iter().filter(|s| !s.plt) {
+            for sym in self.sorted_records().filter(|s| !s.plt) {
                 let slot = map.entry(sym.name).or_insert((sym.addr, sym.global));
                 if sym.global && !slot.1 {
                     *slot = (sym.addr, true);
@@ -264,23 +285,22 @@ impl<'a> SymbolTable<'a> {
 
     /// Every symbol, by address.
     #[cfg(test)]
-    pub(crate) fn symbols(&self) -> &[Sym<'a>] {
-        self.by_address()
+    pub(crate) fn symbols(&self) -> Vec<Sym<'a>> {
+        self.sorted_records().copied().collect()
     }
 
     /// The symbol gdb would name `addr` (a link-time address) with; see the module docs.
     pub(crate) fn lookup(&self, addr: u64) -> Option<Hit<'a>> {
         let source = self.source?;
-        let syms = self.by_address();
         let in_section = |s: &Sym<'_>| self.sections.get(s.section as usize).is_some_and(|r| addr >= r.start && addr < r.end);
-        let end = syms.partition_point(|s| s.addr <= addr);
+        let end = self.by_address().partition_point(|&(a, _)| a <= addr);
         let mut best_zero_sized: Option<Sym<'a>> = None;
         let mut sized: Option<Sym<'a>> = None;
         let mut i = end;
         let floor = end.saturating_sub(MAX_WALK_BACK);
         while i > floor {
             i -= 1;
-            let Some(s) = syms.get(i) else { break };
+            let Some(s) = self.sorted_at(i) else { break };
             if !in_section(s) {
                 continue;
             }
@@ -290,7 +310,7 @@ impl<'a> SymbolTable<'a> {
             }
             // Past this one's end, but inside the one before it (glibc's nocancel variants
             // inside the cancellable ones, on i686): go on to that one.
-            if let Some(prev) = i.checked_sub(1).and_then(|p| syms.get(p))
+            if let Some(prev) = i.checked_sub(1).and_then(|p| self.sorted_at(p))
                 && addr >= end_of(s)
                 && addr < end_of(prev)
             {
@@ -307,17 +327,13 @@ impl<'a> SymbolTable<'a> {
     }
 }
 
-/// `syms` by address, then by name; equal names stay in table order, so that a duplicate's
-/// first (sized) entry is the one kept. The same order as a stable sort by (address, name), for
-/// a fraction of its cost: small (address, position) pairs are sorted, and only the runs that
-/// share an address compare names.
-fn sorted(syms: Vec<Sym<'_>>) -> Vec<Sym<'_>> {
-    let Ok(len) = u32::try_from(syms.len()) else {
-        let mut syms = syms;
-        syms.sort_by(|a, b| a.addr.cmp(&b.addr).then_with(|| a.cmp_name(b)));
-        return syms;
-    };
-    let mut order: Vec<(u64, u32)> = syms.iter().zip(0..len).map(|(s, i)| (s.addr, i)).collect();
+/// The (address, position) of `syms` by address, then by name; equal names stay in table
+/// order, so that a duplicate's first (sized) entry is the one kept. The same order as a stable
+/// sort by (address, name), for a fraction of its cost: small (address, position) pairs are
+/// sorted, and only the runs that share an address compare names. Positions are `u32`: a table
+/// of more than 4 Gi records (a 96 GiB `.symtab`) is sorted up to there.
+fn sorted(syms: &[Sym<'_>]) -> Vec<(u64, u32)> {
+    let mut order: Vec<(u64, u32)> = syms.iter().zip(0..u32::MAX).map(|(s, i)| (s.addr, i)).collect();
     radix_sort_by_address(&mut order);
     let mut start = 0;
     while start < order.len() {
@@ -326,11 +342,14 @@ fn sorted(syms: Vec<Sym<'_>>) -> Vec<Sym<'_>> {
         let end = order[start..].iter().position(|&(a, _)| a != addr).map_or(order.len(), |n| start + n);
         if end - start > 1 {
             // Stable, and the run is in table order already.
-            order[start..end].sort_by(|&(_, x), &(_, y)| syms[x as usize].cmp_name(&syms[y as usize]));
+            order[start..end].sort_by(|&(_, x), &(_, y)| match (syms.get(x as usize), syms.get(y as usize)) {
+                (Some(a), Some(b)) => a.cmp_name(b),
+                _ => x.cmp(&y),
+            });
         }
         start = end;
     }
-    order.iter().map(|&(_, i)| syms[i as usize]).collect()
+    order
 }
 
 /// Sorts (address, position) pairs given in position order as `sort_unstable` would (positions
@@ -461,6 +480,150 @@ pub(crate) fn best_of<'a>(hits: impl IntoIterator<Item = Option<Hit<'a>>>) -> Op
         }
     }
     best
+}
+
+/// Lookups by name in a file whose only table is `.dynsym`, through its `.gnu.hash` (or
+/// SysV `.hash`): the entries spelled `name` are found by walking one hash chain, without
+/// reading the table (a name looked for in every module, as a call site's target named by a
+/// declaration is, then costs a few cache lines per module instead of its whole table).
+/// [`DynsymNames::named`] answers exactly as [`SymbolTable::named`] on the file's text table.
+pub(crate) struct DynsymNames<'a> {
+    file: &'a ElfFile,
+    dynsym: &'a [u8],
+    dynstr: &'a [u8],
+    index: HashIndex<'a>,
+}
+
+enum HashIndex<'a> {
+    /// `.gnu.hash`: entries from `symoffset` on are hashed, sorted by bucket; each chain word
+    /// holds the entry's hash with bit 0 set on the last of a bucket's run.
+    Gnu { buckets: &'a [u8], chain: &'a [u8], symoffset: u32 },
+    /// SysV `.hash`: every entry is on one of the linked chains.
+    Sysv { buckets: &'a [u8], chain: &'a [u8] },
+}
+
+impl<'a> DynsymNames<'a> {
+    /// The hash index of `file`'s `.dynsym` when that is the table [`FileSymbols::read`]
+    /// takes (the file has no `.symtab`), else `None`: then the table answers.
+    pub(crate) fn of(file: &'a ElfFile) -> Option<DynsymNames<'a>> {
+        if file.sections.iter().any(|s| s.kind == SHT_SYMTAB) {
+            return None;
+        }
+        DynsymNames::of_dynsym(file, &[SHT_GNU_HASH, SHT_HASH])
+    }
+
+    /// The index of `file`'s first `.dynsym` (the one the table reads), from the first hash
+    /// section of the `kinds` linked to it. `None` when there is none or its header does not
+    /// fit, and when a dynamic name holds an `@`: the table gives such a name a bare copy,
+    /// which no hash chain holds.
+    fn of_dynsym(file: &'a ElfFile, kinds: &[u32]) -> Option<DynsymNames<'a>> {
+        let dynsym_at = file.sections.iter().position(|s| s.kind == SHT_DYNSYM)?;
+        let dynsym = file.section_data(dynsym_at)?;
+        let dynstr = file.section_data(file.sections.get(dynsym_at)?.link as usize)?;
+        if memchr::memchr(b'@', dynstr).is_some() {
+            return None;
+        }
+        let (kind, at) = kinds.iter().find_map(|&kind| Some((kind, file.sections.iter().position(|s| s.kind == kind && s.link as usize == dynsym_at)?)))?;
+        let index = if kind == SHT_GNU_HASH {
+            let data = file.section_data(at)?;
+            let (nbuckets, symoffset, bloom_words) = (u32_at(data, 0)? as usize, u32_at(data, 4)?, u32_at(data, 8)? as usize);
+            let buckets_at = bloom_words.checked_mul(8)?.checked_add(16)?;
+            let chain_at = nbuckets.checked_mul(4)?.checked_add(buckets_at)?;
+            HashIndex::Gnu { buckets: data.get(buckets_at..chain_at)?, chain: data.get(chain_at..)?, symoffset }
+        } else {
+            let data = file.section_data(at)?;
+            let (nbucket, nchain) = (u32_at(data, 0)? as usize, u32_at(data, 4)? as usize);
+            let chain_at = nbucket.checked_mul(4)?.checked_add(8)?;
+            let end = nchain.checked_mul(4)?.checked_add(chain_at)?;
+            HashIndex::Sysv { buckets: data.get(8..chain_at)?, chain: data.get(chain_at..end)? }
+        };
+        let buckets = match &index {
+            HashIndex::Gnu { buckets, .. } | HashIndex::Sysv { buckets, .. } => buckets.len() / 4,
+        };
+        (buckets > 0).then_some(DynsymNames { file, dynsym, dynstr, index })
+    }
+
+    /// [`SymbolTable::named`] for the file's text table: the non-PLT text symbol spelled
+    /// `name`, the first global one in the sorted, compacted order, else the first local one.
+    /// The outer `None` says the hash section did not hold together on this walk (an index past
+    /// the table, a chain that runs off its end or loops): ask the table then.
+    pub(crate) fn named(&self, name: &[u8]) -> Option<Option<(u64, bool)>> {
+        let entries = self.dynsym.len() / SYM_SIZE;
+        // (address, entry, section index, global) of each text symbol spelled `name`.
+        let mut found: Vec<(u64, u32, u16, bool)> = Vec::new();
+        let mut consider = |i: u32| -> Option<()> {
+            let at = (i as usize).checked_mul(SYM_SIZE)?;
+            let raw = parse_sym(self.dynsym.get(at..at.checked_add(SYM_SIZE)?)?)?;
+            // The name last: most unhashed entries are undefined. A name the string table
+            // cannot give is not in the table either.
+            if matches!(classify(self.file, raw.info, raw.shndx), Some(Kind::Text))
+                && !name.is_empty()
+                && c_str(self.dynstr, raw.name as usize) == Some(name)
+            {
+                found.push((raw.value, i, raw.shndx, matches!(raw.info >> 4, STB_GLOBAL | STB_WEAK | STB_GNU_UNIQUE)));
+            }
+            Some(())
+        };
+        match self.index {
+            HashIndex::Gnu { buckets, chain, symoffset } => {
+                // The entries before `symoffset` are on no chain (undefined ones, mostly): looked
+                // at one by one, as few as they are.
+                for i in 1..symoffset.min(u32::try_from(entries).unwrap_or(u32::MAX)) {
+                    consider(i)?;
+                }
+                let hash = gnu_hash(name);
+                let bucket = (hash as usize) % (buckets.len() / 4);
+                let mut i = u32_at(buckets, bucket * 4)?;
+                if i != 0 {
+                    loop {
+                        let word = u32_at(chain, (i.checked_sub(symoffset)? as usize).checked_mul(4)?)?;
+                        if word | 1 == hash | 1 {
+                            consider(i)?;
+                        }
+                        if word & 1 == 1 {
+                            break;
+                        }
+                        // Bounded: the chain section ends.
+                        i = i.checked_add(1)?;
+                    }
+                }
+            }
+            HashIndex::Sysv { buckets, chain } => {
+                let bucket = (elf_hash(name) as usize) % (buckets.len() / 4);
+                let mut i = u32_at(buckets, bucket * 4)?;
+                let mut steps = 0;
+                while i != 0 {
+                    // A chain longer than the table loops.
+                    steps += 1;
+                    if steps > chain.len() / 4 {
+                        return None;
+                    }
+                    consider(i)?;
+                    i = u32_at(chain, (i as usize).checked_mul(4)?)?;
+                }
+            }
+        }
+        // The table's order among them (address, then table order) and its compaction.
+        found.sort_unstable_by_key(|&(addr, i, _, _)| (addr, i));
+        found.dedup_by(|b, a| a.0 == b.0 && a.2 == b.2);
+        let first = found.first();
+        let sym = found.iter().find(|f| f.3).or(first);
+        Some(sym.map(|&(addr, _, _, global)| (addr, global)))
+    }
+}
+
+/// The GNU hash of a name (`dl_new_hash`).
+fn gnu_hash(name: &[u8]) -> u32 {
+    name.iter().fold(5381u32, |h, &c| h.wrapping_mul(33).wrapping_add(u32::from(c)))
+}
+
+/// The SysV ELF hash of a name.
+fn elf_hash(name: &[u8]) -> u32 {
+    name.iter().fold(0u32, |h, &c| {
+        let h = (h << 4).wrapping_add(u32::from(c));
+        let g = h & 0xf000_0000;
+        (h ^ (g >> 24)) & !g
+    })
 }
 
 enum Kind {
@@ -725,7 +888,7 @@ mod tests {
             assert!(symtab_only || !plt.is_empty(), "the library's PLT entries");
             let scanned: Vec<_> = names.iter().map(|n| table.scan_named(n)).collect();
             assert!(table.by_address.get().is_none(), "scanning for names does not sort the table");
-            let eager = eager_index(table.symbols());
+            let eager = eager_index(&table.symbols());
             let globals = scanned.iter().filter(|f| f.is_some_and(|(_, g)| g)).count();
             assert!(globals > 100 && globals < names.len(), "globals and locals both ({globals} of {})", names.len());
             for (name, got) in names.iter().zip(&scanned) {
@@ -751,11 +914,138 @@ mod tests {
         for (i, global) in [false, true, true, false, true].into_iter().enumerate() {
             t.records[i].global = global;
         }
-        let eager = eager_index(t.symbols());
+        let eager = eager_index(&t.symbols());
         assert_eq!(eager.get(&b"f"[..]), Some(&(0x3000, true)), "the global duplicate at 0x1800 was compacted away");
         assert_eq!(eager.get(&b"g"[..]), Some(&(0x1000, false)));
         for name in [&b"f"[..], b"g", b"h"] {
             assert_eq!(t.scan_named(name), eager.get(name).copied());
+        }
+    }
+
+    /// Dynamic-only libraries of the committed sysroot and of this machine (those it has).
+    fn dynamic_only_libraries() -> Vec<ElfFile> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let committed = ["samples/dumps/sysroot/lib/x86_64-linux-gnu/libc.so.6", "samples/dumps/sysroot/lib64/ld-linux-x86-64.so.2"];
+        let machine = ["libc.so.6", "libstdc++.so.6", "libm.so.6", "libgcc_s.so.1", "libz.so.1", "libssl.so.3", "libcrypto.so.3"];
+        let mut files: Vec<ElfFile> = committed.iter().map(|p| ElfFile::open(root.join(p)).expect("a committed library")).collect();
+        for name in machine {
+            match ElfFile::open(std::path::Path::new("/lib/x86_64-linux-gnu").join(name)) {
+                Ok(f) => files.push(f),
+                Err(e) => eprintln!("{name} skipped: {e}"),
+            }
+        }
+        files
+    }
+
+    /// Every name of the file's `.dynsym` (defined, undefined, data, versioned twice), and
+    /// names it does not have.
+    fn dynamic_names(file: &ElfFile) -> Vec<&[u8]> {
+        let index = file.sections.iter().position(|s| s.kind == SHT_DYNSYM).expect("a .dynsym");
+        let mut names: Vec<&[u8]> = Vec::new();
+        for_each_symbol(file, index, |_, name| names.push(name));
+        names.extend([&b"no_such_function"[..], b"", b"malloc@plt", b"memcpy@GLIBC_2.14"]);
+        names.sort_unstable();
+        names.dedup();
+        names
+    }
+
+    /// For every name a dynamic-only library has, the hash index (`.gnu.hash`, and `.hash`
+    /// where there is one) gives what the table gives: the compacted order's first global text
+    /// symbol, else its first local one, PLT entries never, data symbols never.
+    #[test]
+    fn the_hash_index_answers_lookups_by_name_as_the_table() {
+        let (mut compared, mut several, mut sysv) = (0, 0, 0);
+        for file in dynamic_only_libraries() {
+            let what = file.path().display().to_string();
+            assert!(!file.sections.iter().any(|s| s.kind == SHT_SYMTAB), "{what} has a .symtab");
+            let table = FileSymbols::read(&file, false);
+            let mut indexes = vec![DynsymNames::of(&file).unwrap_or_else(|| panic!("{what}: a hash index"))];
+            indexes.extend(DynsymNames::of_dynsym(&file, &[SHT_HASH]));
+            sysv += indexes.len() - 1;
+            let names = dynamic_names(&file);
+            let mut defined = 0;
+            for name in &names {
+                let want = table.text.named(name);
+                defined += usize::from(want.is_some());
+                for index in &indexes {
+                    assert_eq!(index.named(name), Some(want), "{what}: {}", String::from_utf8_lossy(name));
+                }
+                // The same name at more than one address: a symbol with several versions.
+                let spelled = table.text.records.iter().filter(|s| !s.plt && s.name == *name).map(|s| s.addr).collect::<std::collections::BTreeSet<_>>();
+                several += usize::from(spelled.len() > 1);
+            }
+            assert!(defined > 10, "{what}: {defined} text symbols of {} names", names.len());
+            compared += names.len();
+        }
+        assert!(several > 0, "some names have several versions at different addresses");
+        assert!(sysv > 0, "the committed libc has a .hash too");
+        eprintln!("{compared} names compared, {several} with several versions, {sysv} SysV indexes");
+    }
+
+    /// Locals among the versions: with every third dynamic symbol of libc made local (its
+    /// hash unchanged), a name's global version still wins over a local one at a lower
+    /// address, and a name with only locals is found as local, as the table finds them.
+    #[test]
+    fn the_hash_index_prefers_globals_as_the_table_does() {
+        let libc = &dynamic_only_libraries()[0];
+        let edited = with_section_edited(libc, SHT_DYNSYM, |b| {
+            for entry in b.chunks_exact_mut(SYM_SIZE).step_by(3) {
+                entry[4] &= 0xf;
+            }
+        });
+        let table = FileSymbols::read(&edited, false);
+        let index = DynsymNames::of(&edited).expect("a hash index");
+        let (mut locals, mut global_over_local) = (0, 0);
+        for name in dynamic_names(&edited) {
+            let want = table.text.named(name);
+            assert_eq!(index.named(name), Some(want), "{}", String::from_utf8_lossy(name));
+            locals += usize::from(want.is_some_and(|(_, g)| !g));
+            let spelled: Vec<_> = table.text.records.iter().filter(|s| s.name == name && !s.plt).collect();
+            global_over_local += usize::from(spelled.iter().any(|s| s.global) && spelled.iter().any(|s| !s.global && Some(s.addr) < want.map(|w| w.0)));
+        }
+        assert!(locals > 100 && global_over_local > 0, "{locals} found as local, {global_over_local} globals after a local");
+    }
+
+    /// `file`'s bytes with `edit` applied to the bytes of its section of type `kind`.
+    fn with_section_edited(file: &ElfFile, kind: u32, edit: impl Fn(&mut [u8])) -> ElfFile {
+        let s = file.sections.iter().find(|s| s.kind == kind).expect("the section");
+        let mut bytes = file.bytes().to_vec();
+        edit(&mut bytes[s.offset as usize..(s.offset + s.size) as usize]);
+        ElfFile::from_bytes("edited", bytes).expect("still an ELF file")
+    }
+
+    /// A hash section that does not hold together ends every walk (a bucket past the chains, a
+    /// chain with no end, a SysV chain that loops) with "ask the table", never a hang or a
+    /// panic.
+    #[test]
+    fn a_broken_hash_index_ends_its_walks_and_defers_to_the_table() {
+        let libc = &dynamic_only_libraries()[0];
+        let names = dynamic_names(libc);
+        let words = |b: &mut [u8], from: usize, value: &dyn Fn(usize) -> u32| {
+            for (n, w) in b.chunks_exact_mut(4).enumerate().skip(from) {
+                w.copy_from_slice(&value(n).to_le_bytes());
+            }
+        };
+        let header = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+        // Buckets (and everything after the header and bloom) point far past the table.
+        let far = with_section_edited(libc, SHT_GNU_HASH, |b| {
+            let from = 4 + header(b, 8) * 2;
+            words(b, from, &|_| 0xffff_fff0);
+        });
+        // Chain words without the end bit: every walk runs to the end of the section.
+        let endless = with_section_edited(libc, SHT_GNU_HASH, |b| {
+            let from = 4 + header(b, 8) * 2 + header(b, 0);
+            words(b, from, &|_| 0x2);
+        });
+        // Each SysV chain link points to itself.
+        let looping = with_section_edited(libc, SHT_HASH, |b| {
+            let from = 2 + header(b, 0);
+            words(b, from, &|n| (n - from) as u32);
+        });
+        for (what, file, kinds) in [("far", &far, SHT_GNU_HASH), ("endless", &endless, SHT_GNU_HASH), ("looping", &looping, SHT_HASH)] {
+            let index = DynsymNames::of_dynsym(file, &[kinds]).expect("the header still fits");
+            let deferred = names.iter().filter(|n| index.named(n).is_none()).count();
+            assert!(deferred > names.len() / 2, "{what}: {deferred} of {} walks deferred", names.len());
         }
     }
 
@@ -793,6 +1083,7 @@ mod tests {
         raw.extend([tie(3, false), tie(0, true), tie(1, false), tie(2, true), tie(0, false)]);
         let mut stable = raw.clone();
         stable.sort_by(|a, b| a.addr.cmp(&b.addr).then_with(|| a.name_bytes().cmp(b.name_bytes())));
-        assert_eq!(sorted(raw), stable);
+        let order: Vec<Sym<'_>> = sorted(&raw).iter().map(|&(_, i)| raw[i as usize]).collect();
+        assert_eq!(order, stable);
     }
 }
