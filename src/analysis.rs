@@ -94,9 +94,12 @@ pub fn analyze(path: impl AsRef<Path>, opts: &Options) -> Result<Report, Analyze
 /// dropping it unmaps them one by one (a TLB shootdown each on a multi-core machine).
 pub fn analyze_keeping_process(path: impl AsRef<Path>, opts: &Options) -> Result<(Process, Report), AnalyzeError> {
     tell(opts, Phase::Open);
+    crate::trace::step("analyze: start");
     let limit = opts.max_decompressed.unwrap_or(crate::core::compressed::DEFAULT_MAX_DECOMPRESSED);
     let process = Process::open_limited(path.as_ref(), &opts.locator, limit)?;
+    crate::trace::step("process opened");
     let report = report_for(&process, opts);
+    crate::trace::step("report built");
     // A file that shrank under the reading was read as zeros past its new end: no report.
     if process.core.changed_while_read() {
         return Err(CoreError::ChangedWhileRead { path: path.as_ref().to_path_buf() }.into());
@@ -123,6 +126,7 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
 
 fn build_report(process: &Process, opts: &Options) -> Report {
     let runtime = runtimes::recognise(process, &opts.locator);
+    crate::trace::step("runtime recognised");
     let code_lookup = runtime.as_ref().and_then(|r| r.code_lookup());
     let mut unwinder = Unwinder::new(process);
     let mut symbolizer = Symbolizer::new(process);
@@ -135,10 +139,12 @@ fn build_report(process: &Process, opts: &Options) -> Report {
     }
     tell(opts, Phase::Stacks);
     let stacks = unwinder.walk_all();
+    crate::trace::step("stacks walked");
     tell(opts, Phase::Symbols);
     let core = &process.core;
     let pid = core.process.as_ref().map(|p| p.pid);
     let frames: Vec<Vec<FrameReport>> = stacks.par_iter().map(|stack| build::frames(process, &symbolizer, stack)).collect();
+    crate::trace::step("frames symbolized");
 
     let inputs: Vec<waits::ThreadInput<'_>> = core
         .threads
@@ -154,10 +160,12 @@ fn build_report(process: &Process, opts: &Options) -> Report {
         .collect();
     tell(opts, Phase::Locks);
     let mut facts = if opts.stacks_only { waits::states_only(process, &inputs) } else { waits::analyze(process, &symbolizer, &inputs) };
+    crate::trace::step("native waits");
     let runtime_waits = match &runtime {
         Some(r) if !opts.stacks_only => r.merge_locks(&inputs, &mut facts),
         _ => RuntimeWaits::default(),
     };
+    crate::trace::step("runtime locks merged");
     let section = match &runtime {
         Some(r) if !opts.stacks_only => {
             if r.walks_heap() {
@@ -167,6 +175,7 @@ fn build_report(process: &Process, opts: &Options) -> Report {
         }
         _ => None,
     };
+    crate::trace::step("runtime section");
     let mut section = section;
     // The heap as a graph: what holds it (stack roots from the stacks walked above).
     if let Some(heap) = section.as_mut().and_then(|s| s.section.dotnet_heap_mut())
@@ -175,6 +184,7 @@ fn build_report(process: &Process, opts: &Options) -> Report {
         let mut more = Vec::new();
         crate::heap::attach(process, dotnet, &stacks, &frames, heap, &mut more);
         facts.diagnostics.extend(more);
+        crate::trace::step("heap attached");
     }
     let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();
     let cycles = WaitForGraph::new(&blocked, &facts.locks).cycles();

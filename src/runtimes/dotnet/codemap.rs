@@ -127,7 +127,7 @@ impl CodeMap<'_> {
     /// As [`CodeLookup::name`], with the reason when the method could not be named.
     pub(crate) fn try_name(&self, method: u64) -> Result<ManagedName, DotnetError> {
         let t = self.runtime.target();
-        let namer = TypeNamer::new(&t, &self.runtime.image);
+        let namer = TypeNamer::of(&t, &self.runtime);
         let md = methoddesc::read(&t, method)?;
         methodname::name(&t, &namer, &md)
     }

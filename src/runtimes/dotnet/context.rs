@@ -8,6 +8,7 @@ use super::descriptor::Descriptor;
 use super::error::DotnetError;
 use super::locate::{self, DescriptorSource, NotLocated, RuntimeVersion};
 use super::metadata::ImageMemory;
+use super::objects::SharedNames;
 use super::supplement::{self, Applied};
 use super::target::{RuntimeMemory, Target};
 use crate::process::{Locator, Module, Process};
@@ -26,6 +27,8 @@ pub(crate) struct Context<'p> {
     /// What knot's data added to the descriptor for this build (`supplement.rs`), or why the
     /// supplement this build has could not be applied.
     pub(crate) supplement: Result<Option<Applied>, String>,
+    /// The type names its namers made ([`super::objects::TypeNamer::of`]).
+    pub(crate) names: SharedNames,
 }
 
 /// Why a process has no [`Context`].
@@ -47,6 +50,7 @@ impl<'p> Context<'p> {
             Ok(l) => l,
             Err(why) => return Err(NoContext::NotLocated { version: Box::new(version), why }),
         };
+        crate::trace::step("dotnet: descriptor located");
         let memory = RuntimeMemory { process };
         let supplement = supplement::apply(&mut located.descriptor, &located.pointer_data, &memory, module, &version).map_err(|e| e.to_string());
         Ok(Context {
@@ -59,6 +63,7 @@ impl<'p> Context<'p> {
             source: located.source,
             memory,
             image: ImageMemory::new(process, locator),
+            names: SharedNames::default(),
         })
     }
 

@@ -93,7 +93,7 @@ pub(crate) fn read_in(runtime: &Context<'_>, stacks: &[Stack], code: &dyn CodeLo
 pub(crate) fn exceptions_in(runtime: &Context<'_>, code: &dyn CodeLookup) -> CrashReading {
     let process = runtime.process;
     let t = runtime.target();
-    let namer = TypeNamer::new(&t, &runtime.image);
+    let namer = TypeNamer::of(&t, runtime);
     let mut out = CrashReading { diaginfo: diaginfo::read(process), ..CrashReading::default() };
     let warn = |out: &mut CrashReading, what: String| out.diagnostics.push(Diagnostic::warning(STAGE, what));
 

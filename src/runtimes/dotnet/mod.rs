@@ -287,7 +287,7 @@ pub(crate) fn read_runtime(runtime: &Context<'_>, all_facts: Result<&[BuildFacts
     };
 
     let (counts, threads) = reader.threads();
-    let namer = TypeNamer::new(&t, &runtime.image);
+    let namer = TypeNamer::of(&t, runtime);
     let (monitors, waits, sync_table) = match build {
         Some(b) => {
             let cache = match syncblock::read_cache(&t, module, &b.layout) {

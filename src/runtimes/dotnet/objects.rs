@@ -6,6 +6,7 @@
 //! object header's sync block value (the u32 `SyncBlockValueToObjectOffset` bytes before the
 //! object).
 
+use super::context::Context;
 use super::error::DotnetError;
 use super::facts::Layout;
 use super::metadata::{self, Metadata};
@@ -56,7 +57,8 @@ pub(crate) fn decode_header(value: u32, l: &Layout) -> Header {
 /// The object header's sync block value.
 pub(crate) fn header_value(t: &Target, object: u64) -> Result<u32> {
     let off = t.global("SyncBlockValueToObjectOffset")?;
-    t.read_u32(object.wrapping_sub(off), &format!("object header of {object:#x}"))
+    // The error's words only on an error: this runs for every word of every managed stack.
+    t.mem.read_u32(object.wrapping_sub(off)).map_err(|e| DotnetError::memory(format!("object header of {object:#x}"), e))
 }
 
 pub(crate) fn method_table(t: &Target, object: u64) -> Result<u64> {
@@ -95,10 +97,31 @@ pub(crate) fn is_plausible_method_table(t: &Target, mt: u64) -> bool {
 }
 
 /// Names types as SOS prints them, caching modules' metadata.
+/// The type names one runtime's namers made, shared by all of them ([`TypeNamer::of`]): the
+/// heap's statistics, its holders, the monitors and every managed frame's name ask for the same
+/// few hundred types, each through a namer of its own. A name depends only on the dump and the
+/// images, the same for every namer of the runtime.
+#[derive(Default)]
+pub(crate) struct SharedNames(std::sync::Mutex<HashMap<u64, String>>);
+
+impl SharedNames {
+    fn get(&self, th: u64) -> Option<String> {
+        self.0.lock().ok()?.get(&th).cloned()
+    }
+
+    fn insert(&self, th: u64, name: &str) {
+        if let Ok(mut names) = self.0.lock() {
+            names.entry(th).or_insert_with(|| name.to_string());
+        }
+    }
+}
+
 pub(crate) struct TypeNamer<'t, 'm> {
     t: &'t Target<'t>,
     /// Memory for images' metadata (dump, then the mapped files).
     image: &'m dyn Memory,
+    /// The runtime's names, when `t` and `image` are its own views.
+    shared: Option<&'m SharedNames>,
     /// Shared, not copied, with the readers that name fields (a `Metadata` holds 45 column-width
     /// lists: cloning one per class was a tenth of a .NET run).
     modules: RefCell<HashMap<u64, std::result::Result<Rc<Metadata>, DotnetError>>>,
@@ -107,7 +130,14 @@ pub(crate) struct TypeNamer<'t, 'm> {
 
 impl<'t, 'm> TypeNamer<'t, 'm> {
     pub(crate) fn new(t: &'t Target<'t>, image: &'m dyn Memory) -> Self {
-        TypeNamer { t, image, modules: RefCell::new(HashMap::new()), names: RefCell::new(HashMap::new()) }
+        TypeNamer { t, image, shared: None, modules: RefCell::new(HashMap::new()), names: RefCell::new(HashMap::new()) }
+    }
+
+    /// A namer over `runtime`'s views that shares the names made with the runtime's other
+    /// namers. `t` is `runtime.target()`.
+    pub(crate) fn of(t: &'t Target<'t>, runtime: &'m Context<'_>) -> Self {
+        debug_assert!(std::ptr::addr_eq(t.mem, &runtime.memory), "a runtime's namer reads through the runtime's memory");
+        TypeNamer { shared: Some(&runtime.names), ..TypeNamer::new(t, &runtime.image) }
     }
 
     /// The type name of the object at `object`.
@@ -128,7 +158,14 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
         if let Some(n) = self.names.borrow().get(&th) {
             return Ok(n.clone());
         }
+        if let Some(n) = self.shared.and_then(|s| s.get(th)) {
+            self.names.borrow_mut().insert(th, n.clone());
+            return Ok(n);
+        }
         let n = if th & TYPE_HANDLE_TYPE_DESC != 0 { self.type_desc_name(th & !3, depth)? } else { self.method_table_name(th, depth)? };
+        if let Some(s) = self.shared {
+            s.insert(th, &n);
+        }
         self.names.borrow_mut().insert(th, n.clone());
         Ok(n)
     }

@@ -46,12 +46,14 @@ pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<D
         Err(e) => Err(e),
         Ok(c) => Ok(Arc::new(c)),
     };
+    crate::trace::step("dotnet: context");
     let mut failures = Vec::new();
     if let Ok(Err(why)) = context.as_ref().map(|c| &c.supplement) {
         failures.push(Diagnostic::warning(STAGE, format!("the runtime's descriptor lacks what knot's data adds for this build, and that data was not applied: {why}")));
     }
     let code = context.as_ref().ok().and_then(|c| match CodeMap::new(c.clone()) {
         Ok(code) => {
+            crate::trace::step("dotnet: code map");
             let frames = frames::read(&c.target()).unwrap_or_else(|e| {
                 failures.push(Diagnostic::warning(STAGE, format!("transition frames (the threads' Frame chains) not read: {e}")));
                 Default::default()

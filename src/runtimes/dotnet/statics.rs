@@ -192,6 +192,43 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
         self.lookup(map, rid)
     }
 
+    /// The loaded MethodTables of TypeDefs `1..=rows` of `module` (0 where not loaded), as
+    /// [`Self::type_def_method_table`] gives them row by row but in one pass over the map's chain
+    /// (row by row, each lookup walked the chain from its head: CoreLib's thousands of rows made
+    /// that quadratic). Cut before the first row whose lookup would fail.
+    pub(crate) fn type_def_method_tables(&self, module: u64, rows: u32) -> Vec<u64> {
+        let t = self.t;
+        let mut out = Vec::new();
+        let Ok(at) = t.offset("Module", "TypeDefToMethodTableMap") else { return out };
+        let rows = u64::from(rows);
+        let mut table = module.wrapping_add(at);
+        // The chain's first index; index `rid` is row `rid` (row 0 is never asked).
+        let mut first = 0u64;
+        for _ in 0..MAX_LOOKUP_MAPS {
+            let next = out.len() as u64 + 1;
+            if next > rows {
+                return out;
+            }
+            if table == 0 {
+                out.resize(rows as usize, 0);
+                return out;
+            }
+            let Ok(count) = t.field_u32(table, "ModuleLookupMap", "Count") else { return out };
+            let end = first.saturating_add(u64::from(count));
+            if next < end {
+                let (Ok(data), Ok(mask)) = (t.field_ptr(table, "ModuleLookupMap", "TableData"), t.field_ptr(table, "ModuleLookupMap", "SupportedFlagsMask")) else { return out };
+                for rid in next..=end.saturating_sub(1).min(rows) {
+                    let Ok(raw) = t.read_ptr(data.wrapping_add((rid - first).wrapping_mul(8)), "ModuleLookupMap entry") else { return out };
+                    out.push(raw & !mask);
+                }
+            }
+            first = end;
+            let Ok(n) = t.field_ptr(table, "ModuleLookupMap", "Next") else { return out };
+            table = n;
+        }
+        out
+    }
+
     /// Entry `rid` of the lookup map at `map` (Loader contract: `GetModuleLookupMapElement`):
     /// past a map's `Count`, the next map in the chain holds the rest.
     fn lookup(&self, map: u64, rid: u32) -> Result<u64> {
@@ -221,6 +258,12 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
     /// The fields the class `mt` declares (its own instance fields, then its statics); its
     /// parents' are theirs.
     pub(crate) fn own_fields(&self, mt: u64) -> Result<Vec<Field>> {
+        self.own_fields_where(mt, |_, _| true)
+    }
+
+    /// The fields of [`Self::own_fields`] whose kind and element type `keep` accepts: only
+    /// those are named (a name is a metadata read; a class has many fields).
+    fn own_fields_where(&self, mt: u64, keep: impl Fn(FieldKind, u32) -> bool) -> Result<Vec<Field>> {
         let t = self.t;
         let l = self.l;
         let class = objects::ee_class(t, mt)?;
@@ -253,6 +296,10 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
             } else {
                 FieldKind::Static
             };
+            let element_type = word >> l.field_desc_type_shift;
+            if !keep(kind, element_type) {
+                continue;
+            }
             let name = md.as_ref().and_then(|md| md.field_name(self.namer.image(), rid).ok()).unwrap_or_else(|| format!("<field {rid:#x}>"));
             out.push(Field {
                 name,
@@ -260,7 +307,7 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
                 field_desc: fd,
                 class: mt,
                 offset: (word & l.field_desc_offset_mask) as u64,
-                element_type: word >> l.field_desc_type_shift,
+                element_type,
                 kind,
             });
         }
@@ -388,9 +435,22 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
 
     /// Every static field `mt` declares that has a readable value (thread and RVA statics are
     /// left out), with where its value is; a class whose statics were never allocated has none.
+    #[cfg(test)] // The heap's static-slot names read only the reference ones (`reference_static_fields`).
     pub(crate) fn static_fields(&self, mt: u64) -> Result<Vec<StaticField>> {
         let fields = self.own_fields(mt)?;
         Ok(fields.into_iter().filter(|f| f.kind == FieldKind::Static).filter_map(|f| self.locate(f).ok()).collect())
+    }
+
+    /// The reference statics among the readable static fields `mt` declares, with where each
+    /// value is (thread and RVA statics left out; none, and no name read, when the class
+    /// declares no statics or its statics were never allocated).
+    pub(crate) fn reference_static_fields(&self, mt: u64) -> Result<Vec<StaticField>> {
+        let class = objects::ee_class(self.t, mt)?;
+        if self.t.field_u16(class, "EEClass", "NumStaticFields")? == 0 {
+            return Ok(Vec::new());
+        }
+        let fields = self.own_fields_where(mt, |kind, element_type| kind == FieldKind::Static && element::is_reference(element_type))?;
+        Ok(fields.into_iter().filter_map(|f| self.locate(f).ok()).collect())
     }
 
     fn locate(&self, field: Field) -> Result<StaticField> {
@@ -551,6 +611,18 @@ mod tests {
         f(&Statics::new(&t, &namer, &build.layout));
     }
 
+    impl Statics<'_, '_, '_> {
+        /// The module of the pool_queue sample's class `name`.
+        fn class_module(&self, name: &str) -> u64 {
+            let q = thread_pool::queues(self).expect("queues");
+            let flush = q.items.iter().find(|i| matches!(i.queue, thread_pool::Queue::Local(_))).expect("a local item").object;
+            let mt = objects::method_table(self.target(), flush).expect("MT");
+            let module = self.target().field_ptr(mt, "MethodTable", "Module").expect("module");
+            self.class(module, name).expect(name);
+            module
+        }
+    }
+
     #[test]
     fn a_programs_own_statics_and_fields_read_through_the_runtime() {
         with_pool_queue(|s| {
@@ -580,6 +652,29 @@ mod tests {
             assert!(e.to_string().contains("Knot.Samples.PoolQueue.Program has no field NoSuchField"), "{e}");
             assert!(s.static_primitive(program, "Gate").is_err(), "a reference is no primitive");
             assert!(s.class(module, "Knot.Samples.PoolQueue.Nowhere").is_err());
+        });
+    }
+
+    /// The one-pass reading of a module's TypeDef map gives what the row-by-row lookup gives,
+    /// for CoreLib (thousands of rows, a chain of maps) and the program's own module; and the
+    /// reference statics are the reference ones of all the statics.
+    #[test]
+    fn a_modules_type_defs_read_in_one_pass_are_the_rows_read_one_by_one() {
+        use crate::runtimes::dotnet::metadata::TYPE_DEF;
+        with_pool_queue(|s| {
+            let core = s.core_lib().expect("CoreLib");
+            let program = s.class_module("Knot.Samples.PoolQueue.Program");
+            for module in [core, program] {
+                let rows = s.namer().module_metadata(module).expect("metadata").rows(TYPE_DEF);
+                let one_by_one: Vec<u64> = (1..=rows).map_while(|rid| s.type_def_method_table(module, rid).ok()).collect();
+                assert!(one_by_one.iter().filter(|&&mt| mt != 0).count() > 1, "some classes loaded in {module:#x}");
+                assert_eq!(s.type_def_method_tables(module, rows), one_by_one, "module {module:#x}");
+                assert_eq!(s.type_def_method_tables(module, 3), one_by_one[..3], "the first rows only");
+                for &mt in one_by_one.iter().filter(|&&mt| mt != 0) {
+                    let all: Vec<StaticField> = s.static_fields(mt).map(|f| f.into_iter().filter(|f| f.field.is_reference()).collect()).unwrap_or_default();
+                    assert_eq!(s.reference_static_fields(mt).unwrap_or_default(), all, "class {mt:#x}");
+                }
+            }
         });
     }
 

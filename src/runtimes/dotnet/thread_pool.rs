@@ -134,7 +134,7 @@ pub(crate) fn read(c: &Context<'_>) -> PoolReading {
         return none(format!("no per-build facts (the FieldDesc layout) for runtime build {} {}", v.product, v.build_id.as_deref().unwrap_or("(no build-id)")));
     };
     let t = c.target();
-    let namer = TypeNamer::new(&t, &c.image);
+    let namer = TypeNamer::of(&t, c);
     let s = Statics::new(&t, &namer, &build.layout);
     read_with(&s)
 }
@@ -382,7 +382,7 @@ mod tests {
         let v = &c.version;
         let build = facts::lookup(facts::builtin().expect("facts"), v.build_id.as_deref(), &v.product, v.file_version.as_deref()).expect("10.0.12 facts");
         let t = c.target();
-        let namer = TypeNamer::new(&t, &c.image);
+        let namer = TypeNamer::of(&t, c);
         let patches = patch(&Statics::new(&t, &namer, &build.layout));
         let mem = Patched { inner: &c.memory, patches };
         let pt = Target::borrowed(&mem, &c.descriptor, &c.pointer_data);

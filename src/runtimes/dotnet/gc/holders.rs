@@ -15,7 +15,7 @@ use super::report::{attach_retention, HeapPathStepReport, HeapReport, HeapRootRe
 use super::retained::{self, GraphView, Retention};
 use super::root_tree::RootTree;
 use super::roots::ThreadStack;
-use super::trace;
+use crate::trace::step as trace;
 use crate::diagnostics::Diagnostic;
 use std::cell::RefCell;
 
@@ -42,7 +42,7 @@ pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack], walked: Optio
     let reading = super::read_graph(runtime, threads, walked)?;
     let g = reading.graph;
     let t = runtime.target();
-    let namer = TypeNamer::new(&t, &runtime.image);
+    let namer = TypeNamer::of(&t, runtime);
     let type_names: Vec<String> =
         g.type_table.iter().map(|&mt| namer.type_name(mt).map(|n| sos_heap_name(&n)).unwrap_or_else(|_| format!("<unknown type {mt:#x}>"))).collect();
     let mut roots = retained::marking_roots(&g);
@@ -84,7 +84,7 @@ impl Holding {
         let g = &self.graph;
         let tree = &self.tree;
         let t = runtime.target();
-        let namer = TypeNamer::new(&t, &runtime.image);
+        let namer = TypeNamer::of(&t, runtime);
         let layout = super::build_facts(runtime).ok().map(|b| b.layout.clone());
         let statics = std::cell::OnceCell::new();
         let node_type = |n: u32| self.type_name(g.types.get(n as usize).copied().unwrap_or(u32::MAX));
@@ -143,7 +143,7 @@ impl Holding {
         let g = &self.graph;
         let tree = &self.tree;
         let t = runtime.target();
-        let namer = TypeNamer::new(&t, &runtime.image);
+        let namer = TypeNamer::of(&t, runtime);
         let layout = super::super::facts::builtin()
             .ok()
             .and_then(|all| super::super::facts::lookup(all, runtime.version.build_id.as_deref(), &runtime.version.product, runtime.version.file_version.as_deref()))

@@ -46,16 +46,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub(crate) const STAGE: &str = "dotnet-gc";
 
-/// With `KNOT_TRACE` set in the environment, says on stderr when a step of the heap's reading
-/// ended (seconds since the first step) and the process's anonymous memory then (RssAnon):
-/// where time and memory go, measured on a real dump. Off (one environment lookup) otherwise.
-pub(crate) fn trace(step: &str) {
-    use std::sync::OnceLock;
-    static START: OnceLock<Option<std::time::Instant>> = OnceLock::new();
-    let Some(start) = START.get_or_init(|| std::env::var_os("KNOT_TRACE").map(|_| std::time::Instant::now())) else { return };
-    let anon = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| s.lines().find(|l| l.starts_with("RssAnon:")).map(|l| l["RssAnon:".len()..].trim().to_string()));
-    eprintln!("knot trace: {:8.3} s  {step:<40} RssAnon {}", start.elapsed().as_secs_f64(), anon.as_deref().unwrap_or("?"));
-}
+use crate::trace::step as trace;
+
 /// `g_heap_type` values (gcinterface.h).
 const GC_HEAP_WKS: u32 = 1;
 const GC_HEAP_SVR: u32 = 2;
@@ -122,7 +114,7 @@ pub(crate) fn read_in(runtime: &Context<'_>, targets: &[u64], keep_nodes: bool) 
     let Some(build) = facts::lookup(all, version.build_id.as_deref(), &version.product, version.file_version.as_deref()) else {
         return Err(format!("GC heap not read: unsupported runtime build {} {}", version.product, version.build_id.as_deref().unwrap_or("(no build-id)")));
     };
-    let namer = TypeNamer::new(&t, &runtime.image);
+    let namer = TypeNamer::of(&t, runtime);
     let bundle_missing = runtime.single_file_metadata_missing().is_some();
     read_with(runtime.process, runtime.module, &t, build, &namer, targets, keep_nodes, bundle_missing)
 }

@@ -42,15 +42,17 @@ pub(crate) fn static_slots_of(t: &Target, namer: &TypeNamer, l: &Layout, method_
     let mut out = HashMap::new();
     for module in modules {
         let Ok(md) = namer.module_metadata(module) else { continue };
-        for rid in 1..=md.rows(TYPE_DEF).min(MAX_TYPE_DEFS) {
-            let Ok(mt) = statics.type_def_method_table(module, rid) else { break };
+        for mt in statics.type_def_method_tables(module, md.rows(TYPE_DEF).min(MAX_TYPE_DEFS)) {
             if mt == 0 {
                 continue;
             }
-            let Ok(fields) = statics.static_fields(mt) else { continue };
-            for s in fields.into_iter().filter(|s| s.field.is_reference()) {
-                let class = namer.type_name(mt).map(|n| sos_heap_name(&n)).unwrap_or_else(|_| format!("<class {mt:#x}>"));
-                out.insert(s.address, StaticName { method_table: mt, class, field: s.field.name });
+            let Ok(fields) = statics.reference_static_fields(mt) else { continue };
+            if fields.is_empty() {
+                continue;
+            }
+            let class = namer.type_name(mt).map(|n| sos_heap_name(&n)).unwrap_or_else(|_| format!("<class {mt:#x}>"));
+            for s in fields {
+                out.insert(s.address, StaticName { method_table: mt, class: class.clone(), field: s.field.name });
             }
         }
     }

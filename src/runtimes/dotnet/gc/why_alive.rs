@@ -61,7 +61,7 @@ pub(crate) fn why_alive(runtime: &Context<'_>, threads: &[ThreadStack], addresse
     let reading = super::read_graph(runtime, threads, None)?;
     let g = &reading.graph;
     let t = runtime.target();
-    let namer = TypeNamer::new(&t, &runtime.image);
+    let namer = TypeNamer::of(&t, runtime);
     let version = &runtime.version;
     let all = facts::builtin().map_err(|e| e.to_string())?;
     let build = facts::lookup(all, version.build_id.as_deref(), &version.product, version.file_version.as_deref()).ok_or("unsupported runtime build")?;
@@ -128,7 +128,7 @@ pub(crate) fn first_paths(runtime: &Context<'_>, threads: &[ThreadStack], addres
     let build = super::build_facts(runtime)?;
     let t = runtime.target();
     let super::Prepared { vars, segments, contexts, free_mt, diagnostics: prepared, .. } = super::prepare(runtime.module, &t, build)?;
-    let namer = TypeNamer::new(&t, &runtime.image);
+    let namer = TypeNamer::of(&t, runtime);
     let mut index = ObjectIndex::new(&t, &contexts, &segments, free_mt);
     let bounds = index.bounds;
     let roots = {
