@@ -68,7 +68,11 @@ pub trait Memory: Sync {
         let mut at = addr;
         while out.len() < max {
             let chunk = self.chunk(at, (max - out.len()).min(256))?;
-            if let Some(n) = chunk.iter().position(|&b| b == 0) {
+            if let Some(n) = memchr::memchr(0, chunk) {
+                // Most strings end in their first chunk: then the String is the only copy.
+                if out.is_empty() {
+                    return Ok(String::from_utf8_lossy(&chunk[..n]).into_owned());
+                }
                 out.extend_from_slice(&chunk[..n]);
                 return Ok(String::from_utf8_lossy(&out).into_owned());
             }

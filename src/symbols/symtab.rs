@@ -115,14 +115,14 @@ struct SectionRange {
 /// address on its first address lookup only: a module asked only for names (a call site's
 /// target named by a declaration is looked for in every module, as gdb does) or never for a
 /// data address does not pay for the sort. The records are kept once, in table order; the
-/// sorted table is an index into them (16 bytes a symbol, not a second 40-byte copy).
+/// sorted table is an index into them (4 bytes a symbol, not a second 40-byte copy).
 #[derive(Debug, Default)]
 pub(crate) struct SymbolTable<'a> {
     /// gdb's records in table order, as read.
     records: Vec<Sym<'a>>,
-    /// (address, index into `records`) sorted by address, then name, and compacted (see
+    /// Indices into `records` sorted by address, then name, and compacted (see
     /// [`SymbolTable::by_address`]).
-    by_address: OnceLock<Vec<(u64, u32)>>,
+    by_address: OnceLock<Vec<u32>>,
     /// Lookups by name so far: the first few scan `records`, after that `by_name` answers.
     name_lookups: AtomicUsize,
     /// Name to (address, global) for non-PLT symbols, built from `by_address` once lookups by
@@ -193,16 +193,16 @@ impl<'a> SymbolTable<'a> {
     }
 
     /// The table as gdb keeps it: sorted by address, then name, and compacted
-    /// (`compact_minimal_symbols`: one entry per address, name and section), as (address,
-    /// index into `records`). Made on first use.
-    fn by_address(&self) -> &[(u64, u32)] {
+    /// (`compact_minimal_symbols`: one entry per address, name and section), as indices into
+    /// `records`. Made on first use.
+    fn by_address(&self) -> &[u32] {
         self.by_address.get_or_init(|| {
             let mut order = sorted(&self.records);
             let same = |x: u32, y: u32| match (self.records.get(x as usize), self.records.get(y as usize)) {
-                (Some(a), Some(b)) => a.section == b.section && a.same_name(b),
+                (Some(a), Some(b)) => a.addr == b.addr && a.section == b.section && a.same_name(b),
                 _ => false,
             };
-            order.dedup_by(|b, a| a.0 == b.0 && same(a.1, b.1));
+            order.dedup_by(|b, a| same(*a, *b));
             order.shrink_to_fit();
             order
         })
@@ -210,13 +210,12 @@ impl<'a> SymbolTable<'a> {
 
     /// The record at `i` of the sorted table.
     fn sorted_at(&self, i: usize) -> Option<&Sym<'a>> {
-        let &(_, at) = self.by_address().get(i)?;
-        self.records.get(at as usize)
+        self.records.get(*self.by_address().get(i)? as usize)
     }
 
     /// The sorted table's records, in its order.
     fn sorted_records(&self) -> impl Iterator<Item = &Sym<'a>> + '_ {
-        self.by_address().iter().filter_map(|&(_, at)| self.records.get(at as usize))
+        self.by_address().iter().filter_map(|&at| self.records.get(at as usize))
     }
 
     /// The non-PLT symbol called `name` as gdb's `lookup_minimal_symbol` finds it in this
@@ -293,7 +292,7 @@ impl<'a> SymbolTable<'a> {
     pub(crate) fn lookup(&self, addr: u64) -> Option<Hit<'a>> {
         let source = self.source?;
         let in_section = |s: &Sym<'_>| self.sections.get(s.section as usize).is_some_and(|r| addr >= r.start && addr < r.end);
-        let end = self.by_address().partition_point(|&(a, _)| a <= addr);
+        let end = self.by_address().partition_point(|&at| self.records.get(at as usize).is_some_and(|s| s.addr <= addr));
         let mut best_zero_sized: Option<Sym<'a>> = None;
         let mut sized: Option<Sym<'a>> = None;
         let mut i = end;
@@ -327,22 +326,23 @@ impl<'a> SymbolTable<'a> {
     }
 }
 
-/// The (address, position) of `syms` by address, then by name; equal names stay in table
-/// order, so that a duplicate's first (sized) entry is the one kept. The same order as a stable
-/// sort by (address, name), for a fraction of its cost: small (address, position) pairs are
-/// sorted, and only the runs that share an address compare names. Positions are `u32`: a table
-/// of more than 4 Gi records (a 96 GiB `.symtab`) is sorted up to there.
-fn sorted(syms: &[Sym<'_>]) -> Vec<(u64, u32)> {
-    let mut order: Vec<(u64, u32)> = syms.iter().zip(0..u32::MAX).map(|(s, i)| (s.addr, i)).collect();
-    radix_sort_by_address(&mut order);
+/// The positions of `syms` by address, then by name; equal names stay in table order, so that
+/// a duplicate's first (sized) entry is the one kept. The same order as a stable sort by
+/// (address, name), for a fraction of its cost: positions (4 bytes) are sorted by address, and
+/// only the runs that share an address compare names. Positions are `u32`: a table of more
+/// than 4 Gi records (a 96 GiB `.symtab`) is sorted up to there.
+fn sorted(syms: &[Sym<'_>]) -> Vec<u32> {
+    let addr = |i: u32| syms.get(i as usize).map_or(0, |s| s.addr);
+    let mut order: Vec<u32> = (0..u32::try_from(syms.len()).unwrap_or(u32::MAX)).collect();
+    radix_sort_by_address(&mut order, addr);
     let mut start = 0;
-    while start < order.len() {
-        let addr = order[start].0;
+    while let Some(&first) = order.get(start) {
+        let at = addr(first);
         // Runs are short (aliases): a walk finds their end sooner than a binary search.
-        let end = order[start..].iter().position(|&(a, _)| a != addr).map_or(order.len(), |n| start + n);
+        let end = order[start..].iter().position(|&i| addr(i) != at).map_or(order.len(), |n| start + n);
         if end - start > 1 {
             // Stable, and the run is in table order already.
-            order[start..end].sort_by(|&(_, x), &(_, y)| match (syms.get(x as usize), syms.get(y as usize)) {
+            order[start..end].sort_by(|&x, &y| match (syms.get(x as usize), syms.get(y as usize)) {
                 (Some(a), Some(b)) => a.cmp_name(b),
                 _ => x.cmp(&y),
             });
@@ -352,35 +352,37 @@ fn sorted(syms: &[Sym<'_>]) -> Vec<(u64, u32)> {
     order
 }
 
-/// Sorts (address, position) pairs given in position order as `sort_unstable` would (positions
-/// are distinct, so the order is total): a stable LSD radix sort on the address, one pass per
+/// Sorts positions given in ascending order by `addr(position)`, ties in position order (as
+/// `sort_unstable` orders (address, position) pairs): a stable LSD radix sort, one pass per
 /// byte in which the addresses differ (three for libc, whose text spans 2 MB), in a fraction
-/// of a comparison sort's instructions.
-fn radix_sort_by_address(order: &mut Vec<(u64, u32)>) {
-    debug_assert!(order.windows(2).all(|w| w[0].1 < w[1].1), "pairs come in position order");
-    let Some(&(first, _)) = order.first() else { return };
-    let differ = order.iter().fold(0u64, |acc, &(a, _)| acc | (a ^ first));
-    let mut spare = vec![(0u64, 0u32); order.len()];
+/// of a comparison sort's instructions and in 8 bytes a symbol.
+fn radix_sort_by_address(order: &mut Vec<u32>, addr: impl Fn(u32) -> u64) {
+    debug_assert!(order.windows(2).all(|w| w[0] < w[1]), "positions come in ascending order");
+    let Some(&first) = order.first() else { return };
+    let first = addr(first);
+    let differ = order.iter().fold(0u64, |acc, &i| acc | (addr(i) ^ first));
+    let mut spare = vec![0u32; order.len()];
     for byte in 0..8 {
         let shift = byte * 8;
         if (differ >> shift) & 0xff == 0 {
             continue;
         }
+        let digit = |i: u32| ((addr(i) >> shift) & 0xff) as usize;
         let mut at = [0usize; 256];
-        for &(a, _) in order.iter() {
-            at[((a >> shift) & 0xff) as usize] += 1;
+        for &i in order.iter() {
+            at[digit(i)] += 1;
         }
         let mut sum = 0;
         for slot in at.iter_mut() {
             (*slot, sum) = (sum, sum + *slot);
         }
-        for &pair in order.iter() {
-            let digit = ((pair.0 >> shift) & 0xff) as usize;
-            // In bounds: `at[digit]` counts the pairs of smaller digits and this digit's so far.
-            if let Some(dest) = spare.get_mut(at[digit]) {
-                *dest = pair;
+        for &i in order.iter() {
+            let d = digit(i);
+            // In bounds: `at[d]` counts the positions of smaller digits and this digit's so far.
+            if let Some(dest) = spare.get_mut(at[d]) {
+                *dest = i;
             }
-            at[digit] += 1;
+            at[d] += 1;
         }
         std::mem::swap(order, &mut spare);
     }
@@ -1054,15 +1056,16 @@ mod tests {
     fn the_radix_sort_orders_as_sort_unstable() {
         let spread = (0..5000u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (i % 64));
         let edges = [u64::MAX, 0, 1 << 56, 0x1234_5678_9abc_def0, 0x40, 0x40, 1 << 8, u64::MAX, 0xff, 0x100];
-        let mut order: Vec<(u64, u32)> = edges.into_iter().chain(spread).zip(0..).collect();
-        let mut want = order.clone();
-        want.sort_unstable();
-        radix_sort_by_address(&mut order);
-        assert_eq!(order, want);
-        let mut same = vec![(7u64, 0u32), (7, 1), (7, 2)];
-        radix_sort_by_address(&mut same);
-        assert_eq!(same, [(7, 0), (7, 1), (7, 2)]);
-        radix_sort_by_address(&mut Vec::new());
+        let addrs: Vec<u64> = edges.into_iter().chain(spread).collect();
+        let mut pairs: Vec<(u64, u32)> = addrs.iter().copied().zip(0..).collect();
+        pairs.sort_unstable();
+        let mut order: Vec<u32> = (0..addrs.len() as u32).collect();
+        radix_sort_by_address(&mut order, |i| addrs[i as usize]);
+        assert_eq!(order, pairs.iter().map(|p| p.1).collect::<Vec<_>>());
+        let mut same = vec![0u32, 1, 2];
+        radix_sort_by_address(&mut same, |_| 7);
+        assert_eq!(same, [0, 1, 2]);
+        radix_sort_by_address(&mut Vec::new(), |_| 0);
     }
 
     /// The pair sort orders as a stable sort by (address, name) does, on libc's real table
@@ -1083,7 +1086,7 @@ mod tests {
         raw.extend([tie(3, false), tie(0, true), tie(1, false), tie(2, true), tie(0, false)]);
         let mut stable = raw.clone();
         stable.sort_by(|a, b| a.addr.cmp(&b.addr).then_with(|| a.name_bytes().cmp(b.name_bytes())));
-        let order: Vec<Sym<'_>> = sorted(&raw).iter().map(|&(_, i)| raw[i as usize]).collect();
+        let order: Vec<Sym<'_>> = sorted(&raw).iter().map(|&i| raw[i as usize]).collect();
         assert_eq!(order, stable);
     }
 }

@@ -101,18 +101,20 @@ pub(crate) fn is_plausible_method_table(t: &Target, mt: u64) -> bool {
 /// heap's statistics, its holders, the monitors and every managed frame's name ask for the same
 /// few hundred types, each through a namer of its own. A name depends only on the dump and the
 /// images, the same for every namer of the runtime.
+/// The names as SOS's heap commands print them are kept too (`TypeNamer::heap_type_name`).
 #[derive(Default)]
-pub(crate) struct SharedNames(std::sync::Mutex<HashMap<u64, String>>);
+pub(crate) struct SharedNames {
+    dac: std::sync::Mutex<HashMap<u64, String>>,
+    heap: std::sync::Mutex<HashMap<u64, String>>,
+}
 
-impl SharedNames {
-    fn get(&self, th: u64) -> Option<String> {
-        self.0.lock().ok()?.get(&th).cloned()
-    }
+fn shared_get(names: &std::sync::Mutex<HashMap<u64, String>>, th: u64) -> Option<String> {
+    names.lock().ok()?.get(&th).cloned()
+}
 
-    fn insert(&self, th: u64, name: &str) {
-        if let Ok(mut names) = self.0.lock() {
-            names.entry(th).or_insert_with(|| name.to_string());
-        }
+fn shared_insert(names: &std::sync::Mutex<HashMap<u64, String>>, th: u64, name: &str) {
+    if let Ok(mut names) = names.lock() {
+        names.entry(th).or_insert_with(|| name.to_string());
     }
 }
 
@@ -151,6 +153,19 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
         self.name(th, 0)
     }
 
+    /// [`Self::type_name`] as SOS's heap commands print it (`gc::names::sos_heap_name`), made
+    /// once per runtime: the heap's statistics and its holders both name every type.
+    pub(crate) fn heap_type_name(&self, th: u64) -> Result<String> {
+        if let Some(n) = self.shared.and_then(|s| shared_get(&s.heap, th)) {
+            return Ok(n);
+        }
+        let n = super::gc::names::sos_heap_name(&self.type_name(th)?);
+        if let Some(s) = self.shared {
+            shared_insert(&s.heap, th, &n);
+        }
+        Ok(n)
+    }
+
     fn name(&self, th: u64, depth: u32) -> Result<String> {
         if depth > MAX_NAME_DEPTH {
             return Err(DotnetError::Invalid { what: "type name", at: th, why: "nested deeper than 8 levels".into() });
@@ -158,13 +173,13 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
         if let Some(n) = self.names.borrow().get(&th) {
             return Ok(n.clone());
         }
-        if let Some(n) = self.shared.and_then(|s| s.get(th)) {
+        if let Some(n) = self.shared.and_then(|s| shared_get(&s.dac, th)) {
             self.names.borrow_mut().insert(th, n.clone());
             return Ok(n);
         }
         let n = if th & TYPE_HANDLE_TYPE_DESC != 0 { self.type_desc_name(th & !3, depth)? } else { self.method_table_name(th, depth)? };
         if let Some(s) = self.shared {
-            s.insert(th, &n);
+            shared_insert(&s.dac, th, &n);
         }
         self.names.borrow_mut().insert(th, n.clone());
         Ok(n)

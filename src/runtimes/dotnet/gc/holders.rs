@@ -10,7 +10,6 @@ use super::super::context::Context;
 use super::super::objects::TypeNamer;
 use super::diff::HolderByPath;
 use super::graph::{ObjectGraph, Root, RootKind, RootSource};
-use super::names::sos_heap_name;
 use super::report::{attach_retention, HeapPathStepReport, HeapReport, HeapRootRef, RetentionNames, RootName, RootPlace};
 use super::retained::{self, GraphView, Retention};
 use super::root_tree::RootTree;
@@ -44,7 +43,7 @@ pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack], walked: Optio
     let t = runtime.target();
     let namer = TypeNamer::of(&t, runtime);
     let type_names: Vec<String> =
-        g.type_table.iter().map(|&mt| namer.type_name(mt).map(|n| sos_heap_name(&n)).unwrap_or_else(|_| format!("<unknown type {mt:#x}>"))).collect();
+        g.type_table.iter().map(|&mt| namer.heap_type_name(mt).unwrap_or_else(|_| format!("<unknown type {mt:#x}>"))).collect();
     let mut roots = retained::marking_roots(&g);
     let mut static_slots = Vec::new();
     for r in g.roots.iter().filter(|r| r.kind == RootKind::StrongHandle) {

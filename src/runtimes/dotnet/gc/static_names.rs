@@ -12,7 +12,6 @@ use super::super::objects::TypeNamer;
 use super::super::statics::Statics;
 use super::super::target::Target;
 use super::graph::ObjectGraph;
-use super::names::sos_heap_name;
 use std::collections::{BTreeSet, HashMap};
 
 /// TypeDefs looked at per module at most.
@@ -50,7 +49,7 @@ pub(crate) fn static_slots_of(t: &Target, namer: &TypeNamer, l: &Layout, method_
             if fields.is_empty() {
                 continue;
             }
-            let class = namer.type_name(mt).map(|n| sos_heap_name(&n)).unwrap_or_else(|_| format!("<class {mt:#x}>"));
+            let class = namer.heap_type_name(mt).unwrap_or_else(|_| format!("<class {mt:#x}>"));
             for s in fields {
                 out.insert(s.address, StaticName { method_table: mt, class: class.clone(), field: s.field.name });
             }

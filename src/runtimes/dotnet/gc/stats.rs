@@ -3,7 +3,6 @@
 //! as `Free`.
 
 use super::super::objects::TypeNamer;
-use super::names::sos_heap_name;
 use super::walk::{SegmentWalk, TypeCount};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -53,8 +52,8 @@ pub(crate) fn heap_stats(walks: &[SegmentWalk], free_mt: u64, namer: &TypeNamer)
             let name = if mt == free_mt {
                 FREE.to_string()
             } else {
-                match namer.type_name(mt) {
-                    Ok(n) => sos_heap_name(&n),
+                match namer.heap_type_name(mt) {
+                    Ok(n) => n,
                     Err(e) => {
                         errors.push((mt, e.to_string()));
                         format!("<unknown type {mt:#x}>")

@@ -8,7 +8,6 @@ use super::super::objects::TypeNamer;
 use super::first_path;
 use super::graph::{GraphErrors, RootKind};
 use super::object_index::ObjectIndex;
-use super::names::sos_heap_name;
 use super::paths::{self, Link};
 use super::roots::{Objects, RootAt, ThreadStack};
 use crate::diagnostics::Diagnostic;
@@ -67,7 +66,7 @@ pub(crate) fn why_alive(runtime: &Context<'_>, threads: &[ThreadStack], addresse
     let build = facts::lookup(all, version.build_id.as_deref(), &version.product, version.file_version.as_deref()).ok_or("unsupported runtime build")?;
     let name = |node: u32| -> String {
         match g.method_table(node) {
-            Some(mt) => namer.type_name(mt).map(|n| sos_heap_name(&n)).unwrap_or_else(|_| format!("<unknown type {mt:#x}>")),
+            Some(mt) => namer.heap_type_name(mt).unwrap_or_else(|_| format!("<unknown type {mt:#x}>")),
             None => "<no type>".into(),
         }
     };
@@ -147,7 +146,7 @@ pub(crate) fn first_paths(runtime: &Context<'_>, threads: &[ThreadStack], addres
         index.clear_visited();
         let found = first_path::first_path(&t, &mut index, &roots, address, &mut errors);
         let object = index.is_object(address).then(|| index.object(address)).flatten();
-        let name = |mt: u64| namer.type_name(mt).map(|n| sos_heap_name(&n)).unwrap_or_else(|_| format!("<unknown type {mt:#x}>"));
+        let name = |mt: u64| namer.heap_type_name(mt).unwrap_or_else(|_| format!("<unknown type {mt:#x}>"));
         let mut paths = Vec::new();
         if let Some((root, nodes)) = &found.path {
             let mut steps = Vec::with_capacity(nodes.len());
