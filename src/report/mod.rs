@@ -12,6 +12,7 @@ pub mod heap_diff;
 pub mod heap_root;
 pub mod heap_stat;
 pub mod html;
+mod json_format;
 pub(crate) mod model;
 pub(crate) mod svg;
 pub mod text;
@@ -38,8 +39,9 @@ pub fn to_json(report: &Report) -> String {
 /// Writes the report as pretty-printed JSON (the bytes of [`to_json`] and a newline) to `out`,
 /// as it is serialized: a report of thousands of threads is never held twice in memory.
 pub fn write_json(report: &Report, out: impl std::io::Write) -> std::io::Result<()> {
+    use serde::Serialize as _;
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
-    serde_json::to_writer_pretty(&mut out, report)?;
+    report.serialize(&mut serde_json::Serializer::with_formatter(&mut out, json_format::Indented::default()))?;
     out.write_all(b"\n")?;
     out.flush()
 }
