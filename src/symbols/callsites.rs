@@ -112,15 +112,22 @@ fn read(unit: Unit<'_, '_>) -> Option<UnitCalls> {
     // Functions whose tail calls are complete.
     let mut complete: Vec<bool> = Vec::new();
     let mut stack: Vec<(isize, Scope)> = Vec::new();
-    let mut cursor = unit.entries();
-    while let Some(entry) = cursor.next_dfs().ok()? {
-        let depth = entry.depth();
+    // Raw entries: only subprograms and call sites are read whole, the other DIEs (types,
+    // variables, parameters, inlined code: most of a unit) are skipped by their forms' sizes.
+    let mut raw = unit.entries_raw(None).ok()?;
+    while !raw.is_empty() {
+        let (offset, depth) = (raw.next_offset(), raw.next_depth());
+        // A null entry closes a list of children.
+        let Some(abbreviation) = raw.read_abbreviation().ok()? else { continue };
+        let tag = abbreviation.tag();
+        raw.skip_attributes(abbreviation.attributes()).ok()?;
         while stack.last().is_some_and(|&(d, _)| d >= depth) {
             stack.pop();
         }
-        let tag = entry.tag();
+        let whole = || unit.entry(offset).ok();
         let scope = match tag {
             gimli::DW_TAG_subprogram => {
+                let entry = &whole()?;
                 let ranges = ranges_of(unit, entry);
                 // gdb's entry pc: the start, or for split code the start of the first range.
                 let index = ranges.first().copied().map(|(start, _)| {
@@ -132,6 +139,7 @@ fn read(unit: Unit<'_, '_>) -> Option<UnitCalls> {
             }
             gimli::DW_TAG_subroutine_type => Scope::Stop,
             gimli::DW_TAG_call_site | gimli::DW_TAG_GNU_call_site => {
+                let entry = &whole()?;
                 if let Some(pc) = return_pc(unit, entry)
                     && !out.sites.contains_key(&pc)
                 {
