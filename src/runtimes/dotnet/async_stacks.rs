@@ -107,7 +107,7 @@ struct Builder<'a, 't, 'm> {
     l: &'a Layout,
     task: WantedType,
     types: HashMap<u64, Rc<TypeInfo>>,
-    metadata: HashMap<u64, Option<Rc<Metadata>>>,
+    metadata: HashMap<u64, Option<std::sync::Arc<Metadata>>>,
 }
 
 /// A task as SOS's `dumpasync` keeps it.

@@ -14,7 +14,7 @@ use super::target::{Result, Target};
 use crate::process::Memory;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::Arc;
 
 const CATEGORY_ARRAY_MASK: u32 = 0x000C_0000;
 const CATEGORY_ARRAY: u32 = 0x0008_0000;
@@ -106,6 +106,8 @@ pub(crate) fn is_plausible_method_table(t: &Target, mt: u64) -> bool {
 pub(crate) struct SharedNames {
     dac: std::sync::Mutex<HashMap<u64, String>>,
     heap: std::sync::Mutex<HashMap<u64, String>>,
+    /// Each module's metadata, opened once for all the namers (or why it cannot be).
+    metadata: std::sync::Mutex<HashMap<u64, std::result::Result<Arc<Metadata>, DotnetError>>>,
 }
 
 fn shared_get(names: &std::sync::Mutex<HashMap<u64, String>>, th: u64) -> Option<String> {
@@ -126,7 +128,7 @@ pub(crate) struct TypeNamer<'t, 'm> {
     shared: Option<&'m SharedNames>,
     /// Shared, not copied, with the readers that name fields (a `Metadata` holds 45 column-width
     /// lists: cloning one per class was a tenth of a .NET run).
-    modules: RefCell<HashMap<u64, std::result::Result<Rc<Metadata>, DotnetError>>>,
+    modules: RefCell<HashMap<u64, std::result::Result<Arc<Metadata>, DotnetError>>>,
     names: RefCell<HashMap<u64, String>>,
 }
 
@@ -259,16 +261,30 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
 
     /// The metadata of the module at `module` (opened once, cached; a copy of the located
     /// tables, so the caller may go on naming types while it reads them).
-    pub(crate) fn module_metadata(&self, module: u64) -> Result<Rc<Metadata>> {
-        if !self.modules.borrow().contains_key(&module) {
-            let md = self.open_metadata(module).map(Rc::new);
-            self.modules.borrow_mut().insert(module, md);
-        }
+    pub(crate) fn module_metadata(&self, module: u64) -> Result<Arc<Metadata>> {
+        self.cache_metadata(module);
         match self.modules.borrow().get(&module) {
-            Some(Ok(md)) => Ok(Rc::clone(md)),
+            Some(Ok(md)) => Ok(Arc::clone(md)),
             Some(Err(e)) => Err(e.clone()),
             None => Err(DotnetError::Metadata { at: module, why: "not cached".into() }),
         }
+    }
+
+    /// Puts the metadata of `module` (or why it cannot be read) in this namer's cache: from the
+    /// runtime's, else opened (and given to the runtime's).
+    fn cache_metadata(&self, module: u64) {
+        if self.modules.borrow().contains_key(&module) {
+            return;
+        }
+        let shared = self.shared.and_then(|s| s.metadata.lock().ok()?.get(&module).cloned());
+        let md = shared.unwrap_or_else(|| {
+            let md = self.open_metadata(module).map(Arc::new);
+            if let Some(mut all) = self.shared.and_then(|s| s.metadata.lock().ok()) {
+                all.entry(module).or_insert_with(|| md.clone());
+            }
+            md
+        });
+        self.modules.borrow_mut().insert(module, md);
     }
 
     /// The memory the namer reads images through.
@@ -312,10 +328,7 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
     }
 
     fn with_metadata<R>(&self, module: u64, f: impl FnOnce(&Metadata) -> Result<R>) -> Result<R> {
-        if !self.modules.borrow().contains_key(&module) {
-            let md = self.open_metadata(module).map(Rc::new);
-            self.modules.borrow_mut().insert(module, md);
-        }
+        self.cache_metadata(module);
         let modules = self.modules.borrow();
         match modules.get(&module) {
             Some(Ok(md)) => f(md),
