@@ -4,6 +4,7 @@
 
 use super::Symbolizer;
 use crate::unwind::managed::{CodeLookup, ManagedCodeKind};
+use std::sync::PoisonError;
 
 /// A managed method at an address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +29,17 @@ impl<'p> Symbolizer<'p> {
     /// The managed method at `addr` (at `addr - 1` for a return address), when the address is
     /// outside every ELF image and the runtime knows it as one of its methods.
     pub(crate) fn managed(&self, addr: u64, is_return_address: bool) -> Option<ManagedSymbol> {
+        self.code_lookup?;
+        let key = (addr, is_return_address);
+        if let Some(known) = self.managed_seen.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
+            return known.clone();
+        }
+        let found = self.managed_uncached(addr, is_return_address);
+        self.managed_seen.lock().unwrap_or_else(PoisonError::into_inner).insert(key, found.clone());
+        found
+    }
+
+    fn managed_uncached(&self, addr: u64, is_return_address: bool) -> Option<ManagedSymbol> {
         let lookup = self.code_lookup?;
         let probe = if is_return_address { addr.wrapping_sub(1) } else { addr };
         if let Some((_, m)) = self.process.module_at(probe)
