@@ -4,7 +4,6 @@
 
 use super::Symbolizer;
 use crate::unwind::managed::{CodeLookup, ManagedCodeKind};
-use std::sync::PoisonError;
 
 /// A managed method at an address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,13 +29,7 @@ impl<'p> Symbolizer<'p> {
     /// outside every ELF image and the runtime knows it as one of its methods.
     pub(crate) fn managed(&self, addr: u64, is_return_address: bool) -> Option<ManagedSymbol> {
         self.code_lookup?;
-        let key = (addr, is_return_address);
-        if let Some(known) = self.managed_seen.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
-            return known.clone();
-        }
-        let found = self.managed_uncached(addr, is_return_address);
-        self.managed_seen.lock().unwrap_or_else(PoisonError::into_inner).insert(key, found.clone());
-        found
+        super::remembered(&self.managed_seen, &(addr, is_return_address), || self.managed_uncached(addr, is_return_address))
     }
 
     fn managed_uncached(&self, addr: u64, is_return_address: bool) -> Option<ManagedSymbol> {

@@ -180,6 +180,22 @@ impl<'p> ModuleSymbols<'p> {
 /// The tail-call sites found between a caller and a callee, innermost first.
 type TailChain = Arc<[u64]>;
 
+/// The answer `memo` keeps for `key`, found by `find` on the first question. `find` runs without
+/// the lock held: two threads asking at once both look, and agree.
+fn remembered<K, Q, V>(memo: &Mutex<FxHashMap<K, V>>, key: &Q, find: impl FnOnce() -> V) -> V
+where
+    K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
+    Q: ToOwned<Owned = K> + std::hash::Hash + Eq + ?Sized,
+    V: Clone,
+{
+    if let Some(known) = memo.lock().unwrap_or_else(PoisonError::into_inner).get(key) {
+        return known.clone();
+    }
+    let found = find();
+    memo.lock().unwrap_or_else(PoisonError::into_inner).insert(key.to_owned(), found.clone());
+    found
+}
+
 /// Symbolizes addresses of one process. `Sync`: threads are symbolized in parallel.
 pub(crate) struct Symbolizer<'p> {
     process: &'p Process,
@@ -226,14 +242,7 @@ impl<'p> Symbolizer<'p> {
     /// stack, unless it follows a signal frame) the lookup is at `addr - 1`, inside the call
     /// instruction, as gdb does; `function_offset` is still from `addr`.
     pub(crate) fn symbolize(&self, addr: u64, is_return_address: bool) -> Symbolized {
-        let key = (addr, is_return_address);
-        if let Some(known) = self.symbolized.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
-            return known.clone();
-        }
-        // Looked up without the lock: two threads asking at once both look, and agree.
-        let found = self.symbolize_uncached(addr, is_return_address);
-        self.symbolized.lock().unwrap_or_else(PoisonError::into_inner).insert(key, found.clone());
-        found
+        remembered(&self.symbolized, &(addr, is_return_address), || self.symbolize_uncached(addr, is_return_address))
     }
 
     fn symbolize_uncached(&self, addr: u64, is_return_address: bool) -> Symbolized {
@@ -304,16 +313,7 @@ impl<'p> Symbolizer<'p> {
     /// `-O0`), or when the DWARF does not say unambiguously which functions were skipped.
     pub(crate) fn tail_calls(&self, callee_ip: u64, callee_ip_is_exact: bool, caller_ip: u64) -> Vec<TailCallFrame> {
         let probe = if callee_ip_is_exact { callee_ip } else { callee_ip.wrapping_sub(1) };
-        let key = (caller_ip, probe);
-        let cached = self.chains.lock().unwrap_or_else(PoisonError::into_inner).get(&key).cloned();
-        let sites = match cached {
-            Some(sites) => sites,
-            None => {
-                let sites: TailChain = self.tail_chain(caller_ip, probe).into();
-                self.chains.lock().unwrap_or_else(PoisonError::into_inner).insert(key, sites.clone());
-                sites
-            }
-        };
+        let sites = remembered(&self.chains, &(caller_ip, probe), || TailChain::from(self.tail_chain(caller_ip, probe)));
         sites.iter().map(|&pc| self.tail_call_frame(pc)).collect()
     }
 
@@ -366,9 +366,10 @@ impl<'p> Symbolizer<'p> {
     /// The runtime address of the function called `name`, as gdb's `lookup_minimal_symbol`
     /// over all objfiles: the first global symbol in objfile order, else a local one.
     fn function_named(&self, name: &str) -> Option<u64> {
-        if let Some(&known) = self.named.lock().unwrap_or_else(PoisonError::into_inner).get(name) {
-            return known;
-        }
+        remembered(&self.named, name, || self.function_named_uncached(name))
+    }
+
+    fn function_named_uncached(&self, name: &str) -> Option<u64> {
         let mut local = None;
         let mut found = None;
         for &i in &self.name_order {
@@ -384,9 +385,7 @@ impl<'p> Symbolizer<'p> {
                 None => {}
             }
         }
-        let addr = found.or(local);
-        self.named.lock().unwrap_or_else(PoisonError::into_inner).insert(name.to_string(), addr);
-        addr
+        found.or(local)
     }
 
     /// The name of the data (or, failing that, function) symbol covering runtime address

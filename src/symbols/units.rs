@@ -190,21 +190,9 @@ fn root_only_unit<'p>(dwarf: &gimli::Dwarf<Reader<'p>>, header: gimli::UnitHeade
     let mut r = gimli::EndianSlice::new(table, dwarf.debug_abbrev.reader().endian());
     for _ in 0..MAX_ABBREVIATIONS {
         let start = table.len() - r.len();
-        let this = r.read_uleb128().ok()?;
+        let this = declaration(&mut r, |_| {})?;
         if this == 0 {
             return None;
-        }
-        // The tag and the children flag, then the attributes up to the (0, 0) pair.
-        r.read_uleb128().ok()?;
-        r.read_u8().ok()?;
-        loop {
-            let (name, form) = (r.read_uleb128().ok()?, r.read_uleb128().ok()?);
-            if name == 0 && form == 0 {
-                break;
-            }
-            if form == u64::from(gimli::DW_FORM_implicit_const.0) {
-                r.read_sleb128().ok()?;
-            }
         }
         if this == code {
             // The one declaration, ended as a table ends, parsed by gimli as it parses tables.
@@ -217,6 +205,29 @@ fn root_only_unit<'p>(dwarf: &gimli::Dwarf<Reader<'p>>, header: gimli::UnitHeade
     None
 }
 
+/// Reads one declaration off an abbreviation table: its code, 0 at the table's end; `None` when
+/// the bytes end or break first. Each attribute's form is shown to `form` on the way (an
+/// implicit constant's value is read past).
+fn declaration(r: &mut Reader<'_>, mut form: impl FnMut(u64)) -> Option<u64> {
+    let code = r.read_uleb128().ok()?;
+    if code == 0 {
+        return Some(0);
+    }
+    // The tag and the children flag, then the attributes up to the (0, 0) pair.
+    r.read_uleb128().ok()?;
+    r.read_u8().ok()?;
+    loop {
+        let (name, f) = (r.read_uleb128().ok()?, r.read_uleb128().ok()?);
+        if name == 0 && f == 0 {
+            return Some(code);
+        }
+        form(f);
+        if f == u64::from(gimli::DW_FORM_implicit_const.0) {
+            r.read_sleb128().ok()?;
+        }
+    }
+}
+
 /// Whether the abbreviation table at `offset` of `.debug_abbrev` lets a DIE refer outside its
 /// unit (`DW_FORM_ref_addr`, a supplementary file's forms, or a form only the DIE names); an
 /// unreadable table counts as such. A unit parsed on its own cannot follow such a reference.
@@ -226,25 +237,21 @@ pub(crate) fn may_refer_outside(dwarf: &gimli::Dwarf<Reader<'_>>, offset: usize)
         return true;
     }
     for _ in 0..MAX_ABBREVIATIONS {
-        let Ok(code) = r.read_uleb128() else { return true };
-        if code == 0 {
-            return false;
-        }
-        // The tag and the children flag.
-        if r.read_uleb128().is_err() || r.read_u8().is_err() {
-            return true;
-        }
-        loop {
-            let (Ok(name), Ok(form)) = (r.read_uleb128(), r.read_uleb128()) else { return true };
-            if name == 0 && form == 0 {
-                break;
-            }
-            let Ok(form) = u16::try_from(form) else { return true };
-            match gimli::DwForm(form) {
-                gimli::DW_FORM_ref_addr | gimli::DW_FORM_ref_sup4 | gimli::DW_FORM_ref_sup8 | gimli::DW_FORM_GNU_ref_alt | gimli::DW_FORM_indirect => return true,
-                gimli::DW_FORM_implicit_const if r.read_sleb128().is_err() => return true,
-                _ => {}
-            }
+        let mut outside = false;
+        let refers_outside = |form: u64| {
+            u16::try_from(form).map_or(true, |form| {
+                matches!(
+                    gimli::DwForm(form),
+                    gimli::DW_FORM_ref_addr | gimli::DW_FORM_ref_sup4 | gimli::DW_FORM_ref_sup8 | gimli::DW_FORM_GNU_ref_alt | gimli::DW_FORM_indirect
+                )
+            })
+        };
+        match declaration(&mut r, |form| outside |= refers_outside(form)) {
+            // Unreadable.
+            None => return true,
+            Some(0) => return false,
+            Some(_) if outside => return true,
+            Some(_) => {}
         }
     }
     true
@@ -290,6 +297,55 @@ mod tests {
         // Cut short, or past the end.
         assert!(may_refer_outside(&dwarf_with_abbrev(&[1, 0x11, 1, 0x03]), 0));
         assert!(may_refer_outside(&dwarf_with_abbrev(local), 100));
+    }
+
+    /// A DWARF 4 unit whose root DIE (abbreviation code `code`) has `DW_AT_low_pc` 0x1000 (addr)
+    /// and `DW_AT_high_pc` 0x40 (data4), read with the abbreviation table `abbrev`.
+    fn root_ranges(abbrev: &'static [u8], code: u8) -> (Option<Vec<(u64, u64)>>, Vec<(u64, u64)>) {
+        let mut info = vec![0u8; 4];
+        info.extend(4u16.to_le_bytes());
+        info.extend(0u32.to_le_bytes());
+        info.push(8);
+        info.push(code);
+        info.extend(0x1000u64.to_le_bytes());
+        info.extend(0x40u32.to_le_bytes());
+        let len = (info.len() - 4) as u32;
+        info[..4].copy_from_slice(&len.to_le_bytes());
+        let info: &'static [u8] = Vec::leak(info);
+        let dwarf = gimli::Dwarf {
+            debug_abbrev: gimli::DebugAbbrev::new(abbrev, gimli::RunTimeEndian::Little),
+            debug_info: gimli::DebugInfo::new(info, gimli::RunTimeEndian::Little),
+            ..Default::default()
+        };
+        let header = dwarf.debug_info.header_from_offset(gimli::DebugInfoOffset(0)).unwrap();
+        let root = root_only_unit(&dwarf, header).map(|unit| {
+            let mut out = Vec::new();
+            let mut ranges = dwarf.unit_ranges(&unit).unwrap();
+            while let Ok(Some(r)) = ranges.next() {
+                out.push((r.begin, r.end));
+            }
+            out
+        });
+        (root, die_ranges(&dwarf, 0))
+    }
+
+    #[test]
+    fn a_root_is_read_with_its_one_abbreviation() {
+        // code 1: DW_TAG_variable, no children, (DW_AT_name, string); code 2: DW_TAG_compile_unit,
+        // no children, (DW_AT_low_pc, addr), (DW_AT_high_pc, data4); end of table.
+        const TABLE: &[u8] = &[1, 0x34, 0, 0x03, 0x08, 0, 0, 2, 0x11, 0, 0x11, 0x01, 0x12, 0x06, 0, 0, 0];
+        let whole = Some(vec![(0x1000, 0x1040)]);
+        assert_eq!(root_ranges(TABLE, 2), (whole.clone(), vec![(0x1000, 0x1040)]));
+        // A code the table does not have, a table cut inside the root's declaration, and bytes
+        // that are no table (an over-long LEB128): nothing, from either reading.
+        assert_eq!(root_ranges(TABLE, 3), (None, vec![]));
+        assert_eq!(root_ranges(&TABLE[..11], 2), (None, vec![]));
+        assert_eq!(root_ranges(&[0xff; 16], 2), (None, vec![]));
+        // Damaged only after the root's declaration (a duplicate code gimli rejects whole):
+        // the root is still read.
+        const DUPLICATE_AFTER: &[u8] = &[2, 0x11, 0, 0x11, 0x01, 0x12, 0x06, 0, 0, 2, 0x34, 0, 0, 0, 0];
+        assert!(gimli::DebugAbbrev::new(DUPLICATE_AFTER, gimli::RunTimeEndian::Little).abbreviations(gimli::DebugAbbrevOffset(0)).is_err());
+        assert_eq!(root_ranges(DUPLICATE_AFTER, 2), (whole, vec![(0x1000, 0x1040)]));
     }
 
     /// The damaged-input cases below read the committed libc debug file (Debian 12's libc6-dbg:

@@ -96,7 +96,6 @@ pub(crate) fn is_plausible_method_table(t: &Target, mt: u64) -> bool {
     t.field_ptr(class, "EEClass", "MethodTable").is_ok_and(|back| back == canon)
 }
 
-/// Names types as SOS prints them, caching modules' metadata.
 /// The type names one runtime's namers made, shared by all of them ([`TypeNamer::of`]): the
 /// heap's statistics, its holders, the monitors and every managed frame's name ask for the same
 /// few hundred types, each through a namer of its own. A name depends only on the dump and the
@@ -120,6 +119,7 @@ fn shared_insert(names: &std::sync::Mutex<HashMap<u64, String>>, th: u64, name: 
     }
 }
 
+/// Names types as SOS prints them, caching modules' metadata.
 pub(crate) struct TypeNamer<'t, 'm> {
     t: &'t Target<'t>,
     /// Memory for images' metadata (dump, then the mapped files).
