@@ -23,8 +23,14 @@ pub(crate) enum Refused {
 /// (`O_NONBLOCK`: a FIFO with no writer, a terminal), and the file's type is checked on the open
 /// descriptor (`fstat`) before anything is read from it.
 pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
+    open_regular_with_metadata(path).map(|(file, _)| file)
+}
+
+/// [`open_regular`], with the `fstat` it checked the file's type by.
+pub(crate) fn open_regular_with_metadata(path: &Path) -> io::Result<(File, std::fs::Metadata)> {
     let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC).open(path)?;
-    let kind = file.metadata()?.file_type();
+    let meta = file.metadata()?;
+    let kind = meta.file_type();
     if !kind.is_file() {
         let what = if kind.is_fifo() {
             "a FIFO"
@@ -41,7 +47,7 @@ pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
         };
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is {what}, not a regular file", path.display())));
     }
-    Ok(file)
+    Ok((file, meta))
 }
 
 /// `path` with `.` and `..` resolved lexically, as a chroot would: `..` never climbs above `/`.

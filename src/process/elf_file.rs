@@ -60,6 +60,9 @@ pub struct ElfFile {
     pub build_id: Option<Vec<u8>>,
     /// Where inflated sections are kept between runs (`--cache-dir`), if anywhere.
     cache: Option<Arc<super::section_cache::SectionCache>>,
+    /// Which file this is on disk, to key its cached sections by; `None` for an image in memory
+    /// and for a file changed too recently to be recognised by it.
+    identity: Option<super::section_cache::FileIdentity>,
 }
 
 impl std::fmt::Debug for ElfFile {
@@ -71,10 +74,12 @@ impl std::fmt::Debug for ElfFile {
 impl ElfFile {
     pub fn open(path: impl AsRef<Path>) -> Result<ElfFile, ElfFileError> {
         let path = path.as_ref().to_path_buf();
-        let file = crate::open::open_regular(&path).map_err(|source| ElfFileError::Open { path: path.clone(), source })?;
+        let (file, meta) = crate::open::open_regular_with_metadata(&path).map_err(|source| ElfFileError::Open { path: path.clone(), source })?;
         // SAFETY: read-only private mapping of a file knot never writes; see Core::open.
         let map = unsafe { Mmap::map(&file) }.map_err(|source| ElfFileError::Open { path: path.clone(), source })?;
-        ElfFile::parse(path, Bytes::mapped(map))
+        let mut elf = ElfFile::parse(path, Bytes::mapped(map))?;
+        elf.identity = super::section_cache::FileIdentity::settled(&meta, std::time::SystemTime::now());
+        Ok(elf)
     }
 
     /// An ELF image held in memory, e.g. copied out of the dump; `name` stands in for its path.
@@ -124,7 +129,7 @@ impl ElfFile {
             })
             .collect();
         let inflated = sections.iter().map(|_| OnceLock::new()).collect();
-        let mut file = ElfFile { path, map, program_headers, sections, inflated, build_id: None, cache: None };
+        let mut file = ElfFile { path, map, program_headers, sections, inflated, build_id: None, cache: None, identity: None };
         file.build_id = file.find_build_id();
         Ok(file)
     }
@@ -160,11 +165,20 @@ impl ElfFile {
         self.cache = cache;
     }
 
+    /// Stands this image in for a settled file on disk, so its sections go through the cache.
+    #[cfg(test)]
+    pub(crate) fn set_identity(&mut self, identity: super::section_cache::FileIdentity) {
+        self.identity = Some(identity);
+    }
+
     /// A compressed section's bytes: from the cache when it holds them, else inflated (and
     /// stored there).
     fn inflate_section(&self, s: &Section, raw: &[u8]) -> Option<super::section_cache::SectionBytes> {
-        let key = match (&self.cache, &self.build_id, declared_size(raw)) {
-            (Some(cache), Some(id), Some(size)) => Some((cache, super::section_cache::Key { build_id: id, section: &s.name, compressed: raw, size })),
+        let key = match (&self.cache, &self.build_id, self.identity, declared_size(raw)) {
+            (Some(cache), Some(id), Some(file), Some(size)) => {
+                let key = super::section_cache::Key { build_id: id, section: &s.name, file, offset: s.offset, compressed_size: s.size, size };
+                Some((cache, key))
+            }
             _ => None,
         };
         if let Some((cache, key)) = &key
@@ -174,7 +188,7 @@ impl ElfFile {
         }
         let data = inflate(raw)?;
         if let Some((cache, key)) = &key {
-            cache.put(key, &data);
+            cache.put(key, raw, &data);
         }
         Some(super::section_cache::SectionBytes::inflated(data))
     }

@@ -3,41 +3,66 @@
 //! inflated once and then only mapped, by repeated runs and by `knot watch`: inflating libc's
 //! debug sections is most of a small dump's cost.
 //!
-//! One file per section, named by the file's build-id, the section's name and a checksum of its
-//! compressed bytes: an entry stands for those exact bytes, not for the build-id alone (a `dwz`ed
-//! `-dbgsym` file and a local build's debug file share a build-id, not their sections). A cache
-//! file must have knot's magic and the sizes and checksum of the compressed section it stands for,
-//! and be exactly as long as its header says; anything else is ignored (and inflated again).
+//! One file per section, named by the debug file's build-id, the section's name and a hash of
+//! the rest of its key: where the section lies in the file (offset, size, the inflated size its
+//! compression header declares) and the file's identity as `fstat` gives it (device, inode,
+//! size, modification and change times in nanoseconds), as git's index recognises an unchanged
+//! work-tree file. The build-id alone would not do: a `dwz`ed `-dbgsym` file and a local build's
+//! debug file share a build-id, not their sections. A cache file must have knot's magic and every
+//! field of that key in its header, and be exactly as long as its header says; anything else is
+//! ignored (and inflated again).
 //!
-//! The inflated bytes are not hashed again on each read: that read all of libc's 8.6 MB of
-//! sections into the page tables on every run (most of a cached small dump's cost, for a few
-//! dozen units touched). An entry is instead whole by construction: a writer writes a temporary
-//! file, flushes it to disk (`fsync`) and only then renames it into place, so concurrent runs
-//! and a crash leave a whole entry or none. An entry is then trusted as the debug file it was
-//! inflated from is, which is not checksummed either; a damaged one is damaged DWARF, which the
-//! readers bound like any hostile input. The header still carries the inflated bytes' XXH3-64 as
-//! written, for a person checking an entry by hand.
+//! Finding an entry thus reads nothing of the debug file. Keying by the compressed bytes'
+//! checksum (the format before this one) read and hashed all of them on every run — libc's
+//! sections on each small dump, pages faulted in from the debug file for a few dozen units
+//! touched. What the identity trusts instead: that a file is only changed through the kernel,
+//! which sets its change time (`ctime`) on every write and `touch`, and which no user can set
+//! back; so a file written again in place with the same size, touched, or replaced by a copy
+//! (another inode) has another key. Not caught: a file changed below the kernel (a disk image
+//! edited offline, a network file system whose server keeps no change times), or the system
+//! clock set back so that a later change is stamped with an earlier one's times. Such a file is
+//! then read as the file it was, as a damaged debug file would be: the readers bound every
+//! section like hostile input.
 //!
-//! The checksum is XXH3-64 (`twox-hash`, already built for `ruzstd`): with AVX2 it reads in half
-//! the instructions `crc32fast` takes, and it is 64 bits wide. After a write the directory is
-//! kept under its size bound by removing the least recently used entries (a hit touches its
-//! file's time).
+//! A file changed less than [`SETTLE`] before knot opened it could change again within the same
+//! tick of its file system's clock (git's "racily clean" entries) without its identity
+//! changing: its sections are neither looked up nor stored (see [`FileIdentity::settled`]). A
+//! freshly built debug file is cached by the first run that opens it 2 s after it was written.
+//!
+//! The inflated bytes are not hashed on each read either: an entry is whole by construction. A
+//! writer writes a temporary file, flushes it to disk (`fsync`) and only then renames it into
+//! place, so concurrent runs and a crash leave a whole entry or none. The header still carries
+//! XXH3-64 checksums of the compressed and the inflated bytes as written (`twox-hash`, already
+//! built for `ruzstd`), for a person checking an entry by hand; they cost the run that inflates.
+//! After a write the directory is kept under its size bound by removing the least recently used
+//! entries (a hit touches its file's time), which also retires the entries of files since
+//! changed or removed.
 
 use crate::bytes::Bytes;
 use memmap2::Mmap;
 use std::fs;
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// `KNOTSEC1` entries (CRC32) are ignored: their names no longer match, and neither would this.
-const MAGIC: &[u8; 8] = b"KNOTSEC2";
-/// Magic, inflated size, compressed size, checksum of the compressed bytes, of the inflated ones
-/// (as written; not checked on read, see the module docs).
-const HEADER: usize = 40;
+/// `KNOTSEC1` (CRC32) and `KNOTSEC2` (keyed by the compressed bytes' checksum) entries are
+/// ignored: their names no longer match, and neither would their headers.
+const MAGIC: &[u8; 8] = b"KNOTSEC3";
+/// Magic, then each a little-endian u64: inflated size, section offset, section size, the debug
+/// file's device, inode, size, mtime and ctime (ns), then the checksums of the compressed and
+/// inflated bytes (as written; not checked on read, see the module docs).
+const HEADER: usize = 88;
+/// Where each key field lies in the header, in the order [`Key::fields`] gives them.
+const KEY_AT: usize = 8;
+const KEY_FIELDS: usize = 8;
 const SUFFIX: &str = ".knot-section";
 /// Temporary files older than this are left-overs of a killed writer.
 const STALE_TMP: Duration = Duration::from_secs(3600);
+/// How long after its last change a file is trusted to keep its identity while it does not
+/// change: the coarsest timestamp Linux file systems keep (FAT's 2 s; ext4, xfs, btrfs and tmpfs
+/// step by a clock tick, a few ms).
+pub(crate) const SETTLE: Duration = Duration::from_secs(2);
 /// The default size bound of the directory.
 pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
 
@@ -68,27 +93,75 @@ impl std::ops::Deref for SectionBytes {
     }
 }
 
+/// Which file on disk a debug file is, and which version of it: what `fstat` says of it (see
+/// the module docs for what this trusts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileIdentity {
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) size: u64,
+    pub(crate) mtime_ns: i64,
+    pub(crate) ctime_ns: i64,
+}
+
+impl FileIdentity {
+    /// The identity of an open file from its metadata, taken at `now`; `None` when the file
+    /// changed less than [`SETTLE`] before (or, by a clock set back, after) `now`, as it could
+    /// change again without a new change time.
+    pub(crate) fn settled(meta: &fs::Metadata, now: SystemTime) -> Option<FileIdentity> {
+        let ns = |secs: i64, nsec: i64| secs.checked_mul(1_000_000_000)?.checked_add(nsec);
+        let id = FileIdentity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime_ns: ns(meta.mtime(), meta.mtime_nsec())?,
+            ctime_ns: ns(meta.ctime(), meta.ctime_nsec())?,
+        };
+        let now_ns = i64::try_from(now.duration_since(SystemTime::UNIX_EPOCH).ok()?.as_nanos()).ok()?;
+        // Every change sets ctime (mtime only follows it, or is set by hand): ctime alone tells
+        // how long the file has been still.
+        let settle = SETTLE.as_nanos() as i64;
+        (now_ns.checked_sub(id.ctime_ns)? >= settle).then_some(id)
+    }
+}
+
 /// What one cached section stands for.
 pub(crate) struct Key<'a> {
     pub(crate) build_id: &'a [u8],
     pub(crate) section: &'a str,
-    /// The section's bytes in the file: its compression header and zlib stream.
-    pub(crate) compressed: &'a [u8],
+    /// The debug file the section is in.
+    pub(crate) file: FileIdentity,
+    /// Where the section's bytes (its compression header and zlib stream) lie in the file.
+    pub(crate) offset: u64,
+    pub(crate) compressed_size: u64,
     /// The size its compression header declares.
     pub(crate) size: u64,
 }
 
 impl Key<'_> {
-    fn file_name(&self, compressed_sum: u64) -> Option<String> {
+    /// The fields an entry's header must repeat, in header order.
+    fn fields(&self) -> [u64; KEY_FIELDS] {
+        let f = &self.file;
+        [self.size, self.offset, self.compressed_size, f.dev, f.ino, f.size, f.mtime_ns as u64, f.ctime_ns as u64]
+    }
+
+    fn file_name(&self) -> Option<String> {
         if self.build_id.is_empty() {
             return None;
         }
         let section: String = self.section.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').take(64).collect();
-        Some(format!("{}-{section}-{compressed_sum:016x}{SUFFIX}", super::elf_file::hex(self.build_id)))
+        let mut key = Vec::with_capacity(8 * KEY_FIELDS + self.section.len());
+        for field in self.fields() {
+            key.extend(field.to_le_bytes());
+        }
+        // The full name too: two names can keep the same characters.
+        key.extend(self.section.as_bytes());
+        let hash = checksum(&key);
+        Some(format!("{}-{section}-{hash:016x}{SUFFIX}", super::elf_file::hex(self.build_id)))
     }
 }
 
-/// The checksum of an entry's bytes (see the module docs).
+/// XXH3-64 (see the module docs).
 fn checksum(bytes: &[u8]) -> u64 {
     twox_hash::XxHash3_64::oneshot(bytes)
 }
@@ -105,8 +178,7 @@ impl SectionCache {
 
     /// The inflated section for `key`, mapped from the cache, if a valid entry is there.
     pub(crate) fn get(&self, key: &Key<'_>) -> Option<SectionBytes> {
-        let sum = checksum(key.compressed);
-        let path = self.dir.join(key.file_name(sum)?);
+        let path = self.dir.join(key.file_name()?);
         let file = crate::open::open_regular(&path).ok()?;
         let len = file.metadata().ok()?.len();
         if len != (HEADER as u64).checked_add(key.size)? {
@@ -119,9 +191,7 @@ impl SectionCache {
         let (head, data) = bytes.split_at_checked(HEADER)?;
         let field = |at: usize| head.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
         let valid = &head[..8] == MAGIC
-            && field(8) == Some(key.size)
-            && field(16) == Some(key.compressed.len() as u64)
-            && field(24) == Some(sum)
+            && key.fields().iter().enumerate().all(|(i, &want)| field(KEY_AT + 8 * i) == Some(want))
             && data.len() as u64 == key.size
             && !bytes.changed_while_read();
         if !valid {
@@ -132,14 +202,13 @@ impl SectionCache {
         Some(SectionBytes { bytes, start: HEADER })
     }
 
-    /// Stores the inflated `data` for `key` (best effort: a cache that cannot be written is no
-    /// cache, and the run goes on).
-    pub(crate) fn put(&self, key: &Key<'_>, data: &[u8]) {
+    /// Stores the inflated `data` for `key`, inflated from `compressed` (best effort: a cache
+    /// that cannot be written is no cache, and the run goes on).
+    pub(crate) fn put(&self, key: &Key<'_>, compressed: &[u8], data: &[u8]) {
         if data.len() as u64 != key.size || key.size > self.max_bytes {
             return;
         }
-        let sum = checksum(key.compressed);
-        let Some(name) = key.file_name(sum) else { return };
+        let Some(name) = key.file_name() else { return };
         if fs::create_dir_all(&self.dir).is_err() {
             return;
         }
@@ -147,10 +216,10 @@ impl SectionCache {
         let tmp = self.dir.join(format!(".{name}.tmp.{}.{nanos}", std::process::id()));
         let mut head = [0u8; HEADER];
         head[..8].copy_from_slice(MAGIC);
-        head[8..16].copy_from_slice(&key.size.to_le_bytes());
-        head[16..24].copy_from_slice(&(key.compressed.len() as u64).to_le_bytes());
-        head[24..32].copy_from_slice(&sum.to_le_bytes());
-        head[32..40].copy_from_slice(&checksum(data).to_le_bytes());
+        let sums = [checksum(compressed), checksum(data)];
+        for (i, field) in key.fields().into_iter().chain(sums).enumerate() {
+            head[KEY_AT + 8 * i..KEY_AT + 8 * i + 8].copy_from_slice(&field.to_le_bytes());
+        }
         let written = fs::OpenOptions::new().write(true).create_new(true).open(&tmp).and_then(|mut f| {
             f.write_all(&head)?;
             f.write_all(data)?;
@@ -204,8 +273,10 @@ impl SectionCache {
 mod tests {
     use super::*;
 
-    fn key<'a>(compressed: &'a [u8], size: u64) -> Key<'a> {
-        Key { build_id: &[0xab, 0xcd, 0x01], section: ".debug_info", compressed, size }
+    const FILE: FileIdentity = FileIdentity { dev: 0x803, ino: 1_234_567, size: 9_000_000, mtime_ns: 1_700_000_000_123_456_789, ctime_ns: 1_700_000_001_000_000_001 };
+
+    fn key(file: FileIdentity, size: u64) -> Key<'static> {
+        Key { build_id: &[0xab, 0xcd, 0x01], section: ".debug_info", file, offset: 0x4000, compressed_size: 777, size }
     }
 
     fn scratch(name: &str) -> PathBuf {
@@ -214,17 +285,35 @@ mod tests {
         d
     }
 
+    fn entry(dir: &Path) -> PathBuf {
+        fs::read_dir(dir).unwrap().flatten().find(|e| e.file_name().to_string_lossy().ends_with(SUFFIX)).unwrap().path()
+    }
+
     #[test]
     fn a_stored_section_comes_back_and_only_for_its_key() {
         let dir = scratch("roundtrip");
         let cache = SectionCache::new(&dir, 1 << 20);
         let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
-        assert!(cache.get(&key(b"zlib", data.len() as u64)).is_none());
-        cache.put(&key(b"zlib", data.len() as u64), &data);
-        assert!(cache.get(&key(b"zlib", data.len() as u64)).as_deref() == Some(&data[..]));
-        // Other compressed bytes (another file with the same build-id) or another size: a miss.
-        assert!(cache.get(&key(b"zlib2", data.len() as u64)).is_none());
-        assert!(cache.get(&key(b"zlib", data.len() as u64 + 1)).is_none());
+        let k = key(FILE, data.len() as u64);
+        assert!(cache.get(&k).is_none());
+        cache.put(&k, b"zlib", &data);
+        assert!(cache.get(&k).as_deref() == Some(&data[..]));
+        // Any other field: another file, another version of it, or another section of it.
+        let others: [(&str, Key<'_>); 10] = [
+            ("build-id", Key { build_id: &[0xab, 0xcd, 0x02], ..key(FILE, k.size) }),
+            ("section", Key { section: ".debug_line", ..key(FILE, k.size) }),
+            ("offset", Key { offset: k.offset + 1, ..key(FILE, k.size) }),
+            ("compressed size", Key { compressed_size: k.compressed_size - 1, ..key(FILE, k.size) }),
+            ("declared size", key(FILE, k.size + 1)),
+            ("device", key(FileIdentity { dev: FILE.dev + 1, ..FILE }, k.size)),
+            ("inode (a copy)", key(FileIdentity { ino: FILE.ino + 1, ..FILE }, k.size)),
+            ("file size", key(FileIdentity { size: FILE.size + 1, ..FILE }, k.size)),
+            ("mtime (touched)", key(FileIdentity { mtime_ns: FILE.mtime_ns + 1, ..FILE }, k.size)),
+            ("ctime (rewritten in place)", key(FileIdentity { ctime_ns: FILE.ctime_ns + 1, ..FILE }, k.size)),
+        ];
+        for (what, other) in others {
+            assert!(cache.get(&other).is_none(), "another {what} is a miss");
+        }
         let _ = fs::remove_dir_all(&dir);
     }
 
@@ -235,9 +324,9 @@ mod tests {
         let dir = scratch("damaged");
         let cache = SectionCache::new(&dir, 1 << 20);
         let data = vec![0x5au8; 4096];
-        let k = key(b"stream", data.len() as u64);
-        cache.put(&k, &data);
-        let path = fs::read_dir(&dir).unwrap().flatten().find(|e| e.file_name().to_string_lossy().ends_with(SUFFIX)).unwrap().path();
+        let k = key(FILE, data.len() as u64);
+        cache.put(&k, b"stream", &data);
+        let path = entry(&dir);
         let mut bytes = fs::read(&path).unwrap();
         bytes[HEADER + 100] ^= 1;
         fs::write(&path, &bytes).unwrap();
@@ -248,36 +337,45 @@ mod tests {
         fs::write(&path, b"not a cache file").unwrap();
         assert!(cache.get(&k).is_none());
         // Written again, it is good again.
-        cache.put(&k, &data);
+        cache.put(&k, b"stream", &data);
         assert!(cache.get(&k).as_deref() == Some(&data[..]));
         let _ = fs::remove_dir_all(&dir);
     }
 
-    /// Each header field read is checked: an entry whose inflated bytes are whole but whose
-    /// header stands for other compressed bytes, or is of the CRC32 format before it, is a miss.
+    /// Each key field of the header is checked (the name is only a hash of them): an entry whose
+    /// inflated bytes are whole but whose header stands for another key, or is of the format
+    /// before (keyed by the compressed bytes' checksum), is a miss. The checksums are not read.
     #[test]
-    fn an_entry_for_other_bytes_or_of_the_old_format_is_ignored() {
+    fn an_entry_for_another_key_or_of_the_old_format_is_ignored() {
         let dir = scratch("header");
         let cache = SectionCache::new(&dir, 1 << 20);
         let data: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
-        let k = key(b"stream", data.len() as u64);
-        cache.put(&k, &data);
-        let path = fs::read_dir(&dir).unwrap().flatten().find(|e| e.file_name().to_string_lossy().ends_with(SUFFIX)).unwrap().path();
+        let k = key(FILE, data.len() as u64);
+        cache.put(&k, b"stream", &data);
+        let path = entry(&dir);
         let good = fs::read(&path).unwrap();
         assert!(cache.get(&k).as_deref() == Some(&data[..]));
-        for (at, what) in [(0, "magic"), (8, "inflated size"), (16, "compressed size"), (24, "compressed checksum")] {
+        let names = ["inflated size", "offset", "section size", "device", "inode", "file size", "mtime", "ctime"];
+        for (at, what) in [(0, "magic")].into_iter().chain(names.into_iter().enumerate().map(|(i, n)| (KEY_AT + 8 * i, n))) {
             let mut bytes = good.clone();
             bytes[at + 1] ^= 0x10;
             fs::write(&path, &bytes).unwrap();
             assert!(cache.get(&k).is_none(), "a wrong {what} in the header");
         }
-        // The first format: a CRC32 pair where the compressed checksum now is, and no more.
-        let mut old = good[..24].to_vec();
-        old[..8].copy_from_slice(b"KNOTSEC1");
-        old.extend((u64::from(crc32fast::hash(b"stream")) | u64::from(crc32fast::hash(&data)) << 32).to_le_bytes());
+        let mut bytes = good.clone();
+        bytes[KEY_AT + 8 * KEY_FIELDS..HEADER].fill(0xee);
+        fs::write(&path, &bytes).unwrap();
+        assert!(cache.get(&k).as_deref() == Some(&data[..]), "the checksums are for people");
+        // The format before: sizes and the compressed bytes' checksum, 40 bytes, then the data.
+        let mut old = b"KNOTSEC2".to_vec();
+        old.extend(k.size.to_le_bytes());
+        old.extend(k.compressed_size.to_le_bytes());
+        old.extend(checksum(b"stream").to_le_bytes());
+        old.extend(checksum(&data).to_le_bytes());
         old.extend(&data);
+        old.resize(HEADER + data.len(), 0);
         fs::write(&path, &old).unwrap();
-        assert!(cache.get(&k).is_none(), "an entry of the CRC32 format");
+        assert!(cache.get(&k).is_none(), "an entry of the KNOTSEC2 format");
         fs::write(&path, &good).unwrap();
         assert!(cache.get(&k).as_deref() == Some(&data[..]), "the entry as written is good again");
         let _ = fs::remove_dir_all(&dir);
@@ -288,14 +386,31 @@ mod tests {
         let dir = scratch("bound");
         let cache = SectionCache::new(&dir, 3 * 4096);
         let data = vec![1u8; 4096];
-        for i in 0..6u8 {
-            let compressed = [i; 4];
-            cache.put(&key(&compressed, data.len() as u64), &data);
+        for i in 0..6u64 {
+            cache.put(&Key { offset: i, ..key(FILE, data.len() as u64) }, b"zlib", &data);
         }
         let total: u64 = fs::read_dir(&dir).unwrap().flatten().map(|e| e.metadata().unwrap().len()).sum();
         assert!(total <= 3 * 4096, "{total}");
         // The newest is kept.
-        assert!(cache.get(&key(&[5u8; 4], data.len() as u64)).is_some());
+        assert!(cache.get(&Key { offset: 5, ..key(FILE, data.len() as u64) }).is_some());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A file just written could be written again within the same tick of its file system's
+    /// clock, keeping its identity: it has none until it has been still for [`SETTLE`].
+    #[test]
+    fn a_file_has_an_identity_once_it_has_settled() {
+        let dir = scratch("settled");
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("debug");
+        fs::write(&path, b"debug file").unwrap();
+        let meta = fs::metadata(&path).unwrap();
+        let changed = SystemTime::UNIX_EPOCH + Duration::new(meta.ctime() as u64, meta.ctime_nsec() as u32);
+        assert_eq!(FileIdentity::settled(&meta, SystemTime::now()), None, "just written");
+        assert_eq!(FileIdentity::settled(&meta, changed + SETTLE - Duration::from_nanos(1)), None);
+        assert_eq!(FileIdentity::settled(&meta, changed - Duration::from_secs(60)), None, "changed after now: the clock was set back");
+        let id = FileIdentity::settled(&meta, changed + SETTLE).expect("settled");
+        assert_eq!((id.ino, id.size, id.ctime_ns), (meta.ino(), 10, meta.ctime() * 1_000_000_000 + meta.ctime_nsec()));
         let _ = fs::remove_dir_all(&dir);
     }
 }

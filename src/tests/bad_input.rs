@@ -903,6 +903,8 @@ fn a_corrupt_compressed_section_read_through_the_cache_gives_nothing_and_is_not_
     for _ in 0..2 {
         let mut file = ElfFile::from_bytes("compressed", bytes.clone()).expect("still an ELF file");
         assert!(file.build_id.is_some(), "the sample has a build-id, so the cache is used");
+        // As if read from a file on disk (an image in memory has no identity to key entries by).
+        file.set_identity(crate::process::section_cache::FileIdentity { dev: 1, ino: 2, size: 3, mtime_ns: 4, ctime_ns: 5 });
         file.set_section_cache(Some(cache.clone()));
         assert_eq!(file.section_data(index).map(|d| d.len()), None, "garbage does not inflate");
     }
