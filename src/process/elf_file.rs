@@ -193,6 +193,38 @@ impl ElfFile {
         Some(super::section_cache::SectionBytes::inflated(data))
     }
 
+    /// What the cache holds for `what`, built by format `version` from this file's debug
+    /// sections, at most `max_len` bytes; `None` without a cache or a settled identity (see
+    /// [`FileIdentity::settled`](super::section_cache::FileIdentity::settled)).
+    pub(crate) fn cached_derived(&self, what: &str, version: u64, max_len: u64) -> Option<super::section_cache::SectionBytes> {
+        let (cache, key) = self.derived_key(what, version)?;
+        cache.get_derived(&key, max_len)
+    }
+
+    /// Keeps what `build` gives for later runs' [`ElfFile::cached_derived`]; `build` is not
+    /// called when there is nowhere to keep it.
+    pub(crate) fn store_derived(&self, what: &str, version: u64, build: impl FnOnce() -> Vec<u8>) {
+        if let Some((cache, key)) = self.derived_key(what, version) {
+            cache.put_derived(&key, &build());
+        }
+    }
+
+    fn derived_key<'s>(&'s self, what: &'s str, version: u64) -> Option<(&'s super::section_cache::SectionCache, super::section_cache::DerivedKey<'s>)> {
+        let (cache, build_id, file) = (self.cache.as_deref()?, self.build_id.as_deref()?, self.identity?);
+        // The debug sections' headers: the file's identity already stands for its bytes; this
+        // ties the entry to the sections it was built from as well.
+        let mut headers = Vec::new();
+        for s in self.sections.iter().filter(|s| s.name.starts_with(".debug_")) {
+            headers.extend(s.name.as_bytes());
+            headers.push(0);
+            for v in [s.offset, s.size, s.flags] {
+                headers.extend(v.to_le_bytes());
+            }
+        }
+        let sections = twox_hash::XxHash3_64::oneshot(&headers);
+        Some((cache, super::section_cache::DerivedKey { build_id, what, version, sections, file }))
+    }
+
     /// Section data by name.
     pub fn section(&self, name: &str) -> Option<&[u8]> {
         let (i, _) = self.section_by_name(name)?;

@@ -34,6 +34,12 @@
 //! place, so concurrent runs and a crash leave a whole entry or none. The header still carries
 //! XXH3-64 checksums of the compressed and the inflated bytes as written (`twox-hash`, already
 //! built for `ruzstd`), for a person checking an entry by hand; they cost the run that inflates.
+//!
+//! Beside the sections, the directory keeps what knot builds from them and would otherwise build
+//! again on every run ("derived" entries: a module's DWARF unit index, `symbols/units.rs`), keyed
+//! by the same file identity, a hash of the section headers it was built from and a format
+//! version. They are small and read whole, so their checksum is checked on read.
+//!
 //! After a write the directory is kept under its size bound by removing the least recently used
 //! entries (a hit touches its file's time), which also retires the entries of files since
 //! changed or removed.
@@ -57,6 +63,14 @@ const HEADER: usize = 88;
 const KEY_AT: usize = 8;
 const KEY_FIELDS: usize = 8;
 const SUFFIX: &str = ".knot-section";
+/// What knot builds from a debug file's sections and keeps beside them (the DWARF unit index):
+/// magic, then each a little-endian u64: the format version of what is kept, a hash of the
+/// section headers it was built from, the debug file's device, inode, size, mtime and ctime
+/// (ns), the length of the bytes that follow and their XXH3-64 (checked on read: they are small,
+/// and a damaged index would send lookups to the wrong units rather than fail).
+const DERIVED_MAGIC: &[u8; 8] = b"KNOTDRV1";
+const DERIVED_HEADER: usize = 80;
+const DERIVED_SUFFIX: &str = ".knot-derived";
 /// Temporary files older than this are left-overs of a killed writer.
 const STALE_TMP: Duration = Duration::from_secs(3600);
 /// How long after its last change a file is trusted to keep its identity while it does not
@@ -161,6 +175,35 @@ impl Key<'_> {
     }
 }
 
+/// What one derived entry stands for: `what` built by format `version` from the sections of one
+/// version of one debug file.
+pub(crate) struct DerivedKey<'a> {
+    pub(crate) build_id: &'a [u8],
+    pub(crate) what: &'a str,
+    pub(crate) version: u64,
+    /// A hash of the headers (name, offset, size, flags) of the sections it is built from.
+    pub(crate) sections: u64,
+    pub(crate) file: FileIdentity,
+}
+
+impl DerivedKey<'_> {
+    /// The fields an entry's header must repeat, in header order.
+    fn fields(&self) -> [u64; 7] {
+        let f = &self.file;
+        [self.version, self.sections, f.dev, f.ino, f.size, f.mtime_ns as u64, f.ctime_ns as u64]
+    }
+
+    fn file_name(&self) -> Option<String> {
+        if self.build_id.is_empty() {
+            return None;
+        }
+        let what: String = self.what.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').take(64).collect();
+        let mut key: Vec<u8> = self.fields().iter().flat_map(|f| f.to_le_bytes()).collect();
+        key.extend(self.what.as_bytes());
+        Some(format!("{}-{what}-{:016x}{DERIVED_SUFFIX}", super::elf_file::hex(self.build_id), checksum(&key)))
+    }
+}
+
 /// XXH3-64 (see the module docs).
 fn checksum(bytes: &[u8]) -> u64 {
     twox_hash::XxHash3_64::oneshot(bytes)
@@ -209,25 +252,69 @@ impl SectionCache {
             return;
         }
         let Some(name) = key.file_name() else { return };
-        if fs::create_dir_all(&self.dir).is_err() {
-            return;
-        }
-        let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-        let tmp = self.dir.join(format!(".{name}.tmp.{}.{nanos}", std::process::id()));
         let mut head = [0u8; HEADER];
         head[..8].copy_from_slice(MAGIC);
         let sums = [checksum(compressed), checksum(data)];
         for (i, field) in key.fields().into_iter().chain(sums).enumerate() {
             head[KEY_AT + 8 * i..KEY_AT + 8 * i + 8].copy_from_slice(&field.to_le_bytes());
         }
+        self.write(&name, &head, data);
+    }
+
+    /// What was built as `key` says, if a whole entry of it is there (at most `max_len` bytes).
+    pub(crate) fn get_derived(&self, key: &DerivedKey<'_>, max_len: u64) -> Option<SectionBytes> {
+        let path = self.dir.join(key.file_name()?);
+        let file = crate::open::open_regular(&path).ok()?;
+        let len = file.metadata().ok()?.len();
+        if len < DERIVED_HEADER as u64 || len - DERIVED_HEADER as u64 > max_len {
+            return None;
+        }
+        // SAFETY: as in `get`.
+        let map = unsafe { Mmap::map(&file) }.ok()?;
+        let bytes = Bytes::mapped(map);
+        let (head, data) = bytes.split_at_checked(DERIVED_HEADER)?;
+        let field = |at: usize| head.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+        let valid = &head[..8] == DERIVED_MAGIC
+            && key.fields().iter().enumerate().all(|(i, &want)| field(8 + 8 * i) == Some(want))
+            && field(64) == Some(data.len() as u64)
+            && field(72) == Some(checksum(data))
+            && !bytes.changed_while_read();
+        if !valid {
+            return None;
+        }
+        let _ = file.set_modified(SystemTime::now());
+        Some(SectionBytes { bytes, start: DERIVED_HEADER })
+    }
+
+    /// Stores `data` built as `key` says (best effort, as [`SectionCache::put`]).
+    pub(crate) fn put_derived(&self, key: &DerivedKey<'_>, data: &[u8]) {
+        if data.len() as u64 > self.max_bytes {
+            return;
+        }
+        let Some(name) = key.file_name() else { return };
+        let mut head = [0u8; DERIVED_HEADER];
+        head[..8].copy_from_slice(DERIVED_MAGIC);
+        for (i, field) in key.fields().into_iter().chain([data.len() as u64, checksum(data)]).enumerate() {
+            head[8 + 8 * i..16 + 8 * i].copy_from_slice(&field.to_le_bytes());
+        }
+        self.write(&name, &head, data);
+    }
+
+    /// Writes entry `name` whole or not at all, then keeps the directory under its bound.
+    fn write(&self, name: &str, head: &[u8], data: &[u8]) {
+        if fs::create_dir_all(&self.dir).is_err() {
+            return;
+        }
+        let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let tmp = self.dir.join(format!(".{name}.tmp.{}.{nanos}", std::process::id()));
         let written = fs::OpenOptions::new().write(true).create_new(true).open(&tmp).and_then(|mut f| {
-            f.write_all(&head)?;
+            f.write_all(head)?;
             f.write_all(data)?;
             // On disk before it has its name: a crash cannot leave a named entry with pages
-            // never written (readers do not hash the bytes again).
+            // never written (readers of sections do not hash their bytes again).
             f.sync_all()
         });
-        if written.is_err() || fs::rename(&tmp, self.dir.join(&name)).is_err() {
+        if written.is_err() || fs::rename(&tmp, self.dir.join(name)).is_err() {
             let _ = fs::remove_file(&tmp);
             return;
         }
@@ -252,7 +339,7 @@ impl SectionCache {
                 if now.duration_since(modified).is_ok_and(|age| age > STALE_TMP) {
                     let _ = fs::remove_file(e.path());
                 }
-            } else if name.ends_with(SUFFIX) {
+            } else if name.ends_with(SUFFIX) || name.ends_with(DERIVED_SUFFIX) {
                 kept.push((modified, meta.len(), e.path()));
             }
         }
@@ -378,6 +465,42 @@ mod tests {
         assert!(cache.get(&k).is_none(), "an entry of the KNOTSEC2 format");
         fs::write(&path, &good).unwrap();
         assert!(cache.get(&k).as_deref() == Some(&data[..]), "the entry as written is good again");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A derived entry (the DWARF unit index) comes back for its key only, and, unlike a
+    /// section, whole or not at all: its bytes are checked against their checksum.
+    #[test]
+    fn a_derived_entry_comes_back_whole_and_only_for_its_key() {
+        let dir = scratch("derived");
+        let cache = SectionCache::new(&dir, 1 << 20);
+        let key = |version: u64, file: FileIdentity| DerivedKey { build_id: &[0xab, 0xcd], what: "unit_index", version, sections: 42, file };
+        let data: Vec<u8> = (0..3000u32).map(|i| (i * 13) as u8).collect();
+        let k = key(1, FILE);
+        assert!(cache.get_derived(&k, 1 << 20).is_none());
+        cache.put_derived(&k, &data);
+        assert!(cache.get_derived(&k, 1 << 20).as_deref() == Some(&data[..]));
+        assert!(cache.get_derived(&k, data.len() as u64 - 1).is_none(), "longer than the reader's bound");
+        for (what, other) in [
+            ("version", key(2, FILE)),
+            ("section headers", DerivedKey { sections: 43, ..key(1, FILE) }),
+            ("ctime", key(1, FileIdentity { ctime_ns: FILE.ctime_ns + 1, ..FILE })),
+            ("inode", key(1, FileIdentity { ino: FILE.ino + 1, ..FILE })),
+        ] {
+            assert!(cache.get_derived(&other, 1 << 20).is_none(), "another {what} is a miss");
+        }
+        let path = fs::read_dir(&dir).unwrap().flatten().find(|e| e.file_name().to_string_lossy().ends_with(DERIVED_SUFFIX)).unwrap().path();
+        let good = fs::read(&path).unwrap();
+        for at in [0, 8, 16, 24, 32, 40, 48, 56, 64, 72, DERIVED_HEADER, good.len() - 1] {
+            let mut bytes = good.clone();
+            bytes[at] ^= 0x20;
+            fs::write(&path, &bytes).unwrap();
+            assert!(cache.get_derived(&k, 1 << 20).is_none(), "a byte changed at {at}");
+        }
+        fs::write(&path, &good[..good.len() - 1]).unwrap();
+        assert!(cache.get_derived(&k, 1 << 20).is_none(), "cut");
+        fs::write(&path, &good).unwrap();
+        assert!(cache.get_derived(&k, 1 << 20).as_deref() == Some(&data[..]), "as written, good again");
         let _ = fs::remove_dir_all(&dir);
     }
 

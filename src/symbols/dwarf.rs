@@ -196,9 +196,10 @@ impl<'p> Inner<'p> {
 
     /// The units that may hold `probe`, in the order to ask them; completes the index first.
     fn candidates(&mut self, probe: u64) -> Vec<usize> {
-        let Inner { whole, mode, .. } = self;
+        let Inner { file, whole, mode } = self;
         let Mode::ByUnit { index, .. } = mode else { return Vec::new() };
         index.complete(whole);
+        index.keep(file);
         index.candidates(probe)
     }
 
@@ -241,7 +242,7 @@ impl<'p> Dwarf<'p> {
     pub(crate) fn load(files: impl IntoIterator<Item = &'p ElfFile>) -> Option<Dwarf<'p>> {
         let file = dwarf_file(files)?;
         let whole = sections(file, None)?;
-        let index = catch_unwind(AssertUnwindSafe(|| UnitIndex::read(&whole))).ok().flatten();
+        let index = UnitIndex::kept(file, &whole).or_else(|| catch_unwind(AssertUnwindSafe(|| UnitIndex::read(&whole))).ok().flatten());
         let mode = match index {
             Some(index) => Mode::ByUnit { index, scopes: FxHashMap::default() },
             None => Mode::Whole(Scope::new(whole_context(file)?)),

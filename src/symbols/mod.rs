@@ -250,12 +250,21 @@ impl<'p> Symbolizer<'p> {
         let Some((index, _)) = self.process.module_at(probe) else { return Symbolized::default() };
         let Some((module, syms)) = self.module(index) else { return Symbolized::default() };
         let link = module.to_link_address(probe);
-        let mut frames = Vec::new();
-        if let Some(dwarf) = syms.dwarf()
-            && dwarf.frames(link, &mut frames).is_err()
-        {
-            frames.clear();
-        }
+        // The DWARF frames and the symbol table's name side by side: on a module's first
+        // address each reads its own tables (libc: its unit index, and a 10 000-entry `.symtab`
+        // to sort), and a dump's threads mostly stop in the same module.
+        let (mut frames, symbol) = rayon::join(
+            || {
+                let mut frames = Vec::new();
+                if let Some(dwarf) = syms.dwarf()
+                    && dwarf.frames(link, &mut frames).is_err()
+                {
+                    frames.clear();
+                }
+                frames
+            },
+            || syms.text_symbol(link),
+        );
         // A lone frame with neither name nor line says nothing.
         if let [f] = frames.as_slice()
             && f.function.is_none()
@@ -264,7 +273,6 @@ impl<'p> Symbolizer<'p> {
         {
             frames.clear();
         }
-        let symbol = syms.text_symbol(link);
         let offset = symbol.map(|h| module.to_link_address(addr).wrapping_sub(h.sym.addr));
         let last = frames.len().checked_sub(1);
         match last {
