@@ -154,6 +154,19 @@ pub fn report_for(process: &Process, opts: &Options) -> Report {
 fn build_report(process: &Process, opts: &Options) -> Report {
     let runtime = runtimes::recognise(process, &opts.locator);
     crate::trace::step("runtime recognised");
+    let runtime = runtime.as_deref();
+    std::thread::scope(|scope| {
+        // The runtime's heap work that needs no stacks runs meanwhile on a thread of its own
+        // (the section waits for it; without the thread it does that work itself). Its rayon
+        // work goes to the one global pool.
+        if let Some(r) = runtime.filter(|_| !opts.stacks_only) {
+            let _ = std::thread::Builder::new().name("knot-heap".into()).spawn_scoped(scope, move || r.prepare_heap());
+        }
+        report_with(process, opts, runtime)
+    })
+}
+
+fn report_with(process: &Process, opts: &Options, runtime: Option<&dyn runtimes::Runtime>) -> Report {
     let code_lookup = runtime.as_ref().and_then(|r| r.code_lookup());
     let mut unwinder = Unwinder::new(process);
     let mut symbolizer = Symbolizer::new(process);

@@ -121,7 +121,11 @@ pub(crate) fn holding(process: &Process, runtime: &dotnet::runtime::DotnetRuntim
             thread_stacks(process, context, &stacks, &frames)
         }
     };
-    gc::holders::read(context, &threads, runtime.take_walked())
+    match runtime.take_graph() {
+        // Made while the stacks were walked (the report's section), but for their roots.
+        Some(graph) => gc::holders::of_graph(context, graph?.finish(context, &threads)),
+        None => gc::holders::read(context, &threads, None),
+    }
 }
 
 /// Fills the retained fields of a report's .NET heap (`dotnet.heap.retained`, `dominators`,

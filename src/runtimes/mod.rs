@@ -40,6 +40,13 @@ pub(crate) trait Runtime: RuntimeLocks + Send + Sync {
         false
     }
 
+    /// Does the part of [`Runtime::report_section`]'s heap work that needs no stacks (the walk,
+    /// the object graph's nodes, edges and other roots). The pipeline calls it on a thread of
+    /// its own as soon as the runtime is recognised, so that it runs while the stacks are walked
+    /// and symbolized; `report_section` waits for it then, or does it itself when it was not
+    /// started. Nothing by default.
+    fn prepare_heap(&self) {}
+
     /// The runtime's section of the report (its heap and collector included), after
     /// [`RuntimeLocks::merge_locks`] gave `waits`. It may add to the locks it merged (the heap
     /// names their objects' holders); what could not be read goes to `facts.diagnostics`.

@@ -32,8 +32,10 @@ pub(crate) struct ImageMemory<'p> {
     process: &'p Process,
     mappings: Vec<Backing>,
     /// What happened with the files (reported once each): a warning when one was refused or not
-    /// found, info when one was used without being checkable against the dump.
-    pub(crate) notes: Mutex<Vec<(Severity, String)>>,
+    /// found, info when one was used without being checkable against the dump; with the index
+    /// of the mapping each is about (they are told in mapping order: which one was read first
+    /// depends on the threads).
+    pub(crate) notes: Mutex<Vec<(usize, Severity, String)>>,
 }
 
 struct Backing {
@@ -59,11 +61,12 @@ impl<'p> ImageMemory<'p> {
         ImageMemory { process, mappings, notes: Mutex::new(Vec::new()) }
     }
 
-    fn note(&self, severity: Severity, s: String) {
+    fn note(&self, b: &Backing, severity: Severity, s: String) {
+        let index = self.mappings.iter().position(|m| std::ptr::eq(m, b)).unwrap_or(usize::MAX);
         if let Ok(mut n) = self.notes.lock()
-            && !n.iter().any(|(_, x)| *x == s)
+            && !n.iter().any(|(_, _, x)| *x == s)
         {
-            n.push((severity, s));
+            n.push((index, severity, s));
         }
     }
 
@@ -79,15 +82,15 @@ impl<'p> ImageMemory<'p> {
                     let off = b.mapping.file_offset as usize;
                     match saved {
                         Some(saved) if map.get(off..off + saved.len()) != Some(saved) => {
-                            self.note(Severity::Warning, format!("{} differs from the image the dump holds at {:#x}; not used", path.display(), b.mapping.start));
+                            self.note(b, Severity::Warning, format!("{} differs from the image the dump holds at {:#x}; not used", path.display(), b.mapping.start));
                             continue;
                         }
                         Some(_) => {}
-                        None => self.note(Severity::Info, format!("{} read for pages the dump lacks, unverified (the dump did not save its first page)", path.display())),
+                        None => self.note(b, Severity::Info, format!("{} read for pages the dump lacks, unverified (the dump did not save its first page)", path.display())),
                     }
                     return Some(map);
                 }
-                self.note(Severity::Warning, format!("{} (mapped at {:#x}) not found on disk", b.mapping.path, b.mapping.start));
+                self.note(b, Severity::Warning, format!("{} (mapped at {:#x}) not found on disk", b.mapping.path, b.mapping.start));
                 None
             })
             .as_ref()
@@ -97,10 +100,11 @@ impl<'p> ImageMemory<'p> {
 /// What happened with the managed images' files, as diagnostics (each once).
 pub(crate) fn image_notes(image: &ImageMemory<'_>) -> Vec<crate::diagnostics::Diagnostic> {
     use crate::diagnostics::Diagnostic;
-    let Ok(notes) = image.notes.lock() else { return Vec::new() };
+    let Ok(mut notes) = image.notes.lock().map(|n| n.clone()) else { return Vec::new() };
+    notes.sort_by_key(|&(index, _, _)| index);
     notes
         .iter()
-        .map(|(severity, n)| {
+        .map(|(_, severity, n)| {
             let message = format!("managed image: {n}");
             match severity {
                 Severity::Warning => Diagnostic::warning(super::STAGE, message),

@@ -19,7 +19,7 @@ use crate::runtimes::{Runtime, RuntimeReport};
 use crate::unwind::Stack;
 use crate::unwind::managed::CodeLookup;
 use crate::waits::{RuntimeLocks, RuntimeWaits, ThreadInput, WaitFacts};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 pub(crate) struct DotnetRuntime<'p> {
     /// The located runtime, or why it could not be located.
@@ -35,8 +35,21 @@ pub(crate) struct DotnetRuntime<'p> {
     runtime_file: Option<(String, Option<String>)>,
     /// The thread pool's counters and queues, read once (for the verdict and the report).
     pool: OnceLock<Option<super::thread_pool::PoolReading>>,
-    /// The heap walk's objects, kept by the report's walk for the object graph (taken once).
-    walked: std::sync::Mutex<Option<super::gc::Walked>>,
+    /// The heap work the stacks have no part in, made once ([`DotnetRuntime::heap_ahead`]) and
+    /// taken by the report section.
+    ahead: OnceLock<Mutex<Option<HeapAhead>>>,
+    /// The object graph made ahead, without its stack roots: the section leaves it for
+    /// [`crate::heap::attach`] (taken once).
+    graph: Mutex<Option<Result<gc::GraphAhead, String>>>,
+}
+
+/// What of the report's heap reading needs no stacks, read while they are walked: the walk
+/// (with the referrers of every object a lock may be on: which locks there are depends on the
+/// stacks), and the object graph with every root but the stacks'.
+pub(crate) struct HeapAhead {
+    gc: Result<gc::Unresolved, String>,
+    /// `None` when the heap was not walked.
+    graph: Option<Result<gc::GraphAhead, String>>,
 }
 
 /// The .NET runtime of `process`; `None` when the process has no `libcoreclr.so`.
@@ -66,7 +79,7 @@ pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<D
         }
     });
     let runtime_file = super::locate::runtime_module(process).map(|m| (m.path.clone(), m.build_id_hex()));
-    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file, pool: OnceLock::new(), walked: std::sync::Mutex::new(None) })
+    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file, pool: OnceLock::new(), ahead: OnceLock::new(), graph: Mutex::new(None) })
 }
 
 impl<'p> DotnetRuntime<'p> {
@@ -99,10 +112,35 @@ impl DotnetRuntime<'_> {
     }
 
     /// The pool's counters and queues, read on first use.
-    /// The objects the report's heap walk kept for the object graph, once (`None` after, or
-    /// when the heap was not walked).
-    pub(crate) fn take_walked(&self) -> Option<super::gc::Walked> {
-        self.walked.lock().ok().and_then(|mut w| w.take())
+    /// The object graph the report's heap reading made ahead, without its stack roots, once
+    /// (`None` after, or when the heap was not walked).
+    pub(crate) fn take_graph(&self) -> Option<Result<gc::GraphAhead, String>> {
+        self.graph.lock().ok().and_then(|mut g| g.take())
+    }
+
+    /// The heap work that needs no stacks, made on first use: on the thread
+    /// [`Runtime::prepare_heap`] runs on while the stacks are walked, or by the report section
+    /// (which waits for that thread when it is under way). `None` inside when the heap is not
+    /// walked. A panic in it is the heap's failure, not the report's.
+    fn heap_ahead(&self) -> &Mutex<Option<HeapAhead>> {
+        self.ahead.get_or_init(|| {
+            let ahead = match (self.walks_heap(), &self.context) {
+                (true, Ok(c)) => Some(read_ahead(c, &self.lock_objects_ahead())),
+                _ => None,
+            };
+            Mutex::new(ahead)
+        })
+    }
+
+    /// Every object a lock the report section finds may be on: the monitors' objects and the
+    /// objects the runtime's waits wait on (a superset: whether a Monitor.Wait is a wait on a
+    /// task depends on the stack).
+    fn lock_objects_ahead(&self) -> Vec<u64> {
+        let DotnetReading::Runtime(r) = self.reading() else { return Vec::new() };
+        let mut all: Vec<u64> = r.monitors.iter().map(|m| m.object.0).chain(r.waits.iter().filter_map(|w| w.object)).collect();
+        all.sort_unstable();
+        all.dedup();
+        all
     }
 
     fn pool_reading(&self) -> Option<&super::thread_pool::PoolReading> {
@@ -178,6 +216,10 @@ impl Runtime for DotnetRuntime<'_> {
         matches!(self.reading(), DotnetReading::Runtime(r) if !r.threads.is_empty())
     }
 
+    fn prepare_heap(&self) {
+        let _ = self.heap_ahead();
+    }
+
     fn report_section(&self, waits: &RuntimeWaits, facts: &mut WaitFacts) -> Option<RuntimeReport> {
         let reading = self.reading();
         let mut report = match reading {
@@ -221,10 +263,15 @@ impl Runtime for DotnetRuntime<'_> {
             facts.diagnostics.extend(x.diagnostics.iter().cloned());
         }
         if let (true, Ok(c)) = (self.walks_heap(), &self.context) {
-            if let Some(mut gc) = gc::report::attach(c, &mut report, &mut facts.locks, &mut facts.diagnostics) {
-                if let Ok(mut w) = self.walked.lock() {
-                    *w = gc.walked.take();
-                }
+            let ahead = self.heap_ahead().lock().ok().and_then(|mut a| a.take()).unwrap_or_else(|| read_ahead(c, &self.lock_objects_ahead()));
+            let targets = gc::report::lock_objects(&facts.locks);
+            // The walk ahead looked for these objects' referrers among others; walked again for
+            // exactly these in the rare case it cannot tell what that walk would have found.
+            let reading = ahead.gc.and_then(|u| u.resolve(c, &targets).map(Ok).unwrap_or_else(|| gc::read_in(c, &targets, false)));
+            if let Ok(mut g) = self.graph.lock() {
+                *g = ahead.graph;
+            }
+            if let Some(gc) = gc::report::attach_reading(reading, &mut report, &mut facts.locks, &mut facts.diagnostics) {
                 // The objects queued to the pool, when its queues were read.
                 let queued: Option<std::collections::HashSet<u64>> =
                     self.pool_reading().and_then(|p| p.queues.as_ref().ok()).map(|q| q.items.iter().map(|i| i.object).collect());
@@ -278,4 +325,24 @@ impl Runtime for DotnetRuntime<'_> {
         }
         out
     }
+}
+
+/// The heap work of [`HeapAhead`]: the walk looking for the referrers of `targets`, then the
+/// object graph from its objects. A panic in either is said as why that part was not read.
+fn read_ahead(c: &Context<'_>, targets: &[u64]) -> HeapAhead {
+    match caught(|| gc::walk_in(c, targets)) {
+        Ok(mut u) => {
+            let walked = u.reading.walked.take();
+            HeapAhead { graph: Some(caught(|| gc::graph_ahead(c, walked))), gc: Ok(u) }
+        }
+        Err(why) => HeapAhead { gc: Err(why), graph: None },
+    }
+}
+
+/// `read()`, or why it panicked.
+fn caught<T>(read: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|panic| {
+        let what = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default();
+        Err(format!("GC heap not read: knot failed reading it (a bug: {what})"))
+    })
 }

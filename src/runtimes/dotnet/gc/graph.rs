@@ -190,6 +190,15 @@ impl GraphErrors {
             self.more += 1;
         }
     }
+
+    /// `later`'s errors after these, as if each had been pushed here (`later` kept at least
+    /// as many as fit).
+    pub(crate) fn extend(&mut self, later: GraphErrors) {
+        for (at, why) in later.errors {
+            self.push(at, why);
+        }
+        self.more += later.more;
+    }
 }
 
 /// Objects [`nodes`] left out: those of a segment overlapping one before it.

@@ -38,7 +38,11 @@ pub(crate) struct Holding {
 /// Reads the object graph of `runtime` (stack roots from `threads`; objects from an earlier
 /// walk when `walked`) and its retention.
 pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack], walked: Option<super::Walked>) -> Result<Holding, String> {
-    let reading = super::read_graph(runtime, threads, walked)?;
+    of_graph(runtime, super::read_graph(runtime, threads, walked)?)
+}
+
+/// The retention of a graph read with its roots.
+pub(crate) fn of_graph(runtime: &Context<'_>, reading: super::GraphReading) -> Result<Holding, String> {
     let g = reading.graph;
     let t = runtime.target();
     let namer = TypeNamer::of(&t, runtime);

@@ -119,6 +119,16 @@ pub(crate) fn read_in(runtime: &Context<'_>, targets: &[u64], keep_nodes: bool) 
     read_with(runtime.process, runtime.module, &t, build, &namer, targets, keep_nodes, bundle_missing)
 }
 
+/// As [`read_in`], keeping every object for the object graph, with the referrers of `targets`
+/// found but not named: the stacks decide which of them are wanted ([`Unresolved::resolve`]).
+pub(crate) fn walk_in(runtime: &Context<'_>, targets: &[u64]) -> Result<Unresolved, String> {
+    let t = runtime.target();
+    let build = build_facts(runtime)?;
+    let namer = TypeNamer::of(&t, runtime);
+    let bundle_missing = runtime.single_file_metadata_missing().is_some();
+    walk_with(runtime.process, runtime.module, &t, build, &namer, targets, true, bundle_missing)
+}
+
 /// What every reading of the heap starts from: the GC's vars, its segments, the allocation
 /// contexts the walk skips, the free and string MethodTables.
 pub(crate) struct Prepared {
@@ -212,6 +222,23 @@ pub(crate) fn read_with(
     keep_nodes: bool,
     bundle_missing: bool,
 ) -> Result<GcReading, String> {
+    let Unresolved { mut reading, hits, string_mt, .. } = walk_with(process, module, t, build, namer, targets, keep_nodes, bundle_missing)?;
+    reading.referrers = name_referrers(t, namer, &build.layout, &hits, string_mt);
+    Ok(reading)
+}
+
+/// As [`read_with`], the referrers of `targets` found but not yet named ([`Unresolved::resolve`]).
+#[allow(clippy::too_many_arguments, reason = "the reading's inputs, passed once by read_with")]
+fn walk_with(
+    process: &Process,
+    module: &crate::process::Module,
+    t: &Target,
+    build: &BuildFacts,
+    namer: &TypeNamer,
+    targets: &[u64],
+    keep_nodes: bool,
+    bundle_missing: bool,
+) -> Result<Unresolved, String> {
     let l = &build.layout;
     let Prepared { vars, segments, contexts, free_mt, string_mt, mut diagnostics } = prepare(module, t, build)?;
     let target_set: HashSet<u64> = targets.iter().copied().filter(|&a| a != 0).collect();
@@ -279,15 +306,9 @@ pub(crate) fn read_with(
     semaphores.sort_unstable();
     let async_stacks = task_type.map(|tt| super::async_stacks::read(t, namer, l, tt, &tasks));
     let semaphores = super::semaphores::read(t, namer, l, &semaphores);
+    let hits_capped = walks.iter().any(|w| w.hits.len() >= walk::MAX_HITS_PER_SEGMENT);
     let hits: Vec<walk::Hit> = walks.iter().flat_map(|w| w.hits.iter().copied()).collect();
-    let mut by_target: BTreeMap<u64, Vec<referrers::Referrer>> = BTreeMap::new();
-    for (target, r) in referrers::resolve(t, namer, l, &hits, string_mt) {
-        let v = by_target.entry(target).or_default();
-        if v.len() < referrers::MAX_REFERRERS {
-            v.push(r);
-        }
-    }
-    Ok(GcReading {
+    let reading = GcReading {
         layout: vars.layout,
         server: vars.server,
         heap_count: vars.heaps.len(),
@@ -295,12 +316,62 @@ pub(crate) fn read_with(
         stats,
         broken,
         state,
-        referrers: by_target,
+        referrers: BTreeMap::new(),
         async_stacks,
         semaphores,
         diagnostics,
         walked,
-    })
+    };
+    Ok(Unresolved { reading, hits, hits_capped, targets: target_set, string_mt })
+}
+
+/// A heap walk whose referrers are not yet named: what [`walk_with`] found of every target.
+#[derive(Debug)]
+pub(crate) struct Unresolved {
+    /// The reading, its `referrers` empty.
+    pub(crate) reading: GcReading,
+    /// Every word that held a target's address, in walk order (segment by segment).
+    hits: Vec<walk::Hit>,
+    /// Some segment kept [`walk::MAX_HITS_PER_SEGMENT`] hits and scanned no further.
+    hits_capped: bool,
+    /// The targets the walk looked for.
+    targets: HashSet<u64>,
+    string_mt: u64,
+}
+
+impl Unresolved {
+    /// The reading with the referrers of `targets`, named; `None` when this walk cannot say
+    /// what a walk for exactly `targets` would have found: it did not look for one of them, or
+    /// it looked for others too and a segment's hits were cut (theirs may have crowded out
+    /// those of `targets`).
+    pub(crate) fn resolve(self, runtime: &Context<'_>, targets: &[u64]) -> Option<GcReading> {
+        let wanted: HashSet<u64> = targets.iter().copied().filter(|&a| a != 0).collect();
+        if !wanted.is_subset(&self.targets) || (self.hits_capped && wanted != self.targets) {
+            return None;
+        }
+        let Unresolved { mut reading, hits, string_mt, .. } = self;
+        // A walk for fewer targets finds, in each segment not cut, their hits in the same order.
+        let hits: Vec<walk::Hit> = hits.into_iter().filter(|h| wanted.contains(&h.target)).collect();
+        if !hits.is_empty() {
+            let t = runtime.target();
+            let namer = TypeNamer::of(&t, runtime);
+            let layout = &build_facts(runtime).ok()?.layout;
+            reading.referrers = name_referrers(&t, &namer, layout, &hits, string_mt);
+        }
+        Some(reading)
+    }
+}
+
+/// The hits' referrers, named, by target (at most [`referrers::MAX_REFERRERS`] each, in hit order).
+fn name_referrers(t: &Target, namer: &TypeNamer, l: &facts::Layout, hits: &[walk::Hit], string_mt: u64) -> BTreeMap<u64, Vec<referrers::Referrer>> {
+    let mut by_target: BTreeMap<u64, Vec<referrers::Referrer>> = BTreeMap::new();
+    for (target, r) in referrers::resolve(t, namer, l, hits, string_mt) {
+        let v = by_target.entry(target).or_default();
+        if v.len() < referrers::MAX_REFERRERS {
+            v.push(r);
+        }
+    }
+    by_target
 }
 
 /// The heap as a graph ([`graph::ObjectGraph`]) with its roots, and what could not be read.
@@ -317,12 +388,23 @@ pub(crate) struct GraphReading {
 /// roots (handles, finalization queue, sync blocks, and the stacks of `threads`). The objects
 /// are `walked` when an earlier walk of the same segments kept them, else walked here.
 pub(crate) fn read_graph(runtime: &Context<'_>, threads: &[roots::ThreadStack], walked: Option<Walked>) -> Result<GraphReading, String> {
-    let version = &runtime.version;
+    Ok(graph_ahead(runtime, walked)?.finish(runtime, threads))
+}
+
+/// The object graph with every root but the stacks': what [`read_graph`] reads before it needs
+/// the threads' stacks ([`GraphAhead::finish`] adds them).
+pub(crate) struct GraphAhead {
+    graph: graph::ObjectGraph,
+    roots: roots::RootsAhead,
+    /// What the edges could not read (after the roots' errors in the reading).
+    edge_errors: graph::GraphErrors,
+    diagnostics: Vec<Diagnostic>,
+}
+
+/// [`read_graph`] up to the stack roots: the nodes, the edges, the other roots.
+pub(crate) fn graph_ahead(runtime: &Context<'_>, walked: Option<Walked>) -> Result<GraphAhead, String> {
     let t = runtime.target();
-    let all = facts::builtin().map_err(|e| e.to_string())?;
-    let Some(build) = facts::lookup(all, version.build_id.as_deref(), &version.product, version.file_version.as_deref()) else {
-        return Err(format!("GC heap not read: unsupported runtime build {} {}", version.product, version.build_id.as_deref().unwrap_or("(no build-id)")));
-    };
+    let build = build_facts(runtime)?;
     let Prepared { vars, segments, contexts, free_mt, string_mt, mut diagnostics } = prepare(runtime.module, &t, build)?;
     let walked = match walked {
         Some(w) if w.nodes.len() == segments.len() && w.broken.len() == segments.len() => w,
@@ -348,20 +430,33 @@ pub(crate) fn read_graph(runtime: &Context<'_>, threads: &[roots::ThreadStack], 
         );
     }
     trace("graph: nodes");
-    let reading = roots::read(&t, &build.layout, &vars, &g, threads);
-    trace("graph: roots");
-    let mut errors = reading.errors;
-    graph::edges(&t, &mut g, &reading.dependent, &mut errors);
+    let roots = roots::read_ahead(&t, &build.layout, &vars, &g);
+    trace("graph: roots but the stacks'");
+    let mut edge_errors = graph::GraphErrors::default();
+    let dependent = roots.dependent(&g);
+    graph::edges(&t, &mut g, &dependent, &mut edge_errors);
     trace("graph: edges");
-    g.roots = reading.roots;
-    for (at, why) in errors.errors {
-        let d = Diagnostic::warning(STAGE, why);
-        diagnostics.push(if at != 0 { d.at_address(at) } else { d });
+    Ok(GraphAhead { graph: g, roots, edge_errors, diagnostics })
+}
+
+impl GraphAhead {
+    /// The graph with the stack roots of `threads`, as [`read_graph`] reads it.
+    pub(crate) fn finish(self, runtime: &Context<'_>, threads: &[roots::ThreadStack]) -> GraphReading {
+        let GraphAhead { mut graph, roots, edge_errors, mut diagnostics } = self;
+        let reading = roots.finish(&runtime.target(), &graph, threads);
+        trace("graph: roots");
+        let mut errors = reading.errors;
+        errors.extend(edge_errors);
+        graph.roots = reading.roots;
+        for (at, why) in errors.errors {
+            let d = Diagnostic::warning(STAGE, why);
+            diagnostics.push(if at != 0 { d.at_address(at) } else { d });
+        }
+        if errors.more > 0 {
+            diagnostics.push(Diagnostic::warning(STAGE, format!("{} more objects or roots of the heap graph not read", errors.more)));
+        }
+        GraphReading { graph, handles_read: reading.handles_read, diagnostics }
     }
-    if errors.more > 0 {
-        diagnostics.push(Diagnostic::warning(STAGE, format!("{} more objects or roots of the heap graph not read", errors.more)));
-    }
-    Ok(GraphReading { graph: g, handles_read: reading.handles_read, diagnostics })
 }
 
 #[cfg(test)]

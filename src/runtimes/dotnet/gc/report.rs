@@ -6,7 +6,6 @@ use super::state::{Committed, HardLimitSource, LastOom};
 use super::GcReading;
 use crate::diagnostics::Diagnostic;
 use crate::hex::Hex;
-use super::super::context::Context;
 use super::super::report::{async_groups, AsyncStackReport, AsyncTasksReport, DotnetReport};
 use crate::waits::LockFact;
 use schemars::JsonSchema;
@@ -257,13 +256,17 @@ impl ReferrerReport {
     }
 }
 
-/// Reads the GC heap into `report` (`dotnet.heap`, `dotnet.gc`), and names the objects of the
-/// .NET locks in `locks` by the heap objects that refer to them.
-/// Returns the reading, for what is built on it (the semaphores' waits).
-pub(crate) fn attach(runtime: &Context<'_>, report: &mut DotnetReport, locks: &mut [LockFact], diagnostics: &mut Vec<Diagnostic>) -> Option<GcReading> {
-    let targets: Vec<u64> =
-        locks.iter().filter(|l| l.kind.is_on_managed_object()).filter_map(|l| l.managed.as_ref()).map(|m| m.object.0).collect();
-    match super::read_in(runtime, &targets, true) {
+/// The objects of the locks on managed objects: the heap walk finds their referrers.
+pub(crate) fn lock_objects(locks: &[LockFact]) -> Vec<u64> {
+    locks.iter().filter(|l| l.kind.is_on_managed_object()).filter_map(|l| l.managed.as_ref()).map(|m| m.object.0).collect()
+}
+
+/// Puts the GC heap's reading (for the objects of [`lock_objects`]) into `report`
+/// (`dotnet.heap`, `dotnet.gc`), and names the objects of the .NET locks in `locks` by the heap
+/// objects that refer to them. Returns the reading, for what is built on it (the semaphores'
+/// waits).
+pub(crate) fn attach_reading(gc: Result<GcReading, String>, report: &mut DotnetReport, locks: &mut [LockFact], diagnostics: &mut Vec<Diagnostic>) -> Option<GcReading> {
+    match gc {
         Ok(gc) => {
             report.heap = Some(HeapReport::of(&gc));
             if let Some(a) = &gc.async_stacks {

@@ -52,8 +52,6 @@ pub(crate) struct ThreadStack {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RootReading {
     pub(crate) roots: Vec<Root>,
-    /// Dependent handles as edges (primary node, secondary node), sorted.
-    pub(crate) dependent: Vec<(u32, u32)>,
     pub(crate) handles_read: usize,
     pub(crate) errors: GraphErrors,
 }
@@ -89,15 +87,50 @@ impl Objects<'_> {
     }
 }
 
-/// Reads every root of `g`'s objects.
-pub(crate) fn read(t: &Target, l: &Layout, vars: &GcVars, g: &ObjectGraph, threads: &[ThreadStack]) -> RootReading {
+/// The roots of a graph that the stacks have no part in, read before the stacks are walked:
+/// the handles and the finalization queue (which come before the stack roots), the sync blocks
+/// (which come after).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RootsAhead {
+    before: RootsAt,
+    after: RootsAt,
+}
+
+/// Reads the roots of `g`'s objects that are not on the stacks ([`RootsAhead::finish`] adds
+/// those).
+pub(crate) fn read_ahead(t: &Target, l: &Layout, vars: &GcVars, g: &ObjectGraph) -> RootsAhead {
     let bounds = g.index.bounds();
     let mut is_object = |a: u64| g.node_of(a).is_some();
-    let at = read_at(t, l, vars, &mut Objects { bounds, is_object: &mut is_object }, threads);
+    let mut objects = Objects { bounds, is_object: &mut is_object };
+    let mut ahead = RootsAhead::default();
+    read_handles(t, vars, &mut objects, &mut ahead.before);
+    read_finalizer_queue(t, vars, &mut objects, &mut ahead.before);
+    read_sync_blocks(t, l, &mut objects, &mut ahead.after);
+    ahead
+}
+
+impl RootsAhead {
+    /// The dependent handles read (primary, secondary object), sorted: edges of the graph.
+    pub(crate) fn dependent(&self, g: &ObjectGraph) -> Vec<(u32, u32)> {
+        self.before.dependent.iter().map(|&(p, s)| (g.node_of(p).unwrap_or(0), g.node_of(s).unwrap_or(0))).collect()
+    }
+
+    /// Every root of `g` (the stacks' of `threads` added), as [`read_at`] orders them.
+    pub(crate) fn finish(self, t: &Target, g: &ObjectGraph, threads: &[ThreadStack]) -> RootReading {
+        let bounds = g.index.bounds();
+        let mut is_object = |a: u64| g.node_of(a).is_some();
+        let RootsAhead { mut before, after } = self;
+        read_stacks(t, &mut Objects { bounds, is_object: &mut is_object }, threads, &mut before);
+        before.roots.extend(after.roots);
+        before.errors.extend(after.errors);
+        roots_of(g, before)
+    }
+}
+
+fn roots_of(g: &ObjectGraph, at: RootsAt) -> RootReading {
     let node = |a: u64| g.node_of(a).unwrap_or(0);
     RootReading {
         roots: at.roots.into_iter().map(|r| Root { kind: r.kind, node: node(r.object), source: r.source }).collect(),
-        dependent: at.dependent.into_iter().map(|(p, s)| (node(p), node(s))).collect(),
         handles_read: at.handles_read,
         errors: at.errors,
     }
