@@ -276,20 +276,23 @@ impl<'a> FileSymbols<'a> {
             .collect::<Option<_>>()?;
         let n_sections = u32::try_from(n_sections).ok()?;
         let table = |(records, order): (&[u8], &[u8])| -> Option<SymbolTable<'a>> {
-            let records: Vec<Sym<'a>> = records
-                .chunks_exact(KEPT_RECORD)
-                .map(|r| {
-                    let (at, len, section, flags) = (u32_at(r, 16)? as usize, u32_at(r, 20)? as usize, u32_at(r, 24)?, u32_at(r, 28)?);
-                    let string_table = if flags & KEPT_DYNSTR != 0 { tables.dynstr } else { tables.strtab };
-                    let name = string_table.get(at..at.checked_add(len)?)?;
-                    let plt = flags & KEPT_PLT != 0;
-                    // A PLT name is a dynamic symbol's, any other the table's.
-                    if name.is_empty() || memchr::memchr(0, name).is_some() || section >= n_sections || plt != (flags & KEPT_DYNSTR != 0) || flags & !KEPT_FLAGS != 0 {
-                        return None;
-                    }
-                    Some(Sym { addr: u64_at(r, 0)?, size: u64_at(r, 8)?, name, plt, global: flags & KEPT_GLOBAL != 0, section })
-                })
-                .collect::<Option<_>>()?;
+            let mut out: Vec<Sym<'a>> = Vec::with_capacity(records.len() / KEPT_RECORD);
+            for r in records.chunks_exact(KEPT_RECORD) {
+                let r: &[u8; KEPT_RECORD] = r.try_into().ok()?;
+                let word = |at: usize| u64::from_le_bytes([r[at], r[at + 1], r[at + 2], r[at + 3], r[at + 4], r[at + 5], r[at + 6], r[at + 7]]);
+                let half = |at: usize| u32::from_le_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]]);
+                let (at, len, section, flags) = (half(16) as usize, half(20) as usize, half(24), half(28));
+                let plt = flags & KEPT_PLT != 0;
+                // A PLT name is a dynamic symbol's, any other the table's.
+                let string_table = if plt { tables.dynstr } else { tables.strtab };
+                let name = string_table.get(at..at.checked_add(len)?)?;
+                // Names are short: a plain loop beats a call to memchr.
+                if name.is_empty() || name.iter().any(|&b| b == 0) || section >= n_sections || plt != (flags & KEPT_DYNSTR != 0) || flags & !KEPT_FLAGS != 0 {
+                    return None;
+                }
+                out.push(Sym { addr: word(0), size: word(8), name, plt, global: flags & KEPT_GLOBAL != 0, section });
+            }
+            let records = out;
             let order: Vec<u32> = order.chunks_exact(4).map(|c| u32_at(c, 0)).collect::<Option<_>>()?;
             let mut seen = vec![false; records.len()];
             let mut last = 0;
