@@ -36,7 +36,8 @@
 //! built for `ruzstd`), for a person checking an entry by hand; they cost the run that inflates.
 //!
 //! Beside the sections, the directory keeps what knot builds from them and would otherwise build
-//! again on every run ("derived" entries: a module's DWARF unit index, `symbols/units.rs`), keyed
+//! again on every run ("derived" entries: a module's DWARF unit index, `symbols/units.rs`, and a
+//! file's symbol tables, sorted, `symbols/symtab.rs`), keyed
 //! by the same file identity, a hash of the section headers it was built from and a format
 //! version. They are small and read whole, so their checksum is checked on read.
 //!

@@ -56,6 +56,18 @@ const MAX_WALK_BACK: usize = 4096;
 /// Lookups by name a table answers by scanning its records before it builds an index by name:
 /// a scan costs about as much as 1/40 of sorting the table and hashing every name.
 const SCANNED_NAME_LOOKUPS: usize = 32;
+/// Names of the kept tables of a module file and of a separate debug file (`symtab_only`).
+const KEPT_AS: &str = "symbols";
+const KEPT_AS_DEBUG: &str = "symbols_symtab_only";
+const KEPT_VERSION: u64 = 1;
+const KEPT_HEADER: usize = 40;
+const KEPT_SECTION: usize = 16;
+const KEPT_RECORD: usize = 32;
+const KEPT_PLT: u32 = 1;
+const KEPT_GLOBAL: u32 = 2;
+/// The name is in `.dynstr` (a PLT entry's), not the table's string table.
+const KEPT_DYNSTR: u32 = 4;
+const KEPT_FLAGS: u32 = KEPT_PLT | KEPT_GLOBAL | KEPT_DYNSTR;
 
 /// Which table a name came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -149,16 +161,25 @@ pub(crate) struct FileSymbols<'a> {
 impl<'a> FileSymbols<'a> {
     /// The symbols of `file`: its `.symtab`, or its `.dynsym` when it has no `.symtab` (or, with
     /// `symtab_only`, nothing then: a separate debug file's `.dynsym` is a copy of the module's).
+    /// With a section cache, the records and their sorted order are kept: a later run rebuilds
+    /// the tables from them without parsing the entries or sorting (see [`FileSymbols::decode`]).
     pub(crate) fn read(file: &'a ElfFile, symtab_only: bool) -> FileSymbols<'a> {
-        let find = |kind: u32| file.sections.iter().position(|s| s.kind == kind);
-        let (index, source) = match (find(SHT_SYMTAB), find(SHT_DYNSYM)) {
-            (Some(i), _) => (i, NameSource::Symtab),
-            (None, Some(i)) if !symtab_only => (i, NameSource::Dynsym),
-            _ => return FileSymbols::default(),
-        };
-        let (Some(entries), Some(strtab)) = (file.section_data(index), file.sections.get(index).and_then(|s| file.section_data(s.link as usize))) else {
-            return FileSymbols::default();
-        };
+        let Some(tables) = Tables::of(file, symtab_only) else { return FileSymbols::default() };
+        let what = if symtab_only { KEPT_AS_DEBUG } else { KEPT_AS };
+        if let Some(bytes) = file.cached_derived(what, KEPT_VERSION, tables.bound)
+            && let Some(kept) = FileSymbols::decode(&bytes, &tables)
+        {
+            return kept;
+        }
+        let read = FileSymbols::parse(file, symtab_only, &tables);
+        // Called only with a cache to keep it in: a cold run sorts both tables now (a few ms at
+        // most, once) so that no later run sorts them.
+        file.store_derived(what, KEPT_VERSION, || read.encode(&tables));
+        read
+    }
+
+    fn parse(file: &'a ElfFile, symtab_only: bool, tables: &Tables<'a>) -> FileSymbols<'a> {
+        let (entries, strtab, source) = (tables.entries, tables.strtab, tables.source);
         // Most symbols are text (the entries are in the file, so this reserves no more than it).
         let mut text = Vec::with_capacity(entries.len() / SYM_SIZE);
         let mut data = Vec::new();
@@ -184,6 +205,162 @@ impl<'a> FileSymbols<'a> {
             text: SymbolTable::new(text, sections.ranges.clone(), Some(source)),
             data: SymbolTable::new(data, sections.ranges, Some(source)),
         }
+    }
+
+    /// The kept form (sorting both tables if they are not yet): a header of five u64 (section
+    /// ranges, then records and sorted positions of the text table, then of the data table),
+    /// the section ranges (start, end), and per table its records ([`KEPT_RECORD`] bytes:
+    /// address, size, name offset and length in its string table, section, flags) and its
+    /// sorted, compacted positions (u32). Empty (which no decode accepts) if a name is in
+    /// neither string table, which `parse` does not make.
+    fn encode(&self, tables: &Tables<'_>) -> Vec<u8> {
+        let (text_order, data_order) = (self.text.by_address(), self.data.by_address());
+        let sections = &self.text.sections;
+        let len = KEPT_HEADER
+            + sections.len() * KEPT_SECTION
+            + (self.text.records.len() + self.data.records.len()) * KEPT_RECORD
+            + (text_order.len() + data_order.len()) * 4;
+        let mut out = Vec::with_capacity(len);
+        for n in [sections.len(), self.text.records.len(), text_order.len(), self.data.records.len(), data_order.len()] {
+            out.extend((n as u64).to_le_bytes());
+        }
+        for r in sections {
+            out.extend(r.start.to_le_bytes());
+            out.extend(r.end.to_le_bytes());
+        }
+        for (table, order) in [(&self.text, text_order), (&self.data, data_order)] {
+            for s in &table.records {
+                // PLT names are the dynamic symbols' (in `.dynstr`), the others the table's.
+                let (string_table, flag) = if s.plt { (tables.dynstr, KEPT_DYNSTR) } else { (tables.strtab, 0) };
+                let Some(at) = offset_in(string_table, s.name) else { return Vec::new() };
+                let Ok(name_len) = u32::try_from(s.name.len()) else { return Vec::new() };
+                let flags = flag | if s.plt { KEPT_PLT } else { 0 } | if s.global { KEPT_GLOBAL } else { 0 };
+                out.extend(s.addr.to_le_bytes());
+                out.extend(s.size.to_le_bytes());
+                for v in [at, name_len, s.section, flags] {
+                    out.extend(v.to_le_bytes());
+                }
+            }
+            for &i in order {
+                out.extend(i.to_le_bytes());
+            }
+        }
+        out
+    }
+
+    /// Kept tables, checked against the file's string tables: every count and length must add
+    /// up to the entry's, every name lie inside its string table, be non-empty and hold no NUL,
+    /// every section index be a kept range, and each sorted order be distinct positions of
+    /// the table's records in address order. Anything else: `None` (the file is read again).
+    fn decode(bytes: &[u8], tables: &Tables<'a>) -> Option<FileSymbols<'a>> {
+        let count = |at: usize| {
+            bytes.get(at..at.checked_add(8)?).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes).and_then(|n| usize::try_from(n).ok())
+        };
+        let [n_sections, n_text, n_text_order, n_data, n_data_order] =
+            [count(0)?, count(8)?, count(16)?, count(24)?, count(32)?];
+        let mut at = KEPT_HEADER;
+        let mut take = |len: usize| -> Option<&[u8]> {
+            let part = bytes.get(at..at.checked_add(len)?)?;
+            at += len;
+            Some(part)
+        };
+        let section_bytes = take(n_sections.checked_mul(KEPT_SECTION)?)?;
+        let text = (take(n_text.checked_mul(KEPT_RECORD)?)?, take(n_text_order.checked_mul(4)?)?);
+        let data = (take(n_data.checked_mul(KEPT_RECORD)?)?, take(n_data_order.checked_mul(4)?)?);
+        if at != bytes.len() {
+            return None;
+        }
+        let sections: Vec<SectionRange> = section_bytes
+            .chunks_exact(KEPT_SECTION)
+            .map(|c| Some(SectionRange { start: u64_at(c, 0)?, end: u64_at(c, 8)? }))
+            .collect::<Option<_>>()?;
+        let n_sections = u32::try_from(n_sections).ok()?;
+        let table = |(records, order): (&[u8], &[u8])| -> Option<SymbolTable<'a>> {
+            let mut out: Vec<Sym<'a>> = Vec::with_capacity(records.len() / KEPT_RECORD);
+            for r in records.chunks_exact(KEPT_RECORD) {
+                let r: &[u8; KEPT_RECORD] = r.try_into().ok()?;
+                let word = |at: usize| u64::from_le_bytes([r[at], r[at + 1], r[at + 2], r[at + 3], r[at + 4], r[at + 5], r[at + 6], r[at + 7]]);
+                let half = |at: usize| u32::from_le_bytes([r[at], r[at + 1], r[at + 2], r[at + 3]]);
+                let (at, len, section, flags) = (half(16) as usize, half(20) as usize, half(24), half(28));
+                let plt = flags & KEPT_PLT != 0;
+                // A PLT name is a dynamic symbol's, any other the table's.
+                let string_table = if plt { tables.dynstr } else { tables.strtab };
+                let name = string_table.get(at..at.checked_add(len)?)?;
+                // Names are short: a plain loop beats a call to memchr.
+                if name.is_empty() || name.iter().any(|&b| b == 0) || section >= n_sections || plt != (flags & KEPT_DYNSTR != 0) || flags & !KEPT_FLAGS != 0 {
+                    return None;
+                }
+                out.push(Sym { addr: word(0), size: word(8), name, plt, global: flags & KEPT_GLOBAL != 0, section });
+            }
+            let records = out;
+            let order: Vec<u32> = order.chunks_exact(4).map(|c| u32_at(c, 0)).collect::<Option<_>>()?;
+            let mut seen = vec![false; records.len()];
+            let mut last = 0;
+            for &i in &order {
+                let addr = records.get(i as usize)?.addr;
+                let slot = seen.get_mut(i as usize)?;
+                if *slot || addr < last {
+                    return None;
+                }
+                (*slot, last) = (true, addr);
+            }
+            // Compaction keeps a record of each address: an order that drops them all is not one.
+            if order.is_empty() != records.is_empty() {
+                return None;
+            }
+            let mut table = SymbolTable::new(records, sections.clone(), Some(tables.source));
+            table.by_address = OnceLock::from(order);
+            Some(table)
+        };
+        Some(FileSymbols { text: table(text)?, data: table(data)? })
+    }
+}
+
+/// Where `name` starts in `table`, if it lies inside it.
+fn offset_in(table: &[u8], name: &[u8]) -> Option<u32> {
+    let at = (name.as_ptr() as usize).checked_sub(table.as_ptr() as usize)?;
+    (at.checked_add(name.len())? <= table.len()).then_some(())?;
+    u32::try_from(at).ok()
+}
+
+/// The sections [`FileSymbols::read`] takes a file's tables from.
+struct Tables<'a> {
+    entries: &'a [u8],
+    /// The table's string table.
+    strtab: &'a [u8],
+    /// The first `.dynsym`'s string table, which PLT entries are named from (empty with
+    /// `symtab_only`: then there are none).
+    dynstr: &'a [u8],
+    source: NameSource,
+    /// The most bytes a kept entry of these tables takes: two records an entry (a versioned
+    /// name's bare copy), one for the smallest PLT entry of each `.plt*` section's bytes, and
+    /// a position each.
+    bound: u64,
+}
+
+impl<'a> Tables<'a> {
+    fn of(file: &'a ElfFile, symtab_only: bool) -> Option<Tables<'a>> {
+        let find = |kind: u32| file.sections.iter().position(|s| s.kind == kind);
+        let (index, source) = match (find(SHT_SYMTAB), find(SHT_DYNSYM)) {
+            (Some(i), _) => (i, NameSource::Symtab),
+            (None, Some(i)) if !symtab_only => (i, NameSource::Dynsym),
+            _ => return None,
+        };
+        let entries = file.section_data(index)?;
+        let strtab = file.section_data(file.sections.get(index)?.link as usize)?;
+        let dynstr = if symtab_only {
+            &[][..]
+        } else {
+            find(SHT_DYNSYM).and_then(|i| file.section_data(file.sections.get(i)?.link as usize)).unwrap_or_default()
+        };
+        let plt_bytes: u64 = if symtab_only { 0 } else { file.sections.iter().filter(|s| s.name.starts_with(".plt")).map(|s| s.size).fold(0, u64::saturating_add) };
+        let records = (entries.len() as u64 / SYM_SIZE as u64).saturating_mul(2).saturating_add(plt_bytes / 8);
+        let sections = file.sections.len() as u64;
+        let bound = records
+            .saturating_mul(2 * (KEPT_RECORD as u64 + 4))
+            .saturating_add(sections.saturating_mul(KEPT_SECTION as u64))
+            .saturating_add(KEPT_HEADER as u64);
+        Some(Tables { entries, strtab, dynstr, source, bound })
     }
 }
 
@@ -1049,6 +1226,121 @@ mod tests {
             let deferred = names.iter().filter(|n| index.named(n).is_none()).count();
             assert!(deferred > names.len() / 2, "{what}: {deferred} of {} walks deferred", names.len());
         }
+    }
+
+    /// The libc library (`.symtab`-less: its `.dynsym`, with `@plt` entries) and its debug file.
+    fn libc_files() -> [(ElfFile, bool); 2] {
+        let lib = ElfFile::open(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/dumps/sysroot/lib/x86_64-linux-gnu/libc.so.6"))
+            .expect("the committed libc");
+        [(libc_debug_file(), true), (lib, false)]
+    }
+
+    /// Every answer of `read` equals `built`'s: the records, the sorted table, every lookup by
+    /// address (at, just before and inside each symbol) and by name.
+    fn assert_answers_as(read: &FileSymbols<'_>, built: &FileSymbols<'_>) {
+        for (got, want) in [(&read.text, &built.text), (&read.data, &built.data)] {
+            assert_eq!(got.records, want.records);
+            assert_eq!(got.sections, want.sections);
+            assert_eq!(got.source, want.source);
+            assert_eq!(got.by_address(), want.by_address());
+            let mut names: Vec<Vec<u8>> = want.records.iter().map(|s| if s.plt { [s.name, b"@plt"].concat() } else { s.name.to_vec() }).collect();
+            names.extend([b"no_such_function".to_vec(), Vec::new()]);
+            names.sort_unstable();
+            names.dedup();
+            for name in &names {
+                assert_eq!(got.scan_named(name), want.scan_named(name), "{}", String::from_utf8_lossy(name));
+            }
+            for s in &want.records {
+                for addr in [s.addr, s.addr.wrapping_sub(1), s.addr.saturating_add(s.size / 2 + 1)] {
+                    assert_eq!(got.lookup(addr), want.lookup(addr), "{addr:#x}");
+                }
+            }
+        }
+    }
+
+    /// libc's tables kept and read back answer every lookup as the tables read from the file;
+    /// an entry damaged in any field a decode checks is refused as a whole.
+    #[test]
+    fn kept_tables_read_back_as_built_and_damaged_ones_not_at_all() {
+        for (file, symtab_only) in libc_files() {
+            let tables = Tables::of(&file, symtab_only).expect("libc's tables");
+            let built = FileSymbols::parse(&file, symtab_only, &tables);
+            let kept = built.encode(&tables);
+            assert!(kept.len() as u64 <= tables.bound, "within the bound a read allows");
+            let read = FileSymbols::decode(&kept, &tables).expect("the kept tables");
+            assert!(read.text.records.len() > 1000 && (symtab_only || read.text.records.iter().any(|s| s.plt)));
+            assert!(read.text.by_address.get().is_some() && read.data.by_address.get().is_some(), "sorted without sorting");
+            assert_answers_as(&read, &built);
+
+            let count = |at: usize| u64::from_le_bytes(kept[at..at + 8].try_into().unwrap()) as usize;
+            let records = KEPT_HEADER + count(0) * KEPT_SECTION;
+            let order = records + count(8) * KEPT_RECORD;
+            let field = |record: usize, at: usize| records + record * KEPT_RECORD + at;
+            let plain = built.text.records.iter().position(|s| !s.plt).expect("a record named from the table's strings");
+            let name_len = u32::from_le_bytes(kept[field(plain, 20)..field(plain, 24)].try_into().unwrap());
+            let set = |b: &mut Vec<u8>, at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            let first_order = u32::from_le_bytes(kept[order..order + 4].try_into().unwrap());
+            let mut cases: Vec<(&str, Vec<u8>)> = vec![("cut short", kept[..kept.len() - 1].to_vec()), ("a byte more", [&kept[..], &[0]].concat()), ("empty", Vec::new())];
+            let mut edit = |what: &'static str, f: &dyn Fn(&mut Vec<u8>)| {
+                let mut b = kept.clone();
+                f(&mut b);
+                cases.push((what, b));
+            };
+            edit("a record more", &|b| b[8] += 1);
+            edit("a name past its string table", &|b| set(b, field(0, 16), tables.strtab.len() as u32));
+            edit("a name running off its string table", &|b| set(b, field(0, 20), u32::MAX));
+            edit("an empty name", &|b| set(b, field(0, 20), 0));
+            // The name runs on over its NUL into the next one.
+            edit("a name holding a NUL", &|b| set(b, field(plain, 20), name_len + 2));
+            edit("a section not kept", &|b| set(b, field(0, 24), count(0) as u32));
+            edit("an unknown flag", &|b| set(b, field(0, 28), 8));
+            edit("a PLT entry named from the table's strings", &|b| set(b, field(0, 28), KEPT_PLT));
+            edit("a position past the records", &|b| set(b, order, count(8) as u32));
+            edit("a position twice", &|b| set(b, order + 4, first_order));
+            edit("positions out of address order", &|b| {
+                let (x, y) = (order, order + 4 * (count(16) - 1));
+                let (first, last) = (b[x..x + 4].to_vec(), b[y..y + 4].to_vec());
+                b[x..x + 4].copy_from_slice(&last);
+                b[y..y + 4].copy_from_slice(&first);
+            });
+            for (what, bytes) in &cases {
+                assert!(FileSymbols::decode(bytes, &tables).is_none(), "{what} (symtab_only {symtab_only})");
+            }
+        }
+    }
+
+    /// With a cache, the first read keeps the tables and the second rebuilds them from the
+    /// entry, sorted already: the same answers either way; without a cache nothing is kept.
+    #[test]
+    fn a_second_read_rebuilds_the_tables_the_first_kept() {
+        use crate::process::section_cache::{FileIdentity, SectionCache, SETTLE};
+        let dir = std::env::temp_dir().join(format!("knot-symbols-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = std::sync::Arc::new(SectionCache::new(&dir, 1 << 30));
+        for (plain, symtab_only) in libc_files() {
+            let meta = std::fs::metadata(plain.path()).expect("the committed file");
+            if FileIdentity::settled(&meta, std::time::SystemTime::now()).is_none() {
+                // Checked out just now: knot trusts its identity in a moment.
+                std::thread::sleep(SETTLE);
+            }
+            let open = || {
+                let mut file = ElfFile::open(plain.path()).expect("the committed file");
+                file.set_section_cache(Some(cache.clone()));
+                file
+            };
+            let what = if symtab_only { KEPT_AS_DEBUG } else { KEPT_AS };
+            let uncached = FileSymbols::read(&plain, symtab_only);
+            assert!(plain.cached_derived(what, KEPT_VERSION, u64::MAX).is_none(), "nothing kept without a cache");
+            let first_file = open();
+            assert!(first_file.cached_derived(what, KEPT_VERSION, u64::MAX).is_none(), "nothing kept before the first read");
+            assert_answers_as(&FileSymbols::read(&first_file, symtab_only), &uncached);
+            let second_file = open();
+            assert!(second_file.cached_derived(what, KEPT_VERSION, u64::MAX).is_some(), "kept by the first read");
+            let second = FileSymbols::read(&second_file, symtab_only);
+            assert!(second.text.by_address.get().is_some(), "sorted as kept");
+            assert_answers_as(&second, &uncached);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// The radix sort gives `sort_unstable`'s order, whichever bytes of the addresses differ.
