@@ -205,6 +205,18 @@ impl DerivedKey<'_> {
     }
 }
 
+/// The little-endian word at `at` of an entry's header.
+fn header_field(head: &[u8], at: usize) -> Option<u64> {
+    crate::bytes::u64_at(head, at)
+}
+
+/// `entry`, its file's time touched first: least recently used goes first when the directory
+/// is over its bound.
+fn touched(file: fs::File, entry: SectionBytes) -> SectionBytes {
+    let _ = file.set_modified(SystemTime::now());
+    entry
+}
+
 /// XXH3-64 (see the module docs).
 fn checksum(bytes: &[u8]) -> u64 {
     twox_hash::XxHash3_64::oneshot(bytes)
@@ -222,28 +234,13 @@ impl SectionCache {
 
     /// The inflated section for `key`, mapped from the cache, if a valid entry is there.
     pub(crate) fn get(&self, key: &Key<'_>) -> Option<SectionBytes> {
-        let path = self.dir.join(key.file_name()?);
-        let file = crate::open::open_regular(&path).ok()?;
-        let len = file.metadata().ok()?.len();
-        if len != (HEADER as u64).checked_add(key.size)? {
+        let want = (HEADER as u64).checked_add(key.size)?;
+        let (file, bytes) = self.mapped(&key.file_name()?, HEADER, |len| len == want, MAGIC, &key.fields(), KEY_AT)?;
+        let data = bytes.get(HEADER..)?;
+        if data.len() as u64 != key.size || bytes.changed_while_read() {
             return None;
         }
-        // SAFETY: a read-only private mapping; entries are replaced by rename, never rewritten
-        // in place, and a file shrunk by someone else is caught by the SIGBUS guard.
-        let map = unsafe { Mmap::map(&file) }.ok()?;
-        let bytes = Bytes::mapped(map);
-        let (head, data) = bytes.split_at_checked(HEADER)?;
-        let field = |at: usize| head.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
-        let valid = &head[..8] == MAGIC
-            && key.fields().iter().enumerate().all(|(i, &want)| field(KEY_AT + 8 * i) == Some(want))
-            && data.len() as u64 == key.size
-            && !bytes.changed_while_read();
-        if !valid {
-            return None;
-        }
-        // Least recently used goes first when the directory is over its bound.
-        let _ = file.set_modified(SystemTime::now());
-        Some(SectionBytes { bytes, start: HEADER })
+        Some(touched(file, SectionBytes { bytes, start: HEADER }))
     }
 
     /// Stores the inflated `data` for `key`, inflated from `compressed` (best effort: a cache
@@ -264,27 +261,28 @@ impl SectionCache {
 
     /// What was built as `key` says, if a whole entry of it is there (at most `max_len` bytes).
     pub(crate) fn get_derived(&self, key: &DerivedKey<'_>, max_len: u64) -> Option<SectionBytes> {
-        let path = self.dir.join(key.file_name()?);
-        let file = crate::open::open_regular(&path).ok()?;
-        let len = file.metadata().ok()?.len();
-        if len < DERIVED_HEADER as u64 || len - DERIVED_HEADER as u64 > max_len {
+        let fits = |len: u64| len >= DERIVED_HEADER as u64 && len - DERIVED_HEADER as u64 <= max_len;
+        let (file, bytes) = self.mapped(&key.file_name()?, DERIVED_HEADER, fits, DERIVED_MAGIC, &key.fields(), 8)?;
+        let (head, data) = bytes.split_at_checked(DERIVED_HEADER)?;
+        let valid = header_field(head, 64) == Some(data.len() as u64) && header_field(head, 72) == Some(checksum(data)) && !bytes.changed_while_read();
+        valid.then(|| touched(file, SectionBytes { bytes, start: DERIVED_HEADER }))
+    }
+
+    /// Entry `name` mapped, when its length passes `len_ok` and its header of `header` bytes
+    /// starts with `magic` and repeats `fields` from byte `fields_at`: the file (to touch on a
+    /// hit) and its bytes. What else the entry must hold is its reader's to check.
+    fn mapped(&self, name: &str, header: usize, len_ok: impl FnOnce(u64) -> bool, magic: &[u8; 8], fields: &[u64], fields_at: usize) -> Option<(fs::File, Bytes)> {
+        let file = crate::open::open_regular(&self.dir.join(name)).ok()?;
+        if !len_ok(file.metadata().ok()?.len()) {
             return None;
         }
-        // SAFETY: as in `get`.
+        // SAFETY: a read-only private mapping; entries are replaced by rename, never rewritten
+        // in place, and a file shrunk by someone else is caught by the SIGBUS guard.
         let map = unsafe { Mmap::map(&file) }.ok()?;
         let bytes = Bytes::mapped(map);
-        let (head, data) = bytes.split_at_checked(DERIVED_HEADER)?;
-        let field = |at: usize| head.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
-        let valid = &head[..8] == DERIVED_MAGIC
-            && key.fields().iter().enumerate().all(|(i, &want)| field(8 + 8 * i) == Some(want))
-            && field(64) == Some(data.len() as u64)
-            && field(72) == Some(checksum(data))
-            && !bytes.changed_while_read();
-        if !valid {
-            return None;
-        }
-        let _ = file.set_modified(SystemTime::now());
-        Some(SectionBytes { bytes, start: DERIVED_HEADER })
+        let head = bytes.get(..header)?;
+        let valid = head.get(..8) == Some(&magic[..]) && fields.iter().enumerate().all(|(i, &want)| header_field(head, fields_at + 8 * i) == Some(want));
+        valid.then_some((file, bytes))
     }
 
     /// Stores `data` built as `key` says (best effort, as [`SectionCache::put`]).

@@ -253,9 +253,7 @@ impl<'a> FileSymbols<'a> {
     /// every section index be a kept range, and each sorted order be distinct positions of
     /// the table's records in address order. Anything else: `None` (the file is read again).
     fn decode(bytes: &[u8], tables: &Tables<'a>) -> Option<FileSymbols<'a>> {
-        let count = |at: usize| {
-            bytes.get(at..at.checked_add(8)?).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes).and_then(|n| usize::try_from(n).ok())
-        };
+        let count = |at: usize| u64_at(bytes, at).and_then(|n| usize::try_from(n).ok());
         let [n_sections, n_text, n_text_order, n_data, n_data_order] =
             [count(0)?, count(8)?, count(16)?, count(24)?, count(32)?];
         let mut at = KEPT_HEADER;

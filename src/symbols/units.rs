@@ -178,7 +178,7 @@ impl UnitIndex {
 
     /// A kept index, checked against a `.debug_info` of `info` bytes.
     fn decode(bytes: &[u8], info: usize) -> Option<UnitIndex> {
-        let word = |at: usize| bytes.get(at..at.checked_add(8)?).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+        let word = |at: usize| crate::bytes::u64_at(bytes, at);
         let count = |at: usize| word(at).and_then(|n| usize::try_from(n).ok());
         let (n_units, n_ranges) = (count(0)?, count(8)?);
         let ranges_at = n_units.checked_mul(KEPT_UNIT)?.checked_add(KEPT_HEADER)?;
