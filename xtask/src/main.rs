@@ -11,6 +11,7 @@ mod peers;
 mod programs;
 mod samples;
 mod scale;
+mod snapshot;
 
 #[derive(Parser)]
 #[command(name = "xtask", about = "knot's project tasks")]
@@ -30,6 +31,9 @@ enum Command {
     /// The .NET runtime catalogue (analyzers/dotnet/runtime-catalog.toml) from the official
     /// runtime packs: what knot reads from libcoreclr.so / singlefilehost, per build-id.
     DotnetCatalog(dotnet_catalog::Args),
+    /// Every report knot gives on the committed dumps, into one directory (paths of this
+    /// checkout as `<ROOT>`); `--diff NEW` compares two such directories.
+    Snapshot(snapshot::Args),
     /// (Used by `bench` itself.) Runs one tool and prints its wall time and rusage, from a
     /// process small enough not to count in the tool's peak RSS.
     #[command(hide = true)]
@@ -41,6 +45,7 @@ fn main() -> anyhow::Result<()> {
         Command::Samples(args) => samples::run(args),
         Command::Bench(args) => bench::run(args),
         Command::DotnetCatalog(args) => dotnet_catalog::run(args),
+        Command::Snapshot(args) => snapshot::run(args),
         Command::MeasureChild(args) => bench::measure_child(args),
     }
 }
