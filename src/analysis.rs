@@ -227,7 +227,7 @@ fn report_with(process: &Process, opts: &Options, runtime: Option<&dyn runtimes:
         crate::trace::step("heap attached");
     }
     let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();
-    let cycles = WaitForGraph::new(&blocked, &facts.locks).cycles();
+    let cycles = WaitForGraph::new(&blocked, &facts.locks).with_pool(runtime_waits.worker_pool.as_ref()).cycles();
     let mut locks = order_locks(facts.locks.clone(), &cycles);
     words::label_locks(&mut locks);
 
@@ -282,7 +282,7 @@ fn report_with(process: &Process, opts: &Options, runtime: Option<&dyn runtimes:
         (verdict(&cycles, &locks, &threads, &facts.threads, crash.as_ref(), runtime_waits.worker_pool.as_ref(), gc_stalled), limits)
     };
     // The stable keys, from the facts the report holds (never addresses or tids).
-    let keys = SignatureInputs::new(process, &locks, &threads);
+    let keys = SignatureInputs::new(process, &locks, &threads).with_pool(runtime_waits.worker_pool.as_ref());
     let deadlocks = cycles.iter().map(|c| words::deadlock(c, &locks, keys.cycle(c))).collect();
     let convoys: Vec<Option<String>> = locks.iter().map(|l| keys.convoy(l)).collect();
     let verdict_signature = keys.verdict(verdict, &cycles, crash.as_ref());

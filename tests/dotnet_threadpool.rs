@@ -221,7 +221,14 @@ fn starvation_says_the_work_queued_behind_the_workers() {
         let verdict = out.lines().find(|l| l.starts_with("Verdict:")).expect("verdict line");
         let tp = pool_json(r);
         let all_blocked = tp["workers_blocked"].as_array().map(Vec::len) == tp["worker_tids"].as_array().map(Vec::len) && n(&tp["workers_total"]) > Some(0);
-        if all_blocked && total > 0 {
+        // At its maximum, with the workers waiting for work queued behind them, it is a cycle
+        // through the pool (sync_over_async); else starvation (pool_queue: a gate, no task).
+        let through_pool = r.deadlocks.iter().any(|c| c.thread_pool.is_some());
+        if all_blocked && total > 0 && through_pool {
+            assert_eq!(tp["max_workers"], tp["workers_total"], "{}", d.name);
+            assert!(verdict.contains(&format!("DEADLOCK through the thread pool: all {} workers (max {}) are blocked", tp["workers_total"], tp["max_workers"])), "{}: {verdict}", d.name);
+            assert!(verdict.contains(&format!("{total} work items wait")), "{}: {verdict}", d.name);
+        } else if all_blocked && total > 0 {
             assert_eq!(serde_json::to_value(r).expect("json")["verdict"], "thread_pool_starved", "{}: {verdict}", d.name);
             assert!(verdict.contains(&format!("{total} work items queued behind them")), "{}: {verdict}", d.name);
         } else {

@@ -2,14 +2,20 @@
 //! (lock → thread) edges. Every strongly connected component is a deadlock; it is reported as the
 //! ordered chain a person reads: T1 waits for L1 — held by T2, which waits for L0 — held by T1
 //! (the words are the report's).
+//!
+//! A runtime's worker pool is a node too (sync over async): a task whose completion waits in the
+//! pool's queue (its continuation, or the timer that completes what it awaits) has an edge to the
+//! pool, and the pool, when every worker is blocked and it cannot grow (at its maximum), has an
+//! edge to each worker. A cycle through the pool is a deadlock like any other.
 
+pub(crate) mod blocking_site;
 pub(crate) mod dominators;
 pub(crate) mod groups;
 pub(crate) mod limits;
 pub(crate) mod signature;
 pub(crate) mod verdict;
 
-use crate::waits::{LockFact, Owner};
+use crate::waits::{LockFact, LockKind, Owner, WorkerPool};
 use petgraph::algo::tarjan_scc;
 use petgraph::graphmap::DiGraphMap;
 
@@ -17,6 +23,7 @@ use petgraph::graphmap::DiGraphMap;
 enum Node {
     Thread(u32),
     Lock(usize),
+    Pool,
 }
 
 /// One wait-for cycle, as data: the report words it (`report::words::deadlock`).
@@ -29,6 +36,26 @@ pub(crate) struct Cycle {
     pub(crate) locks: Vec<String>,
     /// True when an edge rests on an inferred owner rather than one the lock records.
     pub(crate) inferred: bool,
+    /// A cycle through the worker pool: the last lock is completed by work queued to the pool,
+    /// whose workers (the first thread among them) are all blocked and which cannot grow.
+    pub(crate) pool: Option<PoolInCycle>,
+}
+
+/// The worker pool as a node of a cycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PoolInCycle {
+    /// Every worker (all blocked): the pool's edges.
+    pub(crate) workers: Vec<u32>,
+    /// The most workers the pool may have (it has that many).
+    pub(crate) max: Option<u32>,
+    /// Work items waiting in its queues.
+    pub(crate) queued: Option<u32>,
+}
+
+/// Whether `l` is completed only by work waiting in the worker pool's queues: a task whose async
+/// stack's next step (its continuation, or the timer that completes what it awaits) is queued.
+pub(crate) fn needs_pool(l: &LockFact) -> bool {
+    l.kind == LockKind::Task && l.owner.tid().is_none() && l.managed.as_ref().and_then(|m| m.task.as_ref()).is_some_and(|t| t.queued == Some(true))
 }
 
 /// Who waits for what: the graph built from lock facts and each thread's `blocked_on`.
@@ -36,6 +63,8 @@ pub(crate) struct WaitForGraph<'a> {
     graph: DiGraphMap<Node, ()>,
     locks: &'a [LockFact],
     blocked_on: Vec<(u32, Option<usize>)>,
+    /// The graph with the worker pool's edges, when it has any, and the pool.
+    with_pool: Option<(DiGraphMap<Node, ()>, &'a WorkerPool)>,
 }
 
 impl<'a> WaitForGraph<'a> {
@@ -59,7 +88,26 @@ impl<'a> WaitForGraph<'a> {
                 }
             }
         }
-        WaitForGraph { graph, locks, blocked_on }
+        WaitForGraph { graph, locks, blocked_on, with_pool: None }
+    }
+
+    /// Adds the worker pool: an edge from each lock that [`needs_pool`] to the pool, and from
+    /// the pool to each worker when every worker is blocked and the pool is at its maximum.
+    pub(crate) fn with_pool(mut self, pool: Option<&'a WorkerPool>) -> WaitForGraph<'a> {
+        let Some(pool) = pool.filter(|p| p.exhausted() && p.at_max()) else { return self };
+        let mut g = self.graph.clone();
+        for (li, l) in self.locks.iter().enumerate() {
+            if needs_pool(l) {
+                g.add_edge(Node::Lock(li), Node::Pool, ());
+            }
+        }
+        for &w in &pool.workers {
+            if g.contains_node(Node::Thread(w)) {
+                g.add_edge(Node::Pool, Node::Thread(w), ());
+            }
+        }
+        self.with_pool = Some((g, pool));
+        self
     }
 
     fn waits_for(&self, tid: u32) -> Option<usize> {
@@ -79,8 +127,46 @@ impl<'a> WaitForGraph<'a> {
                 out.push(d);
             }
         }
+        if let Some((g, pool)) = &self.with_pool {
+            for scc in tarjan_scc(g).into_iter().filter(|scc| scc.contains(&Node::Pool)) {
+                if let Some(d) = self.chain_through_pool(pool, scc.len()) {
+                    out.push(d);
+                }
+            }
+        }
         out.sort_by_key(|d| d.tids.first().copied());
         out
+    }
+
+    /// The longest chain from a worker, along waits-for and held-by edges, to a lock the pool
+    /// completes (ties: the lowest tid first): the workers behind a lock come before its owner.
+    fn chain_through_pool(&self, pool: &WorkerPool, limit: usize) -> Option<Cycle> {
+        let mut workers = pool.workers.clone();
+        workers.sort_unstable();
+        let mut best: Option<Cycle> = None;
+        for &w in &workers {
+            let (mut tids, mut locks, mut inferred) = (Vec::new(), Vec::new(), false);
+            let mut t = w;
+            for _ in 0..limit {
+                let Some(li) = self.waits_for(t) else { break };
+                let lock = &self.locks[li];
+                tids.push(t);
+                locks.push(lock.id.clone());
+                if needs_pool(lock) {
+                    if best.as_ref().is_none_or(|b| b.tids.len() < tids.len()) {
+                        let pool = Some(PoolInCycle { workers: workers.clone(), max: pool.max, queued: pool.queued });
+                        best = Some(Cycle { tids: std::mem::take(&mut tids), locks: std::mem::take(&mut locks), inferred, pool });
+                    }
+                    break;
+                }
+                inferred |= matches!(lock.owner, Owner::Inferred { .. });
+                match lock.owner.tid() {
+                    Some(next) if !tids.contains(&next) => t = next,
+                    _ => break,
+                }
+            }
+        }
+        best
     }
 
     /// Follows waits-for and held-by edges from `start` until the chain closes.
@@ -95,7 +181,7 @@ impl<'a> WaitForGraph<'a> {
             tids.push(t);
             locks.push(lock.id.clone());
             if next == start {
-                return Some(Cycle { tids, locks, inferred });
+                return Some(Cycle { tids, locks, inferred, pool: None });
             }
             t = next;
         }

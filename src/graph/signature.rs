@@ -156,11 +156,19 @@ pub(crate) struct SignatureInputs<'a> {
     pub(crate) locks: &'a [LockFact],
     pub(crate) threads: &'a [ThreadReport],
     machinery: Option<&'static Machinery>,
+    /// The worker pool's blocked workers, when the runtime has a pool.
+    pool_blocked: Vec<u32>,
 }
 
 impl<'a> SignatureInputs<'a> {
     pub(crate) fn new(process: &'a Process, locks: &'a [LockFact], threads: &'a [ThreadReport]) -> SignatureInputs<'a> {
-        SignatureInputs { process, locks, threads, machinery: Machinery::builtin().ok() }
+        SignatureInputs { process, locks, threads, machinery: Machinery::builtin().ok(), pool_blocked: Vec::new() }
+    }
+
+    /// With the runtime's worker pool (its blocked workers make a starved pool's signature).
+    pub(crate) fn with_pool(mut self, pool: Option<&crate::waits::WorkerPool>) -> SignatureInputs<'a> {
+        self.pool_blocked = pool.map(|p| p.blocked.clone()).unwrap_or_default();
+        self
     }
 
     fn thread(&self, tid: u32) -> String {
@@ -178,6 +186,9 @@ impl<'a> SignatureInputs<'a> {
     /// A cycle's parts: each edge — a lock and the frames of the thread that waits for it —
     /// from the edge that sorts first, so where the cycle starts (the lowest tid) does not count.
     pub(crate) fn cycle_parts(&self, c: &Cycle) -> Vec<String> {
+        if let Some(p) = &c.pool {
+            return self.pool_parts("cycle", &p.workers);
+        }
         let edges: Vec<String> = c.tids.iter().zip(&c.locks).map(|(&t, id)| format!("{} <- {}", self.lock(id), self.thread(t))).collect();
         let mut parts = vec!["cycle".to_string()];
         parts.extend(least_rotation(&edges));
@@ -186,6 +197,36 @@ impl<'a> SignatureInputs<'a> {
 
     pub(crate) fn cycle(&self, c: &Cycle) -> String {
         seal("cycle", &self.cycle_parts(c))
+    }
+
+    /// The thread pool's shape (sync over async), from what its blocked workers wait for: each
+    /// distinct blocking call site with the async method it awaits, and each other lock they
+    /// queue behind, with its owner's site — sorted, so neither which worker the chain starts at
+    /// nor how many workers wait counts. `kind` tells a deadlock through the pool from starvation.
+    pub(crate) fn pool_parts(&self, kind: &str, workers: &[u32]) -> Vec<String> {
+        let lock_of = |t: u32| self.threads.iter().find(|x| x.tid == t).and_then(|x| x.blocked_on.as_deref()).and_then(|id| self.locks.iter().find(|l| l.id == id));
+        let site = |t: u32, l: &LockFact| -> String {
+            let frames = self.threads.iter().find(|x| x.tid == t).map(|x| x.frames.as_slice()).unwrap_or(&[]);
+            let b = super::blocking_site::blocking_site(frames);
+            let call = b.as_ref().map(|b| format!("{:?} at {} via {}", b.api, b.call_site.as_deref().map(normalize).unwrap_or_default(), b.library.as_deref().map(normalize).unwrap_or_default()));
+            let awaited = l.managed.as_ref().and_then(|m| m.task.as_ref()).and_then(|t| t.async_method.clone()).unwrap_or_default();
+            format!("{} on {awaited}", call.unwrap_or_default())
+        };
+        let mut shape = BTreeSet::new();
+        for &w in workers {
+            let Some(l) = lock_of(w) else { continue };
+            match (l.kind, l.owner.tid()) {
+                (LockKind::Task, _) => shape.insert(format!("blocks {}", site(w, l))),
+                (_, Some(owner)) => {
+                    let held = lock_of(owner).filter(|ol| ol.kind == LockKind::Task).map(|ol| site(owner, ol)).unwrap_or_default();
+                    shape.insert(format!("behind {} held by one that blocks {held}", lock_identity(self.process, l)))
+                }
+                (_, None) => shape.insert(format!("waits {} in {}", site(w, l), lock_identity(self.process, l))),
+            };
+        }
+        let mut parts = vec![kind.to_string(), "thread_pool".to_string()];
+        parts.extend(shape);
+        parts
     }
 
     /// A convoy's parts: the lock, its owner's frames, and each distinct waiting stack (sorted:
@@ -235,7 +276,10 @@ impl<'a> SignatureInputs<'a> {
                     .min();
                 parts.extend(head.map(|(_, s)| s));
             }
-            Verdict::ThreadPoolStarved => parts.extend(self.locks.iter().filter(|l| l.kind == LockKind::Task).filter_map(|l| self.convoy(l)).collect::<BTreeSet<_>>()),
+            Verdict::ThreadPoolStarved => {
+                let parts_of_pool = self.pool_parts("starved", &self.pool_blocked);
+                parts.extend(parts_of_pool);
+            }
             Verdict::BlockedOnIo => {
                 parts.extend(self.threads.iter().filter(|t| matches!(t.state, ThreadState::Io { .. })).map(|t| self.thread(t.tid)).collect::<BTreeSet<_>>())
             }

@@ -20,8 +20,10 @@ pub enum Verdict {
     GcStall,
     /// Threads wait for locks other threads hold, without a cycle (a convoy).
     Contention,
-    /// Every .NET thread-pool worker is blocked inside a work item and some wait for tasks (sync
-    /// over async): the work that would complete those tasks is queued behind them.
+    /// Every .NET thread-pool worker is blocked inside a work item, with work items queued behind
+    /// them or some waiting for tasks (sync over async), and the pool may still grow (at its
+    /// maximum, a cycle through the pool is a deadlock). Said before contention: the lock most
+    /// workers wait for is its cause.
     ThreadPoolStarved,
     /// Blocked threads wait on I/O, not on each other.
     BlockedOnIo,
@@ -69,10 +71,12 @@ pub(crate) fn verdict(
         Verdict::GcStall
     } else if crashed.is_some() {
         Verdict::Crash
+    } else if thread_pool_starved(locks, pool) {
+        // Before contention: a lock the workers queue behind is the starvation's cause, not
+        // the whole story (the pool's queue waits behind them all).
+        Verdict::ThreadPoolStarved
     } else if locks.iter().filter(exclusive).filter(|l| contends(l, locks, reports, crashed)).any(|l| !l.waiter_tids.is_empty()) {
         Verdict::Contention
-    } else if thread_pool_starved(locks, pool) {
-        Verdict::ThreadPoolStarved
     } else if threads.iter().any(|t| matches!(t.state, ThreadState::Io { .. })) {
         Verdict::BlockedOnIo
     } else if threads.iter().any(|t| t.state.is_blocked()) {

@@ -74,6 +74,22 @@ pub struct Deadlock {
     /// The cycle's stable key (`cycle:<16 hex digits>`): the same deadlock gives the same key in
     /// every dump of it; see docs/report-fields.md.
     pub signature: String,
+    /// Present when the cycle goes through the thread pool (sync over async): the last lock is
+    /// completed only by work queued to the pool, and every worker of the pool — the first
+    /// thread among them — is blocked while the pool cannot grow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_pool: Option<DeadlockPool>,
+}
+
+/// The thread pool as a node of a cycle.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DeadlockPool {
+    /// Every worker, all blocked: the pool's edges to threads.
+    pub workers: Vec<u32>,
+    /// The most workers the pool may have (it has that many).
+    pub max_workers: Option<u32>,
+    /// Work items waiting in its queues.
+    pub queued_work_items: Option<u32>,
 }
 
 // A `graph::limits::Limit` in words (`words::verdict_limit`).

@@ -111,10 +111,20 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
         let _ = write!(out, " (limited by {} missing)", short.join(" and "));
     }
     match r.verdict {
-        Verdict::Deadlock => {
-            let n: usize = r.deadlocks.iter().map(|d| d.tids.len()).sum();
-            let _ = write!(out, " — {n} thread{} in {} cycle{}", plural(n), r.deadlocks.len(), plural(r.deadlocks.len()));
-        }
+        Verdict::Deadlock => match r.deadlocks.iter().find_map(|d| d.thread_pool.as_ref()) {
+            // Through the pool: which workers wait for what, in the service's words, first.
+            Some(p) => {
+                let max = p.max_workers.map(|m| format!(" (max {m})")).unwrap_or_default();
+                let _ = write!(out, " through the thread pool: all {} workers{max} are blocked — {}", p.workers.len(), super::words::pool_story(&p.workers, &r.locks, &r.threads));
+                if let Some(q) = p.queued_work_items.filter(|&q| q > 0) {
+                    let _ = write!(out, "; {q} work item{} wait", plural(q as usize));
+                }
+            }
+            None => {
+                let n: usize = r.deadlocks.iter().map(|d| d.tids.len()).sum();
+                let _ = write!(out, " — {n} thread{} in {} cycle{}", plural(n), r.deadlocks.len(), plural(r.deadlocks.len()));
+            }
+        },
         Verdict::GcStall => {
             if let Some(gc) = r.dotnet.as_ref().and_then(|d| d.gc.as_ref()) {
                 out.push_str(&super::gc_text::stall_words(gc));
@@ -129,6 +139,14 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
     }
     let contended = r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).count();
     let _ = writeln!(out, "; {blocked} of {} threads blocked on {contended} lock{}", r.threads.len(), plural(contended));
+    if r.verdict == Verdict::ThreadPoolStarved
+        && let Some(tp) = r.dotnet.as_ref().and_then(|d| d.thread_pool.as_ref())
+    {
+        let story = super::words::pool_story(&tp.workers_blocked, &r.locks, &r.threads);
+        if !story.is_empty() {
+            let _ = writeln!(out, "  cause: {story}");
+        }
+    }
     for l in &r.verdict_limits {
         let _ = writeln!(out, "  limited by {}: {}; fix: {}", l.missing, l.hides, l.fix);
     }
@@ -152,7 +170,15 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
                 let local: u32 = tp.local_queues.iter().map(|l| l.work_items).sum();
                 let _ = write!(out, "; {q} queued work item{}", plural(q as usize));
                 if q > 0 {
-                    let _ = write!(out, " ({} global, {local} in workers' local queues", tp.global_queue.unwrap_or(0) + tp.high_priority_queue.unwrap_or(0));
+                    match tp.high_priority_queue.filter(|&h| h > 0) {
+                        // The high-priority queue (a TimerQueue the timer thread queued, …) said as such.
+                        Some(h) => {
+                            let _ = write!(out, " ({} global, {h} high-priority, {local} in workers' local queues", tp.global_queue.unwrap_or(0));
+                        }
+                        None => {
+                            let _ = write!(out, " ({} global, {local} in workers' local queues", tp.global_queue.unwrap_or(0));
+                        }
+                    }
                     let owned: Vec<String> = tp
                         .local_queues
                         .iter()
@@ -172,6 +198,10 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
             let top: Vec<String> = tp.work_item_types.iter().take(3).map(|t| format!("{} {}", t.count, t.name)).collect();
             let more = tp.work_item_types.len().saturating_sub(3);
             let _ = writeln!(out, "    queued: {}{}", top.join(", "), if more > 0 { format!(", and {more} more type{}", plural(more)) } else { String::new() });
+            if !tp.high_priority_work_items.is_empty() {
+                let high: Vec<String> = tp.high_priority_work_items.iter().map(|t| format!("{} {}", t.count, t.name)).collect();
+                let _ = writeln!(out, "    in the high-priority queue: {}", high.join(", "));
+            }
         }
         if tp.workers_running.is_none() || tp.queued_work_items.is_none() {
             for why in &tp.unavailable {

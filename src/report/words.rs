@@ -2,7 +2,7 @@
 //! named. The analyzers and the graph give data; the text report, the HTML page, its SVG and
 //! flame graph, and the JSON's `description` and `label` fields all say it with these words.
 
-use super::model::{Deadlock, ThreadReport, VerdictLimit};
+use super::model::{Deadlock, DeadlockPool, ThreadReport, VerdictLimit};
 use crate::graph::limits::{Limit, MissingFile};
 use crate::graph::verdict::Verdict;
 use crate::graph::Cycle;
@@ -81,6 +81,7 @@ fn task_async_words(m: &ManagedLock) -> Option<String> {
     let i = t.async_stack?;
     let method = t.async_method.as_deref().map(|n| format!("{} ", short_type(n))).unwrap_or_default();
     let queued = match t.queued {
+        Some(true) if t.timer_queued => "; it awaits a timer whose TimerQueue is queued to the thread pool, behind the workers that wait for it",
         Some(true) => "; its work is queued to the thread pool, behind the workers that wait for it",
         Some(false) => "",
         None => "; the pool's queue was not read",
@@ -251,10 +252,179 @@ pub(crate) fn deadlock(c: &Cycle, locks: &[LockFact], signature: String) -> Dead
             words.push(format!("held by {t}, which waits for {name}"));
         }
     }
-    if let Some(&start) = c.tids.first() {
+    if let (Some(&start), Some(pool)) = (c.tids.first(), &c.pool) {
+        let max = pool.max.map(|m| format!(" (max {m})")).unwrap_or_default();
+        words.push(format!("which only a thread-pool worker can complete: all {} workers{max} are blocked, {start} among them", pool.workers.len()));
+    } else if let Some(&start) = c.tids.first() {
         words.push(if c.tids.len() == 1 { format!("held by {start} itself") } else { format!("held by {start}") });
     }
-    Deadlock { tids: c.tids.clone(), locks: c.locks.clone(), inferred: c.inferred, description: words.join(" — "), signature }
+    let thread_pool = c.pool.as_ref().map(|p| DeadlockPool { workers: p.workers.clone(), max_workers: p.max, queued_work_items: p.queued });
+    Deadlock { tids: c.tids.clone(), locks: c.locks.clone(), inferred: c.inferred, description: words.join(" — "), signature, thread_pool }
+}
+
+/// `Ledger.Post`: a managed method's class and name, without namespace or arguments.
+fn short_method(function: &str) -> String {
+    let head = function.split('(').next().unwrap_or(function);
+    // Generic arguments (`Task`1[[System.Int32, …]]`) hold dots of their own.
+    let plain: String = {
+        let mut depth = 0usize;
+        head.chars()
+            .filter(|&ch| {
+                match ch {
+                    '[' => depth += 1,
+                    ']' => depth = depth.saturating_sub(1),
+                    _ => return depth == 0,
+                }
+                false
+            })
+            .collect()
+    };
+    let parts: Vec<&str> = plain.rsplitn(3, '.').collect();
+    match parts.as_slice() {
+        [name, class, ..] => format!("{}.{name}", class.rsplit('+').next().unwrap_or(class)),
+        _ => plain,
+    }
+}
+
+/// `Rates.FetchRatesAsync`: an async method from its state machine's type
+/// (`Knot.Samples.X.Rates+<FetchRatesAsync>d__0`).
+fn async_method_name(state_machine: &str) -> String {
+    let Some((outer, rest)) = state_machine.split_once("+<") else { return short_type(state_machine).to_string() };
+    let name = rest.split('>').next().unwrap_or(rest);
+    let class = outer.rsplit('.').next().unwrap_or(outer);
+    format!("{}.{name}", class.rsplit('+').next().unwrap_or(class))
+}
+
+/// `Task.Result`: the blocking call a person wrote.
+fn blocking_api_words(api: crate::graph::blocking_site::BlockingApi) -> &'static str {
+    use crate::graph::blocking_site::BlockingApi;
+    match api {
+        BlockingApi::TaskResult => "Task.Result",
+        BlockingApi::TaskWait => "Task.Wait",
+        BlockingApi::TaskWaitAll => "Task.WaitAll",
+        BlockingApi::GetResult => "GetAwaiter().GetResult()",
+        BlockingApi::EventWait => "ManualResetEventSlim.Wait",
+    }
+}
+
+/// `11 Kestrel request loops` / `1 worker`: threads counted in their role's words when they
+/// share one, else as workers.
+fn workers_words(tids: &[u32], threads: &[ThreadReport]) -> String {
+    let n = tids.len();
+    let roles = crate::roles::Roles::builtin().ok();
+    let role = |t: &u32| threads.iter().find(|x| x.tid == *t).and_then(|x| x.role.as_ref()).filter(|r| roles.is_some_and(|rs| rs.is_service(r)));
+    let first = tids.first().and_then(role);
+    match (first, roles) {
+        (Some(r), Some(rs)) if tids.iter().all(|t| role(t).is_some_and(|x| x.role == r.role && x.framework == r.framework)) => {
+            if n == 1 {
+                format!("1 {}", r.name)
+            } else {
+                format!("{n} {}", rs.plural(r).unwrap_or(&r.name))
+            }
+        }
+        _ => format!("{n} worker{}", plural(n)),
+    }
+}
+
+/// `blocks at Ledger.Post on Rates.FetchRatesAsync (sync over async: Task.Result), which waits
+/// for a worker to fire its timer`: what a thread blocked on task `l` does, in the program's words.
+fn task_block_words(t: &ThreadReport, l: &LockFact, many: bool) -> String {
+    let site = crate::graph::blocking_site::blocking_site(&t.frames);
+    let task = l.managed.as_ref().and_then(|m| m.task.as_ref());
+    let awaited = task.and_then(|t| t.async_method.as_deref()).map(async_method_name).or_else(|| l.managed.as_ref().and_then(|m| m.type_name.as_deref()).map(|n| short_type(n).to_string()));
+    let s = if many { "" } else { "s" };
+    let mut w = format!("block{s}");
+    if let Some(site) = &site {
+        if let Some(lib) = &site.library {
+            w.push_str(&format!(" in {}", short_method(lib)));
+            if let Some(c) = &site.call_site {
+                w.push_str(&format!(" (called at {})", short_method(c)));
+            }
+        } else if let Some(c) = &site.call_site {
+            w.push_str(&format!(" at {}", short_method(c)));
+        }
+    }
+    if let Some(a) = awaited {
+        w.push_str(&format!(" on {a}"));
+    }
+    if let Some(site) = &site {
+        w.push_str(&format!(" (sync over async: {})", blocking_api_words(site.api)));
+    }
+    if crate::graph::needs_pool(l) {
+        let its = if many { "their" } else { "its" };
+        let what = if task.is_some_and(|t| t.timer_queued) { "timer" } else { "continuation" };
+        let verb = if what == "timer" { "fire" } else { "run" };
+        w.push_str(&format!(", which wait{s} for a worker to {verb} {its} {what}{}", if many { "s" } else { "" }));
+    }
+    w
+}
+
+/// A lock in few words: the field that holds its object (`Ledger._sync`), else its name.
+fn lock_short(l: &LockFact) -> String {
+    match l.managed.as_ref().and_then(|m| m.referrers.first()).filter(|r| l.kind.is_on_managed_object() && !r.field.starts_with('[')) {
+        Some(r) => referrer(r),
+        None => lock_name(l),
+    }
+}
+
+/// What a pool's blocked workers wait for, in the service's words, the most workers first:
+/// `11 Kestrel request loops behind Ledger._sync, held by a Kestrel request loop that blocks at
+/// Ledger.Post on Rates.FetchRatesAsync (sync over async: Task.Result), which waits for a worker
+/// to fire its timer`.
+pub(crate) fn pool_story(workers: &[u32], locks: &[LockFact], threads: &[ThreadReport]) -> String {
+    let lock_of = |t: u32| threads.iter().find(|x| x.tid == t).and_then(|x| x.blocked_on.as_deref()).and_then(|id| locks.iter().find(|l| l.id == id));
+    // lock id → the workers blocked on it, in first-seen order.
+    let mut by_lock: Vec<(&LockFact, Vec<u32>)> = Vec::new();
+    for &w in workers {
+        let Some(l) = lock_of(w) else { continue };
+        match by_lock.iter_mut().find(|(g, _)| g.id == l.id) {
+            Some((_, ts)) => ts.push(w),
+            None => by_lock.push((l, vec![w])),
+        }
+    }
+    // A lock's owner told inline is not told again on its own.
+    let told_inline: Vec<u32> = by_lock.iter().filter(|(l, _)| l.kind != LockKind::Task).filter_map(|(l, _)| l.owner.tid()).collect();
+    // What each group does, for one thread and for many; groups that do the same are one.
+    let mut parts: Vec<(Vec<u32>, String, String)> = Vec::new();
+    for (l, tids) in &by_lock {
+        if tids.len() == 1 && told_inline.contains(&tids[0]) && l.kind == LockKind::Task {
+            continue;
+        }
+        let first = threads.iter().find(|t| t.tid == tids[0]);
+        let tail = |many: bool| -> String {
+            let s = if many { "" } else { "s" };
+            match (l.kind, l.owner.tid()) {
+                (LockKind::Task, _) => match first {
+                    Some(t) => task_block_words(t, l, many),
+                    None => format!("wait{s} for {}", lock_short(l)),
+                },
+                (_, Some(owner)) => {
+                    let o = threads.iter().find(|t| t.tid == owner);
+                    let role = o.and_then(|o| o.role.as_ref()).map_or("thread".to_string(), |r| r.name.clone());
+                    let what = match (o, lock_of(owner)) {
+                        (Some(o), Some(ol)) if ol.kind == LockKind::Task => format!(" that {}", task_block_words(o, ol, false)),
+                        (_, Some(ol)) => format!(" that waits for {}", lock_short(ol)),
+                        (Some(o), None) => format!(" that is {}", o.state),
+                        (None, None) => String::new(),
+                    };
+                    format!("behind {}, held by a {role} ({owner}){what}", lock_short(l))
+                }
+                (_, None) => {
+                    let site = first.and_then(|t| crate::graph::blocking_site::blocking_site(&t.frames));
+                    let at = site.as_ref().and_then(|s| s.call_site.as_deref()).map(|c| format!(" at {}", short_method(c))).unwrap_or_default();
+                    let api = site.map_or_else(|| lock_short(l), |s| blocking_api_words(s.api).to_string());
+                    format!("wait{s}{at} in {api}")
+                }
+            }
+        };
+        let (one, many) = (tail(false), tail(true));
+        match parts.iter_mut().find(|(_, o, _)| *o == one) {
+            Some((ts, _, _)) => ts.extend(tids.iter().copied()),
+            None => parts.push((tids.clone(), one, many)),
+        }
+    }
+    parts.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+    parts.iter().map(|(tids, one, many)| format!("{} {}", workers_words(tids, threads), if tids.len() == 1 { one } else { many })).collect::<Vec<_>>().join("; ")
 }
 
 /// What stopped working behind a lock, in the service's words: `Orleans: 8 grain activations
@@ -508,6 +678,7 @@ impl std::fmt::Display for Evidence {
             }
             Evidence::QueuedToPool => f.write_str("a frame of that async stack is a work item queued to the thread pool: it runs only when a worker is free"),
             Evidence::PoolQueuesUnread => f.write_str("the thread pool's queues were not read: whether that work is queued is not known"),
+            Evidence::TimerQueued { queue } => write!(f, "that async stack awaits a timer (Task.Delay), and the TimerQueue that fires due timers is queued to the thread pool's {queue}: it fires only when a worker is free"),
             Evidence::SemaphoreSlim { address, current_count, max_count, wait_count, nodes } => write!(
                 f,
                 "SemaphoreSlim {address:#x}: m_currentCount {current_count}, m_maxCount {max_count}, m_waitCount {wait_count}, {nodes} TaskNode{} in line (m_asyncHead…m_asyncTail)",

@@ -60,6 +60,9 @@ pub enum Evidence {
     QueuedToPool,
     /// The thread pool's queues were not read.
     PoolQueuesUnread,
+    /// That async stack awaits a timer, and a `TimerQueue` (which fires the due timers) is queued
+    /// to the thread pool, in this queue.
+    TimerQueued { queue: String },
     /// A .NET `SemaphoreSlim`'s fields, and how many TaskNodes are in line.
     SemaphoreSlim { address: u64, current_count: i32, max_count: i32, wait_count: i32, nodes: usize },
     /// Threads in `SemaphoreSlim.Wait`.

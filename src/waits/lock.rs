@@ -325,6 +325,10 @@ pub struct ManagedTask {
     /// continuation waits for a worker); null when the pool's queues were not read.
     #[serde(default)]
     pub queued: Option<bool>,
+    /// Whether that async stack awaits a timer (`Task.Delay`'s promise) whose `TimerQueue` is
+    /// queued to the thread pool: the timer fires only when a worker runs it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timer_queued: bool,
 }
 
 /// What a native lock is, as its reader found it; the report says it as the lock's `label`

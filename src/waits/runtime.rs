@@ -40,6 +40,10 @@ pub(crate) struct WorkerPool {
     pub(crate) blocked: Vec<u32>,
     /// Work items waiting in the pool's queues, when the runtime could read them.
     pub(crate) queued: Option<u32>,
+    /// The workers that exist and the most the pool may have, when the runtime could read its
+    /// counters (.NET: SOS `threadpool`'s Total and Max Limit).
+    pub(crate) existing: Option<u32>,
+    pub(crate) max: Option<u32>,
 }
 
 impl WorkerPool {
@@ -51,5 +55,11 @@ impl WorkerPool {
     /// Every worker is blocked inside a work item and work items wait in the queues behind them.
     pub(crate) fn starved_of_workers(&self) -> bool {
         self.exhausted() && self.queued.is_some_and(|q| q > 0)
+    }
+
+    /// The pool cannot grow: as many workers exist as it may have. Unknown counters are not
+    /// at the maximum (a cycle through the pool is then starvation, not a deadlock).
+    pub(crate) fn at_max(&self) -> bool {
+        matches!((self.existing, self.max), (Some(e), Some(m)) if m > 0 && e >= m)
     }
 }

@@ -16,8 +16,9 @@ use crate::waits::{AsyncWaiter, Evidence, LockFact, LockKind, LockStorage, Manag
 use std::collections::{HashMap, HashSet};
 
 /// Ties task waits to async stacks and makes the SemaphoreSlims with waiters locks.
-/// `queued`: the objects queued to the thread pool, when its queues were read.
-pub(crate) fn link(stacks: &[AsyncStackReport], semaphores: &[Semaphore], queued: Option<&HashSet<u64>>, facts: &mut WaitFacts) {
+/// `queued`: the objects queued to the thread pool, when its queues were read; `timer_queue`:
+/// the queue a `TimerQueue` waits in (`high-priority queue`), when one is queued.
+pub(crate) fn link(stacks: &[AsyncStackReport], semaphores: &[Semaphore], queued: Option<&HashSet<u64>>, timer_queue: Option<&str>, facts: &mut WaitFacts) {
     // Every frame's stack, and the first async method after it (what a TaskNode's waiter is).
     let mut stack_of: HashMap<u64, usize> = HashMap::new();
     for (i, s) in stacks.iter().enumerate() {
@@ -33,6 +34,13 @@ pub(crate) fn link(stacks: &[AsyncStackReport], semaphores: &[Semaphore], queued
         task.async_stack = Some(i);
         task.async_method = stacks[i].frames.iter().find(|f| f.address == m.object && !f.state.is_empty() && f.state.trim().parse::<i32>().is_ok()).map(|f| f.type_name.clone());
         task.queued = stack_queued(i);
+        // Task.Delay's promise completes when its timer fires: on a worker, from the TimerQueue
+        // the timer thread queued to the pool.
+        let awaits_timer = stacks[i].awaiting.as_ref().is_some_and(|a| a.type_name.contains("DelayPromise")) || stacks[i].frames.first().is_some_and(|f| f.type_name.contains("DelayPromise"));
+        task.timer_queued = awaits_timer && timer_queue.is_some() && task.queued == Some(false);
+        if task.timer_queued {
+            task.queued = Some(true);
+        }
         let first = &stacks[i].frames[0];
         l.evidence.push(Evidence::AsyncStack {
             index: i,
@@ -41,6 +49,7 @@ pub(crate) fn link(stacks: &[AsyncStackReport], semaphores: &[Semaphore], queued
             awaiting: stacks[i].awaiting.as_ref().map(|a| (a.type_name.clone(), a.address)),
         });
         match task.queued {
+            Some(true) if task.timer_queued => l.evidence.push(Evidence::TimerQueued { queue: timer_queue.unwrap_or_default().to_string() }),
             Some(true) => l.evidence.push(Evidence::QueuedToPool),
             Some(false) => {}
             None => l.evidence.push(Evidence::PoolQueuesUnread),

@@ -172,6 +172,10 @@ pub struct ThreadPoolReport {
     pub local_queues: Vec<LocalQueueReport>,
     /// The queued work items by type, most first (SOS `threadpool -stat`).
     pub work_item_types: Vec<WorkItemTypeReport>,
+    /// Of those, the ones in the high-priority queue, by type (SOS `threadpoolqueue` lists only
+    /// the global queue): a `TimerQueue` the timer thread queued to fire due timers, ….
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub high_priority_work_items: Vec<WorkItemTypeReport>,
     /// What is not read, and why.
     pub unavailable: Vec<String>,
 }
@@ -234,6 +238,14 @@ impl ThreadPoolReport {
                 .map(|q| q.local_queues.iter().map(|&a| LocalQueueReport { address: crate::hex::Hex(a), worker_tid: q.owners.get(&a).copied(), work_items: q.count(|k| *k == Queue::Local(a)) as u32 }).collect())
                 .unwrap_or_default(),
             work_item_types: reading.types.iter().map(|t| WorkItemTypeReport { name: t.name.clone(), method_table: crate::hex::Hex(t.method_table), count: t.count as u32 }).collect(),
+            high_priority_work_items: reading
+                .types
+                .iter()
+                .filter_map(|t| {
+                    let n = queues.map_or(0, |q| q.items.iter().filter(|i| i.queue == Queue::HighPriority && i.method_table == t.method_table).count());
+                    (n > 0).then(|| WorkItemTypeReport { name: t.name.clone(), method_table: crate::hex::Hex(t.method_table), count: n as u32 })
+                })
+                .collect(),
             unavailable,
         }
     }

@@ -180,6 +180,9 @@ impl RuntimeLocks for DotnetRuntime<'_> {
                 let mut worker_pool = locks::worker_pool(r, &names, facts);
                 if let Some(p) = worker_pool.as_mut() {
                     p.queued = self.pool_reading().and_then(|q| q.queued());
+                    if let Some(Ok(c)) = self.pool_reading().map(|q| &q.counters) {
+                        (p.existing, p.max) = (Some(c.existing), Some(c.max));
+                    }
                 }
                 // Sleepers, idle workers and the runtime's idle service threads wait for nobody.
                 let finalizer = r.threads.iter().find(|th| th.is_finalizer && th.os_tid != 0).map(|th| th.os_tid);
@@ -275,7 +278,8 @@ impl Runtime for DotnetRuntime<'_> {
                 // The objects queued to the pool, when its queues were read.
                 let queued: Option<std::collections::HashSet<u64>> =
                     self.pool_reading().and_then(|p| p.queues.as_ref().ok()).map(|q| q.items.iter().map(|i| i.object).collect());
-                super::async_waits::link(&report.async_stacks, &gc.semaphores, queued.as_ref(), facts);
+                let timer_queue = self.pool_reading().and_then(|p| p.timer_queue());
+                super::async_waits::link(&report.async_stacks, &gc.semaphores, queued.as_ref(), timer_queue, facts);
             }
         }
         let gc_stalled = report.gc.as_ref().is_some_and(|g| g.stalled);

@@ -120,6 +120,18 @@ impl PoolReading {
     pub(crate) fn queued(&self) -> Option<u32> {
         self.queues.as_ref().ok().filter(|q| q.problems.is_empty()).map(|q| q.items.len() as u32)
     }
+
+    /// The queue a `System.Threading.TimerQueue` waits in, when one is queued (the timer thread
+    /// queues it, to the high-priority queue, when timers are due; a worker fires them).
+    pub(crate) fn timer_queue(&self) -> Option<&'static str> {
+        let mt = self.types.iter().find(|t| t.name == "System.Threading.TimerQueue")?.method_table;
+        let item = self.queues.as_ref().ok()?.items.iter().find(|i| i.method_table == mt)?;
+        Some(match item.queue {
+            Queue::Global => "global queue",
+            Queue::HighPriority => "high-priority queue",
+            Queue::Local(_) => "local queue of a worker",
+        })
+    }
 }
 
 /// Reads the pool of the runtime in `c`.
