@@ -58,6 +58,12 @@
 #                                                 that never complete; Main blocks in GetResult on one of them)
 #   semaphore_async    heap                       createdump --withheap PID (a SemaphoreSlim held by an async flow;
 #                                                 3 WaitAsync flows and 2 threads in Wait() wait for it)
+#   aspnet_pool        deadlock starved nolock    an ASP.NET Core minimal API under an in-process load (one thread,
+#                      healthy                    raw sockets to its own 127.0.0.1 port), createdump --withheap PID:
+#                                                 the pool at max 12 with every worker blocked (a lock + .Result on
+#                                                 Task.Delay: deadlock), the default pool mid-starvation (the same),
+#                                                 .Result and Kestrel's synchronous body read without a lock, and a
+#                                                 healthy busy service; ~6.5 MB gzip'd each: made here, not committed
 #   self_contained     heap                       monitor_abba's wedge, `dotnet publish` self-contained (10.0.12
 #                                                 runtime pack: libcoreclr.so in the app's directory); createdump --withheap
 #   single_file        heap                       the same, PublishSingleFile: the runtime linked into the executable
@@ -129,6 +135,7 @@ ALL_JOBS=(
   async_tcs/heap semaphore_async/heap
   self_contained/heap single_file/heap net9_abba/heap net9_heap/heap runtime_10_0_15/heap
   orleans_silo/heap orleans_silo/again
+  aspnet_pool/deadlock aspnet_pool/starved aspnet_pool/nolock aspnet_pool/healthy aspnet_pool/deadlock2
 )
 # Samples run from their `dotnet publish` output (their own runtime), not with the machine's.
 PUBLISHED=" self_contained single_file net9_abba net9_heap runtime_10_0_15 "
@@ -453,6 +460,8 @@ oracle() {  # oracle SAMPLE DIR
     sync_over_async)
       sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue"
       sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks" ;;
+    aspnet_pool)
+      sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue" ;;
     pool_queue)
       sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue"
       # OccupyWorker's id argument names worker 0, whose local queue holds the LedgerFlush items.
@@ -520,7 +529,7 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   log "building samples (dotnet build -c Debug)"
   for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
            unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime heap_growth heap_graph \
-           pool_queue orleans_silo \
+           pool_queue orleans_silo aspnet_pool \
            async_tcs semaphore_async; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }
@@ -672,6 +681,12 @@ run_job() {  # run_job SAMPLE KIND
       env=(DOTNET_DbgEnableMiniDump=1 DOTNET_DbgMiniDumpType=2 "DOTNET_DbgMiniDumpName=$dir/core"
            DOTNET_EnableCrashReport=1)
       how="the runtime's createdump on the crash via ${env[*]}" ;;
+    aspnet_pool/*)
+      # The mode is the kind; a small hard limit keeps the heap (and the dump) small.
+      env=(DOTNET_GCHeapHardLimit=0x4000000 DOTNET_gcServer=0 DOTNET_gcConcurrent=0)
+      args=("${kind%2}")   # deadlock2: the deadlock again, another process (its signature)
+      flags="--withheap"
+      how="$CREATEDUMP -f $dir/core --withheap PID (process run with ${env[*]}, mode $kind)" ;;
     */heap|orleans_silo/again) flags="--withheap" ;;
     */full) flags="--full" ;;
     */mini) flags="--normal" ;;
@@ -698,7 +713,13 @@ run_job() {  # run_job SAMPLE KIND
   # An Orleans silo starts in seconds, more on a loaded machine.
   local ready_secs=60; [[ "$sample" == orleans_silo ]] && ready_secs=240
   wait_for "$ready_secs" has_ready "$dir/stdout.txt" || { cat "$dir/stderr.txt" >&2; die "$sample: no 'ready' within $ready_secs s"; }
-  wait_blocked "$pid" 30 || die "$sample: threads not all blocked (state S) within 30 s"
+  if [[ "$sample" == aspnet_pool ]]; then
+    # Dumped while requests keep coming (starved, nolock) or being served (healthy); the
+    # deadlocked pool's gate thread wakes every half second: the threads need not settle.
+    wait_blocked "$pid" 5 || log "  $sample/$kind: threads still changing; dumped as they are"
+  else
+    wait_blocked "$pid" 30 || die "$sample: threads not all blocked (state S) within 30 s"
+  fi
   record_threads "$pid" "$dir/threads.txt"
   t0=$SECONDS
   if [[ "$sample" == failfast ]]; then

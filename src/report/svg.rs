@@ -13,7 +13,7 @@
 
 use super::html::escape;
 use super::model::Report;
-use super::words::{edge_words, lock_name, owner_words, referrer, state_words};
+use super::words::{edge_words, lock_name, owner_words, pool_edge_words, pool_node_words, referrer, state_words};
 use crate::waits::Owner;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -41,6 +41,8 @@ enum Kind {
     /// An owner the dump has no thread for (it exited holding the lock).
     Exited(u32),
     Lock(usize),
+    /// The thread pool of a cycle through it (`deadlocks[i].thread_pool`).
+    Pool(usize),
 }
 
 struct Node {
@@ -149,6 +151,21 @@ fn build(report: &Report) -> Graph {
             }
         }
     }
+    // A cycle through the thread pool: its task needs a worker of the pool, whose every worker
+    // is blocked, the cycle's first thread among them.
+    for (di, d) in report.deadlocks.iter().enumerate() {
+        if d.thread_pool.is_none() {
+            continue;
+        }
+        let (Some(&first), Some(&li)) = (d.tids.first().and_then(|t| thread_node.get(t)), d.locks.last().and_then(|id| lock_index.get(id.as_str()))) else { continue };
+        let pn = new(&mut nodes, Kind::Pool(di));
+        let ln = lock_node[li];
+        nodes[ln].out = Some(pn);
+        nodes[ln].out_cycle = true;
+        nodes[pn].out = Some(first);
+        nodes[pn].out_cycle = true;
+        nodes[pn].cycle = true;
+    }
     let (parts, left_out, left_out_nodes) = parts(report, &nodes, &thread_node);
     Graph { nodes, parts, left_out, left_out_nodes }
 }
@@ -161,8 +178,11 @@ fn parts(report: &Report, nodes: &[Node], thread_node: &HashMap<u32, usize>) -> 
     let mut all: Vec<Part> = Vec::new();
     // The rings are the report's cycles, in its order, each from its first thread.
     let lock_node = |id: &str| nodes.iter().position(|n| matches!(n.kind, Kind::Lock(i) if report.locks[i].id == id));
-    for d in &report.deadlocks {
-        let ring: Option<Vec<usize>> = d.tids.iter().zip(&d.locks).flat_map(|(t, l)| [thread_node.get(t).copied(), lock_node(l)]).collect();
+    for (di, d) in report.deadlocks.iter().enumerate() {
+        let mut ring: Option<Vec<usize>> = d.tids.iter().zip(&d.locks).flat_map(|(t, l)| [thread_node.get(t).copied(), lock_node(l)]).collect();
+        if let (Some(r), Some(pn)) = (ring.as_mut(), d.thread_pool.as_ref().and_then(|_| nodes.iter().position(|n| n.kind == Kind::Pool(di)))) {
+            r.push(pn);
+        }
         let Some(ring) = ring.filter(|r| !r.is_empty() && r.iter().all(|&n| part_of[n] == UNSEEN)) else { continue };
         all.push(Part { ring: ring.clone(), root: None, size: 0 });
         for &n in &ring {
@@ -296,7 +316,11 @@ fn draw(report: &Report, g: &Graph) -> String {
             class.push_str(" cycle");
         }
         let marker = if node.out_cycle { "wfg-arrow-cycle" } else if held { "wfg-arrow-held" } else { "wfg-arrow" };
-        let words = edge_words(held, node.out_inferred);
+        let words = match (&node.kind, &g.nodes[o].kind) {
+            (Kind::Pool(_), _) => pool_edge_words(true),
+            (_, Kind::Pool(_)) => pool_edge_words(false),
+            _ => edge_words(held, node.out_inferred),
+        };
         let title = format!("{} {} {}", node_name(report, &node.kind), words, node_name(report, &g.nodes[o].kind));
         let ring_edge = g.parts.iter().any(|p| p.ring.contains(&i) && p.ring.contains(&o));
         let (d, lx, ly, anchor) = if ring_edge && placed.row[o] > placed.row[i] {
@@ -354,6 +378,7 @@ fn node_name(report: &Report, kind: &Kind) -> String {
         Kind::Threads(ts) => format!("{} threads", ts.len()),
         Kind::Exited(t) => format!("thread {t} (exited)"),
         Kind::Lock(i) => lock_name(&report.locks[*i]),
+        Kind::Pool(_) => "the thread pool".to_string(),
     }
 }
 
@@ -404,6 +429,10 @@ fn node_svg(s: &mut String, report: &Report, node: &Node, x: f64, y: f64) {
                 None => (lock_name(l), line2),
             };
             ("node lock", format!("#l{i}"), line1, line2, title)
+        }
+        Kind::Pool(di) => {
+            let (line1, line2) = report.deadlocks.get(*di).and_then(|d| d.thread_pool.as_ref()).map(pool_node_words).unwrap_or_default();
+            ("node pool", String::new(), line1.clone(), line2.clone(), format!("{line1}: {line2}"))
         }
     };
     let class = if node.cycle { format!("{class} cycle") } else { class.to_string() };

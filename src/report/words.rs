@@ -215,6 +215,18 @@ pub(crate) fn owner_words(l: &LockFact) -> String {
     }
 }
 
+/// An edge to or from the thread pool: a task `needs a worker of` the pool, the pool `has every
+/// worker blocked, as` each of its workers.
+pub(crate) fn pool_edge_words(from_pool: bool) -> &'static str {
+    if from_pool { "every worker blocked, as" } else { "needs a worker of" }
+}
+
+/// The thread pool as a node: `thread pool`, `12 workers, max 12, all blocked`.
+pub(crate) fn pool_node_words(p: &DeadlockPool) -> (String, String) {
+    let max = p.max_workers.map(|m| format!(", max {m}")).unwrap_or_default();
+    ("thread pool".to_string(), format!("{} workers{max}, all blocked", p.workers.len()))
+}
+
 /// An edge of the wait-for graph: a thread `waits for` a lock, a lock is `held by` a thread.
 pub(crate) fn edge_words(held: bool, inferred: bool) -> &'static str {
     match (held, inferred) {
@@ -407,7 +419,8 @@ pub(crate) fn pool_story(workers: &[u32], locks: &[LockFact], threads: &[ThreadR
                         (Some(o), None) => format!(" that is {}", o.state),
                         (None, None) => String::new(),
                     };
-                    format!("behind {}, held by a {role} ({owner}){what}", lock_short(l))
+                    let a = if role.starts_with(['A', 'E', 'I', 'O', 'U', 'a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+                    format!("behind {}, held by {a} {role} ({owner}){what}", lock_short(l))
                 }
                 (_, None) => {
                     let site = first.and_then(|t| crate::graph::blocking_site::blocking_site(&t.frames));

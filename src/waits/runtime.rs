@@ -44,6 +44,8 @@ pub(crate) struct WorkerPool {
     /// counters (.NET: SOS `threadpool`'s Total and Max Limit).
     pub(crate) existing: Option<u32>,
     pub(crate) max: Option<u32>,
+    /// Workers waiting for work (SOS `threadpool`'s Idle), when the counters were read.
+    pub(crate) idle: Option<u32>,
 }
 
 impl WorkerPool {
@@ -52,14 +54,39 @@ impl WorkerPool {
         !self.workers.is_empty() && self.workers.iter().all(|t| self.blocked.contains(t))
     }
 
-    /// Every worker is blocked inside a work item and work items wait in the queues behind them.
+    /// Work items wait in the queues behind workers blocked inside work items: every worker,
+    /// or — while the pool injects workers, each soon blocked too — most of them with none idle
+    /// (the others run a work item, or spin before they block).
     pub(crate) fn starved_of_workers(&self) -> bool {
-        self.exhausted() && self.queued.is_some_and(|q| q > 0)
+        let most = self.idle == Some(0) && self.blocked.len() * 2 > self.workers.len();
+        self.queued.is_some_and(|q| q > 0) && (self.exhausted() || most)
     }
 
     /// The pool cannot grow: as many workers exist as it may have. Unknown counters are not
     /// at the maximum (a cycle through the pool is then starvation, not a deadlock).
     pub(crate) fn at_max(&self) -> bool {
         matches!((self.existing, self.max), (Some(e), Some(m)) if m > 0 && e >= m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WorkerPool;
+
+    fn pool(workers: u32, blocked: u32, idle: Option<u32>, queued: u32, max: u32) -> WorkerPool {
+        WorkerPool { workers: (1..=workers).collect(), blocked: (1..=blocked).collect(), queued: Some(queued), existing: Some(workers), max: Some(max), idle }
+    }
+
+    #[test]
+    fn starvation_while_the_pool_injects_workers() {
+        // 11 of 13 blocked, the 2 others spinning before they block, 76 items queued (aspnet_pool/nolock).
+        assert!(pool(13, 11, Some(0), 76, 32767).starved_of_workers());
+        // Every worker blocked, work queued: starved, and at its maximum too.
+        assert!(pool(8, 8, Some(0), 16, 8).starved_of_workers() && pool(8, 8, Some(0), 16, 8).at_max());
+        // An idle worker would take the queued work; a minority blocked is no starvation; nothing queued neither.
+        assert!(!pool(13, 11, Some(1), 76, 32767).starved_of_workers());
+        assert!(!pool(13, 6, Some(0), 76, 32767).starved_of_workers());
+        assert!(!pool(13, 11, Some(0), 0, 32767).starved_of_workers());
+        assert!(!pool(13, 11, Some(0), 76, 32767).at_max());
     }
 }

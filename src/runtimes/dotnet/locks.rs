@@ -281,5 +281,5 @@ pub(crate) fn worker_pool(r: &RuntimeReading, threads: &ManagedThreads, facts: &
         .copied()
         .filter(|t| r.waits.iter().any(|w| w.os_tid == *t) || facts.locks.iter().any(|l| blocked_ids.contains(l.id.as_str()) && l.waiter_tids.contains(t)))
         .collect();
-    Some(WorkerPool { workers: worker_tids, blocked, queued: None, existing: None, max: None })
+    Some(WorkerPool { workers: worker_tids, blocked, queued: None, existing: None, max: None, idle: None })
 }

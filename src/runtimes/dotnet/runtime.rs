@@ -181,7 +181,7 @@ impl RuntimeLocks for DotnetRuntime<'_> {
                 if let Some(p) = worker_pool.as_mut() {
                     p.queued = self.pool_reading().and_then(|q| q.queued());
                     if let Some(Ok(c)) = self.pool_reading().map(|q| &q.counters) {
-                        (p.existing, p.max) = (Some(c.existing), Some(c.max));
+                        (p.existing, p.max, p.idle) = (Some(c.existing), Some(c.max), Some(c.idle()));
                     }
                 }
                 // Sleepers, idle workers and the runtime's idle service threads wait for nobody.
