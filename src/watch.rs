@@ -293,6 +293,7 @@ pub fn run(opts: &WatchOptions, log: &mut dyn FnMut(&str)) -> Result<Summary, Wa
                     let outs = outputs(&out_dir, &name);
                     if is_done(&outs, &meta) {
                         seen.remove(&path);
+                        claims.busy_logged.remove(&path);
                         continue;
                     }
                     let settled = match seen.get(&path) {
