@@ -328,6 +328,23 @@ impl std::fmt::Display for Usage {
 
 impl std::error::Error for Usage {}
 
+/// An error and its causes, each said once: a library error whose message already ends with its
+/// source's words (`cannot watch D: No such file…`, thiserror's `{source}`) is not followed by
+/// them again, as anyhow's `{:#}` would.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let words = cause.to_string();
+        if text.is_empty() {
+            text = words;
+        } else if !text.ends_with(&words) {
+            text.push_str(": ");
+            text.push_str(&words);
+        }
+    }
+    text
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -351,7 +368,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("knot: {e:#}");
+            eprintln!("knot: {}", error_chain(&e));
             ExitCode::from(if e.downcast_ref::<Usage>().is_some() { EXIT_USAGE } else { EXIT_UNREADABLE })
         }
     }
