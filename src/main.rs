@@ -34,7 +34,7 @@ const PID_EXIT: &str = "The process is stopped (ptrace) only while its registers
 
 Exit status: 0 the analysis ran; 2 the reading failed part-way (the process was let go); 3 a deadlock was found and --fail-on-deadlock was given; 4 the process cannot be read: no such process, ptrace not permitted (kernel.yama.ptrace_scope, CAP_SYS_PTRACE, another uid) or another tracer (a debugger) attached; 64 the command line is wrong; 130 interrupted by SIGINT or SIGTERM (the process was let go).";
 
-const WATCH_EXIT: &str = "Writes <dump>.knot.json beside each dump (or in --out), or <dump>.knot.error.txt when it cannot be analyzed, and a <dump>.knot.done marker; each once, also across restarts (a dump that changes is analyzed again). Files are written to a temporary name and renamed.
+const WATCH_EXIT: &str = "Writes <dump>.knot.json beside each dump (or in --out), or <dump>.knot.error.txt when it cannot be analyzed, and a <dump>.knot.done marker; each once, also across restarts (a dump that changes is analyzed again). Files are written to a temporary name and renamed. Several watchers may share DIR: the one that analyzes a dump holds a lock on <dump>.knot.running meanwhile, and the others skip that dump while it is held (with --once they wait for it).
 
 Exit status: 0 every dump found was analyzed (or already was); 1 (--once) some dump could not be analyzed: see its .knot.error.txt; 2 DIR or --out is not a readable directory, or (--once) an output could not be written; 3 (--once) a deadlock was found and --fail-on-deadlock was given; 64 the command line is wrong. Without --once knot watch runs until stopped (SIGTERM or SIGINT: exit 0).";
 
