@@ -635,7 +635,10 @@ fn the_live_sidecar_reads_the_wedged_application_across_containers() {
     wait_for("the log line", Duration::from_secs(10), || played.logs("knot").contains("read live:"));
     let log = played.logs("knot");
     eprintln!("{log}");
-    assert_eq!(log.matches("health probe failed").count(), failures, "{log}");
+    // (A probe loop that started before the application found no process after its failures, and
+    // began again: so a multiple.)
+    assert!(log.contains(&format!("health probe failed ({failures} of {failures})\nknot-live: pid")), "{log}");
+    assert_eq!(log.matches("health probe failed").count() % failures, 0, "{log}");
     let v = json(&report().unwrap());
     assert_eq!(v["verdict"], "deadlock", "{log}");
     let pid = v["live"]["pid"].as_u64().unwrap();
@@ -652,4 +655,39 @@ fn the_live_sidecar_reads_the_wedged_application_across_containers() {
     let app = played.status("app");
     assert_eq!(uid(&app), 10001, "{app}");
     assert!(app.lines().any(|l| l.starts_with("TracerPid:") && l.ends_with("\t0")), "{app}");
+}
+
+/// deploy/knot-live-watch.sh logs on after a healthy probe: the application answers twice, then
+/// stops listening, and each failure is in the log (before, the first probe that connected sent
+/// the loop's stderr — its log — to /dev/null for good).
+#[test]
+fn the_live_loop_logs_failures_after_healthy_probes() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        for stream in listener.incoming().take(2) {
+            let mut s = stream.unwrap();
+            let mut buf = [0u8; 512];
+            let _ = std::io::Read::read(&mut s, &mut buf);
+            let _ = std::io::Write::write_all(&mut s, b"HTTP/1.0 200 OK\r\n\r\nok");
+        }
+        // Dropped: the port refuses connections from now on.
+    });
+    let out = Command::new("bash")
+        .arg(knot_samples::workspace_root().join("deploy/knot-live-watch.sh"))
+        .env("HEALTH_PORT", port.to_string())
+        .env("INTERVAL", "0")
+        .env("FAILURES", "3")
+        .env("PROCESS", "no-such-application-knot-test")
+        .env("ONCE", "1")
+        .output()
+        .unwrap();
+    // The server is not joined: a loop that died early would leave it waiting.
+    drop(server);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{log}");
+    for n in 1..=3 {
+        assert!(log.contains(&format!("health probe failed ({n} of 3)")), "{log}");
+    }
+    assert!(log.contains("no process matches PROCESS=no-such-application-knot-test"), "{log}");
 }
