@@ -409,7 +409,6 @@ fn marker_json(name: &str, s: Stamp) -> serde_json::Value {
     })
 }
 
-#[allow(clippy::too_many_arguments)]
 fn process(path: &Path, name: &str, before: &fs::Metadata, outs: &Outputs, opts: &Options, claims: &mut Claims, log: &mut dyn FnMut(&str)) -> Handled {
     let started = Instant::now();
     let mut running = marker_json(name, stamp(before));

@@ -229,4 +229,6 @@ fn a_missing_directory_is_said_once() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.matches("/nonexistent-knot-dir").count(), 1, "{err}");
+    // Issue 30, item 14: the cause once, not once in the message and again as its source.
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
 }

@@ -196,27 +196,34 @@ pub(crate) fn refused(dir: &Path, e: &io::Error) -> String {
 pub(crate) fn locks_may_stay_local(dir: &Path) -> Option<String> {
     let fs_type = statfs_type(dir)?;
     let (fstype, options) = mount_of(dir).unwrap_or_default();
+    let (what, certain) = local_locks(fs_type, &fstype, &options)?;
+    Some(format!(
+        "{} is on {what}; watchers over this volume elsewhere {} each other's claims (a dump may be analyzed twice, or given a false \"knot died\" error): run one watcher per volume",
+        dir.display(),
+        if certain { "do not see" } else { "may not see" }
+    ))
+}
+
+/// The file system of magic `fs_type` (named `fstype`, mounted with `options`), when its locks
+/// stay on this node: what it is, and whether that is certain (FUSE: it may be).
+fn local_locks(fs_type: i64, fstype: &str, options: &str) -> Option<(String, bool)> {
     let has = |opt: &str| options.split(',').any(|o| o == opt);
-    let what = match fs_type {
+    match fs_type {
         NFS_SUPER_MAGIC => {
             let local = options.split(',').find_map(|o| o.strip_prefix("local_lock=")).filter(|v| matches!(*v, "all" | "posix"));
             match local {
-                Some(v) => format!("NFS mounted with local_lock={v} (nolock): its locks stay on this node"),
-                None if has("nolock") => "NFS mounted with nolock: its locks stay on this node".to_string(),
-                None => return None,
+                Some(v) => Some((format!("NFS mounted with local_lock={v} (nolock): its locks stay on this node"), true)),
+                None if has("nolock") => Some(("NFS mounted with nolock: its locks stay on this node".to_string(), true)),
+                None => None,
             }
         }
-        CIFS_MAGIC_NUMBER | SMB2_MAGIC_NUMBER if has("nobrl") => "SMB mounted with nobrl: its locks stay on this node".to_string(),
+        CIFS_MAGIC_NUMBER | SMB2_MAGIC_NUMBER if has("nobrl") => Some(("SMB mounted with nobrl: its locks stay on this node".to_string(), true)),
         FUSE_SUPER_MAGIC => {
-            let name = if fstype.is_empty() { "fuse".to_string() } else { fstype };
-            format!("a FUSE file system ({name}): whether its locks reach other nodes, or even other mounts of it on this node, is up to it")
+            let name = if fstype.is_empty() { "fuse" } else { fstype };
+            Some((format!("a FUSE file system ({name}): whether its locks reach other nodes, or even other mounts of it on this node, is up to it"), false))
         }
-        _ => return None,
-    };
-    Some(format!(
-        "{} is on {what}; watchers over this volume elsewhere do not see each other's claims (a dump may be analyzed twice, or given a false \"knot died\" error): run one watcher per volume",
-        dir.display()
-    ))
+        _ => None,
+    }
 }
 
 const NFS_SUPER_MAGIC: i64 = 0x6969;
@@ -328,6 +335,22 @@ mod tests {
                     40 22 0:52 / /dumps rw,relatime - nfs srv:/export rw,vers=3,nolock,local_lock=all,addr=10.0.0.1\n";
         assert_eq!(mountinfo_entry(text, "0:52"), Some(("nfs".into(), "rw,vers=3,nolock,local_lock=all,addr=10.0.0.1".into())));
         assert_eq!(mountinfo_entry(text, "8:1"), None);
+    }
+
+    #[test]
+    fn mounts_that_keep_locks_on_the_node_are_told_from_their_options() {
+        let nfs3 = "rw,vers=3,rsize=1048576,proto=tcp,local_lock=none,addr=10.0.0.1";
+        assert_eq!(local_locks(NFS_SUPER_MAGIC, "nfs", nfs3), None, "NFSv3 with the lock manager");
+        assert_eq!(local_locks(NFS_SUPER_MAGIC, "nfs4", "rw,vers=4.1,local_lock=none"), None);
+        let nolock = "rw,vers=3,nolock,proto=tcp,local_lock=all,addr=10.0.0.1";
+        assert!(local_locks(NFS_SUPER_MAGIC, "nfs", nolock).is_some_and(|(w, certain)| certain && w.contains("local_lock=all")));
+        assert!(local_locks(NFS_SUPER_MAGIC, "nfs", "rw,vers=4.2,local_lock=posix").is_some());
+        // flock locks only stay local: knot's are fcntl (posix) ones.
+        assert_eq!(local_locks(NFS_SUPER_MAGIC, "nfs", "rw,vers=3,local_lock=flock"), None);
+        assert!(local_locks(SMB2_MAGIC_NUMBER, "cifs", "rw,vers=3.0,nobrl,cache=strict").is_some());
+        assert_eq!(local_locks(SMB2_MAGIC_NUMBER, "cifs", "rw,vers=3.0,cache=strict"), None);
+        assert!(local_locks(FUSE_SUPER_MAGIC, "fuse.s3fs", "rw,user_id=0").is_some_and(|(w, certain)| !certain && w.contains("fuse.s3fs")));
+        assert_eq!(local_locks(0xEF53, "ext4", "rw"), None);
     }
 
     #[test]
