@@ -200,8 +200,8 @@ fn global_and_local_queues_equal_sos_threadpoolqueue() {
         let (global, local) = parse_threadpoolqueue(&text);
         let tp = pool_json(r);
         let knot_local: u64 = tp["local_queues"].as_array().expect("local_queues").iter().map(|q| q["work_items"].as_u64().expect("count")).sum();
-        // threadpoolqueue reads `workItems` alone; the high-priority queue is empty on these samples.
-        assert_eq!(n(&tp["high_priority_queue"]), Some(0), "{}", d.name);
+        // threadpoolqueue reads `workItems` alone, not the high-priority queue (aspnet_pool's
+        // TimerQueue is there; tests/dotnet_aspnet.rs compares it with `threadpool -wi`).
         assert_eq!((n(&tp["global_queue"]), knot_local), (Some(global), local), "{}: global and local", d.name);
         compared += 1;
     }
@@ -220,7 +220,9 @@ fn starvation_says_the_work_queued_behind_the_workers() {
         let out = text::render(r, &TextOptions::default());
         let verdict = out.lines().find(|l| l.starts_with("Verdict:")).expect("verdict line");
         let tp = pool_json(r);
-        let all_blocked = tp["workers_blocked"].as_array().map(Vec::len) == tp["worker_tids"].as_array().map(Vec::len) && n(&tp["workers_total"]) > Some(0);
+        let (blocked, workers) = (tp["workers_blocked"].as_array().map_or(0, Vec::len), tp["worker_tids"].as_array().map_or(0, Vec::len));
+        // Every worker blocked, or — while the pool injects workers — most, with none idle.
+        let all_blocked = workers > 0 && (blocked == workers || (n(&tp["workers_idle"]) == Some(0) && blocked * 2 > workers));
         // At its maximum, with the workers waiting for work queued behind them, it is a cycle
         // through the pool (sync_over_async); else starvation (pool_queue: a gate, no task).
         let through_pool = r.deadlocks.iter().any(|c| c.thread_pool.is_some());
