@@ -22,7 +22,7 @@ pub(crate) mod windows_x64;
 pub(crate) use frame::{Frame, Stack, StackEnd, Trust};
 pub(crate) use regs::FrameRegs;
 
-use crate::arch::x86_64::dwarf;
+use crate::arch::Arch;
 use crate::core::CoreThread;
 use crate::process::{Memory, Process};
 use cfi::ModuleCfi;
@@ -53,6 +53,9 @@ pub(crate) struct Unwinder<'p> {
     entry: Option<u64>,
     /// The mappings holding a thread's stack pointer, sorted: never code for a scan.
     stacks: Vec<(u64, u64)>,
+    arch: Arch,
+    /// aarch64: the pointer-authentication bits of a return address (NT_ARM_PAC_MASK), cleared.
+    pac_mask: u64,
 }
 
 impl<'p> Unwinder<'p> {
@@ -75,7 +78,7 @@ impl<'p> Unwinder<'p> {
             }
         }
         let mut stacks: Vec<(u64, u64)> =
-            process.core.threads.iter().filter_map(|t| process.core.segments.find(t.registers.rsp)).map(|s| (s.vaddr, s.end())).collect();
+            process.core.threads.iter().filter_map(|t| process.core.segments.find(t.registers.sp())).map(|s| (s.vaddr, s.end())).collect();
         stacks.sort_unstable();
         stacks.dedup();
         Unwinder {
@@ -86,6 +89,8 @@ impl<'p> Unwinder<'p> {
             code_lookup: None,
             entry: process.core.auxv.get(crate::core::auxv::AT_ENTRY).filter(|&e| e != 0),
             stacks,
+            arch: process.core.arch,
+            pac_mask: process.core.pac_mask.unwrap_or(0),
         }
     }
 
@@ -128,7 +133,7 @@ impl<'p> Unwinder<'p> {
             .par_iter()
             .map(|t| {
                 let stack = self.walk(t);
-                core.done_with_segment_at(t.registers.rsp);
+                core.done_with_segment_at(t.registers.sp());
                 stack
             })
             .collect()
@@ -137,8 +142,8 @@ impl<'p> Unwinder<'p> {
     pub(crate) fn walk(&self, thread: &CoreThread) -> Stack {
         let regs = FrameRegs::from_context(&thread.registers);
         let first = Frame {
-            ip: thread.registers.rip,
-            sp: thread.registers.rsp,
+            ip: thread.registers.pc(),
+            sp: thread.registers.sp(),
             cfa: None,
             trust: Trust::Context,
             ip_is_exact: true,
@@ -264,9 +269,13 @@ impl<'p> Unwinder<'p> {
                     frame.is_signal_frame = rule.signal_frame;
                     match cfi.apply(&rule, &frame.regs, memory) {
                         Ok(rec) if rec.outermost => return Err(StackEnd::Outermost),
-                        Ok(rec) => {
+                        Ok(mut rec) => {
+                            let ip = self.strip(rec.regs.ip().unwrap_or(0));
+                            if let Some(ip) = rec.regs.ip().map(|v| self.strip(v)) {
+                                rec.regs.set(self.arch.pc_reg(), ip);
+                            }
                             let next = Frame {
-                                ip: rec.regs.ip().unwrap_or(0),
+                                ip,
                                 sp: rec.regs.sp().unwrap_or(rec.cfa),
                                 cfa: Some(rec.cfa),
                                 trust: Trust::Cfi,
@@ -317,7 +326,10 @@ impl<'p> Unwinder<'p> {
             return Err(StackEnd::ZeroReturnAddress);
         }
         // Stacks grow down: a caller's frame is higher, except across a signal (alternate stack).
-        if next.sp <= frame.sp && !frame.is_signal_frame {
+        // On aarch64 a function that keeps no stack frame (a leaf, a syscall wrapper) has its
+        // caller's sp: the same sp is progress when the pc moved.
+        let same_sp_ok = self.arch == Arch::Aarch64 && next.sp == frame.sp && next.ip != frame.ip;
+        if next.sp <= frame.sp && !frame.is_signal_frame && !same_sp_ok {
             return Err(StackEnd::NoProgress { ip: next.ip, sp: next.sp });
         }
         if !self.is_code_or_managed(next.ip) {
@@ -336,23 +348,34 @@ impl<'p> Unwinder<'p> {
     }
 
     /// A thread that crashed at a PC outside code (a call through a bad function pointer) ran no
-    /// instruction there: the call's return address is the word at the stack pointer, and every
-    /// other register is still the caller's.
+    /// instruction there: the call's return address is the word at the stack pointer (x86-64)
+    /// or in the link register (aarch64), and every other register is still the caller's.
     fn bad_pc_step(&self, frame: &Frame) -> Option<Frame> {
         if self.is_code_or_managed(frame.ip) {
             return None;
         }
         let memory: &dyn Memory = self.process;
-        let ra = memory.read_u64(frame.sp).ok()?;
+        let (ra, caller_sp) = match self.arch {
+            Arch::X86_64 => (memory.read_u64(frame.sp).ok()?, frame.sp.checked_add(8)?),
+            Arch::Aarch64 => (self.strip(frame.regs.get(crate::arch::aarch64::dwarf::LR)?), frame.sp),
+        };
         if !self.is_code(ra) {
             return None;
         }
         let mut regs = frame.regs;
-        regs.set(dwarf::RSP, frame.sp.checked_add(8)?);
-        regs.set(dwarf::RIP, ra);
-        Some(Frame { ip: ra, sp: frame.sp + 8, cfa: None, trust: Trust::Scan, ip_is_exact: false, is_signal_frame: false, regs })
+        regs.set(self.arch.sp_reg(), caller_sp);
+        regs.set(self.arch.pc_reg(), ra);
+        Some(Frame { ip: ra, sp: caller_sp, cfa: None, trust: Trust::Scan, ip_is_exact: false, is_signal_frame: false, regs })
     }
 
+    /// A return address without its pointer-authentication code (aarch64; nothing on x86-64).
+    fn strip(&self, ip: u64) -> u64 {
+        ip & !self.pac_mask
+    }
+
+    /// The caller through the frame pointer: x86-64's %rbp points at {caller's %rbp, return
+    /// address}, aarch64's x29 at the frame record {caller's x29, x30}; the caller's stack
+    /// pointer is taken as just above them (exact on x86-64; on aarch64 at least that).
     fn frame_pointer_step(&self, frame: &Frame) -> Option<Frame> {
         let bp = frame.regs.bp()?;
         if bp < frame.sp || bp - frame.sp > MAX_FRAME_SIZE || bp % 8 != 0 {
@@ -362,14 +385,14 @@ impl<'p> Unwinder<'p> {
         // A %rbp at the top of the address space has no caller frame above it.
         let caller_sp = bp.checked_add(16)?;
         let caller_bp = memory.read_u64(bp).ok()?;
-        let ra = memory.read_u64(bp + 8).ok()?;
+        let ra = self.strip(memory.read_u64(bp + 8).ok()?);
         if !self.is_code(ra) {
             return None;
         }
-        let mut regs = FrameRegs::default();
-        regs.set(dwarf::RBP, caller_bp);
-        regs.set(dwarf::RSP, caller_sp);
-        regs.set(dwarf::RIP, ra);
+        let mut regs = FrameRegs::new(self.arch);
+        regs.set(self.arch.fp_reg(), caller_bp);
+        regs.set(self.arch.sp_reg(), caller_sp);
+        regs.set(self.arch.pc_reg(), ra);
         Some(Frame { ip: ra, sp: caller_sp, cfa: Some(caller_sp), trust: Trust::FramePointer, ip_is_exact: false, is_signal_frame: false, regs })
     }
 
@@ -401,6 +424,7 @@ impl<'p> Unwinder<'p> {
     /// unwinds to a caller above it in code (or to the end of the stack).
     fn scan_candidate(&self, frame: &Frame, slot: u64, value: u64, jit: bool, ctx: &mut gimli::UnwindContext<usize>) -> Option<Frame> {
         let memory: &dyn Memory = self.process;
+        let value = self.strip(value);
         if !self.is_code(value) || self.in_stack(value) {
             return None;
         }
@@ -409,16 +433,17 @@ impl<'p> Unwinder<'p> {
         if module.is_none() && !(jit && self.code_lookup.is_some_and(|l| l.lookup(call).is_some())) {
             return None;
         }
-        if !scan::follows_call(memory, value) {
+        if !scan::follows_call(self.arch, memory, value) {
             return None;
         }
         let caller_sp = slot.checked_add(8)?;
-        let mut regs = FrameRegs::default();
-        regs.set(dwarf::RSP, caller_sp);
-        regs.set(dwarf::RIP, value);
+        let (sp_reg, pc_reg, fp_reg) = (self.arch.sp_reg(), self.arch.pc_reg(), self.arch.fp_reg());
+        let mut regs = FrameRegs::new(self.arch);
+        regs.set(sp_reg, caller_sp);
+        regs.set(pc_reg, value);
         // Keep %rbp: it is still the best guess for a frame-pointer walk further up.
         if let Some(bp) = frame.regs.bp() {
-            regs.set(dwarf::RBP, bp);
+            regs.set(fp_reg, bp);
         }
         if let Some((index, m)) = module
             && let Some(cfi) = self.module_cfi(index)
@@ -431,19 +456,19 @@ impl<'p> Unwinder<'p> {
             let agrees = |bp: Option<u64>| {
                 let mut r = regs;
                 if let Some(bp) = bp {
-                    r.set(dwarf::RBP, bp);
+                    r.set(fp_reg, bp);
                 }
                 match cfi.apply(&rule, &r, memory) {
                     Ok(rec) if rec.outermost => true,
                     Ok(rec) => {
                         let ip = rec.regs.ip().unwrap_or(0);
-                        rec.regs.sp().unwrap_or(rec.cfa) > caller_sp && (ip == 0 || self.is_code_or_managed(ip) && scan::follows_call(memory, ip))
+                        rec.regs.sp().unwrap_or(rec.cfa) > caller_sp && (ip == 0 || self.is_code_or_managed(ip) && scan::follows_call(self.arch, memory, ip))
                     }
                     Err(_) => false,
                 }
             };
             match guesses.iter().find(|g| g.is_some() && agrees(**g)) {
-                Some(Some(bp)) => regs.set(dwarf::RBP, *bp),
+                Some(Some(bp)) => regs.set(fp_reg, *bp),
                 // The CFA needs no guess: the CFI disagrees, so the word is stale.
                 _ if rule.cfa_from_sp() => return None,
                 // It needs a %rbp that no guess gives: unchecked, kept as the scan's guess.
