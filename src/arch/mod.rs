@@ -4,6 +4,7 @@
 //! its registers and the instruction at its pc ([`syscall`]). knot reads x86-64 and aarch64 cores.
 
 pub(crate) mod aarch64;
+pub(crate) mod aarch64_insn;
 pub(crate) mod syscalls;
 pub(crate) mod syscalls_generic;
 pub(crate) mod x86_64;

@@ -63,7 +63,7 @@ pub(crate) fn read(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Th
         let given = s.fault_address.filter(|_| s.code != Some(signal::SI_KERNEL));
         instruction = match regs {
             crate::arch::Registers::X86_64(r) => instruction::decode(process, r, r.rip, given.filter(|_| memory_fault)),
-            crate::arch::Registers::Aarch64(_) => None,
+            crate::arch::Registers::Aarch64(r) => instruction::decode_aarch64(process, r, r.pc, given.filter(|_| memory_fault)),
         };
         if memory_fault {
             // A general-protection fault gives no address: the operand's is the one it tried.

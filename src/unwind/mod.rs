@@ -259,6 +259,9 @@ impl<'p> Unwinder<'p> {
         {
             return self.accept(frame, next);
         }
+        if let Some(next) = self.aarch64_sigreturn_step(frame) {
+            return self.accept(frame, next);
+        }
         let addr = frame.lookup_address();
         let mut cfi_error = None;
         let mut has_cfi = false;
@@ -366,6 +369,32 @@ impl<'p> Unwinder<'p> {
         regs.set(self.arch.sp_reg(), caller_sp);
         regs.set(self.arch.pc_reg(), ra);
         Some(Frame { ip: ra, sp: caller_sp, cfa: None, trust: Trust::Scan, ip_is_exact: false, is_signal_frame: false, regs })
+    }
+
+    /// aarch64's signal trampoline, `__kernel_rt_sigreturn` in the vdso (`mov x8, #139; svc #0`,
+    /// where a handler returns to): its CFI names only the frame record of the interrupted
+    /// code (its x29 and x30), not the pc it was interrupted at, so the interrupted registers
+    /// are read from the `rt_sigframe` at sp as gdb does — `siginfo` (128 bytes), then the
+    /// `ucontext` whose `uc_mcontext` (at 176) holds `fault_address`, x0–x30, sp, pc. The
+    /// frame is marked a signal frame; its caller resumes at its exact pc.
+    fn aarch64_sigreturn_step(&self, frame: &mut Frame) -> Option<Frame> {
+        const SIGRETURN: [u8; 8] = [0x68, 0x11, 0x80, 0xd2, 0x01, 0x00, 0x00, 0xd4];
+        const SIGCONTEXT_REGS: u64 = 128 + 176 + 8;
+        if self.arch != Arch::Aarch64 {
+            return None;
+        }
+        let memory: &dyn Memory = self.process;
+        let mut code = [0u8; 8];
+        memory.read(frame.ip, &mut code).ok().filter(|_| code == SIGRETURN)?;
+        let at = frame.sp.checked_add(SIGCONTEXT_REGS)?;
+        let mut regs = FrameRegs::new(Arch::Aarch64);
+        for reg in 0..33u16 {
+            regs.set(reg, memory.read_u64(at.checked_add(8 * u64::from(reg))?).ok()?);
+        }
+        let (ip, sp) = (regs.ip()?, regs.sp()?);
+        frame.is_signal_frame = true;
+        // Read from the kernel's own record of the context, as exact as CFI.
+        Some(Frame { ip, sp, cfa: Some(frame.sp), trust: Trust::Cfi, ip_is_exact: true, is_signal_frame: false, regs })
     }
 
     /// A return address without its pointer-authentication code (aarch64; nothing on x86-64).

@@ -76,6 +76,14 @@ pub fn made(name: &str, kind: DumpKind) -> Option<SampleDump> {
     }
 }
 
+/// The committed arm64 dump (samples/dumps-aarch64), which every machine has.
+pub fn committed_aarch64(name: &str, kind: DumpKind) -> SampleDump {
+    match knot_samples::committed_aarch64(name, kind) {
+        Some(d) => d,
+        None => panic!("committed arm64 sample {name} ({kind}) is missing from samples/dumps-aarch64"),
+    }
+}
+
 /// The committed dump, which every machine has.
 pub fn committed(name: &str, kind: DumpKind) -> SampleDump {
     match knot_samples::committed(name, kind) {

@@ -19,7 +19,7 @@ ldd --version | head -1 >> "$OUT/versions.txt"
 
 cd "$K"
 mkdir -p "$OUT/bin"
-for name in abba crash_null; do
+for name in abba crash_null signal_handler; do
     # As the x86-64 samples: from the root, the root mapped to ".", so DWARF names samples/native/x.c.
     gcc -g -O0 -pthread -Wall -I samples/native -fdebug-prefix-map=$K=. -o "$OUT/bin/$name" "samples/native/$name.c" || echo "gcc $name failed"
 done
@@ -55,6 +55,13 @@ d="$OUT/abba/gcore"; mkdir -p "$d"; cp "$OUT/bin/abba" "$d/"; cd "$d"
 wait_ready log $pid; gcore -o core $pid > gcore.log 2>&1; mv core.$pid core; kill -9 $pid; wait $pid
 echo "abba gcore: $(ls -la core 2>&1)"
 stamp abba-gcore
+
+# signal_handler: the handler blocks on a mutex main holds; the kernel's signal frame
+# (__kernel_rt_sigreturn in the vdso) sits between it and the interrupted loop.
+d="$OUT/signal_handler/kernel"; mkdir -p "$d"; cp "$OUT/bin/signal_handler" "$d/"; cd "$d"
+./signal_handler > log 2>&1 & pid=$!
+wait_ready log $pid; kill -ABRT $pid; wait $pid; echo "signal_handler kernel: exit $? $(ls -la core 2>&1)"
+stamp signal_handler-kernel
 
 # crash_null: the worker reads through NULL once told "go" on stdin.
 d="$OUT/crash_null/kernel"; mkdir -p "$d"; cp "$OUT/bin/crash_null" "$d/"; cd "$d"
@@ -94,7 +101,7 @@ gdb_read() { # DIR BINARY SYSROOT DEBUGDIR OUTFILE COMMANDS...
         -iex "set debug-file-directory $dbg" -ex "set pagination off" -ex "set width 0" \
         "$@" "./$bin" core ) > "$out" 2> "${out%.txt}.stderr.txt"
 }
-for d in abba/kernel:abba abba/gcore:abba crash_null/kernel:crash_null; do
+for d in abba/kernel:abba abba/gcore:abba crash_null/kernel:crash_null signal_handler/kernel:signal_handler; do
     dir=${d%%:*} bin=${d##*:}
     # The oracle: gdb with only the committed files (sysroot/ and debug/ beside the dumps).
     gdb_read "$dir" "$bin" ../../sysroot ../../debug "$OUT/$dir/gdb-bt.txt" -ex "thread apply all bt"
@@ -103,6 +110,10 @@ for d in abba/kernel:abba abba/gcore:abba crash_null/kernel:crash_null; do
     # What the whole system (libc6-dbg installed) gives, beside it.
     gdb_read "$dir" "$bin" / /usr/lib/debug "$OUT/$dir/gdb-bt.system.txt" -ex "thread apply all bt"
 done
+# glibc's lock layouts on aarch64 as the program's own DWARF has them, and the two locks' state.
+gdb_read abba/kernel abba ../../sysroot ../../debug "$OUT/abba/kernel/gdb-locks.txt" \
+    -ex 'ptype/o pthread_mutex_t' -ex 'ptype/o pthread_rwlock_t' -ex 'ptype/o pthread_cond_t' -ex 'p sizeof(sem_t)' \
+    -ex 'p lock_a' -ex 'p lock_b'
 # The crash's reading, stderr in the same file and in order (gdb says there that glibc recorded
 # no abort message), as for x86-64.
 ( cd crash_null/kernel && gdb -nx -batch -iex "set debuginfod enabled off" -iex "set sysroot ../../sysroot" \

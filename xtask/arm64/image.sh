@@ -21,7 +21,12 @@ fi
 if ! [ -e "$VM/.debootstrap-done" ]; then
     log "debootstrap --arch arm64 (tens of minutes under qemu-user)"
     rm -rf "$ROOT"
-    nice -n 19 debootstrap --arch arm64 --variant=minbase --include=gcc,libc6-dev,gdb,libc6-dbg bookworm "$ROOT" "$MIRROR" > "$VM/debootstrap.log" 2>&1
+    # Its resolver misses one of gdb's dependencies (libboost-regex1.74.0-icu72, for
+    # libsource-highlight4v5): the second stage fails to configure gdb, and apt-get -f install
+    # finishes it below. Any other failure leaves no apt-get behind.
+    nice -n 19 debootstrap --arch arm64 --variant=minbase --include=gcc,libc6-dev,gdb,libc6-dbg bookworm "$ROOT" "$MIRROR" > "$VM/debootstrap.log" 2>&1 \
+        || log "debootstrap failed (see $VM/debootstrap.log); finishing with apt-get -f install"
+    [ -x "$ROOT/usr/bin/apt-get" ] || { log "no apt-get in $ROOT: debootstrap did not get far enough"; exit 1; }
     touch "$VM/.debootstrap-done"
 fi
 

@@ -26,9 +26,10 @@ pub struct Args {
 }
 
 /// The native sources the guest builds (`samples/native/`).
-const SOURCES: &[&str] = &["abba.c", "crash_null.c", "common.h", "crash_common.h"];
+const SOURCES: &[&str] = &["abba.c", "crash_null.c", "signal_handler.c", "common.h", "crash_common.h"];
 /// The dumps the guest makes, as `name/kind` with the executable's name.
-const DUMPS: &[(&str, &str)] = &[("abba/kernel", "abba"), ("abba/gcore", "abba"), ("crash_null/kernel", "crash_null")];
+const DUMPS: &[(&str, &str)] =
+    &[("abba/kernel", "abba"), ("abba/gcore", "abba"), ("crash_null/kernel", "crash_null"), ("signal_handler/kernel", "signal_handler")];
 
 fn sh(cmd: &mut Command, what: &str) -> Result<()> {
     let status = cmd.status().with_context(|| format!("running {what}"))?;
@@ -103,7 +104,7 @@ pub fn run(a: Args) -> Result<()> {
 /// Copies the guest's results into `samples/dumps-aarch64/`, each core gzip -9'd.
 fn commit(root: &Path, out: &Path) -> Result<()> {
     let dest = root.join("samples/dumps-aarch64");
-    for sub in ["abba", "crash_null", "sysroot", "debug"] {
+    for sub in ["abba", "crash_null", "signal_handler", "sysroot", "debug"] {
         let p = dest.join(sub);
         if p.exists() {
             fs::remove_dir_all(&p)?;
@@ -113,7 +114,7 @@ fn commit(root: &Path, out: &Path) -> Result<()> {
         let to = dest.join(dir);
         fs::create_dir_all(&to)?;
         let from = out.join(dir);
-        for f in [*bin, "gdb-bt.txt", "gdb-bt.stderr.txt", "gdb-regs.txt", "gdb-bt.system.txt", "gdb-crash.txt"] {
+        for f in [*bin, "gdb-bt.txt", "gdb-bt.stderr.txt", "gdb-regs.txt", "gdb-bt.system.txt", "gdb-crash.txt", "gdb-locks.txt"] {
             if from.join(f).exists() {
                 fs::copy(from.join(f), to.join(f))?;
             }
