@@ -75,6 +75,14 @@ fn assert_matches_gdb(dump: &SampleDump) {
     );
 }
 
+/// Issue 33: every frame of every thread of the dumps made on arm64, as gdb reads them there.
+#[test]
+fn committed_aarch64_dumps_match_gdb() {
+    for &(name, kind) in knot_samples::COMMITTED_AARCH64_SET {
+        assert_matches_gdb(&common::committed_aarch64(name, kind));
+    }
+}
+
 #[test]
 fn committed_dumps_match_gdb() {
     for &(name, kind) in knot_samples::COMMITTED_SET {

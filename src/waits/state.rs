@@ -122,6 +122,9 @@ pub(crate) fn classify(regs: &Registers, cursig: u16, memory: &dyn Memory) -> Th
             private: args[1] & FUTEX_PRIVATE_FLAG != 0,
         },
         "futex_waitv" => ThreadState::FutexWaitv,
+        // No descriptors to wait for: a sleep. aarch64 has no `pause`; glibc's is
+        // `ppoll(NULL, 0, NULL, NULL)`.
+        "ppoll" | "poll" if args[1] == 0 && regs.arch() == Arch::Aarch64 => ThreadState::Sleeping { syscall },
         "poll" | "select" | "epoll_wait" | "pselect6" | "ppoll" | "epoll_pwait" | "epoll_pwait2" => ThreadState::Polling { syscall },
         "pause" | "nanosleep" | "rt_sigtimedwait" | "rt_sigsuspend" | "clock_nanosleep" => ThreadState::Sleeping { syscall },
         "read" | "write" | "pread64" | "pwrite64" | "readv" | "writev" | "connect" | "accept" | "sendto" | "recvfrom" | "sendmsg" | "recvmsg" | "accept4" => {
