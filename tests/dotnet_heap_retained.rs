@@ -195,3 +195,46 @@ fn the_html_icicle_and_suspect_path_show_the_retained_sizes() {
 fn total_of(text: &str) -> u64 {
     total(text).1
 }
+
+/// Under a memory limit too small for the object graph (`--max-memory`, the library's
+/// `max_memory`), the report still comes: the heap by type, the GC's state, stacks and locks as
+/// without a limit, the retained sizes left out, and the limit said first (`verdict_limits`, the
+/// verdict line) with the flag that lifts it. Under a limit that fits, the report is the one
+/// without a limit, byte for byte.
+#[test]
+fn a_memory_limit_too_small_for_the_heap_graph_leaves_out_the_retained_sizes_and_says_so() {
+    let Some(d) = dumps().into_iter().next() else { return };
+    let at = |max_memory| {
+        let report = knot::analyze(&d.core, &Options { locator: locator(&d), max_memory, ..Options::default() }).expect("the dump reads");
+        let json: serde_json::Value = serde_json::from_str(&knot::report::to_json(&report)).expect("JSON");
+        (report, json)
+    };
+    let (_, free) = at(None);
+    let (_, roomy) = at(Some(64 << 30));
+    assert_eq!(roomy, free, "a limit the graph fits changes nothing");
+
+    let (small, json) = at(Some(1 << 20));
+    let (heap, whole) = (&json["dotnet"]["heap"], &free["dotnet"]["heap"]);
+    for absent in ["retained", "dominators", "unreachable"] {
+        assert!(heap[absent].is_null(), "{absent}: {}", heap[absent]);
+    }
+    assert_eq!(heap["suspects"].as_array().map(Vec::len), Some(0));
+    for same in ["types", "total_objects", "total_bytes"] {
+        assert_eq!(heap[same], whole[same], "{same}: the heap by type is whole");
+    }
+    for same in ["gc", "managed_threads", "thread_pool"] {
+        assert_eq!(json["dotnet"][same], free["dotnet"][same], "{same}");
+    }
+    for same in ["threads", "locks", "deadlocks"] {
+        assert_eq!(json[same], free[same], "{same}");
+    }
+    let limits = json["verdict_limits"].as_array().expect("verdict_limits");
+    let limit = limits.iter().find(|l| l["short"] == "the heap's retained sizes").unwrap_or_else(|| panic!("the limit is said: {limits:?}"));
+    let missing = limit["missing"].as_str().unwrap_or("");
+    assert!(missing.contains("1.0 MiB") && missing.contains("--max-memory"), "names the limit and where it came from: {missing}");
+    assert!(limit["fix"].as_str().unwrap_or("").starts_with("--max-memory SIZE"), "{limit}");
+    let text = knot::report::text::render(&small, &Default::default());
+    let verdict = text.lines().find(|l| l.starts_with("Verdict: ")).unwrap_or("");
+    assert!(verdict.contains("limited by the heap's retained sizes missing"), "{verdict}");
+    assert!(text.lines().any(|l| l.starts_with("  limited by the heap's retained sizes (")), "{text}");
+}
