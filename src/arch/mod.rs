@@ -127,7 +127,7 @@ impl Registers {
     }
 
     /// The syscall number the kernel recorded for a thread inside a syscall: x86-64's `orig_rax`.
-    /// An aarch64 core records none (`user_pt_regs` has no `syscallno`): [`syscall`] reads it
+    /// An aarch64 core records none (`user_pt_regs` has no `syscallno`): `arch::syscall` reads it
     /// from x8 at an `svc #0`.
     pub fn syscall_number(&self) -> Option<u64> {
         match self {
