@@ -181,6 +181,15 @@ impl DotnetRuntime<'_> {
         vec![Limit::DotnetRuntime { version: version.to_string(), why: why.clone(), path, build_id }]
     }
 
+    /// The object graph without its stack roots for a reading made apart from the report (`knot
+    /// heap diff`): `None` when no memory limit was planned (the caller reads it unbounded), else
+    /// read with the walk's node cap, or why it would not fit.
+    pub(crate) fn graph_within_limit(&self) -> Option<Result<gc::GraphAhead, String>> {
+        let limit = self.memory_limit()?;
+        let c = self.context.as_deref().ok()?;
+        read_ahead(c, &[], Some(limit)).graph
+    }
+
     fn memory_limit(&self) -> Option<&MemoryLimit> {
         self.memory_limit.get().and_then(Option::as_ref)
     }
