@@ -264,7 +264,7 @@ impl<'p> Unwinder<'p> {
         let Some(ip) = pending[offset].resume.and_then(|r| r.ip()) else { return next };
         *index += offset + 1;
         let mut regs = next.regs;
-        regs.set(dwarf::RIP, ip);
+        regs.set(self.arch.pc_reg(), ip);
         Frame { ip, ip_is_exact: false, regs, ..next }
     }
 
