@@ -7,8 +7,9 @@
 //!
 //! Scanning is careful: a candidate return address must lie in a module's code or code a runtime
 //! knows (never in a thread's stack, even an executable one), follow a call instruction, and,
-//! where its module has CFI, unwind to a plausible caller; and of the candidates one scan finds,
-//! the first whose chain is consistent with the stack wins (unwound on by CFI to the thread's
+//! where its module has CFI, unwind to a plausible caller; and, scanning from generated code
+//! (no module, no runtime's code map), of the candidates one scan finds the first whose chain is
+//! consistent with the stack wins (unwound on by CFI to the thread's
 //! start or to a frame the %rbp chain confirms), not a stale return address an earlier call
 //! left above the stack pointer. A frame-pointer step is checked
 //! against the words it jumps over: a valid return address among them means frames without a
@@ -388,7 +389,8 @@ impl<'p> Unwinder<'p> {
     }
 
     /// The first validated return address in the words from `start` up to `end` (at most
-    /// [`SCAN_WORDS`]), as the caller's frame, if its chain is confirmed ([`Self::confirmed`]);
+    /// [`SCAN_WORDS`]), as the caller's frame; scanning from generated code (no module, no
+    /// runtime's code map), the first whose chain is confirmed ([`Self::confirmed`]);
     /// of competing candidates the first confirmed one wins, a stale return address left by an
     /// earlier call losing to the true caller's further up. Without any confirmed, the first
     /// (as ever: a guess, and the stack stays marked incomplete). JIT code counts only when
@@ -396,6 +398,10 @@ impl<'p> Unwinder<'p> {
     fn scan_between(&self, frame: &Frame, start: u64, end: u64, jit: bool, ctx: &mut gimli::UnwindContext<usize>) -> Option<Frame> {
         let memory: &dyn Memory = self.process;
         let words = (end.saturating_sub(start) / 8).min(SCAN_WORDS);
+        // Only code nobody describes (no module, no runtime's code map: code generated at run
+        // time) leaves the stale return addresses a candidate must be confirmed against; a
+        // module's frame keeps the first candidate, as ever.
+        let generated = self.process.module_at(frame.lookup_address()).is_none() && !self.code_lookup.is_some_and(|l| l.lookup(frame.lookup_address()).is_some());
         let mut first = None;
         let mut tried = 0;
         let mut fp_cfas = None;
@@ -403,6 +409,9 @@ impl<'p> Unwinder<'p> {
             let Some(slot) = start.checked_add(i * 8) else { break };
             let Ok(value) = memory.read_u64(slot) else { break };
             if let Some(next) = self.scan_candidate(frame, slot, value, jit, ctx) {
+                if !generated {
+                    return Some(next);
+                }
                 let fp_cfas = fp_cfas.get_or_insert_with(|| self.frame_pointer_cfas(frame.regs.bp(), frame.sp));
                 if self.confirmed(&next, fp_cfas, ctx) {
                     return Some(next);
