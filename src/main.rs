@@ -146,6 +146,11 @@ struct HeapDiffArgs {
     /// A compressed core (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
     #[arg(long, value_name = "MIB", default_value_t = knot::core::DEFAULT_MAX_DECOMPRESSED >> 20)]
     max_decompressed_mib: u64,
+    /// The memory knot may use for each dump's object graph (4G, 512M, bytes); default: its
+    /// memory cgroup's limit. A graph that would not fit is not read (retained sizes left out,
+    /// a diagnostic says so).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_memory: Option<u64>,
     /// Write the report to FILE instead of standard output.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -605,7 +610,7 @@ impl Drop for ProgressBar {
 }
 
 fn run_heap_stat(args: HeapStatArgs) -> anyhow::Result<u8> {
-    let opts = knot::heap::HeapOptions { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)) };
+    let opts = knot::heap::HeapOptions { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)), ..Default::default() };
     let spinner = ProgressBar::spinner("walking the GC heap");
     let r = knot::heap::stat(&args.core, &opts);
     drop(spinner);
@@ -619,7 +624,7 @@ fn run_heap_stat(args: HeapStatArgs) -> anyhow::Result<u8> {
 }
 
 fn run_heap_diff(args: HeapDiffArgs) -> anyhow::Result<u8> {
-    let opts = knot::heap::HeapOptions { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)) };
+    let opts = knot::heap::HeapOptions { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)), max_memory: args.max_memory };
     let d = knot::heap::diff(&args.old, &args.new, &opts)?;
     let rendered = match args.format {
         HeapFormat::Text => d.to_text(args.top),

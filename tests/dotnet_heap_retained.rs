@@ -107,7 +107,7 @@ fn retained_sizes_garbage_and_the_suspect_equal_sos_and_the_construction() {
 fn the_burst_grew_the_retained_sizes_by_its_sessions() {
     let all = dumps();
     let (Some(before), Some(after)) = (all.iter().find(|d| d.kind == "before"), all.iter().find(|d| d.kind == "after")) else { return };
-    let d = knot::heap::diff(&before.core, &after.core, &HeapOptions { locator: locator(before), max_decompressed: None }).expect("both read");
+    let d = knot::heap::diff(&before.core, &after.core, &HeapOptions { locator: locator(before), max_decompressed: None, max_memory: None }).expect("both read");
     let row = |name: &str| d.types.iter().find(|t| t.type_name == name).unwrap_or_else(|| panic!("no row {name}"));
     assert_eq!(row(SESSION).retained_growth, Some(4000 * SESSION_RETAINS as i64));
     assert_eq!(row(TREE).retained_growth, Some(0));
@@ -237,4 +237,21 @@ fn a_memory_limit_too_small_for_the_heap_graph_leaves_out_the_retained_sizes_and
     let verdict = text.lines().find(|l| l.starts_with("Verdict: ")).unwrap_or("");
     assert!(verdict.contains("limited by the heap's retained sizes missing"), "{verdict}");
     assert!(text.lines().any(|l| l.starts_with("  limited by the heap's retained sizes (")), "{text}");
+}
+
+/// `knot heap diff` under a memory limit too small for the object graphs compares the heaps by
+/// type all the same, without retained sizes, and says why; under one they fit, as without one.
+#[test]
+fn heap_diff_under_a_memory_limit_too_small_for_the_graphs_compares_without_retained_sizes() {
+    let all = dumps();
+    let (Some(before), Some(after)) = (all.iter().find(|d| d.kind == "before"), all.iter().find(|d| d.kind == "after")) else { return };
+    let diff = |max_memory| knot::heap::diff(&before.core, &after.core, &HeapOptions { locator: locator(before), max_decompressed: None, max_memory }).expect("both read");
+    let (free, roomy, small) = (diff(None), diff(Some(64 << 30)), diff(Some(1 << 20)));
+    assert_eq!(roomy.to_json(), free.to_json(), "a limit the graphs fit changes nothing");
+    let session = |d: &knot::report::heap_diff::HeapDiffReport| d.types.iter().find(|t| t.type_name == SESSION).map(|t| (t.count_growth, t.bytes_growth, t.retained_growth));
+    assert_eq!(session(&small).map(|s| (s.0, s.1)), session(&free).map(|s| (s.0, s.1)), "counts and bytes by type as without a limit");
+    assert_eq!(session(&small).map(|s| s.2), Some(None), "no retained growth");
+    assert!(small.holders.is_empty());
+    let said: Vec<&str> = small.diagnostics.iter().map(|d| d.message.as_str()).filter(|m| m.contains("retained sizes not read") && m.contains("memory limit")).collect();
+    assert_eq!(said.len(), 2, "each dump says why: {:?}", small.diagnostics);
 }

@@ -19,7 +19,7 @@ use crate::runtimes::RuntimeSection;
 use crate::runtimes::{Runtime, RuntimeReport};
 use crate::unwind::Stack;
 use crate::unwind::managed::CodeLookup;
-use crate::waits::{RuntimeLocks, RuntimeWaits, ThreadInput, WaitFacts};
+use crate::waits::{RuntimeLocks, RuntimeWaits, ThreadInput, ThreadState, WaitFacts};
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub(crate) struct DotnetRuntime<'p> {
@@ -181,6 +181,15 @@ impl DotnetRuntime<'_> {
         vec![Limit::DotnetRuntime { version: version.to_string(), why: why.clone(), path, build_id }]
     }
 
+    /// The object graph without its stack roots for a reading made apart from the report (`knot
+    /// heap diff`): `None` when no memory limit was planned (the caller reads it unbounded), else
+    /// read with the walk's node cap, or why it would not fit.
+    pub(crate) fn graph_within_limit(&self) -> Option<Result<gc::GraphAhead, String>> {
+        let limit = self.memory_limit()?;
+        let c = self.context.as_deref().ok()?;
+        read_ahead(c, &[], Some(limit)).graph
+    }
+
     fn memory_limit(&self) -> Option<&MemoryLimit> {
         self.memory_limit.get().and_then(Option::as_ref)
     }
@@ -230,7 +239,12 @@ impl RuntimeLocks for DotnetRuntime<'_> {
                     if !idle::may_be_idle(w, all_locks) {
                         continue;
                     }
-                    if let Some(state) = idle::classify(&t.frames, finalizer == Some(t.tid)) {
+                    let inputs = idle::IdleInputs {
+                        is_finalizer: finalizer == Some(t.tid),
+                        timed: matches!(w.state, ThreadState::Futex { .. }) && t.registers.r10 != 0,
+                        holds_awaited_lock: all_locks.iter().any(|l| l.owner.tid() == Some(t.tid) && !l.waiter_tids.is_empty()),
+                    };
+                    if let Some(state) = idle::classify(&t.frames, inputs) {
                         idle::set_idle(t.tid, state, w, all_locks);
                     }
                 }
