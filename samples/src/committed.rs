@@ -46,6 +46,8 @@ pub const COMMITTED_SET: &[(&str, DumpKind)] = &[
     ("old_layout", DumpKind::Kernel),
     ("relative_dlopen", DumpKind::Kernel),
     ("rwlock_queued_reader", DumpKind::Kernel),
+    // Issue 30: a thread stopped in generated code with stale return addresses above it.
+    ("generated_code", DumpKind::Kernel),
 ];
 
 /// `<workspace>/samples/dumps`.

@@ -7,7 +7,11 @@
 //!
 //! Scanning is careful: a candidate return address must lie in a module's code or code a runtime
 //! knows (never in a thread's stack, even an executable one), follow a call instruction, and,
-//! where its module has CFI, unwind to a plausible caller. A frame-pointer step is checked
+//! where its module has CFI, unwind to a plausible caller; and, scanning from generated code
+//! (no module, no runtime's code map), of the candidates one scan finds the first whose chain is
+//! consistent with the stack wins (unwound on by CFI to the thread's
+//! start or to a frame the %rbp chain confirms), not a stale return address an earlier call
+//! left above the stack pointer. A frame-pointer step is checked
 //! against the words it jumps over: a valid return address among them means frames without a
 //! frame pointer were skipped, and the scan's frames are kept (marked `Scan`). A stack that
 //! needed scanning is never complete; one that reaches the program's entry point is.
@@ -34,6 +38,10 @@ use std::sync::OnceLock;
 pub(crate) const DEFAULT_MAX_FRAMES: usize = 10_000;
 /// How far a scan looks for a return address, in 8-byte words.
 const SCAN_WORDS: u64 = 1024;
+/// How many validated return addresses one scan weighs against each other at most.
+const MAX_SCAN_CANDIDATES: usize = 8;
+/// How far a scanned candidate's chain is followed to confirm it, in frames.
+const CONFIRM_STEPS: usize = 64;
 /// A frame-pointer step may not jump further than this.
 const MAX_FRAME_SIZE: u64 = 16 << 20;
 const PF_X: u32 = 1;
@@ -463,18 +471,101 @@ impl<'p> Unwinder<'p> {
     }
 
     /// The first validated return address in the words from `start` up to `end` (at most
-    /// [`SCAN_WORDS`]), as the caller's frame. JIT code counts only when `jit` is true.
+    /// [`SCAN_WORDS`]), as the caller's frame; scanning from generated code (no module, no
+    /// runtime's code map), the first whose chain is confirmed ([`Self::confirmed`]);
+    /// of competing candidates the first confirmed one wins, a stale return address left by an
+    /// earlier call losing to the true caller's further up. Without any confirmed, the first
+    /// (as ever: a guess, and the stack stays marked incomplete). JIT code counts only when
+    /// `jit` is true.
     fn scan_between(&self, frame: &Frame, start: u64, end: u64, jit: bool, ctx: &mut gimli::UnwindContext<usize>) -> Option<Frame> {
         let memory: &dyn Memory = self.process;
         let words = (end.saturating_sub(start) / 8).min(SCAN_WORDS);
+        // Only code nobody describes (no module, no runtime's code map: code generated at run
+        // time) leaves the stale return addresses a candidate must be confirmed against; a
+        // module's frame keeps the first candidate, as ever.
+        let generated = self.process.module_at(frame.lookup_address()).is_none() && !self.code_lookup.is_some_and(|l| l.lookup(frame.lookup_address()).is_some());
+        let mut first = None;
+        let mut tried = 0;
+        let mut fp_cfas = None;
         for i in 0..words {
-            let slot = start.checked_add(i * 8)?;
-            let Ok(value) = memory.read_u64(slot) else { return None };
+            let Some(slot) = start.checked_add(i * 8) else { break };
+            let Ok(value) = memory.read_u64(slot) else { break };
             if let Some(next) = self.scan_candidate(frame, slot, value, jit, ctx) {
-                return Some(next);
+                if !generated {
+                    return Some(next);
+                }
+                let fp_cfas = fp_cfas.get_or_insert_with(|| self.frame_pointer_cfas(frame.regs.bp(), frame.sp));
+                if self.confirmed(&next, fp_cfas, ctx) {
+                    return Some(next);
+                }
+                first.get_or_insert(next);
+                tried += 1;
+                if tried >= MAX_SCAN_CANDIDATES {
+                    break;
+                }
             }
         }
-        None
+        first
+    }
+
+    /// The CFAs of the frames the %rbp chain from `bp` names (each frame's %rbp + 16), up the
+    /// stack from `above`, at most [`CONFIRM_STEPS`]: where a scanned candidate's CFI-unwound
+    /// chain meets one of them, frame pointers confirm it.
+    fn frame_pointer_cfas(&self, bp: Option<u64>, above: u64) -> Vec<u64> {
+        let memory: &dyn Memory = self.process;
+        let mut out = Vec::new();
+        let (Some(mut bp), mut floor) = (bp, above) else { return out };
+        while out.len() < CONFIRM_STEPS {
+            if bp < floor || bp - floor > MAX_FRAME_SIZE || bp % 8 != 0 {
+                break;
+            }
+            let (Ok(saved), Ok(ra)) = (memory.read_u64(bp), memory.read_u64(bp.saturating_add(8))) else { break };
+            if !self.is_code(ra) {
+                break;
+            }
+            let Some(cfa) = bp.checked_add(16) else { break };
+            out.push(cfa);
+            floor = cfa;
+            bp = saved;
+        }
+        out
+    }
+
+    /// Whether a scanned caller is consistent with the stack: unwound on by CFI, each caller's
+    /// CFA is above the last and each return address follows a call, until the thread's start
+    /// (the CFI's outermost frame, the entry function, code a runtime knows) or a frame the
+    /// %rbp chain confirms (`fp_cfas`), or [`CONFIRM_STEPS`] frames without a contradiction. A
+    /// frame without CFI before that (code nobody describes: where a stale return address's
+    /// CFI leads back into the generated code that left it) is no confirmation.
+    fn confirmed(&self, candidate: &Frame, fp_cfas: &[u64], ctx: &mut gimli::UnwindContext<usize>) -> bool {
+        let memory: &dyn Memory = self.process;
+        let mut f = *candidate;
+        for _ in 0..CONFIRM_STEPS {
+            let addr = f.lookup_address();
+            if self.is_entry(&f) || self.code_lookup.is_some_and(|l| l.lookup(addr).is_some()) {
+                return true;
+            }
+            let Some((index, module)) = self.process.module_at(addr) else { return false };
+            let Some(cfi) = self.module_cfi(index) else { return false };
+            let Some(rule) = cfi.rule(module.to_link_address(addr), ctx) else { return false };
+            let rec = match cfi.apply(&rule, &f.regs, memory) {
+                Ok(rec) => rec,
+                Err(_) => return false,
+            };
+            if rec.outermost || fp_cfas.contains(&rec.cfa) {
+                return true;
+            }
+            let ip = rec.regs.ip().unwrap_or(0);
+            let sp = rec.regs.sp().unwrap_or(rec.cfa);
+            if ip == 0 {
+                return true;
+            }
+            if sp <= f.sp || !self.is_code_or_managed(ip) || !scan::follows_call(self.arch, memory, ip) {
+                return false;
+            }
+            f = Frame { ip, sp, cfa: Some(rec.cfa), trust: Trust::Cfi, ip_is_exact: rule.signal_frame, is_signal_frame: false, regs: rec.regs };
+        }
+        true
     }
 
     /// `value`, read at `slot`, as a return address, if it passes every check: it points into a

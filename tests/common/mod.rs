@@ -18,6 +18,7 @@ macro_rules! native_samples {
             rwlock_readers,
             rwlock_queued_reader,
             relative_dlopen,
+            generated_code,
             cycle3,
             self_relock,
             convoy,
