@@ -16,6 +16,7 @@ mod json_format;
 pub(crate) mod model;
 pub(crate) mod svg;
 pub mod text;
+pub mod watch_line;
 pub mod words;
 
 pub use crate::hex::Hex;
