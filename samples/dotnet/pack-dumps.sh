@@ -39,6 +39,7 @@ COMMITTED=(
   pool_queue/heap
   async_tcs/heap
   semaphore_async/heap
+  cache_leak/heap
 )
 if [[ -n "${ONLY:-}" ]]; then
   read -r -a COMMITTED <<<"$ONLY"
