@@ -142,6 +142,7 @@ fn verdict(out: &mut String, r: &Report) {
         escape(&super::words::verdict(r.verdict).to_uppercase()),
         line
     );
+    super::gc_html::suspects_at(out, r, super::gc_text::SuspectPlace::First);
     if !r.deadlocks.is_empty() {
         out.push_str("<ol class=\"cycles\">");
         for d in &r.deadlocks {
@@ -163,6 +164,7 @@ fn verdict(out: &mut String, r: &Report) {
         }
         out.push_str("</ol>");
     }
+    super::gc_html::suspects_at(out, r, super::gc_text::SuspectPlace::AfterVerdict);
     out.push_str("</header>\n");
 }
 

@@ -63,13 +63,9 @@ pub fn render_colored(report: &Report, opts: &TextOptions, color: bool) -> Strin
     if let Some(c) = &report.crash {
         super::crash_text::lines(&mut out, report, c);
     }
-    if super::gc_text::suspects_first(report) {
-        if let Some(heap) = report.dotnet.as_ref().and_then(|d| d.heap.as_ref()) {
-            out.push('\n');
-            super::gc_text::suspect_lines(&mut out, heap);
-        }
-    }
+    super::gc_text::suspects_at(&mut out, report, super::gc_text::SuspectPlace::First);
     summary(&mut out, report, paint);
+    super::gc_text::suspects_at(&mut out, report, super::gc_text::SuspectPlace::AfterVerdict);
     let mut shown: BTreeSet<u32> = BTreeSet::new();
     // The crashed thread's stack comes first, whole.
     if let Some(c) = &report.crash {
