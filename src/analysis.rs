@@ -119,14 +119,10 @@ pub fn analyze_keeping_process(path: impl AsRef<Path>, opts: &Options) -> Result
 /// critical path. Each table is parsed once whoever asks first (a `OnceLock`); a panic here
 /// stays on this thread.
 fn tables_ahead(core: &crate::core::Core) -> impl FnOnce() + Send + 'static {
-    let dotnet = core.files.iter().flatten().any(|f| f.path.ends_with(runtimes::dotnet::locate::RUNTIME_MODULE));
+    let runtime_tables = runtimes::tables_ahead(core);
     move || {
         let _ = std::panic::catch_unwind(|| {
-            // (The runtime catalogue is read for the one build the dump has, once its build-id
-            // is known: not here.)
-            if dotnet {
-                let _ = runtimes::dotnet::facts::builtin();
-            }
+            runtime_tables();
             let _ = crate::waits::catalog::Catalog::builtin();
             let _ = crate::roles::Roles::builtin();
             let _ = crate::crash::machinery::Machinery::builtin();
@@ -218,11 +214,9 @@ fn report_with(process: &Process, opts: &Options, runtime: Option<&dyn runtimes:
     crate::trace::step("runtime section");
     let mut section = section;
     // The heap as a graph: what holds it (stack roots from the stacks walked above).
-    if let Some(heap) = section.as_mut().and_then(|s| s.section.dotnet_heap_mut())
-        && let Some(dotnet) = runtime.as_ref().and_then(|r| r.as_dotnet())
-    {
+    if let (Some(s), Some(r)) = (section.as_mut(), runtime) {
         let mut more = Vec::new();
-        crate::heap::attach(process, dotnet, &stacks, &frames, heap, &mut more);
+        r.attach_heap(&stacks, &frames, s, &mut more);
         facts.diagnostics.extend(more);
         crate::trace::step("heap attached");
     }

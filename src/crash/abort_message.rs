@@ -2,7 +2,7 @@
 //! is set by assert, the malloc checks and the fortify checks just before they call abort().
 
 use crate::process::{Memory, Process};
-use crate::runtimes::dotnet::elf::dynamic_symbol;
+use crate::process::dynsym::dynamic_symbol;
 
 /// The most of a message knot reads.
 pub(crate) const MAX_MESSAGE: usize = 4096;

@@ -2,6 +2,7 @@
 //! over all of them.
 
 pub(crate) mod discover;
+pub(crate) mod dynsym;
 pub(crate) mod elf_file;
 mod link_map;
 pub(crate) mod locate;

@@ -7,6 +7,9 @@
 use super::words;
 use crate::diagnostics::Diagnostic;
 use crate::hex::Hex;
+use crate::runtimes::dotnet::gc::graph::RootSource;
+use crate::runtimes::dotnet::gc::paths::Link;
+use crate::runtimes::ObjectRoots;
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -49,6 +52,83 @@ pub struct HeapRootReport {
     pub references: usize,
     /// What could not be read (unreadable roots, refused GC descriptions, walks stopped early).
     pub diagnostics: Vec<Diagnostic>,
+}
+
+impl HeapRootReport {
+    /// The report of one object's roots; `methods` names a managed frame by (thread, stack
+    /// pointer), `diagnostics` are the process's (the reading's own follow).
+    pub(crate) fn of(roots: &ObjectRoots, methods: &std::collections::HashMap<(u32, u64), String>, diagnostics: Vec<Diagnostic>) -> HeapRootReport {
+        let ObjectRoots::Dotnet(why) = roots;
+        let process_diagnostics = diagnostics;
+            let holder = |root: &crate::runtimes::dotnet::gc::roots::RootAt| {
+                let (kind, conservative) = root.kind.name();
+                let mut h = HeapRootHolder { kind: kind.to_string(), conservative, handle: None, thread: None, finalizer_slot: None, sync_block: None, description: String::new() };
+                match &root.source {
+                    RootSource::Handle { handle } => h.handle = Some(Hex(*handle)),
+                    RootSource::Static { handle, .. } => h.handle = Some(Hex(*handle)),
+                    RootSource::Stack { os_tid, managed_id, frame_sp, frame_ip, slot, register } => {
+                        h.thread = Some(HeapRootThread {
+                            os_tid: *os_tid,
+                            managed_id: *managed_id,
+                            method: methods.get(&(*os_tid, *frame_sp)).cloned(),
+                            frame_sp: Hex(*frame_sp),
+                            frame_ip: Hex(*frame_ip),
+                            slot: register.is_none().then_some(Hex(*slot)),
+                            register: register.map(|r| crate::arch::x86_64::dwarf::name(r).map(str::to_string).unwrap_or_else(|| format!("dwarf register {r}"))),
+                        })
+                    }
+                    RootSource::FinalizerQueue { slot } => h.finalizer_slot = Some(Hex(*slot)),
+                    RootSource::SyncBlock { index } => h.sync_block = Some(*index),
+                }
+                h.description = words::heap_root_description(&h);
+                h
+            };
+            let steps = |steps: &[crate::runtimes::dotnet::gc::why_alive::Step]| -> Vec<HeapPathStep> {
+                steps
+                    .iter()
+                    .map(|s| HeapPathStep {
+                        address: Hex(s.address),
+                        type_name: s.type_name.clone(),
+                        size: s.size,
+                        via: s.link.as_ref().map(|l| match l {
+                            Link::Field(f) => f.clone(),
+                            Link::Element(i) => format!("[{i}]"),
+                            Link::Dependent => "(dependent handle)".to_string(),
+                        }),
+                        static_field: s.static_field.as_ref().map(|f| HeapStaticField { class: f.class.clone(), field: f.field.clone() }),
+                    })
+                    .collect()
+            };
+            let mut all: Vec<HeapRootPath> = why.paths.iter().map(|(r, s)| HeapRootPath { root: holder(r), path: steps(s) }).collect();
+            let first = (!all.is_empty()).then(|| all.remove(0));
+            let roots = why
+                .roots
+                .iter()
+                .map(|(k, n)| {
+                    let (kind, conservative) = k.name();
+                    HeapRootCount { kind: kind.to_string(), conservative, count: *n }
+                })
+                .collect();
+            let mut diagnostics = process_diagnostics.clone();
+            diagnostics.extend(why.diagnostics.iter().cloned());
+            HeapRootReport {
+                knot_version: env!("CARGO_PKG_VERSION").to_string(),
+                object: Hex(why.object),
+                type_name: why.object_type.clone(),
+                size: why.object_size,
+                reachable: first.is_some(),
+                root: first.as_ref().map(|f| f.root.clone()),
+                path: first.map(|f| f.path).unwrap_or_default(),
+                other_roots: all,
+                other_roots_not_listed: why.more_roots,
+                roots,
+                handles_read: why.handles_read,
+                all_roots: why.all_roots,
+                objects: why.objects,
+                references: why.references,
+                diagnostics,
+            }
+    }
 }
 
 /// A root: what holds the first object of the path.

@@ -5,7 +5,7 @@
 use crate::diagnostics::Diagnostic;
 use crate::runtimes::dotnet::gc::report::{GcReport, HeapTypeReport};
 use crate::runtimes::dotnet::gc::state::thousands;
-use crate::runtimes::dotnet::gc::GcReading;
+use crate::runtimes::HeapReading;
 use super::gc_text::{bytes, limit_source_words};
 use crate::hex::Hex;
 use schemars::JsonSchema;
@@ -32,7 +32,8 @@ pub struct HeapStatReport {
 }
 
 impl HeapStatReport {
-    pub(crate) fn of(path: &Path, gc: &GcReading) -> HeapStatReport {
+    pub(crate) fn of(path: &Path, reading: &HeapReading) -> HeapStatReport {
+        let HeapReading::Dotnet(gc) = reading;
         let s = &gc.stats;
         HeapStatReport {
             path: path.display().to_string(),

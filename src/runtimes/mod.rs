@@ -4,8 +4,10 @@
 //! - the unwinder and symbolizer for its code map (`Runtime::code_lookup`, the
 //!   [`CodeLookup`] seam of `unwind::managed`);
 //! - the wait engine for its locks and waits (`crate::waits::RuntimeLocks`);
-//! - the report for its section (`Runtime::report_section`) and crash facts
-//!   (`Runtime::crash`);
+//! - the report for its section (`Runtime::report_section`), the heap's retention in it
+//!   (`Runtime::attach_heap`) and crash facts (`Runtime::crash`);
+//! - the `knot heap` commands for the heap read alone (`Runtime::heap_reading`), its retention
+//!   (`Runtime::heap_retention`) and why objects are alive (`Runtime::object_roots`);
 //! - every failure to read a part of it, as diagnostics that name the contract or structure
 //!   (`Runtime::diagnostics`).
 //!
@@ -19,6 +21,7 @@ use crate::crash::RuntimeCrashFacts;
 use crate::diagnostics::Diagnostic;
 use crate::graph::limits::Limit;
 use crate::process::{Locator, Process};
+use crate::threads::FrameReport;
 use crate::unwind::managed::CodeLookup;
 use crate::unwind::Stack;
 use crate::waits::{RuntimeLocks, RuntimeWaits, WaitFacts};
@@ -28,12 +31,6 @@ pub(crate) trait Runtime: RuntimeLocks + Send + Sync {
     /// The runtime's map of the code it made, for the unwinder and the symbolizer; `None` when
     /// it cannot be read (a diagnostic says why).
     fn code_lookup(&self) -> Option<&dyn CodeLookup>;
-
-    /// The handle as the .NET runtime's, when it is (the heap's holders are read through it,
-    /// never by recognising the runtime again).
-    fn as_dotnet(&self) -> Option<&dotnet::runtime::DotnetRuntime<'_>> {
-        None
-    }
 
     /// Whether [`Runtime::report_section`] walks a heap (the pipeline's `Phase::Heap`).
     fn walks_heap(&self) -> bool {
@@ -51,6 +48,34 @@ pub(crate) trait Runtime: RuntimeLocks + Send + Sync {
     /// [`RuntimeLocks::merge_locks`] gave `waits`. It may add to the locks it merged (the heap
     /// names their objects' holders); what could not be read goes to `facts.diagnostics`.
     fn report_section(&self, waits: &RuntimeWaits, facts: &mut WaitFacts) -> Option<RuntimeReport>;
+
+    /// Adds what holds the heap to `section` (the object graph, with its stack roots from the
+    /// pipeline's `stacks` and their `frames`, its dominator tree and retained sizes); what could
+    /// not be read goes to `diagnostics`. Nothing by default.
+    fn attach_heap(&self, stacks: &[Stack], frames: &[Vec<FrameReport>], section: &mut RuntimeReport, diagnostics: &mut Vec<Diagnostic>) {
+        let _ = (stacks, frames, section, diagnostics);
+    }
+
+    /// The heap read alone, by type, with the collector's state (`knot heap stat`, `knot heap
+    /// diff`); `None` when the runtime has no heap knot reads.
+    fn heap_reading(&self) -> Option<Result<HeapReading, String>> {
+        None
+    }
+
+    /// What holds the heap, summarized by type and top holder (`knot heap diff`), its stacks
+    /// walked for their roots, or the diagnostic that says why not; `None` when the runtime has
+    /// no heap knot reads.
+    fn heap_retention(&self) -> Option<Result<HeapRetention, Diagnostic>> {
+        None
+    }
+
+    /// Why each object of `addresses` is alive, the stack roots from `stacks` and their
+    /// `frames`: every root that reaches it (`all_roots`) or the shortest path the search meets
+    /// first (`knot heap root`); `None` when the runtime has no heap knot reads.
+    fn object_roots(&self, stacks: &[Stack], frames: &[Vec<FrameReport>], addresses: &[u64], all_roots: bool) -> Option<Result<Vec<ObjectRoots>, String>> {
+        let _ = (stacks, frames, addresses, all_roots);
+        None
+    }
 
     /// What the runtime recorded about how the process died (an unhandled exception, a
     /// FailFast), given the unwound stacks (a FailFast frame is found on them), for the
@@ -80,6 +105,18 @@ pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<B
     None
 }
 
+/// Parses the built-in tables of the runtime `core` mapped, if any (called on a thread of its
+/// own while the module files are opened). The runtime catalogue is read for the one build the
+/// dump has, once its build-id is known: not here.
+pub(crate) fn tables_ahead(core: &crate::core::Core) -> impl FnOnce() + Send + 'static {
+    let dotnet = core.files.iter().flatten().any(|f| f.path.ends_with(dotnet::locate::RUNTIME_MODULE));
+    move || {
+        if dotnet {
+            let _ = dotnet::facts::builtin();
+        }
+    }
+}
+
 /// A runtime's section of the report, and the facts of it the verdict reads.
 #[derive(Debug, Clone)]
 pub(crate) struct RuntimeReport {
@@ -96,11 +133,42 @@ pub enum RuntimeSection {
     Dotnet(crate::runtimes::dotnet::DotnetReport),
 }
 
-impl RuntimeSection {
-    /// The .NET GC heap's reading, when the section has one.
-    pub(crate) fn dotnet_heap_mut(&mut self) -> Option<&mut dotnet::gc::report::HeapReport> {
+/// A runtime's heap read alone: its objects by type and its collector's state.
+pub(crate) enum HeapReading {
+    Dotnet(dotnet::gc::GcReading),
+}
+
+impl HeapReading {
+    /// What the reading could not read.
+    pub(crate) fn diagnostics(&self) -> &[Diagnostic] {
         match self {
-            RuntimeSection::Dotnet(d) => d.heap.as_mut(),
+            HeapReading::Dotnet(g) => &g.diagnostics,
         }
     }
+
+    /// What grew from `self` to `new`, type by type (two heaps of one runtime; a type's retained
+    /// bytes when that dump's retention was read), with the top holders matched by root path
+    /// when both were.
+    pub(crate) fn diff(&self, new: &HeapReading, retained: (Option<&HeapRetention>, Option<&HeapRetention>)) -> dotnet::gc::diff::HeapDiff {
+        let (HeapReading::Dotnet(a), HeapReading::Dotnet(b)) = (self, new);
+        let mut d = dotnet::gc::diff::diff(&a.stats, &b.stats, (retained.0.map(|r| &r.by_type), retained.1.map(|r| &r.by_type)));
+        if let (Some(ra), Some(rb)) = retained {
+            d.holders = dotnet::gc::diff::holders(&ra.holders, &rb.holders);
+        }
+        d
+    }
+}
+
+/// What holds a heap, summarized (`knot heap diff`).
+pub(crate) struct HeapRetention {
+    /// Retained bytes by type name.
+    pub(crate) by_type: std::collections::BTreeMap<String, u64>,
+    /// The top holders, each by its root path.
+    pub(crate) holders: Vec<dotnet::gc::diff::HolderByPath>,
+    pub(crate) diagnostics: Vec<Diagnostic>,
+}
+
+/// Why one object of a runtime's heap is alive: its roots and paths from them.
+pub(crate) enum ObjectRoots {
+    Dotnet(dotnet::gc::why_alive::WhyAlive),
 }

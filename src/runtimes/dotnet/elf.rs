@@ -1,14 +1,15 @@
 //! The two things the reader needs from `libcoreclr.so` on disk: where an exported symbol is
-//! (`.dynsym`/`.dynstr`), and what a pointer slot in `.data` holds after the dynamic linker's
-//! relocations (`.rela.dyn`, `.relr.dyn`), for when the dump did not save that page.
+//! (`.dynsym`/`.dynstr`: `process::dynsym`, which native readings share), and what a pointer
+//! slot in `.data` holds after the dynamic linker's relocations (`.rela.dyn`, `.relr.dyn`), for
+//! when the dump did not save that page.
 
-use crate::bytes::{u16_at, u32_at, u64_at};
+use crate::bytes::{u16_at, u64_at};
+pub(crate) use crate::process::dynsym::dynamic_symbol;
+use crate::process::dynsym::symbol_value;
 use crate::process::ElfFile;
 
-const SHT_DYNSYM: u32 = 11;
 const SHT_RELA: u32 = 4;
 const SHT_RELR: u32 = 19;
-const SYM_SIZE: usize = 24;
 const RELA_SIZE: usize = 24;
 const R_X86_64_64: u32 = 1;
 const R_X86_64_RELATIVE: u32 = 8;
@@ -16,41 +17,6 @@ const R_X86_64_RELATIVE: u32 = 8;
 const EM_AARCH64: u16 = 183;
 const R_AARCH64_ABS64: u32 = 257;
 const R_AARCH64_RELATIVE: u32 = 1027;
-const SHN_UNDEF: u16 = 0;
-
-/// An exported symbol's link-time value and size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct DynSymbol {
-    pub(crate) value: u64,
-    pub(crate) size: u64,
-}
-
-
-/// The defined `.dynsym` symbol called `name` (version suffixes live in `.gnu.version`, not in the
-/// name, so `DotNetRuntimeContractDescriptor@@V1.0` is found as `DotNetRuntimeContractDescriptor`).
-pub(crate) fn dynamic_symbol(file: &ElfFile, name: &str) -> Option<DynSymbol> {
-    let (index, symtab) = file.sections.iter().enumerate().find(|(_, s)| s.kind == SHT_DYNSYM)?;
-    let syms = file.section_data(index)?;
-    let strtab = file.section_data(symtab.link as usize)?;
-    syms.chunks_exact(SYM_SIZE).skip(1).find_map(|s| {
-        let name_off = u32_at(s, 0)? as usize;
-        let shndx = u16_at(s, 6)?;
-        if shndx == SHN_UNDEF {
-            return None;
-        }
-        let rest = strtab.get(name_off..)?;
-        let end = rest.iter().position(|&b| b == 0)?;
-        (&rest[..end] == name.as_bytes()).then(|| DynSymbol { value: u64_at(s, 8).unwrap_or(0), size: u64_at(s, 16).unwrap_or(0) })
-    })
-}
-
-/// The link-time value of the defined dynamic symbol with index `i`.
-fn symbol_value(file: &ElfFile, i: u32) -> Option<u64> {
-    let (index, _) = file.sections.iter().enumerate().find(|(_, s)| s.kind == SHT_DYNSYM)?;
-    let syms = file.section_data(index)?;
-    let s = syms.get(i as usize * SYM_SIZE..(i as usize + 1) * SYM_SIZE)?;
-    (u16_at(s, 6)? != SHN_UNDEF).then(|| u64_at(s, 8)).flatten()
-}
 
 /// What the dynamic linker stores in one 8-byte slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -47,6 +47,7 @@ pub(crate) mod frames;
 pub(crate) mod gc;
 pub(crate) mod gc_constants;
 pub(crate) mod hard_limit_store;
+pub(crate) mod heap;
 pub(crate) mod idle;
 pub(crate) mod locate;
 pub(crate) mod locks;

@@ -39,7 +39,7 @@ pub(crate) struct DotnetRuntime<'p> {
     /// taken by the report section.
     ahead: OnceLock<Mutex<Option<HeapAhead>>>,
     /// The object graph made ahead, without its stack roots: the section leaves it for
-    /// [`crate::heap::attach`] (taken once).
+    /// [`super::heap::attach`] (taken once).
     graph: Mutex<Option<Result<gc::GraphAhead, String>>>,
 }
 
@@ -208,10 +208,6 @@ impl Runtime for DotnetRuntime<'_> {
         self.code.as_ref().map(|c| c as &dyn CodeLookup)
     }
 
-    fn as_dotnet(&self) -> Option<&DotnetRuntime<'_>> {
-        Some(self)
-    }
-
     fn walks_heap(&self) -> bool {
         matches!(self.reading(), DotnetReading::Runtime(r) if !r.threads.is_empty())
     }
@@ -280,6 +276,25 @@ impl Runtime for DotnetRuntime<'_> {
         }
         let gc_stalled = report.gc.as_ref().is_some_and(|g| g.stalled);
         Some(RuntimeReport { section: RuntimeSection::Dotnet(report), gc_stalled })
+    }
+
+    fn attach_heap(&self, stacks: &[Stack], frames: &[Vec<crate::threads::FrameReport>], section: &mut RuntimeReport, diagnostics: &mut Vec<Diagnostic>) {
+        let RuntimeSection::Dotnet(report) = &mut section.section;
+        if let Some(heap) = report.heap.as_mut() {
+            super::heap::attach(self, stacks, frames, heap, diagnostics);
+        }
+    }
+
+    fn heap_reading(&self) -> Option<Result<crate::runtimes::HeapReading, String>> {
+        super::heap::reading(self)
+    }
+
+    fn heap_retention(&self) -> Option<Result<crate::runtimes::HeapRetention, Diagnostic>> {
+        Some(super::heap::retention(self))
+    }
+
+    fn object_roots(&self, stacks: &[Stack], frames: &[Vec<crate::threads::FrameReport>], addresses: &[u64], all_roots: bool) -> Option<Result<Vec<crate::runtimes::ObjectRoots>, String>> {
+        Some(super::heap::object_roots(self, stacks, frames, addresses, all_roots))
     }
 
     fn crash(&self, stacks: &[Stack]) -> Option<crate::crash::RuntimeCrashFacts> {

@@ -41,7 +41,7 @@ use super::objects::TypeNamer;
 use super::target::Target;
 use super::threads;
 use crate::diagnostics::Diagnostic;
-use crate::process::{Locator, Process};
+use crate::process::Process;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 pub(crate) const STAGE: &str = "dotnet-gc";
@@ -99,8 +99,9 @@ fn corelib_type(t: &Target, namer: &TypeNamer, string_mt: u64, namespace: &str, 
 
 /// Reads the GC heap of the .NET runtime in `process`; `None` when there is no readable .NET
 /// runtime, `Err` with the reason when the heap cannot be read. The objects in `targets` (lock
-/// objects) get their referrers.
-pub(crate) fn read(process: &Process, locator: &Locator, targets: &[u64]) -> Option<Result<GcReading, String>> {
+/// objects) get their referrers. (The commands read it through the runtime handle.)
+#[cfg(test)]
+pub(crate) fn read(process: &Process, locator: &crate::process::Locator, targets: &[u64]) -> Option<Result<GcReading, String>> {
     let runtime = Context::open(process, locator).ok()?;
     Some(read_in(&runtime, targets, false))
 }
@@ -464,7 +465,7 @@ impl GraphAhead {
 /// For each address of `from`, the objects reachable from it through references (dependent
 /// handles included), itself first then ascending — what SOS `objsize` lists; `None` for an
 /// address that is no object of the heap. `Err` when the heap cannot be read.
-pub(crate) fn reachable(process: &Process, locator: &Locator, from: &[u64]) -> Result<Vec<Option<Vec<u64>>>, String> {
+pub(crate) fn reachable(process: &Process, locator: &crate::process::Locator, from: &[u64]) -> Result<Vec<Option<Vec<u64>>>, String> {
     let runtime = Context::open(process, locator).map_err(|e| e.why().map(|(_, w)| w).unwrap_or_else(|| "not a .NET process".into()))?;
     let g = read_graph(&runtime, &[], None)?.graph;
     Ok(from
