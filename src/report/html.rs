@@ -533,7 +533,7 @@ code,.mono,.frames{font-family:ui-monospace,SFMono-Regular,"DejaVu Sans Mono",Me
 .chip{display:inline-block;padding:1px 8px;border-radius:4px;border:1px solid var(--red);background:var(--bg);font-size:14px;margin:1px 0}.chip.l{border-radius:12px}
 .tag{font-size:12px;padding:1px 6px;border-radius:3px;background:var(--amberbg);color:var(--amber);border:1px solid var(--amber)}
 table{border-collapse:collapse;width:100%;font-size:14px}th,td{text-align:left;padding:4px 10px;border-bottom:1px solid var(--line);vertical-align:top}th{color:var(--dim);font-weight:600}td.n,th.n{text-align:right}
-#modules table{table-layout:fixed}#modules td{overflow-wrap:anywhere}#modules th:nth-child(1){width:30%}#modules th:nth-child(2){width:19ch}#modules th:nth-child(3){width:21ch}#modules th:nth-child(5){width:12%}#modules .dir{color:var(--dim)}
+#modules table{table-layout:fixed}#modules td{overflow-wrap:anywhere}#modules th:nth-child(1){width:27%}#modules th:nth-child(2){width:19ch}#modules th:nth-child(3){width:21ch}#modules th:nth-child(5){width:19%}#modules .dir{color:var(--dim)}
 #contended table{table-layout:fixed}#contended td{overflow-wrap:anywhere}#contended th:nth-child(1){width:36%}#contended th:nth-child(2){width:14%}#contended th:nth-child(3){width:15ch}#contended th:nth-child(5){width:6em}
 .lockname{font-weight:600;color:var(--lockline)}.owner{font-weight:600}
 .scroll{overflow:auto;border:1px solid var(--line);border-radius:6px;background:var(--panel);max-height:80vh}
