@@ -260,7 +260,7 @@ fn the_container_report_shows_the_cycle_then_the_grouped_convoy() {
     // The HTML folds the owners' runs too, each run's addresses on hover.
     let page = knot::report::html::render(&c.report);
     for owner in [tenant, builder] {
-        let at = page.find(&format!("<summary id=\"t{owner}\"><b>Owner:</b>")).unwrap_or_else(|| panic!("owner {owner}'s stack in the HTML"));
+        let at = page.find(&format!("<b>Owner:</b> Thread {owner} ")).unwrap_or_else(|| panic!("owner {owner}'s stack in the HTML"));
         let block = &page[at..at + page[at..].find("</details>").expect("details end")];
         assert!(block.contains("<div class=\"f folded\" title=\"#") && block.contains(" frames in libcoreclr.so, no symbols</span>"), "owner {owner}:\n{block}");
     }
@@ -407,6 +407,7 @@ fn each_heap_dump_gets_the_verdict_of_its_wedge() {
             "gc_stall" => knot::report::Verdict::GcStall,
             "idle" => knot::report::Verdict::Idle,
             "crash" => knot::report::Verdict::Crash,
+            "io_wait" => knot::report::Verdict::BlockedOnIo,
             other => panic!("{}: wedge {other} has no expected verdict", c.sample),
         };
         assert_eq!(c.report.verdict, want, "{}/{}: wedge {wedge}", c.sample, c.kind);
