@@ -31,6 +31,10 @@ pub struct Options {
     /// A compressed core is decompressed to at most this many bytes (None: the default,
     /// `core::compressed::DEFAULT_MAX_DECOMPRESSED`); its program headers bound it too.
     pub max_decompressed: Option<u64>,
+    /// The memory the analysis may use, in bytes (None: the limit of the memory cgroup it runs
+    /// in, the lowest of its own and its parents', if any). A heap graph that would not fit is
+    /// left out, and the report's `verdict_limits` says so.
+    pub max_memory: Option<u64>,
 }
 
 /// The phases of [`analyze`], in order.
@@ -156,6 +160,7 @@ fn build_report(process: &Process, opts: &Options) -> Report {
         // (the section waits for it; without the thread it does that work itself). Its rayon
         // work goes to the one global pool.
         if let Some(r) = runtime.filter(|_| !opts.stacks_only) {
+            r.plan_heap(crate::memory_budget::MemoryLimit::of_this_process(opts.max_memory));
             let _ = std::thread::Builder::new().name("knot-heap".into()).spawn_scoped(scope, move || r.prepare_heap());
         }
         report_with(process, opts, runtime)

@@ -19,6 +19,10 @@ pub struct HeapOptions {
     pub locator: Locator,
     /// A compressed core is decompressed to at most this many bytes (None: the default).
     pub max_decompressed: Option<u64>,
+    /// The memory `knot heap diff` may use for each dump's object graph, in bytes (None: the
+    /// memory cgroup's limit, if any); a graph that would not fit is not read, and a diagnostic
+    /// says so.
+    pub max_memory: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +68,9 @@ pub fn stat(path: impl AsRef<Path>, opts: &HeapOptions) -> Result<HeapStatReport
 pub fn diff(old: &Path, new: &Path, opts: &HeapOptions) -> Result<HeapDiffReport, HeapError> {
     let (pa, pb) = (open(old, opts)?, open(new, opts)?);
     let (runtime_a, runtime_b) = (runtimes::recognise(&pa, &opts.locator), runtimes::recognise(&pb, &opts.locator));
+    for r in runtime_a.iter().chain(&runtime_b) {
+        r.plan_heap(crate::memory_budget::MemoryLimit::of_this_process(opts.max_memory));
+    }
     let a = read(old, &pa, runtime_a.as_deref())?;
     let b = read(new, &pb, runtime_b.as_deref())?;
     let mut diagnostics: Vec<Diagnostic> = Vec::new();

@@ -34,7 +34,7 @@ const PID_EXIT: &str = "The process is stopped (ptrace) only while its registers
 
 Exit status: 0 the analysis ran; 2 the reading failed part-way (the process was let go); 3 a deadlock was found and --fail-on-deadlock was given; 4 the process cannot be read: no such process, ptrace not permitted (kernel.yama.ptrace_scope, CAP_SYS_PTRACE, another uid) or another tracer (a debugger) attached; 64 the command line is wrong; 130 interrupted by SIGINT or SIGTERM (the process was let go).";
 
-const WATCH_EXIT: &str = "Writes <dump>.knot.json beside each dump (or in --out), or <dump>.knot.error.txt when it cannot be analyzed, and a <dump>.knot.done marker; each once, also across restarts (a dump that changes is analyzed again). Files are written to a temporary name and renamed.
+const WATCH_EXIT: &str = "Writes <dump>.knot.json beside each dump (or in --out), or <dump>.knot.error.txt when it cannot be analyzed, and a <dump>.knot.done marker; each once, also across restarts (a dump that changes is analyzed again). Files are written to a temporary name and renamed. Several watchers may share DIR: the one that analyzes a dump holds a lock on <dump>.knot.running meanwhile, and the others skip that dump while it is held (with --once they wait for it).
 
 Exit status: 0 every dump found was analyzed (or already was); 1 (--once) some dump could not be analyzed: see its .knot.error.txt; 2 DIR or --out is not a readable directory, or (--once) an output could not be written; 3 (--once) a deadlock was found and --fail-on-deadlock was given; 64 the command line is wrong. Without --once knot watch runs until stopped (SIGTERM or SIGINT: exit 0).";
 
@@ -146,6 +146,11 @@ struct HeapDiffArgs {
     /// A compressed core (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
     #[arg(long, value_name = "MIB", default_value_t = knot::core::DEFAULT_MAX_DECOMPRESSED >> 20)]
     max_decompressed_mib: u64,
+    /// The memory knot may use for each dump's object graph (4G, 512M, bytes); default: its
+    /// memory cgroup's limit. A graph that would not fit is not read (retained sizes left out,
+    /// a diagnostic says so).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_memory: Option<u64>,
     /// Write the report to FILE instead of standard output.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -180,6 +185,11 @@ struct AnalyzeArgs {
     /// A compressed core (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
     #[arg(long, value_name = "MIB", default_value_t = knot::core::DEFAULT_MAX_DECOMPRESSED >> 20)]
     max_decompressed_mib: u64,
+    /// The memory knot may use (4G, 512M, bytes). Default: the memory cgroup's limit it runs
+    /// under (v2 memory.max, v1 memory.limit_in_bytes; the lowest of its own and its parents'),
+    /// if any. A .NET heap graph that would not fit is left out, and the report says so.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_memory: Option<u64>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -300,6 +310,10 @@ struct WatchArgs {
     /// A compressed dump (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
     #[arg(long, value_name = "MIB", default_value_t = knot::core::DEFAULT_MAX_DECOMPRESSED >> 20)]
     max_decompressed_mib: u64,
+    /// The memory knot may use per dump (4G, 512M, bytes); default: its memory cgroup's limit.
+    /// A .NET heap graph that would not fit is left out, and the report says so.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_memory: Option<u64>,
 }
 
 /// A command line that parsed but does not make sense: exit 64, as clap's own errors.
@@ -313,6 +327,23 @@ impl std::fmt::Display for Usage {
 }
 
 impl std::error::Error for Usage {}
+
+/// An error and its causes, each said once: a library error whose message already ends with its
+/// source's words (`cannot watch D: No such file…`, thiserror's `{source}`) is not followed by
+/// them again, as anyhow's `{:#}` would.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let words = cause.to_string();
+        if text.is_empty() {
+            text = words;
+        } else if !text.ends_with(&words) {
+            text.push_str(": ");
+            text.push_str(&words);
+        }
+    }
+    text
+}
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -337,7 +368,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("knot: {e:#}");
+            eprintln!("knot: {}", error_chain(&e));
             ExitCode::from(if e.downcast_ref::<Usage>().is_some() { EXIT_USAGE } else { EXIT_UNREADABLE })
         }
     }
@@ -358,6 +389,7 @@ fn run_analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
         stacks_only: args.stacks_only,
         progress: bar.as_ref().map(ProgressBar::hook),
         max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)),
+        max_memory: args.max_memory,
         ..Options::default()
     };
     let analyzed = knot::analyze_keeping_process(&args.core, &opts);
@@ -578,7 +610,7 @@ impl Drop for ProgressBar {
 }
 
 fn run_heap_stat(args: HeapStatArgs) -> anyhow::Result<u8> {
-    let opts = knot::heap::HeapOptions { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)) };
+    let opts = knot::heap::HeapOptions { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)), ..Default::default() };
     let spinner = ProgressBar::spinner("walking the GC heap");
     let r = knot::heap::stat(&args.core, &opts);
     drop(spinner);
@@ -592,7 +624,7 @@ fn run_heap_stat(args: HeapStatArgs) -> anyhow::Result<u8> {
 }
 
 fn run_heap_diff(args: HeapDiffArgs) -> anyhow::Result<u8> {
-    let opts = knot::heap::HeapOptions { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)) };
+    let opts = knot::heap::HeapOptions { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)), max_memory: args.max_memory };
     let d = knot::heap::diff(&args.old, &args.new, &opts)?;
     let rendered = match args.format {
         HeapFormat::Text => d.to_text(args.top),
@@ -610,7 +642,7 @@ fn run_watch(args: WatchArgs) -> anyhow::Result<u8> {
         settle: Duration::from_secs(args.settle_secs),
         interval: Duration::from_secs(args.interval_secs.max(1)),
         once: args.once,
-        analysis: Options { locator, stacks_only: args.stacks_only, max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)), ..Options::default() },
+        analysis: Options { locator, stacks_only: args.stacks_only, max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)), max_memory: args.max_memory, ..Options::default() },
     };
     watch::check_dirs(&opts)?;
     if !opts.once {
@@ -646,4 +678,26 @@ fn run_watch(args: WatchArgs) -> anyhow::Result<u8> {
     } else {
         EXIT_OK
     })
+}
+
+/// A size as people write it: bytes, or with a suffix K, M, G, T (powers of 1024; `KiB`,
+/// `MB`… alike).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (number, unit) = t.split_at(digits);
+    let value: f64 = number.parse().map_err(|_| format!("{text:?} is not a size (say 4G, 512M or a number of bytes)"))?;
+    let shift = match unit.trim().to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return Err(format!("{text:?}: unknown unit {unit:?} (K, M, G or T)")),
+    };
+    let bytes = value * (1u64 << shift) as f64;
+    if !(bytes.is_finite() && bytes >= 1.0 && bytes < u64::MAX as f64) {
+        return Err(format!("{text:?} is not a size knot can use"));
+    }
+    Ok(bytes as u64)
 }

@@ -19,17 +19,19 @@ pub(crate) enum Refused {
     OutsideSysroot { path: String, root: String, to: String },
 }
 
-/// Opens `path` for reading when it is a regular file. The open itself cannot block
-/// (`O_NONBLOCK`: a FIFO with no writer, a terminal), and the file's type is checked on the open
-/// descriptor (`fstat`) before anything is read from it.
+/// Opens `path` for reading when it is a regular file. Its type is learnt before it is opened:
+/// `O_PATH` (which opens nothing: no FIFO's reader appears, no device's `open` runs) and `fstat`,
+/// then the same file is opened through `/proc/self/fd/N`, so only a regular file is ever opened,
+/// whatever is swapped in at the path meanwhile.
 pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
     open_regular_with_metadata(path).map(|(file, _)| file)
 }
 
 /// [`open_regular`], with the `fstat` it checked the file's type by.
 pub(crate) fn open_regular_with_metadata(path: &Path) -> io::Result<(File, std::fs::Metadata)> {
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC).open(path)?;
-    let meta = file.metadata()?;
+    use std::os::unix::fs::MetadataExt;
+    let handle = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH | libc::O_CLOEXEC).open(path)?;
+    let meta = handle.metadata()?;
     let kind = meta.file_type();
     if !kind.is_file() {
         let what = if kind.is_fifo() {
@@ -47,7 +49,20 @@ pub(crate) fn open_regular_with_metadata(path: &Path) -> io::Result<(File, std::
         };
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is {what}, not a regular file", path.display())));
     }
-    Ok((file, meta))
+    let flags = libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+    let through_fd = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&handle)));
+    let file = match std::fs::OpenOptions::new().read(true).custom_flags(flags).open(&through_fd) {
+        Ok(file) => file,
+        // No /proc (a bare chroot): the path again, kept only when it is still the file whose
+        // type was checked.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => std::fs::OpenOptions::new().read(true).custom_flags(flags).open(path)?,
+        Err(e) => return Err(e),
+    };
+    let opened = file.metadata()?;
+    if (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) || !opened.file_type().is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} changed while it was opened", path.display())));
+    }
+    Ok((file, opened))
 }
 
 /// `path` with `.` and `..` resolved lexically, as a chroot would: `..` never climbs above `/`.
@@ -105,6 +120,43 @@ mod tests {
         assert!(matches!(resolve(None, "/dev/zero"), Err(Refused::SpecialFileSystem(_))));
         assert!(matches!(resolve(None, "/usr/../dev/zero"), Err(Refused::SpecialFileSystem(_))));
         assert!(matches!(resolve(Some(Path::new("/nonexistent-root")), "/proc/self/mem"), Err(Refused::SpecialFileSystem(_))));
+    }
+
+    /// Issue 30, item 13: a FIFO is never opened. A writer blocked in `open(O_WRONLY)` on it
+    /// returns only when someone opens it for reading; `open_regular` must not be that someone.
+    #[test]
+    fn a_fifo_is_refused_without_being_opened() {
+        let dir = tempfile::tempdir().expect("scratch dir");
+        let fifo = dir.path().join("lib.so");
+        let c = std::ffi::CString::new(fifo.to_str().expect("utf-8 path")).expect("path");
+        // SAFETY: mkfifo on a NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer_path = fifo.clone();
+        let writer = std::thread::spawn(move || {
+            let opened = std::fs::OpenOptions::new().write(true).open(&writer_path);
+            let _ = tx.send(opened.is_ok());
+        });
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let err = open_regular(&fifo).expect_err("a FIFO is not a regular file");
+        assert!(err.to_string().contains("a FIFO"), "{err}");
+        let unblocked = rx.recv_timeout(std::time::Duration::from_millis(300)).is_ok();
+        // Let the writer go whatever happened.
+        let _reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&fifo).expect("open the FIFO to release the writer");
+        writer.join().expect("writer thread");
+        assert!(!unblocked, "open_regular opened the FIFO for reading (its writer was let go)");
+    }
+
+    #[test]
+    fn a_regular_file_opens_and_reads() {
+        use std::io::Read;
+        let dir = tempfile::tempdir().expect("scratch dir");
+        let path = dir.path().join("lib.so");
+        std::fs::write(&path, b"\x7fELF").expect("write");
+        let (mut f, meta) = open_regular_with_metadata(&path).expect("a regular file opens");
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf).expect("read");
+        assert_eq!((buf.as_slice(), meta.len()), (&b"\x7fELF"[..], 4));
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //! - `D.knot.done`, the marker: the dump's size and modification time and the outcome;
 //! - `D.knot.running`, while `D` is analyzed: a knot that dies on a dump (an abort, the OOM
 //!   killer) leaves it, and the next knot (a restarted sidecar) writes `D.knot.error.txt` saying
-//!   so instead of dying on it again; the other dumps are analyzed as usual.
+//!   so instead of dying on it again; the other dumps are analyzed as usual. The watcher holds a
+//!   lock on it while it reads `D` (a claim, `watch/claim.rs`): several watchers over one volume skip
+//!   the dumps another one holds, and only a marker nobody holds means a knot died.
 //!
 //! Each file is written to a temporary name (`.D….knot-tmp-…`) and renamed into place, so a
 //! reader never sees half a report and a restart never takes a partial file for a result. A dump
@@ -29,6 +31,8 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+mod claim;
 
 pub(crate) const REPORT_SUFFIX: &str = ".knot.json";
 pub(crate) const ERROR_SUFFIX: &str = ".knot.error.txt";
@@ -245,6 +249,11 @@ pub fn run(opts: &WatchOptions, log: &mut dyn FnMut(&str)) -> Result<Summary, Wa
     let dir = &opts.dir;
     let out_dir = opts.out.clone().unwrap_or_else(|| dir.clone());
     remove_stale_temporaries(&out_dir);
+    // Claims work across the containers of one node; say so where they may not reach further.
+    if let Some(why) = claim::locks_may_stay_local(&out_dir) {
+        log(&why);
+    }
+    let mut claims = Claims::default();
     let mut summary = Summary::default();
     let mut seen: HashMap<PathBuf, Seen> = HashMap::new();
     let mut not_dumps: HashMap<PathBuf, Stamp> = HashMap::new();
@@ -284,6 +293,7 @@ pub fn run(opts: &WatchOptions, log: &mut dyn FnMut(&str)) -> Result<Summary, Wa
                     let outs = outputs(&out_dir, &name);
                     if is_done(&outs, &meta) {
                         seen.remove(&path);
+                        claims.busy_logged.remove(&path);
                         continue;
                     }
                     let settled = match seen.get(&path) {
@@ -311,7 +321,15 @@ pub fn run(opts: &WatchOptions, log: &mut dyn FnMut(&str)) -> Result<Summary, Wa
                             continue;
                         }
                     }
-                    match process(&path, &name, &meta, &outs, &opts.analysis, log) {
+                    match process(&path, &name, &meta, &outs, &opts.analysis, &mut claims, log) {
+                        Handled::Busy => {
+                            // Another watcher reads it: look again at the next scan (with
+                            // --once, wait for it), in case it stops without a result.
+                            pending += 1;
+                        }
+                        Handled::DoneElsewhere => {
+                            seen.remove(&path);
+                        }
                         Handled::Analyzed { deadlock } => {
                             summary.analyzed += 1;
                             summary.deadlocked += deadlock as usize;
@@ -339,6 +357,7 @@ pub fn run(opts: &WatchOptions, log: &mut dyn FnMut(&str)) -> Result<Summary, Wa
         }
         seen.retain(|p, _| present.contains(p));
         not_dumps.retain(|p, _| present.contains(p));
+        claims.busy_logged.retain(|p| present.contains(p));
         if opts.once && pending == 0 {
             return Ok(summary);
         }
@@ -349,6 +368,10 @@ pub fn run(opts: &WatchOptions, log: &mut dyn FnMut(&str)) -> Result<Summary, Wa
 }
 
 enum Handled {
+    /// Another live watcher holds the dump's claim: not this one's to analyze, for now.
+    Busy,
+    /// Another watcher finished it between this one's scan and its claim.
+    DoneElsewhere,
     Analyzed { deadlock: bool },
     Failed,
     /// The dump changed while it was read: not complete after all.
@@ -356,12 +379,23 @@ enum Handled {
     WriteError,
 }
 
-/// The running marker of an earlier knot for this very dump (same size and time), if one died
-/// on it: this process removes its own before it scans again.
-fn died_on(o: &Outputs, dump: &fs::Metadata) -> Option<serde_json::Value> {
-    let v: serde_json::Value = serde_json::from_str(&fs::read_to_string(&o.running).ok()?).ok()?;
+/// What this run remembers about claims: that the file system refused locks (said once), and
+/// which dumps it has said another watcher holds (said once each, not at every scan).
+#[derive(Default)]
+struct Claims {
+    refusal_logged: bool,
+    busy_logged: HashSet<PathBuf>,
+}
+
+/// Whether the marker `v` (a running or done marker) records the dump's current size and time.
+fn same_stamp(v: &serde_json::Value, dump: &fs::Metadata) -> bool {
     let now = stamp(dump);
-    (v["size"].as_u64() == Some(now.size) && v["mtime_ns"].as_str() == Some(now.mtime_ns.to_string().as_str())).then_some(v)
+    v["size"].as_u64() == Some(now.size) && v["mtime_ns"].as_str() == Some(now.mtime_ns.to_string().as_str())
+}
+
+/// This process's name for the log of another watcher: the host is the pod's name in a cluster.
+fn hostname() -> String {
+    fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default()
 }
 
 fn marker_json(name: &str, s: Stamp) -> serde_json::Value {
@@ -373,28 +407,50 @@ fn marker_json(name: &str, s: Stamp) -> serde_json::Value {
     })
 }
 
-fn process(path: &Path, name: &str, before: &fs::Metadata, outs: &Outputs, opts: &Options, log: &mut dyn FnMut(&str)) -> Handled {
+fn process(path: &Path, name: &str, before: &fs::Metadata, outs: &Outputs, opts: &Options, claims: &mut Claims, log: &mut dyn FnMut(&str)) -> Handled {
     let started = Instant::now();
-    if let Some(earlier) = died_on(outs, before) {
-        let msg = format!(
-            "knot {} died while analyzing this dump (process {} was killed or aborted before writing a report); not analyzed again until the dump changes",
-            env!("CARGO_PKG_VERSION"),
-            earlier["pid"].as_u64().map_or("?".to_string(), |p| p.to_string())
-        );
-        let handled = finish(name, before, outs, Err(msg), started, log);
-        let _ = fs::remove_file(&outs.running);
-        return handled;
-    }
     let mut running = marker_json(name, stamp(before));
     running["pid"] = std::process::id().into();
-    if let Err(e) = write_atomic(&outs.running, format!("{running}\n").as_bytes()) {
-        log(&format!("{name}: cannot write its output in {}: {e}", outs.running.parent().unwrap_or(Path::new(".")).display()));
-        return Handled::WriteError;
-    }
+    running["host"] = hostname().into();
+    // The done check under the claim: the dump's current metadata, as the scan's check reads it.
+    let done = || fs::metadata(path).is_ok_and(|m| is_done(outs, &m));
+    // Held until this function returns: its drop removes the marker, then releases the claim.
+    let _claim = match claim::take(&outs.running, &done, &|v| same_stamp(v, before), &running) {
+        Err(e) => {
+            log(&format!("{name}: cannot write its output in {}: {e}", outs.running.parent().unwrap_or(Path::new(".")).display()));
+            return Handled::WriteError;
+        }
+        Ok(claim::Taken::Done) => return Handled::DoneElsewhere,
+        Ok(claim::Taken::Busy { holder }) => {
+            if claims.busy_logged.insert(path.to_path_buf()) {
+                let who = holder.map(|h| format!(" (process {} on {})", h["pid"].as_u64().map_or("?".into(), |p| p.to_string()), h["host"].as_str().unwrap_or("?"))).unwrap_or_default();
+                log(&format!("{name}: being analyzed by another knot{who}; taken up again if it stops without a report"));
+            }
+            return Handled::Busy;
+        }
+        Ok(claim::Taken::Held { claim, died, unlocked }) => {
+            if let Some(e) = unlocked
+                && !std::mem::replace(&mut claims.refusal_logged, true)
+            {
+                log(&claim::refused(outs.running.parent().unwrap_or(Path::new(".")), &e));
+            }
+            if let Some(earlier) = died {
+                // Its claim was released (the process ended) and it left no result.
+                let msg = format!(
+                    "knot {} died while analyzing this dump (process {}{} was killed or aborted before writing a report); not analyzed again until the dump changes",
+                    env!("CARGO_PKG_VERSION"),
+                    earlier["pid"].as_u64().map_or("?".to_string(), |p| p.to_string()),
+                    earlier["host"].as_str().filter(|h| !h.is_empty()).map(|h| format!(" on {h}")).unwrap_or_default()
+                );
+                return finish(name, before, outs, Err(msg), started, log);
+            }
+            claim.hold_for_test();
+            claim
+        }
+    };
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| analysis::analyze(path, opts)));
     let after = fs::metadata(path).ok();
     if after.as_ref().map(stamp) != Some(stamp(before)) {
-        let _ = fs::remove_file(&outs.running);
         log(&format!("{name}: changed while it was read; waiting for it to settle again"));
         return Handled::Changed;
     }
@@ -406,9 +462,7 @@ fn process(path: &Path, name: &str, before: &fs::Metadata, outs: &Outputs, opts:
             Err(format!("knot {} failed while analyzing {} (a bug in knot: please report it): {msg}", env!("CARGO_PKG_VERSION"), path.display()))
         }
     };
-    let handled = finish(name, before, outs, outcome, started, log);
-    let _ = fs::remove_file(&outs.running);
-    handled
+    finish(name, before, outs, outcome, started, log)
 }
 
 /// Writes the report or the error file, then the done marker, and logs the outcome.

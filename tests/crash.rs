@@ -36,6 +36,8 @@ fn want(name: &str) -> Want {
         "crash_cxx" => Want { exception: Some("LedgerError"), ..w("abort", "SI_TKILL", None, None, Some("load_ledger")) },
         "crash_rust_panic" => w("abort", "SI_TKILL", None, None, Some("crash_rust_panic::settle")),
         "idle_join" => w("killed", "SI_USER", None, None, None),
+        // Issue 30, item 1: the crash is in the library whose two PT_LOADs map file offset 0.
+        "old_layout" => w("fault", "SEGV_MAPERR", Some("null_page"), Some("read"), Some("libfunc")),
         other => panic!("no expectation for {other}"),
     }
 }

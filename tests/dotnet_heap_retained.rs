@@ -107,7 +107,7 @@ fn retained_sizes_garbage_and_the_suspect_equal_sos_and_the_construction() {
 fn the_burst_grew_the_retained_sizes_by_its_sessions() {
     let all = dumps();
     let (Some(before), Some(after)) = (all.iter().find(|d| d.kind == "before"), all.iter().find(|d| d.kind == "after")) else { return };
-    let d = knot::heap::diff(&before.core, &after.core, &HeapOptions { locator: locator(before), max_decompressed: None }).expect("both read");
+    let d = knot::heap::diff(&before.core, &after.core, &HeapOptions { locator: locator(before), max_decompressed: None, max_memory: None }).expect("both read");
     let row = |name: &str| d.types.iter().find(|t| t.type_name == name).unwrap_or_else(|| panic!("no row {name}"));
     assert_eq!(row(SESSION).retained_growth, Some(4000 * SESSION_RETAINS as i64));
     assert_eq!(row(TREE).retained_growth, Some(0));
@@ -233,4 +233,63 @@ fn a_leak_beside_a_wait_for_input_is_said_whatever_the_verdict() {
     let page = knot::report::html::render(&report);
     let header = &page[page.find("<header class=\"verdict").expect("header")..page.find("</header>").expect("header end")];
     assert!(header.find("<b>Leak suspect:</b>").is_some_and(|l| l > header.find("<h1>").unwrap_or(usize::MAX)), "{header}");
+
+/// Under a memory limit too small for the object graph (`--max-memory`, the library's
+/// `max_memory`), the report still comes: the heap by type, the GC's state, stacks and locks as
+/// without a limit, the retained sizes left out, and the limit said first (`verdict_limits`, the
+/// verdict line) with the flag that lifts it. Under a limit that fits, the report is the one
+/// without a limit, byte for byte.
+#[test]
+fn a_memory_limit_too_small_for_the_heap_graph_leaves_out_the_retained_sizes_and_says_so() {
+    let Some(d) = dumps().into_iter().next() else { return };
+    let at = |max_memory| {
+        let report = knot::analyze(&d.core, &Options { locator: locator(&d), max_memory, ..Options::default() }).expect("the dump reads");
+        let json: serde_json::Value = serde_json::from_str(&knot::report::to_json(&report)).expect("JSON");
+        (report, json)
+    };
+    let (_, free) = at(None);
+    let (_, roomy) = at(Some(64 << 30));
+    assert_eq!(roomy, free, "a limit the graph fits changes nothing");
+
+    let (small, json) = at(Some(1 << 20));
+    let (heap, whole) = (&json["dotnet"]["heap"], &free["dotnet"]["heap"]);
+    for absent in ["retained", "dominators", "unreachable"] {
+        assert!(heap[absent].is_null(), "{absent}: {}", heap[absent]);
+    }
+    assert_eq!(heap["suspects"].as_array().map(Vec::len), Some(0));
+    for same in ["types", "total_objects", "total_bytes"] {
+        assert_eq!(heap[same], whole[same], "{same}: the heap by type is whole");
+    }
+    for same in ["gc", "managed_threads", "thread_pool"] {
+        assert_eq!(json["dotnet"][same], free["dotnet"][same], "{same}");
+    }
+    for same in ["threads", "locks", "deadlocks"] {
+        assert_eq!(json[same], free[same], "{same}");
+    }
+    let limits = json["verdict_limits"].as_array().expect("verdict_limits");
+    let limit = limits.iter().find(|l| l["short"] == "the heap's retained sizes").unwrap_or_else(|| panic!("the limit is said: {limits:?}"));
+    let missing = limit["missing"].as_str().unwrap_or("");
+    assert!(missing.contains("1.0 MiB") && missing.contains("--max-memory"), "names the limit and where it came from: {missing}");
+    assert!(limit["fix"].as_str().unwrap_or("").starts_with("--max-memory SIZE"), "{limit}");
+    let text = knot::report::text::render(&small, &Default::default());
+    let verdict = text.lines().find(|l| l.starts_with("Verdict: ")).unwrap_or("");
+    assert!(verdict.contains("limited by the heap's retained sizes missing"), "{verdict}");
+    assert!(text.lines().any(|l| l.starts_with("  limited by the heap's retained sizes (")), "{text}");
+}
+
+/// `knot heap diff` under a memory limit too small for the object graphs compares the heaps by
+/// type all the same, without retained sizes, and says why; under one they fit, as without one.
+#[test]
+fn heap_diff_under_a_memory_limit_too_small_for_the_graphs_compares_without_retained_sizes() {
+    let all = dumps();
+    let (Some(before), Some(after)) = (all.iter().find(|d| d.kind == "before"), all.iter().find(|d| d.kind == "after")) else { return };
+    let diff = |max_memory| knot::heap::diff(&before.core, &after.core, &HeapOptions { locator: locator(before), max_decompressed: None, max_memory }).expect("both read");
+    let (free, roomy, small) = (diff(None), diff(Some(64 << 30)), diff(Some(1 << 20)));
+    assert_eq!(roomy.to_json(), free.to_json(), "a limit the graphs fit changes nothing");
+    let session = |d: &knot::report::heap_diff::HeapDiffReport| d.types.iter().find(|t| t.type_name == SESSION).map(|t| (t.count_growth, t.bytes_growth, t.retained_growth));
+    assert_eq!(session(&small).map(|s| (s.0, s.1)), session(&free).map(|s| (s.0, s.1)), "counts and bytes by type as without a limit");
+    assert_eq!(session(&small).map(|s| s.2), Some(None), "no retained growth");
+    assert!(small.holders.is_empty());
+    let said: Vec<&str> = small.diagnostics.iter().map(|d| d.message.as_str()).filter(|m| m.contains("retained sizes not read") && m.contains("memory limit")).collect();
+    assert_eq!(said.len(), 2, "each dump says why: {:?}", small.diagnostics);
 }

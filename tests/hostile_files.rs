@@ -13,6 +13,7 @@ use knot::core::Core;
 use knot::process::{Locator, Process};
 use knot::report::{Report, Verdict};
 use knot_samples::{DumpKind, SampleDump};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -98,6 +99,49 @@ fn an_nt_file_path_naming_a_fifo_is_refused_without_blocking() {
     let w = warnings(&r);
     assert!(w.iter().any(|m| m.contains("/lib/evil.so") && m.contains("a FIFO")), "{w:#?}");
     assert!(r.dump.partial);
+}
+
+/// Issue 30, item 13: the FIFO is not even opened. A writer blocked in `open(O_WRONLY)` on it
+/// returns only when a reader opens it: knot must never be that reader.
+#[test]
+fn an_nt_file_path_naming_a_fifo_is_never_opened() {
+    let (_dir, sysroot, _) = scratch("fifo-writer");
+    let fifo = sysroot.join("lib/evil.so");
+    let c = std::ffi::CString::new(fifo.to_str().expect("utf-8 path")).expect("path");
+    // SAFETY: mkfifo on a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let (tx, rx) = mpsc::channel();
+    let writer_path = fifo.clone();
+    let writer = std::thread::spawn(move || {
+        let _ = tx.send(std::fs::OpenOptions::new().write(true).open(&writer_path).is_ok());
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let (start, end) = anonymous_segment(&seed());
+    let r = analyze_within_a_minute(with_extra_files(&[(start, end, 0, "/lib/evil.so")]), locator_in(&sysroot));
+    let unblocked = rx.recv_timeout(Duration::from_millis(300)).is_ok();
+    // Let the writer go whatever happened.
+    let _reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&fifo).expect("open the FIFO to release its writer");
+    writer.join().expect("writer thread");
+    assert!(!unblocked, "knot opened the FIFO the dump names (its blocked writer was let go)");
+    assert!(warnings(&r).iter().any(|m| m.contains("/lib/evil.so") && m.contains("a FIFO")));
+}
+
+/// A character device outside `/dev` (a copy of `/dev/null`'s numbers, under the sysroot) is
+/// refused by its type, learnt without opening it. Skipped where mknod is not permitted.
+#[test]
+fn an_nt_file_path_naming_a_device_outside_dev_is_refused() {
+    let (_dir, sysroot, _) = scratch("mknod");
+    let dev = sysroot.join("lib/null.so");
+    let c = std::ffi::CString::new(dev.to_str().expect("utf-8 path")).expect("path");
+    // SAFETY: mknod on a NUL-terminated path we own; (1, 3) is /dev/null's device number.
+    if unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 3)) } != 0 {
+        knot_samples::skipped(&format!("skipped: mknod of a device under the sysroot is not permitted here: {}", std::io::Error::last_os_error()));
+        return;
+    }
+    let (start, end) = anonymous_segment(&seed());
+    let r = analyze_within_a_minute(with_extra_files(&[(start, end, 0, "/lib/null.so")]), locator_in(&sysroot));
+    let w = warnings(&r);
+    assert!(w.iter().any(|m| m.contains("/lib/null.so") && m.contains("character device")), "{w:#?}");
 }
 
 #[test]

@@ -188,17 +188,25 @@ fn a_dump_that_killed_knot_gets_an_error_file_on_restart_and_the_others_are_anal
     if let Some(s) = &d.sysroot {
         cmd.arg("--sysroot").arg(s);
     }
+    // Held mid-dump by the test hook (a FIFO it reads once it holds the dump's claim, before it
+    // reads the dump): the kill lands there, not after the analysis of a quick dump.
+    let hold_dir = tempfile::tempdir().unwrap();
+    let hold = hold_dir.path().join("hold.fifo");
+    let c = std::ffi::CString::new(hold.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo: {}", std::io::Error::last_os_error());
+    cmd.env("KNOT_WATCH_TEST_HOLD", &hold);
     let mut child = cmd.stderr(std::process::Stdio::null()).spawn().expect("run knot watch");
-    // Kill it (SIGKILL: nothing runs after) once it has started on the first dump.
+    // Opening the FIFO for writing returns when knot has opened it: mid-dump, on the first dump.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let fifo = hold.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(fs::OpenOptions::new().write(true).open(fifo));
+    });
+    let _writer = rx.recv_timeout(std::time::Duration::from_secs(120)).expect("knot never started on the first dump").expect("open the FIFO");
     let running = with_suffix(&killer, ".knot.running");
-    let started = std::time::Instant::now();
-    while !running.exists() {
-        assert!(started.elapsed().as_secs() < 120, "knot never started on {}", killer.display());
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("knot watch ended ({status}) before it was killed; it finished the dump too fast to test");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
+    assert!(running.exists(), "knot holds the first dump without its marker");
+    // Kill it (SIGKILL: nothing runs after).
     child.kill().expect("kill knot watch");
     let _ = child.wait();
     assert!(!with_suffix(&killer, ".knot.json").exists(), "knot was killed before it wrote the report");
@@ -221,4 +229,6 @@ fn a_missing_directory_is_said_once() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.matches("/nonexistent-knot-dir").count(), 1, "{err}");
+    // Issue 30, item 14: the cause once, not once in the message and again as its source.
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
 }

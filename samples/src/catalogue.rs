@@ -21,6 +21,17 @@ pub enum Death {
     Crash(i32),
 }
 
+/// A shared library a sample builds beside its program (which `dlopen`s it).
+#[derive(Debug, Clone, Copy)]
+pub struct SharedLib {
+    /// Its file name, e.g. `libold_layout.so`.
+    pub name: &'static str,
+    /// Its `.c` sources under `samples/native/`.
+    pub sources: &'static [&'static str],
+    /// Compiler and linker flags besides the sample's own, `-shared -fPIC` and `--build-id`.
+    pub flags: &'static [&'static str],
+}
+
 /// One sample program of `samples/native/`.
 #[derive(Debug, Clone, Copy)]
 pub struct SampleSpec {
@@ -38,6 +49,8 @@ pub struct SampleSpec {
     pub split_debug: bool,
     pub death: Death,
     pub description: &'static str,
+    /// Shared libraries built beside the program (committed beside it too).
+    pub libs: &'static [SharedLib],
 }
 
 const C_O0: &[&str] = &["-g", "-O0", "-pthread", "-Wall"];
@@ -56,6 +69,7 @@ const fn c(
         split_debug: false,
         death: Death::Wedge,
         description,
+        libs: &[],
     }
 }
 
@@ -75,6 +89,7 @@ const fn crash(
         split_debug: false,
         death: Death::Crash(signal),
         description,
+        libs: &[],
     }
 }
 
@@ -105,6 +120,22 @@ static SAMPLES: &[SampleSpec] = &[
         &["rwlock_readers.c", "common.h"],
         "2 reader_threads read-hold inventory.lock and block on gate (gatekeeper_thread holds it); writer_thread blocks in wrlock",
     ),
+    c(
+        "rwlock_queued_reader",
+        &["rwlock_queued_reader.c", "common.h"],
+        "2 holder_threads read-hold catalog.lock (prefers writers); writer_thread blocks in wrlock; late_reader_thread, arriving after it, blocks in rdlock",
+    ),
+    SampleSpec {
+        name: "relative_dlopen",
+        lang: Lang::C,
+        sources: &["relative_dlopen.c", "common.h"],
+        flags: C_O0,
+        args: &[],
+        split_debug: false,
+        death: Death::Wedge,
+        description: "dlopen(\"./librelative_plugin.so\"): plugin_holder_thread holds the plugin's plugin_lock, plugin_waiter_thread blocks on it",
+        libs: &[SharedLib { name: "librelative_plugin.so", sources: &["relative_dlopen_lib.c"], flags: &[] }],
+    },
     c(
         "cycle3",
         &["cycle3.c", "common.h"],
@@ -179,6 +210,7 @@ static SAMPLES: &[SampleSpec] = &[
         split_debug: false,
         death: Death::Wedge,
         description: "abba through inlined static helpers, -O2 -fomit-frame-pointer",
+        libs: &[],
     },
     SampleSpec {
         name: "stripped",
@@ -189,6 +221,7 @@ static SAMPLES: &[SampleSpec] = &[
         split_debug: true,
         death: Death::Wedge,
         description: "vault_holder holds vault_lock, 2 vault_waiters; stripped binary, DWARF in a separate file",
+        libs: &[],
     },
     SampleSpec {
         name: "rust_mutex",
@@ -207,6 +240,7 @@ static SAMPLES: &[SampleSpec] = &[
         split_debug: false,
         death: Death::Wedge,
         description: "std::sync::Mutex ABBA: ledger_then_audit vs audit_then_ledger on LEDGER/AUDIT",
+        libs: &[],
     },
 ];
 
@@ -231,6 +265,7 @@ static CRASH_SAMPLES: &[SampleSpec] = &[
         split_debug: false,
         death: Death::Crash(SIGABRT),
         description: "ledger_worker throws LedgerError (a std::runtime_error) nobody catches from load_ledger",
+        libs: &[],
     },
     SampleSpec {
         name: "crash_rust_panic",
@@ -241,6 +276,24 @@ static CRASH_SAMPLES: &[SampleSpec] = &[
         split_debug: false,
         death: Death::Crash(SIGABRT),
         description: "the thread \"settler\" panics in crash_rust_panic::settle, built with panic=abort",
+        libs: &[],
+    },
+    SampleSpec {
+        name: "old_layout",
+        lang: Lang::C,
+        sources: &["old_layout.c", "crash_common.h", "common.h"],
+        flags: C_O0,
+        args: &[],
+        split_debug: false,
+        death: Death::Crash(SIGSEGV),
+        description: "reading_worker calls libfunc of libold_layout.so (both PT_LOADs map file offset 0), which reads through NULL; ELF header pages left out of the core",
+        libs: &[SharedLib {
+            name: "libold_layout.so",
+            sources: &["old_layout_lib.c"],
+            // binutils before 2.31 on x86-64: code and headers in one segment, 2 MiB pages, and
+            // (without RELRO) the data at a file offset inside the first page.
+            flags: &["-Wl,-z,noseparate-code", "-Wl,-z,max-page-size=0x200000", "-Wl,-z,norelro"],
+        }],
     },
     SampleSpec {
         name: "idle_join",
@@ -251,6 +304,7 @@ static CRASH_SAMPLES: &[SampleSpec] = &[
         split_debug: false,
         death: Death::Sent(SIGQUIT),
         description: "2 idle_waiters on a condvar nobody signals, sleeper in pause(), main joins sleeper; SIGQUIT sent from outside",
+        libs: &[],
     },
 ];
 

@@ -41,6 +41,11 @@ pub const COMMITTED_SET: &[(&str, DumpKind)] = &[
     ("crash_double_free", DumpKind::Kernel),
     ("crash_sigbus", DumpKind::Kernel),
     ("idle_join", DumpKind::Kernel),
+    // Issue 30: a library whose two PT_LOADs map file offset 0; a plugin dlopen()ed by a
+    // relative path; a reader blocked behind a queued writer on a writer-preferring rwlock.
+    ("old_layout", DumpKind::Kernel),
+    ("relative_dlopen", DumpKind::Kernel),
+    ("rwlock_queued_reader", DumpKind::Kernel),
 ];
 
 /// `<workspace>/samples/dumps`.
@@ -151,6 +156,7 @@ pub fn regenerate_committed(only: &[String], log: &mut dyn FnMut(&str)) -> Resul
     }
     let mut made = Vec::new();
     for &(name, kind) in &set {
+        let spec = catalogue::find(name).ok_or_else(|| anyhow!("{name} is not in the catalogue"))?;
         let live = match crate::try_ensure_with_args(name, kind, &[])? {
             Availability::Ready(d) => d,
             Availability::Skipped(why) => bail!("cannot make {name} ({kind}): {why}"),
@@ -174,7 +180,18 @@ pub fn regenerate_committed(only: &[String], log: &mut dyn FnMut(&str)) -> Resul
             copy_file(&debug, &elf::build_id_path(&dumps.join("debug"), &id))?;
         }
         gzip(&live.core, &dest.join("core.gz"))?;
+        // The sample's own libraries go beside its program (knot's `--search-dir`, gdb's
+        // `solib-search-path`); the system's into the shared sysroot.
+        let own: Vec<&str> = spec.libs.iter().map(|l| l.name).collect();
+        let live_dir = live.binary.parent().unwrap_or(Path::new("."));
+        for name in &own {
+            copy_file(&live_dir.join(name), &dest.join(name))?;
+        }
         for lib in maker::shared_libraries(&live)? {
+            let name = lib.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if own.contains(&name) {
+                continue;
+            }
             add_to_sysroot(&lib, &dumps)?;
         }
         made.push((name, kind));

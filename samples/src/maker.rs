@@ -128,6 +128,9 @@ fn stamp_text(spec: &SampleSpec, kind: DumpKind, args: &[&str]) -> String {
     if spec.death != Death::Wedge {
         stamp.push_str(&format!("death={:?}\nenv=no RUST_BACKTRACE\n", spec.death));
     }
+    if !spec.libs.is_empty() {
+        stamp.push_str(&format!("libs={:?}\n", spec.libs));
+    }
     stamp
 }
 
@@ -148,6 +151,7 @@ fn is_valid(spec: &SampleSpec, dir: &Path, stamp: &str) -> bool {
     let native = native_dir();
     spec.sources
         .iter()
+        .chain(spec.libs.iter().flat_map(|l| l.sources))
         .all(|s| mtime(&native.join(s)).is_some_and(|t| t <= core_time))
 }
 
@@ -290,6 +294,7 @@ pub(crate) fn record_crash_oracle(dump: &SampleDump, cwd: &Path, binary: &Path, 
         core,
         dump.sysroot.as_deref(),
         dump.debug_dir.as_deref(),
+        solib_dir(dump, binary),
         &[
             "set disassembly-flavor intel",
             "echo ==siginfo\\n",
@@ -376,6 +381,21 @@ fn build(spec: &SampleSpec, dir: &Path) -> Result<()> {
         &dir.join("build.log"),
         &format!("{} for {}", spec.compiler(), spec.name),
     )?;
+    for lib in spec.libs {
+        let mut cmd = Command::new(&compiler);
+        cmd.current_dir(&root)
+            .args(spec.flags)
+            .args(["-shared", "-fPIC", "-Wl,--build-id"])
+            .args(lib.flags)
+            .args(["-I", "samples/native"])
+            .arg(format!("-fdebug-prefix-map={}=.", root.display()))
+            .arg("-o")
+            .arg(dir.join(lib.name));
+        for s in lib.sources {
+            cmd.arg(Path::new("samples/native").join(s));
+        }
+        run_logged(cmd, &dir.join(format!("build-{}.log", lib.name)), &format!("{} for {}", spec.compiler(), lib.name))?;
+    }
     if spec.split_debug {
         split_debug(spec.name, dir)?;
     }
@@ -745,6 +765,7 @@ pub fn gdb_command(
     core: &Path,
     sysroot: Option<&Path>,
     debug_dir: Option<&Path>,
+    solib_dir: Option<&Path>,
     commands: &[&str],
 ) -> Result<Command> {
     let mut cmd = Command::new(tool("gdb")?);
@@ -757,6 +778,9 @@ pub fn gdb_command(
         cmd.arg("-iex")
             .arg(format!("set debug-file-directory {}", d.display()));
     }
+    if let Some(d) = solib_dir {
+        cmd.arg("-iex").arg(format!("set solib-search-path {}", d.display()));
+    }
     cmd.args(["-ex", "set pagination off", "-ex", "set width 0"]);
     for c in commands {
         cmd.arg("-ex").arg(c);
@@ -764,6 +788,15 @@ pub fn gdb_command(
     cmd.arg(binary).arg(core);
     quiet_gdb_env(&mut cmd);
     Ok(cmd)
+}
+
+/// Where gdb looks for a sample's own libraries by name (`solib-search-path`, as knot's
+/// `--search-dir`): beside its program, wherever the dump recorded them. `None` for a sample
+/// without libraries.
+fn solib_dir<'a>(dump: &SampleDump, binary: &'a Path) -> Option<&'a Path> {
+    catalogue::find(&dump.name)
+        .is_some_and(|s| !s.libs.is_empty())
+        .then(|| binary.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
 }
 
 /// Runs the oracle: stdout to `out`, stderr beside it. The dump's sysroot
@@ -781,6 +814,7 @@ pub(crate) fn record_oracle(
         core,
         dump.sysroot.as_deref(),
         dump.debug_dir.as_deref(),
+        solib_dir(dump, binary),
         &["thread apply all bt"],
     )?;
     let stdout = File::create(&out).with_context(|| format!("creating {}", out.display()))?;
@@ -810,6 +844,7 @@ pub(crate) fn shared_libraries(dump: &SampleDump) -> Result<Vec<PathBuf>> {
         cwd,
         &dump.binary,
         &dump.core,
+        None,
         None,
         None,
         &["info sharedlibrary"],
@@ -863,6 +898,7 @@ mod tests {
             split_debug: false,
             death: Death::Wedge,
             description: "test",
+            libs: &[],
         };
         (spec, dir)
     }

@@ -32,6 +32,10 @@ pub(crate) enum Limit {
     /// them) are bundled in the executable, whose pages a heap dump does not hold, so types and
     /// managed frames are unnamed (threads, monitors, owners and cycles are read).
     SingleFileMetadata { executable: String, build_id: Option<String> },
+    /// The heap's object graph (dominators, retained sizes, holders, leak suspects) was not
+    /// built: `objects` objects need about `needed` bytes, over the `available` bytes the memory
+    /// limit leaves it.
+    HeapGraphMemory { objects: u64, needed: u64, available: u64, limit: crate::memory_budget::MemoryLimit },
 }
 
 /// Why a module's file was not used.

@@ -77,6 +77,15 @@ fn build_id_in_memory(core: &Core, phdrs: &[Phdr], bias: u64) -> Option<Vec<u8>>
     })
 }
 
+/// The build-id note read from a copy of the file's first page at `copy` (the data's mapping
+/// of an old-layout library whose text page the dump left out), when the note lies in that page.
+fn build_id_in_first_page(core: &Core, phdrs: &[Phdr], copy: u64) -> Option<Vec<u8>> {
+    phdrs.iter().filter(|p| p.kind == PT_NOTE && p.offset.checked_add(p.filesz).is_some_and(|end| end <= 0x1000)).find_map(|p| {
+        let bytes = core_bytes(core, copy.checked_add(p.offset)?, p.filesz as usize)?;
+        build_id_in_notes(&bytes)
+    })
+}
+
 /// A module before its files are looked for.
 struct Found {
     path: String,
@@ -193,7 +202,10 @@ fn consistent_with_memory(core: &Core, files: &[FileMapping], diagnostics: &mut 
     for m in files {
         // Only where the dump shows an ELF header: a managed assembly (PE) is mapped at offset 0
         // more than once by its runtime (flat and as an image).
-        let why = if m.file_offset == 0 && !elf_at(m.start) && best.get(m.path.as_str()).is_some_and(|&(rank, at)| at != m.start && rank == 2) {
+        let why = if m.file_offset == 0
+            && !elf_at(m.start)
+            && best.get(m.path.as_str()).is_some_and(|&(rank, at)| at != m.start && rank == 2 && !page_zero_twice(core, at, m.start))
+        {
             let at = best[m.path.as_str()].1;
             Some(format!("the dump shows the file's ELF header at {at:#x}"))
         } else {
@@ -208,6 +220,40 @@ fn consistent_with_memory(core: &Core, files: &[FileMapping], diagnostics: &mut 
         }
     }
     out
+}
+
+/// Where the image's own PT_LOADs map the file's first page, relative to its ELF header: the text
+/// at 0, and in older toolchains' layout (data a max-page-size above, at a file offset inside the
+/// first page) the data too. Page-aligned; at most `MAX_PHDRS`.
+fn page_zero_places(phdrs: &[Phdr]) -> Vec<u64> {
+    let Some(base) = link_base(phdrs) else { return Vec::new() };
+    phdrs.iter().filter(|p| p.kind == PT_LOAD && p.offset & !0xfff == 0).map(|p| (p.vaddr & !0xfff).wrapping_sub(base)).collect()
+}
+
+/// Whether the ELF header the dump shows at `shown` and the first page mapped at `other` are
+/// one image by the header's own layout: both PT_LOADs of a library linked the old way map file
+/// offset 0 (text at its base, data 2 MiB above), so its header is at both places, and a dump
+/// that left the text page out shows it only at the data's.
+fn page_zero_twice(core: &Core, shown: u64, other: u64) -> bool {
+    let Some(phdrs) = phdrs_in_memory(core, shown) else { return false };
+    let places = page_zero_places(&phdrs);
+    let delta = other.wrapping_sub(shown);
+    places.iter().any(|&a| places.iter().any(|&b| a != b && a.wrapping_sub(b) == delta))
+}
+
+/// The program headers of the image whose first page is mapped at `header_addr`: from its ELF
+/// header there, or, where the dump left that page out, from another mapping of the file's
+/// first page that the header's own layout places (`page_zero_twice`). With the address of the
+/// copy they were read at.
+fn phdrs_of_image(core: &Core, header_addr: u64, ranges: &[FileRange]) -> Option<(Vec<Phdr>, u64)> {
+    if let Some(p) = phdrs_in_memory(core, header_addr) {
+        return Some((p, header_addr));
+    }
+    ranges
+        .iter()
+        .filter(|r| r.file_offset == 0 && r.start != header_addr)
+        .find(|r| page_zero_twice(core, r.start, header_addr))
+        .and_then(|r| phdrs_in_memory(core, r.start).map(|p| (p, r.start)))
 }
 
 /// Discovers every module and opens its files through `locator`.
@@ -301,10 +347,13 @@ fn names_no_image(path: &str) -> bool {
 
 fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, next_header: u64, diagnostics: &mut Vec<Diagnostic>) -> Option<Module> {
     // The headers in dump memory identify what ran; the file is chosen to match them.
-    let mem_phdrs = phdrs_in_memory(core, f.header_addr);
+    let (mem_phdrs, copy_at) = match phdrs_of_image(core, f.header_addr, &f.ranges) {
+        Some((p, at)) => (Some(p), at),
+        None => (None, f.header_addr),
+    };
     let mem_bias = mem_phdrs.as_deref().and_then(link_base).map(|b| f.header_addr.wrapping_sub(b));
     let dump_id = match (&mem_phdrs, mem_bias) {
-        (Some(p), Some(b)) => build_id_in_memory(core, p, b),
+        (Some(p), Some(b)) => build_id_in_memory(core, p, b).or_else(|| build_id_in_first_page(core, p, copy_at)),
         _ => None,
     };
     // Not a file a module could be loaded from (an io_uring, a memfd, shared memory) and no ELF

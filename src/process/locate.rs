@@ -33,11 +33,14 @@ impl Locator {
     }
 
     /// Every place the module file may be, best first: the recorded path (under the sysroot),
-    /// then each search directory with the file's name. Build-ids decide among them. A refused
-    /// recorded path leaves only the search directories.
+    /// then each search directory with the file's name, whatever the recorded path's form
+    /// (absolute, or relative as a `dlopen("./lib.so")` leaves it in the link map or an edited
+    /// NT_FILE has it: `.////lib.so`), as gdb's `solib-search-path`. Build-ids decide among
+    /// them. A refused recorded path leaves only the search directories; a pseudo name
+    /// (`[vdso]`) is no file's name.
     pub(crate) fn module_candidates(&self, dump_path: &str) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = self.module_path(dump_path).into_iter().collect();
-        let name = Path::new(dump_path).file_name().filter(|n| *n != ".." && *n != "." && dump_path.starts_with('/'));
+        let name = Path::new(dump_path).file_name().filter(|n| *n != ".." && *n != "." && !dump_path.starts_with('['));
         if let Some(name) = name {
             out.extend(self.search_dirs.iter().map(|d| d.join(name)));
         }
@@ -85,6 +88,20 @@ mod tests {
     fn sysroot_prefixes_dump_paths() {
         let l = Locator { sysroot: Some("/sr".into()), ..Default::default() };
         assert_eq!(l.module_path("/lib/x86_64-linux-gnu/libc.so.6"), Ok(PathBuf::from("/sr/lib/x86_64-linux-gnu/libc.so.6")));
+    }
+
+    /// Issue 30, item 2: a relative recorded path (elfutils' `linkmap-cut.core` has
+    /// `.////…/linkmap-cut-lib.so`; a `dlopen("./lib.so")` leaves `./lib.so` in the link map)
+    /// is looked for by its file name in every search directory, as an absolute one is.
+    #[test]
+    fn relative_recorded_paths_are_searched_by_name() {
+        let l = Locator { search_dirs: vec!["/s1".into(), "/s2".into()], ..Default::default() };
+        for recorded in [".////////lib.so", "./lib.so", "lib.so", "sub/lib.so", "/opt/app/lib.so"] {
+            let c = l.module_candidates(recorded);
+            assert!(c.ends_with(&[PathBuf::from("/s1/lib.so"), PathBuf::from("/s2/lib.so")]), "{recorded}: {c:?}");
+        }
+        assert!(l.module_candidates("[vdso]").is_empty());
+        assert!(l.module_candidates("./..").is_empty());
     }
 
     #[test]

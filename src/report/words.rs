@@ -419,6 +419,24 @@ pub(crate) fn verdict_limit(l: &Limit) -> VerdictLimit {
                 short: format!("{name}'s file"),
             }
         }
+        Limit::HeapGraphMemory { objects, needed, available, limit } => {
+            let source = match &limit.source {
+                crate::memory_budget::LimitSource::Flag => "--max-memory".to_string(),
+                crate::memory_budget::LimitSource::Cgroup(path) => path.display().to_string(),
+            };
+            VerdictLimit {
+                missing: format!(
+                    "the heap's retained sizes (its object graph of {} objects needs about {}, over the {} the memory limit of {} ({source}) leaves it beside the dump's pages)",
+                    crate::runtimes::dotnet::gc::state::thousands(*objects),
+                    super::gc_text::bytes(*needed),
+                    super::gc_text::bytes(*available),
+                    super::gc_text::bytes(limit.bytes),
+                ),
+                hides: "what holds the heap: retained sizes by type, the top holders and a leak suspect (stacks, locks, the heap by type and the GC's state are whole)".into(),
+                fix: format!("--max-memory SIZE above the limit knot reads (about {} for this heap), or a higher memory limit", super::gc_text::bytes(needed.saturating_mul(4) / 3 + (256 << 20))),
+                short: "the heap's retained sizes".into(),
+            }
+        }
         Limit::DotnetMonitors { version, why } => VerdictLimit {
             missing: format!("the .NET monitors' layout ({why}: knot has no per-build facts for it in analyzers/dotnet/)"),
             hides: "Monitors and Locks with their owners and the waits on them: a managed deadlock or contention cannot be seen".into(),

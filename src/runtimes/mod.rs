@@ -37,6 +37,13 @@ pub(crate) trait Runtime: RuntimeLocks + Send + Sync {
         false
     }
 
+    /// The memory limit the heap's reading is planned under (none: no limit), before
+    /// [`Runtime::prepare_heap`]: a heap graph that would not fit is left out, and
+    /// [`Runtime::verdict_limits`] says so. Nothing by default.
+    fn plan_heap(&self, limit: Option<crate::memory_budget::MemoryLimit>) {
+        let _ = limit;
+    }
+
     /// Does the part of [`Runtime::report_section`]'s heap work that needs no stacks (the walk,
     /// the object graph's nodes, edges and other roots). The pipeline calls it on a thread of
     /// its own as soon as the runtime is recognised, so that it runs while the stacks are walked

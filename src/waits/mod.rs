@@ -77,14 +77,33 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
     let tids: Vec<u32> = threads.iter().map(|t| t.tid).collect();
     let mut pending: BTreeMap<String, Pending<'_>> = BTreeMap::new();
 
-    for t in threads {
-        let state = state::resolve_restart(state::classify(t.registers, t.cursig, process), t.registers, &t.functions);
+    let classified: Vec<_> = threads
+        .iter()
+        .map(|t| {
+            let state = state::resolve_restart(state::classify(t.registers, t.cursig, process), t.registers, &t.functions);
+            (state, catalog.recognise(t.functions.iter().copied(), RECOGNITION_DEPTH))
+        })
+        .collect();
+    // Every futex word waited on inside each family's functions: the words of one lock's
+    // waiters (a rwlock's writers on one word, its blocked readers on another) locate it together.
+    let mut family_words: BTreeMap<*const Family, Vec<u64>> = BTreeMap::new();
+    for (state, recognised) in &classified {
+        if let (ThreadState::Futex { address, .. }, Some((family, _))) = (state, recognised) {
+            family_words.entry(std::ptr::from_ref(*family)).or_default().push(address.0);
+        }
+    }
+    for words in family_words.values_mut() {
+        words.sort_unstable();
+        words.dedup();
+    }
+
+    for (t, (state, recognised)) in threads.iter().zip(classified) {
         let restarted = t.registers.syscall_number() == Some(state::SYS_RESTART_SYSCALL);
-        let recognised = catalog.recognise(t.functions.iter().copied(), RECOGNITION_DEPTH);
         let blocked_on = match (&state, recognised) {
             (ThreadState::Futex { address, expected, .. }, Some((family, frame))) => {
                 let futex = address.0;
-                let lock_addr = locate(family, process, symbolizer, futex);
+                let peers = family_words.get(&std::ptr::from_ref(family)).map_or(&[][..], Vec::as_slice);
+                let lock_addr = locate(family, process, symbolizer, futex, peers);
                 let join_target = (family.kind == Kind::Join).then_some(*expected);
                 let id = match join_target {
                     Some(tid) => format!("join@{tid}"),
@@ -159,15 +178,32 @@ pub(crate) fn states_only(process: &Process, threads: &[ThreadInput<'_>]) -> Wai
 static EMPTY: Catalog = Catalog { families: Vec::new() };
 
 /// The lock's address from the futex word a waiter sleeps on. Of the family's candidate offsets,
-/// a candidate that starts a data symbol (a named global lock) wins; else the first the layout
-/// finds plausible; else the first.
-fn locate(family: &Family, process: &Process, symbolizer: &Symbolizer<'_>, futex: u64) -> u64 {
+/// one that also explains another waited-on word of the family (`peers`: a rwlock's queued
+/// writer sleeps 8 bytes in, its blocked readers on the first word) is that one lock, when it
+/// can be one (named or plausible); else a candidate that starts a data symbol (a named global
+/// lock) wins; else the first the layout finds plausible; else the first.
+fn locate(family: &Family, process: &Process, symbolizer: &Symbolizer<'_>, futex: u64, peers: &[u64]) -> u64 {
     let candidates: Vec<u64> = family.futex_offsets.iter().filter_map(|&off| futex.checked_sub(off)).collect();
     if candidates.len() == 1 {
         return candidates[0];
     }
-    let named = candidates.iter().copied().find(|&a| symbolizer.data_symbol(a).is_some_and(|(_, off)| off == 0));
-    named
+    let is_named = |a: u64| symbolizer.data_symbol(a).is_some_and(|(_, off)| off == 0);
+    // How many other waited-on words fall at one of the family's futex offsets from `a`.
+    let explains = |a: u64| peers.iter().filter(|&&w| w != futex && w.checked_sub(a).is_some_and(|off| family.futex_offsets.contains(&off))).count();
+    let shared = candidates
+        .iter()
+        .copied()
+        .map(|a| (explains(a), a))
+        .filter(|&(n, a)| n > 0 && (is_named(a) || readers::plausible(family, process, a)))
+        // The most explained; of equals, the earliest candidate (catalogue order).
+        .fold(None, |best: Option<(usize, u64)>, (n, a)| match best {
+            Some((m, _)) if m >= n => best,
+            _ => Some((n, a)),
+        })
+        .map(|(_, a)| a);
+    let named = candidates.iter().copied().find(|&a| is_named(a));
+    shared
+        .or(named)
         .or_else(|| candidates.iter().copied().find(|&a| readers::plausible(family, process, a)))
         .or_else(|| candidates.first().copied())
         .unwrap_or(futex)

@@ -16,6 +16,8 @@ macro_rules! native_samples {
             timed_abba,
             odd_mappings,
             rwlock_readers,
+            rwlock_queued_reader,
+            relative_dlopen,
             cycle3,
             self_relock,
             convoy,
@@ -100,6 +102,7 @@ macro_rules! crash_samples {
             crash_cxx,
             crash_rust_panic,
             idle_join,
+            old_layout,
         );
     };
 }

@@ -31,6 +31,11 @@ pub struct Args {
     /// With `dotnet-heap`: the heap to fill, in MiB.
     #[arg(long, default_value_t = 2048)]
     heap_mib: u64,
+    /// With `dotnet-heap`: also run `knot analyze` inside a memory cgroup of this size (4G, 512M,
+    /// bytes; needs root: cgroup v1's memory controller or v2's memory.max) and print its wall
+    /// time, peak anonymous memory and RSS, bytes per object, and whether the report came whole.
+    #[arg(long, value_name = "SIZE")]
+    memory_limit: Option<String>,
     /// Make the dumps again even when they are there (`dotnet-heap`, `dotnet-async`, the Debian programs).
     #[arg(long)]
     remake: bool,
@@ -153,7 +158,8 @@ enum Suite {
 
 pub fn run(a: Args) -> Result<()> {
     if a.suite == Some(Suite::DotnetHeap) {
-        return crate::bench_dotnet_heap::run(a.runs.unwrap_or(3), a.heap_mib, a.remake);
+        let limit = a.memory_limit.as_deref().map(crate::bench_dotnet_heap::parse_size).transpose()?;
+        return crate::bench_dotnet_heap::run(a.runs.unwrap_or(3), a.heap_mib, a.remake, limit);
     }
     if a.suite == Some(Suite::DotnetAsync) {
         return crate::bench_dotnet_async::run(a.runs.unwrap_or(3), a.remake);

@@ -1,5 +1,5 @@
-//! `cargo xtask bench dotnet-heap [--heap-mib N] [--runs N] [--remake]`: knot against SOS
-//! `dumpheap -stat` on a .NET dump with a multi-GB heap.
+//! `cargo xtask bench dotnet-heap [--heap-mib N] [--runs N] [--remake] [--memory-limit SIZE]`:
+//! knot against SOS `dumpheap -stat` on a .NET dump with a multi-GB heap.
 //!
 //! The dump is made here, never committed: `samples/dotnet/big_heap` (built with the machine's
 //! .NET SDK) fills its heap to `--heap-mib` MiB (default 2048) with millions of small objects,
@@ -18,6 +18,13 @@
 //! heap object (target at most 40 bytes). Then `knot heap root` against `dotnet-dump gcroot` on
 //! two objects, each path checked equal first: the `List` the static holds (knot's top holder,
 //! near a root) and element 5,600,000 of its array (its address read with SOS `dq`).
+//!
+//! With `--memory-limit SIZE`, `knot analyze` also runs inside a memory cgroup of that size (a
+//! pod's limit: a child group of cgroup v1's memory controller with `memory.limit_in_bytes`, or
+//! of v2's hierarchy with `memory.max`, whichever the machine has; the process joins it before
+//! knot starts), and the bench prints its wall time, peak anonymous memory and RSS, bytes per
+//! object, scratch bytes, the group's own peak, and whether the report came whole (retained
+//! sizes) or with the limit said — beside dotnet-dump's `dumpheap -stat` of the same run.
 
 use crate::bench::{build_knot, target_dir};
 use crate::bench_dotnet::{dotnet_dump, measure_paired, raw_doc, tools_json, write_raw, Paired};
@@ -128,7 +135,7 @@ fn sos_totals(text: &str) -> Option<(u64, u64)> {
     Some((n(objects)?, n(bytes)?))
 }
 
-pub fn run(runs: u32, heap_mib: u64, remake: bool) -> Result<()> {
+pub fn run(runs: u32, heap_mib: u64, remake: bool, memory_limit: Option<u64>) -> Result<()> {
     let root = knot_samples::workspace_root();
     let target = target_dir(&root);
     let out_dir = target.join("bench");
@@ -208,6 +215,10 @@ pub fn run(runs: u32, heap_mib: u64, remake: bool) -> Result<()> {
     println!("  knot analyze peak RssAnon {:.1} MiB = {per_object:.1} bytes per object (target <= {BYTES_PER_OBJECT_TARGET})", rss_anon as f64 / 1024.0);
     own["knot_analyze_peak_rss_anon_kib"] = json!(rss_anon);
     own["knot_analyze_bytes_per_object"] = json!(per_object);
+
+    if let Some(limit) = memory_limit {
+        own["in_memory_cgroup"] = in_cgroup(&knot, &core, limit, sos_tot.0, medians[1])?;
+    }
 
     // `knot heap root` against SOS `gcroot` on two objects: the list the static holds (near a
     // root) and an element deep in its array.
@@ -301,4 +312,144 @@ fn heap_root_bench(knot: &Path, sos: &Path, core: &Path, report: serde_json::Val
         out.push(json!({ "object": what, "address": format!("{address:#x}"), "path_objects": kp.len(), "tools": tools_json(&tools, &warm, &samples, &medians), "gcroot_over_knot": ratio }));
     }
     Ok(json!(out))
+}
+
+/// A size as `--memory-limit` takes it: bytes, or with K, M, G, T (powers of 1024).
+pub(crate) fn parse_size(text: &str) -> Result<u64> {
+    let t = text.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (number, unit) = t.split_at(digits);
+    let value: f64 = number.parse().with_context(|| format!("{text:?} is not a size"))?;
+    let shift = match unit.trim().to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        u => bail!("{text:?}: unknown unit {u:?}"),
+    };
+    Ok((value * (1u64 << shift) as f64) as u64)
+}
+
+/// A memory cgroup of its own for one run, removed when dropped.
+struct MemoryCgroup {
+    dir: PathBuf,
+    /// The file a process joins the group through.
+    join: PathBuf,
+    /// The group's peak usage file (v1 `memory.max_usage_in_bytes`, v2 `memory.peak`).
+    peak: PathBuf,
+    kind: &'static str,
+}
+
+impl MemoryCgroup {
+    /// A child group limited to `limit` bytes: under v1's memory controller when mounted,
+    /// else under v2's unified hierarchy (the memory controller enabled for children there).
+    fn new(limit: u64) -> Result<MemoryCgroup> {
+        let name = format!("knot-bench-{}", std::process::id());
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        if v1.join("memory.limit_in_bytes").exists() {
+            let dir = v1.join(&name);
+            fs::create_dir(&dir).with_context(|| format!("creating {} (needs root)", dir.display()))?;
+            let g = MemoryCgroup { join: dir.join("tasks"), peak: dir.join("memory.max_usage_in_bytes"), dir, kind: "cgroup v1 memory.limit_in_bytes" };
+            fs::write(g.dir.join("memory.limit_in_bytes"), limit.to_string()).context("memory.limit_in_bytes")?;
+            return Ok(g);
+        }
+        let v2 = Path::new("/sys/fs/cgroup");
+        if v2.join("cgroup.controllers").exists() {
+            let _ = fs::write(v2.join("cgroup.subtree_control"), "+memory");
+            let dir = v2.join(&name);
+            fs::create_dir(&dir).with_context(|| format!("creating {} (needs root)", dir.display()))?;
+            let g = MemoryCgroup { join: dir.join("cgroup.procs"), peak: dir.join("memory.peak"), dir, kind: "cgroup v2 memory.max" };
+            fs::write(g.dir.join("memory.max"), limit.to_string()).context("memory.max")?;
+            let _ = fs::write(g.dir.join("memory.swap.max"), "0");
+            return Ok(g);
+        }
+        bail!("no memory cgroup: neither /sys/fs/cgroup/memory (v1) nor a v2 hierarchy at /sys/fs/cgroup")
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir(&self.dir);
+    }
+}
+
+/// `knot analyze CORE --format json` inside a memory cgroup of `limit` bytes: wall time, peak
+/// RssAnon and VmRSS (sampled every 20 ms), the group's peak, what the report held; printed beside
+/// dotnet-dump's `sos_seconds`.
+fn in_cgroup(knot: &Path, core: &Path, limit: u64, objects: u64, sos_seconds: f64) -> Result<serde_json::Value> {
+    let group = MemoryCgroup::new(limit)?;
+    let out = std::env::temp_dir().join(format!("knot-bench-cgroup-{}.json", std::process::id()));
+    // The shell joins the group, then becomes knot: every page knot touches is charged there.
+    let script = "echo $$ > \"$1\" && shift && exec \"$@\"";
+    let started = Instant::now();
+    let mut child = Command::new("sh")
+        .args(["-c", script, "sh"])
+        .arg(&group.join)
+        .arg(knot)
+        .arg("analyze")
+        .arg(core)
+        .args(["--format", "json", "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("knot analyze in the cgroup")?;
+    let status_file = format!("/proc/{}/status", child.id());
+    let (mut anon, mut rss) = (0u64, 0u64);
+    let status = loop {
+        if let Ok(text) = fs::read_to_string(&status_file) {
+            let kib = |key: &str| text.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok()).unwrap_or(0);
+            anon = anon.max(kib("RssAnon:"));
+            rss = rss.max(kib("VmRSS:"));
+        }
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let wall = started.elapsed().as_secs_f64();
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut stderr);
+    }
+    let group_peak = fs::read_to_string(&group.peak).ok().and_then(|t| t.trim().parse::<u64>().ok());
+    let report: serde_json::Value = fs::read(&out).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+    let _ = fs::remove_file(&out);
+    use std::os::unix::process::ExitStatusExt;
+    let killed = status.signal() == Some(9);
+    let whole = report["dotnet"]["heap"]["retained"].is_array();
+    let limit_said = report["verdict_limits"].as_array().and_then(|l| l.iter().find(|l| l["short"] == "the heap's retained sizes")).and_then(|l| l["missing"].as_str()).map(str::to_string);
+    let per_object = anon as f64 * 1024.0 / objects.max(1) as f64;
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    println!("\nknot analyze in a {:.1} GiB memory cgroup ({}):", limit as f64 / (1u64 << 30) as f64, group.kind);
+    println!(
+        "  wall {wall:.3} s ({}), peak RssAnon {:.1} MiB = {per_object:.1} bytes per object, peak RSS {:.1} MiB, group peak {}, scratch 0 B (the graph lives in memory)",
+        if killed { "KILLED (SIGKILL: the OOM killer)".to_string() } else { format!("exit {}", status.code().unwrap_or(-1)) },
+        mib(anon),
+        mib(rss),
+        group_peak.map(|b| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)).unwrap_or_else(|| "unknown".into()),
+    );
+    println!("  dotnet-dump dumpheap -stat {sos_seconds:.3} s (median above)");
+    match (&limit_said, whole) {
+        (_, true) => println!("  report: whole (retained sizes read)"),
+        (Some(m), false) => println!("  report: without retained sizes, the limit said: {m}"),
+        (None, false) if !killed => println!("  report: no retained sizes and no limit said (stderr: {})", stderr.trim()),
+        _ => println!("  report: none"),
+    }
+    Ok(json!({
+        "limit_bytes": limit,
+        "cgroup": group.kind,
+        "wall_seconds": wall,
+        "exit": status.code(),
+        "killed": killed,
+        "peak_rss_anon_kib": anon,
+        "peak_rss_kib": rss,
+        "group_peak_bytes": group_peak,
+        "bytes_per_object": per_object,
+        "scratch_bytes": 0,
+        "retained_sizes": whole,
+        "limit_said": limit_said,
+    }))
 }

@@ -86,8 +86,9 @@ pub(crate) fn holding(runtime: &DotnetRuntime<'_>, stacks_and_frames: Option<(&[
             thread_stacks(process, context, &stacks, &frames)
         }
     };
-    match runtime.take_graph() {
-        // Made while the stacks were walked (the report's section), but for their roots.
+    // Made while the stacks were walked (the report's section), but for their roots; else under
+    // the memory limit planned (`knot heap diff`), or unbounded.
+    match runtime.take_graph().or_else(|| runtime.graph_within_limit()) {
         Some(graph) => gc::holders::of_graph(context, graph?.finish(context, &threads)),
         None => gc::holders::read(context, &threads, None),
     }

@@ -74,6 +74,9 @@ pub struct GcReading {
     /// The walk's objects, when asked for: the object graph is built from them rather than
     /// from a second walk of the heap ([`read_graph`] takes them).
     pub(crate) walked: Option<Walked>,
+    /// The heap had more objects than the walk's node cap: none was kept (`walked` is `None`),
+    /// and the object graph is not to be built.
+    pub(crate) over_node_cap: bool,
 }
 
 /// What one walk of every segment found, for the object graph: per segment (in the order of
@@ -122,12 +125,13 @@ pub(crate) fn read_in(runtime: &Context<'_>, targets: &[u64], keep_nodes: bool) 
 
 /// As [`read_in`], keeping every object for the object graph, with the referrers of `targets`
 /// found but not named: the stacks decide which of them are wanted ([`Unresolved::resolve`]).
-pub(crate) fn walk_in(runtime: &Context<'_>, targets: &[u64]) -> Result<Unresolved, String> {
+/// With `node_cap`, objects are kept only up to it (see [`walk::NodeCap`]).
+pub(crate) fn walk_in(runtime: &Context<'_>, targets: &[u64], node_cap: Option<&walk::NodeCap>) -> Result<Unresolved, String> {
     let t = runtime.target();
     let build = build_facts(runtime)?;
     let namer = TypeNamer::of(&t, runtime);
     let bundle_missing = runtime.single_file_metadata_missing().is_some();
-    walk_with(runtime.process, runtime.module, &t, build, &namer, targets, true, bundle_missing)
+    walk_with(runtime.process, runtime.module, &t, build, &namer, targets, (true, node_cap), bundle_missing)
 }
 
 /// What every reading of the heap starts from: the GC's vars, its segments, the allocation
@@ -223,7 +227,7 @@ pub(crate) fn read_with(
     keep_nodes: bool,
     bundle_missing: bool,
 ) -> Result<GcReading, String> {
-    let Unresolved { mut reading, hits, string_mt, .. } = walk_with(process, module, t, build, namer, targets, keep_nodes, bundle_missing)?;
+    let Unresolved { mut reading, hits, string_mt, .. } = walk_with(process, module, t, build, namer, targets, (keep_nodes, None), bundle_missing)?;
     reading.referrers = name_referrers(t, namer, &build.layout, &hits, string_mt);
     Ok(reading)
 }
@@ -237,7 +241,7 @@ fn walk_with(
     build: &BuildFacts,
     namer: &TypeNamer,
     targets: &[u64],
-    keep_nodes: bool,
+    (keep_nodes, node_cap): (bool, Option<&walk::NodeCap>),
     bundle_missing: bool,
 ) -> Result<Unresolved, String> {
     let l = &build.layout;
@@ -251,11 +255,12 @@ fn walk_with(
     if task_type.is_none() {
         diagnostics.push(Diagnostic::warning(STAGE, "System.Threading.Tasks.Task not found in CoreLib's metadata: async stacks not read"));
     }
-    let input = walk::WalkInput { t, alloc_contexts: &contexts, free_mt, targets: &target_set, string_mt, core: Some(&process.core), wanted: &wanted, collect: keep_nodes };
+    let input = walk::WalkInput { t, alloc_contexts: &contexts, free_mt, targets: &target_set, string_mt, core: Some(&process.core), wanted: &wanted, collect: keep_nodes, node_cap };
     trace("heap: prepared");
     let mut walks = walk::walk_all(&input, &segments);
     trace("heap: walked");
-    let walked = keep_nodes.then(|| Walked { nodes: walks.iter_mut().map(|w| std::mem::take(&mut w.nodes)).collect(), broken: walks.iter().map(|w| w.broken.clone()).collect() });
+    let over_node_cap = node_cap.is_some_and(|c| c.exceeded());
+    let walked = (keep_nodes && !over_node_cap).then(|| Walked { nodes: walks.iter_mut().map(|w| std::mem::take(&mut w.nodes)).collect(), broken: walks.iter().map(|w| w.broken.clone()).collect() });
     let mut broken = Vec::new();
     for (s, w) in segments.iter().zip(&walks) {
         if let Some((at, why)) = &w.broken {
@@ -322,6 +327,7 @@ fn walk_with(
         semaphores,
         diagnostics,
         walked,
+        over_node_cap,
     };
     Ok(Unresolved { reading, hits, hits_capped, targets: target_set, string_mt })
 }
@@ -411,7 +417,7 @@ pub(crate) fn graph_ahead(runtime: &Context<'_>, walked: Option<Walked>) -> Resu
         Some(w) if w.nodes.len() == segments.len() && w.broken.len() == segments.len() => w,
         _ => {
             let none = HashSet::new();
-            let input = walk::WalkInput { t: &t, alloc_contexts: &contexts, free_mt, targets: &none, string_mt, core: Some(&runtime.process.core), wanted: &[], collect: true };
+            let input = walk::WalkInput { t: &t, alloc_contexts: &contexts, free_mt, targets: &none, string_mt, core: Some(&runtime.process.core), wanted: &[], collect: true, node_cap: None };
             let walks = walk::walk_all(&input, &segments);
             let broken = walks.iter().map(|w| w.broken.clone()).collect();
             Walked { nodes: walks.into_iter().map(|w| w.nodes).collect(), broken }

@@ -188,6 +188,45 @@ pub(crate) struct WalkInput<'a> {
     pub(crate) wanted: &'a [WantedType],
     /// Keep every object's address, type and size ([`SegmentWalk::nodes`]).
     pub(crate) collect: bool,
+    /// The most objects kept over all segments (`collect`); past it, none is kept.
+    pub(crate) node_cap: Option<&'a NodeCap>,
+}
+
+/// The objects a walk may keep for the object graph, over all its segments (walked in
+/// parallel): past `max`, every segment drops what it kept and keeps no more, so that a heap
+/// whose graph would not fit the memory limit costs no more than its statistics.
+#[derive(Debug)]
+pub(crate) struct NodeCap {
+    max: u64,
+    kept: std::sync::atomic::AtomicU64,
+    over: std::sync::atomic::AtomicBool,
+}
+
+/// Objects a segment keeps between two looks at the shared count.
+const CAP_STEP: usize = 1 << 16;
+
+impl NodeCap {
+    pub(crate) fn new(max: u64) -> NodeCap {
+        NodeCap { max, kept: 0.into(), over: false.into() }
+    }
+
+    /// Counts `n` more objects kept; false (from then on) once the total is past the cap.
+    fn take(&self, n: u64) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.over.load(Relaxed) {
+            return false;
+        }
+        if self.kept.fetch_add(n, Relaxed).saturating_add(n) > self.max {
+            self.over.store(true, Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Whether the walk met more objects than the cap.
+    pub(crate) fn exceeded(&self) -> bool {
+        self.over.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// Referrers kept per segment at most (a lock object has few).
@@ -356,6 +395,8 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
         core.will_read(s.start, s.allocated.saturating_sub(s.start));
     }
     let mut cursor = Cursor::new(t, input.alloc_contexts, s);
+    let mut collect = input.collect && input.node_cap.is_none_or(|c| !c.exceeded());
+    let mut counted = 0usize;
     loop {
         let mut shape_of = |mt: u64| -> Result<TypeShape, String> {
             if let Some((m, k)) = last
@@ -394,7 +435,7 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
             }
             c.count += 1;
             c.bytes += size;
-            if input.collect && mt != input.free_mt {
+            if collect && mt != input.free_mt {
                 let n = &mut out.nodes;
                 if *node_type == u32::MAX {
                     n.method_tables.push(mt);
@@ -403,10 +444,25 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
                 n.addresses.push(at);
                 n.types.push(*node_type);
                 n.sizes.push(u32::try_from(size).unwrap_or(u32::MAX));
+                if let Some(cap) = input.node_cap
+                    && n.addresses.len() - counted >= CAP_STEP
+                {
+                    counted = n.addresses.len();
+                    if !cap.take(CAP_STEP as u64) {
+                        out.nodes = SegmentNodes::default();
+                        collect = false;
+                    }
+                }
             }
         }
         out.objects += 1;
         out.bytes += size;
+    }
+    if let Some(cap) = input.node_cap
+        && collect
+        && !cap.take((out.nodes.addresses.len() - counted) as u64)
+    {
+        out.nodes = SegmentNodes::default();
     }
     out.broken = cursor.broken.take();
     out.types = types.into_iter().map(|(mt, _, c, _, _)| (mt, c)).collect();

@@ -292,22 +292,22 @@ fn a_walk_for_more_targets_names_the_referrers_of_those_wanted_as_a_walk_for_the
     for d in dumps() {
         let process = Process::open(&d.core, &d.locator).unwrap_or_else(|e| panic!("{}: {e}", d.name));
         let Ok(c) = Context::open(&process, &d.locator) else { panic!("{}: no runtime", d.name) };
-        let walked = gc::walk_in(&c, &[]).unwrap_or_else(|e| panic!("{}: {e}", d.name)).reading.walked.expect("kept");
+        let walked = gc::walk_in(&c, &[], None).unwrap_or_else(|e| panic!("{}: {e}", d.name)).reading.walked.expect("kept");
         let objects: Vec<u64> = walked.nodes.iter().flat_map(|n| n.addresses.iter().copied()).collect();
         // A few objects wanted, a few more looked for as well.
         let wanted: Vec<u64> = objects.iter().copied().step_by(objects.len() / 5 + 1).collect();
         let more: Vec<u64> = wanted.iter().copied().chain(objects.iter().copied().skip(1).step_by(objects.len() / 5 + 1)).collect();
         let exact = gc::read_in(&c, &wanted, false).unwrap_or_else(|e| panic!("{}: {e}", d.name));
-        let ahead = gc::walk_in(&c, &more).unwrap_or_else(|e| panic!("{}: {e}", d.name)).resolve(&c, &wanted).expect("no segment cut");
+        let ahead = gc::walk_in(&c, &more, None).unwrap_or_else(|e| panic!("{}: {e}", d.name)).resolve(&c, &wanted).expect("no segment cut");
         assert_eq!(ahead.referrers, exact.referrers, "{}", d.name);
         assert_eq!(ahead.stats, exact.stats, "{}", d.name);
         named += exact.referrers.values().map(Vec::len).sum::<usize>();
         // Not looked for: no answer.
         let stranger = objects.iter().copied().find(|o| !more.contains(o)).expect("an object not looked for");
-        assert!(gc::walk_in(&c, &more).expect("walk").resolve(&c, &[stranger]).is_none(), "{}", d.name);
+        assert!(gc::walk_in(&c, &more, None).expect("walk").resolve(&c, &[stranger]).is_none(), "{}", d.name);
         // Every object of the heap looked for: where a segment's hits were cut, fewer cannot
         // be told; else the answer is the exact walk's.
-        match gc::walk_in(&c, &objects).expect("walk").resolve(&c, &wanted) {
+        match gc::walk_in(&c, &objects, None).expect("walk").resolve(&c, &wanted) {
             Some(r) => assert_eq!(r.referrers, exact.referrers, "{}: every object looked for", d.name),
             None => cut += 1,
         }
