@@ -233,6 +233,7 @@ fn a_leak_beside_a_wait_for_input_is_said_whatever_the_verdict() {
     let page = knot::report::html::render(&report);
     let header = &page[page.find("<header class=\"verdict").expect("header")..page.find("</header>").expect("header end")];
     assert!(header.find("<b>Leak suspect:</b>").is_some_and(|l| l > header.find("<h1>").unwrap_or(usize::MAX)), "{header}");
+}
 
 /// Under a memory limit too small for the object graph (`--max-memory`, the library's
 /// `max_memory`), the report still comes: the heap by type, the GC's state, stacks and locks as
