@@ -33,11 +33,17 @@ KNOT="${KNOT:-knot}"
 
 log() { echo "knot-live: $*" >&2; }
 
+# An application that closes the probe's connection before reading the request must fail the
+# probe, not kill the loop (SIGPIPE on the write).
+trap '' PIPE
+
 # One probe with bash's /dev/tcp (the image has no curl): true when healthy. (A connection to
 # localhost is refused at once when nothing listens; the read is bounded by TIMEOUT.)
 probe() {
   local line=""
-  exec 3<>"/dev/tcp/$HEALTH_HOST/$HEALTH_PORT" 2>/dev/null || return 1
+  # The braces keep `2>/dev/null` to the connect: on `exec` itself it would send the loop's own
+  # stderr (its log) to /dev/null for good after the first probe that connects.
+  { exec 3<>"/dev/tcp/$HEALTH_HOST/$HEALTH_PORT"; } 2>/dev/null || return 1
   printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$HEALTH_PATH" "$HEALTH_HOST" >&3
   IFS= read -r -t "$TIMEOUT" line <&3
   exec 3<&- 3>&-

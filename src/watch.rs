@@ -307,21 +307,23 @@ pub fn run(opts: &WatchOptions, log: &mut dyn FnMut(&str)) -> Result<Summary, Wa
                         pending += 1;
                         continue;
                     }
-                    match sniff(&path) {
-                        Ok(Sniff::Dump) => {}
+                    let handled = match sniff(&path) {
+                        Ok(Sniff::Dump) => process(&path, &name, &meta, &outs, &opts.analysis, &mut claims, log),
                         Ok(Sniff::NotADump(why)) => {
                             log(&format!("{name}: skipped: {why}"));
                             not_dumps.insert(path.clone(), now);
                             seen.remove(&path);
                             continue;
                         }
+                        // Final: a kernel core is mode 0600 and stays so; waiting changes nothing.
+                        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => not_permitted(&name, &meta, &outs, &e, log),
                         Err(e) => {
                             log(&format!("{name}: cannot read it ({e}); trying again"));
                             pending += 1;
                             continue;
                         }
-                    }
-                    match process(&path, &name, &meta, &outs, &opts.analysis, &mut claims, log) {
+                    };
+                    match handled {
                         Handled::Busy => {
                             // Another watcher reads it: look again at the next scan (with
                             // --once, wait for it), in case it stops without a result.
@@ -463,6 +465,17 @@ fn process(path: &Path, name: &str, before: &fs::Metadata, outs: &Outputs, opts:
         }
     };
     finish(name, before, outs, outcome, started, log)
+}
+
+/// A dump this process may not read (another uid's mode-0600 kernel core): its error file says
+/// whose it is and what to set, and it is counted as not analyzed.
+fn not_permitted(name: &str, meta: &fs::Metadata, outs: &Outputs, e: &io::Error, log: &mut dyn FnMut(&str)) -> Handled {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid and getegid cannot fail and touch no memory.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let owner = report::words::FileOwner { uid: meta.uid(), gid: meta.gid(), mode: meta.mode() & 0o7777 };
+    let msg = report::words::dump_not_permitted(env!("CARGO_PKG_VERSION"), e, owner, uid, gid);
+    finish(name, meta, outs, Err(msg), Instant::now(), log)
 }
 
 /// Writes the report or the error file, then the done marker, and logs the outcome.

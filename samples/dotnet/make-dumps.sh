@@ -43,6 +43,10 @@
 #                                                 a sleeping thread; the rest sleep, wait for work or are idle
 #                                                 runtime threads; the sync table grown over junk, 200 of 300
 #                                                 sync blocks freed)
+#   timed_waits        heap                       createdump --withheap PID (waits under InlinedCallFrames: Sleep,
+#                                                 WaitOne, Monitor.Enter_Slowpath; a generic method over nested
+#                                                 structs on three stacks; a poller in WaitOne(1000), and timed
+#                                                 and untimed waits that do wait for something)
 #   heap_growth        twice                      one process dumped twice (createdump --withheap PID): `before`
 #                                                 (2000 cached Sessions, a 1023-node tree), then, after the
 #                                                 trigger file, `after` (6000 Sessions): retention and growth
@@ -129,7 +133,7 @@ ALL_JOBS=(
   heap_population/heap heap_population/server gc_oom/heap unhandled_oom/heap
   idle_runtime/heap heap_growth/twice
   heap_graph/heap
-  pool_queue/heap
+  pool_queue/heap timed_waits/heap
   async_tcs/heap semaphore_async/heap
   cache_leak/heap
   self_contained/heap single_file/heap net9_abba/heap net9_heap/heap runtime_10_0_15/heap
@@ -542,7 +546,7 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   log "building samples (dotnet build -c Debug)"
   for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
            unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime heap_growth heap_graph \
-           pool_queue orleans_silo \
+           pool_queue orleans_silo timed_waits \
            async_tcs semaphore_async cache_leak; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }

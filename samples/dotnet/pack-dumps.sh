@@ -37,6 +37,7 @@ COMMITTED=(
   idle_runtime/heap
   heap_graph/heap
   pool_queue/heap
+  timed_waits/heap
   async_tcs/heap
   semaphore_async/heap
   cache_leak/heap

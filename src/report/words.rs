@@ -895,3 +895,29 @@ impl std::fmt::Display for RootName {
         }
     }
 }
+
+/// Who owns a file and its permission bits, for [`dump_not_permitted`].
+#[derive(Debug, Clone, Copy)]
+pub struct FileOwner {
+    pub uid: u32,
+    pub gid: u32,
+    pub mode: u32,
+}
+
+/// `knot watch`'s error file for a dump it may not read: whose it is, who knot is, and what to
+/// set in the pod so that knot can read such dumps.
+pub fn dump_not_permitted(version: &str, err: &std::io::Error, owner: FileOwner, uid: u32, gid: u32) -> String {
+    let group_readable = owner.mode & 0o040 != 0;
+    let fs_group = if group_readable {
+        format!("or add knot to the dump's group: fsGroup (or supplementalGroups) {}", owner.gid)
+    } else {
+        format!(
+            "fsGroup alone does not help while the dump is mode {:04o} (no group read: kernel cores are created so); to share dumps by group, make them group-readable and set fsGroup (or supplementalGroups) to their group",
+            owner.mode
+        )
+    };
+    format!(
+        "knot {version} cannot read this dump: {err}. It is owned by uid {} (gid {}), mode {:04o}; knot runs as uid {uid} (gid {gid}). Kernel core files are created mode 0600, owned by the uid of the process that crashed: run knot as that uid (securityContext.runAsUser: {}), {fs_group}; or run knot as root with the dump volume mounted read-only. Not tried again until the dump changes.",
+        owner.uid, owner.gid, owner.mode, owner.uid
+    )
+}

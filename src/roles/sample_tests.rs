@@ -93,6 +93,25 @@ fn the_recorded_orleans_silo_threads_have_their_roles() {
     assert_eq!(counts.get("dotnet/thread_pool_gate"), Some(&1), "{counts:?}");
     assert_eq!(counts.get("dotnet/timer"), Some(&1), "{counts:?}");
     assert!(counts.get("dotnet/thread_pool_worker").is_some_and(|&n| n >= 1), "{counts:?}");
+    // GrainCaller, a plain thread, calls a PriceGrain whose activation is stuck in its
+    // constructor: SOS shows the call delivered on the caller's thread, inside the activation's
+    // lock (issue #30 item 8) — a role of its own.
+    assert_eq!(counts.get("orleans/grain_call_from_outside"), Some(&1), "{counts:?}");
+    let (caller, frames) = stacks
+        .iter()
+        .find(|(_, f)| f.iter().any(|n| n == "Knot.Samples.OrleansSilo.Program.CallStuckGrain"))
+        .expect("GrainCaller's stack in the recording");
+    for shown in [
+        "System.Threading.Lock.EnterScope",
+        "Orleans.Runtime.ActivationData.ReceiveRequest",
+        "Orleans.Runtime.ActivationData.ReceiveMessage",
+        "Orleans.Runtime.Messaging.MessageCenter.ReceiveMessage",
+        "Orleans.Runtime.Messaging.MessageCenter.SendMessage",
+        "Orleans.Runtime.GrainReference.InvokeAsync[[System.Int32, System.Private.CoreLib]]",
+    ] {
+        assert!(frames.iter().any(|n| n == shown), "GrainCaller {caller:#x} runs {shown}: {frames:?}");
+    }
+    assert_eq!(roles[caller].as_ref().map(|r| r.role.as_str()), Some("grain_call_from_outside"), "GrainCaller {caller:#x}");
     // The lock's owner is the application's own thread: no framework role.
     assert_eq!(roles.get(&refresher), Some(&None), "CacheRefresher {refresher:#x}");
 }

@@ -26,7 +26,7 @@ use crate::arch::x86_64::dwarf;
 use crate::core::CoreThread;
 use crate::process::{Memory, Process};
 use cfi::ModuleCfi;
-use managed::{CodeLookup, TransitionFrame};
+use managed::{CodeLookup, ManagedCodeKind, TransitionFrame};
 use rayon::prelude::*;
 use std::sync::OnceLock;
 
@@ -170,6 +170,7 @@ impl<'p> Unwinder<'p> {
                     }
                     let next = self.prefer_transition(current, next, &transitions, &mut next_transition);
                     let next = self.complete_from_transition(next, &transitions, &mut next_transition);
+                    let next = self.return_address_from_transition(current, next, &transitions, &mut next_transition);
                     frames.push(next)
                 }
                 Err(end) => {
@@ -231,6 +232,35 @@ impl<'p> Unwinder<'p> {
         let Some(sp) = regs.sp() else { return next };
         *index += offset + 1;
         Frame { ip: next.ip, sp, cfa: None, trust: Trust::TransitionFrame, ip_is_exact: true, is_signal_frame: false, regs }
+    }
+
+    /// A step out of native code into the managed method that a pending transition record (an
+    /// `InlinedCallFrame`: a P/Invoke or FCALL in progress) saved a return address in takes
+    /// that address as the frame's IP, as CoreCLR's own stack walk (SOS `clrstack`) does: it
+    /// never unwinds the native frames but resumes at the record. On .NET 10 the two differ —
+    /// the record holds the return from `JIT_PInvokeBegin`, the CFI the return from the target
+    /// a few instructions on — and only the record's gives SOS's `+ offset` (issue #30 item 6).
+    /// Only the IP changes: both lie in the method's body, where its unwind data is the same.
+    fn return_address_from_transition(&self, current: &Frame, next: Frame, transitions: &[TransitionFrame], index: &mut usize) -> Frame {
+        let Some(lookup) = self.code_lookup else { return next };
+        if next.trust == Trust::TransitionFrame || lookup.lookup(current.lookup_address()).is_some() {
+            return next;
+        }
+        let Some(method) = lookup.lookup(next.lookup_address()).filter(|c| c.kind != ManagedCodeKind::Stub) else { return next };
+        let pending = transitions.get(*index..).unwrap_or_default();
+        let found = pending.iter().position(|t| {
+            !t.resume_ip_is_exact
+                && t.resume.is_some_and(|r| {
+                    r.sp().is_some_and(|sp| sp > current.sp)
+                        && r.ip().is_some_and(|ip| ip != 0 && lookup.lookup(ip.wrapping_sub(1)).is_some_and(|c| c.method_start == method.method_start))
+                })
+        });
+        let Some(offset) = found else { return next };
+        let Some(ip) = pending[offset].resume.and_then(|r| r.ip()) else { return next };
+        *index += offset + 1;
+        let mut regs = next.regs;
+        regs.set(dwarf::RIP, ip);
+        Frame { ip, ip_is_exact: false, regs, ..next }
     }
 
     /// The first unused transition record whose saved caller context is above `sp` and in code.

@@ -3,7 +3,9 @@
 // synchronously for a grain call (QuoteGrain.Quote); that grain's turn needs the same lock.
 // Every new PriceGrain registers with the cache in its constructor, so each grain activation
 // now waits behind the lock too: eight from calls inside the silo and one from a client call
-// through the silo's gateway. Response timeouts are an hour, so the wedge stays until dumped.
+// through the silo's gateway. Then a plain thread calls one of the stuck grains: the call is
+// delivered on its own thread, which waits for the activation's lock. Response timeouts are an
+// hour, so the wedge stays until dumped.
 using System.Runtime.CompilerServices;
 using Microsoft.Extensions.DependencyInjection;
 using Microsoft.Extensions.Hosting;
@@ -89,6 +91,9 @@ public sealed class PriceGrain : Grain, IPriceGrain
 
 static class Program
 {
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static int CallStuckGrain(IGrainFactory grains) => grains.GetGrain<IPriceGrain>(1).GetPrice().GetAwaiter().GetResult();
+
     static async Task<int> Main()
     {
         Thread.CurrentThread.Name = "Main";
@@ -129,7 +134,13 @@ static class Program
         var deadline = DateTime.UtcNow.AddSeconds(60);
         while (Volatile.Read(ref cache.Arrived) < 10 && DateTime.UtcNow < deadline)
             Thread.Sleep(100);
-        Thread.Sleep(500);
+        // A grain call from a plain thread, outside Orleans' scheduler, to a grain whose
+        // activation is the one stuck in its constructor: the call is delivered in place
+        // (GrainReference.InvokeAsync → MessageCenter.SendMessage → MessageCenter.ReceiveMessage →
+        // ActivationData.ReceiveMessage) on this thread.
+        var caller = new Thread(() => CallStuckGrain(grains)) { Name = "GrainCaller", IsBackground = true };
+        caller.Start();
+        Thread.Sleep(2000);
         Console.Out.WriteLine("ready");
         Console.Out.Flush();
         await Task.WhenAll(calls);

@@ -179,15 +179,15 @@ fn type_text(ctx: &SigContext, r: &mut Reader, depth: u32) -> Result<String> {
             let coded = r.compressed()?;
             type_def_or_ref(ctx, coded, depth)?
         }
+        // A type parameter bound to a type argument prints that type as the signature
+        // formatter does (`SigFormat::AddType`): a nested type by its own name.
         0x1e if ctx.method_instantiation.len() > r.peek_compressed()? as usize => {
             let n = r.compressed()? as usize;
-            let name = ctx.namer.type_name(ctx.method_instantiation[n])?;
-            short_primitive_name(&name).map_or(name.clone(), str::to_string)
+            ctx.namer.signature_type_name(ctx.method_instantiation[n])?
         }
         0x13 if ctx.class_instantiation.len() > r.peek_compressed()? as usize => {
             let n = r.compressed()? as usize;
-            let name = ctx.namer.type_name(ctx.class_instantiation[n])?;
-            short_primitive_name(&name).map_or(name.clone(), str::to_string)
+            ctx.namer.signature_type_name(ctx.class_instantiation[n])?
         }
         0x13 | 0x1e => {
             let n = r.compressed()?;
@@ -244,32 +244,12 @@ fn type_text(ctx: &SigContext, r: &mut Reader, depth: u32) -> Result<String> {
             type_text(ctx, r, depth + 1)?
         }
         0x45 => type_text(ctx, r, depth + 1)?,
-        0x21 => ctx.namer.type_name(r.pointer()?)?,
+        // A dynamic method's TypeHandle: its TypeDef's own name (`SigFormat::AddTypeString`).
+        0x21 => {
+            let th = r.pointer()?;
+            if th & 2 == 0 { ctx.namer.signature_own_name(th)? } else { ctx.namer.type_name(th)? }
+        }
         other => return Err(r.bad(&format!("element type {other:#x}"))),
-    })
-}
-
-/// The name a signature gives a primitive type (`Char` for `System.Char`), as the element
-/// types above print.
-fn short_primitive_name(full: &str) -> Option<&'static str> {
-    Some(match full {
-        "System.Void" => "Void",
-        "System.Boolean" => "Boolean",
-        "System.Char" => "Char",
-        "System.SByte" => "SByte",
-        "System.Byte" => "Byte",
-        "System.Int16" => "Int16",
-        "System.UInt16" => "UInt16",
-        "System.Int32" => "Int32",
-        "System.UInt32" => "UInt32",
-        "System.Int64" => "Int64",
-        "System.UInt64" => "UInt64",
-        "System.Single" => "Single",
-        "System.Double" => "Double",
-        "System.TypedReference" => "TypedReference",
-        "System.IntPtr" => "IntPtr",
-        "System.UIntPtr" => "UIntPtr",
-        _ => return None,
     })
 }
 

@@ -232,6 +232,66 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
         Ok(base + &self.instantiation_text(&args, depth)?)
     }
 
+    /// A TypeHandle as the runtime's signature formatter prints it in a method's parameter list
+    /// (`SigFormat::AddType`, which SOS's `clrstack` shows): a class or struct by its TypeDef's
+    /// own namespace and name — a nested type has no namespace, so just its name
+    /// (`<ActivateAsync>d__162`, not `Outer+<ActivateAsync>d__162`) — and its type arguments the
+    /// same way as `<A,B>`; primitives by their bare names (`Int32`); arrays `[]`/`[,]`; `*` and
+    /// ` ByRef`. No assembly names.
+    pub(crate) fn signature_type_name(&self, th: u64) -> Result<String> {
+        self.signature_name(th, 0)
+    }
+
+    fn signature_name(&self, th: u64, depth: u32) -> Result<String> {
+        if depth > MAX_NAME_DEPTH {
+            return Err(DotnetError::Invalid { what: "type name", at: th, why: "nested deeper than 8 levels".into() });
+        }
+        let t = self.t;
+        if th & TYPE_HANDLE_TYPE_DESC != 0 {
+            let td = th & !3;
+            let kind = t.field_u32(td, "TypeDesc", "TypeAndFlags")? & 0xff;
+            let arg = || t.field_ptr(td, "ParamTypeDesc", "TypeArg");
+            return match kind {
+                0x0f => Ok(format!("{}*", self.signature_name(arg()?, depth + 1)?)),
+                0x10 => Ok(format!("{} ByRef", self.signature_name(arg()?, depth + 1)?)),
+                _ => self.name(th, depth),
+            };
+        }
+        let flags = t.field_u32(th, "MethodTable", "MTFlags")?;
+        if flags & CATEGORY_ARRAY_MASK == CATEGORY_ARRAY {
+            let elem = self.signature_name(t.field_ptr(th, "MethodTable", "PerInstInfo")?, depth + 1)?;
+            if flags & CATEGORY_IF_ARRAY_THEN_SZARRAY != 0 {
+                return Ok(format!("{elem}[]"));
+            }
+            let class = ee_class(t, th)?;
+            let rank = t.read_u8(class.wrapping_add(t.offset("ArrayClass", "Rank")?), "ArrayClass.Rank")?;
+            return Ok(format!("{elem}[{}]", ",".repeat(rank.saturating_sub(1) as usize)));
+        }
+        let own = self.signature_own_name(th)?;
+        if let Some(short) = signature_primitive_name(&own) {
+            return Ok(short.to_string());
+        }
+        let has_instantiation = flags & HAS_COMPONENT_SIZE == 0 && flags & GENERICS_MASK != 0 && flags & GENERICS_MASK != GENERICS_TYPICAL;
+        if !has_instantiation {
+            return Ok(own);
+        }
+        let args = self.instantiation(th)?.iter().map(|&a| self.signature_name(a, depth + 1)).collect::<Result<Vec<_>>>()?;
+        Ok(format!("{own}<{}>", args.join(",")))
+    }
+
+    /// A MethodTable's TypeDef name as a signature's `ELEMENT_TYPE_INTERNAL` prints it
+    /// (`SigFormat::AddTypeString`): its own namespace and name, no type arguments.
+    pub(crate) fn signature_own_name(&self, mt: u64) -> Result<String> {
+        let t = self.t;
+        if t.field_u32(mt, "MethodTable", "MTFlags")? & CATEGORY_ARRAY_MASK == CATEGORY_ARRAY {
+            return self.type_name(mt);
+        }
+        let rid = t.field_u32(mt, "MethodTable", "MTFlags2")? >> 8;
+        let module = t.field_ptr(mt, "MethodTable", "Module")?;
+        let (ns, name) = self.with_metadata(module, |md| md.type_def_name(self.image, rid))?;
+        Ok(if ns.is_empty() { name } else { format!("{ns}.{name}") })
+    }
+
     /// Type arguments as SOS prints them after a generic type's or method's name:
     /// `[[System.Int32, System.Private.CoreLib],[T]]`.
     pub(crate) fn instantiation_suffix(&self, args: &[u64]) -> Result<String> {
@@ -349,4 +409,27 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
         let (root, size) = metadata::metadata_root(self.image, base)?;
         Metadata::open(self.image, root, size)
     }
+}
+
+/// The bare name `SigFormat` gives a primitive type's element type (`Int32` for `System.Int32`).
+pub(crate) fn signature_primitive_name(full: &str) -> Option<&'static str> {
+    Some(match full {
+        "System.Void" => "Void",
+        "System.Boolean" => "Boolean",
+        "System.Char" => "Char",
+        "System.SByte" => "SByte",
+        "System.Byte" => "Byte",
+        "System.Int16" => "Int16",
+        "System.UInt16" => "UInt16",
+        "System.Int32" => "Int32",
+        "System.UInt32" => "UInt32",
+        "System.Int64" => "Int64",
+        "System.UInt64" => "UInt64",
+        "System.Single" => "Single",
+        "System.Double" => "Double",
+        "System.TypedReference" => "TypedReference",
+        "System.IntPtr" => "IntPtr",
+        "System.UIntPtr" => "UIntPtr",
+        _ => return None,
+    })
 }

@@ -19,7 +19,7 @@ use crate::runtimes::RuntimeSection;
 use crate::runtimes::{Runtime, RuntimeReport};
 use crate::unwind::Stack;
 use crate::unwind::managed::CodeLookup;
-use crate::waits::{RuntimeLocks, RuntimeWaits, ThreadInput, WaitFacts};
+use crate::waits::{RuntimeLocks, RuntimeWaits, ThreadInput, ThreadState, WaitFacts};
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub(crate) struct DotnetRuntime<'p> {
@@ -239,7 +239,12 @@ impl RuntimeLocks for DotnetRuntime<'_> {
                     if !idle::may_be_idle(w, all_locks) {
                         continue;
                     }
-                    if let Some(state) = idle::classify(&t.frames, finalizer == Some(t.tid)) {
+                    let inputs = idle::IdleInputs {
+                        is_finalizer: finalizer == Some(t.tid),
+                        timed: matches!(w.state, ThreadState::Futex { .. }) && t.registers.r10 != 0,
+                        holds_awaited_lock: all_locks.iter().any(|l| l.owner.tid() == Some(t.tid) && !l.waiter_tids.is_empty()),
+                    };
+                    if let Some(state) = idle::classify(&t.frames, inputs) {
                         idle::set_idle(t.tid, state, w, all_locks);
                     }
                 }
