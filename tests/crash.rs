@@ -155,6 +155,13 @@ fn committed_crash_dumps_read_like_gdb() {
     }
 }
 
+/// Issue 33: the null dereference made on arm64 — signal, code, fault address, the faulting
+/// `ldr` decoded as gdb prints it, its access and origin.
+#[test]
+fn the_committed_aarch64_crash_reads_like_gdb() {
+    assert_reads_like_gdb(&common::committed_aarch64("crash_null", DumpKind::Kernel));
+}
+
 #[test]
 fn a_stack_overflow_prints_its_cycle_once() {
     let dump = common::committed("crash_overflow", DumpKind::Kernel);

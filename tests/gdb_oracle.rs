@@ -40,6 +40,9 @@ fn knot_functions(report: &Report, tid: u32, gdb_last: Option<&str>) -> Option<V
     Some(out)
 }
 
+/// Samples whose stacks run through code gdb cannot unwind (generated code without CFI).
+const BEYOND_GDB: &[&str] = &["generated_code"];
+
 /// Every difference between knot's reading and gdb's, as readable lines.
 fn differences(dump: &SampleDump) -> Vec<String> {
     let report = common::analyze(dump);
@@ -55,7 +58,21 @@ fn differences(dump: &SampleDump) -> Vec<String> {
             continue;
         };
         let want: Vec<String> = g.functions.iter().map(|f| normalize(f)).collect();
-        let have: Vec<String> = k.iter().map(|f| normalize(f)).collect();
+        let mut have: Vec<String> = k.iter().map(|f| normalize(f)).collect();
+        // Where gdb gives up on code nobody describes (generated code: `?? ()`, then a bogus
+        // `0x0`), knot is compared up to that frame: it goes on by scanning, checked elsewhere
+        // against the program's own structure (`generated_code_is_unwound_past_its_stale_return_addresses`).
+        if BEYOND_GDB.contains(&dump.name.as_str())
+            && let Some(at) = want.iter().position(|f| f == "??")
+            && want[at..].iter().all(|f| f == "??")
+        {
+            have.truncate(at + 1);
+            let want = &want[..=at];
+            if want != have.as_slice() {
+                diffs.push(format!("thread {}:\n      gdb:  {}\n      knot: {}", g.lwp, want.join(" ← "), have.join(" ← ")));
+            }
+            continue;
+        }
         if want != have {
             diffs.push(format!("thread {}:\n      gdb:  {}\n      knot: {}", g.lwp, want.join(" ← "), have.join(" ← ")));
         }
@@ -73,6 +90,38 @@ fn assert_matches_gdb(dump: &SampleDump) {
         dump.core.display(),
         diffs.join("\n  ")
     );
+}
+
+/// Issue 33: every frame of every thread of the dumps made on arm64, as gdb reads them there.
+#[test]
+fn committed_aarch64_dumps_match_gdb() {
+    for &(name, kind) in knot_samples::COMMITTED_AARCH64_SET {
+        assert_matches_gdb(&common::committed_aarch64(name, kind));
+    }
+}
+
+/// Issue 30, item 3: the thread stopped in generated code (no CFI, no frame pointer) whose frame
+/// holds a stale return address into `stamp_helper` (from a call it made earlier) is unwound past
+/// it to its true caller, `run_generated`, and on to the thread's start — never through the
+/// stale `stamp_helper` and the generated code again; the stack stays marked incomplete.
+/// (gdb stops at the generated code: `?? ()`, then `0x0`.)
+#[test]
+fn generated_code_is_unwound_past_its_stale_return_addresses() {
+    let dump = common::committed("generated_code", DumpKind::Kernel);
+    let report = common::analyze(&dump);
+    let t = report
+        .threads
+        .iter()
+        .find(|t| t.frames.iter().any(|f| f.function.as_deref() == Some("block_forever")))
+        .expect("the thread in the generated code");
+    let names: Vec<&str> = t.frames.iter().map(|f| f.function.as_deref().unwrap_or("??")).collect();
+    assert_eq!(
+        names,
+        ["__libc_pause", "sleep_forever", "block_forever", "??", "run_generated", "generated_thread", "start_thread", "clone3"],
+        "{:#?}",
+        t.frames
+    );
+    assert!(!t.stack_end.complete && t.stack_end.scanned_frames > 0, "the scan is said: {:?}", t.stack_end);
 }
 
 #[test]

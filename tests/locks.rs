@@ -183,6 +183,15 @@ fn committed_dumps_give_the_same_facts() {
     }
 }
 
+/// Issue 33: the same facts on the dumps made on arm64 (the generic syscall table, `svc #0`
+/// rewound for the restart, glibc's aarch64 lock layouts): abba is a DEADLOCK with its owners.
+#[test]
+fn committed_aarch64_dumps_give_the_same_facts() {
+    for &(name, kind) in knot_samples::COMMITTED_AARCH64_SET {
+        check(&common::committed_aarch64(name, kind));
+    }
+}
+
 /// Issue 12, item 4: in the kernel's core of a timed-lock ABBA deadlock
 /// (`pthread_mutex_timedlock`, stopped and continued once), both workers are in
 /// `restart_syscall` (219), not `futex`: knot reads each as the futex wait it resumes, from its

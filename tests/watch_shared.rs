@@ -284,3 +284,88 @@ fn a_watcher_killed_mid_dump_gets_its_died_error_from_the_waiting_one() {
     assert!(!with_suffix(&first, ".knot.json").exists(), "B read the dump A died on");
     assert!(names_ending(dir.path(), ".knot.running").is_empty());
 }
+
+/// The image deploy/build-image.sh makes for this test's knot binary (issue 31's script; cached
+/// by content, so a second test binary asking for it costs a `podman image exists`), or why not.
+fn image() -> Result<String, String> {
+    let on_path = |tool: &str| std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()));
+    if !on_path("podman") {
+        return Err("podman is not installed (`.ci/run` installs podman, runc and debootstrap)".into());
+    }
+    // SAFETY: geteuid cannot fail and touches no memory.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("the container test runs rootful podman, and this is not root".into());
+    }
+    let script = knot_samples::workspace_root().join("deploy/build-image.sh");
+    let out = Command::new("bash").arg(&script).args(["--knot", env!("CARGO_BIN_EXE_knot")]).output().map_err(|e| format!("{}: {e}", script.display()))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        // No package mirror (debootstrap) is the machine's doing, not knot's: say so and skip.
+        if stderr.contains("debootstrap failed") || stderr.contains("is missing") {
+            return Err(format!("deploy/build-image.sh could not make the base: {}", stderr.trim()));
+        }
+        panic!("deploy/build-image.sh failed ({}): {stderr}", out.status);
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout.lines().find_map(|l| l.strip_prefix("IMAGE=")).map(str::to_string).ok_or_else(|| panic!("no IMAGE= in {stdout}"))
+}
+
+/// Two watchers in two containers (each its own PID namespace, as two pods on one node) over one
+/// host directory, as the Job's pod runs them (the dumps read-only, reports in a writable
+/// directory, uid 65532, a read-only root, no capabilities): each dump analyzed once, by one of
+/// them; both exit 0; no "knot died".
+#[test]
+fn two_watchers_in_two_containers_over_one_host_directory_analyze_each_dump_once() {
+    const DUMPS: usize = 16;
+    let image = match image() {
+        Ok(i) => i,
+        Err(why) => return knot_samples::skipped(&format!("skipping: {why}")),
+    };
+    let d = abba();
+    let dir = dumps(&d, DUMPS);
+    let reports = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    // The pod's uid reaches the dumps and writes the reports.
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(dir.path().join("core.00"), fs::Permissions::from_mode(0o644)).unwrap();
+    std::os::unix::fs::chown(reports.path(), Some(65532), Some(65532)).unwrap();
+    // The sample's files at the paths the host uses, read-only (as an image volume would be).
+    let files = knot_samples::workspace_root().join("samples/dumps");
+    let files_mount = format!("{0}:{0}:ro", files.display());
+    let dumps_mount = format!("{}:/dumps:ro", dir.path().display());
+    let reports_mount = format!("{}:/reports", reports.path().display());
+    let watcher = |i: usize| {
+        let mut cmd = Command::new("podman");
+        cmd.args(["run", "--rm", "--name", &format!("knot-watchers-{}-{i}", std::process::id())])
+            .args(["--read-only", "--network=none", "--cap-drop=ALL", "--user", "65532:65532"])
+            .args(["-v", &dumps_mount, "-v", &reports_mount, "-v", &files_mount, &image])
+            .args(["watch", "/dumps", "--out", "/reports", "--once", "--settle-secs", "0", "--interval-secs", "1", "--exe"])
+            .arg(&d.binary);
+        if let Some(s) = &d.sysroot {
+            cmd.arg("--sysroot").arg(s);
+        }
+        if let Some(dd) = &d.debug_dir {
+            cmd.arg("--debug-dir").arg(dd);
+        }
+        cmd
+    };
+    let watchers: Vec<Watcher> = (0..2).map(|i| Watcher::start(watcher(i))).collect();
+    let results: Vec<(Option<i32>, String)> = watchers.into_iter().map(Watcher::finish).collect();
+    let all_logs = results.iter().enumerate().map(|(i, (s, log))| format!("container {i} ({s:?}):\n{log}")).collect::<Vec<_>>().join("\n");
+    for (status, _) in &results {
+        assert_eq!(*status, Some(0), "a watcher failed\n{all_logs}");
+    }
+    assert!(!all_logs.contains("died while"), "a live watcher was taken for dead\n{all_logs}");
+    let analyzed: usize = results.iter().map(|(_, log)| counts(log).0).sum();
+    let failed: usize = results.iter().map(|(_, log)| counts(log).1).sum();
+    assert_eq!((analyzed, failed), (DUMPS, 0), "the containers' counts do not add up to one analysis per dump\n{all_logs}");
+    for i in 0..DUMPS {
+        let name = format!("core.{i:02}");
+        let report = reports.path().join(format!("{name}.knot.json"));
+        let v: serde_json::Value = serde_json::from_str(&fs::read_to_string(&report).unwrap_or_else(|e| panic!("{}: {e}\n{all_logs}", report.display()))).unwrap();
+        assert_eq!(v["verdict"], "deadlock", "{name}");
+        let writers = results.iter().filter(|(_, log)| log.lines().any(|l| l.contains(&format!("{name}: DEADLOCK")))).count();
+        assert_eq!(writers, 1, "{name} was analyzed by {writers} containers\n{all_logs}");
+    }
+    assert!(names_ending(reports.path(), ".knot.error.txt").is_empty() && names_ending(reports.path(), ".knot.running").is_empty(), "{all_logs}");
+}

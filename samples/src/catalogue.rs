@@ -137,6 +137,11 @@ static SAMPLES: &[SampleSpec] = &[
         libs: &[SharedLib { name: "librelative_plugin.so", sources: &["relative_dlopen_lib.c"], flags: &[] }],
     },
     c(
+        "generated_code",
+        &["generated_code.c", "common.h"],
+        "generated_thread -> run_generated -> code in an mmap'd page (no CFI, no frame pointer) whose frame holds stale return addresses of its call to stamp_helper; it blocks in block_forever",
+    ),
+    c(
         "cycle3",
         &["cycle3.c", "common.h"],
         "three-thread cycle over ledger -> audit -> index_lock -> ledger",

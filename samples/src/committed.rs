@@ -46,6 +46,8 @@ pub const COMMITTED_SET: &[(&str, DumpKind)] = &[
     ("old_layout", DumpKind::Kernel),
     ("relative_dlopen", DumpKind::Kernel),
     ("rwlock_queued_reader", DumpKind::Kernel),
+    // Issue 30: a thread stopped in generated code with stale return addresses above it.
+    ("generated_code", DumpKind::Kernel),
 ];
 
 /// `<workspace>/samples/dumps`.
@@ -69,7 +71,35 @@ pub fn committed(name: &str, kind: DumpKind) -> Option<SampleDump> {
 
 /// [`committed`] returning errors instead of panicking.
 pub fn try_committed(name: &str, kind: DumpKind) -> Result<Option<SampleDump>> {
-    let src = dumps_dir().join(name).join(kind.as_str());
+    unpack_committed(&dumps_dir(), "committed", name, kind)
+}
+
+/// The dumps made on arm64 (issue #33, `cargo xtask arm64-samples --commit`): abba's kernel
+/// core and gcore, crash_null's and signal_handler's kernel cores.
+pub const COMMITTED_AARCH64_SET: &[(&str, DumpKind)] = &[
+    ("abba", DumpKind::Kernel),
+    ("abba", DumpKind::Gcore),
+    ("crash_null", DumpKind::Kernel),
+    ("signal_handler", DumpKind::Kernel),
+];
+
+/// `<workspace>/samples/dumps-aarch64`: the native samples made on arm64, with their own
+/// sysroot and debug files.
+pub fn aarch64_dumps_dir() -> PathBuf {
+    workspace_root().join("samples").join("dumps-aarch64")
+}
+
+/// The committed arm64 dump `name`/`kind`, as [`committed`] (unpacked into
+/// `target/samples/committed-aarch64/`); `None` if no such dump is committed.
+pub fn committed_aarch64(name: &str, kind: DumpKind) -> Option<SampleDump> {
+    match unpack_committed(&aarch64_dumps_dir(), "committed-aarch64", name, kind) {
+        Ok(d) => d,
+        Err(e) => panic!("knot-samples: committed arm64 dump {name} ({kind}): {e:#}"),
+    }
+}
+
+fn unpack_committed(dumps: &Path, cache: &str, name: &str, kind: DumpKind) -> Result<Option<SampleDump>> {
+    let src = dumps.join(name).join(kind.as_str());
     let gz = src.join("core.gz");
     if !gz.is_file() {
         return Ok(None);
@@ -77,7 +107,7 @@ pub fn try_committed(name: &str, kind: DumpKind) -> Result<Option<SampleDump>> {
     let spec = catalogue::find(name)
         .ok_or_else(|| anyhow!("committed dump for unknown sample {name:?}"))?;
     let out = crate::out_dir()
-        .join("committed")
+        .join(cache)
         .join(name)
         .join(kind.as_str());
     let core = out.join("core");
@@ -110,8 +140,8 @@ pub fn try_committed(name: &str, kind: DumpKind) -> Result<Option<SampleDump>> {
         kind,
         core,
         binary: src.join(spec.name),
-        sysroot: Some(dumps_dir().join("sysroot")),
-        debug_dir: Some(dumps_dir().join("debug")),
+        sysroot: Some(dumps.join("sysroot")),
+        debug_dir: Some(dumps.join("debug")),
         gdb_bt: src.join("gdb-bt.txt"),
     }))
 }

@@ -24,7 +24,7 @@ pub enum CoreError {
     BadHeader { path: PathBuf, reason: String },
     #[error("{path} is an ELF file but not a core dump (e_type {e_type}, expected ET_CORE = 4)")]
     NotCore { path: PathBuf, e_type: u16 },
-    #[error("{path} is a core of another architecture ({arch}); knot reads x86_64 (64-bit little-endian) cores")]
+    #[error("{path} is a core of another architecture ({arch}); knot reads x86_64 and aarch64 (64-bit little-endian) cores")]
     UnsupportedArch { path: PathBuf, arch: String },
     #[error("{path}: program headers at offset {offset:#x} ({count} × {entry_size} bytes) run past the end of the file ({file_len} bytes): the core is truncated")]
     ProgramHeadersTruncated { path: PathBuf, offset: u64, count: u64, entry_size: u64, file_len: u64 },

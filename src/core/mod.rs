@@ -18,7 +18,7 @@ pub use compressed::DEFAULT_MAX_DECOMPRESSED;
 pub use notes::{Note, Notes};
 pub use nt_file::FileMapping;
 pub use siginfo::{SignalInfo, SignalSource};
-pub use crate::arch::x86_64::Registers;
+pub use crate::arch::{Arch, Registers};
 pub(crate) use prpsinfo::ProcessInfo;
 pub use segments::{Absence, Segment, Segments};
 
@@ -34,6 +34,10 @@ const NT_FPREGSET: u32 = 2;
 const NT_PRPSINFO: u32 = 3;
 const NT_AUXV: u32 = 6;
 const NT_X86_XSTATE: u32 = 0x202;
+/// aarch64: the thread pointer (`tpidr_el0`, 8 bytes; 16 with `tpidr2_el0`).
+const NT_ARM_TLS: u32 = 0x401;
+/// aarch64: the masks of the pointer-authentication code bits (data mask, instruction mask).
+const NT_ARM_PAC_MASK: u32 = 0x406;
 const NT_SIGINFO: u32 = 0x5349_4749;
 const NT_FILE: u32 = 0x4649_4c45;
 /// e_phnum value meaning "the real count is in section header 0's sh_info".
@@ -55,12 +59,19 @@ pub struct CoreThread {
     /// Whether NT_FPREGSET / NT_X86_XSTATE were present for this thread.
     pub(crate) has_fpregs: bool,
     pub(crate) has_xstate: bool,
+    /// aarch64's thread pointer (`tpidr_el0`, NT_ARM_TLS); x86-64's is `fs_base` in the registers.
+    pub(crate) tls: Option<u64>,
 }
 
 /// A parsed core file. Memory is read lazily from the mapping.
 pub struct Core {
     path: PathBuf,
     map: Bytes,
+    /// The architecture the core was written on (its `e_machine`).
+    pub arch: Arch,
+    /// aarch64: the bits of a code pointer that hold its pointer-authentication code
+    /// (NT_ARM_PAC_MASK's instruction mask), cleared from return addresses before use.
+    pub(crate) pac_mask: Option<u64>,
     pub segments: Segments,
     pub threads: Vec<CoreThread>,
     pub(crate) process: Option<ProcessInfo>,
@@ -171,7 +182,7 @@ impl Core {
         }
         let hdr = goblin::elf::Elf::parse_header(bytes)
             .map_err(|e| CoreError::BadHeader { path: path.clone(), reason: e.to_string() })?;
-        check_kind(&path, &hdr)?;
+        let arch = check_kind(&path, &hdr)?;
 
         let mut diagnostics = Vec::new();
         let phdrs = program_headers(&path, bytes, &hdr)?;
@@ -248,7 +259,7 @@ impl Core {
                 .at_address(first),
             );
         }
-        let mut found = Found { diagnostics, ..Found::default() };
+        let mut found = Found { diagnostics, arch, ..Found::default() };
         for range in distinct_note_ranges(&note_ranges, &mut found.diagnostics) {
             // `distinct_note_ranges` only keeps non-empty ranges that lie inside the file.
             found.read_notes(&bytes[range.offset as usize..(range.offset + range.present) as usize], range.offset);
@@ -280,6 +291,8 @@ impl Core {
         Ok(Core {
             path,
             map,
+            arch,
+            pac_mask: found.pac_mask,
             segments,
             threads: found.threads,
             process: found.process,
@@ -411,6 +424,8 @@ fn distinct_note_ranges(ranges: &[NoteRange], diagnostics: &mut Vec<Diagnostic>)
 /// What the notes yield, gathered before the [`Core`] is assembled.
 #[derive(Default)]
 struct Found {
+    arch: Arch,
+    pac_mask: Option<u64>,
     threads: Vec<CoreThread>,
     process: Option<ProcessInfo>,
     auxv: Auxv,
@@ -444,7 +459,7 @@ impl Found {
             }
             let bad = |what: &str| Diagnostic::warning("core", format!("{what} note is malformed ({} bytes); ignored", note.desc.len())).at_offset(note.offset);
             match (owner, note.kind) {
-                (b"CORE", NT_PRSTATUS) => match prstatus::parse(note.desc) {
+                (b"CORE", NT_PRSTATUS) => match prstatus::parse(note.desc, self.arch) {
                     Some(p) => self.threads.push(CoreThread {
                         tid: p.tid,
                         registers: p.registers,
@@ -452,6 +467,7 @@ impl Found {
                         signalled: false,
                         has_fpregs: false,
                         has_xstate: false,
+                        tls: None,
                     }),
                     None => self.malformed_note(bad("NT_PRSTATUS")),
                 },
@@ -481,11 +497,24 @@ impl Found {
                         t.has_fpregs = true;
                     }
                 }
-                (b"LINUX", NT_X86_XSTATE) => {
+                (b"LINUX", NT_X86_XSTATE) if self.arch == Arch::X86_64 => {
                     if let Some(t) = self.threads.last_mut() {
                         t.has_xstate = true;
                     }
                 }
+                (b"LINUX", NT_ARM_TLS) if self.arch == Arch::Aarch64 => match crate::bytes::u64_at(note.desc, 0) {
+                    Some(tp) => {
+                        if let Some(t) = self.threads.last_mut() {
+                            t.tls = Some(tp);
+                        }
+                    }
+                    None => self.malformed_note(bad("NT_ARM_TLS")),
+                },
+                (b"LINUX", NT_ARM_PAC_MASK) if self.arch == Arch::Aarch64 => match crate::bytes::u64_at(note.desc, 8) {
+                    // One mask for the process: every thread's note holds the same.
+                    Some(mask) => self.pac_mask = Some(mask),
+                    None => self.malformed_note(bad("NT_ARM_PAC_MASK")),
+                },
                 _ => {}
             }
         }
@@ -522,13 +551,19 @@ impl Found {
 
 }
 
-fn check_kind(path: &Path, hdr: &Header) -> Result<(), CoreError> {
+/// The core's architecture: x86-64 or aarch64, 64-bit little-endian; any other is refused by name.
+fn check_kind(path: &Path, hdr: &Header) -> Result<Arch, CoreError> {
     let class = hdr.e_ident[header::EI_CLASS];
     let data = hdr.e_ident[header::EI_DATA];
     if hdr.e_type != header::ET_CORE {
         return Err(CoreError::NotCore { path: path.to_path_buf(), e_type: hdr.e_type });
     }
-    if hdr.e_machine != header::EM_X86_64 || class != header::ELFCLASS64 || data != header::ELFDATA2LSB {
+    let arch = match hdr.e_machine {
+        header::EM_X86_64 => Some(Arch::X86_64),
+        header::EM_AARCH64 => Some(Arch::Aarch64),
+        _ => None,
+    };
+    let Some(arch) = arch.filter(|_| class == header::ELFCLASS64 && data == header::ELFDATA2LSB) else {
         let arch = format!(
             "{}, {}, {}",
             header::machine_to_str(hdr.e_machine),
@@ -536,8 +571,8 @@ fn check_kind(path: &Path, hdr: &Header) -> Result<(), CoreError> {
             if data == header::ELFDATA2LSB { "little-endian" } else { "big-endian" }
         );
         return Err(CoreError::UnsupportedArch { path: path.to_path_buf(), arch });
-    }
-    Ok(())
+    };
+    Ok(arch)
 }
 
 fn program_headers(path: &Path, bytes: &[u8], hdr: &Header) -> Result<Vec<ProgramHeader>, CoreError> {

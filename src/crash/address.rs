@@ -32,7 +32,7 @@ fn accessible(s: &Segment) -> bool {
 fn stacks(process: &Process) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     for t in &process.core.threads {
-        let sp = t.registers.rsp;
+        let sp = t.registers.sp();
         let stack = match segment_at(process, sp) {
             Some(s) if s.flags & PF_W != 0 => Some(s),
             _ => process.core.segments.iter().filter(|s| s.vaddr > sp && s.vaddr - sp <= STACK_GUARD_GAP && s.flags & PF_W != 0).min_by_key(|s| s.vaddr),

@@ -1,6 +1,7 @@
 //! The instruction at the crashing PC, decoded with yaxpeax-x86 (as rust-minidump's address
-//! analysis does): its text, whether it reads, writes or executes the faulting address, and the
-//! registers that formed its memory operand.
+//! analysis does) on x86-64 and with `arch::aarch64_insn` on aarch64: its text, whether it
+//! reads, writes or executes the faulting address, and the registers that formed its memory
+//! operand.
 
 use super::model::{Access, InstructionReport, OperandReport, RegisterValue};
 use crate::arch::x86_64::Registers;
@@ -157,6 +158,34 @@ fn operand_report(op: &Operand, regs: &Registers, next_pc: u64) -> OperandReport
         Some(b.wrapping_add(i.wrapping_mul(u64::from(scale))).wrapping_add(displacement as u64))
     })();
     OperandReport { base, index, scale, displacement, address: address.map(Hex) }
+}
+
+/// The aarch64 instruction at `pc` (one 4-byte word); `fault` as for [`decode`].
+pub(crate) fn decode_aarch64(memory: &dyn Memory, regs: &crate::arch::aarch64::Registers, pc: u64, fault: Option<u64>) -> Option<InstructionReport> {
+    use crate::arch::aarch64_insn;
+    let mut b = [0u8; 4];
+    memory.read(pc, &mut b).ok()?;
+    let d = aarch64_insn::decode(u32::from_le_bytes(b));
+    let access = if fault == Some(pc) {
+        Some(Access::Execute)
+    } else {
+        d.writes.map(|w| if w { Access::Write } else { Access::Read })
+    };
+    let reg = |n: u16| RegisterValue {
+        register: if n == 31 { "sp".to_string() } else { format!("x{n}") },
+        value: Some(Hex(if n == 31 { regs.sp } else { regs.x[n as usize] })),
+    };
+    let operand = d.address.filter(|_| access != Some(Access::Execute)).map(|a| {
+        let base = Some(a.base.map_or_else(|| RegisterValue { register: "pc".into(), value: Some(Hex(pc)) }, reg));
+        // The index register 31 is the zero register.
+        let index = a.index.map(|(n, e, shift)| (RegisterValue { register: format!("x{n}"), value: Some(Hex(if n == 31 { 0 } else { regs.x[n as usize] })) }, e, shift));
+        let base_value = a.base.map_or(pc, |n| if n == 31 { regs.sp } else { regs.x[n as usize] });
+        let index_value = index.as_ref().map_or(0, |(r, e, shift)| e.apply(r.value.map_or(0, |h| h.0)) << shift);
+        let address = base_value.wrapping_add(index_value).wrapping_add(a.offset as u64);
+        let scale = index.as_ref().map_or(1, |(_, _, shift)| 1u8 << shift);
+        OperandReport { base, index: index.map(|(r, _, _)| r), scale, displacement: a.offset, address: Some(Hex(address)) }
+    });
+    Some(InstructionReport { address: Hex(pc), bytes: b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" "), text: d.text, access, operand })
 }
 
 #[cfg(test)]

@@ -61,7 +61,10 @@ pub(crate) fn read(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Th
         let regs = &t.registers;
         let memory_fault = matches!(s.signo, signal::SIGSEGV | signal::SIGBUS);
         let given = s.fault_address.filter(|_| s.code != Some(signal::SI_KERNEL));
-        instruction = instruction::decode(process, regs, regs.rip, given.filter(|_| memory_fault));
+        instruction = match regs {
+            crate::arch::Registers::X86_64(r) => instruction::decode(process, r, r.rip, given.filter(|_| memory_fault)),
+            crate::arch::Registers::Aarch64(r) => instruction::decode_aarch64(process, r, r.pc, given.filter(|_| memory_fault)),
+        };
         if memory_fault {
             // A general-protection fault gives no address: the operand's is the one it tried.
             address = given.or_else(|| instruction.as_ref().and_then(|i| i.operand.as_ref()).and_then(|o| o.address).map(|h| h.0));
@@ -81,7 +84,7 @@ pub(crate) fn read(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Th
         && let Some(t) = core_thread
         && frames.iter().any(|f| f.function.as_deref().is_some_and(|n| CXX_THROW.contains(&machinery::normalize(n).as_str())))
     {
-        exception = cxx_exception::read(process, symbolizer, t.registers.rsp);
+        exception = cxx_exception::read(process, symbolizer, t.registers.sp());
     }
     let message = runtime
         .and_then(|r| r.message.clone())

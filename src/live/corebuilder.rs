@@ -263,7 +263,7 @@ mod tests {
         ];
         let core = Core::from_bytes("/proc/41", build(&parts(regions))).unwrap();
         assert_eq!(core.threads.iter().map(|t| t.tid).collect::<Vec<_>>(), vec![41, 42]);
-        assert_eq!((core.threads[1].registers.rip, core.threads[1].registers.rsp), (0x401010, 0x7800));
+        assert_eq!((core.threads[1].registers.pc(), core.threads[1].registers.sp()), (0x401010, 0x7800));
         assert_eq!(core.threads[0].registers.syscall_number(), Some(202));
         assert!(core.threads[0].has_fpregs && !core.threads[1].has_fpregs);
         let p = core.process.as_ref().unwrap();

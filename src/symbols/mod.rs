@@ -430,7 +430,7 @@ impl<'p> Symbolizer<'p> {
 /// computed twice: each section is inflated once (`ElfFile::section_data`), and a symbol lookup
 /// that needs one still being inflated waits for it.
 pub(crate) fn inflate_ahead(process: &Process) {
-    let mut modules: Vec<usize> = process.core.threads.iter().filter_map(|t| process.module_at(t.registers.rip)).map(|(i, _)| i).collect();
+    let mut modules: Vec<usize> = process.core.threads.iter().filter_map(|t| process.module_at(t.registers.pc())).map(|(i, _)| i).collect();
     modules.sort_unstable();
     modules.dedup();
     for i in modules {

@@ -426,7 +426,7 @@ proptest! {
     #[test]
     fn fixed_layout_notes_parse_exactly_when_long_enough(d in prop::collection::vec(any::<u8>(), 0..400)) {
         // pr_reg (user_regs_struct) starts at offset 112 of NT_PRSTATUS.
-        prop_assert_eq!(prstatus::parse(&d).is_some(), d.len() >= 112 + crate::arch::x86_64::USER_REGS_SIZE);
+        prop_assert_eq!(prstatus::parse(&d, crate::arch::Arch::X86_64).is_some(), d.len() >= 112 + crate::arch::x86_64::USER_REGS_SIZE);
         prop_assert_eq!(prpsinfo::parse(&d).is_some(), d.len() >= 136);
         prop_assert_eq!(siginfo::parse(&d).is_some(), d.len() >= 12);
     }

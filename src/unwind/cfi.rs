@@ -6,13 +6,13 @@
 //! `PT_GNU_EH_FRAME` program header in memory. Rules found for an address are cached, so walking many similar stacks parses
 //! each FDE once.
 
-use super::regs::{is_callee_saved, FrameRegs};
-use crate::arch::x86_64::dwarf;
+use super::regs::FrameRegs;
+use crate::arch::{aarch64, Arch};
 use crate::core::Core;
 use crate::process::{ElfFile, Memory, Module};
 use gimli::{
     BaseAddresses, CfaRule, DebugFrame, EhFrame, EndianSlice, LittleEndian, ParsedEhFrameHdr, Register, RegisterRule, UnwindContext,
-    UnwindExpression, UnwindSection,
+    UnwindExpression, UnwindSection, Vendor,
 };
 use rustc_hash::FxHashMap;
 use std::sync::{Arc, RwLock};
@@ -36,10 +36,14 @@ enum Source {
 }
 
 /// The unwind rule for one address, reduced to the registers knot tracks.
+/// Rules kept per row: as many as the architecture that tracks the most registers has.
+const RULE_SLOTS: usize = aarch64::dwarf::TRACKED;
+
 #[derive(Debug, Clone)]
 pub(crate) struct Rule {
+    arch: Arch,
     cfa: CfaRule<usize>,
-    regs: [Option<RegisterRule<usize>>; dwarf::TRACKED],
+    regs: [Option<RegisterRule<usize>>; RULE_SLOTS],
     ra_register: u16,
     /// The FDE's CIE has the `S` augmentation: this is a signal trampoline.
     pub(crate) signal_frame: bool,
@@ -49,7 +53,7 @@ pub(crate) struct Rule {
 impl Rule {
     /// The CFA is the stack pointer plus a constant: applying the rule needs no guessed register.
     pub(crate) fn cfa_from_sp(&self) -> bool {
-        matches!(self.cfa, CfaRule::RegisterAndOffset { register, .. } if register.0 == dwarf::RSP)
+        matches!(self.cfa, CfaRule::RegisterAndOffset { register, .. } if register.0 == self.arch.sp_reg())
     }
 }
 
@@ -78,6 +82,7 @@ struct Table<'p, S> {
 }
 
 pub(crate) struct ModuleCfi<'p> {
+    arch: Arch,
     eh: Option<Table<'p, EhFrame<R<'p>>>>,
     debug: Option<Table<'p, DebugFrame<R<'p>>>>,
     cache: RwLock<FxHashMap<u64, Option<Arc<Rule>>>>,
@@ -124,7 +129,8 @@ fn eh_frame_in_memory<'p>(module: &Module, core: &'p Core) -> Option<Table<'p, E
     let gimli::Pointer::Direct(eh_addr) = hdr.eh_frame_ptr() else { return None };
     let eh_data = core.bytes_at(module.bias.wrapping_add(eh_addr), MAX_EH_FRAME_IN_MEMORY).ok().filter(|b| !b.is_empty())?;
     let bases = bases.set_eh_frame(eh_addr);
-    let section = EhFrame::new(eh_data, LittleEndian);
+    let mut section = EhFrame::new(eh_data, LittleEndian);
+    section.set_vendor(vendor(core.arch));
     let hdr = Some(hdr).filter(|h| h.table().is_some());
     let index = if hdr.is_none() { build_index(&section, &bases) } else { Vec::new() };
     Some(Table { section, bases, index, hdr })
@@ -144,7 +150,8 @@ impl<'p> ModuleCfi<'p> {
             if let Some((got, _)) = section_addr(file, ".got") {
                 bases = bases.set_got(got);
             }
-            let section = EhFrame::new(eh_data, LittleEndian);
+            let mut section = EhFrame::new(eh_data, LittleEndian);
+            section.set_vendor(vendor(core.arch));
             let hdr = section_addr(file, ".eh_frame_hdr").and_then(|(hdr_addr, hdr_data)| {
                 let bases = bases.clone().set_eh_frame_hdr(hdr_addr);
                 gimli::EhFrameHdr::new(hdr_data, LittleEndian).parse(&bases, 8).ok().filter(|h| h.table().is_some())
@@ -159,6 +166,7 @@ impl<'p> ModuleCfi<'p> {
             let data = file.section(".debug_frame")?;
             let mut section = DebugFrame::new(data, LittleEndian);
             section.set_address_size(8);
+            section.set_vendor(vendor(core.arch));
             let bases = BaseAddresses::default();
             let index = build_index(&section, &bases);
             (!index.is_empty()).then_some(Table { section, bases, index, hdr: None })
@@ -166,7 +174,7 @@ impl<'p> ModuleCfi<'p> {
         if eh.is_none() && debug.is_none() {
             return None;
         }
-        Some(ModuleCfi { eh, debug, cache: RwLock::new(FxHashMap::default()) })
+        Some(ModuleCfi { arch: core.arch, eh, debug, cache: RwLock::new(FxHashMap::default()) })
     }
 
     /// The rule for link-time address `addr`, from `.eh_frame` first, then `.debug_frame`.
@@ -191,13 +199,13 @@ impl<'p> ModuleCfi<'p> {
                 Some(hdr) => hdr.table().and_then(|tab| tab.fde_for_address(&t.section, &t.bases, addr, EhFrame::cie_from_offset).ok()),
                 None => fde_from_index(t, addr),
             };
-            if let Some(rule) = fde.and_then(|fde| rule_from_fde(&t.section, &t.bases, &fde, ctx, addr, Source::EhFrame)) {
+            if let Some(rule) = fde.and_then(|fde| rule_from_fde(self.arch, &t.section, &t.bases, &fde, ctx, addr, Source::EhFrame)) {
                 return Some(rule);
             }
         }
         let t = self.debug.as_ref()?;
         let fde = fde_from_index(t, addr)?;
-        rule_from_fde(&t.section, &t.bases, &fde, ctx, addr, Source::DebugFrame)
+        rule_from_fde(self.arch, &t.section, &t.bases, &fde, ctx, addr, Source::DebugFrame)
     }
 
     fn expression(&self, e: UnwindExpression<usize>, source: Source) -> Option<gimli::Expression<R<'p>>> {
@@ -217,25 +225,30 @@ impl<'p> ModuleCfi<'p> {
             CfaRule::Expression(e) => self.evaluate(*e, rule.source, regs, memory, None)?,
         };
         let read = |addr: u64| memory.read_u64(addr).map_err(|e| ApplyError::Unreadable(e.address()));
-        let mut out = FrameRegs::default();
+        let arch = rule.arch;
+        let (pc, sp) = (arch.pc_reg(), arch.sp_reg());
+        let mut out = FrameRegs::new(arch);
         let mut outermost = false;
-        for reg in 0..dwarf::TRACKED as u16 {
-            let column = if reg == dwarf::RIP { rule.ra_register } else { reg };
-            let rule_for = if (column as usize) < dwarf::TRACKED { rule.regs[column as usize].clone() } else { None };
+        for reg in 0..arch.tracked() as u16 {
+            let column = if reg == pc { rule.ra_register } else { reg };
+            let rule_for = if (column as usize) < arch.tracked() { rule.regs[column as usize].clone() } else { None };
             let value = match rule_for {
-                None if reg == dwarf::RSP => Some(cfa),
-                None if is_callee_saved(reg) => regs.get(reg),
-                None if reg == dwarf::RIP => {
+                None if reg == sp => Some(cfa),
+                None if arch.is_callee_saved(reg) => regs.get(reg),
+                // aarch64: a return address column no row mentions is still in the link register
+                // (a leaf, or before the prologue saves it); the outermost frame says undefined.
+                None if reg == pc && arch == Arch::Aarch64 => regs.get(column),
+                None if reg == pc => {
                     outermost = true;
                     None
                 }
                 None | Some(RegisterRule::Undefined) | Some(RegisterRule::Architectural) => {
-                    if reg == dwarf::RIP {
+                    if reg == pc {
                         outermost = true;
                     }
                     None
                 }
-                Some(RegisterRule::SameValue) => regs.get(reg),
+                Some(RegisterRule::SameValue) => regs.get(if arch == Arch::Aarch64 { column } else { reg }),
                 Some(RegisterRule::Offset(n)) => Some(read(cfa.wrapping_add(n as u64))?),
                 Some(RegisterRule::ValOffset(n)) => Some(cfa.wrapping_add(n as u64)),
                 Some(RegisterRule::Register(r)) => regs.get(r.0),
@@ -247,8 +260,8 @@ impl<'p> ModuleCfi<'p> {
                 out.set(reg, v);
             }
         }
-        if rule.regs[dwarf::RSP as usize].is_none() {
-            out.set(dwarf::RSP, cfa);
+        if rule.regs[sp as usize].is_none() {
+            out.set(sp, cfa);
         }
         Ok(Recovered { regs: out, cfa, outermost })
     }
@@ -304,7 +317,17 @@ fn fde_from_index<'p, S: UnwindSection<R<'p>>>(t: &Table<'p, S>, addr: u64) -> O
     partial.parse(S::cie_from_offset).ok()
 }
 
+/// gimli reads `DW_CFA_AARCH64_negate_ra_state` (whose opcode is SPARC's `DW_CFA_GNU_window_save`)
+/// only when told the section is aarch64's.
+fn vendor(arch: Arch) -> Vendor {
+    match arch {
+        Arch::X86_64 => Vendor::Default,
+        Arch::Aarch64 => Vendor::AArch64,
+    }
+}
+
 fn rule_from_fde<'p, S: UnwindSection<R<'p>>>(
+    arch: Arch,
     section: &S,
     bases: &BaseAddresses,
     fde: &gimli::FrameDescriptionEntry<R<'p>>,
@@ -313,11 +336,12 @@ fn rule_from_fde<'p, S: UnwindSection<R<'p>>>(
     source: Source,
 ) -> Option<Rule> {
     let row = fde.unwind_info_for_address(section, bases, ctx, addr).ok()?;
-    let mut regs: [Option<RegisterRule<usize>>; dwarf::TRACKED] = Default::default();
-    for (reg, slot) in regs.iter_mut().enumerate() {
+    let mut regs: [Option<RegisterRule<usize>>; RULE_SLOTS] = std::array::from_fn(|_| None);
+    for (reg, slot) in regs.iter_mut().enumerate().take(arch.tracked()) {
         *slot = row.register(Register(reg as u16));
     }
     Some(Rule {
+        arch,
         cfa: row.cfa().clone(),
         regs,
         ra_register: fde.cie().return_address_register().0,

@@ -7,7 +7,11 @@
 //!
 //! Scanning is careful: a candidate return address must lie in a module's code or code a runtime
 //! knows (never in a thread's stack, even an executable one), follow a call instruction, and,
-//! where its module has CFI, unwind to a plausible caller. A frame-pointer step is checked
+//! where its module has CFI, unwind to a plausible caller; and, scanning from generated code
+//! (no module, no runtime's code map), of the candidates one scan finds the first whose chain is
+//! consistent with the stack wins (unwound on by CFI to the thread's
+//! start or to a frame the %rbp chain confirms), not a stale return address an earlier call
+//! left above the stack pointer. A frame-pointer step is checked
 //! against the words it jumps over: a valid return address among them means frames without a
 //! frame pointer were skipped, and the scan's frames are kept (marked `Scan`). A stack that
 //! needed scanning is never complete; one that reaches the program's entry point is.
@@ -22,7 +26,7 @@ pub(crate) mod windows_x64;
 pub(crate) use frame::{Frame, Stack, StackEnd, Trust};
 pub(crate) use regs::FrameRegs;
 
-use crate::arch::x86_64::dwarf;
+use crate::arch::Arch;
 use crate::core::CoreThread;
 use crate::process::{Memory, Process};
 use cfi::ModuleCfi;
@@ -34,6 +38,10 @@ use std::sync::OnceLock;
 pub(crate) const DEFAULT_MAX_FRAMES: usize = 10_000;
 /// How far a scan looks for a return address, in 8-byte words.
 const SCAN_WORDS: u64 = 1024;
+/// How many validated return addresses one scan weighs against each other at most.
+const MAX_SCAN_CANDIDATES: usize = 8;
+/// How far a scanned candidate's chain is followed to confirm it, in frames.
+const CONFIRM_STEPS: usize = 64;
 /// A frame-pointer step may not jump further than this.
 const MAX_FRAME_SIZE: u64 = 16 << 20;
 const PF_X: u32 = 1;
@@ -53,6 +61,9 @@ pub(crate) struct Unwinder<'p> {
     entry: Option<u64>,
     /// The mappings holding a thread's stack pointer, sorted: never code for a scan.
     stacks: Vec<(u64, u64)>,
+    arch: Arch,
+    /// aarch64: the pointer-authentication bits of a return address (NT_ARM_PAC_MASK), cleared.
+    pac_mask: u64,
 }
 
 impl<'p> Unwinder<'p> {
@@ -75,7 +86,7 @@ impl<'p> Unwinder<'p> {
             }
         }
         let mut stacks: Vec<(u64, u64)> =
-            process.core.threads.iter().filter_map(|t| process.core.segments.find(t.registers.rsp)).map(|s| (s.vaddr, s.end())).collect();
+            process.core.threads.iter().filter_map(|t| process.core.segments.find(t.registers.sp())).map(|s| (s.vaddr, s.end())).collect();
         stacks.sort_unstable();
         stacks.dedup();
         Unwinder {
@@ -86,6 +97,8 @@ impl<'p> Unwinder<'p> {
             code_lookup: None,
             entry: process.core.auxv.get(crate::core::auxv::AT_ENTRY).filter(|&e| e != 0),
             stacks,
+            arch: process.core.arch,
+            pac_mask: process.core.pac_mask.unwrap_or(0),
         }
     }
 
@@ -128,7 +141,7 @@ impl<'p> Unwinder<'p> {
             .par_iter()
             .map(|t| {
                 let stack = self.walk(t);
-                core.done_with_segment_at(t.registers.rsp);
+                core.done_with_segment_at(t.registers.sp());
                 stack
             })
             .collect()
@@ -137,8 +150,8 @@ impl<'p> Unwinder<'p> {
     pub(crate) fn walk(&self, thread: &CoreThread) -> Stack {
         let regs = FrameRegs::from_context(&thread.registers);
         let first = Frame {
-            ip: thread.registers.rip,
-            sp: thread.registers.rsp,
+            ip: thread.registers.pc(),
+            sp: thread.registers.sp(),
             cfa: None,
             trust: Trust::Context,
             ip_is_exact: true,
@@ -259,7 +272,7 @@ impl<'p> Unwinder<'p> {
         let Some(ip) = pending[offset].resume.and_then(|r| r.ip()) else { return next };
         *index += offset + 1;
         let mut regs = next.regs;
-        regs.set(dwarf::RIP, ip);
+        regs.set(self.arch.pc_reg(), ip);
         Frame { ip, ip_is_exact: false, regs, ..next }
     }
 
@@ -284,6 +297,9 @@ impl<'p> Unwinder<'p> {
         {
             return self.accept(frame, next);
         }
+        if let Some(next) = self.aarch64_sigreturn_step(frame) {
+            return self.accept(frame, next);
+        }
         let addr = frame.lookup_address();
         let mut cfi_error = None;
         let mut has_cfi = false;
@@ -294,9 +310,13 @@ impl<'p> Unwinder<'p> {
                     frame.is_signal_frame = rule.signal_frame;
                     match cfi.apply(&rule, &frame.regs, memory) {
                         Ok(rec) if rec.outermost => return Err(StackEnd::Outermost),
-                        Ok(rec) => {
+                        Ok(mut rec) => {
+                            let ip = self.strip(rec.regs.ip().unwrap_or(0));
+                            if let Some(ip) = rec.regs.ip().map(|v| self.strip(v)) {
+                                rec.regs.set(self.arch.pc_reg(), ip);
+                            }
                             let next = Frame {
-                                ip: rec.regs.ip().unwrap_or(0),
+                                ip,
                                 sp: rec.regs.sp().unwrap_or(rec.cfa),
                                 cfa: Some(rec.cfa),
                                 trust: Trust::Cfi,
@@ -347,7 +367,10 @@ impl<'p> Unwinder<'p> {
             return Err(StackEnd::ZeroReturnAddress);
         }
         // Stacks grow down: a caller's frame is higher, except across a signal (alternate stack).
-        if next.sp <= frame.sp && !frame.is_signal_frame {
+        // On aarch64 a function that keeps no stack frame (a leaf, a syscall wrapper) has its
+        // caller's sp: the same sp is progress when the pc moved.
+        let same_sp_ok = self.arch == Arch::Aarch64 && next.sp == frame.sp && next.ip != frame.ip;
+        if next.sp <= frame.sp && !frame.is_signal_frame && !same_sp_ok {
             return Err(StackEnd::NoProgress { ip: next.ip, sp: next.sp });
         }
         if !self.is_code_or_managed(next.ip) {
@@ -366,23 +389,60 @@ impl<'p> Unwinder<'p> {
     }
 
     /// A thread that crashed at a PC outside code (a call through a bad function pointer) ran no
-    /// instruction there: the call's return address is the word at the stack pointer, and every
-    /// other register is still the caller's.
+    /// instruction there: the call's return address is the word at the stack pointer (x86-64)
+    /// or in the link register (aarch64), and every other register is still the caller's.
     fn bad_pc_step(&self, frame: &Frame) -> Option<Frame> {
         if self.is_code_or_managed(frame.ip) {
             return None;
         }
         let memory: &dyn Memory = self.process;
-        let ra = memory.read_u64(frame.sp).ok()?;
+        let (ra, caller_sp) = match self.arch {
+            Arch::X86_64 => (memory.read_u64(frame.sp).ok()?, frame.sp.checked_add(8)?),
+            Arch::Aarch64 => (self.strip(frame.regs.get(crate::arch::aarch64::dwarf::LR)?), frame.sp),
+        };
         if !self.is_code(ra) {
             return None;
         }
         let mut regs = frame.regs;
-        regs.set(dwarf::RSP, frame.sp.checked_add(8)?);
-        regs.set(dwarf::RIP, ra);
-        Some(Frame { ip: ra, sp: frame.sp + 8, cfa: None, trust: Trust::Scan, ip_is_exact: false, is_signal_frame: false, regs })
+        regs.set(self.arch.sp_reg(), caller_sp);
+        regs.set(self.arch.pc_reg(), ra);
+        Some(Frame { ip: ra, sp: caller_sp, cfa: None, trust: Trust::Scan, ip_is_exact: false, is_signal_frame: false, regs })
     }
 
+    /// aarch64's signal trampoline, `__kernel_rt_sigreturn` in the vdso (`mov x8, #139; svc #0`,
+    /// where a handler returns to): its CFI names only the frame record of the interrupted
+    /// code (its x29 and x30), not the pc it was interrupted at, so the interrupted registers
+    /// are read from the `rt_sigframe` at sp as gdb does — `siginfo` (128 bytes), then the
+    /// `ucontext` whose `uc_mcontext` (at 176) holds `fault_address`, x0–x30, sp, pc. The
+    /// frame is marked a signal frame; its caller resumes at its exact pc.
+    fn aarch64_sigreturn_step(&self, frame: &mut Frame) -> Option<Frame> {
+        const SIGRETURN: [u8; 8] = [0x68, 0x11, 0x80, 0xd2, 0x01, 0x00, 0x00, 0xd4];
+        const SIGCONTEXT_REGS: u64 = 128 + 176 + 8;
+        if self.arch != Arch::Aarch64 {
+            return None;
+        }
+        let memory: &dyn Memory = self.process;
+        let mut code = [0u8; 8];
+        memory.read(frame.ip, &mut code).ok().filter(|_| code == SIGRETURN)?;
+        let at = frame.sp.checked_add(SIGCONTEXT_REGS)?;
+        let mut regs = FrameRegs::new(Arch::Aarch64);
+        for reg in 0..33u16 {
+            regs.set(reg, memory.read_u64(at.checked_add(8 * u64::from(reg))?).ok()?);
+        }
+        let (ip, sp) = (regs.ip()?, regs.sp()?);
+        frame.is_signal_frame = true;
+        // Read from the kernel's own record of the context, as exact as CFI.
+        Some(Frame { ip, sp, cfa: Some(frame.sp), trust: Trust::Cfi, ip_is_exact: true, is_signal_frame: false, regs })
+    }
+
+    /// A return address without its pointer-authentication code (aarch64; nothing on x86-64).
+    fn strip(&self, ip: u64) -> u64 {
+        ip & !self.pac_mask
+    }
+
+    /// The caller through the frame pointer: x86-64's %rbp points at {caller's %rbp, return
+    /// address}, aarch64's x29 at the frame record {caller's x29, x30}; the caller's stack
+    /// pointer is taken as just above them (exact on x86-64; on aarch64 at least that).
     fn frame_pointer_step(&self, frame: &Frame) -> Option<Frame> {
         let bp = frame.regs.bp()?;
         if bp < frame.sp || bp - frame.sp > MAX_FRAME_SIZE || bp % 8 != 0 {
@@ -392,14 +452,14 @@ impl<'p> Unwinder<'p> {
         // A %rbp at the top of the address space has no caller frame above it.
         let caller_sp = bp.checked_add(16)?;
         let caller_bp = memory.read_u64(bp).ok()?;
-        let ra = memory.read_u64(bp + 8).ok()?;
+        let ra = self.strip(memory.read_u64(bp + 8).ok()?);
         if !self.is_code(ra) {
             return None;
         }
-        let mut regs = FrameRegs::default();
-        regs.set(dwarf::RBP, caller_bp);
-        regs.set(dwarf::RSP, caller_sp);
-        regs.set(dwarf::RIP, ra);
+        let mut regs = FrameRegs::new(self.arch);
+        regs.set(self.arch.fp_reg(), caller_bp);
+        regs.set(self.arch.sp_reg(), caller_sp);
+        regs.set(self.arch.pc_reg(), ra);
         Some(Frame { ip: ra, sp: caller_sp, cfa: Some(caller_sp), trust: Trust::FramePointer, ip_is_exact: false, is_signal_frame: false, regs })
     }
 
@@ -411,18 +471,101 @@ impl<'p> Unwinder<'p> {
     }
 
     /// The first validated return address in the words from `start` up to `end` (at most
-    /// [`SCAN_WORDS`]), as the caller's frame. JIT code counts only when `jit` is true.
+    /// [`SCAN_WORDS`]), as the caller's frame; scanning from generated code (no module, no
+    /// runtime's code map), the first whose chain is confirmed ([`Self::confirmed`]);
+    /// of competing candidates the first confirmed one wins, a stale return address left by an
+    /// earlier call losing to the true caller's further up. Without any confirmed, the first
+    /// (as ever: a guess, and the stack stays marked incomplete). JIT code counts only when
+    /// `jit` is true.
     fn scan_between(&self, frame: &Frame, start: u64, end: u64, jit: bool, ctx: &mut gimli::UnwindContext<usize>) -> Option<Frame> {
         let memory: &dyn Memory = self.process;
         let words = (end.saturating_sub(start) / 8).min(SCAN_WORDS);
+        // Only code nobody describes (no module, no runtime's code map: code generated at run
+        // time) leaves the stale return addresses a candidate must be confirmed against; a
+        // module's frame keeps the first candidate, as ever.
+        let generated = self.process.module_at(frame.lookup_address()).is_none() && !self.code_lookup.is_some_and(|l| l.lookup(frame.lookup_address()).is_some());
+        let mut first = None;
+        let mut tried = 0;
+        let mut fp_cfas = None;
         for i in 0..words {
-            let slot = start.checked_add(i * 8)?;
-            let Ok(value) = memory.read_u64(slot) else { return None };
+            let Some(slot) = start.checked_add(i * 8) else { break };
+            let Ok(value) = memory.read_u64(slot) else { break };
             if let Some(next) = self.scan_candidate(frame, slot, value, jit, ctx) {
-                return Some(next);
+                if !generated {
+                    return Some(next);
+                }
+                let fp_cfas = fp_cfas.get_or_insert_with(|| self.frame_pointer_cfas(frame.regs.bp(), frame.sp));
+                if self.confirmed(&next, fp_cfas, ctx) {
+                    return Some(next);
+                }
+                first.get_or_insert(next);
+                tried += 1;
+                if tried >= MAX_SCAN_CANDIDATES {
+                    break;
+                }
             }
         }
-        None
+        first
+    }
+
+    /// The CFAs of the frames the %rbp chain from `bp` names (each frame's %rbp + 16), up the
+    /// stack from `above`, at most [`CONFIRM_STEPS`]: where a scanned candidate's CFI-unwound
+    /// chain meets one of them, frame pointers confirm it.
+    fn frame_pointer_cfas(&self, bp: Option<u64>, above: u64) -> Vec<u64> {
+        let memory: &dyn Memory = self.process;
+        let mut out = Vec::new();
+        let (Some(mut bp), mut floor) = (bp, above) else { return out };
+        while out.len() < CONFIRM_STEPS {
+            if bp < floor || bp - floor > MAX_FRAME_SIZE || bp % 8 != 0 {
+                break;
+            }
+            let (Ok(saved), Ok(ra)) = (memory.read_u64(bp), memory.read_u64(bp.saturating_add(8))) else { break };
+            if !self.is_code(ra) {
+                break;
+            }
+            let Some(cfa) = bp.checked_add(16) else { break };
+            out.push(cfa);
+            floor = cfa;
+            bp = saved;
+        }
+        out
+    }
+
+    /// Whether a scanned caller is consistent with the stack: unwound on by CFI, each caller's
+    /// CFA is above the last and each return address follows a call, until the thread's start
+    /// (the CFI's outermost frame, the entry function, code a runtime knows) or a frame the
+    /// %rbp chain confirms (`fp_cfas`), or [`CONFIRM_STEPS`] frames without a contradiction. A
+    /// frame without CFI before that (code nobody describes: where a stale return address's
+    /// CFI leads back into the generated code that left it) is no confirmation.
+    fn confirmed(&self, candidate: &Frame, fp_cfas: &[u64], ctx: &mut gimli::UnwindContext<usize>) -> bool {
+        let memory: &dyn Memory = self.process;
+        let mut f = *candidate;
+        for _ in 0..CONFIRM_STEPS {
+            let addr = f.lookup_address();
+            if self.is_entry(&f) || self.code_lookup.is_some_and(|l| l.lookup(addr).is_some()) {
+                return true;
+            }
+            let Some((index, module)) = self.process.module_at(addr) else { return false };
+            let Some(cfi) = self.module_cfi(index) else { return false };
+            let Some(rule) = cfi.rule(module.to_link_address(addr), ctx) else { return false };
+            let rec = match cfi.apply(&rule, &f.regs, memory) {
+                Ok(rec) => rec,
+                Err(_) => return false,
+            };
+            if rec.outermost || fp_cfas.contains(&rec.cfa) {
+                return true;
+            }
+            let ip = rec.regs.ip().unwrap_or(0);
+            let sp = rec.regs.sp().unwrap_or(rec.cfa);
+            if ip == 0 {
+                return true;
+            }
+            if sp <= f.sp || !self.is_code_or_managed(ip) || !scan::follows_call(self.arch, memory, ip) {
+                return false;
+            }
+            f = Frame { ip, sp, cfa: Some(rec.cfa), trust: Trust::Cfi, ip_is_exact: rule.signal_frame, is_signal_frame: false, regs: rec.regs };
+        }
+        true
     }
 
     /// `value`, read at `slot`, as a return address, if it passes every check: it points into a
@@ -431,6 +574,7 @@ impl<'p> Unwinder<'p> {
     /// unwinds to a caller above it in code (or to the end of the stack).
     fn scan_candidate(&self, frame: &Frame, slot: u64, value: u64, jit: bool, ctx: &mut gimli::UnwindContext<usize>) -> Option<Frame> {
         let memory: &dyn Memory = self.process;
+        let value = self.strip(value);
         if !self.is_code(value) || self.in_stack(value) {
             return None;
         }
@@ -439,16 +583,17 @@ impl<'p> Unwinder<'p> {
         if module.is_none() && !(jit && self.code_lookup.is_some_and(|l| l.lookup(call).is_some())) {
             return None;
         }
-        if !scan::follows_call(memory, value) {
+        if !scan::follows_call(self.arch, memory, value) {
             return None;
         }
         let caller_sp = slot.checked_add(8)?;
-        let mut regs = FrameRegs::default();
-        regs.set(dwarf::RSP, caller_sp);
-        regs.set(dwarf::RIP, value);
+        let (sp_reg, pc_reg, fp_reg) = (self.arch.sp_reg(), self.arch.pc_reg(), self.arch.fp_reg());
+        let mut regs = FrameRegs::new(self.arch);
+        regs.set(sp_reg, caller_sp);
+        regs.set(pc_reg, value);
         // Keep %rbp: it is still the best guess for a frame-pointer walk further up.
         if let Some(bp) = frame.regs.bp() {
-            regs.set(dwarf::RBP, bp);
+            regs.set(fp_reg, bp);
         }
         if let Some((index, m)) = module
             && let Some(cfi) = self.module_cfi(index)
@@ -461,19 +606,19 @@ impl<'p> Unwinder<'p> {
             let agrees = |bp: Option<u64>| {
                 let mut r = regs;
                 if let Some(bp) = bp {
-                    r.set(dwarf::RBP, bp);
+                    r.set(fp_reg, bp);
                 }
                 match cfi.apply(&rule, &r, memory) {
                     Ok(rec) if rec.outermost => true,
                     Ok(rec) => {
                         let ip = rec.regs.ip().unwrap_or(0);
-                        rec.regs.sp().unwrap_or(rec.cfa) > caller_sp && (ip == 0 || self.is_code_or_managed(ip) && scan::follows_call(memory, ip))
+                        rec.regs.sp().unwrap_or(rec.cfa) > caller_sp && (ip == 0 || self.is_code_or_managed(ip) && scan::follows_call(self.arch, memory, ip))
                     }
                     Err(_) => false,
                 }
             };
             match guesses.iter().find(|g| g.is_some() && agrees(**g)) {
-                Some(Some(bp)) => regs.set(dwarf::RBP, *bp),
+                Some(Some(bp)) => regs.set(fp_reg, *bp),
                 // The CFA needs no guess: the CFI disagrees, so the word is stale.
                 _ if rule.cfa_from_sp() => return None,
                 // It needs a %rbp that no guess gives: unchecked, kept as the scan's guess.

@@ -1,11 +1,34 @@
 //! Recognising return addresses without unwind information: a value is a plausible return
 //! address when it points into executable memory right after a call instruction.
 
+use crate::arch::Arch;
 use crate::process::Memory;
+
+/// Whether the instruction before `addr` is a call of `arch`'s.
+pub(crate) fn follows_call(arch: Arch, memory: &dyn Memory, addr: u64) -> bool {
+    match arch {
+        Arch::X86_64 => follows_x86_64_call(memory, addr),
+        Arch::Aarch64 => follows_aarch64_call(memory, addr),
+    }
+}
+
+/// Whether the word before `addr` is an aarch64 call: `bl imm26`, `blr Xn`, or one of the
+/// pointer-authenticating `blraa`/`blrab`/`blraaz`/`blrabz`.
+fn follows_aarch64_call(memory: &dyn Memory, addr: u64) -> bool {
+    let mut b = [0u8; 4];
+    let Some(at) = addr.checked_sub(4) else { return false };
+    if addr % 4 != 0 || memory.read(at, &mut b).is_err() {
+        return false;
+    }
+    let insn = u32::from_le_bytes(b);
+    insn & 0xfc00_0000 == 0x9400_0000 // BL
+        || insn & 0xffff_fc1f == 0xd63f_0000 // BLR
+        || insn & 0xfeff_f800 == 0xd63f_0800 // BLRAA, BLRAB, BLRAAZ, BLRABZ
+}
 
 /// Whether the bytes before `addr` end with an x86_64 call: `e8 rel32`, or `ff /2` (indirect
 /// call) in any of its ModRM/SIB/displacement lengths, with an optional REX prefix.
-pub(crate) fn follows_call(memory: &dyn Memory, addr: u64) -> bool {
+fn follows_x86_64_call(memory: &dyn Memory, addr: u64) -> bool {
     let mut buf = [0u8; 8];
     let Some(start) = addr.checked_sub(8) else { return false };
     if memory.read(start, &mut buf).is_err() {
@@ -61,23 +84,23 @@ mod tests {
 
     #[test]
     fn recognises_direct_and_indirect_calls() {
-        assert!(follows_call(&code(&[0xe8, 1, 2, 3, 4]).0, code(&[0xe8, 1, 2, 3, 4]).1));
+        assert!(follows_x86_64_call(&code(&[0xe8, 1, 2, 3, 4]).0, code(&[0xe8, 1, 2, 3, 4]).1));
         let (m, a) = code(&[0xff, 0xd0]); // call *%rax
-        assert!(follows_call(&m, a));
+        assert!(follows_x86_64_call(&m, a));
         let (m, a) = code(&[0x41, 0xff, 0xd4]); // call *%r12
-        assert!(follows_call(&m, a));
+        assert!(follows_x86_64_call(&m, a));
         let (m, a) = code(&[0xff, 0x15, 1, 2, 3, 4]); // call *disp32(%rip)
-        assert!(follows_call(&m, a));
+        assert!(follows_x86_64_call(&m, a));
         let (m, a) = code(&[0xff, 0x50, 0x10]); // call *0x10(%rax)
-        assert!(follows_call(&m, a));
+        assert!(follows_x86_64_call(&m, a));
     }
 
     #[test]
     fn rejects_non_calls() {
         let (m, a) = code(&[0x48, 0x89, 0xc7]); // mov %rax,%rdi
-        assert!(!follows_call(&m, a));
+        assert!(!follows_x86_64_call(&m, a));
         let (m, a) = code(&[0xff, 0xe0]); // jmp *%rax (reg field 4)
-        assert!(!follows_call(&m, a));
-        assert!(!follows_call(&m, 0x3));
+        assert!(!follows_x86_64_call(&m, a));
+        assert!(!follows_x86_64_call(&m, 0x3));
     }
 }

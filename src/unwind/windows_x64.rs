@@ -18,7 +18,7 @@
 //! Everything read is bounded: at most 255 codes per entry, 32 bytes of instructions.
 
 use super::managed::WindowsUnwind;
-use super::regs::{is_callee_saved, FrameRegs};
+use super::regs::FrameRegs;
 use crate::arch::x86_64::dwarf;
 use crate::process::Memory;
 
@@ -249,7 +249,7 @@ pub(crate) fn unwind(mem: &dyn Memory, function: &WindowsUnwind, ip: u64, ip_is_
     let mut regs = FrameRegs::default();
     for (w, &d) in dwarf::FROM_WINDOWS.iter().enumerate() {
         if let Some(v) = ctx.regs[w]
-            && (ctx.restored & (1 << w) != 0 || is_callee_saved(d) || w == WIN_RSP)
+            && (ctx.restored & (1 << w) != 0 || crate::arch::Arch::X86_64.is_callee_saved(d) || w == WIN_RSP)
         {
             regs.set(d, v);
         }

@@ -19,16 +19,24 @@ pub(crate) struct StackRange {
     pub(crate) sp: u64,
     /// Registers a function keeps a pointer in across a call (callee-saved, and the argument
     /// registers of the call it is in).
-    pub(crate) saved: [(&'static str, u64); 8],
+    pub(crate) saved: Vec<(&'static str, u64)>,
 }
 
 impl StackRange {
-    pub(crate) fn of(tid: u32, r: &crate::arch::x86_64::Registers) -> StackRange {
-        StackRange {
-            tid,
-            sp: r.rsp,
-            saved: [("rbx", r.rbx), ("rbp", r.rbp), ("r12", r.r12), ("r13", r.r13), ("r14", r.r14), ("r15", r.r15), ("rdi", r.rdi), ("rsi", r.rsi)],
-        }
+    pub(crate) fn of(tid: u32, regs: &crate::arch::Registers) -> StackRange {
+        let saved = match regs {
+            crate::arch::Registers::X86_64(r) => {
+                vec![("rbx", r.rbx), ("rbp", r.rbp), ("r12", r.r12), ("r13", r.r13), ("r14", r.r14), ("r15", r.r15), ("rdi", r.rdi), ("rsi", r.rsi)]
+            }
+            // x19–x28 and the first two argument registers (x29 is the frame pointer).
+            crate::arch::Registers::Aarch64(r) => {
+                const NAMES: [&str; 10] = ["x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26", "x27", "x28"];
+                let mut v: Vec<(&'static str, u64)> = NAMES.iter().zip(&r.x[19..29]).map(|(n, v)| (*n, *v)).collect();
+                v.extend([("x0", r.x[0]), ("x1", r.x[1])]);
+                v
+            }
+        };
+        StackRange { tid, sp: regs.sp(), saved }
     }
 }
 
@@ -42,7 +50,7 @@ pub(crate) fn pointers_into(process: &Process, stacks: &[StackRange], lo: u64, h
             out.push(ReaderEvidence { tid: s.tid, place: PointerPlace::Register(name), value: *v });
             continue;
         }
-        let one = StackRange { tid: s.tid, sp: s.sp, saved: s.saved };
+        let one = StackRange { tid: s.tid, sp: s.sp, saved: s.saved.clone() };
         match scan(process, &one, lo, hi.saturating_sub(1), budget)? {
             Some((at, v)) => out.push(ReaderEvidence { tid: s.tid, place: PointerPlace::Stack(at), value: v }),
             None => {}

@@ -16,7 +16,7 @@ pub(crate) use lock::{MutexConsistency, MutexType, NativeLock, NativeLockType};
 pub(crate) use runtime::{ManagedThreads, RuntimeLocks, RuntimeWaits, WorkerPool};
 pub(crate) use state::{IdleRole, Pool, ThreadState};
 
-use crate::arch::x86_64::Registers;
+use crate::arch::Registers;
 use crate::diagnostics::Diagnostic;
 use crate::process::Process;
 use crate::hex::Hex;
@@ -98,7 +98,7 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
     }
 
     for (t, (state, recognised)) in threads.iter().zip(classified) {
-        let restarted = t.registers.syscall_number() == Some(state::SYS_RESTART_SYSCALL);
+        let restarted = crate::arch::recorded_syscall(t.registers, process) == Some(t.registers.arch().restart_syscall());
         let blocked_on = match (&state, recognised) {
             (ThreadState::Futex { address, expected, .. }, Some((family, frame))) => {
                 let futex = address.0;

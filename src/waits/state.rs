@@ -1,20 +1,14 @@
 //! What a thread was doing at the moment of the dump, from its registers alone: inside a syscall
-//! (`orig_rax` holds its number and `rip` follows a `syscall` instruction), and which one.
+//! (as [`crate::arch::syscall`] tells it for the core's architecture), and which one, by name.
 
-use crate::arch::x86_64::Registers;
+use crate::arch::{Arch, Registers};
 use crate::process::Memory;
 use crate::hex::Hex;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-pub(crate) const SYS_FUTEX: u64 = 202;
-/// The kernel's restart of an interrupted call with a timeout (a timed futex wait, a
-/// nanosleep) after a stop or an ignored signal: the thread re-entered it as `restart_syscall`,
-/// with the original call's argument registers.
-pub(crate) const SYS_RESTART_SYSCALL: u64 = 219;
 /// How many innermost frames may name the futex wait a `restart_syscall` resumed.
 const RESTART_FRAMES: usize = 6;
-pub(crate) const SYS_FUTEX_WAITV: u64 = 449;
 
 const FUTEX_CMD_MASK: u64 = 0x7f;
 const FUTEX_PRIVATE_FLAG: u64 = 128;
@@ -92,8 +86,8 @@ impl ThreadState {
     }
 }
 
-fn name(nr: u64) -> String {
-    crate::arch::syscalls::name(nr).map_or_else(|| format!("syscall {nr}"), str::to_string)
+fn name(arch: Arch, nr: u64) -> String {
+    arch.syscall_name(nr).map_or_else(|| format!("syscall {nr}"), str::to_string)
 }
 
 fn futex_op(op: u64) -> &'static str {
@@ -112,65 +106,60 @@ fn is_stop_signal(sig: u16) -> bool {
     matches!(sig, 19 | 20 | 21 | 22)
 }
 
-/// Whether the two bytes before `rip` are `syscall` (0f 05): the kernel reports `rip` just past it.
-fn after_syscall_instruction(memory: &dyn Memory, rip: u64) -> bool {
-    let mut b = [0u8; 2];
-    rip.checked_sub(2).is_some_and(|at| memory.read(at, &mut b).is_ok()) && b == [0x0f, 0x05]
-}
-
 pub(crate) fn classify(regs: &Registers, cursig: u16, memory: &dyn Memory) -> ThreadState {
     if is_stop_signal(cursig) {
         return ThreadState::Stopped { signal: cursig };
     }
-    let Some(nr) = regs.syscall_number() else { return ThreadState::Running };
-    // orig_rax alone can be stale after a signal restarts a call; the instruction confirms it.
-    // When the code is not readable, trust orig_rax: it is what the kernel recorded.
-    let mut b = [0u8; 2];
-    let readable = regs.rip.checked_sub(2).is_some_and(|at| memory.read(at, &mut b).is_ok());
-    if readable && !after_syscall_instruction(memory, regs.rip) {
-        return ThreadState::Running;
-    }
-    let syscall = name(nr);
-    match nr {
-        SYS_FUTEX => ThreadState::Futex {
-            address: Hex(regs.rdi),
-            expected: regs.rdx as u32,
-            op: futex_op(regs.rsi).to_string(),
-            private: regs.rsi & FUTEX_PRIVATE_FLAG != 0,
+    let Some(call) = crate::arch::syscall(regs, memory) else { return ThreadState::Running };
+    let (arch, nr, args) = (regs.arch(), call.number, call.args);
+    let syscall = name(arch, nr);
+    // By name: the numbers differ between the x86-64 table and the generic one (aarch64).
+    match arch.syscall_name(nr).unwrap_or("") {
+        "futex" => ThreadState::Futex {
+            address: Hex(args[0]),
+            expected: args[2] as u32,
+            op: futex_op(args[1]).to_string(),
+            private: args[1] & FUTEX_PRIVATE_FLAG != 0,
         },
-        SYS_FUTEX_WAITV => ThreadState::FutexWaitv,
-        7 | 23 | 232 | 270 | 271 | 281 | 441 => ThreadState::Polling { syscall },
-        34 | 35 | 128 | 130 | 230 => ThreadState::Sleeping { syscall },
-        0 | 1 | 17 | 18 | 19 | 20 | 42 | 43 | 44 | 45 | 46 | 47 | 288 => ThreadState::Io { syscall, fd: regs.rdi as i64 },
-        61 | 247 => ThreadState::WaitingForChild { syscall },
+        "futex_waitv" => ThreadState::FutexWaitv,
+        // No descriptors to wait for: a sleep. aarch64 has no `pause`; glibc's is
+        // `ppoll(NULL, 0, NULL, NULL)`.
+        "ppoll" | "poll" if args[1] == 0 && regs.arch() == Arch::Aarch64 => ThreadState::Sleeping { syscall },
+        "poll" | "select" | "epoll_wait" | "pselect6" | "ppoll" | "epoll_pwait" | "epoll_pwait2" => ThreadState::Polling { syscall },
+        "pause" | "nanosleep" | "rt_sigtimedwait" | "rt_sigsuspend" | "clock_nanosleep" => ThreadState::Sleeping { syscall },
+        "read" | "write" | "pread64" | "pwrite64" | "readv" | "writev" | "connect" | "accept" | "sendto" | "recvfrom" | "sendmsg" | "recvmsg" | "accept4" => {
+            ThreadState::Io { syscall, fd: args[0] as i64 }
+        }
+        "wait4" | "waitid" => ThreadState::WaitingForChild { syscall },
         _ => ThreadState::Syscall { number: nr, name: syscall },
     }
 }
 
-/// A thread in `restart_syscall` (219) resumes a call the kernel interrupted: when its innermost
+/// A thread in `restart_syscall` (219 on x86-64, 128 on aarch64) resumes a call the kernel interrupted: when its innermost
 /// frames are a futex wait (glibc's `__futex_abstimed_wait_common`, `__lll_clocklock_wait`, …:
 /// `pthread_mutex_timedlock`, `pthread_cond_timedwait`, `sem_timedwait`) and its registers still
 /// hold a futex wait's arguments, it is that futex wait. Else the state is left as it is.
 pub(crate) fn resolve_restart(state: ThreadState, regs: &Registers, functions: &[&str]) -> ThreadState {
-    if !matches!(state, ThreadState::Syscall { number: SYS_RESTART_SYSCALL, .. }) {
+    if !matches!(state, ThreadState::Syscall { number, .. } if number == regs.arch().restart_syscall()) {
         return state;
     }
     let in_futex_wait = functions.iter().take(RESTART_FRAMES).any(|f| f.contains("futex") || f.contains("lll_lock_wait") || f.contains("lll_clocklock_wait"));
-    let op = regs.rsi & FUTEX_CMD_MASK;
-    let wait_op = matches!(op, 0 | 6 | 9 | 11 | 13);
-    if !in_futex_wait || !wait_op || regs.rdi == 0 {
+    let [address, op, expected, ..] = regs.syscall_args();
+    let wait_op = matches!(op & FUTEX_CMD_MASK, 0 | 6 | 9 | 11 | 13);
+    if !in_futex_wait || !wait_op || address == 0 {
         return state;
     }
-    ThreadState::Futex { address: Hex(regs.rdi), expected: regs.rdx as u32, op: futex_op(regs.rsi).to_string(), private: regs.rsi & FUTEX_PRIVATE_FLAG != 0 }
+    ThreadState::Futex { address: Hex(address), expected: expected as u32, op: futex_op(op).to_string(), private: op & FUTEX_PRIVATE_FLAG != 0 }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::x86_64::Registers as X86;
     use crate::process::RangeMemory;
 
     fn regs(orig_rax: u64, rip: u64) -> Registers {
-        Registers { orig_rax, rip, rdi: 0x5000, rsi: 128, rdx: 2, ..Default::default() }
+        Registers::X86_64(X86 { orig_rax, rip, rdi: 0x5000, rsi: 128, rdx: 2, ..Default::default() })
     }
 
     fn code_with_syscall_at(rip: u64) -> RangeMemory {
@@ -196,7 +185,7 @@ mod tests {
     #[test]
     fn a_restarted_timed_futex_wait_is_that_wait_only_under_a_futex_frame() {
         let m = code_with_syscall_at(0x1002);
-        let r = Registers { orig_rax: 219, rip: 0x1002, rdi: 0x5000, rsi: 128 | 9, rdx: 2, ..Default::default() };
+        let r = Registers::X86_64(X86 { orig_rax: 219, rip: 0x1002, rdi: 0x5000, rsi: 128 | 9, rdx: 2, ..Default::default() });
         let s = classify(&r, 0, &m);
         assert!(matches!(s, ThreadState::Syscall { number: 219, .. }));
         let waiting = resolve_restart(s.clone(), &r, &["__futex_abstimed_wait_common", "__pthread_mutex_clocklock_common"]);
@@ -211,5 +200,24 @@ mod tests {
         assert!(matches!(classify(&regs(0, 0x1002), 0, &m), ThreadState::Io { fd: 0x5000, .. }));
         assert!(matches!(classify(&regs(61, 0x1002), 0, &m), ThreadState::WaitingForChild { .. }));
         assert!(matches!(classify(&regs(u64::MAX, 0x1002), 19, &m), ThreadState::Stopped { signal: 19 }));
+    }
+
+    #[test]
+    fn an_aarch64_futex_wait_rewound_onto_its_svc_is_read_from_x8_and_x0_to_x2() {
+        let mut m = RangeMemory::new();
+        m.add(0x1000, vec![0x01, 0x00, 0x00, 0xd4]);
+        let mut r = crate::arch::aarch64::Registers { pc: 0x1000, ..Default::default() };
+        r.x[..3].copy_from_slice(&[0x5000, 128, 2]);
+        r.x[8] = 98;
+        let s = classify(&Registers::Aarch64(r), 0, &m);
+        assert_eq!(s, ThreadState::Futex { address: Hex(0x5000), expected: 2, op: "FUTEX_WAIT".into(), private: true });
+        r.x[8] = 202; // x86-64's futex is accept in the generic table
+        assert!(matches!(classify(&Registers::Aarch64(r), 0, &m), ThreadState::Io { fd: 0x5000, .. }));
+        r.x[8] = 128;
+        r.x[1] = 128 | 9;
+        let s = classify(&Registers::Aarch64(r), 0, &m);
+        assert!(matches!(s, ThreadState::Syscall { number: 128, .. }));
+        let waiting = resolve_restart(s, &Registers::Aarch64(r), &["__futex_abstimed_wait_common"]);
+        assert_eq!(waiting, ThreadState::Futex { address: Hex(0x5000), expected: 2, op: "FUTEX_WAIT_BITSET".into(), private: true });
     }
 }

@@ -18,6 +18,7 @@ macro_rules! native_samples {
             rwlock_readers,
             rwlock_queued_reader,
             relative_dlopen,
+            generated_code,
             cycle3,
             self_relock,
             convoy,
@@ -75,6 +76,14 @@ pub fn made(name: &str, kind: DumpKind) -> Option<SampleDump> {
             knot_samples::skipped(&format!("skipping {name} ({kind}): {why}"));
             None
         }
+    }
+}
+
+/// The committed arm64 dump (samples/dumps-aarch64), which every machine has.
+pub fn committed_aarch64(name: &str, kind: DumpKind) -> SampleDump {
+    match knot_samples::committed_aarch64(name, kind) {
+        Some(d) => d,
+        None => panic!("committed arm64 sample {name} ({kind}) is missing from samples/dumps-aarch64"),
     }
 }
 

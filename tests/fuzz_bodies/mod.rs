@@ -23,8 +23,8 @@ pub fn core_reader(bytes: &[u8]) -> Option<Core> {
 pub fn core_from(bytes: Vec<u8>) -> Option<Core> {
     let core = Core::from_bytes("fuzz-core", bytes).ok()?;
     for t in &core.threads {
-        let _ = core.bytes_at(t.registers.rsp, 256);
-        let _ = core.bytes_at(t.registers.rip, 16);
+        let _ = core.bytes_at(t.registers.sp(), 256);
+        let _ = core.bytes_at(t.registers.pc(), 16);
     }
     for s in core.segments.iter() {
         let _ = core.bytes_at(s.vaddr, 4096);

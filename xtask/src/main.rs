@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod arm64;
 mod bench;
 mod bench_dotnet;
 mod bench_dotnet_async;
@@ -24,6 +25,9 @@ struct Cli {
 enum Command {
     /// Build, run and dump the native samples; record gdb's oracle.
     Samples(samples::Args),
+    /// The native samples made on arm64 in an emulated arm64 Debian system (built once under
+    /// target/arm64-vm/); `--commit` copies them into samples/dumps-aarch64/.
+    Arm64Samples(arm64::Args),
     /// Time knot against gdb and eu-stack -i on Debian programs and a 2,000-thread core, and
     /// against dotnet-dump on a .NET heap dump (wall, CPU, peak RSS, instructions);
     /// `--scale`: on a core of 8 GiB with 1,000 threads beside the small ones.
@@ -43,6 +47,7 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Samples(args) => samples::run(args),
+        Command::Arm64Samples(args) => arm64::run(args),
         Command::Bench(args) => bench::run(args),
         Command::DotnetCatalog(args) => dotnet_catalog::run(args),
         Command::Snapshot(args) => snapshot::run(args),

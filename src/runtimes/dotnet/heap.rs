@@ -45,7 +45,7 @@ pub(crate) fn thread_stacks(process: &Process, context: &Context<'_>, stacks: &[
                     StackFrame { sp: f.sp, ip: f.ip, managed, registers }
                 })
                 .collect();
-            let mut stack_end = process.core.segments.find(th.registers.rsp).map(|s| s.end()).unwrap_or(0);
+            let mut stack_end = process.core.segments.find(th.registers.sp()).map(|s| s.end()).unwrap_or(0);
             // A walk stopped at a return address outside known code still knew that caller's
             // stack pointer: the last frame ends there. Scanning on to the stack's end would take
             // the callers' slots (the runtime's native frames) as the last managed frame's roots,

@@ -681,7 +681,7 @@ impl Reader<'_> {
         for th in threads {
             let Some(i) = th.dump_thread_index else { continue };
             let Some(ct) = self.process.core.threads.get(i) else { continue };
-            let Some(words) = StackWords::new(self.process, ct.registers.rsp & !7, STACK_SCAN_BYTES) else { continue };
+            let Some(words) = StackWords::new(self.process, ct.registers.sp() & !7, STACK_SCAN_BYTES) else { continue };
             let stack = words.stack().clone();
             for (_, v) in words {
                 // Objects live on the GC heap: a word pointing into this stack is a frame

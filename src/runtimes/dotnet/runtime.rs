@@ -241,7 +241,7 @@ impl RuntimeLocks for DotnetRuntime<'_> {
                     }
                     let inputs = idle::IdleInputs {
                         is_finalizer: finalizer == Some(t.tid),
-                        timed: matches!(w.state, ThreadState::Futex { .. }) && t.registers.r10 != 0,
+                        timed: matches!(w.state, ThreadState::Futex { .. }) && t.registers.syscall_args()[3] != 0,
                         holds_awaited_lock: all_locks.iter().any(|l| l.owner.tid() == Some(t.tid) && !l.waiter_tids.is_empty()),
                     };
                     if let Some(state) = idle::classify(&t.frames, inputs) {

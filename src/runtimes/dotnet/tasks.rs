@@ -137,7 +137,7 @@ pub(crate) fn task_waits(process: &Process, t: &Target, l: &Layout, namer: &Type
         let Some(object) = w.object else { continue };
         let Some(th) = threads.iter().find(|th| th.os_tid == w.os_tid && th.os_tid != 0) else { continue };
         let Some(ct) = th.dump_thread_index.and_then(|i| process.core.threads.get(i)) else { continue };
-        let Some(words) = StackWords::new(process, ct.registers.rsp & !7, TASK_SCAN_BYTES) else { continue };
+        let Some(words) = StackWords::new(process, ct.registers.sp() & !7, TASK_SCAN_BYTES) else { continue };
         let stack = words.stack().clone();
         for (slot, v) in words {
             if v < 0x10000 || v & 7 != 0 || stack.contains(&v) {

@@ -235,7 +235,7 @@ fn addresses_that_are_not_managed_code_are_none() {
     for (d, p) in loaded() {
         let map = dotnet::code_map(p, &d.locator).expect("code map");
         let coreclr = p.modules.iter().find(|m| m.name() == "libcoreclr.so").expect("libcoreclr");
-        let stack = p.core.threads.first().map(|t| t.registers.rsp).unwrap_or(0);
+        let stack = p.core.threads.first().map(|t| t.registers.sp()).unwrap_or(0);
         for ip in [0, 1, 0x1000, coreclr.start + 0x1000, coreclr.start + 0x10_0000, stack, 0x0000_1234_5678_0000, u64::MAX, 1 << 57, 0x7fff_ffff_ffff_f000] {
             assert_eq!(map.lookup(ip), None, "{}: {ip:#x} is not managed code", d.name);
         }
