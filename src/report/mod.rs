@@ -4,6 +4,7 @@ pub(crate) mod crash_html;
 pub(crate) mod crash_text;
 pub(crate) mod dump;
 pub mod flame;
+pub(crate) mod fold;
 pub(crate) mod async_html;
 pub(crate) mod async_text;
 pub(crate) mod gc_html;
