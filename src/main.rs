@@ -59,8 +59,15 @@ enum Command {
     /// .NET heap commands: what fills the heap (`stat`), why an object is alive (`root`), what grew between two dumps (`diff`).
     #[command(subcommand)]
     Heap(HeapCommand),
-    /// Print the JSON Schema of the report (--format json).
-    Schema,
+    /// Print the JSON Schema of the report (--format json), or of `knot watch --log-format json`'s lines.
+    Schema(SchemaArgs),
+}
+
+#[derive(Args)]
+struct SchemaArgs {
+    /// The schema of one line of `knot watch --log-format json` instead of the report's.
+    #[arg(long)]
+    watch_line: bool,
 }
 
 #[derive(Subcommand)]
@@ -266,6 +273,14 @@ struct OutputArgs {
     color: ColorChoice,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// A line per dump for people, on standard error.
+    Text,
+    /// A JSON object per dump on standard output.
+    Json,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Format {
     /// For people, on a terminal.
@@ -307,6 +322,11 @@ struct WatchArgs {
     /// With --once, exit with status 3 when some dump has a deadlock.
     #[arg(long, conflicts_with = "stacks_only")]
     fail_on_deadlock: bool,
+    /// How each dump handled is logged: `text`, a line for people on standard error; `json`, one
+    /// JSON object per dump on standard output, for a log pipeline (schema: `knot schema
+    /// --watch-line`). Other events are lines on standard error either way.
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     /// A compressed dump (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
     #[arg(long, value_name = "MIB", default_value_t = knot::core::DEFAULT_MAX_DECOMPRESSED >> 20)]
     max_decompressed_mib: u64,
@@ -360,8 +380,8 @@ fn main() -> ExitCode {
         Command::Heap(HeapCommand::Stat(args)) => run_heap_stat(args),
         Command::Heap(HeapCommand::Root(args)) => run_heap_root(args),
         Command::Heap(HeapCommand::Diff(args)) => run_heap_diff(args),
-        Command::Schema => {
-            println!("{}", report::json_schema());
+        Command::Schema(args) => {
+            println!("{}", if args.watch_line { report::watch_line::json_schema() } else { report::json_schema() });
             Ok(EXIT_OK)
         }
     };
@@ -662,7 +682,15 @@ fn run_watch(args: WatchArgs) -> anyhow::Result<u8> {
         );
     }
     let mut log = |line: &str| eprintln!("knot watch: {line}");
-    let summary = watch::run(&opts, &mut log)?;
+    // One object per line, flushed at once: a log agent reads the pod's stdout as it comes.
+    let mut json_line = |line: &knot::report::watch_line::WatchLine| {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", line.to_json());
+        let _ = out.flush();
+    };
+    let on_dump: Option<&mut dyn FnMut(&knot::report::watch_line::WatchLine)> = if args.log_format == LogFormat::Json { Some(&mut json_line) } else { None };
+    let summary = watch::run_with(&opts, &mut log, on_dump)?;
     if opts.once {
         eprintln!(
             "knot watch: {} analyzed ({} with a deadlock), {} could not be analyzed, {} not written",

@@ -24,6 +24,7 @@
 
 use crate::analysis::{self, Options};
 use crate::core::compressed::Compression;
+use crate::report::watch_line::WatchLine;
 use crate::report::{self, Report};
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -245,6 +246,12 @@ pub fn check_dirs(opts: &WatchOptions) -> Result<(), WatchError> {
 /// Watches `opts.dir`; with `once`, returns when every dump there has been handled. `log`
 /// receives one line per event.
 pub fn run(opts: &WatchOptions, log: &mut dyn FnMut(&str)) -> Result<Summary, WatchError> {
+    run_with(opts, log, None)
+}
+
+/// [`run`], with each dump handled given to `on_dump` as a [`WatchLine`] (`--log-format json`)
+/// instead of as a line to `log`; every other event still goes to `log`.
+pub fn run_with(opts: &WatchOptions, log: &mut dyn FnMut(&str), mut on_dump: Option<&mut dyn FnMut(&WatchLine)>) -> Result<Summary, WatchError> {
     check_dirs(opts)?;
     let dir = &opts.dir;
     let out_dir = opts.out.clone().unwrap_or_else(|| dir.clone());
@@ -308,7 +315,7 @@ pub fn run(opts: &WatchOptions, log: &mut dyn FnMut(&str)) -> Result<Summary, Wa
                         continue;
                     }
                     let handled = match sniff(&path) {
-                        Ok(Sniff::Dump) => process(&path, &name, &meta, &outs, &opts.analysis, &mut claims, log),
+                        Ok(Sniff::Dump) => process(&path, &name, &meta, &outs, &opts.analysis, &mut claims, log, on_dump.as_deref_mut()),
                         Ok(Sniff::NotADump(why)) => {
                             log(&format!("{name}: skipped: {why}"));
                             not_dumps.insert(path.clone(), now);
@@ -316,7 +323,7 @@ pub fn run(opts: &WatchOptions, log: &mut dyn FnMut(&str)) -> Result<Summary, Wa
                             continue;
                         }
                         // Final: a kernel core is mode 0600 and stays so; waiting changes nothing.
-                        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => not_permitted(&name, &meta, &outs, &e, log),
+                        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => not_permitted(&path, &name, &meta, &outs, &e, log, on_dump.as_deref_mut()),
                         Err(e) => {
                             log(&format!("{name}: cannot read it ({e}); trying again"));
                             pending += 1;
@@ -409,7 +416,16 @@ fn marker_json(name: &str, s: Stamp) -> serde_json::Value {
     })
 }
 
-fn process(path: &Path, name: &str, before: &fs::Metadata, outs: &Outputs, opts: &Options, claims: &mut Claims, log: &mut dyn FnMut(&str)) -> Handled {
+fn process(
+    path: &Path,
+    name: &str,
+    before: &fs::Metadata,
+    outs: &Outputs,
+    opts: &Options,
+    claims: &mut Claims,
+    log: &mut dyn FnMut(&str),
+    on_dump: Option<&mut (dyn FnMut(&WatchLine) + '_)>,
+) -> Handled {
     let started = Instant::now();
     let mut running = marker_json(name, stamp(before));
     running["pid"] = std::process::id().into();
@@ -444,7 +460,7 @@ fn process(path: &Path, name: &str, before: &fs::Metadata, outs: &Outputs, opts:
                     earlier["pid"].as_u64().map_or("?".to_string(), |p| p.to_string()),
                     earlier["host"].as_str().filter(|h| !h.is_empty()).map(|h| format!(" on {h}")).unwrap_or_default()
                 );
-                return finish(name, before, outs, Err(msg), started, log);
+                return finish(path, name, before, outs, Err(msg), started, log, on_dump);
             }
             claim.hold_for_test();
             claim
@@ -464,22 +480,33 @@ fn process(path: &Path, name: &str, before: &fs::Metadata, outs: &Outputs, opts:
             Err(format!("knot {} failed while analyzing {} (a bug in knot: please report it): {msg}", env!("CARGO_PKG_VERSION"), path.display()))
         }
     };
-    finish(name, before, outs, outcome, started, log)
+    finish(path, name, before, outs, outcome, started, log, on_dump)
 }
 
 /// A dump this process may not read (another uid's mode-0600 kernel core): its error file says
 /// whose it is and what to set, and it is counted as not analyzed.
-fn not_permitted(name: &str, meta: &fs::Metadata, outs: &Outputs, e: &io::Error, log: &mut dyn FnMut(&str)) -> Handled {
+fn not_permitted(path: &Path, name: &str, meta: &fs::Metadata, outs: &Outputs, e: &io::Error, log: &mut dyn FnMut(&str), on_dump: Option<&mut (dyn FnMut(&WatchLine) + '_)>) -> Handled {
     use std::os::unix::fs::MetadataExt;
     // SAFETY: geteuid and getegid cannot fail and touch no memory.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let owner = report::words::FileOwner { uid: meta.uid(), gid: meta.gid(), mode: meta.mode() & 0o7777 };
     let msg = report::words::dump_not_permitted(env!("CARGO_PKG_VERSION"), e, owner, uid, gid);
-    finish(name, meta, outs, Err(msg), Instant::now(), log)
+    finish(path, name, meta, outs, Err(msg), Instant::now(), log, on_dump)
 }
 
-/// Writes the report or the error file, then the done marker, and logs the outcome.
-fn finish(name: &str, before: &fs::Metadata, outs: &Outputs, outcome: Result<Report, String>, started: Instant, log: &mut dyn FnMut(&str)) -> Handled {
+/// Writes the report or the error file, then the done marker, and logs the outcome: as a
+/// [`WatchLine`] to `on_dump` when given, else as a line to `log`.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    path: &Path,
+    name: &str,
+    before: &fs::Metadata,
+    outs: &Outputs,
+    outcome: Result<Report, String>,
+    started: Instant,
+    log: &mut dyn FnMut(&str),
+    on_dump: Option<&mut (dyn FnMut(&WatchLine) + '_)>,
+) -> Handled {
     let secs = started.elapsed().as_secs_f64();
     let (written, result_word) = match &outcome {
         Ok(r) => (write_atomic(&outs.report, (report::to_json(r) + "\n").as_bytes()).map(|_| &outs.report), "ok"),
@@ -500,6 +527,18 @@ fn finish(name: &str, before: &fs::Metadata, outs: &Outputs, outcome: Result<Rep
     if let Err(e) = write_atomic(&outs.marker, format!("{marker}\n").as_bytes()) {
         // The output is there and newer than the dump, which also counts as done.
         log(&format!("{name}: cannot write its marker: {e}"));
+    }
+    if let Some(on_dump) = on_dump {
+        let (dump_path, output) = (path.display().to_string(), written.display().to_string());
+        let line = match &outcome {
+            Ok(r) => WatchLine::analyzed(name, &dump_path, r, &output, secs),
+            Err(msg) => WatchLine::failed(name, &dump_path, msg, &output, secs),
+        };
+        on_dump(&line);
+        return match outcome {
+            Ok(r) => Handled::Analyzed { deadlock: !r.deadlocks.is_empty() },
+            Err(_) => Handled::Failed,
+        };
     }
     match outcome {
         Ok(r) => {

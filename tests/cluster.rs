@@ -265,6 +265,11 @@ impl Played {
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
     }
 
+    /// Standard output alone (`--log-format json`'s lines).
+    fn stdout(&self, c: &str) -> String {
+        String::from_utf8_lossy(&podman(&["logs", &self.container(c)]).stdout).into_owned()
+    }
+
     /// The container's process as the host sees it: `/proc/PID/status`.
     fn status(&self, c: &str) -> String {
         let pid = podman_ok(&["inspect", "--format", "{{.State.Pid}}", &self.container(c)]);
@@ -413,6 +418,8 @@ fn the_job_analyzes_a_dump_volume() {
     assert_eq!(status, 0, "{log}");
     assert!(log.contains("2 analyzed (1 with a deadlock), 0 could not be analyzed"), "{log}");
     assert!(log.contains("notes.txt: skipped"), "{log}");
+    let lines: Vec<serde_json::Value> = played.stdout("knot").lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.iter().filter(|l| l["result"] == "analyzed").count(), 2, "one JSON line per dump: {log}");
     // As a cluster runs it: the manifest's uid, a read-only root, no capabilities, its memory limit.
     let (read_only, memory, user) = inspect(&played, "knot");
     let spec = &job["spec"]["template"]["spec"];
@@ -596,8 +603,13 @@ fn the_watch_sidecar_analyzes_a_dump_the_application_drops() {
     let log = played.logs("knot");
     eprintln!("{log}");
     assert_eq!(log.lines().filter(|l| l.contains("core.my-app.25601")).count(), 1, "one line for the dump: {log}");
-    let signature = v["verdict_signature"].as_str().unwrap();
-    assert!(log.contains(signature), "{log}");
+    // The manifest asks for JSON lines: the one for the dump carries the report's keys.
+    let lines: Vec<serde_json::Value> = played.stdout("knot").lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    assert_eq!(lines.len(), 1, "{log}");
+    assert_eq!(lines[0]["dump"], "core.my-app.25601");
+    assert_eq!(lines[0]["verdict_signature"], v["verdict_signature"]);
+    assert_eq!(lines[0]["crash"]["signature"], v["crash"]["signature"]);
+    assert_eq!(lines[0]["output"], "/dumps/core.my-app.25601.knot.json");
 
     // Stopped as the kubelet stops it (SIGTERM): knot exits 0.
     podman_ok(&["stop", "-t", "10", &played.container("knot")]);
@@ -690,4 +702,66 @@ fn the_live_loop_logs_failures_after_healthy_probes() {
         assert!(log.contains(&format!("health probe failed ({n} of 3)")), "{log}");
     }
     assert!(log.contains("no process matches PROCESS=no-such-application-knot-test"), "{log}");
+}
+
+/// `knot watch --log-format json`: one JSON object per dump on stdout, valid against the committed
+/// schema (`knot schema --watch-line`), carrying the report's verdict, keys and thread count, or
+/// the error file's text; the per-dump text lines are not written besides.
+#[test]
+fn watch_json_lines_match_their_schema_and_the_reports() {
+    let root = knot_samples::workspace_root();
+    let schema_path = root.join("docs/schema/watch-line-v1.schema.json");
+    let committed = fs::read_to_string(&schema_path).unwrap();
+    let printed = Command::new(env!("CARGO_BIN_EXE_knot")).args(["schema", "--watch-line"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&printed.stdout), committed, "{} is not what `knot schema --watch-line` prints: a changed shape is a new version", schema_path.display());
+    let validator = jsonschema::validator_for(&serde_json::from_str(&committed).unwrap()).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let abba = common::committed("abba", DumpKind::Kernel);
+    fs::copy(&abba.core, dir.path().join("core.abba")).unwrap();
+    fs::copy(root.join("samples/dumps/crash_null/kernel/core.gz"), dir.path().join("core.crash.gz")).unwrap();
+    fs::write(dir.path().join("core.broken.gz"), b"\x1f\x8b\x08\x00garbage, garbage, garbage").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_knot"))
+        .args(["watch", "--once", "--settle-secs", "0", "--log-format", "json", "--sysroot"])
+        .arg(root.join("samples/dumps/sysroot"))
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("core.abba") && !stderr.contains("→"), "per-dump text lines besides the JSON: {stderr}");
+    assert!(stderr.contains("2 analyzed (1 with a deadlock), 1 could not be analyzed"), "{stderr}");
+    let lines: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    for line in &lines {
+        let errors: Vec<String> = validator.iter_errors(line).map(|e| format!("{e} at {}", e.instance_path())).collect();
+        assert!(errors.is_empty(), "{line}: {errors:?}");
+        assert_eq!(line["schema_version"], 1);
+        assert_eq!(line["knot_version"], env!("CARGO_PKG_VERSION"));
+        assert!(line["time"].as_str().is_some_and(|t| t.len() == 20 && t.ends_with('Z')), "{line}");
+        let dump = line["dump"].as_str().unwrap();
+        assert_eq!(line["dump_path"], dir.path().join(dump).display().to_string());
+        if line["result"] == "analyzed" {
+            let report = json(Path::new(line["output"].as_str().unwrap()));
+            assert_eq!(line["output"], dir.path().join(format!("{dump}.knot.json")).display().to_string());
+            for k in ["verdict", "verdict_signature"] {
+                assert_eq!(line[k], report[k], "{k} of {dump}");
+            }
+            assert_eq!(line["threads"].as_u64(), report["threads"].as_array().map(|t| t.len() as u64));
+            assert_eq!(line["deadlocks"].as_u64(), report["deadlocks"].as_array().map(|t| t.len() as u64));
+            assert_eq!(line["crash"]["kind"], report["crash"]["kind"]);
+            assert_eq!(line["crash"]["signature"], report["crash"]["signature"]);
+            assert_eq!(line["report_schema_version"], report["schema_version"]);
+        } else {
+            assert_eq!(line["result"], "error");
+            let error = fs::read_to_string(line["output"].as_str().unwrap()).unwrap();
+            assert_eq!(line["error"].as_str().map(str::trim), Some(error.trim()));
+            assert!(line["verdict"].is_null() && line["verdict_signature"].is_null(), "{line}");
+        }
+    }
+    let by_dump = |d: &str| lines.iter().find(|l| l["dump"] == d).unwrap_or_else(|| panic!("no line for {d}: {stdout}"));
+    assert_eq!(by_dump("core.abba")["verdict"], "deadlock");
+    assert!(by_dump("core.abba")["crash"].is_object(), "the kernel core records SIGABRT");
+    assert_eq!(by_dump("core.crash.gz")["crash"]["kind"], "fault");
+    assert_eq!(by_dump("core.broken.gz")["result"], "error");
 }

@@ -235,8 +235,15 @@ fn the_container_report_shows_the_cycle_then_the_grouped_convoy() {
         let t = c.report.threads.iter().find(|t| t.tid == owner).expect("owner");
         let at = out.find(&format!("Owner: Thread {owner} \"")).unwrap_or_else(|| panic!("owner {owner} not shown:\n{out}"));
         let end = at + out[at..].find("Waiters:").expect("waiters after owner");
-        let frames = out[at..end].lines().filter(|l| l.trim_start().starts_with('#')).count();
-        assert_eq!(frames, t.frames.len(), "owner {owner}'s stack is whole");
+        // Whole, a run of libcoreclr.so's unsymbolized frames one line (`#4-#13  … 10 frames
+        // in libcoreclr.so, no symbols`; issue #30, item 11); the JSON keeps every frame.
+        let lines: Vec<&str> = out[at..end].lines().map(str::trim_start).filter(|l| l.starts_with('#')).collect();
+        let folded = |l: &str| l.find(" frames in libcoreclr.so, no symbols").and_then(|e| l[..e].rsplit(' ').next()?.parse::<usize>().ok());
+        let runs: Vec<usize> = lines.iter().filter_map(|l| folded(l)).collect();
+        assert!(!runs.is_empty(), "owner {owner}: libcoreclr.so's frames folded:\n{}", lines.join("\n"));
+        assert_eq!(lines.len() - runs.len() + runs.iter().sum::<usize>(), t.frames.len(), "owner {owner}'s stack is whole:\n{}", lines.join("\n"));
+        assert!(!lines.windows(2).any(|w| w.iter().all(|l| l.contains("?? [libcoreclr.so]"))), "owner {owner}: no two `??` lines of libcoreclr.so in a row:\n{}", lines.join("\n"));
+        assert!(lines[0].starts_with("#0 "), "owner {owner}: frame #0 alone");
     }
     assert!(out.find(&format!("Owner: Thread {builder} \"")).is_some_and(|o| o > convoy_at), "the root lock's owner heads the convoy section");
     // The convoy's waiters are grouped: fewer stacks than threads, every waiter listed once.
@@ -252,11 +259,26 @@ fn the_container_report_shows_the_cycle_then_the_grouped_convoy() {
         + section.matches("(stack shown above)").count();
     assert_eq!(listed, n, "every waiter once:\n{section}");
     assert!(out.contains(&format!("cycle: thread {builder} holds monitor on System.Object at {root} (LifetimeScope._synchRoot, Tag \"root\"), waits for monitor on System.Object at ")), "summary cycle line:\n{out}");
-    // And in JSON.
+    // The HTML folds the owners' runs too, each run's addresses on hover.
+    let page = knot::report::html::render(&c.report);
+    for owner in [tenant, builder] {
+        let at = page.find(&format!("<b>Owner:</b> Thread {owner} ")).unwrap_or_else(|| panic!("owner {owner}'s stack in the HTML"));
+        let block = &page[at..at + page[at..].find("</details>").expect("details end")];
+        assert!(block.contains("<div class=\"f folded\" title=\"#") && block.contains(" frames in libcoreclr.so, no symbols</span>"), "owner {owner}:\n{block}");
+    }
+    // And in JSON, every frame.
     let json: serde_json::Value = serde_json::from_str(&knot::report::to_json(&c.report)).expect("json");
+    for owner in [tenant, builder] {
+        let t = json["threads"].as_array().expect("threads").iter().find(|t| t["tid"] == owner).expect("owner in JSON");
+        let unnamed = t["frames"].as_array().expect("frames").iter().filter(|f| f["module"] == "libcoreclr.so" && f["function"].is_null()).count();
+        assert!(unnamed >= 2, "owner {owner}: the JSON keeps libcoreclr.so's frames");
+    }
     let lock = json["locks"].as_array().expect("locks").iter().find(|l| l["address"] == root).expect("root lock in JSON");
     assert_eq!(lock["managed"]["monitor_held"], 47);
     assert_eq!(lock["waiter_tids"].as_array().map(Vec::len), Some(n));
+    // Its label (what dashboards show) names the holder as the text does (issue #30, item 10).
+    let label = lock["label"].as_str().expect("label");
+    assert!(label.starts_with("Monitor on System.Object (LifetimeScope._synchRoot, Tag \"root\"; sync block ") && label.ends_with(", MonitorHeld 47, recursion 1)"), "{label}");
 }
 
 #[test]
@@ -394,6 +416,7 @@ fn each_heap_dump_gets_the_verdict_of_its_wedge() {
             "gc_stall" => knot::report::Verdict::GcStall,
             "idle" => knot::report::Verdict::Idle,
             "crash" => knot::report::Verdict::Crash,
+            "io_wait" => knot::report::Verdict::BlockedOnIo,
             other => panic!("{}: wedge {other} has no expected verdict", c.sample),
         };
         assert_eq!(c.report.verdict, want, "{}/{}: wedge {wedge}", c.sample, c.kind);

@@ -196,6 +196,45 @@ fn total_of(text: &str) -> u64 {
     total(text).1
 }
 
+/// `samples/dotnet/dumps/cache_leak/heap`: Main waits in `Console.ReadLine` (the verdict is
+/// BLOCKED ON I/O) while a static dictionary keeps nearly all of a 32 MiB heap (issue #30,
+/// item 9). The holder is said in the text and the HTML whatever the verdict: before it here,
+/// where nothing else is the story; after the verdict's lines when a deadlock is.
+#[test]
+fn a_leak_beside_a_wait_for_input_is_said_whatever_the_verdict() {
+    const CACHE: &str = "System.Collections.Generic.Dictionary<System.String, Knot.Samples.CacheLeak.CachedReport>";
+    let Some(d) = knot_samples::dotnet::dumps("sos/objsize-cache.txt", false).into_iter().find(|d| d.sample == "cache_leak") else {
+        return knot_samples::skipped("skipping: samples/dotnet/dumps/cache_leak/heap not found");
+    };
+    let mut report = knot::analyze(&d.core, &Options { locator: locator(&d), ..Options::default() }).expect("the dump reads");
+    assert_eq!(report.verdict, knot::report::Verdict::BlockedOnIo);
+    let json: serde_json::Value = serde_json::from_str(&knot::report::to_json(&report)).expect("JSON");
+    let s = &json["dotnet"]["heap"]["suspects"][0];
+    // What it retains is what SOS `objsize` says the dictionary keeps alive but its two string
+    // comparers (24 bytes each), CoreLib's shared singletons, which statics hold too; its root
+    // the static.
+    assert_eq!(s["type"], CACHE, "{s}");
+    assert_eq!(s["retained_bytes"].as_u64(), Some(total_of(&sos(&d, "objsize-cache.txt")) - 2 * 24), "{s}");
+    assert_eq!(s["root"]["name"], "the static field ReportCache.s_reports", "{s}");
+
+    let text = knot::report::text::render(&report, &Default::default());
+    let (leak, verdict) = (text.find("Leak suspect: ").expect("the leak is said in the text"), text.find("Verdict: BLOCKED ON I/O").expect("verdict"));
+    assert!(leak < verdict, "said first when nothing else is the story:\n{text}");
+    assert!(text[leak..].lines().next().is_some_and(|l| l.contains(CACHE) && l.contains("reached from the static field ReportCache.s_reports") && l.contains("4,000 Knot.Samples.CacheLeak.CachedReport objects")), "{text}");
+    let page = knot::report::html::render(&report);
+    let header = &page[page.find("<header class=\"verdict").expect("header")..page.find("</header>").expect("header end")];
+    assert!(header.contains("<b>Leak suspect:</b>") && header.contains(&CACHE.replace('<', "&lt;").replace('>', "&gt;")), "the HTML's verdict header says it: {header}");
+
+    // The same heap beside a deadlock: the deadlock's lines first, then the holder.
+    report.verdict = knot::report::Verdict::Deadlock;
+    let text = knot::report::text::render(&report, &Default::default());
+    let (leak, verdict) = (text.find("Leak suspect: ").expect("the leak is said beside a deadlock"), text.find("Verdict: DEADLOCK").expect("verdict"));
+    assert!(verdict < leak && leak < text.find("== ").expect("the threads"), "after the verdict's lines, on the first screen:\n{text}");
+    let page = knot::report::html::render(&report);
+    let header = &page[page.find("<header class=\"verdict").expect("header")..page.find("</header>").expect("header end")];
+    assert!(header.find("<b>Leak suspect:</b>").is_some_and(|l| l > header.find("<h1>").unwrap_or(usize::MAX)), "{header}");
+}
+
 /// Under a memory limit too small for the object graph (`--max-memory`, the library's
 /// `max_memory`), the report still comes: the heap by type, the GC's state, stacks and locks as
 /// without a limit, the retained sizes left out, and the limit said first (`verdict_limits`, the

@@ -84,6 +84,10 @@
 #                                                 from the 10.0.15 runtime pack (a catalogued build other than
 #                                                 the machine's 10.0.12), under DOTNET_GCHeapHardLimit=0x10000000;
 #                                                 the publish directory's own createdump --withheap
+#   cache_leak         heap                       createdump --withheap PID (Main waits in Console.ReadLine on a
+#                                                 FIFO opened read-write as stdin, so it never returns; a static
+#                                                 Dictionary holds ~32 MiB, ~97 % of the heap; SOS gcroot and
+#                                                 objsize of the dictionary)
 #   orleans_silo       heap                       a real Orleans 10.4.2 silo (Microsoft.Orleans.Server): 9 grain
 #                                                 activations and 1 grain call wait behind a cache's lock whose
 #                                                 holder waits for that grain call; createdump --withheap PID
@@ -137,6 +141,7 @@ ALL_JOBS=(
   heap_graph/heap
   pool_queue/heap timed_waits/heap
   async_tcs/heap semaphore_async/heap
+  cache_leak/heap
   self_contained/heap single_file/heap net9_abba/heap net9_heap/heap runtime_10_0_15/heap
   orleans_silo/heap orleans_silo/again
   aspnet_pool/deadlock aspnet_pool/starved aspnet_pool/nolock aspnet_pool/healthy aspnet_pool/deadlock2
@@ -506,6 +511,8 @@ oracle() {  # oracle SAMPLE DIR
       sos_gcrefs "$core" "$dir/sos/lock-objects.txt" "Knot.Samples." ;;
     heap_graph)
       sos_gcroots "$core" "$dir/sos/gcroot.txt" "Knot.Samples.HeapGraph." ;;
+    cache_leak)
+      sos_cache "$core" "$dir/sos" ;;
   esac
 }
 
@@ -528,13 +535,28 @@ sos_gcroots() {  # sos_gcroots CORE OUT PREFIX
   rm -rf "$tmp"
 }
 
+# SOS's reading of cache_leak's retention: gcroot and objsize of the static cache's dictionary
+# (objsize's statistics only: its address list served to find the objects).
+sos_cache() {  # sos_cache CORE SOSDIR
+  local core="$1" d="$2" mt dict
+  mt="$(awk '/Dictionary<System.String, Knot.Samples.CacheLeak.CachedReport>$/ {print $1; exit}' "$d/dumpheap-stat.txt")"
+  sos "$core" "$d/dictionaries.txt" "dumpheap -mt $mt -short"
+  dict="$(awk '/^ *[0-9a-f]+ *$/ && length($1) >= 12 {print $1; exit}' "$d/dictionaries.txt")"
+  echo "dictionary = $dict   # ReportCache.s_reports" >"$d/addresses.txt"
+  sos "$core" "$d/gcroot-cache.txt" "gcroot $dict"
+  sos "$core" "$d/objsize-cache.txt" "objsize $dict"
+  awk 'NR <= 2 || /^Statistics:/ {keep = keep || /^Statistics:/; print; next} keep {print}' "$d/objsize-cache.txt" >"$d/objsize-cache.txt.tmp" \
+    && mv "$d/objsize-cache.txt.tmp" "$d/objsize-cache.txt"
+  rm -f "$d/dictionaries.txt"
+}
+
 # ---------------------------------------------------------------- build
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   log "building samples (dotnet build -c Debug)"
   for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
            unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime heap_growth heap_graph \
            pool_queue orleans_silo timed_waits aspnet_pool \
-           async_tcs semaphore_async; do
+           async_tcs semaphore_async cache_leak; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }
   done
@@ -700,9 +722,13 @@ run_job() {  # run_job SAMPLE KIND
   [[ -z "$how" ]] && how="$createdump -f $dir/core $flags PID"
   log "$sample/$kind: starting"
   # Own cwd, no kernel core (FailFast aborts the process after createdump).
+  # cache_leak reads commands from stdin: a FIFO opened read-write (so the process holds its
+  # writer too) keeps Console.ReadLine waiting with no other process; /dev/null would end it.
+  local stdin=/dev/null
+  if [[ "$sample" == cache_leak ]]; then stdin="$dir/stdin.fifo"; mkfifo "$stdin"; fi
   (
     cd "$dir"; ulimit -c 0
-    exec env "${env[@]}" "${wrap[@]}" "$host" $dll "${args[@]}" >"$dir/stdout.txt" 2>"$dir/stderr.txt"
+    exec env "${env[@]}" "${wrap[@]}" "$host" $dll "${args[@]}" <>"$stdin" >"$dir/stdout.txt" 2>"$dir/stderr.txt"
   ) &
   local pid=$!
   PIDS+=("$pid")
@@ -738,6 +764,7 @@ run_job() {  # run_job SAMPLE KIND
     wait "$pid" 2>/dev/null || true
   fi
   fi
+  [[ "$stdin" == /dev/null ]] || rm -f "$stdin"
   local size; size="$(stat -c %s "$dir/core")"
   {
     echo "sample            = $sample"

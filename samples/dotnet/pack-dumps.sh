@@ -40,6 +40,7 @@ COMMITTED=(
   timed_waits/heap
   async_tcs/heap
   semaphore_async/heap
+  cache_leak/heap
 )
 if [[ -n "${ONLY:-}" ]]; then
   read -r -a COMMITTED <<<"$ONLY"

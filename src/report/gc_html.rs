@@ -50,6 +50,18 @@ pub(crate) fn section(out: &mut String, d: &DotnetReport) {
     retained_section(out, heap);
 }
 
+/// The leak suspects said in the verdict's header (as the text's first screen says them: first
+/// when nothing else is the story, after the cycles when something is), each linked to its
+/// path in "What keeps the heap alive".
+pub(crate) fn suspects_at(out: &mut String, r: &crate::report::Report, place: super::gc_text::SuspectPlace) {
+    if super::gc_text::suspect_place(r) != Some(place) {
+        return;
+    }
+    for s in super::gc_text::said_suspects(r) {
+        let _ = write!(out, "<p class=\"warn leak\"><b>Leak suspect:</b> {} <a href=\"#retained\">(path)</a></p>", escape(&super::words::suspect(s)));
+    }
+}
+
 /// The dominator tree's top as an icicle (each row one level down, each box as wide as its
 /// share of the reachable heap, the largest first; hover for the object), the leak suspects
 /// with their paths from the roots, and retained bytes by type.

@@ -85,28 +85,63 @@ pub(crate) fn summary_lines(out: &mut String, d: &DotnetReport) {
     }
 }
 
-/// A holder opens the report of a process with nothing else to say only when it keeps at
-/// least this much: a large share of a tiny idle heap (47 % of 67 KiB) is noise, not a leak.
+/// A holder is said in every report, whatever the verdict, when it keeps at least this much
+/// (and its share of the heap makes it a suspect): a large share of a tiny heap (47 % of
+/// 67 KiB) is noise, not a leak.
 pub(crate) const SUSPECT_FIRST_MIN_BYTES: u64 = 1 << 20;
 
-/// Whether the leak suspects open the report: the heap is the story (a stall, an OOM, near its
-/// limit), or nothing else is (no crash, nothing blocked) and a holder keeps a large share of
-/// the heap and at least [`SUSPECT_FIRST_MIN_BYTES`].
-pub(crate) fn suspects_first(r: &crate::report::Report) -> bool {
+/// Where the leak suspects are said in the first screen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SuspectPlace {
+    /// Before the verdict: the heap is the story, or nothing else is.
+    First,
+    /// After the verdict's lines: a deadlock, a crash, a convoy or a starved pool is the story.
+    AfterVerdict,
+}
+
+/// Where (and whether) the leak suspects are said: first when the heap is the story (a stall,
+/// an OOM, near its limit) or nothing else is (nothing blocked, idle, or waiting on I/O); after
+/// the verdict's lines when something else is. Either way only when a suspect keeps at least
+/// [`SUSPECT_FIRST_MIN_BYTES`], except when the heap is the story.
+pub(crate) fn suspect_place(r: &crate::report::Report) -> Option<SuspectPlace> {
     use crate::report::Verdict;
-    let Some(d) = r.dotnet.as_ref() else { return false };
-    let (Some(heap), Some(gc)) = (d.heap.as_ref(), d.gc.as_ref()) else { return false };
+    let d = r.dotnet.as_ref()?;
+    let (heap, gc) = (d.heap.as_ref()?, d.gc.as_ref()?);
     if heap.suspects.is_empty() {
-        return false;
+        return None;
     }
-    heap_is_the_story(gc)
-        || matches!(r.verdict, Verdict::GcStall)
-        || (matches!(r.verdict, Verdict::Idle | Verdict::NothingBlocked) && heap.suspects.iter().any(|s| s.retained_bytes >= SUSPECT_FIRST_MIN_BYTES))
+    if heap_is_the_story(gc) || matches!(r.verdict, Verdict::GcStall) {
+        return Some(SuspectPlace::First);
+    }
+    if !heap.suspects.iter().any(|s| s.retained_bytes >= SUSPECT_FIRST_MIN_BYTES) {
+        return None;
+    }
+    match r.verdict {
+        Verdict::Idle | Verdict::NothingBlocked | Verdict::BlockedOnIo | Verdict::NotAnalyzed => Some(SuspectPlace::First),
+        Verdict::Deadlock | Verdict::Crash | Verdict::Contention | Verdict::ThreadPoolStarved | Verdict::GcStall => Some(SuspectPlace::AfterVerdict),
+    }
+}
+
+/// The suspects a report says: every one when the heap is the story, else those that keep at
+/// least [`SUSPECT_FIRST_MIN_BYTES`].
+pub(crate) fn said_suspects<'a>(r: &'a crate::report::Report) -> Vec<&'a crate::runtimes::dotnet::gc::report::SuspectReport> {
+    let Some(heap) = r.dotnet.as_ref().and_then(|d| d.heap.as_ref()) else { return Vec::new() };
+    let all = r.dotnet.as_ref().and_then(|d| d.gc.as_ref()).is_some_and(heap_is_the_story) || r.verdict == crate::report::Verdict::GcStall;
+    heap.suspects.iter().filter(|s| all || s.retained_bytes >= SUSPECT_FIRST_MIN_BYTES).collect()
+}
+
+/// The leak suspects at `place` in the text's first screen (a blank line, then
+/// [`suspect_lines`]), or nothing when they belong elsewhere or are not said.
+pub(crate) fn suspects_at(out: &mut String, r: &crate::report::Report, place: SuspectPlace) {
+    if suspect_place(r) == Some(place) {
+        out.push('\n');
+        suspect_lines(out, &said_suspects(r));
+    }
 }
 
 /// The leak suspects, one line each, then each one's path from its root.
-pub(crate) fn suspect_lines(out: &mut String, heap: &HeapReport) {
-    for s in &heap.suspects {
+pub(crate) fn suspect_lines(out: &mut String, suspects: &[&crate::runtimes::dotnet::gc::report::SuspectReport]) {
+    for s in suspects {
         let _ = writeln!(out, "Leak suspect: {}", super::words::suspect(s));
         if s.path.len() > 1 {
             let steps: Vec<String> = s

@@ -142,6 +142,7 @@ fn verdict(out: &mut String, r: &Report) {
         escape(&super::words::verdict(r.verdict).to_uppercase()),
         line
     );
+    super::gc_html::suspects_at(out, r, super::gc_text::SuspectPlace::First);
     if !r.deadlocks.is_empty() {
         out.push_str("<ol class=\"cycles\">");
         for d in &r.deadlocks {
@@ -163,6 +164,7 @@ fn verdict(out: &mut String, r: &Report) {
         }
         out.push_str("</ol>");
     }
+    super::gc_html::suspects_at(out, r, super::gc_text::SuspectPlace::AfterVerdict);
     out.push_str("</header>\n");
 }
 
@@ -177,7 +179,7 @@ fn contended_table(out: &mut String, r: &Report) {
             out,
             "<tr><td><a class=\"lockname\" href=\"#l{i}\">{}</a></td><td>{}</td><td class=\"mono\">{}</td><td class=\"owner\">{}</td><td class=\"n\">{}</td></tr>",
             escape(&lock_name(&l)),
-            escape(&l.label),
+            escape(&super::words::lock_detail(l)),
             l.address.map(|a| a.to_string()).unwrap_or_default(),
             owner_html(l),
             l.waiter_tids.len()
@@ -217,7 +219,7 @@ fn locks(out: &mut String, r: &Report) -> BTreeSet<u32> {
     out.push_str("<section id=\"locks\"><h2>Locks</h2>\n");
     for (i, l) in contended {
         let in_cycle = r.deadlocks.iter().any(|d| d.locks.contains(&l.id));
-        let _ = write!(out, "<article class=\"lock{}\" id=\"l{i}\"><h3><span class=\"lockname\">{}</span> — {}", if in_cycle { " cycle" } else { "" }, escape(&lock_name(&l)), escape(&l.label));
+        let _ = write!(out, "<article class=\"lock{}\" id=\"l{i}\"><h3><span class=\"lockname\">{}</span> — {}", if in_cycle { " cycle" } else { "" }, escape(&lock_name(&l)), escape(&super::words::lock_detail(&l)));
         if let Some(a) = l.address {
             let _ = write!(out, " at <span class=\"mono\">{a}</span>");
         }
@@ -243,7 +245,7 @@ fn locks(out: &mut String, r: &Report) -> BTreeSet<u32> {
             // first showing.
             let id = if shown.insert(owner.tid) { format!(" id=\"t{}\"", owner.tid) } else { String::new() };
             let _ = write!(out, "<details class=\"stack owner\" open><summary{id}><b>Owner:</b> {}</summary>", thread_title(owner, &r.locks));
-            frames(out, &owner.frames);
+            folded_frames(out, &owner.frames, &super::fold::crash_addresses(r));
             stack_end(out, owner);
             out.push_str("</details>");
         }
@@ -346,9 +348,49 @@ fn stack_end(out: &mut String, t: &ThreadReport) {
     }
 }
 
+/// A stack, a run of unsymbolized frames of one module as one line (`report::fold`; the whole
+/// run's addresses on hover). `keep`: the addresses no run may hide.
+fn folded_frames(out: &mut String, frames: &[FrameReport], keep: &[u64]) {
+    out.push_str("<div class=\"frames\">");
+    for line in super::fold::fold(frames, keep) {
+        match line {
+            super::fold::Line::Frame(f) => frame(out, f),
+            super::fold::Line::Run { module, frames } => {
+                let (first, last) = (&frames[0], &frames[frames.len() - 1]);
+                let ips: Vec<String> = frames.iter().map(|f| format!("#{} {:#x}", f.index, f.ip.0)).collect();
+                let _ = write!(
+                    out,
+                    "<div class=\"f folded\" title=\"{}\"><span class=\"idx\">#{}-#{}</span> <span class=\"ip\">{:#018x}</span>  <span class=\"fn\">{}</span> <span class=\"mod\">(… {:#018x})</span></div>",
+                    ips.join("\n"),
+                    first.index,
+                    last.index,
+                    first.ip.0,
+                    escape(&super::words::folded_frames(frames.len(), module)),
+                    last.ip.0
+                );
+            }
+        }
+    }
+    if frames.is_empty() {
+        out.push_str("<div class=\"f\">(no frames)</div>");
+    }
+    out.push_str("</div>");
+}
+
 pub(crate) fn frames(out: &mut String, frames: &[FrameReport]) {
     out.push_str("<div class=\"frames\">");
     for f in frames {
+        frame(out, f);
+    }
+    if frames.is_empty() {
+        out.push_str("<div class=\"f\">(no frames)</div>");
+    }
+    out.push_str("</div>");
+}
+
+/// One frame's line.
+fn frame(out: &mut String, f: &FrameReport) {
+    {
         let cls = match f.trust {
             Trust::Scan => " scan",
             Trust::FramePointer => " fp",
@@ -387,10 +429,6 @@ pub(crate) fn frames(out: &mut String, frames: &[FrameReport]) {
         }
         out.push_str("</div>");
     }
-    if frames.is_empty() {
-        out.push_str("<div class=\"f\">(no frames)</div>");
-    }
-    out.push_str("</div>");
 }
 
 fn flame_graph(out: &mut String, r: &Report) {
@@ -451,17 +489,28 @@ fn modules(out: &mut String, r: &Report) {
     for m in &r.modules {
         let _ = write!(
             out,
-            "<tr><td>{}</td><td class=\"mono\">{}–{}</td><td class=\"mono\">{}</td><td>{}{}</td><td>{}</td></tr>",
+            "<tr><td class=\"path\" title=\"{}\">{}</td><td class=\"mono\">{}–{}</td><td class=\"mono\">{}</td><td title=\"{}\">{}{}</td><td>{}</td></tr>",
             escape(&m.path),
+            path_html(&m.path),
             m.start,
             m.end,
             escape(m.build_id.as_deref().unwrap_or("")),
+            escape(&format!("{}{}", m.file_status, m.file_detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default())),
             escape(&m.file_status),
             m.file_detail.as_deref().map(|d| format!(": {}", escape(d))).unwrap_or_default(),
             escape(m.debug_info.as_deref().unwrap_or(""))
         );
     }
     out.push_str("</tbody></table></details></section>\n");
+}
+
+/// A module's path in the modules table: its directory dimmed, its file name plain; the cell
+/// wraps anywhere (the table's CSS), so a long path never widens the page.
+fn path_html(path: &str) -> String {
+    match path.rsplit_once('/') {
+        Some((dir, base)) => format!("<span class=\"dir\">{}/</span>{}", escape(dir), escape(base)),
+        None => escape(path),
+    }
 }
 
 const CSS: &str = r#"
@@ -484,6 +533,7 @@ code,.mono,.frames{font-family:ui-monospace,SFMono-Regular,"DejaVu Sans Mono",Me
 .chip{display:inline-block;padding:1px 8px;border-radius:4px;border:1px solid var(--red);background:var(--bg);font-size:14px;margin:1px 0}.chip.l{border-radius:12px}
 .tag{font-size:12px;padding:1px 6px;border-radius:3px;background:var(--amberbg);color:var(--amber);border:1px solid var(--amber)}
 table{border-collapse:collapse;width:100%;font-size:14px}th,td{text-align:left;padding:4px 10px;border-bottom:1px solid var(--line);vertical-align:top}th{color:var(--dim);font-weight:600}td.n,th.n{text-align:right}
+#modules table{table-layout:fixed}#modules td{overflow-wrap:anywhere}#modules th:nth-child(1){width:27%}#modules th:nth-child(2){width:19ch}#modules th:nth-child(3){width:21ch}#modules th:nth-child(5){width:19%}#modules .dir{color:var(--dim)}
 #contended table{table-layout:fixed}#contended td{overflow-wrap:anywhere}#contended th:nth-child(1){width:36%}#contended th:nth-child(2){width:14%}#contended th:nth-child(3){width:15ch}#contended th:nth-child(5){width:6em}
 .lockname{font-weight:600;color:var(--lockline)}.owner{font-weight:600}
 .scroll{overflow:auto;border:1px solid var(--line);border-radius:6px;background:var(--panel);max-height:80vh}

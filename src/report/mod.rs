@@ -4,6 +4,7 @@ pub(crate) mod crash_html;
 pub(crate) mod crash_text;
 pub(crate) mod dump;
 pub mod flame;
+pub(crate) mod fold;
 pub(crate) mod async_html;
 pub(crate) mod async_text;
 pub(crate) mod gc_html;
@@ -16,6 +17,7 @@ mod json_format;
 pub(crate) mod model;
 pub(crate) mod svg;
 pub mod text;
+pub mod watch_line;
 pub mod words;
 
 pub use crate::hex::Hex;

@@ -63,13 +63,9 @@ pub fn render_colored(report: &Report, opts: &TextOptions, color: bool) -> Strin
     if let Some(c) = &report.crash {
         super::crash_text::lines(&mut out, report, c);
     }
-    if super::gc_text::suspects_first(report) {
-        if let Some(heap) = report.dotnet.as_ref().and_then(|d| d.heap.as_ref()) {
-            out.push('\n');
-            super::gc_text::suspect_lines(&mut out, heap);
-        }
-    }
+    super::gc_text::suspects_at(&mut out, report, super::gc_text::SuspectPlace::First);
     summary(&mut out, report, paint);
+    super::gc_text::suspects_at(&mut out, report, super::gc_text::SuspectPlace::AfterVerdict);
     let mut shown: BTreeSet<u32> = BTreeSet::new();
     // The crashed thread's stack comes first, whole.
     if let Some(c) = &report.crash {
@@ -231,7 +227,7 @@ fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, 
         let n = l.waiter_tids.len();
         let verb = if l.kind == LockKind::MonitorWait { if n == 1 { "is in" } else { "are in" } } else if n == 1 { "waits for" } else { "wait for" };
         let _ = writeln!(out, "== {n} thread{} {verb} {} ({}) ==", plural(n), paint.lock(&lock_name(l)), paint.owner(&owner_words(l)));
-        let _ = writeln!(out, "   {}", l.label);
+        let _ = writeln!(out, "   {}", super::words::lock_detail(l));
     } else {
         let _ = write!(out, "== {} — {}", paint.lock(&lock_name(l)), l.label);
         if let Some(a) = l.address {
@@ -253,7 +249,7 @@ fn lock_section(out: &mut String, r: &Report, l: &LockFact, opts: &TextOptions, 
         let _ = writeln!(out, "Owner: thread {owner} (crashed; stack shown above)");
     } else if let Some(owner) = l.owner.tid().and_then(|t| thread_by_tid(r, t)) {
         let _ = write!(out, "Owner: ");
-        thread_painted(out, owner, &r.locks, None, |s| paint.owner(s));
+        thread_painted(out, owner, &r.locks, None, Some(&super::fold::crash_addresses(r)), |s| paint.owner(s));
         shown.insert(owner.tid);
     }
     let waiters: Vec<&ThreadReport> = l.waiter_tids.iter().filter_map(|&t| thread_by_tid(r, t)).collect();
@@ -329,10 +325,12 @@ fn header(out: &mut String, r: &Report) {
 }
 
 pub fn thread(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_frames: Option<usize>) {
-    thread_painted(out, t, locks, max_frames, str::to_string)
+    thread_painted(out, t, locks, max_frames, None, str::to_string)
 }
 
-fn thread_painted(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_frames: Option<usize>, title: impl Fn(&str) -> String) {
+/// A thread's title line and stack; with `fold`, runs of unsymbolized frames of one module are
+/// one line each (`report::fold`; `fold` holds the addresses no run may hide).
+fn thread_painted(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_frames: Option<usize>, fold: Option<&[u64]>, title: impl Fn(&str) -> String) {
     let _ = write!(out, "{}", title(&format!("Thread {}", t.tid)));
     if let Some(name) = &t.name {
         let _ = write!(out, " \"{name}\"");
@@ -344,7 +342,10 @@ fn thread_painted(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_fr
         out.push_str(" (signalled)");
     }
     let _ = writeln!(out, " — {}", state_words(t, locks));
-    frames(out, &t.frames, max_frames);
+    match fold {
+        Some(keep) => folded_frames(out, &t.frames, keep),
+        None => frames(out, &t.frames, max_frames),
+    }
     if !t.stack_end.complete {
         let _ = writeln!(out, "    (stack incomplete: {})", t.stack_end.detail);
     }
@@ -357,6 +358,21 @@ pub(crate) fn frames(out: &mut String, frames: &[FrameReport], max_frames: Optio
     }
     if shown < frames.len() {
         let _ = writeln!(out, "    ... {} more frames", frames.len() - shown);
+    }
+}
+
+/// Every frame, a run of unsymbolized frames of one module as one line: `#4-#13  10 frames in
+/// libcoreclr.so, no symbols (0x… … 0x…)`.
+fn folded_frames(out: &mut String, frames: &[FrameReport], keep: &[u64]) {
+    for line in super::fold::fold(frames, keep) {
+        match line {
+            super::fold::Line::Frame(f) => frame(out, f),
+            super::fold::Line::Run { module, frames } => {
+                let (first, last) = (&frames[0], &frames[frames.len() - 1]);
+                let span = format!("#{}-#{}", first.index, last.index);
+                let _ = writeln!(out, "  {span:<4} {:#018x}  {} (… {:#018x})", first.ip.0, super::words::folded_frames(frames.len(), module), last.ip.0);
+            }
+        }
     }
 }
 

@@ -31,9 +31,7 @@ pub fn lock_name(l: &LockFact) -> String {
             },
             _ => format!("monitor on {ty} at {}", m.object),
         };
-        // Named by the object that holds it in a field: `(LifetimeScope._synchRoot, Tag
-        // "root")`. An array slot (a static field's storage, a collection) names nothing.
-        return match m.referrers.first().filter(|r| l.kind.is_on_managed_object() && !r.field.starts_with('[')) {
+        return match holder(l.kind, m) {
             Some(r) => format!("{name} ({})", referrer(r)),
             None => name,
         };
@@ -46,8 +44,38 @@ pub fn lock_name(l: &LockFact) -> String {
     }
 }
 
-/// What a .NET lock is (`LockFact::label`): `Monitor on System.Object (sync block 3,
-/// MonitorHeld 1, recursion 1)`, `task … (status: WaitingForActivation)`, from its facts.
+/// The object that holds a .NET lock's object in a field, which names the lock for people
+/// (`LifetimeScope._synchRoot, Tag "root"`). An array slot (a static field's storage, a
+/// collection) names nothing.
+fn holder(kind: LockKind, m: &ManagedLock) -> Option<&ReferrerReport> {
+    m.referrers.first().filter(|r| kind.is_on_managed_object() && !r.field.starts_with('['))
+}
+
+/// A .NET lock's label for programs (JSON `locks[].label`, which dashboards show): its facts
+/// with the holder the text names it by, `Monitor on System.Object (LifetimeScope._synchRoot,
+/// Tag "root"; sync block 3, MonitorHeld 47, recursion 1)`; [`managed_lock_label`] without one.
+pub(crate) fn managed_lock_json_label(kind: LockKind, m: &ManagedLock) -> String {
+    let facts = managed_lock_label(kind, m);
+    let Some(r) = holder(kind, m) else { return facts };
+    let by = referrer(r);
+    // `Monitor on T (details)` → `Monitor on T (holder; details)`.
+    match facts.strip_suffix(')').and_then(|f| f.split_once(" (")) {
+        Some((head, details)) => format!("{head} ({by}; {details})"),
+        None => format!("{facts} ({by})"),
+    }
+}
+
+/// What a lock is beside its name in the text, the HTML and the graph: its facts (a .NET
+/// lock's name already says its holder, so its label's copy of it is left out).
+pub fn lock_detail(l: &LockFact) -> String {
+    match &l.managed {
+        Some(m) => managed_lock_label(l.kind, m),
+        None => l.label.clone(),
+    }
+}
+
+/// What a .NET lock is, from its facts alone: `Monitor on System.Object (sync block 3,
+/// MonitorHeld 1, recursion 1)`, `task … (status: WaitingForActivation)`.
 pub(crate) fn managed_lock_label(kind: LockKind, m: &ManagedLock) -> String {
     let ty = m.type_name.as_deref().unwrap_or("(type unread)");
     match kind {
@@ -143,7 +171,7 @@ pub(crate) fn group_role_words<'a>(threads: impl Iterator<Item = &'a ThreadRepor
 pub(crate) fn label_locks(locks: &mut [LockFact]) {
     for l in locks.iter_mut() {
         if let Some(m) = &l.managed {
-            l.label = managed_lock_label(l.kind, m);
+            l.label = managed_lock_json_label(l.kind, m);
         } else if let Some(n) = &l.native {
             l.label = native_lock_label(n);
         }
@@ -486,6 +514,11 @@ pub(crate) fn role_lines(l: &LockFact, threads: &[ThreadReport]) -> Vec<String> 
             format!("{}: {list} wait{} {behind} {} — {owner}", roles.framework_name(framework).unwrap_or(framework), if n == 1 { "s" } else { "" }, lock_name(l))
         })
         .collect()
+}
+
+/// `10 frames in libcoreclr.so, no symbols`: a folded run of a stack (`report::fold`).
+pub(crate) fn folded_frames(n: usize, module: &str) -> String {
+    format!("{n} frame{} in {module}, no symbols", plural(n))
 }
 
 /// `LifetimeScope._synchRoot, Tag "root"`: the referrer in a lock's name.

@@ -437,7 +437,8 @@ pub(crate) fn graph_ahead(runtime: &Context<'_>, walked: Option<Walked>) -> Resu
         );
     }
     trace("graph: nodes");
-    let roots = roots::read_ahead(&t, &build.layout, &vars, &g);
+    let sync = super::syncblock::read_cache(&t, runtime.module, &build.layout).ok();
+    let roots = roots::read_ahead(&t, &build.layout, &vars, sync, &g);
     trace("graph: roots but the stacks'");
     let mut edge_errors = graph::GraphErrors::default();
     let dependent = roots.dependent(&g);

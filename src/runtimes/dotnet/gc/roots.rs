@@ -98,14 +98,16 @@ pub(crate) struct RootsAhead {
 
 /// Reads the roots of `g`'s objects that are not on the stacks ([`RootsAhead::finish`] adds
 /// those).
-pub(crate) fn read_ahead(t: &Target, l: &Layout, vars: &GcVars, g: &ObjectGraph) -> RootsAhead {
+/// `sync`: the runtime's count of sync table entries handed out, which bounds the table's
+/// reading as it bounds the monitors' (`syncblock::read_cache`).
+pub(crate) fn read_ahead(t: &Target, l: &Layout, vars: &GcVars, sync: Option<syncblock::CacheCounts>, g: &ObjectGraph) -> RootsAhead {
     let bounds = g.index.bounds();
     let mut is_object = |a: u64| g.node_of(a).is_some();
     let mut objects = Objects { bounds, is_object: &mut is_object };
     let mut ahead = RootsAhead::default();
     read_handles(t, vars, &mut objects, &mut ahead.before);
     read_finalizer_queue(t, vars, &mut objects, &mut ahead.before);
-    read_sync_blocks(t, l, &mut objects, &mut ahead.after);
+    read_sync_blocks(t, l, sync, &mut objects, &mut ahead.after);
     ahead
 }
 
@@ -138,12 +140,12 @@ fn roots_of(g: &ObjectGraph, at: RootsAt) -> RootReading {
 
 /// Reads every root that holds one of `objects`, in the order the graph's roots are in:
 /// handles, the finalization queue, stacks, sync blocks.
-pub(crate) fn read_at(t: &Target, l: &Layout, vars: &GcVars, objects: &mut Objects, threads: &[ThreadStack]) -> RootsAt {
+pub(crate) fn read_at(t: &Target, l: &Layout, vars: &GcVars, sync: Option<syncblock::CacheCounts>, objects: &mut Objects, threads: &[ThreadStack]) -> RootsAt {
     let mut r = RootsAt::default();
     read_handles(t, vars, objects, &mut r);
     read_finalizer_queue(t, vars, objects, &mut r);
     read_stacks(t, objects, threads, &mut r);
-    read_sync_blocks(t, l, objects, &mut r);
+    read_sync_blocks(t, l, sync, objects, &mut r);
     r
 }
 
@@ -250,8 +252,8 @@ fn read_stacks(t: &Target, objects: &mut Objects, threads: &[ThreadStack], r: &m
     }
 }
 
-fn read_sync_blocks(t: &Target, l: &Layout, objects: &mut Objects, r: &mut RootsAt) {
-    let table = match syncblock::read_table(t, l, None) {
+fn read_sync_blocks(t: &Target, l: &Layout, sync: Option<syncblock::CacheCounts>, objects: &mut Objects, r: &mut RootsAt) {
+    let table = match syncblock::read_table(t, l, sync) {
         Ok(table) => table,
         Err(e) => {
             r.errors.push(0, format!("sync block table: {e}"));

@@ -132,7 +132,8 @@ pub(crate) fn first_paths(runtime: &Context<'_>, threads: &[ThreadStack], addres
     let bounds = index.bounds;
     let roots = {
         let mut is_object = |a: u64| index.is_object(a);
-        super::roots::read_at(&t, &build.layout, &vars, &mut Objects { bounds, is_object: &mut is_object }, threads)
+        let sync = crate::runtimes::dotnet::syncblock::read_cache(&t, runtime.module, &build.layout).ok();
+        super::roots::read_at(&t, &build.layout, &vars, sync, &mut Objects { bounds, is_object: &mut is_object }, threads)
     };
     let mut counts = BTreeMap::new();
     for r in &roots.roots {
