@@ -138,7 +138,9 @@ pub struct LockFact {
     pub kind: LockKind,
     // A lock's label is the report's words for its facts (`report::words::label_locks`: from
     // `native` or `managed`).
-    /// What the lock is, for people: `pthread mutex (recursive)`, `Rust std::sync::Mutex`.
+    /// What the lock is, for people: `pthread mutex (recursive)`, `Rust std::sync::Mutex`; a .NET
+    /// lock's names the object that holds it in a field, as the text does: `Monitor on
+    /// System.Object (LifetimeScope._synchRoot, Tag "root"; sync block 3, MonitorHeld 47, recursion 1)`.
     pub label: String,
     pub address: Option<Hex>,
     /// The data symbol at the lock's address (`lock_a`), when the lock is a named global.
