@@ -5,6 +5,9 @@
 use knot_samples::gdb_oracle::{self, Thread};
 use knot_samples::{Availability, DumpKind, SampleDump, expected};
 
+/// Samples whose threads run code gdb cannot unwind (it stops at `??`).
+const BEYOND_GDB: &[&str] = &["generated_code"];
+
 fn check_dump(dump: &SampleDump) {
     let name = &dump.name;
     let text = std::fs::read_to_string(&dump.gdb_bt).unwrap();
@@ -16,6 +19,12 @@ fn check_dump(dump: &SampleDump) {
         "{name} ({}): thread count",
         dump.kind
     );
+    // gdb gives up in code nobody describes (generated code: `?? ()`, then a bogus `0x0`), so it
+    // cannot witness those threads' frames; knot's reading of them is checked against gdb up to
+    // that frame and against the program's own structure in tests/gdb_oracle.rs.
+    if BEYOND_GDB.contains(&name.as_str()) {
+        return;
+    }
     let with = |role: &str| {
         threads
             .iter()
