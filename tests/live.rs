@@ -161,11 +161,6 @@ fn the_core_it_writes_reads_back_to_the_same_report() {
     if !can_trace() {
         return;
     }
-    if name == "relative_dlopen" {
-        // It dlopen()s ./librelative_plugin.so relative to the directory its maker runs it in.
-        knot_samples::skipped("skipping relative_dlopen live: it dlopen()s its plugin by a path relative to the maker's directory");
-        return;
-    }
     let Some(sample) = knot_samples::start_live("abba", &[]).unwrap() else { return };
     let dir = tempfile::tempdir().unwrap();
     let core = dir.path().join("abba.core");
@@ -191,11 +186,6 @@ fn the_core_it_writes_reads_back_to_the_same_report() {
 #[test]
 fn thread_names_appear_in_the_text_report_with_the_pause() {
     if !can_trace() {
-        return;
-    }
-    if name == "relative_dlopen" {
-        // It dlopen()s ./librelative_plugin.so relative to the directory its maker runs it in.
-        knot_samples::skipped("skipping relative_dlopen live: it dlopen()s its plugin by a path relative to the maker's directory");
         return;
     }
     let Some(sample) = knot_samples::start_live("cycle3", &[]).unwrap() else { return };
@@ -386,11 +376,6 @@ fn without_permission_it_is_refused_with_status_4_and_says_how_to_allow_it() {
 #[test]
 fn the_pause_for_600_threads_is_short() {
     if !can_trace() {
-        return;
-    }
-    if name == "relative_dlopen" {
-        // It dlopen()s ./librelative_plugin.so relative to the directory its maker runs it in.
-        knot_samples::skipped("skipping relative_dlopen live: it dlopen()s its plugin by a path relative to the maker's directory");
         return;
     }
     let Some(sample) = knot_samples::start_live("many_threads", &["600"]).unwrap() else { return };
