@@ -109,8 +109,8 @@ pub fn run(args: Args) -> Result<()> {
     let mut failed = 0;
     for (tag, argv) in &jobs {
         let out = Command::new(&knot).args(argv).env("NO_COLOR", "1").output().with_context(|| format!("running {}", knot.display()))?;
-        let body = String::from_utf8_lossy(&out.stdout).replace(&root_s, "<ROOT>");
-        let err = String::from_utf8_lossy(&out.stderr).replace(&root_s, "<ROOT>");
+        let body = normalize_paths(&String::from_utf8_lossy(&out.stdout), &root_s);
+        let err = normalize_paths(&String::from_utf8_lossy(&out.stderr), &root_s);
         let status = out.status.code().map_or_else(|| "killed".to_string(), |c| c.to_string());
         fs::write(args.out.join(tag), format!("{body}\n--- exit {status}; stderr:\n{err}"))?;
         if out.status.code().is_none() {
@@ -123,6 +123,30 @@ pub fn run(args: Args) -> Result<()> {
         bail!("{failed} runs were killed");
     }
     Ok(())
+}
+
+/// This checkout's root becomes `<ROOT>`; so does any other checkout's root in front of a
+/// `target/samples/` path (a worktree's search dirs can point into the main checkout's made samples),
+/// so two worktrees' snapshots differ only where knot's reading does.
+fn normalize_paths(text: &str, root: &str) -> String {
+    let text = text.replace(root, "<ROOT>");
+    const MARK: &str = "/target/samples/";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find(MARK) {
+        let head = &rest[..at];
+        let start = head.rfind(|c: char| c.is_whitespace() || "\"'(=<>,[".contains(c)).map_or(0, |i| i + 1);
+        if head[start..].starts_with('/') {
+            out.push_str(&head[..start]);
+            out.push_str("<ROOT>");
+        } else {
+            out.push_str(head);
+        }
+        out.push_str(MARK);
+        rest = &rest[at + MARK.len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn diff(old: &Path, new: &Path) -> Result<()> {
@@ -167,4 +191,23 @@ fn sorted_dirs(dir: &Path) -> Vec<PathBuf> {
 
 fn file_name(p: &Path) -> String {
     p.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize_paths;
+
+    #[test]
+    fn another_checkouts_made_samples_read_as_this_ones() {
+        let text = "search /work/main/target/samples/dotnet-runtime/x and /work/wt/a/samples/y \"/other/target/samples/z\"";
+        assert_eq!(
+            normalize_paths(text, "/work/wt/a"),
+            "search <ROOT>/target/samples/dotnet-runtime/x and <ROOT>/samples/y \"<ROOT>/target/samples/z\""
+        );
+    }
+
+    #[test]
+    fn a_relative_target_samples_path_is_left_alone() {
+        assert_eq!(normalize_paths("at target/samples/q", "/r"), "at target/samples/q");
+    }
 }
