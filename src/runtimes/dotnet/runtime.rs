@@ -334,6 +334,8 @@ impl Runtime for DotnetRuntime<'_> {
                 *g = ahead.graph;
             }
             if let Some(gc) = gc::report::attach_reading(reading, &mut report, &mut facts.locks, &mut facts.diagnostics) {
+                // A lock object held by a static field is named by it (`Ledger._sync`).
+                super::static_holders::name(c, &gc, &mut facts.locks);
                 // The objects queued to the pool, when its queues were read.
                 let queued: Option<std::collections::HashSet<u64>> =
                     self.pool_reading().and_then(|p| p.queues.as_ref().ok()).map(|q| q.items.iter().map(|i| i.object).collect());
