@@ -602,21 +602,33 @@ pub(crate) fn verdict_limit(l: &Limit) -> VerdictLimit {
                 short: format!("{name}'s file"),
             }
         }
-        Limit::HeapGraphMemory { objects, needed, available, limit } => {
+        Limit::HeapGraphMemory { objects, needed, available, limit, scratch } => {
+            use crate::memory_budget::ScratchVerdict;
             let source = match &limit.source {
                 crate::memory_budget::LimitSource::Flag => "--max-memory".to_string(),
                 crate::memory_budget::LimitSource::Cgroup(path) => path.display().to_string(),
             };
+            let bytes = super::gc_text::bytes;
+            let why_not_scratch = match scratch {
+                ScratchVerdict::WalkTooLarge => "even with its arrays in scratch files, the walk's lists of the objects do not fit".to_string(),
+                ScratchVerdict::TooSmall { dir, free, needed } => format!("its scratch files would need about {} in {}, which has {} free (--scratch-dir)", bytes(*needed), dir.display(), bytes(*free)),
+                ScratchVerdict::InMemory { dir } => format!("scratch files in {} would be memory too: it is a memory-backed file system (--scratch-dir)", dir.display()),
+                ScratchVerdict::Unusable { dir, why } => format!("scratch files cannot be made in {} ({why}; --scratch-dir)", dir.display()),
+            };
+            let fix = match scratch {
+                ScratchVerdict::WalkTooLarge => format!("--max-memory SIZE above the limit knot reads (about {} for this heap, its arrays in scratch files), or a higher memory limit", bytes(objects.saturating_mul(crate::memory_budget::WALK_BYTES_PER_OBJECT).saturating_mul(4) / 3 + (256 << 20))),
+                _ => format!("--scratch-dir DIR on a disk with room for the scratch files (about {}; not a memory-backed emptyDir), or --max-memory SIZE above the limit knot reads (about {} for this heap in memory)", bytes(objects.saturating_mul(crate::memory_budget::SCRATCH_BYTES_PER_OBJECT)), bytes(needed.saturating_mul(4) / 3 + (256 << 20))),
+            };
             VerdictLimit {
                 missing: format!(
-                    "the heap's retained sizes (its object graph of {} objects needs about {}, over the {} the memory limit of {} ({source}) leaves it beside the dump's pages)",
+                    "the heap's retained sizes (its object graph of {} objects needs about {}, over the {} the memory limit of {} ({source}) leaves it beside the dump's pages; {why_not_scratch})",
                     crate::runtimes::dotnet::gc::state::thousands(*objects),
-                    super::gc_text::bytes(*needed),
-                    super::gc_text::bytes(*available),
-                    super::gc_text::bytes(limit.bytes),
+                    bytes(*needed),
+                    bytes(*available),
+                    bytes(limit.bytes),
                 ),
                 hides: "what holds the heap: retained sizes by type, the top holders and a leak suspect (stacks, locks, the heap by type and the GC's state are whole)".into(),
-                fix: format!("--max-memory SIZE above the limit knot reads (about {} for this heap), or a higher memory limit", super::gc_text::bytes(needed.saturating_mul(4) / 3 + (256 << 20))),
+                fix,
                 short: "the heap's retained sizes".into(),
             }
         }
