@@ -31,8 +31,41 @@ pub(crate) enum Place {
     #[default]
     Memory,
     /// Unlinked files mapped under this directory.
-    Files(Arc<PathBuf>),
+    Files(Arc<ScratchDir>),
 }
+
+/// A scratch directory, and the anonymous memory the arrays read at random (the dominator
+/// tree's) may still take beside the files: an array asked for with [`ScratchVec::hot`] lives
+/// in memory while this budget lasts (and gives it back when dropped), in a file after.
+#[derive(Debug)]
+pub(crate) struct ScratchDir {
+    pub(crate) dir: PathBuf,
+    memory: std::sync::atomic::AtomicU64,
+}
+
+impl ScratchDir {
+    pub(crate) fn new(dir: PathBuf, memory: u64) -> Arc<ScratchDir> {
+        Arc::new(ScratchDir { dir, memory: std::sync::atomic::AtomicU64::new(memory) })
+    }
+
+    /// Takes `bytes` of the memory budget, if that much is left.
+    fn take(&self, bytes: u64) -> bool {
+        use std::sync::atomic::Ordering;
+        self.memory.fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| left.checked_sub(bytes)).is_ok()
+    }
+
+    fn give_back(&self, bytes: u64) {
+        self.memory.fetch_add(bytes, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+impl PartialEq for ScratchDir {
+    fn eq(&self, other: &Self) -> bool {
+        self.dir == other.dir
+    }
+}
+
+impl Eq for ScratchDir {}
 
 /// A scratch file could not grow: the disk (or its quota) is full.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,6 +95,17 @@ pub(crate) const WRITEBACK_STEP: usize = 64 << 20;
 /// A growable array in memory or in a scratch file (see the module doc).
 pub(crate) struct ScratchVec<T: Plain> {
     inner: Inner<T>,
+    /// The scratch directory whose memory budget this array took (`budget` bytes), given back
+    /// when it is dropped.
+    lent: Option<(Arc<ScratchDir>, u64)>,
+}
+
+impl<T: Plain> Drop for ScratchVec<T> {
+    fn drop(&mut self) {
+        if let Some((dir, bytes)) = self.lent.take() {
+            dir.give_back(bytes);
+        }
+    }
 }
 
 enum Inner<T: Plain> {
@@ -70,7 +114,7 @@ enum Inner<T: Plain> {
 }
 
 struct FileVec<T: Plain> {
-    dir: Arc<PathBuf>,
+    dir: Arc<ScratchDir>,
     file: File,
     map: Option<memmap2::MmapMut>,
     /// Elements the mapping holds.
@@ -83,13 +127,13 @@ struct FileVec<T: Plain> {
 
 impl<T: Plain> Default for ScratchVec<T> {
     fn default() -> Self {
-        ScratchVec { inner: Inner::Memory(Vec::new()) }
+        ScratchVec { inner: Inner::Memory(Vec::new()), lent: None }
     }
 }
 
 impl<T: Plain> From<Vec<T>> for ScratchVec<T> {
     fn from(v: Vec<T>) -> Self {
-        ScratchVec { inner: Inner::Memory(v) }
+        ScratchVec { inner: Inner::Memory(v), lent: None }
     }
 }
 
@@ -135,22 +179,36 @@ impl<T: Plain> ScratchVec<T> {
     /// An empty array at `place` with room for `n` (a file's room allocated on its disk).
     pub(crate) fn with_capacity(place: &Place, n: usize) -> Self {
         match place {
-            Place::Memory => ScratchVec { inner: Inner::Memory(Vec::with_capacity(n)) },
+            Place::Memory => ScratchVec { inner: Inner::Memory(Vec::with_capacity(n)), lent: None },
             Place::Files(dir) => {
-                let file = match tempfile::tempfile_in(dir.as_path()) {
+                let file = match tempfile::tempfile_in(&dir.dir) {
                     Ok(f) => f,
-                    Err(e) => std::panic::panic_any(ScratchFull { dir: dir.display().to_string(), bytes: 0, why: e.to_string() }),
+                    Err(e) => std::panic::panic_any(ScratchFull { dir: dir.dir.display().to_string(), bytes: 0, why: e.to_string() }),
                 };
                 let mut v = FileVec { dir: dir.clone(), file, map: None, cap: 0, len: 0, written_back: 0, _t: PhantomData };
                 if n > 0 {
                     v.grow_to(n);
                 }
-                ScratchVec { inner: Inner::File(v) }
+                ScratchVec { inner: Inner::File(v), lent: None }
             }
         }
     }
 
+    /// As [`ScratchVec::with_capacity`] for an array read and written at random: with scratch
+    /// files, in memory while the directory's memory budget has room for `n` (its pages never
+    /// wait for a disk), else in a file.
+    pub(crate) fn hot(place: &Place, n: usize) -> Self {
+        if let Place::Files(dir) = place {
+            let bytes = (n * std::mem::size_of::<T>()) as u64;
+            if dir.take(bytes) {
+                return ScratchVec { inner: Inner::Memory(Vec::with_capacity(n)), lent: Some((dir.clone(), bytes)) };
+            }
+        }
+        Self::with_capacity(place, n)
+    }
+
     /// `n` copies of `value` at `place`.
+    #[cfg(test)]
     pub(crate) fn filled(place: &Place, n: usize, value: T) -> Self {
         let mut v = Self::with_capacity(place, n);
         v.resize(n, value);
@@ -244,7 +302,7 @@ impl<T: Plain> FileVec<T> {
         let size = std::mem::size_of::<T>();
         let bytes = need.max(self.cap.saturating_mul(2)).saturating_mul(size).max(MIN_FILE_BYTES);
         let bytes = bytes.div_ceil(MIN_FILE_BYTES) * MIN_FILE_BYTES;
-        let full = |why: String| -> ! { std::panic::panic_any(ScratchFull { dir: self.dir.display().to_string(), bytes: bytes as u64, why }) };
+        let full = |why: String| -> ! { std::panic::panic_any(ScratchFull { dir: self.dir.dir.display().to_string(), bytes: bytes as u64, why }) };
         use std::os::fd::AsRawFd;
         let Ok(len) = libc::off_t::try_from(bytes) else { full("too large".into()) };
         // SAFETY: a plain system call on the file's own descriptor.
@@ -360,7 +418,7 @@ mod tests {
 
     fn files() -> (tempfile::TempDir, Place) {
         let d = tempfile::tempdir().expect("temp dir");
-        let p = Place::Files(Arc::new(d.path().to_path_buf()));
+        let p = Place::Files(ScratchDir::new(d.path().to_path_buf(), 0));
         (d, p)
     }
 
@@ -390,6 +448,21 @@ mod tests {
             assert_eq!(f, vec![9u32; 5]);
         }
         assert_eq!(std::fs::read_dir(d.path()).expect("dir").count(), 0, "scratch files are unlinked");
+    }
+
+    #[test]
+    fn hot_arrays_live_in_memory_while_the_budget_lasts_and_give_it_back() {
+        let d = tempfile::tempdir().expect("temp dir");
+        let dir = ScratchDir::new(d.path().to_path_buf(), 1000);
+        let place = Place::Files(dir.clone());
+        let a: ScratchVec<u64> = ScratchVec::hot(&place, 100);
+        let b: ScratchVec<u64> = ScratchVec::hot(&place, 100);
+        assert!(!a.in_file() && b.in_file(), "800 bytes of 1000 taken, the next 800 do not fit");
+        drop(a);
+        let c: ScratchVec<u32> = ScratchVec::hot(&place, 250);
+        assert!(!c.in_file(), "given back when dropped");
+        let f: ScratchVec<u32> = ScratchVec::with_capacity(&place, 1);
+        assert!(f.in_file(), "only hot arrays take the budget");
     }
 
     #[test]

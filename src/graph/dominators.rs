@@ -131,10 +131,11 @@ pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]
     //    marks a node seen), which gets its preorder number once the node is left. The parent
     //    of number k goes in `link[k].0` (the link-eval forest starts as the DFS tree).
     // (`pre` has room for one more: it becomes `idom`, one entry per number.)
-    let mut pre: ScratchVec<u32> = ScratchVec::with_capacity(place, n + 1);
+    // Read and written at random: in memory while the place's budget has room.
+    let mut pre: ScratchVec<u32> = ScratchVec::hot(place, n + 1);
     pre.resize(n, NONE);
-    let mut order: ScratchVec<u32> = ScratchVec::with_capacity(place, n + 1);
-    let mut link: ScratchVec<u64> = ScratchVec::with_capacity(place, n + 1);
+    let mut link: ScratchVec<u64> = ScratchVec::hot(place, n + 1);
+    let mut order: ScratchVec<u32> = ScratchVec::hot(place, n + 1);
     order.push(NONE);
     link.push(pack(VIRTUAL_ROOT, 0));
     for &r in roots {

@@ -1117,3 +1117,29 @@ pub fn dump_not_permitted(version: &str, err: &std::io::Error, owner: FileOwner,
         owner.uid, owner.gid, owner.mode, owner.uid
     )
 }
+
+#[cfg(test)]
+mod heap_graph_limit_tests {
+    use super::*;
+    use crate::memory_budget::{LimitSource, MemoryLimit, ScratchVerdict};
+    use std::path::PathBuf;
+
+    /// The heap graph left out says why scratch files did not help, and names the flag that
+    /// does: `--scratch-dir` when the disk was the reason, `--max-memory` always.
+    #[test]
+    fn a_heap_graph_left_out_names_the_scratch_dir_and_the_memory_flag() {
+        let limit = MemoryLimit { bytes: 1 << 30, source: LimitSource::Cgroup(PathBuf::from("/sys/fs/cgroup/memory.max")) };
+        let said = |scratch: ScratchVerdict| verdict_limit(&Limit::HeapGraphMemory { objects: 169_000_000, needed: 6_760_000_000, available: 700 << 20, limit: limit.clone(), scratch });
+        let dir = PathBuf::from("/scratch");
+        let tmpfs = said(ScratchVerdict::InMemory { dir: dir.clone() });
+        assert!(tmpfs.missing.contains("/scratch") && tmpfs.missing.contains("memory-backed") && tmpfs.missing.contains("--scratch-dir"), "{}", tmpfs.missing);
+        assert!(tmpfs.fix.starts_with("--scratch-dir DIR") && tmpfs.fix.contains("--max-memory"), "{}", tmpfs.fix);
+        let small = said(ScratchVerdict::TooSmall { dir: dir.clone(), free: 1 << 30, needed: 9 << 30 });
+        assert!(small.missing.contains("9.0 GiB") && small.missing.contains("1.0 GiB free"), "{}", small.missing);
+        let gone = said(ScratchVerdict::Unusable { dir, why: "No such file or directory".into() });
+        assert!(gone.missing.contains("cannot be made in /scratch (No such file"), "{}", gone.missing);
+        let walk = said(ScratchVerdict::WalkTooLarge);
+        assert!(walk.missing.contains("the walk's lists") && walk.fix.starts_with("--max-memory SIZE"), "{} / {}", walk.missing, walk.fix);
+        assert_eq!(walk.short, "the heap's retained sizes");
+    }
+}

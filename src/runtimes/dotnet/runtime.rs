@@ -415,7 +415,9 @@ fn read_ahead(c: &Context<'_>, targets: &[u64], budget: Option<&HeapBudget>) -> 
             };
             let place = match plan {
                 GraphPlan::Memory => crate::scratch::Place::Memory,
-                GraphPlan::Scratch(dir) => crate::scratch::Place::Files(std::sync::Arc::new(dir)),
+                // What the walk's lists took is free again once the graph is built from them: the
+                // dominator tree's arrays (read at random) may have it, beside the files.
+                GraphPlan::Scratch(dir) => crate::scratch::Place::Files(crate::scratch::ScratchDir::new(dir, available.unwrap_or(0).saturating_sub(objects.saturating_mul(2)))),
                 GraphPlan::Degraded { needed, scratch } => {
                     let (Some(limit), Some(available)) = (limit, available) else { return HeapAhead { gc: Ok(u), graph: None, over_limit: None } };
                     let why = format!(

@@ -147,7 +147,8 @@ pub(crate) fn sums(g: &GraphView<'_>) -> Result<Sums, DominatorError> {
     // One pass in reverse preorder (every node before its dominator): each node's sum added to
     // its dominator's, and the node hung first under it, its immediate dominator's slot taking
     // its next sibling.
-    let mut first_child: ScratchVec<u32> = ScratchVec::filled(g.place, count, NONE);
+    let mut first_child: ScratchVec<u32> = ScratchVec::hot(g.place, count);
+    first_child.resize(count, NONE);
     let mut next_sibling = idom;
     for k in (1..count).rev() {
         let d = next_sibling[k] as usize;

@@ -324,7 +324,7 @@ fn the_graphs_answers_are_the_same_in_memory_and_in_scratch_files() {
     use crate::runtimes::dotnet::context::Context;
     use crate::scratch::Place;
     let dir = tempfile::tempdir().expect("a scratch dir");
-    let files = Place::Files(std::sync::Arc::new(dir.path().to_path_buf()));
+    let files = Place::Files(crate::scratch::ScratchDir::new(dir.path().to_path_buf(), 0));
     let mut read = 0;
     // The dumps with holders, suspects and many roots (the others' heaps add time, not cases).
     for d in dumps().into_iter().filter(|d| ["heap_graph", "heap_growth", "cache_leak"].iter().any(|s| d.name.contains(s))) {
