@@ -676,3 +676,40 @@ fn stale_entries_past_the_used_ones_are_not_read() {
     assert_eq!(r.dotnet.as_ref().and_then(|d| d.sync_table).map(|t| (t.total, t.free)), Some((300, 198)));
     assert!(!r.diagnostics.iter().any(|d| d.message.contains("sync block 30")), "{:?}", r.diagnostics);
 }
+
+/// mres_continuation (issue 34): a worker in the program's own `ManualResetEventSlim.Wait` on
+/// an event that a continuation of its task sets (`OnCompleted(() => done.Set())`,
+/// `ContinueWith(_ => done.Set())`) waits for that task: an edge to it, hence to its async
+/// stack and, its timer's TimerQueue queued behind the workers, to the pool — a deadlock through
+/// the pool. The tasks are the FetchQuoteAsync boxes SOS `dumpasync --tasks` lists.
+#[test]
+fn an_event_a_task_s_continuation_sets_ties_its_waiter_to_the_task() {
+    let c = case("mres_continuation");
+    let dumpasync = std::fs::read_to_string(c.sos_dir.join("dumpasync-tasks.txt")).expect("sos/dumpasync-tasks.txt");
+    let boxes: BTreeSet<u64> = dumpasync
+        .lines()
+        .filter(|l| l.ends_with("Knot.Samples.MresContinuation.Program+<FetchQuoteAsync>d__7"))
+        .filter_map(|l| l.split_whitespace().next().and_then(|a| u64::from_str_radix(a, 16).ok()))
+        .collect();
+    assert_eq!(boxes.len(), 4, "{dumpasync}");
+    let workers: Vec<u32> = c.dump["threadpool_worker_tids"].as_array().expect("worker tids").iter().map(|t| t.as_integer().expect("tid") as u32).collect();
+    let mut waited = BTreeSet::new();
+    for t in &workers {
+        let th = c.report.threads.iter().find(|x| x.tid == *t).expect("worker");
+        let id = th.blocked_on.as_deref().unwrap_or_else(|| panic!("worker {t} is blocked on nothing"));
+        let l = c.report.locks.iter().find(|l| l.id == id).expect("its lock");
+        assert_eq!(l.kind, "task", "worker {t}: {}", l.id);
+        let json = serde_json::to_value(l).expect("json");
+        let evidence: Vec<&str> = json["evidence"].as_array().expect("evidence").iter().filter_map(|e| e.as_str()).collect();
+        assert!(evidence.iter().any(|e| e.contains("a continuation of it (its m_continuationObject) sets ManualResetEventSlim")), "worker {t}: {evidence:?}");
+        assert!(evidence.iter().any(|e| e.contains("is in ManualResetEventSlim.Wait on")), "worker {t}: {evidence:?}");
+        waited.insert(l.managed.as_ref().expect("managed").object.0);
+    }
+    assert_eq!(waited, boxes, "each worker waits for its own FetchQuoteAsync task");
+    assert_eq!(c.report.verdict, knot::report::Verdict::Deadlock);
+    let pool = c.report.deadlocks.iter().find_map(|d| d.thread_pool.as_ref()).expect("a deadlock through the pool");
+    assert_eq!(pool.workers.iter().copied().collect::<BTreeSet<u32>>(), workers.iter().copied().collect::<BTreeSet<u32>>());
+    let out = text::render(&c.report, &TextOptions::default());
+    let verdict = out.lines().find(|l| l.starts_with("Verdict:")).expect("verdict");
+    assert!(verdict.contains("all 4 workers (max 4) are blocked — 4 workers block at Program.WaitForQuote on Program.FetchQuoteAsync (sync over async: ManualResetEventSlim.Wait), which wait for a worker to fire their timers"), "{verdict}");
+}

@@ -58,6 +58,10 @@
 #                                                 blocked in their work items; 5 LedgerFlush items on worker 0's
 #                                                 local queue, 6 QueueUserWorkItem callbacks and 3 Task.Run
 #                                                 items in the global queue)
+#   mres_continuation  heap                       createdump --withheap PID (a pool of 4 workers, min = max, each blocked in
+#                                                 ManualResetEventSlim.Wait on an event that a continuation of its
+#                                                 own FetchQuoteAsync task sets — OnCompleted or ContinueWith —
+#                                                 while that task's continuation waits in the pool's queue)
 #   async_tcs          heap                       createdump --withheap PID (async stacks awaiting TaskCompletionSources
 #                                                 that never complete; Main blocks in GetResult on one of them)
 #   semaphore_async    heap                       createdump --withheap PID (a SemaphoreSlim held by an async flow;
@@ -141,7 +145,7 @@ ALL_JOBS=(
   heap_graph/heap
   pool_queue/heap timed_waits/heap
   async_tcs/heap semaphore_async/heap
-  cache_leak/heap
+  cache_leak/heap mres_continuation/heap
   self_contained/heap single_file/heap net9_abba/heap net9_heap/heap runtime_10_0_15/heap
   orleans_silo/heap orleans_silo/again
   aspnet_pool/deadlock aspnet_pool/starved aspnet_pool/nolock aspnet_pool/healthy aspnet_pool/deadlock2
@@ -471,6 +475,9 @@ oracle() {  # oracle SAMPLE DIR
       sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks" ;;
     aspnet_pool)
       sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue" ;;
+    mres_continuation)
+      sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue"
+      sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks" ;;
     pool_queue)
       sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue"
       # OccupyWorker's id argument names worker 0, whose local queue holds the LedgerFlush items.
@@ -556,7 +563,7 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
            unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime heap_growth heap_graph \
            pool_queue orleans_silo timed_waits aspnet_pool \
-           async_tcs semaphore_async cache_leak; do
+           async_tcs semaphore_async cache_leak mres_continuation; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }
   done

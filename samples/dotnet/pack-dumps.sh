@@ -41,6 +41,7 @@ COMMITTED=(
   async_tcs/heap
   semaphore_async/heap
   cache_leak/heap
+  mres_continuation/heap
 )
 if [[ -n "${ONLY:-}" ]]; then
   read -r -a COMMITTED <<<"$ONLY"

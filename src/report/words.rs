@@ -816,6 +816,14 @@ impl std::fmt::Display for Evidence {
                 type_or_unread(type_name),
                 type_or_unread(event_type)
             ),
+            Evidence::TaskSetsEvent { task, type_name, state_flags, status, event, event_lock } => write!(
+                f,
+                "task {task:#x} ({}): m_stateFlags {state_flags:#x} = {status}; a continuation of it (its m_continuationObject) sets ManualResetEventSlim {event:#x}, whose m_lock is {event_lock:#x}",
+                type_or_unread(type_name)
+            ),
+            Evidence::EventWaiter { thread, event, object, stack_slot } => {
+                write!(f, "{thread} is in ManualResetEventSlim.Wait on {event:#x} (Monitor.Wait on {object:#x}), which the task's continuation sets; the task is referenced from its stack at {stack_slot:#x}")
+            }
             Evidence::TaskWaiter { thread, object, stack_slot } => {
                 write!(f, "{thread} is in Monitor.Wait on {object:#x} under a task wait frame; the task is referenced from its stack at {stack_slot:#x}")
             }

@@ -50,6 +50,13 @@ pub enum Evidence {
     /// A thread in Monitor.Wait on a task's event under a task wait frame; the task is
     /// referenced from its stack at `stack_slot`.
     TaskWaiter { thread: NamedThread, object: u64, stack_slot: u64 },
+    /// A .NET task one of whose continuations sets a `ManualResetEventSlim` (`OnCompleted(() =>
+    /// done.Set())`, `ContinueWith`): the event is reached from the task's
+    /// `m_continuationObject`.
+    TaskSetsEvent { task: u64, type_name: Option<String>, state_flags: u32, status: String, event: u64, event_lock: u64 },
+    /// A thread in the program's own `ManualResetEventSlim.Wait` on that event (Monitor.Wait on
+    /// its `m_lock`, `object`); the task is referenced from its stack at `stack_slot`.
+    EventWaiter { thread: NamedThread, event: u64, object: u64, stack_slot: u64 },
     /// A thread in a managed wait, and the runtime record that says so.
     ManagedWait { thread: NamedThread, wait: ManagedWaitKind, source: WaitRecord },
     /// The native wait that a managed wait supersedes (how the runtime implements it).

@@ -138,15 +138,26 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                     owner: Owner::None,
                     owner_tid: None,
                     waiter_tids: Vec::new(),
-                    evidence: vec![Evidence::Task {
-                        task: tw.task,
-                        type_name: tw.type_name.clone(),
-                        state_flags: tw.state_flags,
-                        status: tw.status.name().into(),
-                        event: tw.event,
-                        event_type: tw.event_type.clone(),
-                        event_lock: tw.lock_object,
-                    }],
+                    evidence: if tw.set_by_continuation {
+                        vec![Evidence::TaskSetsEvent {
+                            task: tw.task,
+                            type_name: tw.type_name.clone(),
+                            state_flags: tw.state_flags,
+                            status: tw.status.name().into(),
+                            event: tw.event,
+                            event_lock: tw.lock_object,
+                        }]
+                    } else {
+                        vec![Evidence::Task {
+                            task: tw.task,
+                            type_name: tw.type_name.clone(),
+                            state_flags: tw.state_flags,
+                            status: tw.status.name().into(),
+                            event: tw.event,
+                            event_type: tw.event_type.clone(),
+                            event_lock: tw.lock_object,
+                        }]
+                    },
                     recursion: None,
                     readers: None,
                     native: None,
@@ -168,7 +179,11 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                     signature: None,
                 });
                 if let Some(l) = locks.get_mut(&id) {
-                    l.evidence.push(Evidence::TaskWaiter { thread: who(w.os_tid, threads), object, stack_slot: tw.stack_slot });
+                    l.evidence.push(if tw.set_by_continuation {
+                        Evidence::EventWaiter { thread: who(w.os_tid, threads), event: tw.event, object, stack_slot: tw.stack_slot }
+                    } else {
+                        Evidence::TaskWaiter { thread: who(w.os_tid, threads), object, stack_slot: tw.stack_slot }
+                    });
                 }
                 id
             }
@@ -254,13 +269,16 @@ fn is_task_wait_frame(function: &str) -> bool {
     TASK_WAIT_FRAMES.contains(&name)
 }
 
-/// The task `tid` waits for: only when its stack shows a task wait and the reader tied a task
-/// referenced from that stack to `object`, the object of its Monitor.Wait.
+/// The program's own wait on an event a task's continuation sets.
+const EVENT_WAIT_FRAME: &str = "System.Threading.ManualResetEventSlim.Wait";
+
+/// The task `tid` waits for: only when its stack shows a task wait — or a
+/// `ManualResetEventSlim.Wait` on an event the task's continuation sets — and the reader tied a
+/// task referenced from that stack to `object`, the object of its Monitor.Wait.
 fn task_wait<'r>(r: &'r RuntimeReading, tid: u32, object: u64, stack: &[&str]) -> Option<&'r super::tasks::TaskWait> {
-    if !stack.iter().any(|f| is_task_wait_frame(f)) {
-        return None;
-    }
-    r.task_waits.iter().find(|tw| tw.os_tid == tid && tw.lock_object == object)
+    let task_frames = stack.iter().any(|f| is_task_wait_frame(f));
+    let event_frames = stack.iter().any(|f| f.split('(').next() == Some(EVENT_WAIT_FRAME));
+    r.task_waits.iter().find(|tw| tw.os_tid == tid && tw.lock_object == object && if tw.set_by_continuation { event_frames && !task_frames } else { task_frames })
 }
 
 /// The thread pool's workers (by their name), and those blocked in a managed wait; `None` when

@@ -4,7 +4,9 @@
 //! event's `m_lock`. The runtime records only that Monitor.Wait; this module finds the task it is
 //! for. A task is taken only when it is referenced from the waiting thread's own stack, its type
 //! derives from `System.Threading.Tasks.Task`, and its `m_continuationObject` is a
-//! `ManualResetEventSlim` whose `m_lock` is the very object the thread is in Monitor.Wait on.
+//! `ManualResetEventSlim` whose `m_lock` is the very object the thread is in Monitor.Wait on —
+//! or holds one (a continuation that sets the program's own event, `OnCompleted(() =>
+//! done.Set())` or `ContinueWith`, which the thread waits on in `ManualResetEventSlim.Wait`).
 
 use super::facts::Layout;
 use super::objects::{self, TypeNamer};
@@ -88,13 +90,17 @@ pub(crate) struct TaskWait {
     pub(crate) type_name: Option<String>,
     pub(crate) state_flags: u32,
     pub(crate) status: TaskStatus,
-    /// The task's continuation: the ManualResetEventSlim the thread waits on.
+    /// The ManualResetEventSlim the thread waits on: the task's continuation, or one its
+    /// continuation sets.
     pub(crate) event: u64,
     pub(crate) event_type: Option<String>,
     /// The event's `m_lock`: the object of the thread's Monitor.Wait.
     pub(crate) lock_object: u64,
     /// Where on the thread's stack the reference to the task was.
     pub(crate) stack_slot: u64,
+    /// The event is not the task's continuation but one its continuation sets: the thread
+    /// waits in the program's own `ManualResetEventSlim.Wait`, not in `Task.Wait`.
+    pub(crate) set_by_continuation: bool,
 }
 
 /// Caches whether a MethodTable derives from a named type.
@@ -158,18 +164,9 @@ fn link(t: &Target, l: &Layout, namer: &TypeNamer, derives: &mut Derives, v: u64
     if !objects::is_plausible_method_table(t, mt) || !derives.check(t, namer, mt, TASK_TYPE) {
         return Ok(None);
     }
-    let event = t.read_ptr(v.wrapping_add(l.task_continuation_object), "Task.m_continuationObject")?;
-    if event < 0x10000 || event & 7 != 0 {
-        return Ok(None);
-    }
-    let event_mt = objects::method_table(t, event)?;
-    if !objects::is_plausible_method_table(t, event_mt) || !derives.check(t, namer, event_mt, EVENT_TYPE) {
-        return Ok(None);
-    }
-    let lock_object = t.read_ptr(event.wrapping_add(l.manual_reset_event_slim_lock), "ManualResetEventSlim.m_lock")?;
-    if lock_object != object {
-        return Ok(None);
-    }
+    let continuation = t.read_ptr(v.wrapping_add(l.task_continuation_object), "Task.m_continuationObject")?;
+    let Some((event, event_mt)) = event_of(t, l, namer, derives, continuation, object) else { return Ok(None) };
+    let lock_object = object;
     let state_flags = t.read_u32(v.wrapping_add(l.task_state_flags), "Task.m_stateFlags")?;
     Ok(Some(TaskWait {
         os_tid: 0,
@@ -181,7 +178,69 @@ fn link(t: &Target, l: &Layout, namer: &TypeNamer, derives: &mut Derives, v: u64
         event_type: namer.type_name(event_mt).ok(),
         lock_object,
         stack_slot: 0,
+        set_by_continuation: event != continuation,
     }))
+}
+
+/// Objects looked at, at most, below one task's continuation.
+const MAX_CONTINUATION_OBJECTS: usize = 512;
+const DELEGATE_TYPE: &str = "System.Delegate";
+/// References followed, at most, from the continuation to the event: `OnCompleted(() =>
+/// done.Set())` is AwaitTaskContinuation → Action → closure → event; `ContinueWith(_ =>
+/// done.Set())` is ContinueWithTaskContinuation → the continuation task → Action → closure →
+/// event (seen in the mres_continuation sample).
+const MAX_CONTINUATION_DEPTH: usize = 4;
+/// Bytes of one object read for references.
+const MAX_OBJECT_BYTES: u64 = 256;
+
+/// The ManualResetEventSlim, with its MethodTable, whose `m_lock` is `object`: the task's
+/// continuation itself (`Task.Wait`'s `SetOnInvokeMres`), or one it holds — a continuation
+/// that sets a program's own event (`GetAwaiter().OnCompleted(() => done.Set())`,
+/// `ContinueWith(_ => done.Set())`), found by following the references of the continuation's
+/// objects, a few steps and objects at most.
+fn event_of(t: &Target, l: &Layout, namer: &TypeNamer, derives: &mut Derives, continuation: u64, object: u64) -> Option<(u64, u64)> {
+    let mut frontier = vec![continuation];
+    let mut seen: Vec<u64> = Vec::new();
+    for depth in 0..=MAX_CONTINUATION_DEPTH {
+        let mut next = Vec::new();
+        for o in frontier {
+            if o < 0x10000 || o & 7 != 0 || seen.contains(&o) || seen.len() >= MAX_CONTINUATION_OBJECTS {
+                continue;
+            }
+            seen.push(o);
+            let Ok(mt) = objects::method_table(t, o) else { continue };
+            if !objects::is_plausible_method_table(t, mt) {
+                continue;
+            }
+            if derives.check(t, namer, mt, EVENT_TYPE) {
+                if t.read_ptr(o.wrapping_add(l.manual_reset_event_slim_lock), "ManualResetEventSlim.m_lock").ok() == Some(object) {
+                    return Some((o, mt));
+                }
+                continue;
+            }
+            if depth == MAX_CONTINUATION_DEPTH {
+                continue;
+            }
+            // A delegate leads on through its target alone (the closure that holds the event).
+            if derives.check(t, namer, mt, DELEGATE_TYPE) {
+                if let Ok(target) = t.read_ptr(o.wrapping_add(8), "Delegate._target") {
+                    next.push(target);
+                }
+                continue;
+            }
+            let size = t.field_u32(mt, "MethodTable", "BaseSize").map_or(0, u64::from).min(MAX_OBJECT_BYTES);
+            // The words after the MethodTable pointer: the object's fields (references among them).
+            let mut at = 8;
+            while at + 8 <= size {
+                if let Ok(w) = t.read_ptr(o.wrapping_add(at), "a continuation's field") {
+                    next.push(w);
+                }
+                at += 8;
+            }
+        }
+        frontier = next;
+    }
+    None
 }
 
 #[cfg(test)]
