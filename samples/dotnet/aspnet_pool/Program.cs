@@ -163,7 +163,8 @@ static class Load
                     break;
                 case "starved":
                 case "nolock":
-                    // A steady stream of requests, 20 a second; an upload's body follows a second later.
+                    // A burst of 40 requests (more than the pool has workers: it must inject), then a
+                    // steady stream, 20 a second; an upload's body follows a second later.
                     var bodies = new List<(Socket, DateTime)>();
                     for (int i = 0; i < MaxConnections && DateTime.UtcNow < end; i++)
                     {
@@ -182,7 +183,8 @@ static class Load
                             s.Send(Encoding.ASCII.GetBytes("12345678"));
                             bodies.Remove((s, at));
                         }
-                        Thread.Sleep(50);
+                        if (i >= 40)
+                            Thread.Sleep(50);
                     }
                     break;
                 default:
