@@ -16,6 +16,39 @@ pub(crate) fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
+/// `a` or `an` before `next`, by how it is said: `an ASP.NET Core request` (an acronym by its
+/// first letter's name: `an HTTP call`, `a GC thread`), `an Orleans grain call`, `a Kestrel
+/// request loop`, `a .NET thread`, `an 8.0 MiB hard limit`, `an 11 …`, `a user`, `an hour`.
+pub(crate) fn a_or_an(next: &str) -> &'static str {
+    let word = next.split(|c: char| c.is_whitespace()).next().unwrap_or_default();
+    let mut chars = word.chars();
+    let Some(first) = chars.next() else { return "a" };
+    if first.is_ascii_digit() {
+        // Eight…, eleven, eighteen (and their thousands and decimals).
+        let int: String = word.chars().take_while(|c| c.is_ascii_digit() || *c == ',').collect();
+        let groups: Vec<&str> = int.split(',').collect();
+        let lead = groups.first().copied().unwrap_or_default();
+        return if first == '8' || (matches!(lead, "11" | "18") && groups[1..].iter().all(|g| g.len() == 3)) { "an" } else { "a" };
+    }
+    if !first.is_ascii_alphabetic() {
+        return "a";
+    }
+    // An acronym is said letter by letter: A, E, F, H, I, L, M, N, O, R, S, X begin with a vowel.
+    if first.is_ascii_uppercase() && chars.next().is_some_and(|c| c.is_ascii_uppercase()) {
+        return if "AEFHILMNORSX".contains(first) { "an" } else { "a" };
+    }
+    let lower = word.to_ascii_lowercase();
+    const SAID_WITH_A: [&str; 6] = ["uni", "use", "usu", "uti", "eu", "one"];
+    const SAID_WITH_AN: [&str; 3] = ["hour", "honest", "honou"];
+    if SAID_WITH_A.iter().any(|p| lower.starts_with(p)) {
+        return "a";
+    }
+    if SAID_WITH_AN.iter().any(|p| lower.starts_with(p)) || "aeiou".contains(lower.chars().next().unwrap_or('x')) {
+        return "an";
+    }
+    "a"
+}
+
 /// `lock_a`, `mutex at 0x…`, `monitor on System.Object at 0x… (LifetimeScope._synchRoot, Tag
 /// "root")`: a lock for people.
 pub fn lock_name(l: &LockFact) -> String {
@@ -335,6 +368,30 @@ fn async_method_name(state_machine: &str) -> String {
     format!("{}.{name}", class.rsplit('+').next().unwrap_or(class))
 }
 
+/// A task's type as SOS `dumpasync` names it, without namespaces: the runtime's
+/// `System.Threading.Tasks.ValueTask`1+ValueTaskSourceAsTask[[System.Int32, System.Private.CoreLib]]`
+/// is `ValueTask<Int32>+ValueTaskSourceAsTask` (its generic arguments hold dots of their own, so
+/// the name is not cut at its last dot).
+fn awaited_type_name(dac: &str) -> String {
+    let sos = crate::runtimes::dotnet::gc::names::sos_heap_name(dac);
+    let mut out = String::with_capacity(sos.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        out.push_str(word.rsplit('.').next().unwrap_or(word));
+        word.clear();
+    };
+    for c in sos.chars() {
+        if matches!(c, '<' | '>' | ',' | ' ' | '+' | '[' | ']') {
+            flush(&mut word, &mut out);
+            out.push(c);
+        } else {
+            word.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
 /// `Task.Result`: the blocking call a person wrote.
 fn blocking_api_words(api: crate::graph::blocking_site::BlockingApi) -> &'static str {
     use crate::graph::blocking_site::BlockingApi;
@@ -371,7 +428,7 @@ fn workers_words(tids: &[u32], threads: &[ThreadReport]) -> String {
 fn task_block_words(t: &ThreadReport, l: &LockFact, many: bool) -> String {
     let site = crate::graph::blocking_site::blocking_site(&t.frames);
     let task = l.managed.as_ref().and_then(|m| m.task.as_ref());
-    let awaited = task.and_then(|t| t.async_method.as_deref()).map(async_method_name).or_else(|| l.managed.as_ref().and_then(|m| m.type_name.as_deref()).map(|n| short_type(n).to_string()));
+    let awaited = task.and_then(|t| t.async_method.as_deref()).map(async_method_name).or_else(|| l.managed.as_ref().and_then(|m| m.type_name.as_deref()).map(awaited_type_name));
     let s = if many { "" } else { "s" };
     let mut w = format!("block{s}");
     if let Some(site) = &site {
@@ -397,6 +454,38 @@ fn task_block_words(t: &ThreadReport, l: &LockFact, many: bool) -> String {
         w.push_str(&format!(", which wait{s} for a worker to {verb} {its} {what}{}", if many { "s" } else { "" }));
     }
     w
+}
+
+/// The verdict line's words when the thread pool is the story (a deadlock through it, or its
+/// starvation), said alike by the text and the HTML report, first.
+pub(crate) struct PoolVerdict {
+    /// What follows the verdict's word: ` through the thread pool: all 12 workers (max 12) are
+    /// blocked — …; 30 work items wait`, or ` — 9 of 9 workers blocked; …`.
+    pub(crate) line: String,
+    /// A starved pool's cause (`8 ASP.NET Core requests behind Ledger._sync, held by …`).
+    pub(crate) cause: Option<String>,
+}
+
+/// The pool's words for `r`'s verdict, when it is a deadlock through the pool or a starved pool.
+pub(crate) fn pool_verdict(r: &super::model::Report) -> Option<PoolVerdict> {
+    match r.verdict {
+        Verdict::Deadlock => {
+            let p = r.deadlocks.iter().find_map(|d| d.thread_pool.as_ref())?;
+            let max = p.max_workers.map(|m| format!(" (max {m})")).unwrap_or_default();
+            let mut line = format!(" through the thread pool: all {} workers{max} are blocked — {}", p.workers.len(), pool_story(&p.workers, &r.locks, &r.threads));
+            if let Some(q) = p.queued_work_items.filter(|&q| q > 0) {
+                line.push_str(&format!("; {q} work item{} wait", plural(q as usize)));
+            }
+            Some(PoolVerdict { line, cause: None })
+        }
+        Verdict::ThreadPoolStarved => {
+            let tp = r.dotnet.as_ref().and_then(|d| d.thread_pool.as_ref())?;
+            let line = format!(" — {} of {} workers blocked; {}", tp.workers_blocked.len(), tp.workers_total, starvation_words(&r.locks, tp));
+            let story = pool_story(&tp.workers_blocked, &r.locks, &r.threads);
+            Some(PoolVerdict { line, cause: (!story.is_empty()).then_some(story) })
+        }
+        _ => None,
+    }
 }
 
 /// A lock in few words: the field that holds its object (`Ledger._sync`), else its name.
@@ -447,8 +536,7 @@ pub(crate) fn pool_story(workers: &[u32], locks: &[LockFact], threads: &[ThreadR
                         (Some(o), None) => format!(" that is {}", o.state),
                         (None, None) => String::new(),
                     };
-                    let a = if role.starts_with(['A', 'E', 'I', 'O', 'U', 'a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
-                    format!("behind {}, held by {a} {role} ({owner}){what}", lock_short(l))
+                    format!("behind {}, held by {} {role} ({owner}){what}", lock_short(l), a_or_an(&role))
                 }
                 (_, None) => {
                     let site = first.and_then(|t| crate::graph::blocking_site::blocking_site(&t.frames));
@@ -507,7 +595,7 @@ pub(crate) fn role_lines(l: &LockFact, threads: &[ThreadReport]) -> Vec<String> 
             };
             let owner_role = l.owner.tid().and_then(|t| threads.iter().find(|x| x.tid == t)).and_then(|t| t.role.as_ref()).filter(|r| roles.is_service(r));
             let owner = match owner_role {
-                Some(r) => format!("{}, a {}", owner_words(l), r.name),
+                Some(r) => format!("{}, {} {}", owner_words(l), a_or_an(&r.name), r.name),
                 None => owner_words(l),
             };
             let behind = if l.kind == LockKind::Task { "for" } else { "behind" };
@@ -602,21 +690,33 @@ pub(crate) fn verdict_limit(l: &Limit) -> VerdictLimit {
                 short: format!("{name}'s file"),
             }
         }
-        Limit::HeapGraphMemory { objects, needed, available, limit } => {
+        Limit::HeapGraphMemory { objects, needed, available, limit, scratch } => {
+            use crate::memory_budget::ScratchVerdict;
             let source = match &limit.source {
                 crate::memory_budget::LimitSource::Flag => "--max-memory".to_string(),
                 crate::memory_budget::LimitSource::Cgroup(path) => path.display().to_string(),
             };
+            let bytes = super::gc_text::bytes;
+            let why_not_scratch = match scratch {
+                ScratchVerdict::WalkTooLarge => "even with its arrays in scratch files, the walk's lists of the objects do not fit".to_string(),
+                ScratchVerdict::TooSmall { dir, free, needed } => format!("its scratch files would need about {} in {}, which has {} free (--scratch-dir)", bytes(*needed), dir.display(), bytes(*free)),
+                ScratchVerdict::InMemory { dir } => format!("scratch files in {} would be memory too: it is a memory-backed file system (--scratch-dir)", dir.display()),
+                ScratchVerdict::Unusable { dir, why } => format!("scratch files cannot be made in {} ({why}; --scratch-dir)", dir.display()),
+            };
+            let fix = match scratch {
+                ScratchVerdict::WalkTooLarge => format!("--max-memory SIZE above the limit knot reads (about {} for this heap, its arrays in scratch files), or a higher memory limit", bytes(objects.saturating_mul(crate::memory_budget::WALK_BYTES_PER_OBJECT).saturating_mul(4) / 3 + (256 << 20))),
+                _ => format!("--scratch-dir DIR on a disk with room for the scratch files (about {}; not a memory-backed emptyDir), or --max-memory SIZE above the limit knot reads (about {} for this heap in memory)", bytes(objects.saturating_mul(crate::memory_budget::SCRATCH_BYTES_PER_OBJECT)), bytes(needed.saturating_mul(4) / 3 + (256 << 20))),
+            };
             VerdictLimit {
                 missing: format!(
-                    "the heap's retained sizes (its object graph of {} objects needs about {}, over the {} the memory limit of {} ({source}) leaves it beside the dump's pages)",
+                    "the heap's retained sizes (its object graph of {} objects needs about {}, over the {} the memory limit of {} ({source}) leaves it beside the dump's pages; {why_not_scratch})",
                     crate::runtimes::dotnet::gc::state::thousands(*objects),
-                    super::gc_text::bytes(*needed),
-                    super::gc_text::bytes(*available),
-                    super::gc_text::bytes(limit.bytes),
+                    bytes(*needed),
+                    bytes(*available),
+                    bytes(limit.bytes),
                 ),
                 hides: "what holds the heap: retained sizes by type, the top holders and a leak suspect (stacks, locks, the heap by type and the GC's state are whole)".into(),
-                fix: format!("--max-memory SIZE above the limit knot reads (about {} for this heap), or a higher memory limit", super::gc_text::bytes(needed.saturating_mul(4) / 3 + (256 << 20))),
+                fix,
                 short: "the heap's retained sizes".into(),
             }
         }
@@ -866,6 +966,73 @@ mod tests {
     }
 
     #[test]
+    fn a_or_an_goes_by_how_the_next_word_is_said() {
+        for (next, a) in [
+            ("ASP.NET Core request", "an"),
+            ("Orleans grain call", "an"),
+            ("Kestrel request loop", "a"),
+            ("HTTP call", "an"),
+            ("GC thread", "a"),
+            (".NET thread", "a"),
+            ("8.0 MiB hard limit", "an"),
+            ("11 workers", "an"),
+            ("18,000 items", "an"),
+            ("110 workers", "a"),
+            ("64.0 MiB hard limit", "a"),
+            ("user", "a"),
+            ("hour", "an"),
+            ("idle thread", "an"),
+            ("thread", "a"),
+            ("", "a"),
+        ] {
+            assert_eq!(a_or_an(next), a, "{next}");
+        }
+    }
+
+    #[test]
+    fn an_awaited_task_without_an_async_method_is_named_as_dumpasync_names_its_type() {
+        // The nolock sample's HttpRequestStream.Read blocks on this wrapper (it read "CoreLib]]").
+        assert_eq!(awaited_type_name("System.Threading.Tasks.ValueTask`1+ValueTaskSourceAsTask[[System.Int32, System.Private.CoreLib]]"), "ValueTask<Int32>+ValueTaskSourceAsTask");
+        assert_eq!(awaited_type_name("System.Threading.Tasks.Task`1[[System.Collections.Generic.List`1[[System.String, System.Private.CoreLib]], System.Private.CoreLib]]"), "Task<List<String>>");
+        assert_eq!(awaited_type_name("System.Threading.Tasks.Task"), "Task");
+        let mut l = lock("task@0x10", "t", None, &[7]);
+        l.kind = LockKind::Task;
+        l.managed = Some(ManagedLock {
+            type_name: Some("System.Threading.Tasks.ValueTask`1+ValueTaskSourceAsTask[[System.Int32, System.Private.CoreLib]]".into()),
+            ..ManagedLock::new(LockStorage::Task, 0x10)
+        });
+        assert_eq!(task_block_words(&thread(7, None), &l, false), "blocks on ValueTask<Int32>+ValueTaskSourceAsTask");
+    }
+
+    fn thread(tid: u32, role: Option<(&str, &str, &str)>) -> ThreadReport {
+        ThreadReport {
+            tid,
+            name: None,
+            signalled: false,
+            frames: vec![],
+            stack_end: crate::threads::StackEndReport { complete: true, reason: "outermost".into(), address: None, detail: String::new(), scanned_frames: 0 },
+            state: ThreadState::Running,
+            blocked_on: None,
+            managed_thread_id: None,
+            role: role.map(|(framework, role, name)| crate::roles::ThreadRole { framework: framework.into(), role: role.into(), name: name.into() }),
+        }
+    }
+
+    #[test]
+    fn a_lock_owner_s_role_takes_its_article() {
+        // The owner is an ASP.NET Core request: "an", not "a".
+        let l = lock("m", "ledger", Some(1), &[2, 3]);
+        let request = Some(("aspnetcore", "request", "ASP.NET Core request"));
+        let threads = [thread(1, request), thread(2, request), thread(3, request)];
+        let lines = role_lines(&l, &threads);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].ends_with(", an ASP.NET Core request"), "{}", lines[0]);
+        let loops = Some(("aspnetcore", "request_loop", "Kestrel request loop"));
+        let threads = [thread(1, loops), thread(2, request), thread(3, request)];
+        assert!(role_lines(&l, &threads)[0].ends_with(", a Kestrel request loop"), "{:?}", role_lines(&l, &threads));
+    }
+
+    #[test]
     fn a_three_thread_cycle_reads_as_one_chain() {
         let locks = vec![lock("m1", "ledger", Some(8609), &[8611]), lock("m2", "audit", Some(8610), &[8609]), lock("m3", "index_lock", Some(8611), &[8610])];
         let threads = [(8609, Some("m2")), (8610, Some("m3")), (8611, Some("m1")), (9000, None)];
@@ -890,9 +1057,9 @@ mod tests {
     fn referrers_name_by_short_type_and_field() {
         assert_eq!(short_type("Autofac.Core.Lifetime.LifetimeScope"), "LifetimeScope");
         assert_eq!(short_type("System.Collections.Generic.List<System.Object>"), "List<System.Object>");
-        let r = ReferrerReport { type_name: "Autofac.Core.Lifetime.LifetimeScope".into(), field: "_synchRoot".into(), address: Hex(1), identity: Some("Tag \"root\"".into()) };
+        let r = ReferrerReport { type_name: "Autofac.Core.Lifetime.LifetimeScope".into(), field: "_synchRoot".into(), address: Hex(1), identity: Some("Tag \"root\"".into()), is_static: false };
         assert_eq!(referrer(&r), "LifetimeScope._synchRoot, Tag \"root\"");
-        let a = ReferrerReport { type_name: "System.Object[]".into(), field: "[3]".into(), address: Hex(0), identity: None };
+        let a = ReferrerReport { type_name: "System.Object[]".into(), field: "[3]".into(), address: Hex(0), identity: None, is_static: false };
         assert_eq!(referrer(&a), "Object[][3]");
     }
 
@@ -1089,4 +1256,30 @@ pub fn dump_not_permitted(version: &str, err: &std::io::Error, owner: FileOwner,
         "knot {version} cannot read this dump: {err}. It is owned by uid {} (gid {}), mode {:04o}; knot runs as uid {uid} (gid {gid}). Kernel core files are created mode 0600, owned by the uid of the process that crashed: run knot as that uid (securityContext.runAsUser: {}), {fs_group}; or run knot as root with the dump volume mounted read-only. Not tried again until the dump changes.",
         owner.uid, owner.gid, owner.mode, owner.uid
     )
+}
+
+#[cfg(test)]
+mod heap_graph_limit_tests {
+    use super::*;
+    use crate::memory_budget::{LimitSource, MemoryLimit, ScratchVerdict};
+    use std::path::PathBuf;
+
+    /// The heap graph left out says why scratch files did not help, and names the flag that
+    /// does: `--scratch-dir` when the disk was the reason, `--max-memory` always.
+    #[test]
+    fn a_heap_graph_left_out_names_the_scratch_dir_and_the_memory_flag() {
+        let limit = MemoryLimit { bytes: 1 << 30, source: LimitSource::Cgroup(PathBuf::from("/sys/fs/cgroup/memory.max")) };
+        let said = |scratch: ScratchVerdict| verdict_limit(&Limit::HeapGraphMemory { objects: 169_000_000, needed: 6_760_000_000, available: 700 << 20, limit: limit.clone(), scratch });
+        let dir = PathBuf::from("/scratch");
+        let tmpfs = said(ScratchVerdict::InMemory { dir: dir.clone() });
+        assert!(tmpfs.missing.contains("/scratch") && tmpfs.missing.contains("memory-backed") && tmpfs.missing.contains("--scratch-dir"), "{}", tmpfs.missing);
+        assert!(tmpfs.fix.starts_with("--scratch-dir DIR") && tmpfs.fix.contains("--max-memory"), "{}", tmpfs.fix);
+        let small = said(ScratchVerdict::TooSmall { dir: dir.clone(), free: 1 << 30, needed: 9 << 30 });
+        assert!(small.missing.contains("9.0 GiB") && small.missing.contains("1.0 GiB free"), "{}", small.missing);
+        let gone = said(ScratchVerdict::Unusable { dir, why: "No such file or directory".into() });
+        assert!(gone.missing.contains("cannot be made in /scratch (No such file"), "{}", gone.missing);
+        let walk = said(ScratchVerdict::WalkTooLarge);
+        assert!(walk.missing.contains("the walk's lists") && walk.fix.starts_with("--max-memory SIZE"), "{} / {}", walk.missing, walk.fix);
+        assert_eq!(walk.short, "the heap's retained sizes");
+    }
 }
