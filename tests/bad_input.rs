@@ -8,28 +8,19 @@ mod dumpedit;
 use dumpedit::*;
 use knot_samples::{DumpKind, SampleDump};
 use std::path::PathBuf;
-use std::sync::OnceLock;
-
-fn gcore() -> &'static SampleDump {
-    static D: OnceLock<SampleDump> = OnceLock::new();
-    D.get_or_init(|| common::committed("abba", DumpKind::Gcore))
-}
 
 fn kernel() -> &'static SampleDump {
-    static D: OnceLock<SampleDump> = OnceLock::new();
-    D.get_or_init(|| common::committed("abba", DumpKind::Kernel))
+    common::abba(DumpKind::Kernel)
 }
 
 /// The gcore seed: its notes are at the end of the file, after every segment.
 fn seed() -> &'static [u8] {
-    static B: OnceLock<Vec<u8>> = OnceLock::new();
-    B.get_or_init(|| std::fs::read(&gcore().core).expect("read the gcore seed"))
+    common::abba_bytes(DumpKind::Gcore)
 }
 
 /// The kernel seed: its notes come first, right after the program headers.
 fn kernel_seed() -> &'static [u8] {
-    static B: OnceLock<Vec<u8>> = OnceLock::new();
-    B.get_or_init(|| std::fs::read(&kernel().core).expect("read the kernel seed"))
+    common::abba_bytes(DumpKind::Kernel)
 }
 
 /// A scratch directory for files this test writes.

@@ -277,3 +277,35 @@ fn local_queues_belong_to_the_workers_that_queued_into_them() {
         assert!(out.contains(&format!("5 on thread {worker0})")), "{}: {out}", d.name);
     }
 }
+
+/// The HTML page's header says what the text's first lines say, first: a deadlock through the
+/// pool (sync_over_async) or a starved pool with its cause (pool_queue) in the pool's words,
+/// under the verdict's word, before the count of blocked threads.
+#[test]
+fn the_html_header_says_the_pool_as_the_text_does() {
+    let unescape = |s: &str| s.replace("&quot;", "\"").replace("&#39;", "'").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&");
+    let mut compared = 0;
+    for (d, r) in loaded() {
+        let out = text::render(r, &TextOptions::default());
+        let verdict = out.lines().find(|l| l.starts_with("Verdict:")).expect("verdict line");
+        let words = if let Some(rest) = verdict.strip_prefix("Verdict: DEADLOCK through the thread pool") {
+            format!("through the thread pool{rest}")
+        } else if let Some(rest) = verdict.strip_prefix("Verdict: THREAD POOL STARVED — ") {
+            rest.to_string()
+        } else {
+            continue;
+        };
+        let page = knot::report::html::render(r);
+        let start = page.find("<p class=\"summary\">").unwrap_or_else(|| panic!("{}: no summary in the header", d.name)) + "<p class=\"summary\">".len();
+        let summary = unescape(&page[start..start + page[start..].find("</p>").expect("summary's end")]);
+        // The text's verdict line, past its word, is the summary's first line.
+        assert_eq!(summary.split("<br>").next(), Some(words.as_str()), "{}", d.name);
+        if let Some(cause) = out.lines().find_map(|l| l.strip_prefix("  cause: ")) {
+            assert!(summary.contains(&format!("<br>cause: {cause}")), "{}: {summary}", d.name);
+        }
+        compared += 1;
+    }
+    if loaded().iter().any(|(d, _)| d.name.starts_with("pool_queue/heap")) {
+        assert!(compared >= 2, "sync_over_async and pool_queue are compared");
+    }
+}

@@ -741,7 +741,8 @@ run_job() {  # run_job SAMPLE KIND
     echo "# tid	state	wchan	comm  (none: the process had died by itself; see sos/thread-names.txt)" >"$dir/threads.txt"
   else
   # An Orleans silo starts in seconds, more on a loaded machine.
-  local ready_secs=60; [[ "$sample" == orleans_silo ]] && ready_secs=240
+  # An ASP.NET Core pool reaches its shape as fast as the pool injects workers: slowly on a busy machine.
+  local ready_secs=60; [[ "$sample" == orleans_silo || "$sample" == aspnet_pool ]] && ready_secs=240
   wait_for "$ready_secs" has_ready "$dir/stdout.txt" || { cat "$dir/stderr.txt" >&2; die "$sample: no 'ready' within $ready_secs s"; }
   if [[ "$sample" == aspnet_pool ]]; then
     # Dumped while requests keep coming (starved, nolock) or being served (healthy); the

@@ -63,6 +63,16 @@ impl Arch {
     }
 
     /// A syscall's name by this architecture's number.
+    /// The first address past user space: x86-64's canonical lower half ends at 2^47; aarch64's
+    /// user half is at most 52 bits (with `FEAT_LVA`; 48 on most kernels), and the kernel reports
+    /// a fault address with its top-byte tag cleared.
+    pub(crate) fn user_space_end(self) -> u64 {
+        match self {
+            Arch::X86_64 => 0x0000_8000_0000_0000,
+            Arch::Aarch64 => 0x0010_0000_0000_0000,
+        }
+    }
+
     pub(crate) fn syscall_name(self, nr: u64) -> Option<&'static str> {
         match self {
             Arch::X86_64 => syscalls::name(nr),

@@ -12,8 +12,6 @@ const PF_W: u32 = 2;
 const PF_R: u32 = 4;
 /// The lowest address a process may map by default (`vm.mmap_min_addr`).
 const MMAP_MIN_ADDR: u64 = 0x10000;
-/// The first address of the kernel half (and past the canonical user half) on x86-64.
-const KERNEL_HALF: u64 = 0x0000_8000_0000_0000;
 /// The kernel keeps this gap below a growing stack (`stack_guard_gap`, 256 pages); glibc's
 /// thread guard pages are smaller and sit inside it.
 const STACK_GUARD_GAP: u64 = 256 * 4096;
@@ -54,7 +52,7 @@ pub(crate) fn in_stack_guard(process: &Process, addr: u64) -> bool {
 
 /// Classifies `addr` for a fault of signal `signo`/`code`, made by an access of kind `access`.
 pub(crate) fn classify(process: &Process, addr: u64, signo: i32, code: i32, access: Option<Access>) -> Option<AddressKind> {
-    if addr >= KERNEL_HALF {
+    if addr >= process.core.arch.user_space_end() {
         return Some(AddressKind::Kernel);
     }
     if addr < MMAP_MIN_ADDR {
@@ -93,4 +91,35 @@ pub(crate) fn mapping(process: &Process, addr: u64) -> Option<MappingReport> {
         file: file_at(process, addr).map(str::to_string),
         module: process.module_at(addr).map(|(_, m)| m.name().to_string()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::process::Locator;
+    use crate::tests::common;
+    use knot_samples::DumpKind;
+
+    fn open(d: &knot_samples::SampleDump) -> Process {
+        Process::open(&d.core, &Locator::default()).expect("open the committed dump")
+    }
+
+    #[test]
+    fn an_aarch64_stack_address_above_2_pow_47_is_a_user_address() {
+        // arm64 maps libraries and stacks just below 2^48: past x86-64's user half, which knot
+        // once took for the kernel's on every architecture.
+        let p = open(&common::committed_aarch64("abba", DumpKind::Kernel));
+        let sp = p.core.threads[0].registers.sp();
+        assert!(sp >= 0x0000_8000_0000_0000, "the sample's stack is at {sp:#x}");
+        assert_eq!(classify(&p, sp, 11, 1, None), None, "a fault on its own mapped stack has no address class");
+        assert_ne!(classify(&p, sp - 0x1000_0000, 11, 1, None), Some(AddressKind::Kernel));
+        assert_eq!(classify(&p, 0xffff_0000_0000_1000, 11, 1, None), Some(AddressKind::Kernel));
+    }
+
+    #[test]
+    fn an_x86_64_address_past_the_canonical_half_is_the_kernels() {
+        let p = open(&common::committed("abba", DumpKind::Kernel));
+        assert_eq!(classify(&p, 0x0000_8000_0000_0000, 11, 1, None), Some(AddressKind::Kernel));
+        assert_eq!(classify(&p, 0x0000_7fff_0000_0000, 11, 1, None), Some(AddressKind::Unmapped));
+    }
 }

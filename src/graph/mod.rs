@@ -194,22 +194,7 @@ mod tests {
     use super::*;
 
     fn lock(id: &str, name: &str, owner: Option<u32>, waiters: &[u32]) -> LockFact {
-        LockFact {
-            id: id.into(),
-            kind: crate::waits::LockKind::Mutex,
-            label: "pthread mutex (normal)".into(),
-            address: None,
-            name: Some(name.into()),
-            owner: owner.map(|tid| Owner::Known { tid }).unwrap_or(Owner::Unknown { why: crate::waits::UnknownOwner::NoLayout }),
-            owner_tid: owner,
-            waiter_tids: waiters.to_vec(),
-            evidence: vec![],
-            recursion: None,
-            readers: None,
-            native: None,
-            managed: None,
-            signature: None,
-        }
+        LockFact::test_mutex(id, name, owner, waiters)
     }
 
     #[test]

@@ -15,7 +15,8 @@ pub(crate) fn section(out: &mut String, d: &DotnetReport) {
     out.push_str("<section id=\"gcheap\"><h2>GC heap by type</h2>");
     let _ = write!(out, "<p>{} in {} objects ({} free); committed {}", bytes(heap.total_bytes), thousands(heap.total_objects), bytes(heap.free_bytes), bytes(gc.committed_bytes));
     if let (Some(limit), Some(p)) = (gc.hard_limit_bytes, gc.limit_percent()) {
-        let _ = write!(out, " of a {} hard limit (<b>{p:.1} %</b>)", bytes(limit));
+        let limit = bytes(limit);
+        let _ = write!(out, " of {} {limit} hard limit (<b>{p:.1} %</b>)", super::words::a_or_an(&limit));
     }
     let _ = write!(out, "; {}, {} GC.</p>", escape(&gc.layout), if gc.server { "server" } else { "workstation" });
     if let Some(o) = &gc.last_oom {

@@ -64,7 +64,8 @@ pub(crate) fn summary_lines(out: &mut String, d: &DotnetReport) {
     );
     match (gc.hard_limit_bytes, gc.limit_percent()) {
         (Some(limit), Some(p)) => {
-            let _ = write!(out, " of a {} hard limit ({p:.1} %{})", bytes(limit), limit_source_words(gc));
+            let limit = bytes(limit);
+            let _ = write!(out, " of {} {limit} hard limit ({p:.1} %{})", super::words::a_or_an(&limit), limit_source_words(gc));
         }
         _ if gc.hard_limit_read => out.push_str(", no hard limit"),
         _ => {}

@@ -126,11 +126,23 @@ fn verdict(out: &mut String, r: &Report) {
     let blocked = r.threads.iter().filter(|t| t.blocked_on.is_some()).count();
     let contended = r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).count();
     let mut line = String::new();
-    if r.verdict == Verdict::Deadlock {
-        let n: usize = r.deadlocks.iter().map(|d| d.tids.len()).sum();
-        let _ = write!(line, "{n} thread{} in {} cycle{}; ", plural(n), r.deadlocks.len(), plural(r.deadlocks.len()));
+    // The pool's words first, as the text says them (the deadlock through it, or its starvation
+    // with its cause).
+    let pool = super::words::pool_verdict(r);
+    match &pool {
+        Some(p) => {
+            let _ = write!(line, "{}; ", escape(p.line.trim_start_matches(" — ").trim_start()));
+        }
+        None if r.verdict == Verdict::Deadlock => {
+            let n: usize = r.deadlocks.iter().map(|d| d.tids.len()).sum();
+            let _ = write!(line, "{n} thread{} in {} cycle{}; ", plural(n), r.deadlocks.len(), plural(r.deadlocks.len()));
+        }
+        None => {}
     }
     let _ = write!(line, "{blocked} of {} threads blocked on {contended} lock{}", r.threads.len(), plural(contended));
+    if let Some(cause) = pool.and_then(|p| p.cause) {
+        let _ = write!(line, "<br>cause: {}", escape(&cause));
+    }
     for l in &r.verdict_limits {
         let _ = write!(line, "<br><span class=\"warn\">limited by {}: {}; fix: {}</span>", escape(&l.missing), escape(&l.hides), escape(&l.fix));
     }

@@ -107,41 +107,26 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
         let _ = write!(out, " (limited by {} missing)", short.join(" and "));
     }
     match r.verdict {
-        Verdict::Deadlock => match r.deadlocks.iter().find_map(|d| d.thread_pool.as_ref()) {
-            // Through the pool: which workers wait for what, in the service's words, first.
-            Some(p) => {
-                let max = p.max_workers.map(|m| format!(" (max {m})")).unwrap_or_default();
-                let _ = write!(out, " through the thread pool: all {} workers{max} are blocked — {}", p.workers.len(), super::words::pool_story(&p.workers, &r.locks, &r.threads));
-                if let Some(q) = p.queued_work_items.filter(|&q| q > 0) {
-                    let _ = write!(out, "; {q} work item{} wait", plural(q as usize));
-                }
-            }
-            None => {
+        Verdict::Deadlock | Verdict::ThreadPoolStarved => match super::words::pool_verdict(r) {
+            // Through the pool, or starved: which workers wait for what, in the service's words, first.
+            Some(pool) => out.push_str(&pool.line),
+            None if r.verdict == Verdict::Deadlock => {
                 let n: usize = r.deadlocks.iter().map(|d| d.tids.len()).sum();
                 let _ = write!(out, " — {n} thread{} in {} cycle{}", plural(n), r.deadlocks.len(), plural(r.deadlocks.len()));
             }
+            None => {}
         },
         Verdict::GcStall => {
             if let Some(gc) = r.dotnet.as_ref().and_then(|d| d.gc.as_ref()) {
                 out.push_str(&super::gc_text::stall_words(gc));
             }
         }
-        Verdict::ThreadPoolStarved => {
-            if let Some(tp) = r.dotnet.as_ref().and_then(|d| d.thread_pool.as_ref()) {
-                let _ = write!(out, " — {} of {} workers blocked; {}", tp.workers_blocked.len(), tp.workers_total, super::words::starvation_words(&r.locks, tp));
-            }
-        }
         _ => {}
     }
     let contended = r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).count();
     let _ = writeln!(out, "; {blocked} of {} threads blocked on {contended} lock{}", r.threads.len(), plural(contended));
-    if r.verdict == Verdict::ThreadPoolStarved
-        && let Some(tp) = r.dotnet.as_ref().and_then(|d| d.thread_pool.as_ref())
-    {
-        let story = super::words::pool_story(&tp.workers_blocked, &r.locks, &r.threads);
-        if !story.is_empty() {
-            let _ = writeln!(out, "  cause: {story}");
-        }
+    if let Some(cause) = super::words::pool_verdict(r).and_then(|p| p.cause) {
+        let _ = writeln!(out, "  cause: {cause}");
     }
     for l in &r.verdict_limits {
         let _ = writeln!(out, "  limited by {}: {}; fix: {}", l.missing, l.hides, l.fix);

@@ -16,6 +16,39 @@ pub(crate) fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
+/// `a` or `an` before `next`, by how it is said: `an ASP.NET Core request` (an acronym by its
+/// first letter's name: `an HTTP call`, `a GC thread`), `an Orleans grain call`, `a Kestrel
+/// request loop`, `a .NET thread`, `an 8.0 MiB hard limit`, `an 11 …`, `a user`, `an hour`.
+pub(crate) fn a_or_an(next: &str) -> &'static str {
+    let word = next.split(|c: char| c.is_whitespace()).next().unwrap_or_default();
+    let mut chars = word.chars();
+    let Some(first) = chars.next() else { return "a" };
+    if first.is_ascii_digit() {
+        // Eight…, eleven, eighteen (and their thousands and decimals).
+        let int: String = word.chars().take_while(|c| c.is_ascii_digit() || *c == ',').collect();
+        let groups: Vec<&str> = int.split(',').collect();
+        let lead = groups.first().copied().unwrap_or_default();
+        return if first == '8' || (matches!(lead, "11" | "18") && groups[1..].iter().all(|g| g.len() == 3)) { "an" } else { "a" };
+    }
+    if !first.is_ascii_alphabetic() {
+        return "a";
+    }
+    // An acronym is said letter by letter: A, E, F, H, I, L, M, N, O, R, S, X begin with a vowel.
+    if first.is_ascii_uppercase() && chars.next().is_some_and(|c| c.is_ascii_uppercase()) {
+        return if "AEFHILMNORSX".contains(first) { "an" } else { "a" };
+    }
+    let lower = word.to_ascii_lowercase();
+    const SAID_WITH_A: [&str; 6] = ["uni", "use", "usu", "uti", "eu", "one"];
+    const SAID_WITH_AN: [&str; 3] = ["hour", "honest", "honou"];
+    if SAID_WITH_A.iter().any(|p| lower.starts_with(p)) {
+        return "a";
+    }
+    if SAID_WITH_AN.iter().any(|p| lower.starts_with(p)) || "aeiou".contains(lower.chars().next().unwrap_or('x')) {
+        return "an";
+    }
+    "a"
+}
+
 /// `lock_a`, `mutex at 0x…`, `monitor on System.Object at 0x… (LifetimeScope._synchRoot, Tag
 /// "root")`: a lock for people.
 pub fn lock_name(l: &LockFact) -> String {
@@ -335,6 +368,30 @@ fn async_method_name(state_machine: &str) -> String {
     format!("{}.{name}", class.rsplit('+').next().unwrap_or(class))
 }
 
+/// A task's type as SOS `dumpasync` names it, without namespaces: the runtime's
+/// `System.Threading.Tasks.ValueTask`1+ValueTaskSourceAsTask[[System.Int32, System.Private.CoreLib]]`
+/// is `ValueTask<Int32>+ValueTaskSourceAsTask` (its generic arguments hold dots of their own, so
+/// the name is not cut at its last dot).
+fn awaited_type_name(dac: &str) -> String {
+    let sos = crate::runtimes::dotnet::gc::names::sos_heap_name(dac);
+    let mut out = String::with_capacity(sos.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        out.push_str(word.rsplit('.').next().unwrap_or(word));
+        word.clear();
+    };
+    for c in sos.chars() {
+        if matches!(c, '<' | '>' | ',' | ' ' | '+' | '[' | ']') {
+            flush(&mut word, &mut out);
+            out.push(c);
+        } else {
+            word.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
 /// `Task.Result`: the blocking call a person wrote.
 fn blocking_api_words(api: crate::graph::blocking_site::BlockingApi) -> &'static str {
     use crate::graph::blocking_site::BlockingApi;
@@ -371,7 +428,7 @@ fn workers_words(tids: &[u32], threads: &[ThreadReport]) -> String {
 fn task_block_words(t: &ThreadReport, l: &LockFact, many: bool) -> String {
     let site = crate::graph::blocking_site::blocking_site(&t.frames);
     let task = l.managed.as_ref().and_then(|m| m.task.as_ref());
-    let awaited = task.and_then(|t| t.async_method.as_deref()).map(async_method_name).or_else(|| l.managed.as_ref().and_then(|m| m.type_name.as_deref()).map(|n| short_type(n).to_string()));
+    let awaited = task.and_then(|t| t.async_method.as_deref()).map(async_method_name).or_else(|| l.managed.as_ref().and_then(|m| m.type_name.as_deref()).map(awaited_type_name));
     let s = if many { "" } else { "s" };
     let mut w = format!("block{s}");
     if let Some(site) = &site {
@@ -397,6 +454,38 @@ fn task_block_words(t: &ThreadReport, l: &LockFact, many: bool) -> String {
         w.push_str(&format!(", which wait{s} for a worker to {verb} {its} {what}{}", if many { "s" } else { "" }));
     }
     w
+}
+
+/// The verdict line's words when the thread pool is the story (a deadlock through it, or its
+/// starvation), said alike by the text and the HTML report, first.
+pub(crate) struct PoolVerdict {
+    /// What follows the verdict's word: ` through the thread pool: all 12 workers (max 12) are
+    /// blocked — …; 30 work items wait`, or ` — 9 of 9 workers blocked; …`.
+    pub(crate) line: String,
+    /// A starved pool's cause (`8 ASP.NET Core requests behind Ledger._sync, held by …`).
+    pub(crate) cause: Option<String>,
+}
+
+/// The pool's words for `r`'s verdict, when it is a deadlock through the pool or a starved pool.
+pub(crate) fn pool_verdict(r: &super::model::Report) -> Option<PoolVerdict> {
+    match r.verdict {
+        Verdict::Deadlock => {
+            let p = r.deadlocks.iter().find_map(|d| d.thread_pool.as_ref())?;
+            let max = p.max_workers.map(|m| format!(" (max {m})")).unwrap_or_default();
+            let mut line = format!(" through the thread pool: all {} workers{max} are blocked — {}", p.workers.len(), pool_story(&p.workers, &r.locks, &r.threads));
+            if let Some(q) = p.queued_work_items.filter(|&q| q > 0) {
+                line.push_str(&format!("; {q} work item{} wait", plural(q as usize)));
+            }
+            Some(PoolVerdict { line, cause: None })
+        }
+        Verdict::ThreadPoolStarved => {
+            let tp = r.dotnet.as_ref().and_then(|d| d.thread_pool.as_ref())?;
+            let line = format!(" — {} of {} workers blocked; {}", tp.workers_blocked.len(), tp.workers_total, starvation_words(&r.locks, tp));
+            let story = pool_story(&tp.workers_blocked, &r.locks, &r.threads);
+            Some(PoolVerdict { line, cause: (!story.is_empty()).then_some(story) })
+        }
+        _ => None,
+    }
 }
 
 /// A lock in few words: the field that holds its object (`Ledger._sync`), else its name.
@@ -447,8 +536,7 @@ pub(crate) fn pool_story(workers: &[u32], locks: &[LockFact], threads: &[ThreadR
                         (Some(o), None) => format!(" that is {}", o.state),
                         (None, None) => String::new(),
                     };
-                    let a = if role.starts_with(['A', 'E', 'I', 'O', 'U', 'a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
-                    format!("behind {}, held by {a} {role} ({owner}){what}", lock_short(l))
+                    format!("behind {}, held by {} {role} ({owner}){what}", lock_short(l), a_or_an(&role))
                 }
                 (_, None) => {
                     let site = first.and_then(|t| crate::graph::blocking_site::blocking_site(&t.frames));
@@ -507,7 +595,7 @@ pub(crate) fn role_lines(l: &LockFact, threads: &[ThreadReport]) -> Vec<String> 
             };
             let owner_role = l.owner.tid().and_then(|t| threads.iter().find(|x| x.tid == t)).and_then(|t| t.role.as_ref()).filter(|r| roles.is_service(r));
             let owner = match owner_role {
-                Some(r) => format!("{}, a {}", owner_words(l), r.name),
+                Some(r) => format!("{}, {} {}", owner_words(l), a_or_an(&r.name), r.name),
                 None => owner_words(l),
             };
             let behind = if l.kind == LockKind::Task { "for" } else { "behind" };
@@ -862,22 +950,74 @@ mod tests {
     use crate::hex::Hex;
 
     fn lock(id: &str, name: &str, owner: Option<u32>, waiters: &[u32]) -> LockFact {
-        LockFact {
-            id: id.into(),
-            kind: LockKind::Mutex,
-            label: "pthread mutex (normal)".into(),
-            address: None,
-            name: Some(name.into()),
-            owner: owner.map(|tid| Owner::Known { tid }).unwrap_or(Owner::Unknown { why: crate::waits::UnknownOwner::NoLayout }),
-            owner_tid: owner,
-            waiter_tids: waiters.to_vec(),
-            evidence: vec![],
-            recursion: None,
-            readers: None,
-            native: None,
-            managed: None,
-            signature: None,
+        LockFact::test_mutex(id, name, owner, waiters)
+    }
+
+    #[test]
+    fn a_or_an_goes_by_how_the_next_word_is_said() {
+        for (next, a) in [
+            ("ASP.NET Core request", "an"),
+            ("Orleans grain call", "an"),
+            ("Kestrel request loop", "a"),
+            ("HTTP call", "an"),
+            ("GC thread", "a"),
+            (".NET thread", "a"),
+            ("8.0 MiB hard limit", "an"),
+            ("11 workers", "an"),
+            ("18,000 items", "an"),
+            ("110 workers", "a"),
+            ("64.0 MiB hard limit", "a"),
+            ("user", "a"),
+            ("hour", "an"),
+            ("idle thread", "an"),
+            ("thread", "a"),
+            ("", "a"),
+        ] {
+            assert_eq!(a_or_an(next), a, "{next}");
         }
+    }
+
+    #[test]
+    fn an_awaited_task_without_an_async_method_is_named_as_dumpasync_names_its_type() {
+        // The nolock sample's HttpRequestStream.Read blocks on this wrapper (it read "CoreLib]]").
+        assert_eq!(awaited_type_name("System.Threading.Tasks.ValueTask`1+ValueTaskSourceAsTask[[System.Int32, System.Private.CoreLib]]"), "ValueTask<Int32>+ValueTaskSourceAsTask");
+        assert_eq!(awaited_type_name("System.Threading.Tasks.Task`1[[System.Collections.Generic.List`1[[System.String, System.Private.CoreLib]], System.Private.CoreLib]]"), "Task<List<String>>");
+        assert_eq!(awaited_type_name("System.Threading.Tasks.Task"), "Task");
+        let mut l = lock("task@0x10", "t", None, &[7]);
+        l.kind = LockKind::Task;
+        l.managed = Some(ManagedLock {
+            type_name: Some("System.Threading.Tasks.ValueTask`1+ValueTaskSourceAsTask[[System.Int32, System.Private.CoreLib]]".into()),
+            ..ManagedLock::new(LockStorage::Task, 0x10)
+        });
+        assert_eq!(task_block_words(&thread(7, None), &l, false), "blocks on ValueTask<Int32>+ValueTaskSourceAsTask");
+    }
+
+    fn thread(tid: u32, role: Option<(&str, &str, &str)>) -> ThreadReport {
+        ThreadReport {
+            tid,
+            name: None,
+            signalled: false,
+            frames: vec![],
+            stack_end: crate::threads::StackEndReport { complete: true, reason: "outermost".into(), address: None, detail: String::new(), scanned_frames: 0 },
+            state: ThreadState::Running,
+            blocked_on: None,
+            managed_thread_id: None,
+            role: role.map(|(framework, role, name)| crate::roles::ThreadRole { framework: framework.into(), role: role.into(), name: name.into() }),
+        }
+    }
+
+    #[test]
+    fn a_lock_owner_s_role_takes_its_article() {
+        // The owner is an ASP.NET Core request: "an", not "a".
+        let l = lock("m", "ledger", Some(1), &[2, 3]);
+        let request = Some(("aspnetcore", "request", "ASP.NET Core request"));
+        let threads = [thread(1, request), thread(2, request), thread(3, request)];
+        let lines = role_lines(&l, &threads);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].ends_with(", an ASP.NET Core request"), "{}", lines[0]);
+        let loops = Some(("aspnetcore", "request_loop", "Kestrel request loop"));
+        let threads = [thread(1, loops), thread(2, request), thread(3, request)];
+        assert!(role_lines(&l, &threads)[0].ends_with(", a Kestrel request loop"), "{:?}", role_lines(&l, &threads));
     }
 
     #[test]

@@ -169,6 +169,30 @@ pub struct LockFact {
     pub signature: Option<String>,
 }
 
+#[cfg(test)]
+impl LockFact {
+    /// A test's pthread mutex `id`, named `name`, held by `owner` (unknown when `None`) with
+    /// `waiters` blocked on it.
+    pub(crate) fn test_mutex(id: &str, name: &str, owner: Option<u32>, waiters: &[u32]) -> LockFact {
+        LockFact {
+            id: id.into(),
+            kind: LockKind::Mutex,
+            label: "pthread mutex (normal)".into(),
+            address: None,
+            name: Some(name.into()),
+            owner: owner.map_or(Owner::Unknown { why: UnknownOwner::NoLayout }, |tid| Owner::Known { tid }),
+            owner_tid: owner,
+            waiter_tids: waiters.to_vec(),
+            evidence: vec![],
+            recursion: None,
+            readers: None,
+            native: None,
+            managed: None,
+            signature: None,
+        }
+    }
+}
+
 /// Where a .NET lock's state lives (in JSON, its snake_case name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -87,6 +87,20 @@ pub fn committed_aarch64(name: &str, kind: DumpKind) -> SampleDump {
     }
 }
 
+/// The committed abba dump of `kind`, located once per test binary: the seed the bad-input tests
+/// cut short and overwrite.
+pub fn abba(kind: DumpKind) -> &'static SampleDump {
+    static D: [std::sync::OnceLock<SampleDump>; 2] = [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    D[kind as usize].get_or_init(|| committed("abba", kind))
+}
+
+/// [`abba`]'s bytes, read once. gcore writes its notes at the end of the file, after every
+/// segment; the kernel right after the program headers.
+pub fn abba_bytes(kind: DumpKind) -> &'static [u8] {
+    static B: [std::sync::OnceLock<Vec<u8>>; 2] = [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    B[kind as usize].get_or_init(|| std::fs::read(&abba(kind).core).expect("read the abba seed"))
+}
+
 /// The committed dump, which every machine has.
 pub fn committed(name: &str, kind: DumpKind) -> SampleDump {
     match knot_samples::committed(name, kind) {
