@@ -73,8 +73,8 @@ fn read_u32(mem: &dyn Memory, at: u64) -> Result<u32> {
 pub(crate) fn function_length(mem: &dyn Memory, image_base: u64, unwind_data: u32) -> Result<u32> {
     match unwind_data & 3 {
         PDATA_XDATA => Ok((read_u32(mem, image_base.wrapping_add(unwind_data as u64))? & 0x3ffff) * 4),
-        PDATA_CHAINED => Err(Arm64UnwindError::NoLength(unwind_data)),
-        _ => Ok(((unwind_data >> 2) & 0x7ff) * 4),
+        PDATA_PACKED_FUNCTION | PDATA_PACKED_FRAGMENT => Ok(((unwind_data >> 2) & 0x7ff) * 4),
+        _ => Err(Arm64UnwindError::NoLength(unwind_data)),
     }
 }
 

@@ -58,4 +58,24 @@ open(dst, 'wb').write(data)
 PY
 chmod +x "$T/dotnet-dump"
 echo "dotnet-dump $(basename "$(dirname "$(dirname "$(dirname "$TOOL")")")")" > "$OUT/dotnet-dump-version.txt"
+# The three apps and the DOTNET_ROOT carry the same runtime files: hard links, which tar
+# stores once (the guest unpacks its inputs at emulated speed).
+python3 - "$OUT" <<'PY'
+import hashlib, os, sys
+seen = {}
+for top in ('dotnet', 'apps'):
+    for root, _, files in sorted(os.walk(os.path.join(sys.argv[1], top))):
+        for f in sorted(files):
+            p = os.path.join(root, f)
+            if os.path.islink(p) or not os.path.isfile(p):
+                continue
+            key = hashlib.sha256(open(p, 'rb').read()).hexdigest()
+            if key in seen and not os.path.samefile(seen[key], p):
+                mode = os.stat(p).st_mode
+                os.unlink(p)
+                os.link(seen[key], p)
+                os.chmod(p, mode | os.stat(seen[key]).st_mode)
+            else:
+                seen.setdefault(key, p)
+PY
 log "ready: $(du -sh "$OUT" | cut -f1) in $OUT"

@@ -16,40 +16,40 @@ DD=$K/dotnet-dump/dotnet-dump
 "$DD" --version > "$OUT/dotnet-dump-version.txt" 2>&1
 cp "$K/dotnet-dump-version.txt" "$OUT/dotnet-dump-package.txt" 2>/dev/null
 
+# (sh has no local variables: each function's are named for it.)
 wait_ready() { # LOG PID
-    i=0
+    wr_i=0
     while ! grep -q ready "$1" 2>/dev/null; do
-        i=$((i + 1)); [ $i -gt 1500 ] && { echo "no ready from $2"; return 1; }
+        wr_i=$((wr_i + 1)); [ $wr_i -gt 1500 ] && { echo "no ready from $2"; return 1; }
         sleep 0.2
     done
     # Every thread asleep (state S) three times in a row: each is in its final blocking call.
-    ok=0; i=0
-    while [ $ok -lt 3 ] && [ $i -lt 300 ]; do
-        all=1
-        for s in /proc/$2/task/*/stat; do
-            st=$(sed 's/.*) //' "$s" | cut -d' ' -f1)
-            [ "$st" = S ] || all=0
+    wr_ok=0; wr_i=0
+    while [ $wr_ok -lt 3 ] && [ $wr_i -lt 300 ]; do
+        wr_all=1
+        for wr_f in /proc/$2/task/*/stat; do
+            wr_st=$(sed 's/.*) //' "$wr_f" 2>/dev/null | cut -d' ' -f1)
+            [ "$wr_st" = S ] || wr_all=0
         done
-        if [ $all = 1 ]; then ok=$((ok + 1)); else ok=0; fi
-        i=$((i + 1)); sleep 1
+        if [ $wr_all = 1 ]; then wr_ok=$((wr_ok + 1)); else wr_ok=0; fi
+        wr_i=$((wr_i + 1)); sleep 1
     done
 }
 
 threads_of() { # PID: tid, state, wchan, comm (as make-dumps.sh's threads.txt)
     echo "# tid	state	wchan	comm  (from /proc/$1/task at dump time)"
-    for t in /proc/$1/task/*; do
-        printf '%s\t%s\t%s\t%s\n' "$(basename "$t")" "$(sed 's/.*) //' "$t/stat" | cut -d' ' -f1)" "$(cat "$t/wchan" 2>/dev/null)" "$(cat "$t/comm")"
+    for to_t in /proc/$1/task/*; do
+        printf '%s\t%s\t%s\t%s\n' "$(basename "$to_t")" "$(sed 's/.*) //' "$to_t/stat" | cut -d' ' -f1)" "$(cat "$to_t/wchan" 2>/dev/null)" "$(cat "$to_t/comm")"
     done
 }
 
 sos() { # CORE OUTFILE CMD...   (one dotnet-dump invocation, as make-dumps.sh's)
-    core=$1 out=$2; shift 2
-    set -- "$@"
-    args=""
-    for c in "$@"; do args="$args -c \"$c\""; done
-    eval timeout 900 "$DD" analyze "$core" $args -c exit > "$out" 2>&1
-    rc=$?
-    [ $rc = 0 ] || printf '\n# dotnet-dump exited with status %d\n' "$rc" >> "$out"
+    sos_core=$1 sos_out=$2; shift 2
+    sos_args=""
+    for sos_c in "$@"; do sos_args="$sos_args -c \"$sos_c\""; done
+    eval timeout 900 "$DD" analyze "$sos_core" $sos_args -c exit > "$sos_out" 2>&1
+    sos_rc=$?
+    [ $sos_rc = 0 ] || printf '\n# dotnet-dump exited with status %d\n' "$sos_rc" >> "$sos_out"
 }
 
 # SAMPLE [ENV...]: run, wedge, createdump --withheap, SOS.
