@@ -35,6 +35,9 @@ pub struct Options {
     /// in, the lowest of its own and its parents', if any). A heap graph that would not fit is
     /// left out, and the report's `verdict_limits` says so.
     pub max_memory: Option<u64>,
+    /// Where a heap graph too large for `max_memory` keeps its arrays, in unlinked files (None:
+    /// `$TMPDIR`). A memory-backed file system (tmpfs) is not used: it would not help.
+    pub scratch_dir: Option<std::path::PathBuf>,
 }
 
 /// The phases of [`analyze`], in order.
@@ -160,7 +163,7 @@ fn build_report(process: &Process, opts: &Options) -> Report {
         // (the section waits for it; without the thread it does that work itself). Its rayon
         // work goes to the one global pool.
         if let Some(r) = runtime.filter(|_| !opts.stacks_only) {
-            r.plan_heap(crate::memory_budget::MemoryLimit::of_this_process(opts.max_memory));
+            r.plan_heap(crate::memory_budget::HeapBudget::of_this_process(opts.max_memory, opts.scratch_dir.as_deref()));
             let _ = std::thread::Builder::new().name("knot-heap".into()).spawn_scoped(scope, move || r.prepare_heap());
         }
         report_with(process, opts, runtime)

@@ -23,6 +23,8 @@ pub struct HeapOptions {
     /// memory cgroup's limit, if any); a graph that would not fit is not read, and a diagnostic
     /// says so.
     pub max_memory: Option<u64>,
+    /// Where a graph too large for `max_memory` keeps its arrays (None: `$TMPDIR`).
+    pub scratch_dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +71,7 @@ pub fn diff(old: &Path, new: &Path, opts: &HeapOptions) -> Result<HeapDiffReport
     let (pa, pb) = (open(old, opts)?, open(new, opts)?);
     let (runtime_a, runtime_b) = (runtimes::recognise(&pa, &opts.locator), runtimes::recognise(&pb, &opts.locator));
     for r in runtime_a.iter().chain(&runtime_b) {
-        r.plan_heap(crate::memory_budget::MemoryLimit::of_this_process(opts.max_memory));
+        r.plan_heap(crate::memory_budget::HeapBudget::of_this_process(opts.max_memory, opts.scratch_dir.as_deref()));
     }
     let a = read(old, &pa, runtime_a.as_deref())?;
     let b = read(new, &pb, runtime_b.as_deref())?;
@@ -122,7 +124,9 @@ pub enum RootSearch {
     #[default]
     FirstPath,
     /// Every root that reaches the object, a shortest path from each (SOS `gcroot`'s unique
-    /// roots): the whole heap read as a graph.
+    /// roots): the whole heap read as a graph, planned under the memory limit (`max_memory` or
+    /// the cgroup's) as `analyze`'s: in memory, in scratch files (`scratch_dir`), or refused
+    /// with the limit said.
     AllRoots,
 }
 
@@ -168,6 +172,9 @@ pub fn heap_roots(path: impl AsRef<Path>, opts: &crate::analysis::Options, addre
         }
     }
     tell(opts, Phase::Heap);
+    if search == RootSearch::AllRoots {
+        runtime.plan_heap(crate::memory_budget::HeapBudget::of_this_process(opts.max_memory, opts.scratch_dir.as_deref()));
+    }
     let all = runtime
         .object_roots(&stacks, &reports, addresses, search == RootSearch::AllRoots)
         .unwrap_or_else(|| Err("not a .NET process (no libcoreclr.so)".into()))

@@ -97,6 +97,14 @@ struct HeapRootArgs {
     /// Search from every root (SOS gcroot's unique roots: the whole heap read as a graph) instead of stopping at the first, shortest path.
     #[arg(long)]
     all: bool,
+    /// With --all: the memory knot may use for the heap's graph (4G, 512M, bytes); default: its
+    /// memory cgroup's limit. A graph too large for it goes to scratch files (--scratch-dir);
+    /// one that fits neither is refused, saying so (exit 2).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "all")]
+    max_memory: Option<u64>,
+    /// With --all: where a graph too large for the memory limit keeps its arrays (default: $TMPDIR).
+    #[arg(long, value_name = "DIR", requires = "all")]
+    scratch_dir: Option<PathBuf>,
     #[command(flatten)]
     lookup: LookupArgs,
     /// A compressed core (.gz, .zst) is decompressed to at most this many MiB (besides the size its own headers declare).
@@ -158,6 +166,11 @@ struct HeapDiffArgs {
     /// a diagnostic says so).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     max_memory: Option<u64>,
+    /// Where a .NET heap graph too large for the memory limit keeps its large arrays: unlinked
+    /// files, mapped, whose pages the kernel can write back (default: $TMPDIR). Not a
+    /// memory-backed file system (tmpfs, a memory emptyDir): that would not help.
+    #[arg(long, value_name = "DIR")]
+    scratch_dir: Option<PathBuf>,
     /// Write the report to FILE instead of standard output.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -197,6 +210,11 @@ struct AnalyzeArgs {
     /// if any. A .NET heap graph that would not fit is left out, and the report says so.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     max_memory: Option<u64>,
+    /// Where a .NET heap graph too large for the memory limit keeps its large arrays: unlinked
+    /// files, mapped, whose pages the kernel can write back (default: $TMPDIR). Not a
+    /// memory-backed file system (tmpfs, a memory emptyDir): that would not help.
+    #[arg(long, value_name = "DIR")]
+    scratch_dir: Option<PathBuf>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -334,6 +352,11 @@ struct WatchArgs {
     /// A .NET heap graph that would not fit is left out, and the report says so.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     max_memory: Option<u64>,
+    /// Where a .NET heap graph too large for the memory limit keeps its large arrays: unlinked
+    /// files, mapped, whose pages the kernel can write back (default: $TMPDIR). Not a
+    /// memory-backed file system (tmpfs, a memory emptyDir): that would not help.
+    #[arg(long, value_name = "DIR")]
+    scratch_dir: Option<PathBuf>,
 }
 
 /// A command line that parsed but does not make sense: exit 64, as clap's own errors.
@@ -410,6 +433,7 @@ fn run_analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
         progress: bar.as_ref().map(ProgressBar::hook),
         max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)),
         max_memory: args.max_memory,
+        scratch_dir: args.scratch_dir,
         ..Options::default()
     };
     let analyzed = knot::analyze_keeping_process(&args.core, &opts);
@@ -425,7 +449,13 @@ fn run_analyze(mut args: AnalyzeArgs) -> anyhow::Result<u8> {
 }
 
 fn run_heap_root(args: HeapRootArgs) -> anyhow::Result<u8> {
-    let opts = Options { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)), ..Options::default() };
+    let opts = Options {
+        locator: args.lookup.locator(),
+        max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)),
+        max_memory: args.max_memory,
+        scratch_dir: args.scratch_dir,
+        ..Options::default()
+    };
     let search = if args.all { knot::heap::RootSearch::AllRoots } else { knot::heap::RootSearch::FirstPath };
     let r = knot::heap::heap_root(&args.core, &opts, args.address, search)?;
     let rendered = match args.format {
@@ -644,7 +674,7 @@ fn run_heap_stat(args: HeapStatArgs) -> anyhow::Result<u8> {
 }
 
 fn run_heap_diff(args: HeapDiffArgs) -> anyhow::Result<u8> {
-    let opts = knot::heap::HeapOptions { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)), max_memory: args.max_memory };
+    let opts = knot::heap::HeapOptions { locator: args.lookup.locator(), max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)), max_memory: args.max_memory, scratch_dir: args.scratch_dir };
     let d = knot::heap::diff(&args.old, &args.new, &opts)?;
     let rendered = match args.format {
         HeapFormat::Text => d.to_text(args.top),
@@ -662,7 +692,7 @@ fn run_watch(args: WatchArgs) -> anyhow::Result<u8> {
         settle: Duration::from_secs(args.settle_secs),
         interval: Duration::from_secs(args.interval_secs.max(1)),
         once: args.once,
-        analysis: Options { locator, stacks_only: args.stacks_only, max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)), max_memory: args.max_memory, ..Options::default() },
+        analysis: Options { locator, stacks_only: args.stacks_only, max_decompressed: Some(args.max_decompressed_mib.saturating_mul(1 << 20)), max_memory: args.max_memory, scratch_dir: args.scratch_dir, ..Options::default() },
     };
     watch::check_dirs(&opts)?;
     if !opts.once {

@@ -340,7 +340,7 @@ fn a_single_file_heap_dump_without_its_executable_says_what_would_name_its_types
     assert!(verdict.contains("(limited by the single-file app's metadata missing)"), "{verdict}");
     assert!(text.lines().any(|l| l.trim_start().starts_with("limited by the managed metadata of the single-file app") && l.contains("createdump --full")), "{text}");
     // `knot heap stat` (no verdict) says it among its warnings, once.
-    let heap = knot::heap::stat(&core, &knot::heap::HeapOptions { locator: no_files(), max_decompressed: None, max_memory: None }).expect("heap read");
+    let heap = knot::heap::stat(&core, &knot::heap::HeapOptions { locator: no_files(), max_decompressed: None, max_memory: None, scratch_dir: None }).expect("heap read");
     let said: Vec<String> = heap.diagnostics.iter().map(|d| d.message.clone()).filter(|m| m.starts_with("types unnamed:")).collect();
     assert_eq!(said.len(), 1, "{:#?}", heap.diagnostics);
     for needle in ["single-file app", "--search-dir", build_id, "createdump --full"] {

@@ -62,7 +62,7 @@ fn growth_dumps() -> Option<(knot_samples::dotnet::DotnetDump, knot_samples::dot
 fn growth_equals_sos_and_the_construction() {
     let Some((before, after)) = growth_dumps() else { return };
     let locator = Locator { sysroot: before.sysroot.clone(), search_dirs: before.search_dirs.clone(), ..Locator::default() };
-    let d = knot::heap::diff(&before.core, &after.core, &HeapOptions { locator, max_decompressed: None, max_memory: None }).expect("both heaps read");
+    let d = knot::heap::diff(&before.core, &after.core, &HeapOptions { locator, max_decompressed: None, max_memory: None, scratch_dir: None }).expect("both heaps read");
     assert!(d.diagnostics.is_empty(), "diagnostics: {:?}", d.diagnostics);
 
     let read = |dump: &knot_samples::dotnet::DotnetDump| dumpheap_stat(&std::fs::read_to_string(dump.dir.join("sos/dumpheap-stat.txt")).expect("sos/dumpheap-stat.txt"));

@@ -107,7 +107,7 @@ fn retained_sizes_garbage_and_the_suspect_equal_sos_and_the_construction() {
 fn the_burst_grew_the_retained_sizes_by_its_sessions() {
     let all = dumps();
     let (Some(before), Some(after)) = (all.iter().find(|d| d.kind == "before"), all.iter().find(|d| d.kind == "after")) else { return };
-    let d = knot::heap::diff(&before.core, &after.core, &HeapOptions { locator: locator(before), max_decompressed: None, max_memory: None }).expect("both read");
+    let d = knot::heap::diff(&before.core, &after.core, &HeapOptions { locator: locator(before), max_decompressed: None, max_memory: None, scratch_dir: None }).expect("both read");
     let row = |name: &str| d.types.iter().find(|t| t.type_name == name).unwrap_or_else(|| panic!("no row {name}"));
     assert_eq!(row(SESSION).retained_growth, Some(4000 * SESSION_RETAINS as i64));
     assert_eq!(row(TREE).retained_growth, Some(0));
@@ -284,7 +284,7 @@ fn a_memory_limit_too_small_for_the_heap_graph_leaves_out_the_retained_sizes_and
 fn heap_diff_under_a_memory_limit_too_small_for_the_graphs_compares_without_retained_sizes() {
     let all = dumps();
     let (Some(before), Some(after)) = (all.iter().find(|d| d.kind == "before"), all.iter().find(|d| d.kind == "after")) else { return };
-    let diff = |max_memory| knot::heap::diff(&before.core, &after.core, &HeapOptions { locator: locator(before), max_decompressed: None, max_memory }).expect("both read");
+    let diff = |max_memory| knot::heap::diff(&before.core, &after.core, &HeapOptions { locator: locator(before), max_decompressed: None, max_memory, scratch_dir: None }).expect("both read");
     let (free, roomy, small) = (diff(None), diff(Some(64 << 30)), diff(Some(1 << 20)));
     assert_eq!(roomy.to_json(), free.to_json(), "a limit the graphs fit changes nothing");
     let session = |d: &knot::report::heap_diff::HeapDiffReport| d.types.iter().find(|t| t.type_name == SESSION).map(|t| (t.count_growth, t.bytes_growth, t.retained_growth));

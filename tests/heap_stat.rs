@@ -14,7 +14,7 @@ fn heap_dumps() -> Vec<DotnetDump> {
 }
 
 fn options(d: &DotnetDump) -> HeapOptions {
-    HeapOptions { locator: d.locator.clone(), max_decompressed: None, max_memory: None }
+    HeapOptions { locator: d.locator.clone(), max_decompressed: None, max_memory: None, scratch_dir: None }
 }
 
 /// From `Statistics:` through the `Total` line.

@@ -141,7 +141,7 @@ fn a_full_single_file_dump_names_types_and_frames_with_no_files() {
     full_dump(&exe, &createdump, &core).unwrap_or_else(|e| panic!("making the full dump: {e}"));
 
     let r = knot::analyze(&core, &Options { locator: no_files(), ..Options::default() }).expect("the full dump reads");
-    let heap = knot::heap::stat(&core, &knot::heap::HeapOptions { locator: no_files(), max_decompressed: None, max_memory: None }).expect("its heap reads");
+    let heap = knot::heap::stat(&core, &knot::heap::HeapOptions { locator: no_files(), max_decompressed: None, max_memory: None, scratch_dir: None }).expect("its heap reads");
     let sos = dotnet_dump().map(|dd| {
         let dac = std::env::var_os("NUGET_PACKAGES")
             .map(PathBuf::from)

@@ -17,6 +17,8 @@
 //! a node's immediate dominator has a smaller number than it, so a pass in reverse preorder
 //! visits every node before its dominator (for sums over the dominator tree).
 
+use crate::scratch::{Place, ScratchVec};
+
 /// The virtual root's number, and the `order` entry standing for it.
 pub(crate) const VIRTUAL_ROOT: u32 = 0;
 /// Not reached / no node.
@@ -43,10 +45,10 @@ pub(crate) enum DominatorError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DominatorTree {
     /// Preorder number → node; `order[0]` is the virtual root (`u32::MAX`).
-    pub(crate) order: Vec<u32>,
+    pub(crate) order: ScratchVec<u32>,
     /// Preorder number → its immediate dominator's preorder number (0: the virtual root, which
     /// is its own).
-    pub(crate) idom: Vec<u32>,
+    pub(crate) idom: ScratchVec<u32>,
 }
 
 impl DominatorTree {
@@ -103,7 +105,7 @@ fn check(start: &[u32], targets: &[u32], roots: &[u32]) -> Result<usize, Dominat
 /// The dominator tree of the nodes reachable from `roots` (duplicates allowed).
 #[cfg(test)]
 pub(crate) fn dominators(start: &[u32], targets: &[u32], roots: &[u32]) -> Result<DominatorTree, DominatorError> {
-    dominators_and_spare(start, targets, roots).map(|(tree, _)| tree)
+    dominators_and_spare(start, targets, roots, &Place::Memory).map(|(tree, _)| tree)
 }
 
 /// One link-eval forest entry: the ancestor in the low half, the label in the high half (one
@@ -118,8 +120,9 @@ fn unpack(l: u64) -> (u32, u32) {
 
 /// [`dominators`], and an empty buffer with room for one u64 per preorder number (its pages
 /// already touched), for the caller's per-node sums: on a heap of 10 M objects a fresh one costs
-/// as much in page faults and zeroing as a pass of the algorithm.
-pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]) -> Result<(DominatorTree, Vec<u64>), DominatorError> {
+/// as much in page faults and zeroing as a pass of the algorithm. Its arrays live at `place`
+/// (memory or scratch files).
+pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32], place: &Place) -> Result<(DominatorTree, ScratchVec<u64>), DominatorError> {
     let n = check(start, targets, roots)?;
     let edges_of = |v: usize| &targets[start[v] as usize..start[v + 1] as usize];
 
@@ -128,10 +131,11 @@ pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]
     //    marks a node seen), which gets its preorder number once the node is left. The parent
     //    of number k goes in `link[k].0` (the link-eval forest starts as the DFS tree).
     // (`pre` has room for one more: it becomes `idom`, one entry per number.)
-    let mut pre: Vec<u32> = Vec::with_capacity(n + 1);
+    // Read and written at random: in memory while the place's budget has room.
+    let mut pre: ScratchVec<u32> = ScratchVec::hot(place, n + 1);
     pre.resize(n, NONE);
-    let mut order: Vec<u32> = Vec::with_capacity(n + 1);
-    let mut link: Vec<u64> = Vec::with_capacity(n + 1);
+    let mut link: ScratchVec<u64> = ScratchVec::hot(place, n + 1);
+    let mut order: ScratchVec<u32> = ScratchVec::hot(place, n + 1);
     order.push(NONE);
     link.push(pack(VIRTUAL_ROOT, 0));
     for &r in roots {
@@ -207,7 +211,8 @@ pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]
         *l = pack(parent, total);
     }
     link[0] = pack(VIRTUAL_ROOT, 0);
-    let mut preds = vec![0u32; total as usize];
+    let mut preds: ScratchVec<u32> = ScratchVec::with_capacity(place, total as usize);
+    preds.resize(total as usize, 0);
     let mut place = |k: u32, from: u32| {
         let l = &mut link[k as usize];
         if (*l as u32) & MULTI != 0 {
@@ -584,7 +589,7 @@ pub(crate) mod tests {
                 // Dominators, retained sizes and the by-type sums of a heap with sizes and types.
                 let sizes: Vec<u32> = (0..n).map(|i| 16 + (i % 7) * 8).collect();
                 let types: Vec<u32> = (0..n).map(|i| (i * 2_654_435_761u32) >> 22).collect();
-                let view = crate::runtimes::dotnet::gc::retained::GraphView { edge_start: &s, edges: &t, sizes: &sizes, types: &types, type_count: 1024, roots: &roots, free_type: None };
+                let view = crate::runtimes::dotnet::gc::retained::GraphView { edge_start: &s, edges: &t, sizes: &sizes, types: &types, type_count: 1024, roots: &roots, free_type: None, place: &Place::Memory };
                 base += (sizes.len() * 8) as u64 / 1024;
                 let r = crate::runtimes::dotnet::gc::retained::retention(&view).expect("valid");
                 assert!(!r.by_type.is_empty());

@@ -34,8 +34,8 @@ pub(crate) enum Limit {
     SingleFileMetadata { executable: String, build_id: Option<String> },
     /// The heap's object graph (dominators, retained sizes, holders, leak suspects) was not
     /// built: `objects` objects need about `needed` bytes, over the `available` bytes the memory
-    /// limit leaves it.
-    HeapGraphMemory { objects: u64, needed: u64, available: u64, limit: crate::memory_budget::MemoryLimit },
+    /// limit leaves it; `scratch` says why scratch files did not make it fit.
+    HeapGraphMemory { objects: u64, needed: u64, available: u64, limit: crate::memory_budget::MemoryLimit, scratch: crate::memory_budget::ScratchVerdict },
 }
 
 /// Why a module's file was not used.

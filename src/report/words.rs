@@ -690,21 +690,33 @@ pub(crate) fn verdict_limit(l: &Limit) -> VerdictLimit {
                 short: format!("{name}'s file"),
             }
         }
-        Limit::HeapGraphMemory { objects, needed, available, limit } => {
+        Limit::HeapGraphMemory { objects, needed, available, limit, scratch } => {
+            use crate::memory_budget::ScratchVerdict;
             let source = match &limit.source {
                 crate::memory_budget::LimitSource::Flag => "--max-memory".to_string(),
                 crate::memory_budget::LimitSource::Cgroup(path) => path.display().to_string(),
             };
+            let bytes = super::gc_text::bytes;
+            let why_not_scratch = match scratch {
+                ScratchVerdict::WalkTooLarge => "even with its arrays in scratch files, the walk's lists of the objects do not fit".to_string(),
+                ScratchVerdict::TooSmall { dir, free, needed } => format!("its scratch files would need about {} in {}, which has {} free (--scratch-dir)", bytes(*needed), dir.display(), bytes(*free)),
+                ScratchVerdict::InMemory { dir } => format!("scratch files in {} would be memory too: it is a memory-backed file system (--scratch-dir)", dir.display()),
+                ScratchVerdict::Unusable { dir, why } => format!("scratch files cannot be made in {} ({why}; --scratch-dir)", dir.display()),
+            };
+            let fix = match scratch {
+                ScratchVerdict::WalkTooLarge => format!("--max-memory SIZE above the limit knot reads (about {} for this heap, its arrays in scratch files), or a higher memory limit", bytes(objects.saturating_mul(crate::memory_budget::WALK_BYTES_PER_OBJECT).saturating_mul(4) / 3 + (256 << 20))),
+                _ => format!("--scratch-dir DIR on a disk with room for the scratch files (about {}; not a memory-backed emptyDir), or --max-memory SIZE above the limit knot reads (about {} for this heap in memory)", bytes(objects.saturating_mul(crate::memory_budget::SCRATCH_BYTES_PER_OBJECT)), bytes(needed.saturating_mul(4) / 3 + (256 << 20))),
+            };
             VerdictLimit {
                 missing: format!(
-                    "the heap's retained sizes (its object graph of {} objects needs about {}, over the {} the memory limit of {} ({source}) leaves it beside the dump's pages)",
+                    "the heap's retained sizes (its object graph of {} objects needs about {}, over the {} the memory limit of {} ({source}) leaves it beside the dump's pages; {why_not_scratch})",
                     crate::runtimes::dotnet::gc::state::thousands(*objects),
-                    super::gc_text::bytes(*needed),
-                    super::gc_text::bytes(*available),
-                    super::gc_text::bytes(limit.bytes),
+                    bytes(*needed),
+                    bytes(*available),
+                    bytes(limit.bytes),
                 ),
                 hides: "what holds the heap: retained sizes by type, the top holders and a leak suspect (stacks, locks, the heap by type and the GC's state are whole)".into(),
-                fix: format!("--max-memory SIZE above the limit knot reads (about {} for this heap), or a higher memory limit", super::gc_text::bytes(needed.saturating_mul(4) / 3 + (256 << 20))),
+                fix,
                 short: "the heap's retained sizes".into(),
             }
         }
@@ -1045,9 +1057,9 @@ mod tests {
     fn referrers_name_by_short_type_and_field() {
         assert_eq!(short_type("Autofac.Core.Lifetime.LifetimeScope"), "LifetimeScope");
         assert_eq!(short_type("System.Collections.Generic.List<System.Object>"), "List<System.Object>");
-        let r = ReferrerReport { type_name: "Autofac.Core.Lifetime.LifetimeScope".into(), field: "_synchRoot".into(), address: Hex(1), identity: Some("Tag \"root\"".into()) };
+        let r = ReferrerReport { type_name: "Autofac.Core.Lifetime.LifetimeScope".into(), field: "_synchRoot".into(), address: Hex(1), identity: Some("Tag \"root\"".into()), is_static: false };
         assert_eq!(referrer(&r), "LifetimeScope._synchRoot, Tag \"root\"");
-        let a = ReferrerReport { type_name: "System.Object[]".into(), field: "[3]".into(), address: Hex(0), identity: None };
+        let a = ReferrerReport { type_name: "System.Object[]".into(), field: "[3]".into(), address: Hex(0), identity: None, is_static: false };
         assert_eq!(referrer(&a), "Object[][3]");
     }
 
@@ -1244,4 +1256,30 @@ pub fn dump_not_permitted(version: &str, err: &std::io::Error, owner: FileOwner,
         "knot {version} cannot read this dump: {err}. It is owned by uid {} (gid {}), mode {:04o}; knot runs as uid {uid} (gid {gid}). Kernel core files are created mode 0600, owned by the uid of the process that crashed: run knot as that uid (securityContext.runAsUser: {}), {fs_group}; or run knot as root with the dump volume mounted read-only. Not tried again until the dump changes.",
         owner.uid, owner.gid, owner.mode, owner.uid
     )
+}
+
+#[cfg(test)]
+mod heap_graph_limit_tests {
+    use super::*;
+    use crate::memory_budget::{LimitSource, MemoryLimit, ScratchVerdict};
+    use std::path::PathBuf;
+
+    /// The heap graph left out says why scratch files did not help, and names the flag that
+    /// does: `--scratch-dir` when the disk was the reason, `--max-memory` always.
+    #[test]
+    fn a_heap_graph_left_out_names_the_scratch_dir_and_the_memory_flag() {
+        let limit = MemoryLimit { bytes: 1 << 30, source: LimitSource::Cgroup(PathBuf::from("/sys/fs/cgroup/memory.max")) };
+        let said = |scratch: ScratchVerdict| verdict_limit(&Limit::HeapGraphMemory { objects: 169_000_000, needed: 6_760_000_000, available: 700 << 20, limit: limit.clone(), scratch });
+        let dir = PathBuf::from("/scratch");
+        let tmpfs = said(ScratchVerdict::InMemory { dir: dir.clone() });
+        assert!(tmpfs.missing.contains("/scratch") && tmpfs.missing.contains("memory-backed") && tmpfs.missing.contains("--scratch-dir"), "{}", tmpfs.missing);
+        assert!(tmpfs.fix.starts_with("--scratch-dir DIR") && tmpfs.fix.contains("--max-memory"), "{}", tmpfs.fix);
+        let small = said(ScratchVerdict::TooSmall { dir: dir.clone(), free: 1 << 30, needed: 9 << 30 });
+        assert!(small.missing.contains("9.0 GiB") && small.missing.contains("1.0 GiB free"), "{}", small.missing);
+        let gone = said(ScratchVerdict::Unusable { dir, why: "No such file or directory".into() });
+        assert!(gone.missing.contains("cannot be made in /scratch (No such file"), "{}", gone.missing);
+        let walk = said(ScratchVerdict::WalkTooLarge);
+        assert!(walk.missing.contains("the walk's lists") && walk.fix.starts_with("--max-memory SIZE"), "{} / {}", walk.missing, walk.fix);
+        assert_eq!(walk.short, "the heap's retained sizes");
+    }
 }

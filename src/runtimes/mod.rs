@@ -37,11 +37,12 @@ pub(crate) trait Runtime: RuntimeLocks + Send + Sync {
         false
     }
 
-    /// The memory limit the heap's reading is planned under (none: no limit), before
-    /// [`Runtime::prepare_heap`]: a heap graph that would not fit is left out, and
-    /// [`Runtime::verdict_limits`] says so. Nothing by default.
-    fn plan_heap(&self, limit: Option<crate::memory_budget::MemoryLimit>) {
-        let _ = limit;
+    /// The memory limit the heap's reading is planned under (none: no limit) and its scratch
+    /// directory, before [`Runtime::prepare_heap`]: a heap graph that would not fit in memory
+    /// goes to scratch files, and one that fits neither is left out, [`Runtime::verdict_limits`]
+    /// saying so. Nothing by default.
+    fn plan_heap(&self, budget: crate::memory_budget::HeapBudget) {
+        let _ = budget;
     }
 
     /// Does the part of [`Runtime::report_section`]'s heap work that needs no stacks (the walk,

@@ -33,8 +33,9 @@ pub struct Args {
     heap_mib: u64,
     /// With `dotnet-heap`: also run `knot analyze` inside a memory cgroup of this size (4G, 512M,
     /// bytes; needs root: cgroup v1's memory controller or v2's memory.max) and print its wall
-    /// time, peak anonymous memory and RSS, bytes per object, and whether the report came whole.
-    #[arg(long, value_name = "SIZE")]
+    /// time, peak anonymous memory and RSS, bytes per object, scratch bytes, and whether the
+    /// report came whole and equal to the unconstrained run's. Several sizes: `4G,1G`.
+    #[arg(long, value_name = "SIZE[,SIZE…]")]
     memory_limit: Option<String>,
     /// Make the dumps again even when they are there (`dotnet-heap`, `dotnet-async`, the Debian programs).
     #[arg(long)]
@@ -158,8 +159,8 @@ enum Suite {
 
 pub fn run(a: Args) -> Result<()> {
     if a.suite == Some(Suite::DotnetHeap) {
-        let limit = a.memory_limit.as_deref().map(crate::bench_dotnet_heap::parse_size).transpose()?;
-        return crate::bench_dotnet_heap::run(a.runs.unwrap_or(3), a.heap_mib, a.remake, limit);
+        let limits = a.memory_limit.as_deref().map(|l| l.split(',').map(crate::bench_dotnet_heap::parse_size).collect::<Result<Vec<u64>>>()).transpose()?.unwrap_or_default();
+        return crate::bench_dotnet_heap::run(a.runs.unwrap_or(3), a.heap_mib, a.remake, &limits);
     }
     if a.suite == Some(Suite::DotnetAsync) {
         return crate::bench_dotnet_async::run(a.runs.unwrap_or(3), a.remake);

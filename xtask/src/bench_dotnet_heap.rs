@@ -23,8 +23,11 @@
 //! pod's limit: a child group of cgroup v1's memory controller with `memory.limit_in_bytes`, or
 //! of v2's hierarchy with `memory.max`, whichever the machine has; the process joins it before
 //! knot starts), and the bench prints its wall time, peak anonymous memory and RSS, bytes per
-//! object, scratch bytes, the group's own peak, and whether the report came whole (retained
-//! sizes) or with the limit said — beside dotnet-dump's `dumpheap -stat` of the same run.
+//! object, scratch bytes (the unlinked files it holds open: its graph's arrays in scratch
+//! files), the group's own peak, and whether the report came whole (retained sizes, top holders
+//! and suspects equal to the unconstrained run's) or with the limit said — beside dotnet-dump's
+//! `dumpheap -stat` of the same run. Several sizes (`--memory-limit 4G,1G`) run one after the
+//! other.
 
 use crate::bench::{build_knot, target_dir};
 use crate::bench_dotnet::{dotnet_dump, measure_paired, raw_doc, tools_json, write_raw, Paired};
@@ -83,6 +86,12 @@ pub(crate) fn make_sample_dump(root: &Path, target: &Path, core: &Path, name: &s
         .arg(&dll)
         .args(args)
         .env("DOTNET_gcServer", "0")
+        // Every object stays alive: with the default gen0 budget (a few MiB) each of thousands
+        // of gen0 GCs copies what it holds into gen1 and gen2 and the background GC marks the
+        // growing heap again and again (half an hour for 8 GiB on a loaded machine). A 512 MiB
+        // gen0 and no background GC: about 2 minutes.
+        .env("DOTNET_GCgen0size", "0x20000000")
+        .env("DOTNET_gcConcurrent", "0")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -135,7 +144,7 @@ fn sos_totals(text: &str) -> Option<(u64, u64)> {
     Some((n(objects)?, n(bytes)?))
 }
 
-pub fn run(runs: u32, heap_mib: u64, remake: bool, memory_limit: Option<u64>) -> Result<()> {
+pub fn run(runs: u32, heap_mib: u64, remake: bool, memory_limits: &[u64]) -> Result<()> {
     let root = knot_samples::workspace_root();
     let target = target_dir(&root);
     let out_dir = target.join("bench");
@@ -216,8 +225,12 @@ pub fn run(runs: u32, heap_mib: u64, remake: bool, memory_limit: Option<u64>) ->
     own["knot_analyze_peak_rss_anon_kib"] = json!(rss_anon);
     own["knot_analyze_bytes_per_object"] = json!(per_object);
 
-    if let Some(limit) = memory_limit {
-        own["in_memory_cgroup"] = in_cgroup(&knot, &core, limit, sos_tot.0, medians[1])?;
+    let mut groups = Vec::new();
+    for &limit in memory_limits {
+        groups.push(in_cgroup(&knot, &core, limit, sos_tot.0, medians[1], &report)?);
+    }
+    if !groups.is_empty() {
+        own["in_memory_cgroup"] = json!(groups);
     }
 
     // `knot heap root` against SOS `gcroot` on two objects: the list the static holds (near a
@@ -377,7 +390,7 @@ impl Drop for MemoryCgroup {
 /// `knot analyze CORE --format json` inside a memory cgroup of `limit` bytes: wall time, peak
 /// RssAnon and VmRSS (sampled every 20 ms), the group's peak, what the report held; printed beside
 /// dotnet-dump's `sos_seconds`.
-fn in_cgroup(knot: &Path, core: &Path, limit: u64, objects: u64, sos_seconds: f64) -> Result<serde_json::Value> {
+fn in_cgroup(knot: &Path, core: &Path, limit: u64, objects: u64, sos_seconds: f64, unconstrained: &serde_json::Value) -> Result<serde_json::Value> {
     let group = MemoryCgroup::new(limit)?;
     let out = std::env::temp_dir().join(format!("knot-bench-cgroup-{}.json", std::process::id()));
     // The shell joins the group, then becomes knot: every page knot touches is charged there.
@@ -396,13 +409,15 @@ fn in_cgroup(knot: &Path, core: &Path, limit: u64, objects: u64, sos_seconds: f6
         .spawn()
         .context("knot analyze in the cgroup")?;
     let status_file = format!("/proc/{}/status", child.id());
-    let (mut anon, mut rss) = (0u64, 0u64);
+    let fd_dir = PathBuf::from(format!("/proc/{}/fd", child.id()));
+    let (mut anon, mut rss, mut scratch) = (0u64, 0u64, 0u64);
     let status = loop {
         if let Ok(text) = fs::read_to_string(&status_file) {
             let kib = |key: &str| text.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok()).unwrap_or(0);
             anon = anon.max(kib("RssAnon:"));
             rss = rss.max(kib("VmRSS:"));
         }
+        scratch = scratch.max(scratch_bytes(&fd_dir));
         if let Some(s) = child.try_wait()? {
             break s;
         }
@@ -420,20 +435,27 @@ fn in_cgroup(knot: &Path, core: &Path, limit: u64, objects: u64, sos_seconds: f6
     use std::os::unix::process::ExitStatusExt;
     let killed = status.signal() == Some(9);
     let whole = report["dotnet"]["heap"]["retained"].is_array();
+    // The retained sizes, top holders and suspects of the unconstrained run, when they came.
+    let parts = ["retained", "dominators", "suspects", "unreachable"];
+    let equal = whole.then(|| parts.iter().all(|p| report["dotnet"]["heap"][p] == unconstrained["dotnet"]["heap"][p]));
     let limit_said = report["verdict_limits"].as_array().and_then(|l| l.iter().find(|l| l["short"] == "the heap's retained sizes")).and_then(|l| l["missing"].as_str()).map(str::to_string);
     let per_object = anon as f64 * 1024.0 / objects.max(1) as f64;
     let mib = |kib: u64| kib as f64 / 1024.0;
     println!("\nknot analyze in a {:.1} GiB memory cgroup ({}):", limit as f64 / (1u64 << 30) as f64, group.kind);
     println!(
-        "  wall {wall:.3} s ({}), peak RssAnon {:.1} MiB = {per_object:.1} bytes per object, peak RSS {:.1} MiB, group peak {}, scratch 0 B (the graph lives in memory)",
+        "  wall {wall:.3} s ({}), peak RssAnon {:.1} MiB = {per_object:.1} bytes per object, peak RSS {:.1} MiB, group peak {}, scratch {:.1} MiB",
         if killed { "KILLED (SIGKILL: the OOM killer)".to_string() } else { format!("exit {}", status.code().unwrap_or(-1)) },
         mib(anon),
         mib(rss),
         group_peak.map(|b| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)).unwrap_or_else(|| "unknown".into()),
+        scratch as f64 / (1u64 << 20) as f64,
     );
     println!("  dotnet-dump dumpheap -stat {sos_seconds:.3} s (median above)");
     match (&limit_said, whole) {
-        (_, true) => println!("  report: whole (retained sizes read)"),
+        (_, true) => println!(
+            "  report: whole (retained sizes read); retained sizes, top holders and suspects {} the unconstrained run's",
+            if equal == Some(true) { "equal to" } else { "DIFFERENT from" }
+        ),
         (Some(m), false) => println!("  report: without retained sizes, the limit said: {m}"),
         (None, false) if !killed => println!("  report: no retained sizes and no limit said (stderr: {})", stderr.trim()),
         _ => println!("  report: none"),
@@ -448,8 +470,21 @@ fn in_cgroup(knot: &Path, core: &Path, limit: u64, objects: u64, sos_seconds: f6
         "peak_rss_kib": rss,
         "group_peak_bytes": group_peak,
         "bytes_per_object": per_object,
-        "scratch_bytes": 0,
+        "scratch_bytes": scratch,
         "retained_sizes": whole,
+        "equal_to_unconstrained": equal,
         "limit_said": limit_said,
     }))
+}
+
+/// Bytes of the unlinked files a process has open (knot's scratch files: `… (deleted)`).
+fn scratch_bytes(fd_dir: &Path) -> u64 {
+    let Ok(entries) = fs::read_dir(fd_dir) else { return 0 };
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().ends_with(" (deleted)")))
+        .filter_map(|e| fs::metadata(e.path()).ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum()
 }

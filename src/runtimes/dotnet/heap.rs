@@ -127,6 +127,16 @@ pub(crate) fn retention(runtime: &DotnetRuntime<'_>) -> Result<HeapRetention, Di
 pub(crate) fn object_roots(runtime: &DotnetRuntime<'_>, stacks: &[Stack], frames: &[Vec<FrameReport>], addresses: &[u64], all_roots: bool) -> Result<Vec<ObjectRoots>, String> {
     let context = runtime.context()?;
     let threads = thread_stacks(context.process, context, stacks, frames);
-    let all = if all_roots { gc::why_alive::why_alive(context, &threads, addresses) } else { gc::why_alive::first_paths(context, &threads, addresses) }?;
+    let all = if all_roots {
+        // The whole heap as a graph: planned under the memory limit like the report's (in
+        // memory, in scratch files, or refused saying the limit and the flags that lift it).
+        let reading = match runtime.graph_within_limit() {
+            Some(graph) => graph?.finish(context, &threads),
+            None => gc::read_graph(context, &threads, None)?,
+        };
+        gc::why_alive::why_alive(context, reading, addresses)
+    } else {
+        gc::why_alive::first_paths(context, &threads, addresses)
+    }?;
     Ok(all.into_iter().map(ObjectRoots::Dotnet).collect())
 }

@@ -13,7 +13,7 @@ use super::report::{DotnetReport, SyncTableReport, ThreadExceptionReport, Thread
 use super::{facts, idle, locks, read_runtime, unreadable, DotnetReading, STAGE};
 use crate::diagnostics::Diagnostic;
 use crate::graph::limits::Limit;
-use crate::memory_budget::MemoryLimit;
+use crate::memory_budget::{GraphPlan, HeapBudget, GRAPH_BYTES_PER_OBJECT, WALK_BYTES_PER_OBJECT};
 use crate::process::{Locator, Process};
 use crate::runtimes::RuntimeSection;
 use crate::runtimes::{Runtime, RuntimeReport};
@@ -44,16 +44,11 @@ pub(crate) struct DotnetRuntime<'p> {
     graph: Mutex<Option<Result<gc::GraphAhead, String>>>,
     /// The memory limit the heap graph is planned under (none: no limit), set once before the
     /// heap is read ([`Runtime::plan_heap`]).
-    memory_limit: OnceLock<Option<MemoryLimit>>,
+    memory_limit: OnceLock<HeapBudget>,
     /// The heap graph left out because it would not fit the memory limit (for the verdict's
     /// limits), set by the report section.
     over_limit: OnceLock<Limit>,
 }
-
-/// Anonymous memory the object graph, its dominator tree, retained sizes and root tree take
-/// per object at their peak, edges included (36.5 measured on a 169 M-object heap; the plan
-/// keeps a margin): what the node cap of a walk under a memory limit is reckoned with.
-pub(crate) const GRAPH_BYTES_PER_OBJECT: u64 = 40;
 
 /// What of the report's heap reading needs no stacks, read while they are walked: the walk
 /// (with the referrers of every object a lock may be on: which locks there are depends on the
@@ -185,13 +180,13 @@ impl DotnetRuntime<'_> {
     /// heap diff`): `None` when no memory limit was planned (the caller reads it unbounded), else
     /// read with the walk's node cap, or why it would not fit.
     pub(crate) fn graph_within_limit(&self) -> Option<Result<gc::GraphAhead, String>> {
-        let limit = self.memory_limit()?;
+        let budget = self.memory_limit().filter(|b| b.limit.is_some())?;
         let c = self.context.as_deref().ok()?;
-        read_ahead(c, &[], Some(limit)).graph
+        read_ahead(c, &[], Some(budget)).graph
     }
 
-    fn memory_limit(&self) -> Option<&MemoryLimit> {
-        self.memory_limit.get().and_then(Option::as_ref)
+    fn memory_limit(&self) -> Option<&HeapBudget> {
+        self.memory_limit.get()
     }
 
     fn pool_reading(&self) -> Option<&super::thread_pool::PoolReading> {
@@ -271,8 +266,8 @@ impl Runtime for DotnetRuntime<'_> {
         matches!(self.reading(), DotnetReading::Runtime(r) if !r.threads.is_empty())
     }
 
-    fn plan_heap(&self, limit: Option<MemoryLimit>) {
-        let _ = self.memory_limit.set(limit);
+    fn plan_heap(&self, budget: HeapBudget) {
+        let _ = self.memory_limit.set(budget);
     }
 
     fn prepare_heap(&self) {
@@ -334,6 +329,8 @@ impl Runtime for DotnetRuntime<'_> {
                 *g = ahead.graph;
             }
             if let Some(gc) = gc::report::attach_reading(reading, &mut report, &mut facts.locks, &mut facts.diagnostics) {
+                // A lock object held by a static field is named by it (`Ledger._sync`).
+                super::static_holders::name(c, &gc, &mut facts.locks);
                 // The objects queued to the pool, when its queues were read.
                 let queued: Option<std::collections::HashSet<u64>> =
                     self.pool_reading().and_then(|p| p.queues.as_ref().ok()).map(|q| q.items.iter().map(|i| i.object).collect());
@@ -397,22 +394,43 @@ impl Runtime for DotnetRuntime<'_> {
 /// object graph from its objects. A panic in either is said as why that part was not read.
 /// Under a memory `limit`, the walk keeps objects for the graph only as many as it leaves room
 /// for; past that, the graph is not built and the limit says why.
-fn read_ahead(c: &Context<'_>, targets: &[u64], limit: Option<&MemoryLimit>) -> HeapAhead {
+fn read_ahead(c: &Context<'_>, targets: &[u64], budget: Option<&HeapBudget>) -> HeapAhead {
+    let limit = budget.and_then(|b| b.limit.as_ref());
     let available = limit.map(|l| l.for_heap_graph(crate::memory_budget::anonymous_in_use()));
-    let cap = available.map(|a| gc::walk::NodeCap::new(a / GRAPH_BYTES_PER_OBJECT));
+    // The scratch directory is looked at only under a limit; the walk keeps objects for as
+    // many as its lists leave room for, with scratch after it or without.
+    let scratch = match (budget, available) {
+        (Some(b), Some(_)) => Some((b.scratch_dir.as_path(), crate::scratch::space_of(&b.scratch_dir))),
+        _ => None,
+    };
+    let per_object = match &scratch {
+        Some((_, crate::scratch::ScratchSpace::Free(_))) => WALK_BYTES_PER_OBJECT,
+        _ => GRAPH_BYTES_PER_OBJECT,
+    };
+    let cap = available.map(|a| gc::walk::NodeCap::new(a / per_object));
     match caught(|| gc::walk_in(c, targets, cap.as_ref())) {
         Ok(mut u) => {
-            if let (true, Some(limit), Some(available)) = (u.reading.over_node_cap, limit, available) {
-                let objects = u.reading.stats.total_objects;
-                let needed = objects.saturating_mul(GRAPH_BYTES_PER_OBJECT);
-                let why = format!(
-                    "the object graph of {objects} objects needs about {needed} bytes, over the {available} bytes the memory limit of {} bytes leaves it (--max-memory lifts it)",
-                    limit.bytes
-                );
-                return HeapAhead { graph: Some(Err(why)), gc: Ok(u), over_limit: Some(Limit::HeapGraphMemory { objects, needed, available, limit: limit.clone() }) };
-            }
+            let objects = u.reading.stats.total_objects;
+            let plan = match (&scratch, limit) {
+                (Some((dir, space)), Some(_)) => crate::memory_budget::plan_graph(objects, available, dir, space, u.reading.over_node_cap),
+                _ => GraphPlan::Memory,
+            };
+            let place = match plan {
+                GraphPlan::Memory => crate::scratch::Place::Memory,
+                // What the walk's lists took is free again once the graph is built from them: the
+                // dominator tree's arrays (read at random) may have it, beside the files.
+                GraphPlan::Scratch(dir) => crate::scratch::Place::Files(crate::scratch::ScratchDir::new(dir, available.unwrap_or(0).saturating_sub(objects.saturating_mul(2)))),
+                GraphPlan::Degraded { needed, scratch } => {
+                    let (Some(limit), Some(available)) = (limit, available) else { return HeapAhead { gc: Ok(u), graph: None, over_limit: None } };
+                    let why = format!(
+                        "the object graph of {objects} objects needs about {needed} bytes, over the {available} bytes the memory limit of {} bytes leaves it, and scratch files do not make it fit (--max-memory, --scratch-dir lift it)",
+                        limit.bytes
+                    );
+                    return HeapAhead { graph: Some(Err(why)), gc: Ok(u), over_limit: Some(Limit::HeapGraphMemory { objects, needed, available, limit: limit.clone(), scratch }) };
+                }
+            };
             let walked = u.reading.walked.take();
-            HeapAhead { graph: Some(caught(|| gc::graph_ahead(c, walked))), gc: Ok(u), over_limit: None }
+            HeapAhead { graph: Some(caught(|| gc::graph_ahead(c, walked, &place))), gc: Ok(u), over_limit: None }
         }
         Err(why) => HeapAhead { gc: Err(why), graph: None, over_limit: None },
     }

@@ -24,6 +24,7 @@
 use super::super::target::Target;
 use super::gcdesc::GcDesc;
 use super::node_index::NodeIndex;
+use crate::scratch::{Place, ScratchVec};
 use serde::Serialize;
 
 /// The object graph of one heap (see the module doc: the contract).
@@ -32,16 +33,19 @@ pub(crate) struct ObjectGraph {
     /// Node i's object address (nodes in address order).
     pub(crate) index: NodeIndex,
     /// Node i's index into `type_table`.
-    pub(crate) types: Vec<u32>,
+    pub(crate) types: ScratchVec<u32>,
     /// MethodTables (named through the heap's type namer).
     pub(crate) type_table: Vec<u64>,
     /// Node i's size as SOS reports it (saturating).
-    pub(crate) sizes: Vec<u32>,
+    pub(crate) sizes: ScratchVec<u32>,
     /// CSR: the edges of i are `edges[edge_start[i]..edge_start[i + 1]]`.
-    pub(crate) edge_start: Vec<u32>,
+    pub(crate) edge_start: ScratchVec<u32>,
     /// Target node indices (references to non-objects dropped).
-    pub(crate) edges: Vec<u32>,
+    pub(crate) edges: ScratchVec<u32>,
     pub(crate) roots: Vec<Root>,
+    /// Where the graph's large arrays, and those of the readings made from it (dominators,
+    /// retained sizes, root tree), live: memory or scratch files (the plan's choice).
+    pub(crate) place: Place,
 }
 
 /// One root: an object held from outside the heap.
@@ -213,11 +217,11 @@ pub(crate) struct Overlapped {
 /// in each in order), the MethodTables in one table. Each walk's lists are freed once merged.
 /// With the objects left out because their segment overlaps one before it (a damaged segment
 /// list).
-pub(crate) fn nodes(walks: Vec<super::walk::SegmentNodes>) -> (ObjectGraph, Overlapped) {
+pub(crate) fn nodes(walks: Vec<super::walk::SegmentNodes>, place: &Place) -> (ObjectGraph, Overlapped) {
     let mut walks: Vec<_> = walks.into_iter().filter(|w| !w.addresses.is_empty()).collect();
     walks.sort_by_key(|w| w.addresses[0]);
     let total: usize = walks.iter().map(|w| w.addresses.len()).sum();
-    let mut g = ObjectGraph { types: Vec::with_capacity(total), sizes: Vec::with_capacity(total), ..ObjectGraph::default() };
+    let mut g = ObjectGraph { types: ScratchVec::with_capacity(place, total), sizes: ScratchVec::with_capacity(place, total), place: place.clone(), ..ObjectGraph::default() };
     let mut index: rustc_hash::FxHashMap<u64, u32> = rustc_hash::FxHashMap::default();
     let mut overlapped = Overlapped::default();
     for w in walks {
@@ -247,6 +251,8 @@ pub(crate) fn nodes(walks: Vec<super::walk::SegmentNodes>) -> (ObjectGraph, Over
     }
     g.types.shrink_to_fit();
     g.sizes.shrink_to_fit();
+    g.types.write_back();
+    g.sizes.write_back();
     g.index.shrink_to_fit();
     (g, overlapped)
 }
@@ -264,78 +270,87 @@ pub(crate) fn edges(t: &Target, g: &mut ObjectGraph, extra: &[(u32, u32)], error
         }
     }
     const CHUNK: usize = 1 << 16;
-    let graph: &ObjectGraph = g;
-    let n = graph.len();
-    let (lo, hi) = graph.index.bounds();
-    let parts: Vec<(Vec<u32>, Vec<u32>, GraphErrors)> = (0..n.div_ceil(CHUNK))
-        .into_par_iter()
-        .map(|c| {
-            let (from, to) = (c * CHUNK, ((c + 1) * CHUNK).min(n));
-            let mut counts = Vec::with_capacity(to - from);
-            let mut out = Vec::new();
-            let mut errs = GraphErrors::default();
-            let mut x = extra.partition_point(|e| (e.0 as usize) < from);
-            let mut addresses = graph.index.iter_from(from as u32);
-            let mut hint = 0;
-            for i in from..to {
-                let at = addresses.next().unwrap_or(0);
-                let before = out.len();
-                if let Ok(desc) = &descs[graph.types[i] as usize]
-                    && *desc != GcDesc::None
-                {
-                    let size = graph.sizes[i] as u64;
-                    match t.mem.chunk(at, size as usize) {
-                        Ok(bytes) if bytes.len() as u64 >= size => {
-                            let r = desc.offsets(size, |off| {
-                                let o = off as usize;
-                                let v = u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap_or([0; 8]));
-                                if v >= lo
-                                    && v <= hi
-                                    && let Some(j) = graph.index.node_near(v, &mut hint)
-                                {
-                                    out.push(j);
-                                }
-                            });
-                            if let Err(why) = r {
-                                out.truncate(before);
-                                errs.push(at, format!("references of the object at {at:#x} (MethodTable {:#x}) not read: {why}", graph.type_table[graph.types[i] as usize]));
-                            }
-                        }
-                        _ => errs.push(at, format!("references of the object at {at:#x} not read: its {size} bytes are not in the dump")),
-                    }
-                }
-                while x < extra.len() && extra[x].0 as usize == i {
-                    out.push(extra[x].1);
-                    x += 1;
-                }
-                counts.push((out.len() - before) as u32);
-            }
-            (counts, out, errs)
-        })
-        .collect();
-    let total: u64 = parts.iter().map(|p| p.1.len() as u64).sum();
-    g.edge_start = Vec::with_capacity(n + 1);
-    g.edges = Vec::with_capacity(total.min(MAX_EDGES) as usize);
+    // Chunks read in parallel at a time: what they hold before being appended is bounded
+    // (a few MiB a chunk), whatever the heap's size.
+    const BATCH: usize = 64;
+    let n = g.len();
+    let (lo, hi) = g.index.bounds();
+    let mut edge_start: ScratchVec<u32> = ScratchVec::with_capacity(&g.place, n + 1);
+    let mut edges: ScratchVec<u32> = ScratchVec::new(&g.place);
     let mut start: u64 = 0;
-    g.edge_start.push(0);
-    for (counts, es, errs) in parts {
-        for (at, why) in errs.errors {
-            errors.push(at, why);
-        }
-        errors.more += errs.more;
-        let mut k = 0usize;
-        for c in counts {
-            // A graph past u32 edges keeps the first ones (said once).
-            let take = (c as u64).min(MAX_EDGES.saturating_sub(start));
-            if take < c as u64 && start < MAX_EDGES {
-                errors.push(0, format!("more than {MAX_EDGES} references: the rest are not in the graph"));
+    edge_start.push(0);
+    let chunks = n.div_ceil(CHUNK);
+    let graph: &ObjectGraph = g;
+    for batch in (0..chunks).step_by(BATCH) {
+        let parts: Vec<(Vec<u32>, Vec<u32>, GraphErrors)> = (batch..(batch + BATCH).min(chunks))
+            .into_par_iter()
+            .map(|c| {
+                let (from, to) = (c * CHUNK, ((c + 1) * CHUNK).min(n));
+                let mut counts = Vec::with_capacity(to - from);
+                let mut out = Vec::new();
+                let mut errs = GraphErrors::default();
+                let mut x = extra.partition_point(|e| (e.0 as usize) < from);
+                let mut addresses = graph.index.iter_from(from as u32);
+                let mut hint = 0;
+                for i in from..to {
+                    let at = addresses.next().unwrap_or(0);
+                    let before = out.len();
+                    if let Ok(desc) = &descs[graph.types[i] as usize]
+                        && *desc != GcDesc::None
+                    {
+                        let size = graph.sizes[i] as u64;
+                        match t.mem.chunk(at, size as usize) {
+                            Ok(bytes) if bytes.len() as u64 >= size => {
+                                let r = desc.offsets(size, |off| {
+                                    let o = off as usize;
+                                    let v = u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap_or([0; 8]));
+                                    if v >= lo
+                                        && v <= hi
+                                        && let Some(j) = graph.index.node_near(v, &mut hint)
+                                    {
+                                        out.push(j);
+                                    }
+                                });
+                                if let Err(why) = r {
+                                    out.truncate(before);
+                                    errs.push(at, format!("references of the object at {at:#x} (MethodTable {:#x}) not read: {why}", graph.type_table[graph.types[i] as usize]));
+                                }
+                            }
+                            _ => errs.push(at, format!("references of the object at {at:#x} not read: its {size} bytes are not in the dump")),
+                        }
+                    }
+                    while x < extra.len() && extra[x].0 as usize == i {
+                        out.push(extra[x].1);
+                        x += 1;
+                    }
+                    counts.push((out.len() - before) as u32);
+                }
+                (counts, out, errs)
+            })
+            .collect();
+        for (counts, es, errs) in parts {
+            for (at, why) in errs.errors {
+                errors.push(at, why);
             }
-            g.edges.extend_from_slice(&es[k..k + take as usize]);
-            k += c as usize;
-            start += take;
-            g.edge_start.push(start as u32);
+            errors.more += errs.more;
+            let mut k = 0usize;
+            for c in counts {
+                // A graph past u32 edges keeps the first ones (said once).
+                let take = (c as u64).min(MAX_EDGES.saturating_sub(start));
+                if take < c as u64 && start < MAX_EDGES {
+                    errors.push(0, format!("more than {MAX_EDGES} references: the rest are not in the graph"));
+                }
+                edges.extend_from_slice(&es[k..k + take as usize]);
+                k += c as usize;
+                start += take;
+                edge_start.push(start as u32);
+            }
         }
     }
+    edges.write_back();
+    edge_start.write_back();
+    g.edge_start = edge_start;
+    g.edges = edges;
 }
 
 #[cfg(test)]
@@ -354,7 +369,7 @@ mod tests {
         let first = segment(&[0x1000, 0x1018, 0x1030], 0xa0, 24);
         let second = segment(&[0x1018, 0x1030, 0x1048, 0x1060], 0xb0, 24);
         let inside = segment(&[0x1008, 0x1020], 0xc0, 16);
-        let (g, overlapped) = nodes(vec![second, inside, first]);
+        let (g, overlapped) = nodes(vec![second, inside, first], &Place::Memory);
         // Segments are merged in address order: the first's objects, then the second's above
         // 0x1030; every object of `inside` is at or below an address already taken.
         let addresses: Vec<u64> = (0..g.len() as u32).filter_map(|n| g.address(n)).collect();
@@ -367,7 +382,7 @@ mod tests {
             assert_eq!(g.node_of(a), Some(n as u32));
         }
         // Disjoint segments leave nothing out.
-        let (g, overlapped) = nodes(vec![segment(&[0x2000, 0x2018], 0xa0, 24), segment(&[0x1000], 0xb0, 24)]);
+        let (g, overlapped) = nodes(vec![segment(&[0x2000, 0x2018], 0xa0, 24), segment(&[0x1000], 0xb0, 24)], &Place::Memory);
         assert_eq!((g.len(), overlapped), (3, Overlapped::default()));
     }
 }

@@ -41,6 +41,13 @@ pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack], walked: Optio
     of_graph(runtime, super::read_graph(runtime, threads, walked)?)
 }
 
+/// As [`read`], walking the heap afresh, the graph's and its readings' large arrays at `place`
+/// (memory or scratch files: the answers are the same).
+#[cfg(test)]
+pub(crate) fn read_at(runtime: &Context<'_>, threads: &[ThreadStack], place: &crate::scratch::Place) -> Result<Holding, String> {
+    of_graph(runtime, super::graph_ahead(runtime, None, place)?.finish(runtime, threads))
+}
+
 /// The retention of a graph read with its roots.
 pub(crate) fn of_graph(runtime: &Context<'_>, reading: super::GraphReading) -> Result<Holding, String> {
     let g = reading.graph;

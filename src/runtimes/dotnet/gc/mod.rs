@@ -395,7 +395,7 @@ pub(crate) struct GraphReading {
 /// roots (handles, finalization queue, sync blocks, and the stacks of `threads`). The objects
 /// are `walked` when an earlier walk of the same segments kept them, else walked here.
 pub(crate) fn read_graph(runtime: &Context<'_>, threads: &[roots::ThreadStack], walked: Option<Walked>) -> Result<GraphReading, String> {
-    Ok(graph_ahead(runtime, walked)?.finish(runtime, threads))
+    Ok(graph_ahead(runtime, walked, &crate::scratch::Place::Memory)?.finish(runtime, threads))
 }
 
 /// The object graph with every root but the stacks': what [`read_graph`] reads before it needs
@@ -409,7 +409,8 @@ pub(crate) struct GraphAhead {
 }
 
 /// [`read_graph`] up to the stack roots: the nodes, the edges, the other roots.
-pub(crate) fn graph_ahead(runtime: &Context<'_>, walked: Option<Walked>) -> Result<GraphAhead, String> {
+/// The graph's large arrays live at `place` (memory or scratch files).
+pub(crate) fn graph_ahead(runtime: &Context<'_>, walked: Option<Walked>, place: &crate::scratch::Place) -> Result<GraphAhead, String> {
     let t = runtime.target();
     let build = build_facts(runtime)?;
     let Prepared { vars, segments, contexts, free_mt, string_mt, mut diagnostics } = prepare(runtime.module, &t, build)?;
@@ -429,7 +430,7 @@ pub(crate) fn graph_ahead(runtime: &Context<'_>, walked: Option<Walked>) -> Resu
         }
     }
     trace("graph: walk taken");
-    let (mut g, overlapped) = graph::nodes(walked.nodes);
+    let (mut g, overlapped) = graph::nodes(walked.nodes, place);
     if overlapped.objects > 0 {
         diagnostics.push(
             Diagnostic::warning(STAGE, format!("{} objects of heap segments overlapping earlier ones are not in the graph (the first at {:#x}): the GC's segment list is damaged", overlapped.objects, overlapped.first))

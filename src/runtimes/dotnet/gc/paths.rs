@@ -111,7 +111,7 @@ pub(crate) fn all_paths(g: &ObjectGraph, target: u32, max: usize) -> (Vec<RootPa
     }
     // Reversed references, CSR.
     let mut start = vec![0u32; n + 1];
-    for &m in &g.edges {
+    for &m in g.edges.iter() {
         if (m as usize) < n {
             start[m as usize + 1] += 1;
         }

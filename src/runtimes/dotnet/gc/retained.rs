@@ -7,6 +7,7 @@
 
 use super::graph::{ObjectGraph, RootKind};
 use crate::graph::dominators::{self, DominatorError, DominatorTree, VIRTUAL_ROOT};
+use crate::scratch::{Place, ScratchVec};
 
 /// A holder retaining this share of the heap (percent) is a leak suspect.
 pub(crate) const SUSPECT_PERCENT: u64 = 10;
@@ -36,12 +37,14 @@ pub(crate) struct GraphView<'a> {
     pub(crate) roots: &'a [u32],
     /// The type of free objects, when they are nodes: neither garbage nor retained.
     pub(crate) free_type: Option<u32>,
+    /// Where the dominator tree's and the sums' arrays live.
+    pub(crate) place: &'a Place,
 }
 
 impl<'a> GraphView<'a> {
     /// The view of an object graph; `roots` from [`marking_roots`].
     pub(crate) fn of(g: &'a ObjectGraph, roots: &'a [u32], free_type: Option<u32>) -> GraphView<'a> {
-        GraphView { edge_start: &g.edge_start, edges: &g.edges, sizes: &g.sizes, types: &g.types, type_count: g.type_table.len(), roots, free_type }
+        GraphView { edge_start: &g.edge_start, edges: &g.edges, sizes: &g.sizes, types: &g.types, type_count: g.type_table.len(), roots, free_type, place: &g.place }
     }
 }
 
@@ -88,14 +91,14 @@ impl Accumulation {
 #[derive(Debug, Clone)]
 pub(crate) struct Sums {
     /// Preorder number → node; `[0]` stands for the virtual root.
-    order: Vec<u32>,
+    order: ScratchVec<u32>,
     /// Preorder number → retained bytes; `[0]`, the virtual root, is every reachable object's.
-    pub(crate) retained: Vec<u64>,
+    pub(crate) retained: ScratchVec<u64>,
     /// The dominator tree as first child and next sibling (preorder numbers, `u32::MAX`: none),
     /// children in increasing preorder: built in place of the immediate dominators, in the pass
     /// that sums the retained sizes.
-    first_child: Vec<u32>,
-    next_sibling: Vec<u32>,
+    first_child: ScratchVec<u32>,
+    next_sibling: ScratchVec<u32>,
     #[allow(dead_code)] // the tests' check of the count
     pub(crate) reachable_objects: u64,
     /// Objects no root reaches (free objects left out), and their bytes.
@@ -116,7 +119,7 @@ pub(crate) fn retention(g: &GraphView<'_>) -> Result<Retention, DominatorError> 
 /// The dominator tree of `g` and every node's retained size.
 pub(crate) fn sums(g: &GraphView<'_>) -> Result<Sums, DominatorError> {
     let n = g.sizes.len();
-    let (DominatorTree { order, idom }, spare) = dominators::dominators_and_spare(g.edge_start, g.edges, g.roots)?;
+    let (DominatorTree { order, idom }, spare) = dominators::dominators_and_spare(g.edge_start, g.edges, g.roots, g.place)?;
     let count = order.len();
     let size = |v: usize| g.sizes.get(v).copied().unwrap_or(0) as u64;
     let ty = |v: usize| g.types.get(v).copied().unwrap_or(u32::MAX);
@@ -144,7 +147,8 @@ pub(crate) fn sums(g: &GraphView<'_>) -> Result<Sums, DominatorError> {
     // One pass in reverse preorder (every node before its dominator): each node's sum added to
     // its dominator's, and the node hung first under it, its immediate dominator's slot taking
     // its next sibling.
-    let mut first_child = vec![NONE; count];
+    let mut first_child: ScratchVec<u32> = ScratchVec::hot(g.place, count);
+    first_child.resize(count, NONE);
     let mut next_sibling = idom;
     for k in (1..count).rev() {
         let d = next_sibling[k] as usize;
@@ -394,7 +398,7 @@ mod tests {
     }
 
     fn view<'a>(b: &'a Built, roots: &'a [u32], type_count: usize, free: Option<u32>) -> GraphView<'a> {
-        GraphView { edge_start: &b.start, edges: &b.edges, sizes: &b.sizes, types: &b.types, type_count, roots, free_type: free }
+        GraphView { edge_start: &b.start, edges: &b.edges, sizes: &b.sizes, types: &b.types, type_count, roots, free_type: free, place: &Place::Memory }
     }
 
     /// Types: 0 Dictionary, 1 Entry[], 2 Session, 3 byte[], 4 Free, 5 Junk.

@@ -50,7 +50,7 @@ const ROOT: u32 = u32::MAX - 1;
 
 /// Every reachable object's predecessor on a shortest path from a root.
 pub(crate) struct RootTree {
-    parent: Vec<u32>,
+    parent: crate::scratch::ScratchVec<u32>,
     /// Root node → the root that reached it first: an index into the graph's `roots`, or
     /// (past them) into the static slots.
     root_of: rustc_hash::FxHashMap<u32, usize>,
@@ -81,12 +81,12 @@ impl RootTree {
     /// `statics`: statics arrays' elements, searched from first (node, array node, index).
     #[cfg(test)]
     pub(crate) fn new(g: &ObjectGraph, statics: &[(u32, u32, u32)]) -> RootTree {
-        RootTree::in_buffer(g, statics, Vec::new())
+        RootTree::in_buffer(g, statics, crate::scratch::ScratchVec::new(&g.place))
     }
 
     /// As [`RootTree::new`], its 4 bytes per node in `buffer` (an array the caller no longer
     /// needs, so that the search takes no new memory for them).
-    pub(crate) fn in_buffer(g: &ObjectGraph, statics: &[(u32, u32, u32)], buffer: Vec<u32>) -> RootTree {
+    pub(crate) fn in_buffer(g: &ObjectGraph, statics: &[(u32, u32, u32)], buffer: crate::scratch::ScratchVec<u32>) -> RootTree {
         let n = g.len();
         let mut order: Vec<usize> = (0..g.roots.len()).filter(|&i| tier(g.roots[i].kind) < 5).collect();
         order.sort_by_key(|&i| (tier(g.roots[i].kind), i));
@@ -180,11 +180,12 @@ mod tests {
         // 0 (stack root) → 1 → 2; 3 (static) → 2; 4 unreachable.
         let g = ObjectGraph {
             index: crate::runtimes::dotnet::gc::node_index::NodeIndex::of(&[0x10, 0x20, 0x30, 0x40, 0x50]),
-            types: vec![0; 5],
+            types: vec![0; 5].into(),
+            place: Default::default(),
             type_table: vec![0x1000],
-            sizes: vec![24; 5],
-            edge_start: vec![0, 1, 2, 2, 3, 3],
-            edges: vec![1, 2, 2],
+            sizes: vec![24; 5].into(),
+            edge_start: vec![0, 1, 2, 2, 3, 3].into(),
+            edges: vec![1, 2, 2].into(),
             roots: vec![
                 Root { kind: RootKind::Stack { conservative: true }, node: 0, source: RootSource::Stack { os_tid: 1, managed_id: 1, frame_sp: 0, frame_ip: 0, slot: 0x7ff0, register: None } },
                 Root { kind: RootKind::Static, node: 3, source: RootSource::Static { method_table: 0x2000, field_token: 0x0400_0001, handle: 0 } },

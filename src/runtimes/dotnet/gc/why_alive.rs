@@ -55,9 +55,9 @@ pub(crate) struct WhyAlive {
 /// Roots (with their paths) listed per object at most.
 pub(crate) const MAX_ROOT_PATHS: usize = 64;
 
-/// Reads the heap of `runtime` as a graph (once) and finds why each of `addresses` is alive.
-pub(crate) fn why_alive(runtime: &Context<'_>, threads: &[ThreadStack], addresses: &[u64]) -> Result<Vec<WhyAlive>, String> {
-    let reading = super::read_graph(runtime, threads, None)?;
+/// Finds why each of `addresses` is alive in the heap of `runtime` read as a graph (`reading`,
+/// with its stack roots).
+pub(crate) fn why_alive(runtime: &Context<'_>, reading: super::GraphReading, addresses: &[u64]) -> Result<Vec<WhyAlive>, String> {
     let g = &reading.graph;
     let t = runtime.target();
     let namer = TypeNamer::of(&t, runtime);

@@ -315,3 +315,33 @@ fn a_walk_for_more_targets_names_the_referrers_of_those_wanted_as_a_walk_for_the
     assert!(named > 0, "some wanted object has referrers");
     assert!(cut > 0, "some heap has a segment whose hits were cut");
 }
+
+/// The heap graph, its dominator tree, retained sizes, holders and root paths are the same
+/// whether their arrays live in memory or in scratch files (`--scratch-dir`), on every
+/// committed dump; the scratch files are gone once read.
+#[test]
+fn the_graphs_answers_are_the_same_in_memory_and_in_scratch_files() {
+    use crate::runtimes::dotnet::context::Context;
+    use crate::scratch::Place;
+    let dir = tempfile::tempdir().expect("a scratch dir");
+    let files = Place::Files(crate::scratch::ScratchDir::new(dir.path().to_path_buf(), 0));
+    let mut read = 0;
+    // The dumps with holders, suspects and many roots (the others' heaps add time, not cases).
+    for d in dumps().into_iter().filter(|d| ["heap_graph", "heap_growth", "cache_leak"].iter().any(|s| d.name.contains(s))) {
+        let process = Process::open(&d.core, &d.locator).unwrap_or_else(|e| panic!("{}: {e}", d.name));
+        let Ok(c) = Context::open(&process, &d.locator) else { panic!("{}: no runtime", d.name) };
+        let Ok(memory) = gc::holders::read_at(&c, &[], &Place::Memory) else { continue };
+        let scratch = gc::holders::read_at(&c, &[], &files).unwrap_or_else(|e| panic!("{}: in memory but not in scratch: {e}", d.name));
+        let (a, b) = (&memory.graph, &scratch.graph);
+        assert!(!a.types.is_empty() && b.edges.in_file() && !a.edges.in_file(), "{}: where the arrays are", d.name);
+        for (what, x, y) in [("types", &a.types, &b.types), ("edge_start", &a.edge_start, &b.edge_start), ("edges", &a.edges, &b.edges)] {
+            assert!(x[..] == y[..], "{}: {what}", d.name);
+        }
+        assert_eq!(format!("{:?}", memory.retention), format!("{:?}", scratch.retention), "{}: dominators, retained sizes, holders, suspects", d.name);
+        assert_eq!(format!("{:?}", memory.holders_by_path(&c)), format!("{:?}", scratch.holders_by_path(&c)), "{}: root paths", d.name);
+        read += 1;
+    }
+    assert!(read > 0 || dumps().is_empty(), "no dump's graph read");
+    println!("{read} dumps read in memory and in scratch");
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "no scratch file left");
+}
