@@ -76,7 +76,7 @@ pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<D
     let code = context.as_ref().ok().and_then(|c| match CodeMap::new(c.clone()) {
         Ok(code) => {
             crate::trace::step("dotnet: code map");
-            let frames = frames::read(&c.target()).unwrap_or_else(|e| {
+            let frames = frames::read(&c.target(), c.process.core.arch).unwrap_or_else(|e| {
                 failures.push(Diagnostic::warning(STAGE, format!("transition frames (the threads' Frame chains) not read: {e}")));
                 Default::default()
             });
