@@ -229,7 +229,7 @@ fn starvation_says_the_work_queued_behind_the_workers() {
         if all_blocked && total > 0 && through_pool {
             assert_eq!(tp["max_workers"], tp["workers_total"], "{}", d.name);
             assert!(verdict.contains(&format!("DEADLOCK through the thread pool: all {} workers (max {}) are blocked", tp["workers_total"], tp["max_workers"])), "{}: {verdict}", d.name);
-            assert!(verdict.contains(&format!("{total} work items wait")), "{}: {verdict}", d.name);
+            assert!(verdict.contains(&if total == 1 { "1 work item waits".to_string() } else { format!("{total} work items wait") }), "{}: {verdict}", d.name);
         } else if all_blocked && total > 0 {
             assert_eq!(serde_json::to_value(r).expect("json")["verdict"], "thread_pool_starved", "{}: {verdict}", d.name);
             assert!(verdict.contains(&format!("{total} work items queued behind them")), "{}: {verdict}", d.name);

@@ -474,7 +474,7 @@ pub(crate) fn pool_verdict(r: &super::model::Report) -> Option<PoolVerdict> {
             let max = p.max_workers.map(|m| format!(" (max {m})")).unwrap_or_default();
             let mut line = format!(" through the thread pool: all {} workers{max} are blocked — {}", p.workers.len(), pool_story(&p.workers, &r.locks, &r.threads));
             if let Some(q) = p.queued_work_items.filter(|&q| q > 0) {
-                line.push_str(&format!("; {q} work item{} wait", plural(q as usize)));
+                line.push_str(&format!("; {q} work item{} wait{}", plural(q as usize), if q == 1 { "s" } else { "" }));
             }
             Some(PoolVerdict { line, cause: None })
         }
