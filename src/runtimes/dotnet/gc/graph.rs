@@ -281,6 +281,7 @@ pub(crate) fn edges(t: &Target, g: &mut ObjectGraph, extra: &[(u32, u32)], error
     edge_start.push(0);
     let chunks = n.div_ceil(CHUNK);
     let graph: &ObjectGraph = g;
+    crate::heap_progress::start(crate::heap_progress::HeapStep::References, n as u64);
     for batch in (0..chunks).step_by(BATCH) {
         let parts: Vec<(Vec<u32>, Vec<u32>, GraphErrors)> = (batch..(batch + BATCH).min(chunks))
             .into_par_iter()
@@ -328,6 +329,7 @@ pub(crate) fn edges(t: &Target, g: &mut ObjectGraph, extra: &[(u32, u32)], error
                 (counts, out, errs)
             })
             .collect();
+        crate::heap_progress::advance((((batch + BATCH) * CHUNK).min(n) - batch * CHUNK) as u64);
         for (counts, es, errs) in parts {
             for (at, why) in errs.errors {
                 errors.push(at, why);

@@ -244,7 +244,17 @@ pub(crate) struct Hit {
 
 /// Walks every segment, in parallel; results in segment order.
 pub(crate) fn walk_all(input: &WalkInput, segments: &[Segment]) -> Vec<SegmentWalk> {
-    segments.par_iter().map(|s| walk_segment(input, s)).collect()
+    use crate::heap_progress::{advance, start, HeapStep};
+    let span = |s: &Segment| s.allocated.saturating_sub(s.start);
+    start(HeapStep::Walk, segments.iter().map(span).sum());
+    segments
+        .par_iter()
+        .map(|s| {
+            let w = walk_segment(input, s);
+            advance(span(s));
+            w
+        })
+        .collect()
 }
 
 /// One object met by a [`Cursor`]: where, its MethodTable, shape and size as SOS counts it.
