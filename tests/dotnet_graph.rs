@@ -281,6 +281,30 @@ fn the_container_report_shows_the_cycle_then_the_grouped_convoy() {
     assert!(label.starts_with("Monitor on System.Object (LifetimeScope._synchRoot, Tag \"root\"; sync block ") && label.ends_with(", MonitorHeld 47, recursion 1)"), "{label}");
 }
 
+/// A lock object held by one static field is named by it (issue 34: `Ledger._sync`, not an
+/// address): where expected.toml says a lock is `reached_by` a static field, knot's first
+/// referrer is that static (its class and field), and the lock's name says `(Program.Ledger)`.
+#[test]
+fn a_lock_held_by_a_static_field_is_named_by_it() {
+    let mut named = 0;
+    for c in cases() {
+        for lock in sample(&c.sample).get("lock").and_then(Value::as_array).into_iter().flatten() {
+            let Some(path) = lock.get("reached_by").and_then(Value::as_str).and_then(|r| r.strip_prefix("static field ")) else { continue };
+            let (class, field) = path.rsplit_once('.').expect("Class.Field");
+            let l = knot_lock(c, lock);
+            let m = l.managed.as_ref().expect("a managed lock");
+            let first = m.referrers.first().unwrap_or_else(|| panic!("{}/{}: no referrer of {}", c.sample, c.kind, l.id));
+            let json = serde_json::to_value(first).expect("json");
+            assert_eq!((json["type"].as_str(), json["field"].as_str(), json["static"].as_bool()), (Some(class), Some(field), Some(true)), "{}/{}: {}", c.sample, c.kind, l.id);
+            let short = format!("({}.{field})", class.rsplit('.').next().unwrap_or(class));
+            let out = text::render(&c.report, &TextOptions::default());
+            assert!(out.lines().any(|line| line.contains(&format!(" at {} {short}", m.object))), "{}/{}: no line names {} {short}", c.sample, c.kind, m.object);
+            named += 1;
+        }
+    }
+    assert!(named >= 4, "monitor_abba's two statics, in its heap and other dumps: {named}");
+}
+
 #[test]
 fn the_pinvoke_cycle_crosses_a_monitor_and_a_native_mutex() {
     let c = case("pinvoke_mutex");

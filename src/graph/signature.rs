@@ -124,7 +124,8 @@ pub(crate) fn lock_identity(process: &Process, l: &LockFact) -> String {
         let field = m
             .referrers
             .iter()
-            .filter(|r| !r.field.starts_with('['))
+            // A static holder is left out: the key stays the one it was before statics were named.
+            .filter(|r| !r.field.starts_with('[') && !r.is_static)
             .min_by(|a, b| (a.type_name.starts_with("System."), &a.type_name, &a.field).cmp(&(b.type_name.starts_with("System."), &b.type_name, &b.field)));
         return match field {
             Some(r) => format!("{kind} {ty} in {}.{}", managed_type(&r.type_name), r.field),

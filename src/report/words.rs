@@ -1057,9 +1057,9 @@ mod tests {
     fn referrers_name_by_short_type_and_field() {
         assert_eq!(short_type("Autofac.Core.Lifetime.LifetimeScope"), "LifetimeScope");
         assert_eq!(short_type("System.Collections.Generic.List<System.Object>"), "List<System.Object>");
-        let r = ReferrerReport { type_name: "Autofac.Core.Lifetime.LifetimeScope".into(), field: "_synchRoot".into(), address: Hex(1), identity: Some("Tag \"root\"".into()) };
+        let r = ReferrerReport { type_name: "Autofac.Core.Lifetime.LifetimeScope".into(), field: "_synchRoot".into(), address: Hex(1), identity: Some("Tag \"root\"".into()), is_static: false };
         assert_eq!(referrer(&r), "LifetimeScope._synchRoot, Tag \"root\"");
-        let a = ReferrerReport { type_name: "System.Object[]".into(), field: "[3]".into(), address: Hex(0), identity: None };
+        let a = ReferrerReport { type_name: "System.Object[]".into(), field: "[3]".into(), address: Hex(0), identity: None, is_static: false };
         assert_eq!(referrer(&a), "Object[][3]");
     }
 

@@ -27,8 +27,9 @@ pub(crate) enum ManagedCodeKind {
     Stub,
 }
 
-/// x64 Windows-style unwind data, which CoreCLR uses on every OS: a `RUNTIME_FUNCTION` and the
-/// `UNWIND_INFO` it points to. All addresses absolute (image base already added).
+/// Windows-style unwind data, which CoreCLR uses on every OS: a `RUNTIME_FUNCTION` and the
+/// unwind description it points to (x64's `UNWIND_INFO`, ARM64's `.xdata` or packed word). All
+/// addresses absolute (image base already added).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct WindowsUnwind {
     /// The base the RVAs in the unwind data (chained entries) are relative to.
@@ -37,8 +38,20 @@ pub(crate) struct WindowsUnwind {
     pub begin: u64,
     /// One past its last byte (`RUNTIME_FUNCTION.EndAddress` + base).
     pub end: u64,
-    /// Address of the `UNWIND_INFO` (`RUNTIME_FUNCTION.UnwindData` + base).
+    /// Address of the `UNWIND_INFO` or `.xdata` (`RUNTIME_FUNCTION.UnwindData` + base; for
+    /// ARM64 meaningful only when the word's low bits are 0).
     pub unwind_info: u64,
+    pub(crate) format: UnwindFormat,
+}
+
+/// Whose format the unwind data is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnwindFormat {
+    /// x64: `RUNTIME_FUNCTION` of three words, `UNWIND_INFO` (`unwind::windows_x64`).
+    X64,
+    /// ARM64: `RUNTIME_FUNCTION` of two words, the second (`unwind_data`) an `.xdata` RVA or
+    /// packed unwind data by its low bits (`unwind::windows_arm64`).
+    Arm64 { unwind_data: u32 },
 }
 
 /// A managed method's name, as SOS's `clrstack` prints it.

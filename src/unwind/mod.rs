@@ -21,6 +21,7 @@ pub(crate) mod frame;
 pub(crate) mod managed;
 pub(crate) mod regs;
 mod scan;
+pub(crate) mod windows_arm64;
 pub(crate) mod windows_x64;
 
 pub(crate) use frame::{Frame, Stack, StackEnd, Trust};
@@ -30,7 +31,7 @@ use crate::arch::Arch;
 use crate::core::CoreThread;
 use crate::process::{Memory, Process};
 use cfi::ModuleCfi;
-use managed::{CodeLookup, ManagedCodeKind, TransitionFrame};
+use managed::{CodeLookup, ManagedCodeKind, TransitionFrame, UnwindFormat};
 use rayon::prelude::*;
 use std::sync::OnceLock;
 
@@ -383,7 +384,15 @@ impl<'p> Unwinder<'p> {
     fn runtime_step(&self, frame: &Frame, addr: u64) -> Option<Frame> {
         let code = self.code_lookup?.lookup(addr)?;
         let unwind = code.unwind?;
-        let out = windows_x64::unwind(self.process, &unwind, frame.ip, frame.ip_is_exact, &frame.regs).ok()?;
+        let mut out = match unwind.format {
+            UnwindFormat::X64 => windows_x64::unwind(self.process, &unwind, frame.ip, frame.ip_is_exact, &frame.regs).ok()?,
+            UnwindFormat::Arm64 { unwind_data } => windows_arm64::unwind(self.process, &unwind, unwind_data, frame.ip, &frame.regs).ok()?,
+        };
+        if self.arch == Arch::Aarch64 {
+            // A return address the prologue signed (`pac` code): stripped as native ones are.
+            let pc = self.strip(out.regs.ip()?);
+            out.regs.set(self.arch.pc_reg(), pc);
+        }
         let sp = out.regs.sp()?;
         Some(Frame { ip: out.regs.ip()?, sp, cfa: Some(sp), trust: Trust::RuntimeUnwindInfo, ip_is_exact: out.machine_frame, is_signal_frame: false, regs: out.regs })
     }

@@ -23,6 +23,12 @@ pub struct Args {
     /// Commit the results of the last run (target/arm64-vm/run/out) without booting the guest.
     #[arg(long, requires = "commit")]
     reuse: bool,
+    /// Make the .NET samples instead of the native ones (issue #33, item 5): published
+    /// self-contained for linux-arm64 on the host (`xtask/arm64/dotnet-inputs.sh`), dumped by
+    /// createdump in the guest and read there by SOS (`xtask/arm64/guest-dotnet.sh`); `--commit`
+    /// copies them into samples/dumps-aarch64/dotnet/.
+    #[arg(long)]
+    dotnet: bool,
     /// Give the guest at most this many minutes.
     #[arg(long, default_value_t = 60)]
     timeout_minutes: u64,
@@ -33,6 +39,9 @@ const SOURCES: &[&str] = &["abba.c", "crash_null.c", "signal_handler.c", "common
 /// The dumps the guest makes, as `name/kind` with the executable's name.
 const DUMPS: &[(&str, &str)] =
     &[("abba/kernel", "abba"), ("abba/gcore", "abba"), ("crash_null/kernel", "crash_null"), ("signal_handler/kernel", "signal_handler")];
+
+/// The .NET samples (`samples/dotnet/`) the guest runs with `--dotnet`, each dumped once (`heap`).
+const DOTNET_SAMPLES: &[&str] = &["monitor_abba", "heap_population", "sync_over_async"];
 
 fn sh(cmd: &mut Command, what: &str) -> Result<()> {
     let status = cmd.status().with_context(|| format!("running {what}"))?;
@@ -46,7 +55,7 @@ pub fn run(a: Args) -> Result<()> {
     let root = knot_samples::workspace_root();
     let vm = root.join("target/arm64-vm");
     if a.reuse {
-        return commit(&root, &vm.join("run/out"));
+        return if a.dotnet { commit_dotnet(&root, &vm.join("run-dotnet/out")) } else { commit(&root, &vm.join("run/out")) };
     }
     let started = Instant::now();
     sh(Command::new("sh").arg(root.join("xtask/arm64/image.sh")).arg(&vm), "xtask/arm64/image.sh")?;
@@ -54,18 +63,31 @@ pub fn run(a: Args) -> Result<()> {
     if a.image_only {
         return Ok(());
     }
-    let run_dir = vm.join("run");
+    let run_dir = vm.join(if a.dotnet { "run-dotnet" } else { "run" });
     if run_dir.exists() {
         fs::remove_dir_all(&run_dir)?;
     }
     let input = run_dir.join("input");
-    fs::create_dir_all(input.join("samples/native"))?;
-    fs::copy(root.join("xtask/arm64/guest-run.sh"), input.join("run.sh"))?;
-    for s in SOURCES {
-        fs::copy(root.join("samples/native").join(s), input.join("samples/native").join(s))?;
-    }
     let in_img = run_dir.join("in.tar");
-    sh(Command::new("tar").arg("cf").arg(&in_img).arg("-C").arg(&input).arg("."), "tar of the guest's inputs")?;
+    if a.dotnet {
+        let inputs = vm.join("dotnet-inputs");
+        let mut prep = Command::new("sh");
+        prep.arg(root.join("xtask/arm64/dotnet-inputs.sh")).arg(&root).arg(&inputs).args(DOTNET_SAMPLES);
+        sh(&mut prep, "xtask/arm64/dotnet-inputs.sh")?;
+        fs::create_dir_all(&input)?;
+        fs::copy(root.join("xtask/arm64/guest-dotnet.sh"), input.join("run.sh"))?;
+        let mut tar = Command::new("tar");
+        tar.arg("cf").arg(&in_img).arg("-C").arg(&input).arg(".").arg("-C").arg(&inputs);
+        tar.args(["apps", "dotnet", "dotnet-dump", "dotnet-dump-version.txt"]);
+        sh(&mut tar, "tar of the guest's inputs")?;
+    } else {
+        fs::create_dir_all(input.join("samples/native"))?;
+        fs::copy(root.join("xtask/arm64/guest-run.sh"), input.join("run.sh"))?;
+        for s in SOURCES {
+            fs::copy(root.join("samples/native").join(s), input.join("samples/native").join(s))?;
+        }
+        sh(Command::new("tar").arg("cf").arg(&in_img).arg("-C").arg(&input).arg("."), "tar of the guest's inputs")?;
+    }
     let out_img = run_dir.join("out.img");
     fs::File::create(&out_img)?.set_len(1 << 30)?;
     let console = run_dir.join("console.log");
@@ -94,7 +116,12 @@ pub fn run(a: Args) -> Result<()> {
     let out = run_dir.join("out");
     fs::create_dir_all(&out)?;
     sh(Command::new("tar").arg("xf").arg(&out_img).arg("-C").arg(&out), "unpacking the guest's results")?;
-    for (dir, _) in DUMPS {
+    let made: Vec<String> = if a.dotnet {
+        DOTNET_SAMPLES.iter().map(|s| format!("{s}/heap")).collect()
+    } else {
+        DUMPS.iter().map(|(dir, _)| dir.to_string()).collect()
+    };
+    for dir in &made {
         let core = out.join(dir).join("core");
         if !core.is_file() {
             bail!("the guest made no {} (see {})", core.display(), console.display());
@@ -102,7 +129,11 @@ pub fn run(a: Args) -> Result<()> {
     }
     eprintln!("arm64-samples: results in {}", out.display());
     if a.commit {
-        commit(&root, &out)?;
+        if a.dotnet {
+            commit_dotnet(&root, &out)?;
+        } else {
+            commit(&root, &out)?;
+        }
     }
     Ok(())
 }
@@ -140,6 +171,44 @@ fn commit(root: &Path, out: &Path) -> Result<()> {
         }
     }
     for f in ["versions.txt", "build-ids.txt", "uname.txt"] {
+        if out.join(f).exists() {
+            fs::copy(out.join(f), dest.join(f))?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies the guest's .NET results into `samples/dumps-aarch64/dotnet/<sample>/heap/`: the core
+/// gzip -9'd, what the process printed, its threads, how it was dumped and SOS's readings. No
+/// runtime file is committed: knot reads these dumps through its runtime catalogue.
+fn commit_dotnet(root: &Path, out: &Path) -> Result<()> {
+    let dest = root.join("samples/dumps-aarch64/dotnet");
+    for s in DOTNET_SAMPLES {
+        let (from, to) = (out.join(s).join("heap"), dest.join(s).join("heap"));
+        if to.exists() {
+            fs::remove_dir_all(&to)?;
+        }
+        fs::create_dir_all(to.join("sos"))?;
+        for f in ["info.txt", "threads.txt", "stdout.txt", "stderr.txt"] {
+            if from.join(f).exists() {
+                fs::copy(from.join(f), to.join(f))?;
+            }
+        }
+        for e in fs::read_dir(from.join("sos"))? {
+            let p = e?.path();
+            if let Some(name) = p.file_name() {
+                fs::copy(&p, to.join("sos").join(name))?;
+            }
+        }
+        let gz = fs::File::create(to.join("core.gz"))?;
+        sh(Command::new("nice").args(["-n", "19", "gzip", "-9nc"]).arg(from.join("core")).stdout(gz), "gzip -9 of a core")?;
+        let size = fs::metadata(to.join("core.gz"))?.len();
+        eprintln!("arm64-samples: {s}/heap/core.gz {size} bytes");
+        if size > 3 << 20 {
+            bail!("{s}/heap/core.gz is {size} bytes, over the 3 MB a committed dump may have");
+        }
+    }
+    for f in ["uname.txt", "dotnet-dump-version.txt", "timings.txt"] {
         if out.join(f).exists() {
             fs::copy(out.join(f), dest.join(f))?;
         }

@@ -11,7 +11,7 @@
 
 use super::error::DotnetError;
 use super::target::{Result, Target};
-use crate::unwind::managed::WindowsUnwind;
+use crate::unwind::managed::{UnwindFormat, WindowsUnwind};
 
 const BUCKET_BYTES: u64 = 32;
 const NIBBLES_PER_UNIT: u64 = 8;
@@ -159,22 +159,29 @@ fn unwind_fragment(t: &Target, header: u64, base: u64, ip: u64) -> Result<Option
     }
     let first = header.wrapping_add(t.offset("RealCodeHeader", "UnwindInfos")?);
     let size = t.size("RuntimeFunction")?;
-    let rva = ip.wrapping_sub(base);
     for i in 0..count as u64 {
-        let f = runtime_function(t, first + i * size)?;
-        if f.0 as u64 <= rva && rva < f.1 as u64 {
-            return Ok(Some(WindowsUnwind { image_base: base, begin: base + f.0 as u64, end: base + f.1 as u64, unwind_info: base + f.2 as u64 }));
+        let f = runtime_function(t, first + i * size, base)?;
+        if f.begin <= ip && ip < f.end {
+            return Ok(Some(f));
         }
     }
     Ok(None)
 }
 
-/// A `RUNTIME_FUNCTION`'s (begin, end, unwind data) RVAs.
-pub(crate) fn runtime_function(t: &Target, at: u64) -> Result<(u32, u32, u32)> {
+/// The `RUNTIME_FUNCTION` at `at`, its RVAs relative to `base`. An x64 entry has its end; an
+/// ARM64 one (no `EndAddress` in the descriptor) ends where its `.xdata` or packed word says
+/// the function's length does, read through `t`.
+pub(crate) fn runtime_function(t: &Target, at: u64, base: u64) -> Result<WindowsUnwind> {
     let begin = t.field_u32(at, "RuntimeFunction", "BeginAddress")?;
-    let end = t.field_u32(at, "RuntimeFunction", "EndAddress")?;
     let unwind = t.field_u32(at, "RuntimeFunction", "UnwindData")?;
-    Ok((begin, end, unwind))
+    let (end, format) = if t.has_field("RuntimeFunction", "EndAddress") {
+        (t.field_u32(at, "RuntimeFunction", "EndAddress")? as u64, UnwindFormat::X64)
+    } else {
+        let length = crate::unwind::windows_arm64::function_length(t.mem, base, unwind)
+            .map_err(|e| DotnetError::Invalid { what: "ARM64 RUNTIME_FUNCTION", at, why: e.to_string() })?;
+        (begin as u64 + length as u64, UnwindFormat::Arm64 { unwind_data: unwind })
+    };
+    Ok(WindowsUnwind { image_base: base, begin: base.wrapping_add(begin as u64), end: base.wrapping_add(end), unwind_info: base.wrapping_add(unwind as u64), format })
 }
 
 #[cfg(test)]

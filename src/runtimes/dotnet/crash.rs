@@ -157,7 +157,7 @@ pub(crate) fn crash_in(runtime: &Context<'_>, read: &CrashReading, stacks: &[Sta
 /// signalled thread's stack itself.
 pub(crate) fn read_alone(process: &Process, locator: &Locator) -> Option<CrashReading> {
     let runtime = std::sync::Arc::new(Context::open(process, locator).ok()?);
-    let frames = super::frames::read(&runtime.target()).unwrap_or_default();
+    let frames = super::frames::read(&runtime.target(), process.core.arch).unwrap_or_default();
     let code = super::frames::WithFrames { code: super::CodeMap::new(runtime.clone()).ok()?, frames };
     let unwinder = crate::unwind::Unwinder::new(process).with_code_lookup(&code);
     let stacks: Vec<Stack> = process.core.threads.iter().filter(|t| t.signalled).map(|t| unwinder.walk(t)).collect();

@@ -11,12 +11,13 @@
 //! CONTEXT inside the Frame), `ResumableFrame` and `RedirectedThreadFrame` (`TargetContextPtr`).
 //! An `InlinedCallFrame` with no call in progress marks no transition and is left out, as SOS
 //! leaves it out.
-//! The AMD64 CONTEXT layout is the Windows one, which CoreCLR's PAL keeps on Linux.
+//! The CONTEXT layouts (AMD64's, ARM64's) are the Windows ones, which CoreCLR's PAL keeps on
+//! Linux; registers land in the walk's DWARF numbering for the process's architecture.
 
 use super::error::DotnetError;
 use super::target::Target;
 use super::threads::{self, FRAME_TOP};
-use crate::arch::x86_64::dwarf;
+use crate::arch::{Arch, aarch64, x86_64};
 use crate::unwind::managed::{CodeLookup, ManagedCode, ManagedName, TransitionFrame};
 use crate::unwind::FrameRegs;
 use std::collections::{HashMap, HashSet};
@@ -28,6 +29,10 @@ pub(crate) const MAX_FRAMES: usize = 4096;
 /// register order, 8 bytes apart from 0x78) and rip.
 const CONTEXT_RAX: u64 = 0x78;
 const CONTEXT_RIP: u64 = 0xf8;
+/// ARM64 `CONTEXT`: `ContextFlags`, `Cpsr`, then x0–x28, fp, lr (8 bytes apart from 8), sp, pc.
+const ARM64_CONTEXT_X0: u64 = 0x08;
+const ARM64_CONTEXT_SP: u64 = 0x100;
+const ARM64_CONTEXT_PC: u64 = 0x108;
 
 /// A runtime's code map with its threads' Frame chains beside it.
 pub(crate) struct WithFrames<C> {
@@ -49,7 +54,7 @@ impl<C: CodeLookup> CodeLookup for WithFrames<C> {
 
 /// Every managed thread's Frame chain, by OS thread id; the error says why the thread list
 /// could not be read (a thread that cannot be read is left out).
-pub(crate) fn read(t: &Target) -> Result<HashMap<u32, Vec<TransitionFrame>>, DotnetError> {
+pub(crate) fn read(t: &Target, arch: Arch) -> Result<HashMap<u32, Vec<TransitionFrame>>, DotnetError> {
     let ts = threads::thread_store(t)?;
     let addresses = threads::thread_addresses(t, ts)?;
     let names = identifier_names(t);
@@ -60,7 +65,7 @@ pub(crate) fn read(t: &Target) -> Result<HashMap<u32, Vec<TransitionFrame>>, Dot
             continue;
         }
         if let Some(first) = th.last_frame {
-            out.insert(th.os_tid, chain(t, first, &names));
+            out.insert(th.os_tid, chain(t, arch, first, &names));
         }
     }
     Ok(out)
@@ -79,7 +84,7 @@ pub(crate) fn identifier_names(t: &Target) -> HashMap<u64, String> {
 }
 
 /// The chain from `first`, innermost first. A Frame that cannot be read ends it.
-pub(crate) fn chain(t: &Target, first: u64, names: &HashMap<u64, String>) -> Vec<TransitionFrame> {
+pub(crate) fn chain(t: &Target, arch: Arch, first: u64, names: &HashMap<u64, String>) -> Vec<TransitionFrame> {
     let Ok(next_offset) = t.offset("Frame", "Next") else { return Vec::new() };
     let mut out = Vec::new();
     let mut seen = HashSet::new();
@@ -87,7 +92,7 @@ pub(crate) fn chain(t: &Target, first: u64, names: &HashMap<u64, String>) -> Vec
     while at != 0 && at != FRAME_TOP && out.len() < MAX_FRAMES && seen.insert(at) {
         let Ok(id) = t.read_ptr(at, "Frame identifier") else { break };
         let kind = names.get(&id).cloned().unwrap_or_else(|| format!("Frame({id:#x})"));
-        let (resume, exact) = resume(t, at, &kind);
+        let (resume, exact) = resume(t, arch, at, &kind);
         // An InlinedCallFrame with no call in progress marks no transition (SOS leaves it out).
         if !(kind == "InlinedCallFrame" && resume.is_none()) {
             out.push(TransitionFrame { address: at, kind, resume, resume_ip_is_exact: exact });
@@ -101,7 +106,7 @@ pub(crate) fn chain(t: &Target, first: u64, names: &HashMap<u64, String>) -> Vec
 }
 
 /// The caller context a Frame saved, for the kinds that save one.
-fn resume(t: &Target, frame: u64, kind: &str) -> (Option<FrameRegs>, bool) {
+fn resume(t: &Target, arch: Arch, frame: u64, kind: &str) -> (Option<FrameRegs>, bool) {
     let field = |f: &str| t.field_ptr(frame, kind, f).ok();
     match kind {
         "InlinedCallFrame" => {
@@ -110,37 +115,53 @@ fn resume(t: &Target, frame: u64, kind: &str) -> (Option<FrameRegs>, bool) {
                 // No call in progress: the Frame is set up but inactive.
                 return (None, false);
             }
-            let mut r = FrameRegs::default();
-            r.set(dwarf::RIP, ip);
-            r.set(dwarf::RSP, sp);
+            let mut r = FrameRegs::new(arch);
+            r.set(arch.pc_reg(), ip);
+            r.set(arch.sp_reg(), sp);
             if let Some(fp) = field("CalleeSavedFP") {
-                r.set(dwarf::RBP, fp);
+                r.set(arch.fp_reg(), fp);
             }
             (Some(r), false)
         }
         "SoftwareExceptionFrame" | "FaultingExceptionFrame" => {
             let Ok(off) = t.offset(kind, "TargetContext") else { return (None, false) };
-            (context(t, frame.wrapping_add(off)), kind == "FaultingExceptionFrame")
+            (context(t, arch, frame.wrapping_add(off)), kind == "FaultingExceptionFrame")
         }
         "ResumableFrame" | "RedirectedThreadFrame" => {
             let ptr = t.field_ptr(frame, "ResumableFrame", "TargetContextPtr").ok().filter(|&p| p != 0);
-            (ptr.and_then(|p| context(t, p)), true)
+            (ptr.and_then(|p| context(t, arch, p)), true)
         }
         _ => (None, false),
     }
 }
 
-/// The registers of a saved AMD64 CONTEXT at `at`; `None` unless rip and rsp are readable and
-/// nonzero.
-fn context(t: &Target, at: u64) -> Option<FrameRegs> {
-    let mut r = FrameRegs::default();
-    for (w, &d) in dwarf::FROM_WINDOWS.iter().enumerate() {
-        if let Ok(v) = t.read_ptr(at.wrapping_add(CONTEXT_RAX + 8 * w as u64), "CONTEXT register") {
-            r.set(d, v);
+/// The registers of a saved CONTEXT (AMD64's or ARM64's, by `arch`) at `at`; `None` unless the
+/// pc and sp are readable and nonzero.
+fn context(t: &Target, arch: Arch, at: u64) -> Option<FrameRegs> {
+    let mut r = FrameRegs::new(arch);
+    match arch {
+        Arch::X86_64 => {
+            for (w, &d) in x86_64::dwarf::FROM_WINDOWS.iter().enumerate() {
+                if let Ok(v) = t.read_ptr(at.wrapping_add(CONTEXT_RAX + 8 * w as u64), "CONTEXT register") {
+                    r.set(d, v);
+                }
+            }
+            let ip = t.read_ptr(at.wrapping_add(CONTEXT_RIP), "CONTEXT.Rip").ok().filter(|&v| v != 0)?;
+            r.set(x86_64::dwarf::RIP, ip);
+        }
+        Arch::Aarch64 => {
+            for x in 0..=aarch64::dwarf::LR {
+                if let Ok(v) = t.read_ptr(at.wrapping_add(ARM64_CONTEXT_X0 + 8 * x as u64), "CONTEXT register") {
+                    r.set(x, v);
+                }
+            }
+            if let Ok(sp) = t.read_ptr(at.wrapping_add(ARM64_CONTEXT_SP), "CONTEXT.Sp") {
+                r.set(aarch64::dwarf::SP, sp);
+            }
+            let pc = t.read_ptr(at.wrapping_add(ARM64_CONTEXT_PC), "CONTEXT.Pc").ok().filter(|&v| v != 0)?;
+            r.set(aarch64::dwarf::PC, pc);
         }
     }
-    let ip = t.read_ptr(at.wrapping_add(CONTEXT_RIP), "CONTEXT.Rip").ok().filter(|&v| v != 0)?;
-    r.set(dwarf::RIP, ip);
     r.sp().filter(|&sp| sp != 0)?;
     Some(r)
 }
@@ -168,7 +189,7 @@ mod tests {
         m.add(0x2000, words(&[1, 0x3000, 0, 0, 0, 0]));
         m.add(0x3000, words(&[0x11, FRAME_TOP]));
         let t = target(&m);
-        let frames = chain(&t, 0x1000, &identifier_names(&t));
+        let frames = chain(&t, Arch::X86_64, 0x1000, &identifier_names(&t));
         let kinds: Vec<_> = frames.iter().map(|f| (f.address, f.kind.as_str())).collect();
         assert_eq!(kinds, [(0x1000, "InlinedCallFrame"), (0x3000, "DebuggerU2MCatchHandlerFrame")], "the inactive ICF is left out");
         let r = frames[0].resume.expect("active ICF resumes");
@@ -182,8 +203,8 @@ mod tests {
         m.add(0x1000, words(&[0x11, 0x2000]));
         m.add(0x2000, words(&[0x99, 0x1000]));
         let t = target(&m);
-        let frames = chain(&t, 0x1000, &identifier_names(&t));
+        let frames = chain(&t, Arch::X86_64, 0x1000, &identifier_names(&t));
         assert_eq!(frames.iter().map(|f| f.kind.as_str()).collect::<Vec<_>>(), ["DebuggerU2MCatchHandlerFrame", "Frame(0x99)"]);
-        assert!(chain(&t, 0x9000, &identifier_names(&t)).is_empty());
+        assert!(chain(&t, Arch::X86_64, 0x9000, &identifier_names(&t)).is_empty());
     }
 }

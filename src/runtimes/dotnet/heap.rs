@@ -17,7 +17,7 @@ use crate::unwind::{Stack, StackEnd};
 /// code address, registers (managed frames only) and whether it is managed (from `frames`, the
 /// report's frames of the same stacks).
 pub(crate) fn thread_stacks(process: &Process, context: &Context<'_>, stacks: &[Stack], frames: &[Vec<FrameReport>]) -> Vec<ThreadStack> {
-    use crate::arch::x86_64::dwarf;
+    let arch = process.core.arch;
     let t = context.target();
     let mut managed_ids = std::collections::HashMap::new();
     if let Ok(ts) = super::threads::thread_store(&t)
@@ -41,7 +41,7 @@ pub(crate) fn thread_stacks(process: &Process, context: &Context<'_>, stacks: &[
                 .iter()
                 .map(|f| {
                     let managed = reports.iter().any(|r| r.ip.0 == f.ip && !r.inlined && r.transition.is_none() && r.managed);
-                    let registers = if managed { (0..dwarf::TRACKED as u16).filter(|&r| r != dwarf::RSP && r != dwarf::RIP).filter_map(|r| f.regs.get(r).map(|v| (r, v))).collect() } else { Vec::new() };
+                    let registers = if managed { (0..arch.tracked() as u16).filter(|&r| r != arch.sp_reg() && r != arch.pc_reg()).filter_map(|r| f.regs.get(r).map(|v| (r, v))).collect() } else { Vec::new() };
                     StackFrame { sp: f.sp, ip: f.ip, managed, registers }
                 })
                 .collect();

@@ -22,7 +22,7 @@ const SERVICE_WAITS: &[&str] = &["System.Threading.WaitHandle.", "System.Threadi
 /// The runtime's native modules; a thread whose frames outside libc are all here never ran
 /// managed code: the runtime made it for itself.
 const RUNTIME_MODULES: &[&str] = &["libcoreclr.so", "libSystem.Native.so", "libclrjit.so", "libclrgc.so"];
-const SYSTEM_MODULES: &[&str] = &["libc.so.6", "libpthread.so.0", "ld-linux-x86-64.so.2", "linux-vdso.so.1"];
+const SYSTEM_MODULES: &[&str] = &["libc.so.6", "libpthread.so.0", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1", "linux-vdso.so.1"];
 
 /// Where a dedicated thread's body starts: the runtime calls it from here.
 const THREAD_START: &str = "System.Threading.Thread.StartCallback";

@@ -61,6 +61,7 @@ pub(crate) mod readytorun;
 pub(crate) mod report;
 pub(crate) mod runtime;
 pub(crate) mod semaphores;
+pub(crate) mod static_holders;
 pub(crate) mod statics;
 pub(crate) mod supplement;
 pub(crate) mod syncblock;

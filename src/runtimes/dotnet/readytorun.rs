@@ -70,11 +70,10 @@ pub(crate) fn lookup(t: &Target, image: &Target, module: u64, image_base: u64, i
         return Ok(None);
     }
     let index = lo - 1;
-    let (begin, end, unwind_data) = runtime_function(image, at(index))?;
-    if rva >= end {
+    let unwind = runtime_function(image, at(index), image_base)?;
+    if ip >= unwind.end {
         return Ok(None);
     }
-    let unwind = WindowsUnwind { image_base, begin: image_base + begin as u64, end: image_base + end as u64, unwind_info: image_base + unwind_data as u64 };
 
     // Cold code belongs to a hot part elsewhere in the table.
     let mut entry = hot_part(t, image, tables, index)?.unwrap_or(index);
@@ -92,7 +91,7 @@ pub(crate) fn lookup(t: &Target, image: &Target, module: u64, image_base: u64, i
         entry -= 1;
     }
     // Not (yet) in the map: the method was never prepared, which a running frame's method is.
-    Ok(Some(R2rCode::Method { start: image_base + begin as u64, method_desc: None, unwind }))
+    Ok(Some(R2rCode::Method { start: unwind.begin, method_desc: None, unwind }))
 }
 
 /// The hot part's runtime function index for a cold one (`HotColdMap`: (cold, hot) index

@@ -76,7 +76,7 @@ pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<D
     let code = context.as_ref().ok().and_then(|c| match CodeMap::new(c.clone()) {
         Ok(code) => {
             crate::trace::step("dotnet: code map");
-            let frames = frames::read(&c.target()).unwrap_or_else(|e| {
+            let frames = frames::read(&c.target(), c.process.core.arch).unwrap_or_else(|e| {
                 failures.push(Diagnostic::warning(STAGE, format!("transition frames (the threads' Frame chains) not read: {e}")));
                 Default::default()
             });
@@ -329,6 +329,8 @@ impl Runtime for DotnetRuntime<'_> {
                 *g = ahead.graph;
             }
             if let Some(gc) = gc::report::attach_reading(reading, &mut report, &mut facts.locks, &mut facts.diagnostics) {
+                // A lock object held by a static field is named by it (`Ledger._sync`).
+                super::static_holders::name(c, &gc, &mut facts.locks);
                 // The objects queued to the pool, when its queues were read.
                 let queued: Option<std::collections::HashSet<u64>> =
                     self.pool_reading().and_then(|p| p.queues.as_ref().ok()).map(|q| q.items.iter().map(|i| i.object).collect());

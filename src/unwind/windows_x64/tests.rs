@@ -50,7 +50,7 @@ fn stack(words: &[(u64, u64)]) -> RangeMemory {
 }
 
 fn function(len: u64) -> WindowsUnwind {
-    WindowsUnwind { image_base: IMAGE, begin: FUNC, end: FUNC + len, unwind_info: INFO }
+    WindowsUnwind { image_base: IMAGE, begin: FUNC, end: FUNC + len, unwind_info: INFO, format: crate::unwind::managed::UnwindFormat::X64 }
 }
 
 fn regs(pairs: &[(u16, u64)]) -> FrameRegs {
@@ -158,7 +158,7 @@ fn chained_fragment_undoes_the_primary_prologue() {
     let mut m = stack(&[(S - 8, RA), (S - 16, 0xb0b0), (S - 24, 0xbbbb)]);
     m.add(primary_info, info_bytes(1, 0, 2, 0, 0, &[code(2, UWOP_PUSH_NONVOL, RBX), code(1, UWOP_PUSH_NONVOL, RBP)], None));
     m.add(INFO, info_bytes(1, UNW_FLAG_CHAININFO, 0, 0, 0, &[], Some((0x1000, 0x1040, 0x8100))));
-    let cold = WindowsUnwind { image_base: IMAGE, begin: IMAGE + 0x5000, end: IMAGE + 0x5020, unwind_info: INFO };
+    let cold = WindowsUnwind { image_base: IMAGE, begin: IMAGE + 0x5000, end: IMAGE + 0x5020, unwind_info: INFO, format: crate::unwind::managed::UnwindFormat::X64 };
     let out = unwind(&m, &cold, IMAGE + 0x5010, false, &regs(&[(dwarf::RSP, S - 24)])).expect("unwinds");
     assert_eq!((out.regs.ip(), out.regs.sp(), out.regs.bp(), out.regs.get(dwarf::RBX)), (Some(RA), Some(S), Some(0xb0b0), Some(0xbbbb)));
 }

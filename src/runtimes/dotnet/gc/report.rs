@@ -248,11 +248,15 @@ pub struct ReferrerReport {
     pub address: Hex,
     /// A cheap identifying field of the referrer (`Tag "root"`), or null.
     pub identity: Option<String>,
+    /// The lock's object is held by this static field (`type` is its class, `address` its slot
+    /// in the statics' `System.Object[]`), the only static that holds it; absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not", rename = "static")]
+    pub is_static: bool,
 }
 
 impl ReferrerReport {
     pub fn of(r: &Referrer) -> ReferrerReport {
-        ReferrerReport { type_name: r.type_name.clone(), field: r.field.clone(), address: Hex(r.address), identity: r.identity.clone() }
+        ReferrerReport { type_name: r.type_name.clone(), field: r.field.clone(), address: Hex(r.address), identity: r.identity.clone(), is_static: false }
     }
 }
 
