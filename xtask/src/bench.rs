@@ -21,7 +21,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// `dotnet`: knot against dotnet-dump (syncblk + clrstack -all) on a committed .NET heap
+    /// `dotnet`: knot against dotnet-dump (clrthreads, syncblk, threadpool, dumpasync, clrstack
+    /// -all) on a committed .NET heap
     /// dump instead (see [`crate::bench_dotnet`]; takes --runs and --sample). `dotnet-heap`: `knot
     /// heap stat` and `knot analyze` against `dumpheap -stat` on a multi-GB heap dump made here ([`crate::bench_dotnet_heap`];
     /// --heap-mib, --runs, --remake). `dotnet-async`: knot's async stacks against `dumpasync` on a

@@ -620,11 +620,12 @@ impl Reader<'_> {
         candidates.extend(lock_objects.keys().map(|&o| (o, None)));
         candidates.extend(self.stack_objects(l, threads));
         let mut seen: HashSet<u64> = sync_objects.keys().copied().collect();
+        let header_offset = objects::header_offset(t).ok();
         for (object, only_owner) in candidates {
             if !seen.insert(object) {
                 continue;
             }
-            let Ok(v) = objects::header_value(t, object) else { continue };
+            let Some(v) = header_offset.and_then(|off| objects::header_value_at(t, off, object)) else { continue };
             if let Header::ThinLock { owner_id, recursion_level } = objects::decode_header(v, l) {
                 if only_owner.is_some_and(|id| id != owner_id) {
                     continue;
@@ -679,6 +680,7 @@ impl Reader<'_> {
     fn stack_objects(&self, l: &Layout, threads: &[ManagedThread]) -> Vec<(u64, Option<u32>)> {
         let t = self.t;
         let mut out = Vec::new();
+        let Ok(header_offset) = objects::header_offset(t) else { return out };
         for th in threads {
             let Some(i) = th.dump_thread_index else { continue };
             let Some(ct) = self.process.core.threads.get(i) else { continue };
@@ -690,7 +692,7 @@ impl Reader<'_> {
                 if v < 0x10000 || v & 7 != 0 || stack.contains(&v) {
                     continue;
                 }
-                let Ok(h) = objects::header_value(t, v) else { continue };
+                let Some(h) = objects::header_value_at(t, header_offset, v) else { continue };
                 match objects::decode_header(h, l) {
                     Header::ThinLock { owner_id, .. } if owner_id == th.managed_id => {}
                     _ => continue,

@@ -5,7 +5,12 @@
 use super::super::objects::TypeNamer;
 use super::walk::{SegmentWalk, TypeCount};
 use serde::Serialize;
+use rayon::prelude::*;
 use std::collections::HashMap;
+
+/// Pieces the types are named in, on rayon's pool (a few per core, so one slow piece does not
+/// hold the rest up).
+const NAMING_CHUNKS: usize = 8;
 
 /// SOS's name for free space.
 pub(crate) const FREE: &str = "Free";
@@ -45,24 +50,39 @@ pub(crate) fn heap_stats(walks: &[SegmentWalk], free_mt: u64, namer: &TypeNamer)
             e.bytes += c.bytes;
         }
     }
-    let mut errors = Vec::new();
-    let mut types: Vec<TypeStat> = by_mt
-        .into_iter()
-        .map(|(mt, c)| {
-            let name = if mt == free_mt {
-                FREE.to_string()
-            } else {
-                match namer.heap_type_name(mt) {
-                    Ok(n) => n,
-                    Err(e) => {
-                        errors.push((mt, e.to_string()));
-                        format!("<unknown type {mt:#x}>")
-                    }
-                }
-            };
-            TypeStat { name, method_table: mt, count: c.count, bytes: c.bytes }
+    // Naming is most of this (metadata reads, a few µs a type) and the object graph waits for
+    // it: the types are named on the pool, a namer per chunk sharing the runtime's names. Each
+    // name is the same whichever thread reads it; the order is set by the sort below.
+    let by_mt: Vec<(u64, TypeCount)> = by_mt.into_iter().collect();
+    let chunk = by_mt.len().div_ceil(NAMING_CHUNKS).max(1);
+    let source = namer.source();
+    let named: Vec<(TypeStat, Option<String>)> = by_mt
+        .par_chunks(chunk)
+        .flat_map_iter(|part| {
+            let namer = source.namer();
+            part.iter()
+                .map(|&(mt, c)| {
+                    let (name, error) = if mt == free_mt {
+                        (FREE.to_string(), None)
+                    } else {
+                        match namer.heap_type_name(mt) {
+                            Ok(n) => (n, None),
+                            Err(e) => (format!("<unknown type {mt:#x}>"), Some(e.to_string())),
+                        }
+                    };
+                    (TypeStat { name, method_table: mt, count: c.count, bytes: c.bytes }, error)
+                })
+                .collect::<Vec<_>>()
         })
         .collect();
+    let mut errors = Vec::new();
+    let mut types = Vec::with_capacity(named.len());
+    for (t, error) in named {
+        if let Some(e) = error {
+            errors.push((t.method_table, e));
+        }
+        types.push(t);
+    }
     stats.free_bytes = types.iter().filter(|t| t.method_table == free_mt).map(|t| t.bytes).sum();
     types.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)).then(a.method_table.cmp(&b.method_table)));
     stats.types = types;
