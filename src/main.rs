@@ -604,6 +604,8 @@ fn use_color(choice: ColorChoice, to_file: bool) -> bool {
 /// second (a quick analysis shows nothing). Dropping it clears it.
 struct ProgressBar {
     bar: indicatif::ProgressBar,
+    /// The words of the step under way (the phase's), to which the heap's progress is added.
+    words: Arc<std::sync::Mutex<&'static str>>,
     done: Option<std::sync::mpsc::Sender<()>>,
     shower: Option<std::thread::JoinHandle<()>>,
 }
@@ -619,7 +621,8 @@ impl ProgressBar {
         Self::shown_after_a_second(None, "{spinner} [{elapsed}] {msg}", message)
     }
 
-    /// Drawn on stderr only when it is a terminal, and only once the work has taken a second.
+    /// Drawn on stderr only when it is a terminal, and only once the work has taken a second;
+    /// while the heap is read, its step and the work done and left follow the words.
     fn shown_after_a_second(len: Option<u64>, template: &str, message: &'static str) -> Option<ProgressBar> {
         if !std::io::stderr().is_terminal() {
             return None;
@@ -629,23 +632,50 @@ impl ProgressBar {
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_message(message);
+        let words = Arc::new(std::sync::Mutex::new(message));
         let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let shown = bar.clone();
+        let (shown, said) = (bar.clone(), words.clone());
         let shower = std::thread::spawn(move || {
-            if rx.recv_timeout(Duration::from_secs(1)) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
-                shown.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-                shown.enable_steady_tick(Duration::from_millis(120));
+            if rx.recv_timeout(Duration::from_secs(1)) != Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                return;
+            }
+            shown.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            shown.enable_steady_tick(Duration::from_millis(120));
+            while rx.recv_timeout(Duration::from_millis(250)) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                let base = said.lock().map(|w| *w).unwrap_or("");
+                shown.set_message(match knot::heap_progress::now() {
+                    Some(p) if base.is_empty() || base == p.step.label().0 => heap_words(&p),
+                    Some(p) => format!("{base} · heap: {}", heap_words(&p)),
+                    None => base.to_string(),
+                });
             }
         });
-        Some(ProgressBar { bar, done: Some(tx), shower: Some(shower) })
+        Some(ProgressBar { bar, words, done: Some(tx), shower: Some(shower) })
     }
 
     fn hook(&self) -> Progress {
-        let bar = self.bar.clone();
+        let (bar, words) = (self.bar.clone(), self.words.clone());
         Progress(Arc::new(move |phase: Phase| {
             bar.set_position(Phase::ALL.iter().position(|p| *p == phase).unwrap_or(0) as u64);
             bar.set_message(phase.label());
+            if let Ok(mut w) = words.lock() {
+                *w = phase.label();
+            }
         }))
+    }
+}
+
+/// The heap's step, with its work done and left: "reading references 12.3 M of 169.2 M objects".
+fn heap_words(p: &knot::heap_progress::HeapProgress) -> String {
+    let (step, unit) = p.step.label();
+    let (done, total) = (p.done.min(p.total), p.total);
+    if unit == "bytes" {
+        let (shift, unit) = if total >= 1 << 30 { (30, "GiB") } else { (20, "MiB") };
+        let f = |b: u64| b as f64 / (1u64 << shift) as f64;
+        format!("{step} {:.1} of {:.1} {unit}", f(done), f(total))
+    } else {
+        let m = |n: u64| n as f64 / 1e6;
+        format!("{step} {:.1} M of {:.1} M {unit} ({:.1} M left)", m(done), m(total), m(total - done))
     }
 }
 

@@ -8,9 +8,10 @@
 //!
 //! A full disk must not kill knot either: a write to a mapped page the file system has no block
 //! for raises SIGBUS. Every byte a file is grown to is allocated first (`posix_fallocate`), so a
-//! page of the mapping always has its block; a failed allocation is a [`ScratchFull`] panic,
-//! which the heap reading catches and says (the plan checks the free space before choosing
-//! scratch, so that is a race with another writer of the disk, not the normal case).
+//! page of the mapping always has its block; a failed allocation unwinds with a [`ScratchFull`]
+//! (`resume_unwind`: no panic message on stderr), which the heap reading catches and says (the
+//! plan checks the free space before choosing scratch, so that is a race with another writer of
+//! the disk, not the normal case).
 //!
 //! Dirty pages of a shared mapping are written back by the kernel's flusher only past the
 //! machine's dirty thresholds, which a cgroup v1 memory limit does not lower: a file filled in
@@ -183,7 +184,7 @@ impl<T: Plain> ScratchVec<T> {
             Place::Files(dir) => {
                 let file = match tempfile::tempfile_in(&dir.dir) {
                     Ok(f) => f,
-                    Err(e) => std::panic::panic_any(ScratchFull { dir: dir.dir.display().to_string(), bytes: 0, why: e.to_string() }),
+                    Err(e) => std::panic::resume_unwind(Box::new(ScratchFull { dir: dir.dir.display().to_string(), bytes: 0, why: e.to_string() })),
                 };
                 let mut v = FileVec { dir: dir.clone(), file, map: None, cap: 0, len: 0, written_back: 0, _t: PhantomData };
                 if n > 0 {
@@ -301,8 +302,10 @@ impl<T: Plain> FileVec<T> {
     fn grow_to(&mut self, need: usize) {
         let size = std::mem::size_of::<T>();
         let bytes = need.max(self.cap.saturating_mul(2)).saturating_mul(size).max(MIN_FILE_BYTES);
-        let bytes = bytes.div_ceil(MIN_FILE_BYTES) * MIN_FILE_BYTES;
-        let full = |why: String| -> ! { std::panic::panic_any(ScratchFull { dir: self.dir.dir.display().to_string(), bytes: bytes as u64, why }) };
+        let dir = self.dir.dir.display().to_string();
+        let full = |bytes: usize, why: String| -> ! { std::panic::resume_unwind(Box::new(ScratchFull { dir: dir.clone(), bytes: bytes as u64, why })) };
+        let Some(bytes) = bytes.div_ceil(MIN_FILE_BYTES).checked_mul(MIN_FILE_BYTES) else { full(bytes, "too large".into()) };
+        let full = |why: String| -> ! { full(bytes, why) };
         use std::os::fd::AsRawFd;
         let Ok(len) = libc::off_t::try_from(bytes) else { full("too large".into()) };
         // SAFETY: a plain system call on the file's own descriptor.
@@ -448,6 +451,18 @@ mod tests {
             assert_eq!(f, vec![9u32; 5]);
         }
         assert_eq!(std::fs::read_dir(d.path()).expect("dir").count(), 0, "scratch files are unlinked");
+    }
+
+    #[test]
+    fn scratch_that_cannot_be_had_unwinds_with_its_reason_for_the_heap_reading_to_say() {
+        let (_d, place) = files();
+        let gone = Place::Files(ScratchDir::new("/nonexistent/knot-scratch".into(), 0));
+        // `resume_unwind`, not a panic: no hook runs, so nothing is printed on stderr.
+        for (place, n) in [(gone, 1), (place, usize::MAX / 8)] {
+            let unwound = std::panic::catch_unwind(|| ScratchVec::<u64>::with_capacity(&place, n)).expect_err("no scratch to be had");
+            let full = unwound.downcast_ref::<ScratchFull>().expect("a ScratchFull");
+            assert!(full.to_string().contains("--scratch-dir"), "{full}");
+        }
     }
 
     #[test]

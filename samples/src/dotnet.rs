@@ -23,12 +23,16 @@ pub struct DotnetDump {
     pub search_dirs: Vec<PathBuf>,
     /// An empty sysroot for committed dumps, hiding any runtime installed here; `None` otherwise.
     pub sysroot: Option<PathBuf>,
+    /// A dump of an arm64 process (`samples/dumps-aarch64/dotnet/`), read with no .NET file at
+    /// all (its runtime through knot's catalogue, its assemblies from the dump) and the native
+    /// arm64 samples' sysroot (`samples/dumps-aarch64/sysroot`: libc, the dynamic linker).
+    pub aarch64: bool,
 }
 
 impl DotnetDump {
     /// `sample/kind`, marked when made on this machine.
     pub fn name(&self) -> String {
-        format!("{}/{}{}", self.sample, self.kind, if self.committed { "" } else { " (made here)" })
+        format!("{}/{}{}{}", self.sample, self.kind, if self.aarch64 { " (arm64)" } else { "" }, if self.committed { "" } else { " (made here)" })
     }
 }
 
@@ -40,12 +44,18 @@ pub fn committed_root() -> PathBuf {
     workspace_root().join("samples/dotnet/dumps")
 }
 
+/// `samples/dumps-aarch64/dotnet`: the committed dumps of .NET samples run on arm64.
+pub fn aarch64_root() -> PathBuf {
+    workspace_root().join("samples/dumps-aarch64/dotnet")
+}
+
 /// Every dump that has SOS's reading `oracle` (a path under the dump's directory, e.g.
-/// `sos/clrstack-all.txt`) beside it: committed ones first, then those made here when
-/// `include_made`, then those under the directories in `KNOT_DOTNET_SAMPLES` (`:`-separated; one
-/// with a `runtime/` folder is read like the committed one); sorted by sample and kind.
+/// `sos/clrstack-all.txt`) beside it: committed ones first (x86-64's, then arm64's), then those
+/// made here when `include_made`, then those under the directories in `KNOT_DOTNET_SAMPLES`
+/// (`:`-separated; one with a `runtime/` folder is read like the committed one); sorted by
+/// sample and kind within each.
 pub fn dumps(oracle: &str, include_made: bool) -> Vec<DotnetDump> {
-    let mut roots = vec![(committed_root(), true)];
+    let mut roots = vec![(committed_root(), true), (aarch64_root(), true)];
     if include_made {
         roots.push((crate::out_dir().join("dotnet"), false));
         if let Ok(extra) = std::env::var("KNOT_DOTNET_SAMPLES") {
@@ -69,14 +79,19 @@ pub fn dumps(oracle: &str, include_made: bool) -> Vec<DotnetDump> {
                 if !dir.join(oracle).is_file() {
                     continue;
                 }
-                let (search_dirs, sysroot) = if committed {
+                let aarch64 = root == aarch64_root();
+                let (search_dirs, sysroot) = if aarch64 {
+                    // The guest's libc and dynamic linker are the native arm64 samples' (the
+                    // same Debian 12 image): their sysroot, which holds no runtime file.
+                    (Vec::new(), Some(workspace_root().join("samples/dumps-aarch64/sysroot")))
+                } else if committed {
                     let mut dirs = runtime_dirs_of(&root);
                     dirs.push(sample.join("app"));
                     (dirs, Some(empty_sysroot()))
                 } else {
                     (Vec::new(), None)
                 };
-                out.push(DotnetDump { sample: sname.clone(), kind: file_name(&dir), core, dir, committed, search_dirs, sysroot });
+                out.push(DotnetDump { sample: sname.clone(), kind: file_name(&dir), core, dir, committed, search_dirs, sysroot, aarch64 });
             }
         }
     }

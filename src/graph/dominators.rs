@@ -26,6 +26,8 @@ const NONE: u32 = u32::MAX;
 /// Marks, in the top bit of a u32 holding a preorder number, a node of in-degree ≥ 2 (numbers
 /// stay below it: see [`MAX_NODES`]).
 const MULTI: u32 = 1 << 31;
+/// Progress is said every this many + 1 nodes (a power of two less one, as a mask).
+const PROGRESS_STEP: u32 = (1 << 20) - 1;
 /// Nodes a graph may have, so that every number is below [`MULTI`].
 const MAX_NODES: usize = (MULTI - 2) as usize;
 
@@ -138,6 +140,8 @@ pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]
     let mut order: ScratchVec<u32> = ScratchVec::hot(place, n + 1);
     order.push(NONE);
     link.push(pack(VIRTUAL_ROOT, 0));
+    // Progress: the search's nodes, then the semidominators' (each said per million).
+    crate::heap_progress::start(crate::heap_progress::HeapStep::Dominators, 2 * n as u64);
     for &r in roots {
         if pre[r as usize] != NONE {
             continue;
@@ -161,6 +165,9 @@ pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]
             if let Some(w) = next {
                 pre[v] = e;
                 let k = order.len() as u32;
+                if k & PROGRESS_STEP == 0 {
+                    crate::heap_progress::advance(u64::from(PROGRESS_STEP) + 1);
+                }
                 order.push(w as u32);
                 link.push(pack(c, 0));
                 c = k;
@@ -180,6 +187,9 @@ pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]
         }
     }
     let count = order.len();
+    // The nodes no root reaches are no step of the search: the semidominators' half starts.
+    crate::heap_progress::start(crate::heap_progress::HeapStep::Dominators, 2 * count as u64);
+    crate::heap_progress::advance(count as u64);
 
     // 2. In-degrees (in the high half of `link[k]`): edges from reachable nodes, self loops
     //    left out, and one from the virtual root per listing as a root.
@@ -250,6 +260,9 @@ pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]
     let mut end = total;
     let mut kept = total as usize;
     for w in (1..count).rev() {
+        if w as u32 & PROGRESS_STEP == 0 {
+            crate::heap_progress::advance(u64::from(PROGRESS_STEP) + 1);
+        }
         let (p, begin) = unpack(link[w]);
         let parent = p & !MULTI;
         let s = if p & MULTI == 0 {

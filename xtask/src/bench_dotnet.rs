@@ -126,9 +126,10 @@ pub fn run(runs: u32, sample: &str) -> Result<()> {
     let ratio = paired.sos_over_knot();
     let core_size = fs::metadata(&core)?.len();
     println!("\n.NET: {sample} heap dump, {:.1} MiB, {runs} runs after 1 warm-up, median wall time", core_size as f64 / (1 << 20) as f64);
+    let width = tools.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
     for (i, (name, _)) in tools.iter().enumerate() {
         let rss = samples[i].iter().map(|s| s.max_rss_kib).max().unwrap_or(0);
-        println!("  {name:<40} {:>8.3} s   peak RSS {:>6.1} MiB", medians[i], rss as f64 / 1024.0);
+        println!("  {name:<width$} {:>8.3} s   peak RSS {:>6.1} MiB", medians[i], rss as f64 / 1024.0);
     }
     println!(
         "  dotnet-dump / knot: {ratio:.1}x (target >= {SOS_OVER_KNOT_TARGET}x: {}); without the cache {:.1}x",

@@ -97,7 +97,13 @@ pub(crate) fn holding(runtime: &DotnetRuntime<'_>, stacks_and_frames: Option<(&[
 /// Fills the retained fields of the report's .NET heap (`dotnet.heap.retained`, `dominators`,
 /// `unreachable`, `suspects`); what could not be read goes to `diagnostics`.
 pub(crate) fn attach(runtime: &DotnetRuntime<'_>, stacks: &[Stack], frames: &[Vec<FrameReport>], heap: &mut gc::report::HeapReport, diagnostics: &mut Vec<Diagnostic>) {
-    match holding(runtime, Some((stacks, frames))) {
+    // A scratch file that could not grow (the disk filled after the plan looked) leaves the
+    // retained sizes out, said, never the report.
+    let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| holding(runtime, Some((stacks, frames))))).unwrap_or_else(|panic| match panic.downcast_ref::<crate::scratch::ScratchFull>() {
+        Some(full) => Err(full.to_string()),
+        None => std::panic::resume_unwind(panic),
+    });
+    match held {
         Err(why) => diagnostics.push(Diagnostic::warning(gc::STAGE, format!("retained sizes not read: {why}"))),
         Ok(h) => {
             if let Ok(context) = runtime.context() {

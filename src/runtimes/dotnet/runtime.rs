@@ -439,6 +439,11 @@ fn read_ahead(c: &Context<'_>, targets: &[u64], budget: Option<&HeapBudget>) -> 
 /// `read()`, or why it panicked.
 fn caught<T>(read: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|panic| {
+        // A scratch file that could not grow (the disk filled after the plan looked): said as
+        // such, not as a bug.
+        if let Some(full) = panic.downcast_ref::<crate::scratch::ScratchFull>() {
+            return Err(format!("the heap's object graph not read: {full}"));
+        }
         let what = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default();
         Err(format!("GC heap not read: knot failed reading it (a bug: {what})"))
     })

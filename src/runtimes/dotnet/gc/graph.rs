@@ -218,9 +218,9 @@ pub(crate) struct Overlapped {
 /// With the objects left out because their segment overlaps one before it (a damaged segment
 /// list).
 pub(crate) fn nodes(walks: Vec<super::walk::SegmentNodes>, place: &Place) -> (ObjectGraph, Overlapped) {
-    let mut walks: Vec<_> = walks.into_iter().filter(|w| !w.addresses.is_empty()).collect();
-    walks.sort_by_key(|w| w.addresses[0]);
-    let total: usize = walks.iter().map(|w| w.addresses.len()).sum();
+    let mut walks: Vec<_> = walks.into_iter().filter(|w| !w.is_empty()).collect();
+    walks.sort_by_key(|w| w.first());
+    let total: usize = walks.iter().map(|w| w.len()).sum();
     let mut g = ObjectGraph { types: ScratchVec::with_capacity(place, total), sizes: ScratchVec::with_capacity(place, total), place: place.clone(), ..ObjectGraph::default() };
     let mut index: rustc_hash::FxHashMap<u64, u32> = rustc_hash::FxHashMap::default();
     let mut overlapped = Overlapped::default();
@@ -237,7 +237,7 @@ pub(crate) fn nodes(walks: Vec<super::walk::SegmentNodes>, place: &Place) -> (Ob
             .collect();
         // Overlapping segments (a damaged segment list): an object at or below one already
         // taken is left out, so nodes stay in address order.
-        for ((&a, &t), &size) in w.addresses.iter().zip(&w.types).zip(&w.sizes) {
+        for ((a, &t), &size) in w.addresses().zip(&w.types).zip(&w.sizes) {
             if g.index.push(a) {
                 g.types.push(map.get(t as usize).copied().unwrap_or(0));
                 g.sizes.push(size);
@@ -281,6 +281,7 @@ pub(crate) fn edges(t: &Target, g: &mut ObjectGraph, extra: &[(u32, u32)], error
     edge_start.push(0);
     let chunks = n.div_ceil(CHUNK);
     let graph: &ObjectGraph = g;
+    crate::heap_progress::start(crate::heap_progress::HeapStep::References, n as u64);
     for batch in (0..chunks).step_by(BATCH) {
         let parts: Vec<(Vec<u32>, Vec<u32>, GraphErrors)> = (batch..(batch + BATCH).min(chunks))
             .into_par_iter()
@@ -328,6 +329,7 @@ pub(crate) fn edges(t: &Target, g: &mut ObjectGraph, extra: &[(u32, u32)], error
                 (counts, out, errs)
             })
             .collect();
+        crate::heap_progress::advance((((batch + BATCH) * CHUNK).min(n) - batch * CHUNK) as u64);
         for (counts, es, errs) in parts {
             for (at, why) in errs.errors {
                 errors.push(at, why);
@@ -359,7 +361,19 @@ mod tests {
     use crate::runtimes::dotnet::gc::walk::SegmentNodes;
 
     fn segment(addresses: &[u64], mt: u64, size: u32) -> SegmentNodes {
-        SegmentNodes { addresses: addresses.to_vec(), types: vec![0; addresses.len()], sizes: vec![size; addresses.len()], method_tables: vec![mt] }
+        SegmentNodes::of(addresses, vec![0; addresses.len()], vec![size; addresses.len()], vec![mt])
+    }
+
+    #[test]
+    fn a_segments_addresses_kept_in_four_bytes_come_back_whole() {
+        // Word steps, a step that is no whole word from the run's start, a gap past 32 GiB, the
+        // top of memory: each starts a run where it must.
+        let a = [0x1000, 0x1018, 0x1030, 0x1033, 0x103b, 0x1033 + (8 << 32), 0x1033 + (8 << 32) + 16, u64::MAX - 7];
+        let n = SegmentNodes::of(&a, vec![0; a.len()], vec![24; a.len()], vec![0xa0]);
+        assert_eq!(n.addresses().collect::<Vec<_>>(), a);
+        assert_eq!((n.len(), n.first()), (a.len(), Some(0x1000)));
+        let (g, _) = nodes(vec![n], &Place::Memory);
+        assert_eq!((0..g.len() as u32).filter_map(|i| g.address(i)).collect::<Vec<_>>(), a);
     }
 
     #[test]

@@ -84,6 +84,7 @@ pub(crate) fn of_graph(runtime: &Context<'_>, reading: super::GraphReading) -> R
     let spare = std::mem::take(&mut g.sizes);
     let tree = RootTree::in_buffer(&g, &static_slots, spare);
     trace("holders: root tree");
+    crate::heap_progress::end();
     Ok(Holding { graph: g, retention, type_names, tree, diagnostics: reading.diagnostics })
 }
 

@@ -147,10 +147,14 @@ pub(crate) fn sums(g: &GraphView<'_>) -> Result<Sums, DominatorError> {
     // One pass in reverse preorder (every node before its dominator): each node's sum added to
     // its dominator's, and the node hung first under it, its immediate dominator's slot taking
     // its next sibling.
+    crate::heap_progress::start(crate::heap_progress::HeapStep::RetainedSizes, count as u64);
     let mut first_child: ScratchVec<u32> = ScratchVec::hot(g.place, count);
     first_child.resize(count, NONE);
     let mut next_sibling = idom;
     for k in (1..count).rev() {
+        if k & ((1 << 20) - 1) == 0 {
+            crate::heap_progress::advance(1 << 20);
+        }
         let d = next_sibling[k] as usize;
         retained[d] = retained[d].saturating_add(retained[k]);
         next_sibling[k] = first_child[d];

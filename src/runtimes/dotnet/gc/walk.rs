@@ -163,12 +163,68 @@ fn wanted_kind(t: &Target, wanted: &[WantedType], mt: u64, shape: &TypeShape) ->
 
 /// The objects of one segment, for the object graph: addresses ascending, each one's
 /// MethodTable (an index into `method_tables`) and its size as SOS reports it (saturated).
+///
+/// An address is kept in 4 bytes, not 8 (the walk's lists are most of its memory): as its
+/// distance in 8-byte words from the start of its run, a run starting anew where an address is
+/// not a whole number of words from the run's start or too far for a u32 (never, on a heap
+/// whose objects are 8-byte aligned in segments below 32 GiB).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SegmentNodes {
-    pub(crate) addresses: Vec<u64>,
+    /// Each object's words from its run's start.
+    offsets: Vec<u32>,
+    /// (the run's first address, the index of its first object), ascending.
+    runs: Vec<(u64, usize)>,
     pub(crate) types: Vec<u32>,
     pub(crate) sizes: Vec<u32>,
     pub(crate) method_tables: Vec<u64>,
+}
+
+impl SegmentNodes {
+    /// Adds the next object's address (above the last one).
+    pub(crate) fn push_address(&mut self, a: u64) {
+        let i = self.offsets.len();
+        if let Some(&(base, _)) = self.runs.last()
+            && a >= base
+            && (a - base) % 8 == 0
+            && let Ok(words) = u32::try_from((a - base) / 8)
+        {
+            self.offsets.push(words);
+            return;
+        }
+        self.runs.push((a, i));
+        self.offsets.push(0);
+    }
+
+    /// Objects kept.
+    pub(crate) fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+
+    /// The first object's address.
+    pub(crate) fn first(&self) -> Option<u64> {
+        self.runs.first().map(|r| r.0)
+    }
+
+    /// The objects' addresses in order.
+    pub(crate) fn addresses(&self) -> impl Iterator<Item = u64> + '_ {
+        self.runs.iter().enumerate().flat_map(move |(k, &(base, from))| {
+            let to = self.runs.get(k + 1).map_or(self.offsets.len(), |r| r.1);
+            self.offsets[from..to].iter().map(move |&w| base + 8 * u64::from(w))
+        })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn of(addresses: &[u64], types: Vec<u32>, sizes: Vec<u32>, method_tables: Vec<u64>) -> SegmentNodes {
+        let mut n = SegmentNodes { types, sizes, method_tables, ..SegmentNodes::default() };
+        for &a in addresses {
+            n.push_address(a);
+        }
+        n
+    }
 }
 
 /// What the walk needs besides the segments.
@@ -244,7 +300,17 @@ pub(crate) struct Hit {
 
 /// Walks every segment, in parallel; results in segment order.
 pub(crate) fn walk_all(input: &WalkInput, segments: &[Segment]) -> Vec<SegmentWalk> {
-    segments.par_iter().map(|s| walk_segment(input, s)).collect()
+    use crate::heap_progress::{advance, start, HeapStep};
+    let span = |s: &Segment| s.allocated.saturating_sub(s.start);
+    start(HeapStep::Walk, segments.iter().map(span).sum());
+    segments
+        .par_iter()
+        .map(|s| {
+            let w = walk_segment(input, s);
+            advance(span(s));
+            w
+        })
+        .collect()
 }
 
 /// One object met by a [`Cursor`]: where, its MethodTable, shape and size as SOS counts it.
@@ -441,13 +507,13 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
                     n.method_tables.push(mt);
                     *node_type = (n.method_tables.len() - 1) as u32;
                 }
-                n.addresses.push(at);
+                n.push_address(at);
                 n.types.push(*node_type);
                 n.sizes.push(u32::try_from(size).unwrap_or(u32::MAX));
                 if let Some(cap) = input.node_cap
-                    && n.addresses.len() - counted >= CAP_STEP
+                    && n.len() - counted >= CAP_STEP
                 {
-                    counted = n.addresses.len();
+                    counted = n.len();
                     if !cap.take(CAP_STEP as u64) {
                         out.nodes = SegmentNodes::default();
                         collect = false;
@@ -460,7 +526,7 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
     }
     if let Some(cap) = input.node_cap
         && collect
-        && !cap.take((out.nodes.addresses.len() - counted) as u64)
+        && !cap.take((out.nodes.len() - counted) as u64)
     {
         out.nodes = SegmentNodes::default();
     }

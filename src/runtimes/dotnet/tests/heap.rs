@@ -293,7 +293,7 @@ fn a_walk_for_more_targets_names_the_referrers_of_those_wanted_as_a_walk_for_the
         let process = Process::open(&d.core, &d.locator).unwrap_or_else(|e| panic!("{}: {e}", d.name));
         let Ok(c) = Context::open(&process, &d.locator) else { panic!("{}: no runtime", d.name) };
         let walked = gc::walk_in(&c, &[], None).unwrap_or_else(|e| panic!("{}: {e}", d.name)).reading.walked.expect("kept");
-        let objects: Vec<u64> = walked.nodes.iter().flat_map(|n| n.addresses.iter().copied()).collect();
+        let objects: Vec<u64> = walked.nodes.iter().flat_map(|n| n.addresses()).collect();
         // A few objects wanted, a few more looked for as well.
         let wanted: Vec<u64> = objects.iter().copied().step_by(objects.len() / 5 + 1).collect();
         let more: Vec<u64> = wanted.iter().copied().chain(objects.iter().copied().skip(1).step_by(objects.len() / 5 + 1)).collect();

@@ -496,3 +496,26 @@ fn the_json_follows_its_schema() {
         assert_eq!(json["object"], serde_json::json!(format!("{:#x}", k.object.0)));
     }
 }
+
+/// `knot heap root --all` reads the whole heap as a graph: under a memory limit too small for
+/// it (`--max-memory`), it is refused, saying the limit and the flags that lift it, never read
+/// past the limit; under a limit it fits, or with its arrays in scratch files, the answer is
+/// the unbounded one.
+#[test]
+fn heap_root_all_keeps_to_the_memory_limit_and_says_when_it_does_not_fit() {
+    let Some(r) = read() else { return };
+    let s = sample().unwrap();
+    let addrs: Vec<u64> = r.sos.iter().take(3).map(|o| o.address).collect();
+    let at = |max_memory: Option<u64>, scratch_dir: Option<PathBuf>| {
+        let opts = Options { locator: s.locator.clone(), max_memory, scratch_dir, ..Options::default() };
+        crate::heap::heap_roots(&s.core, &opts, &addrs, RootSearch::AllRoots)
+    };
+    let why = match at(Some(1 << 20), None) {
+        Err(crate::heap::HeapRootError::Heap(why)) => why,
+        other => panic!("read under a 1 MiB limit: {:?}", other.map(|r| r.len())),
+    };
+    assert!(why.contains("memory limit of 1048576 bytes") && why.contains("--max-memory") && why.contains("--scratch-dir"), "{why}");
+    let roomy = at(Some(64 << 30), None).expect("fits");
+    let json = |all: &[HeapRootReport]| all.iter().map(crate::report::heap_root::to_json).collect::<Vec<_>>();
+    assert_eq!(json(&roomy), json(&r.knot[..3]), "a limit it fits changes nothing");
+}
