@@ -129,10 +129,11 @@ pub fn run(args: Args) -> Result<()> {
 /// `target/samples/` path (a worktree's search dirs can point into the main checkout's made samples),
 /// so two worktrees' snapshots differ only where knot's reading does.
 fn normalize_paths(text: &str, root: &str) -> String {
-    let text = text.replace(root, "<ROOT>");
+    // A made sample's path first, whole (`/nonexistent/work/main/target/samples/…` under a
+    // sysroot reads the same from every checkout); then this checkout's root anywhere else.
     const MARK: &str = "/target/samples/";
     let mut out = String::with_capacity(text.len());
-    let mut rest = text.as_str();
+    let mut rest = text;
     while let Some(at) = rest.find(MARK) {
         let head = &rest[..at];
         let start = head.rfind(|c: char| c.is_whitespace() || "\"'(=<>,[".contains(c)).map_or(0, |i| i + 1);
@@ -146,7 +147,7 @@ fn normalize_paths(text: &str, root: &str) -> String {
         rest = &rest[at + MARK.len()..];
     }
     out.push_str(rest);
-    out
+    out.replace(root, "<ROOT>")
 }
 
 fn diff(old: &Path, new: &Path) -> Result<()> {
@@ -204,6 +205,12 @@ mod tests {
             normalize_paths(text, "/work/wt/a"),
             "search <ROOT>/target/samples/dotnet-runtime/x and <ROOT>/samples/y \"<ROOT>/target/samples/z\""
         );
+    }
+
+    #[test]
+    fn a_made_sample_under_a_sysroot_reads_the_same_from_every_checkout() {
+        let text = "/nonexistent/work/main/target/samples/a";
+        assert_eq!(normalize_paths(text, "/work/main"), normalize_paths(text, "/work/wt/x"));
     }
 
     #[test]
