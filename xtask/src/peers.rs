@@ -57,6 +57,15 @@ struct Dump {
     binary: PathBuf,
     /// The 2,000-thread shape (the memory target is read on it).
     big: bool,
+    /// An arm64 core (committed, from the emulated guest): knot and `gdb-multiarch` read it with
+    /// the guest's libraries as sysroot and its debug files; eu-stack is left out (bookworm's
+    /// has no `--sysroot`, so it would read this machine's x86-64 libraries).
+    arm64: Option<Arm64Files>,
+}
+
+struct Arm64Files {
+    sysroot: PathBuf,
+    debug_dir: Option<PathBuf>,
 }
 
 struct Row {
@@ -109,7 +118,7 @@ pub(crate) fn run(o: Opts) -> Result<()> {
                 match programs::ensure(p, kind, &dir, o.remake) {
                     Ok(d) => {
                         eprintln!("dump    {} {kind}: {} ({:.1}s)", d.name, d.core.display(), started.elapsed().as_secs_f64());
-                        dumps.push(Dump { label: format!("{} ({kind})", d.name), kind, core: d.core, binary: d.binary, big: false });
+                        dumps.push(Dump { label: format!("{} ({kind})", d.name), kind, core: d.core, binary: d.binary, big: false, arm64: None });
                     }
                     Err(e) => {
                         println!("skipped {} {kind}: {e:#}", p.name);
@@ -126,12 +135,20 @@ pub(crate) fn run(o: Opts) -> Result<()> {
             Availability::Ready(d) => {
                 eprintln!("dump    many_threads {threads} x {frames}+ {kind}: {} ({:.1}s)", d.core.display(), started.elapsed().as_secs_f64());
                 let label = format!("{threads} threads x {}-{} frames ({kind})", o.frames + 6, o.frames + 26);
-                dumps.push(Dump { label, kind, core: d.core, binary: d.binary, big: true });
+                dumps.push(Dump { label, kind, core: d.core, binary: d.binary, big: true, arm64: None });
             }
             Availability::Skipped(why) => {
                 println!("skipped many_threads {threads} {kind}: {why}");
                 skipped.push((format!("many_threads {kind}"), why));
             }
+        }
+    }
+    // The committed arm64 ABBA (issue 33): every machine has it.
+    for &kind in o.kinds {
+        if let Some(d) = knot_samples::committed_aarch64("abba", kind) {
+            let Some(sysroot) = d.sysroot.clone() else { continue };
+            let arm64 = Some(Arm64Files { sysroot, debug_dir: d.debug_dir.clone() });
+            dumps.push(Dump { label: format!("abba, arm64 ({kind})"), kind, core: d.core, binary: d.binary, big: false, arm64 });
         }
     }
     if dumps.is_empty() {
@@ -140,6 +157,7 @@ pub(crate) fn run(o: Opts) -> Result<()> {
 
     let (knot, _) = bench::build_knot(&root, &target)?;
     let gdb = bench::find_tool("gdb");
+    let gdb_multiarch = bench::find_tool("gdb-multiarch");
     let eu_stack = bench::find_tool("eu-stack");
     let valgrind = bench::find_tool("valgrind").filter(|_| o.callgrind);
     let load_before = bench::loadavg();
@@ -150,18 +168,32 @@ pub(crate) fn run(o: Opts) -> Result<()> {
         let mut knot_argv: Vec<OsString> = vec![knot.clone().into(), "analyze".into(), d.core.clone().into()];
         knot_argv.extend(["--format", "json", "-o", "/dev/null", "--exe"].map(OsString::from));
         knot_argv.push(d.binary.clone().into());
+        if let Some(a) = &d.arm64 {
+            knot_argv.extend(["--sysroot".into(), a.sysroot.clone().into()]);
+            if let Some(dd) = &a.debug_dir {
+                knot_argv.extend(["--debug-dir".into(), dd.clone().into()]);
+            }
+        }
         let mut cached = knot_argv.clone();
         cached.push("--cache-dir".into());
         cached.push(knot_cache.clone().into());
         let mut tools: Vec<(&'static str, Vec<OsString>)> = vec![("knot", cached.clone()), ("knot (no cache)", knot_argv)];
-        if let Some(g) = &gdb {
+        // On an arm64 core the gdb column is gdb-multiarch's (the table's notes say so).
+        if let Some(g) = if d.arm64.is_some() { &gdb_multiarch } else { &gdb } {
             let mut v: Vec<OsString> = vec![g.into()];
-            v.extend(["-nx", "-batch", "-iex", "set debuginfod enabled off", "-ex", "thread apply all bt"].map(OsString::from));
+            v.extend(["-nx", "-batch", "-iex", "set debuginfod enabled off"].map(OsString::from));
+            if let Some(a) = &d.arm64 {
+                v.extend(["-iex".into(), format!("set sysroot {}", a.sysroot.display()).into()]);
+                if let Some(dd) = &a.debug_dir {
+                    v.extend(["-iex".into(), format!("set debug-file-directory {}", dd.display()).into()]);
+                }
+            }
+            v.extend(["-ex", "thread apply all bt"].map(OsString::from));
             v.push(d.binary.clone().into());
             v.push(d.core.clone().into());
             tools.push(("gdb", v));
         }
-        if let Some(e) = &eu_stack {
+        if let Some(e) = eu_stack.as_ref().filter(|_| d.arm64.is_none()) {
             let mut v: Vec<OsString> = vec![e.into(), "-i".into(), "--core".into(), d.core.clone().into(), "--executable".into()];
             v.push(d.binary.clone().into());
             tools.push(("eu-stack -i", v));
@@ -321,7 +353,7 @@ fn ms(s: f64) -> String {
 
 fn render(rows: &[Row], sos: Option<&Sos>) -> (String, String) {
     let mut t = String::new();
-    let _ = writeln!(t, "Wall time (median), CPU time (user+sys, median), peak RSS (largest run); ratios are the peer's over knot's (above 1: knot is faster or smaller). knot runs with `--cache-dir` (filled by its warm-up); \"no cache\" is the first run on a machine.\n");
+    let _ = writeln!(t, "Wall time (median), CPU time (user+sys, median), peak RSS (largest run); ratios are the peer's over knot's (above 1: knot is faster or smaller). knot runs with `--cache-dir` (filled by its warm-up); \"no cache\" is the first run on a machine. On the arm64 rows (committed cores from the emulated guest) gdb is gdb-multiarch, both read the guest's libraries (`--sysroot`, gdb's `set sysroot`), and eu-stack is left out: bookworm's has no `--sysroot`.\n");
     let _ = writeln!(t, "| dump | threads | knot | knot (no cache) | gdb | eu-stack -i | gdb / knot | eu-stack -i / knot | CPU: gdb / knot, eu-stack / knot | peak RSS: knot, no cache, gdb, eu-stack | knot instructions |");
     let _ = writeln!(t, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
@@ -425,6 +457,7 @@ fn row_json(r: &Row) -> Value {
         "core": r.dump.core,
         "core_bytes": fs::metadata(&r.dump.core).map(|m| m.len()).ok(),
         "binary": r.dump.binary,
+        "arm64": r.dump.arm64.is_some(),
         "threads": r.threads,
         "knot_instructions": r.instructions,
         "tools": r.tools.iter().map(|m| json!({
