@@ -1,7 +1,7 @@
 //! `cargo xtask bench [--threads N] [--frames N] [--runs N] [--kind gcore|kernel|all] [--remake]
 //! [--no-programs] [--no-dotnet] [--no-callgrind] [--criterion]`: knot against gdb and
-//! `eu-stack -i` on real Debian programs, a 2,000-thread dump and the committed arm64 cores (gdb-multiarch),
-//! .NET heap dump, in one run (see [`crate::peers`]).
+//! `eu-stack -i` on real Debian programs, a 2,000-thread dump and the committed arm64 cores
+//! (gdb-multiarch), and against dotnet-dump on a .NET heap dump, in one run (see [`crate::peers`]).
 //! `cargo xtask bench --scale [--threads N] [--gib G] [--runs N] [--gcore] [--keep]` (see
 //! [`crate::scale`]: a core of G GiB with N threads against the small ones).
 //! `cargo xtask bench dotnet`, `dotnet-heap` and `dotnet-async`: the .NET suites alone.
