@@ -13,7 +13,7 @@ use crate::tests::dumpedit;
 use crate::core::Core;
 use crate::process::{Locator, Process};
 use crate::runtimes::dotnet::{self, DotnetError};
-use crate::unwind::managed::{CodeLookup, ManagedCodeKind};
+use crate::unwind::managed::{CodeLookup, ManagedCodeKind, UnwindFormat};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -218,10 +218,27 @@ fn every_address_inside_a_found_method_maps_to_it_and_its_unwind_info_is_readabl
                 assert_eq!((at.method_start, at.method), (code.method_start, code.method), "{}: {ip:#x}", d.name);
                 checked += 1;
             }
-            // UNWIND_INFO: version 1 or 2 in the low 3 bits of its first byte.
             let mut b = [0u8; 4];
-            map.image_memory().read(u.unwind_info, &mut b).unwrap_or_else(|e| panic!("{}: UNWIND_INFO at {:#x}: {e}", d.name, u.unwind_info));
-            assert!(matches!(b[0] & 7, 1 | 2), "{}: UNWIND_INFO at {:#x} starts {:#x}", d.name, u.unwind_info, b[0]);
+            match u.format {
+                UnwindFormat::X64 => {
+                    // UNWIND_INFO: version 1 or 2 in the low 3 bits of its first byte.
+                    map.image_memory().read(u.unwind_info, &mut b).unwrap_or_else(|e| panic!("{}: UNWIND_INFO at {:#x}: {e}", d.name, u.unwind_info));
+                    assert!(matches!(b[0] & 7, 1 | 2), "{}: UNWIND_INFO at {:#x} starts {:#x}", d.name, u.unwind_info, b[0]);
+                }
+                UnwindFormat::Arm64 { unwind_data } if unwind_data & 3 != 0 => {
+                    // Packed: the word itself holds the function's length (in instructions, bits 2..13).
+                    assert_eq!(u64::from((unwind_data >> 2) & 0x7ff) * 4, u.end - u.begin, "{}: packed word {unwind_data:#x}", d.name);
+                    continue;
+                }
+                UnwindFormat::Arm64 { .. } => {
+                    // `.xdata`: version 0 in bits 18..20 of its header, its length (in
+                    // instructions, bits 0..18) the fragment's.
+                    map.image_memory().read(u.unwind_info, &mut b).unwrap_or_else(|e| panic!("{}: .xdata at {:#x}: {e}", d.name, u.unwind_info));
+                    let header = u32::from_le_bytes(b);
+                    assert_eq!((header >> 18) & 3, 0, "{}: .xdata at {:#x} is {header:#x}", d.name, u.unwind_info);
+                    assert_eq!(u64::from(header & 0x3ffff) * 4, u.end - u.begin, "{}: .xdata at {:#x} is {header:#x}", d.name, u.unwind_info);
+                }
+            }
             if crate::process::Memory::read(p, u.unwind_info, &mut b).is_err() {
                 unwind_only_in_image_files += 1;
             }
