@@ -136,7 +136,7 @@ fn normalize_paths(text: &str, root: &str) -> String {
     let mut rest = text;
     while let Some(at) = rest.find(MARK) {
         let head = &rest[..at];
-        let start = head.rfind(|c: char| c.is_whitespace() || "\"'(=<>,[".contains(c)).map_or(0, |i| i + 1);
+        let start = head.rfind(|c: char| c.is_whitespace() || "\"'`(=<>,[".contains(c)).map_or(0, |i| i + 1);
         if head[start..].starts_with('/') {
             out.push_str(&head[..start]);
             out.push_str("<ROOT>");
