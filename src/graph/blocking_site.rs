@@ -97,23 +97,7 @@ mod tests {
         names
             .iter()
             .enumerate()
-            .map(|(i, n)| FrameReport {
-                index: i,
-                ip: crate::hex::Hex(0x1000 + i as u64),
-                function: Some(n.to_string()),
-                function_offset: None,
-                module: None,
-                file: None,
-                line: None,
-                inlined: false,
-                tail_call: false,
-                signal_frame: false,
-                trust: crate::unwind::Trust::Recorded,
-                managed: true,
-                signature: None,
-                transition: None,
-                no_symbols: false,
-            })
+            .map(|(i, n)| FrameReport::recorded_managed(i, 0x1000 + i as u64, Some(n.to_string())))
             .collect()
     }
 

@@ -54,6 +54,28 @@ pub struct TransitionReport {
 }
 
 impl FrameReport {
+    /// A managed frame known from a record, not an unwind (an exception's stack trace): its ip
+    /// and name, the rest unknown.
+    pub(crate) fn recorded_managed(index: usize, ip: u64, function: Option<String>) -> FrameReport {
+        FrameReport {
+            index,
+            ip: Hex(ip),
+            function,
+            function_offset: None,
+            module: None,
+            file: None,
+            line: None,
+            inlined: false,
+            tail_call: false,
+            signal_frame: false,
+            trust: Trust::Recorded,
+            managed: true,
+            signature: None,
+            transition: None,
+            no_symbols: false,
+        }
+    }
+
     /// The marker for a runtime transition record.
     pub fn transition(index: usize, t: &crate::unwind::managed::TransitionFrame) -> FrameReport {
         FrameReport {

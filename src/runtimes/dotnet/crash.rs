@@ -201,21 +201,10 @@ pub(crate) fn exception_report(e: &ManagedException) -> crate::crash::ExceptionR
             .iter()
             .enumerate()
             .map(|(i, f)| FrameReport {
-                index: i,
-                ip: Hex(f.ip),
-                function: f.function.clone(),
                 function_offset: f.offset.map(Hex),
                 module: f.module.clone(),
-                file: None,
-                line: None,
-                inlined: false,
-                tail_call: false,
-                signal_frame: false,
-                trust: crate::unwind::Trust::Recorded,
-                managed: true,
                 signature: f.signature.clone(),
-                transition: None,
-                no_symbols: false,
+                ..FrameReport::recorded_managed(i, f.ip, f.function.clone())
             })
             .collect(),
         inner: e.inner.as_deref().map(|i| Box::new(exception_report(i))),
