@@ -76,13 +76,19 @@ pub(crate) fn of_graph(runtime: &Context<'_>, reading: super::GraphReading) -> R
     roots.sort_unstable();
     roots.dedup();
     trace("holders: names, static roots");
-    let retention = retained::retention(&GraphView::of(&g, &roots, None)).map_err(|e| format!("dominators not computed: {e}"))?;
-    trace("holders: retention");
+    let view = GraphView::of(&g, &roots, None);
+    let type_count = view.type_count;
+    let own = retained::own_sizes(&view).map_err(|e| format!("dominators not computed: {e}"))?;
     // Every later reading of the holders needs a size only for the few objects on their paths
-    // (`paths::link` reads those from the dump): the root tree's search takes the sizes' array.
+    // (`paths::link` reads those from the dump): the dominator tree's first children take the
+    // sizes' array (its pages touched already), then the root tree's search.
     let mut g = g;
-    let spare = std::mem::take(&mut g.sizes);
-    let tree = RootTree::in_buffer(&g, &static_slots, spare);
+    let sizes = std::mem::take(&mut g.sizes);
+    let (retention, spare) = own.sums(&g.types, type_count, &g.place, sizes).summary(&g.types);
+    trace("holders: retention");
+    // Paths are read for the top holders only (the suspects are among them).
+    let wanted: Vec<u32> = retention.top_holders(retained::TOP_HOLDERS).into_iter().map(|k| retention.node(k)).collect();
+    let tree = RootTree::in_buffer(&g, &static_slots, spare, Some(&wanted));
     trace("holders: root tree");
     crate::heap_progress::end();
     Ok(Holding { graph: g, retention, type_names, tree, diagnostics: reading.diagnostics })

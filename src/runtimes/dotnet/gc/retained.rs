@@ -106,23 +106,42 @@ pub(crate) struct Sums {
     pub(crate) unreachable_bytes: u64,
     /// By type, largest retained first (ties by type index).
     pub(crate) by_type: Vec<TypeRetention>,
+    /// Types below this are the graph's (a type table's index).
+    type_count: usize,
 }
 
 /// No node (a first child or next sibling).
 const NONE: u32 = u32::MAX;
 
 /// Reads the dominator tree of `g` and the retained sizes, and keeps what the readings name.
+#[cfg(test)]
 pub(crate) fn retention(g: &GraphView<'_>) -> Result<Retention, DominatorError> {
-    sums(g).map(|s| s.summary(g.types))
+    sums(g).map(|s| s.summary(g.types).0)
 }
 
 /// The dominator tree of `g` and every node's retained size.
+#[cfg(test)]
 pub(crate) fn sums(g: &GraphView<'_>) -> Result<Sums, DominatorError> {
-    let n = g.sizes.len();
+    own_sizes(g).map(|own| own.sums(g.types, g.type_count, g.place, ScratchVec::new(g.place)))
+}
+
+/// The dominator tree with every reachable node's own size: the part of [`sums`] that reads the
+/// sizes, so that the caller may hand their array to [`Own::sums`] as its buffer afterwards.
+pub(crate) struct Own {
+    order: ScratchVec<u32>,
+    idom: ScratchVec<u32>,
+    /// Preorder number → own size (`[0]`: 0).
+    retained: ScratchVec<u64>,
+    unreachable_objects: u64,
+    unreachable_bytes: u64,
+}
+
+/// The first half of [`sums`]: the dominator tree and the own sizes, and what no root reaches.
+pub(crate) fn own_sizes(g: &GraphView<'_>) -> Result<Own, DominatorError> {
     let (DominatorTree { order, idom }, spare) = dominators::dominators_and_spare(g.edge_start, g.edges, g.roots, g.place)?;
-    let count = order.len();
     let size = |v: usize| g.sizes.get(v).copied().unwrap_or(0) as u64;
-    let ty = |v: usize| g.types.get(v).copied().unwrap_or(u32::MAX);
+    // Whether node v is a free object (no type read when no type is free's: the usual case).
+    let free = |v: usize| g.free_type.is_some_and(|f| g.types.get(v).copied().unwrap_or(u32::MAX) == f);
 
     // Own sizes; what the roots reach, free objects aside (the rest of the heap is garbage).
     let (mut reached_objects, mut reached_bytes) = (0u64, 0u64);
@@ -130,52 +149,54 @@ pub(crate) fn sums(g: &GraphView<'_>) -> Result<Sums, DominatorError> {
     retained.push(0);
     for &v in order.iter().skip(1) {
         let s = size(v as usize);
-        if Some(ty(v as usize)) != g.free_type {
+        if !free(v as usize) {
             reached_objects += 1;
             reached_bytes += s;
         }
         retained.push(s);
     }
     let (mut all_objects, mut all_bytes) = (0u64, 0u64);
-    for v in 0..n {
-        if Some(ty(v)) != g.free_type {
+    for (v, &s) in g.sizes.iter().enumerate() {
+        if !free(v) {
             all_objects += 1;
-            all_bytes += size(v);
+            all_bytes += u64::from(s);
         }
     }
+    Ok(Own { order, idom, retained, unreachable_objects: all_objects.saturating_sub(reached_objects), unreachable_bytes: all_bytes.saturating_sub(reached_bytes) })
+}
 
-    // One pass in reverse preorder (every node before its dominator): each node's sum added to
-    // its dominator's, and the node hung first under it, its immediate dominator's slot taking
-    // its next sibling.
-    crate::heap_progress::start(crate::heap_progress::HeapStep::RetainedSizes, count as u64);
-    let mut first_child: ScratchVec<u32> = ScratchVec::hot(g.place, count);
-    first_child.resize(count, NONE);
-    let mut next_sibling = idom;
-    for k in (1..count).rev() {
-        if k & ((1 << 20) - 1) == 0 {
-            crate::heap_progress::advance(1 << 20);
+impl Own {
+    /// The second half of [`sums`]: the retained sizes and the tree's children, by type.
+    /// `buffer` (an array the caller no longer needs, such as the sizes once read: its pages
+    /// are touched already) holds the first children when it is long enough.
+    pub(crate) fn sums(self, types: &[u32], type_count: usize, place: &Place, buffer: ScratchVec<u32>) -> Sums {
+        let Own { order, idom, mut retained, unreachable_objects, unreachable_bytes } = self;
+        let count = order.len();
+        // One pass in reverse preorder (every node before its dominator): each node's sum added
+        // to its dominator's, and the node hung first under it, its immediate dominator's slot
+        // taking its next sibling.
+        crate::heap_progress::start(crate::heap_progress::HeapStep::RetainedSizes, count as u64);
+        let mut first_child = if buffer.len() >= count { buffer } else { ScratchVec::hot(place, count) };
+        first_child.clear();
+        first_child.resize(count, NONE);
+        let mut next_sibling = idom;
+        for k in (1..count).rev() {
+            if k & ((1 << 20) - 1) == 0 {
+                crate::heap_progress::advance(1 << 20);
+            }
+            let d = next_sibling[k] as usize;
+            retained[d] = retained[d].saturating_add(retained[k]);
+            next_sibling[k] = first_child[d];
+            first_child[d] = k as u32;
         }
-        let d = next_sibling[k] as usize;
-        retained[d] = retained[d].saturating_add(retained[k]);
-        next_sibling[k] = first_child[d];
-        first_child[d] = k as u32;
-    }
-    if let Some(s) = next_sibling.first_mut() {
-        *s = NONE;
-    }
+        if let Some(s) = next_sibling.first_mut() {
+            *s = NONE;
+        }
 
-    let mut r = Sums {
-        reachable_objects: (count - 1) as u64,
-        order,
-        retained,
-        first_child,
-        next_sibling,
-        unreachable_objects: all_objects.saturating_sub(reached_objects),
-        unreachable_bytes: all_bytes.saturating_sub(reached_bytes),
-        by_type: Vec::new(),
-    };
-    r.by_type = r.by_type(g.types, g.type_count);
-    Ok(r)
+        let mut r = Sums { reachable_objects: (count - 1) as u64, order, retained, first_child, next_sibling, unreachable_objects, unreachable_bytes, by_type: Vec::new(), type_count };
+        r.by_type = r.by_type(types, type_count);
+        r
+    }
 }
 
 impl Sums {
@@ -185,29 +206,39 @@ impl Sums {
     fn by_type(&self, types: &[u32], type_count: usize) -> Vec<TypeRetention> {
         let mut open = vec![0u32; type_count];
         let mut sums: Vec<(u64, u64)> = vec![(0, 0); type_count];
-        let ty = |k: u32| types.get(self.order[k as usize] as usize).copied().filter(|&t| (t as usize) < type_count);
-        // The path from the virtual root's child being walked down to `k`'s parent.
-        let mut path: Vec<u32> = Vec::new();
+        // Node k's type as an index of `open` (`NONE`: none, or past the table).
+        let ty = |k: usize| types.get(self.order[k] as usize).copied().filter(|&t| (t as usize) < type_count).unwrap_or(NONE);
+        // The path from the virtual root's child being walked down to `k`'s parent, each with
+        // its type. A node without children (most of a heap) goes on it never: it is counted
+        // and left in one step.
+        let mut path: Vec<(u32, u32)> = Vec::new();
         let mut k = self.first_child.first().copied().unwrap_or(NONE);
         loop {
             if k == NONE {
-                let Some(up) = path.pop() else { break };
-                if let Some(t) = ty(up) {
-                    open[t as usize] -= 1;
+                let Some((up, t)) = path.pop() else { break };
+                if let Some(o) = open.get_mut(t as usize) {
+                    *o -= 1;
                 }
                 k = self.next_sibling[up as usize];
                 continue;
             }
-            if let Some(t) = ty(k) {
-                if open[t as usize] == 0 {
-                    let s = &mut sums[t as usize];
-                    s.0 += 1;
-                    s.1 = s.1.saturating_add(self.retained[k as usize]);
-                }
-                open[t as usize] += 1;
+            let at = k as usize;
+            let t = ty(at);
+            if open.get(t as usize) == Some(&0) {
+                let s = &mut sums[t as usize];
+                s.0 += 1;
+                s.1 = s.1.saturating_add(self.retained[at]);
             }
-            path.push(k);
-            k = self.first_child[k as usize];
+            let child = self.first_child[at];
+            if child == NONE {
+                k = self.next_sibling[at];
+                continue;
+            }
+            if let Some(o) = open.get_mut(t as usize) {
+                *o += 1;
+            }
+            path.push((k, t));
+            k = child;
         }
         let mut out: Vec<TypeRetention> =
             sums.into_iter().enumerate().filter(|(_, s)| s.0 > 0).map(|(t, (count, retained))| TypeRetention { type_index: t as u32, count, retained }).collect();
@@ -232,38 +263,28 @@ impl Sums {
 
     /// From `holder`, down the dominator tree while one child retains most of its parent's
     /// bytes; there, the children's largest type.
-    fn accumulation(&self, holder: u32, types: &[u32]) -> Accumulation {
+    fn accumulation(&self, holder: u32, scans: &mut Scans<'_>) -> Accumulation {
         let mut k = holder;
         // Each step goes one level down a finite tree.
         loop {
-            let Some(best) = self.children_of(k).max_by_key(|&c| self.retained[c as usize]) else { break };
+            let Some(best) = scans.get(k).best else { break };
             if self.retained[best as usize].saturating_mul(100) < self.retained[k as usize].saturating_mul(ACCUMULATION_PERCENT) {
                 break;
             }
             k = best;
         }
-        let mut kids = 0u64;
-        let mut by: std::collections::HashMap<u32, (u64, u64)> = std::collections::HashMap::new();
-        for c in self.children_of(k) {
-            kids += 1;
-            let t = types.get(self.order[c as usize] as usize).copied().unwrap_or(u32::MAX);
-            let e = by.entry(t).or_default();
-            e.0 += 1;
-            e.1 = e.1.saturating_add(self.retained[c as usize]);
-        }
-        let (child_type, (child_type_count, child_type_retained)) = by.into_iter().max_by(|a, b| a.1 .1.cmp(&b.1 .1).then(b.0.cmp(&a.0))).unwrap_or((u32::MAX, (0, 0)));
-        Accumulation { point: k, children: kids, child_type, child_type_count, child_type_retained }
+        let at = scans.get(k);
+        let (child_type, child_type_count, child_type_retained) = at.top_type.unwrap_or((u32::MAX, 0, 0));
+        Accumulation { point: k, children: at.children, child_type, child_type_count, child_type_retained }
     }
 
     /// The top of the dominator tree in preorder (a parent before its children, largest child
-    /// first): the holders and every descendant retaining at least `min_share` percent of the
+    /// first): the holders and every descendant retaining at least `scans`' share of the
     /// reachable heap, at most `max_depth` levels and `max_nodes` nodes. (preorder number,
     /// index of the parent in the list, depth)
-    fn top_of_tree(&self, min_share: f64, max_depth: u32, max_nodes: usize) -> Vec<(u32, Option<usize>, u32)> {
-        let total = self.retained[0].max(1) as f64;
-        let big = |k: u32| self.retained[k as usize] as f64 * 100.0 / total >= min_share;
-        let sorted = |k: u32| {
-            let mut kids: Vec<u32> = self.children_of(k).filter(|&c| big(c)).collect();
+    fn top_of_tree(&self, scans: &mut Scans<'_>, max_depth: u32, max_nodes: usize) -> Vec<(u32, Option<usize>, u32)> {
+        let mut sorted = |k: u32| {
+            let mut kids = scans.get(k).big.clone();
             kids.sort_by(|&a, &b| self.retained[b as usize].cmp(&self.retained[a as usize]).then(a.cmp(&b)));
             kids
         };
@@ -290,9 +311,13 @@ impl Sums {
     }
 
     /// What the readings name — the top holders, the suspects' accumulation points, the
-    /// icicle's nodes — with their nodes and retained sizes; the per-node arrays are dropped.
-    fn summary(self, types: &[u32]) -> Retention {
+    /// icicle's nodes — with their nodes and retained sizes; the per-node arrays are dropped
+    /// but the first children's, given back empty (its pages touched: for the caller's next
+    /// array of u32).
+    pub(crate) fn summary(self, types: &[u32]) -> (Retention, ScratchVec<u32>) {
         let top = self.top_holders(TOP_HOLDERS);
+        let mut scans = Scans::new(&self, types, ICICLE_MIN_SHARE);
+        let tree_top = self.top_of_tree(&mut scans, ICICLE_DEPTH, ICICLE_NODES);
         let mut r = Retention {
             reachable_bytes: self.retained[0],
             reachable_objects: self.reachable_objects,
@@ -302,14 +327,95 @@ impl Sums {
             kept: rustc_hash::FxHashMap::default(),
             top,
             accumulations: Vec::new(),
-            tree_top: self.top_of_tree(ICICLE_MIN_SHARE, ICICLE_DEPTH, ICICLE_NODES),
+            tree_top,
         };
-        r.accumulations = r.suspects_of(|k| self.retained[k as usize]).into_iter().map(|k| (k, self.accumulation(k, types))).collect();
+        r.accumulations = r.suspects_of(|k| self.retained[k as usize]).into_iter().map(|k| (k, self.accumulation(k, &mut scans))).collect();
+        drop(scans);
         let named = r.top.iter().copied().chain(r.accumulations.iter().map(|a| a.1.point)).chain(r.tree_top.iter().map(|t| t.0));
         let kept: rustc_hash::FxHashMap<u32, (u32, u64)> = named.map(|k| (k, (self.order[k as usize], self.retained[k as usize]))).collect();
         r.kept = kept;
         r.by_type = self.by_type;
-        r
+        let mut spare = self.first_child;
+        spare.clear();
+        (r, spare)
+    }
+}
+
+/// One pass over a node's children in the dominator tree: what the summary's readings need of
+/// them (a node with millions of children, such as a large array's, is read once for all).
+struct Scan {
+    children: u64,
+    /// The child retaining most (the last of equals: children go in increasing preorder).
+    best: Option<u32>,
+    /// The children retaining at least the icicle's share of the reachable heap, in increasing
+    /// preorder.
+    big: Vec<u32>,
+    /// The children's type retaining most (ties: the lower type index): type, count, retained.
+    top_type: Option<(u32, u64, u64)>,
+}
+
+/// Each node's [`Scan`], read when first asked for.
+struct Scans<'s> {
+    sums: &'s Sums,
+    types: &'s [u32],
+    /// The reachable heap's bytes (at least 1) and the share (percent) a big child retains.
+    total: f64,
+    min_share: f64,
+    done: rustc_hash::FxHashMap<u32, Scan>,
+    /// Per type index below the type count: the children's count and retained bytes; the
+    /// types touched, to clear; other type values (none, past the table) apart.
+    by: Vec<(u64, u64)>,
+    touched: Vec<u32>,
+    other: rustc_hash::FxHashMap<u32, (u64, u64)>,
+}
+
+impl<'s> Scans<'s> {
+    fn new(sums: &'s Sums, types: &'s [u32], min_share: f64) -> Scans<'s> {
+        let total = sums.retained.first().copied().unwrap_or(0).max(1) as f64;
+        Scans { sums, types, total, min_share, done: Default::default(), by: vec![(0, 0); sums.type_count], touched: Vec::new(), other: Default::default() }
+    }
+
+    fn get(&mut self, k: u32) -> &Scan {
+        if !self.done.contains_key(&k) {
+            let scan = self.scan(k);
+            self.done.insert(k, scan);
+        }
+        &self.done[&k]
+    }
+
+    fn scan(&mut self, k: u32) -> Scan {
+        let s = self.sums;
+        let (mut children, mut best, mut best_retained, mut big) = (0u64, None, 0u64, Vec::new());
+        for c in s.children_of(k) {
+            let r = s.retained[c as usize];
+            children += 1;
+            if best.is_none() || r >= best_retained {
+                (best, best_retained) = (Some(c), r);
+            }
+            if r as f64 * 100.0 / self.total >= self.min_share {
+                big.push(c);
+            }
+            let t = self.types.get(s.order[c as usize] as usize).copied().unwrap_or(u32::MAX);
+            let e = match self.by.get_mut(t as usize) {
+                Some(e) => {
+                    if e.0 == 0 {
+                        self.touched.push(t);
+                    }
+                    e
+                }
+                None => self.other.entry(t).or_default(),
+            };
+            e.0 += 1;
+            e.1 = e.1.saturating_add(r);
+        }
+        let mut top_type: Option<(u32, u64, u64)> = None;
+        let tallies = self.touched.drain(..).map(|t| (t, std::mem::take(&mut self.by[t as usize]))).chain(self.other.drain());
+        for (t, (count, retained)) in tallies {
+            if top_type.is_none_or(|(bt, _, br)| retained > br || (retained == br && t < bt)) {
+                top_type = Some((t, count, retained));
+            }
+        }
+        Scan { children, best, big, top_type }
     }
 }
 
@@ -430,7 +536,7 @@ mod tests {
         assert_eq!(r.retained[0], 80 + 200 + 4 * (48 + 1024) + 32);
         assert_eq!((r.unreachable_objects, r.unreachable_bytes), (2, 64));
         assert_eq!(r.reachable_objects, 11);
-        let summary = r.summary(&b.types);
+        let summary = r.summary(&b.types).0;
         assert_eq!(summary.heap_bytes(), summary.retained(0) + 64);
         assert_eq!(summary.retained(0), 80 + 200 + 4 * (48 + 1024) + 32);
     }
@@ -477,6 +583,74 @@ mod tests {
         let r = sums(&view(&b, &[0], 2, None)).unwrap();
         assert_eq!(r.retained[r.numbers(30)[0] as usize], 15 * 128);
         assert_eq!(r.by_type[0], TypeRetention { type_index: 0, count: 1, retained: 15 * 128 });
+    }
+
+    /// The summary's readings as plainly as they can be read (each child list walked afresh,
+    /// types tallied in a map): what the one scan per node must equal.
+    fn plain_summary(r: &Sums, types: &[u32]) -> (Vec<(u32, Option<usize>, u32)>, Vec<(u32, Accumulation)>) {
+        let total = r.retained[0].max(1) as f64;
+        let sorted = |k: u32| {
+            let mut kids: Vec<u32> = r.children_of(k).filter(|&c| r.retained[c as usize] as f64 * 100.0 / total >= ICICLE_MIN_SHARE).collect();
+            kids.sort_by(|&a, &b| r.retained[b as usize].cmp(&r.retained[a as usize]).then(a.cmp(&b)));
+            kids
+        };
+        let mut tree = Vec::new();
+        let mut stack: Vec<(u32, Option<usize>, u32)> = sorted(VIRTUAL_ROOT).into_iter().rev().map(|k| (k, None, 0)).collect();
+        while let Some((k, parent, depth)) = stack.pop() {
+            if tree.len() >= ICICLE_NODES {
+                break;
+            }
+            tree.push((k, parent, depth));
+            if depth + 1 < ICICLE_DEPTH {
+                let me = tree.len() - 1;
+                stack.extend(sorted(k).into_iter().rev().map(|c| (c, Some(me), depth + 1)));
+            }
+        }
+        let heap = r.retained[0] + r.unreachable_bytes;
+        let acc = r
+            .top_holders(TOP_HOLDERS)
+            .into_iter()
+            .filter(|&k| heap > 0 && r.retained[k as usize] * 100 >= heap * SUSPECT_PERCENT)
+            .map(|holder| {
+                let mut k = holder;
+                while let Some(best) = r.children_of(k).max_by_key(|&c| r.retained[c as usize]) {
+                    if r.retained[best as usize] * 100 < r.retained[k as usize] * ACCUMULATION_PERCENT {
+                        break;
+                    }
+                    k = best;
+                }
+                let mut by: std::collections::HashMap<u32, (u64, u64)> = std::collections::HashMap::new();
+                for c in r.children_of(k) {
+                    let e = by.entry(types.get(r.order[c as usize] as usize).copied().unwrap_or(u32::MAX)).or_default();
+                    e.0 += 1;
+                    e.1 += r.retained[c as usize];
+                }
+                let (child_type, (count, retained)) = by.into_iter().max_by(|a, b| a.1 .1.cmp(&b.1 .1).then(b.0.cmp(&a.0))).unwrap_or((u32::MAX, (0, 0)));
+                (holder, Accumulation { point: k, children: r.children_of(k).count() as u64, child_type, child_type_count: count, child_type_retained: retained })
+            })
+            .collect();
+        (tree, acc)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..proptest::prelude::ProptestConfig::default() })]
+        /// The icicle and the accumulation points as [`plain_summary`] reads them: heap-like
+        /// graphs (a tree of references and a few more), sizes that tie, types some of which are
+        /// past the type table.
+        #[test]
+        fn the_summary_agrees_with_a_plain_reading(n in 1usize..40, parents in proptest::collection::vec(0u32..40, 40), extra in proptest::collection::vec((0u32..40, 0u32..40), 0..10), rs in proptest::collection::vec(0u32..40, 1..4), ts in proptest::collection::vec((0u32..5, 1u32..4), 40)) {
+            let mut edges: Vec<(u32, u32)> = (1..n as u32).map(|i| (parents[i as usize] % i, i)).collect();
+            edges.extend(extra.into_iter().filter(|&(a, b)| (a as usize) < n && (b as usize) < n));
+            let roots: Vec<u32> = rs.into_iter().map(|r| r % n as u32).collect();
+            // Sizes 1..4 times 1000: many ties; type 4 is past a table of 4.
+            let nodes: Vec<(u32, u32)> = ts[..n].iter().map(|&(t, s)| (t, s * 1000)).collect();
+            let b = build(&nodes, &edges);
+            let r = sums(&view(&b, &roots, 4, None)).unwrap();
+            let (tree, acc) = plain_summary(&r, &b.types);
+            let (got, _) = r.summary(&b.types);
+            proptest::prop_assert_eq!(got.top_of_tree(), &tree[..]);
+            proptest::prop_assert_eq!(got.accumulations, acc);
+        }
     }
 
     proptest::proptest! {

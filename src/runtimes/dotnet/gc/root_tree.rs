@@ -45,8 +45,10 @@ impl Fifo {
 }
 
 const UNSEEN: u32 = u32::MAX;
+/// Not seen yet, and one of the nodes whose paths are asked for (see [`RootTree::in_buffer`]).
+const WANTED: u32 = u32::MAX - 1;
 /// A root's own node: `parent` is this, and `root_of` says which root.
-const ROOT: u32 = u32::MAX - 1;
+const ROOT: u32 = u32::MAX - 2;
 
 /// Every reachable object's predecessor on a shortest path from a root.
 pub(crate) struct RootTree {
@@ -81,39 +83,63 @@ impl RootTree {
     /// `statics`: statics arrays' elements, searched from first (node, array node, index).
     #[cfg(test)]
     pub(crate) fn new(g: &ObjectGraph, statics: &[(u32, u32, u32)]) -> RootTree {
-        RootTree::in_buffer(g, statics, crate::scratch::ScratchVec::new(&g.place))
+        RootTree::in_buffer(g, statics, crate::scratch::ScratchVec::new(&g.place), None)
     }
 
     /// As [`RootTree::new`], its 4 bytes per node in `buffer` (an array the caller no longer
-    /// needs, so that the search takes no new memory for them).
-    pub(crate) fn in_buffer(g: &ObjectGraph, statics: &[(u32, u32, u32)], buffer: crate::scratch::ScratchVec<u32>) -> RootTree {
+    /// needs, so that the search takes no new memory for them). With `wanted`, the search stops
+    /// once it has reached each of those nodes: their paths (all the caller asks for) are the
+    /// whole search's, since a path is made of nodes reached before its end; another node's
+    /// path may be missing.
+    pub(crate) fn in_buffer(g: &ObjectGraph, statics: &[(u32, u32, u32)], buffer: crate::scratch::ScratchVec<u32>, wanted: Option<&[u32]>) -> RootTree {
         let n = g.len();
         let mut order: Vec<usize> = (0..g.roots.len()).filter(|&i| tier(g.roots[i].kind) < 5).collect();
         order.sort_by_key(|&i| (tier(g.roots[i].kind), i));
         let mut parent = buffer;
         parent.clear();
         parent.resize(n, UNSEEN);
+        // Wanted nodes not reached yet (`usize::MAX`: every node is).
+        let mut left = usize::MAX;
+        if let Some(wanted) = wanted {
+            left = 0;
+            for &w in wanted {
+                if let Some(p) = parent.get_mut(w as usize).filter(|p| **p == UNSEEN) {
+                    *p = WANTED;
+                    left += 1;
+                }
+            }
+        }
+        // Marks `node` reached from `from`; false when it was already (or is no node).
+        let reach = |parent: &mut [u32], left: &mut usize, node: u32, from: u32| -> bool {
+            let Some(p) = parent.get_mut(node as usize) else { return false };
+            if *p < WANTED {
+                return false;
+            }
+            if *p == WANTED {
+                *left -= 1;
+            }
+            *p = from;
+            true
+        };
         let mut root_of = rustc_hash::FxHashMap::default();
         let mut queue = Fifo::default();
         for (j, &(node, _, _)) in statics.iter().enumerate() {
-            if (node as usize) < n && parent[node as usize] == UNSEEN {
-                parent[node as usize] = ROOT;
+            if reach(&mut parent, &mut left, node, ROOT) {
                 root_of.insert(node, g.roots.len() + j);
                 queue.push(node);
             }
         }
         for i in order {
             let node = g.roots[i].node;
-            if (node as usize) < n && parent[node as usize] == UNSEEN {
-                parent[node as usize] = ROOT;
+            if reach(&mut parent, &mut left, node, ROOT) {
                 root_of.insert(node, i);
                 queue.push(node);
             }
         }
-        while let Some(v) = queue.pop() {
+        while left > 0 {
+            let Some(v) = queue.pop() else { break };
             for &w in g.edges_of(v) {
-                if (w as usize) < n && parent[w as usize] == UNSEEN {
-                    parent[w as usize] = v;
+                if reach(&mut parent, &mut left, w, v) {
                     queue.push(w);
                 }
             }
@@ -124,7 +150,7 @@ impl RootTree {
     /// The root reaching `node` first and the nodes from its object to `node`; `None` when no
     /// root reaches it.
     pub(crate) fn path<'g>(&self, g: &'g ObjectGraph, node: u32) -> Option<(RootOf<'g>, Vec<u32>)> {
-        if *self.parent.get(node as usize)? == UNSEEN {
+        if *self.parent.get(node as usize)? >= WANTED {
             return None;
         }
         let mut nodes = vec![node];
@@ -205,5 +231,66 @@ mod tests {
         assert_eq!(nodes, vec![1, 2]);
         assert!(t.path(&g, 4).is_none());
         assert!(t.path(&g, 99).is_none());
+    }
+
+    #[test]
+    fn a_search_for_a_root_stops_at_once() {
+        // A chain 0 → 1 → … → 99 from a root at 0: only the root is wanted.
+        let n = 100u32;
+        let (start, targets) = crate::graph::dominators::csr(n as usize, &(0..n - 1).map(|i| (i, i + 1)).collect::<Vec<_>>());
+        let g = ObjectGraph {
+            index: crate::runtimes::dotnet::gc::node_index::NodeIndex::of(&(0..u64::from(n)).map(|i| 0x10 * (i + 1)).collect::<Vec<_>>()),
+            types: vec![0; n as usize].into(),
+            place: Default::default(),
+            type_table: vec![0x1000],
+            sizes: vec![24; n as usize].into(),
+            edge_start: start.into(),
+            edges: targets.into(),
+            roots: vec![Root { kind: RootKind::StrongHandle, node: 0, source: RootSource::FinalizerQueue { slot: 0 } }],
+        };
+        let t = RootTree::in_buffer(&g, &[], crate::scratch::ScratchVec::new(&g.place), Some(&[0]));
+        assert_eq!(t.path(&g, 0).map(|p| p.1), Some(vec![0]));
+        assert!(t.path(&g, 50).is_none(), "the search went on past the wanted node");
+        assert_eq!(RootTree::new(&g, &[]).path(&g, 50).map(|p| p.1.len()), Some(51));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..proptest::prelude::ProptestConfig::default() })]
+        /// A search that stops once it has reached the wanted nodes gives each of them the whole
+        /// search's root and path (wanted nodes that are roots, statics, unreachable or past the
+        /// last node among them).
+        #[test]
+        fn a_search_stopped_at_the_wanted_nodes_gives_their_whole_paths(
+            n in 1usize..40,
+            raw in proptest::collection::vec((0u32..40, 0u32..40), 0..80),
+            rs in proptest::collection::vec((0u32..42, 0u8..4), 0..5),
+            st in proptest::collection::vec(0u32..42, 0..3),
+            wanted in proptest::collection::vec(0u32..44, 0..6),
+        ) {
+            let mut edges: Vec<(u32, u32)> = raw.into_iter().filter(|&(a, b)| (a as usize) < n && (b as usize) < n).collect();
+            edges.sort_by_key(|e| e.0);
+            let (start, targets) = crate::graph::dominators::csr(n, &edges);
+            let kinds = [RootKind::Stack { conservative: false }, RootKind::StrongHandle, RootKind::FinalizerQueue, RootKind::SyncBlock];
+            let roots: Vec<Root> = rs
+                .iter()
+                .map(|&(node, k)| Root { kind: kinds[k as usize], node, source: RootSource::FinalizerQueue { slot: 0 } })
+                .collect();
+            let statics: Vec<(u32, u32, u32)> = st.iter().enumerate().map(|(i, &node)| (node, 0, i as u32)).collect();
+            let g = ObjectGraph {
+                index: crate::runtimes::dotnet::gc::node_index::NodeIndex::of(&(0..n as u64).map(|i| 0x10 * (i + 1)).collect::<Vec<_>>()),
+                types: vec![0; n].into(),
+                place: Default::default(),
+                type_table: vec![0x1000],
+                sizes: vec![24; n].into(),
+                edge_start: start.into(),
+                edges: targets.into(),
+                roots,
+            };
+            let whole = RootTree::new(&g, &statics);
+            let stopped = RootTree::in_buffer(&g, &statics, crate::scratch::ScratchVec::new(&g.place), Some(&wanted));
+            for &w in &wanted {
+                proptest::prop_assert_eq!(stopped.path(&g, w), whole.path(&g, w), "node {}", w);
+            }
+        }
     }
 }
