@@ -100,7 +100,7 @@ struct HeapRootArgs {
     /// With --all: the memory knot may use for the heap's graph (4G, 512M, bytes); default: its
     /// memory cgroup's limit. A graph too large for it goes to scratch files (--scratch-dir);
     /// one that fits neither is refused, saying so (exit 2).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "all")]
+    #[arg(long, value_name = "SIZE", value_parser = knot::byte_size::parse_size, requires = "all")]
     max_memory: Option<u64>,
     /// With --all: where a graph too large for the memory limit keeps its arrays (default: $TMPDIR).
     #[arg(long, value_name = "DIR", requires = "all")]
@@ -164,7 +164,7 @@ struct HeapDiffArgs {
     /// The memory knot may use for each dump's object graph (4G, 512M, bytes); default: its
     /// memory cgroup's limit. A graph that would not fit is not read (retained sizes left out,
     /// a diagnostic says so).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = knot::byte_size::parse_size)]
     max_memory: Option<u64>,
     /// Where a .NET heap graph too large for the memory limit keeps its large arrays: unlinked
     /// files, mapped, whose pages the kernel can write back (default: $TMPDIR). Not a
@@ -208,7 +208,7 @@ struct AnalyzeArgs {
     /// The memory knot may use (4G, 512M, bytes). Default: the memory cgroup's limit it runs
     /// under (v2 memory.max, v1 memory.limit_in_bytes; the lowest of its own and its parents'),
     /// if any. A .NET heap graph that would not fit is left out, and the report says so.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = knot::byte_size::parse_size)]
     max_memory: Option<u64>,
     /// Where a .NET heap graph too large for the memory limit keeps its large arrays: unlinked
     /// files, mapped, whose pages the kernel can write back (default: $TMPDIR). Not a
@@ -350,7 +350,7 @@ struct WatchArgs {
     max_decompressed_mib: u64,
     /// The memory knot may use per dump (4G, 512M, bytes); default: its memory cgroup's limit.
     /// A .NET heap graph that would not fit is left out, and the report says so.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = knot::byte_size::parse_size)]
     max_memory: Option<u64>,
     /// Where a .NET heap graph too large for the memory limit keeps its large arrays: unlinked
     /// files, mapped, whose pages the kernel can write back (default: $TMPDIR). Not a
@@ -766,26 +766,4 @@ fn run_watch(args: WatchArgs) -> anyhow::Result<u8> {
     } else {
         EXIT_OK
     })
-}
-
-/// A size as people write it: bytes, or with a suffix K, M, G, T (powers of 1024; `KiB`,
-/// `MB`… alike).
-fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let digits = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
-    let (number, unit) = t.split_at(digits);
-    let value: f64 = number.parse().map_err(|_| format!("{text:?} is not a size (say 4G, 512M or a number of bytes)"))?;
-    let shift = match unit.trim().to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
-        "" => 0,
-        "K" => 10,
-        "M" => 20,
-        "G" => 30,
-        "T" => 40,
-        _ => return Err(format!("{text:?}: unknown unit {unit:?} (K, M, G or T)")),
-    };
-    let bytes = value * (1u64 << shift) as f64;
-    if !(bytes.is_finite() && bytes >= 1.0 && bytes < u64::MAX as f64) {
-        return Err(format!("{text:?} is not a size knot can use"));
-    }
-    Ok(bytes as u64)
 }

@@ -327,23 +327,6 @@ fn heap_root_bench(knot: &Path, sos: &Path, core: &Path, report: serde_json::Val
     Ok(json!(out))
 }
 
-/// A size as `--memory-limit` takes it: bytes, or with K, M, G, T (powers of 1024).
-pub(crate) fn parse_size(text: &str) -> Result<u64> {
-    let t = text.trim();
-    let digits = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
-    let (number, unit) = t.split_at(digits);
-    let value: f64 = number.parse().with_context(|| format!("{text:?} is not a size"))?;
-    let shift = match unit.trim().to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
-        "" => 0,
-        "K" => 10,
-        "M" => 20,
-        "G" => 30,
-        "T" => 40,
-        u => bail!("{text:?}: unknown unit {u:?}"),
-    };
-    Ok((value * (1u64 << shift) as f64) as u64)
-}
-
 /// A memory cgroup of its own for one run, removed when dropped.
 struct MemoryCgroup {
     dir: PathBuf,
