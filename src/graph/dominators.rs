@@ -126,7 +126,6 @@ fn unpack(l: u64) -> (u32, u32) {
 /// (memory or scratch files).
 pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32], place: &Place) -> Result<(DominatorTree, ScratchVec<u64>), DominatorError> {
     let n = check(start, targets, roots)?;
-    let edges_of = |v: usize| &targets[start[v] as usize..start[v + 1] as usize];
 
     // 1. DFS from the virtual root, without a stack: the path is climbed back through the
     //    parents, and a node on the path keeps its next edge index in `pre` (any value but NONE
@@ -140,6 +139,7 @@ pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]
     let mut order: ScratchVec<u32> = ScratchVec::hot(place, n + 1);
     order.push(NONE);
     link.push(pack(VIRTUAL_ROOT, 0));
+    crate::trace::step("dom: alloc");
     // Progress: the search's nodes, then the semidominators' (each said per million).
     crate::heap_progress::start(crate::heap_progress::HeapStep::Dominators, 2 * n as u64);
     for &r in roots {
@@ -190,6 +190,7 @@ pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]
     // The nodes no root reaches are no step of the search: the semidominators' half starts.
     crate::heap_progress::start(crate::heap_progress::HeapStep::Dominators, 2 * count as u64);
     crate::heap_progress::advance(count as u64);
+    crate::trace::step("dom: dfs");
 
     // 2. In-degrees (in the high half of `link[k]`): edges from reachable nodes, self loops
     //    left out, and one from the virtual root per listing as a root.
@@ -201,7 +202,7 @@ pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]
         if pre[v] == NONE {
             continue;
         }
-        for &w in edges_of(v) {
+        for &w in &targets[start[v] as usize..start[v + 1] as usize] {
             if w as usize != v {
                 link[pre[w as usize] as usize] += ONE;
             }
@@ -211,21 +212,27 @@ pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]
     // in their parent's top bit. The high half becomes where k's list ends, then each
     // predecessor is placed by decrementing it: afterwards it is where k's list starts (and the
     // next node's start is where it ends).
+    // The node's own number is marked too (in `pre`), so that the placement below reads
+    // `link` only for the edges into such nodes.
     let mut total = 0u32;
-    for l in link.iter_mut().skip(1) {
+    for (l, &v) in link.iter_mut().zip(order.iter()).skip(1) {
         let (mut parent, degree) = unpack(*l);
         if degree >= 2 {
             parent |= MULTI;
             total += degree;
+            pre[v as usize] |= MULTI;
         }
         *l = pack(parent, total);
     }
     link[0] = pack(VIRTUAL_ROOT, 0);
+    crate::trace::step("dom: indegree");
     let mut preds: ScratchVec<u32> = ScratchVec::with_capacity(place, total as usize);
     preds.resize(total as usize, 0);
+    crate::trace::step("dom: preds alloc");
+    // `k`: a number as `pre` holds it (MULTI-marked when its node has a list).
     let mut place = |k: u32, from: u32| {
-        let l = &mut link[k as usize];
-        if (*l as u32) & MULTI != 0 {
+        if k & MULTI != 0 {
+            let l = &mut link[(k & !MULTI) as usize];
             *l -= ONE;
             preds[(*l >> 32) as usize] = from;
         }
@@ -238,7 +245,8 @@ pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]
         if pv == NONE {
             continue;
         }
-        for &w in edges_of(v) {
+        let pv = pv & !MULTI;
+        for &w in &targets[start[v] as usize..start[v + 1] as usize] {
             if w as usize != v {
                 place(pre[w as usize], pv);
             }
@@ -254,6 +262,7 @@ pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]
     //    immediate dominator: `idom` gets it now. A node of in-degree ≥ 2 gets its semidominator
     //    (MULTI-marked) and its parent is kept for step 4 in the part of `preds` already read
     //    (it has at least two slots there), from the end down: increasing number from `kept` on.
+    crate::trace::step("dom: placed");
     let mut idom = pre;
     idom.clear();
     idom.resize(count, VIRTUAL_ROOT);
@@ -282,6 +291,7 @@ pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]
         end = begin;
         link[w] = pack(parent, s);
     }
+    crate::trace::step("dom: semi");
     let mut spare = link;
     spare.clear();
 
@@ -301,6 +311,7 @@ pub(crate) fn dominators_and_spare(start: &[u32], targets: &[u32], roots: &[u32]
         }
         idom[w] = d;
     }
+    crate::trace::step("dom: idom");
     Ok((DominatorTree { order, idom }, spare))
 }
 
@@ -556,6 +567,36 @@ pub(crate) mod tests {
         }
         let roots: Vec<u32> = (0..16).map(|i| i * (n / 16)).collect();
         (rev_start, rev, roots)
+    }
+
+    /// A heap-shaped graph of 250 000 nodes: the tree equals petgraph's (Cooper, Harvey and
+    /// Kennedy's algorithm).
+    #[test]
+    fn a_heap_shaped_graph_agrees_with_petgraph() {
+        let n = 250_123u32;
+        let (s, t, roots) = heap_like(n);
+        let d = dominators(&s, &t, &roots).expect("valid");
+        let mut g: petgraph::Graph<(), ()> = petgraph::Graph::with_capacity(n as usize + 1, t.len() + roots.len());
+        for _ in 0..=n {
+            g.add_node(());
+        }
+        for v in 0..n as usize {
+            for &w in &t[s[v] as usize..s[v + 1] as usize] {
+                g.add_edge((v as u32).into(), w.into(), ());
+            }
+        }
+        for &r in &roots {
+            g.add_edge(n.into(), r.into(), ());
+        }
+        let want = petgraph::algo::dominators::simple_fast(&g, n.into());
+        let num = numbers(&d.order, n as usize);
+        for v in 0..n {
+            let got = (num[v as usize] != NONE).then(|| {
+                let id = d.idom[num[v as usize] as usize];
+                if id == VIRTUAL_ROOT { n } else { d.order[id as usize] }
+            });
+            assert_eq!(got, want.immediate_dominator(v.into()).map(|i| i.index() as u32), "node {v}");
+        }
     }
 
     /// Peak RSS (VmHWM) in KiB, after resetting it when `reset`.
