@@ -184,6 +184,17 @@ fn parse_limit(text: &str) -> Option<u64> {
     t.parse::<u64>().ok().filter(|&b| b > 0 && b < V1_UNLIMITED)
 }
 
+/// Returns the memory the allocator holds free to the system: many small arrays freed (each
+/// segment's after the heap graph took it) stay in the allocator's arenas otherwise, counted
+/// against the limit and in the peak.
+pub(crate) fn give_back_freed() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: glibc's malloc_trim only returns free pages of its own arenas to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// The process's anonymous memory now (`RssAnon` of `/proc/self/status`), 0 when unknown.
 pub(crate) fn anonymous_in_use() -> u64 {
     std::fs::read_to_string("/proc/self/status")

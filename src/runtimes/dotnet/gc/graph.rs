@@ -22,7 +22,7 @@
 //! 13.3·N + 4·E bytes.
 
 use super::node_index::NodeIndex;
-use super::raw_refs::{Failed, Part, RawRefs};
+use super::raw_refs::{Failed, Part, RawRefs, BLOCK};
 use crate::scratch::{Place, ScratchVec};
 use serde::Serialize;
 
@@ -261,7 +261,8 @@ pub(crate) fn nodes(walks: Vec<super::walk::SegmentNodes>, place: &Place) -> (Ob
 /// of objects; `extra` are edges besides the fields (a dependent handle's primary → secondary),
 /// as (from, to) nodes sorted by `from`. References to no object are dropped. The dump is not
 /// read again: what could not be read was said by the walk, and is said here in node order.
-pub(crate) fn edges(g: &mut ObjectGraph, refs: &RawRefs, parts: &[Part], extra: &[(u32, u32)], errors: &mut GraphErrors) {
+/// Each segment's references are freed once resolved: the edges grow as they shrink.
+pub(crate) fn edges(g: &mut ObjectGraph, mut refs: RawRefs, parts: &[Part], extra: &[(u32, u32)], errors: &mut GraphErrors) {
     use rayon::prelude::*;
     for &mt in &g.type_table {
         if let Some(Err(e)) = refs.descs.get(&mt) {
@@ -280,13 +281,16 @@ pub(crate) fn edges(g: &mut ObjectGraph, refs: &RawRefs, parts: &[Part], extra: 
     let units = refs.units(parts);
     crate::heap_progress::start(crate::heap_progress::HeapStep::References, n as u64);
     let mut done = 0usize;
+    let mut ends: Vec<u32> = Vec::with_capacity(BLOCK);
     for batch in units.chunks(BATCH) {
+        let refs_now = &refs;
         let parts: Vec<(Vec<u32>, Vec<u32>, GraphErrors)> = batch
             .par_iter()
             .map(|unit| {
-                let mut counts = Vec::new();
+                let mut counts = Vec::with_capacity(BLOCK);
                 let mut out = Vec::new();
                 let mut errs = GraphErrors::default();
+                let refs = refs_now;
                 let mut x = extra.partition_point(|e| (e.0 as usize) < refs.first_node(unit));
                 let mut hint = 0;
                 refs.visit(unit, |i, values, failed| {
@@ -329,6 +333,17 @@ pub(crate) fn edges(g: &mut ObjectGraph, refs: &RawRefs, parts: &[Part], extra: 
                 errors.push(at, why);
             }
             errors.more += errs.more;
+            if start + es.len() as u64 <= MAX_EDGES {
+                // The common case, under the cap: the block's edges whole, its ends shifted.
+                edges.extend_from_slice(&es);
+                ends.clear();
+                ends.extend(counts.iter().map(|&c| {
+                    start += u64::from(c);
+                    start as u32
+                }));
+                edge_start.extend_from_slice(&ends);
+                continue;
+            }
             let mut k = 0usize;
             for c in counts {
                 // A graph past u32 edges keeps the first ones (said once).
@@ -344,6 +359,13 @@ pub(crate) fn edges(g: &mut ObjectGraph, refs: &RawRefs, parts: &[Part], extra: 
         }
         crate::heap_progress::advance(done as u64);
         done = 0;
+        let finished: Vec<usize> = batch.iter().filter(|u| refs.ends_segment(u)).map(|u| u.part.segment).collect();
+        if !finished.is_empty() {
+            for k in finished {
+                refs.release(k);
+            }
+            crate::memory_budget::give_back_freed();
+        }
     }
     // Nodes no block held (none, unless the walk's lists and the nodes disagree): no edges.
     while edge_start.len() < n + 1 {
@@ -437,7 +459,7 @@ mod tests {
             let (mut g, overlapped) = nodes(walked, &place);
             assert_eq!(overlapped, Overlapped { objects: 2, first: 0x1030 });
             let mut errors = GraphErrors::default();
-            edges(&mut g, &refs, &parts, &[(1, 4)], &mut errors);
+            edges(&mut g, refs, &parts, &[(1, 4)], &mut errors);
             let last_d = 5 + d_objects as u32 - 1;
             let (f, f20, f43) = (last_d + 1, last_d + 2, last_d + 3);
             assert_eq!([g.address(4), g.address(f), g.address(f43)], [Some(0x1080), Some(far), Some(far + 0x43)]);

@@ -460,8 +460,7 @@ pub(crate) fn graph_ahead(runtime: &Context<'_>, walked: Option<Walked>, place: 
     trace("graph: roots but the stacks'");
     let mut edge_errors = graph::GraphErrors::default();
     let dependent = roots.dependent(&g);
-    graph::edges(&mut g, &refs, &parts, &dependent, &mut edge_errors);
-    drop(refs);
+    graph::edges(&mut g, refs, &parts, &dependent, &mut edge_errors);
     trace("graph: edges");
     Ok(GraphAhead { graph: g, roots, edge_errors, diagnostics })
 }

@@ -250,7 +250,7 @@ pub(crate) struct Part {
 /// A run of one segment's objects whose references one task resolves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Unit {
-    part: Part,
+    pub(crate) part: Part,
     block: usize,
 }
 
@@ -291,6 +291,22 @@ impl RawRefs {
             }
         }
         out
+    }
+
+    /// Frees what segment `k` kept in memory (its references resolved).
+    pub(crate) fn release(&mut self, k: usize) {
+        if let Some(s) = self.segments.get_mut(k) {
+            s.refs = Vec::new();
+            s.counts = Vec::new();
+            s.wide = Vec::new();
+            s.big = Vec::new();
+            s.errors = Vec::new();
+        }
+    }
+
+    /// Whether `unit` is the last of its segment.
+    pub(crate) fn ends_segment(&self, unit: &Unit) -> bool {
+        self.segments.get(unit.part.segment).is_none_or(|s| unit.block + 1 >= s.blocks.len())
     }
 
     /// The units of work of `parts`, in node order: each block holding a node.
