@@ -44,15 +44,20 @@ impl HeapBudget {
 
 /// Anonymous memory the object graph, its dominator tree, retained sizes and root tree take
 /// per object at their peak when they live in memory, edges included (36.5 measured on a
-/// 169 M-object heap; the plan keeps a margin).
+/// 169 M-object heap; the plan keeps a margin). The references the walk reads for the edges (a
+/// byte an object, 4 a reference) are freed once the edges are built, before that peak.
 pub(crate) const GRAPH_BYTES_PER_OBJECT: u64 = 40;
 /// Anonymous memory per object planned when the graph's arrays live in scratch files: the
 /// walk's per-segment lists (address, type, size: 12 bytes) before they are merged into the
-/// files, the address index (about 1.3) kept in memory, and a margin.
+/// files, the address index (about 1.3) kept in memory, and a margin. The objects' references
+/// the walk reads go to scratch files from the start (a block of 65536 objects' in memory at a
+/// time per segment being walked).
 pub(crate) const WALK_BYTES_PER_OBJECT: u64 = 16;
 /// Scratch file bytes per object (the graph's types, sizes and edge index, its edges, the
 /// dominator tree's and the retained sizes' arrays when no memory is left for them: 33.2
-/// measured on a 192 M-object heap with one reference an object), with a margin.
+/// measured on a 192 M-object heap with one reference an object), with a margin. The walk's
+/// references (a byte an object, 4 a reference) are deleted once the edges are built from
+/// them, before the dominator tree's arrays exist.
 pub(crate) const SCRATCH_BYTES_PER_OBJECT: u64 = 36;
 
 /// Where the heap graph is read, once the walk has counted the objects.
@@ -177,6 +182,17 @@ fn parse_limit(text: &str) -> Option<u64> {
         return None;
     }
     t.parse::<u64>().ok().filter(|&b| b > 0 && b < V1_UNLIMITED)
+}
+
+/// Returns the memory the allocator holds free to the system: many small arrays freed (each
+/// segment's after the heap graph took it) stay in the allocator's arenas otherwise, counted
+/// against the limit and in the peak.
+pub(crate) fn give_back_freed() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: glibc's malloc_trim only returns free pages of its own arenas to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// The process's anonymous memory now (`RssAnon` of `/proc/self/status`), 0 when unknown.

@@ -87,6 +87,8 @@ pub(crate) unsafe trait Plain: Copy + Send + Sync + 'static {}
 unsafe impl Plain for u32 {}
 // SAFETY: as above.
 unsafe impl Plain for u64 {}
+// SAFETY: as above.
+unsafe impl Plain for u8 {}
 
 /// Bytes a file-backed array grows by at least (and the first size of one).
 const MIN_FILE_BYTES: usize = 1 << 20;

@@ -403,18 +403,22 @@ fn read_ahead(c: &Context<'_>, targets: &[u64], budget: Option<&HeapBudget>) -> 
         (Some(b), Some(_)) => Some((b.scratch_dir.as_path(), crate::scratch::space_of(&b.scratch_dir))),
         _ => None,
     };
-    let per_object = match &scratch {
-        Some((_, crate::scratch::ScratchSpace::Free(_))) => WALK_BYTES_PER_OBJECT,
-        _ => GRAPH_BYTES_PER_OBJECT,
+    // With scratch at hand, the objects' references the walk reads for the graph go to scratch
+    // files from the start (the plan, made once the walk has counted the objects, comes after).
+    let (per_object, refs) = match &scratch {
+        Some((dir, crate::scratch::ScratchSpace::Free(_))) => (WALK_BYTES_PER_OBJECT, crate::scratch::Place::Files(crate::scratch::ScratchDir::new(dir.to_path_buf(), 0))),
+        _ => (GRAPH_BYTES_PER_OBJECT, crate::scratch::Place::Memory),
     };
     let cap = available.map(|a| gc::walk::NodeCap::new(a / per_object));
-    match caught(|| gc::walk_in(c, targets, cap.as_ref())) {
+    match caught(|| gc::walk_in(c, targets, cap.as_ref(), &refs)) {
         Ok(mut u) => {
             let objects = u.reading.stats.total_objects;
             let plan = match (&scratch, limit) {
                 (Some((dir, space)), Some(_)) => crate::memory_budget::plan_graph(objects, available, dir, space, u.reading.over_node_cap),
                 _ => GraphPlan::Memory,
             };
+            // The walk's objects and references: for the graph, or freed now when there is none.
+            let walked = u.reading.walked.take();
             let place = match plan {
                 GraphPlan::Memory => crate::scratch::Place::Memory,
                 // What the walk's lists took is free again once the graph is built from them: the
@@ -429,7 +433,6 @@ fn read_ahead(c: &Context<'_>, targets: &[u64], budget: Option<&HeapBudget>) -> 
                     return HeapAhead { graph: Some(Err(why)), gc: Ok(u), over_limit: Some(Limit::HeapGraphMemory { objects, needed, available, limit: limit.clone(), scratch }) };
                 }
             };
-            let walked = u.reading.walked.take();
             HeapAhead { graph: Some(caught(|| gc::graph_ahead(c, walked, &place))), gc: Ok(u), over_limit: None }
         }
         Err(why) => HeapAhead { gc: Err(why), graph: None, over_limit: None },

@@ -21,9 +21,8 @@
 //! edges (4 bytes each) and `edge_start`, so a graph of N objects with E references takes about
 //! 13.3·N + 4·E bytes.
 
-use super::super::target::Target;
-use super::gcdesc::GcDesc;
 use super::node_index::NodeIndex;
+use super::raw_refs::{Failed, Part, RawRefs, BLOCK};
 use crate::scratch::{Place, ScratchVec};
 use serde::Serialize;
 
@@ -257,84 +256,94 @@ pub(crate) fn nodes(walks: Vec<super::walk::SegmentNodes>, place: &Place) -> (Ob
     (g, overlapped)
 }
 
-/// Fills the graph's edges from each object's GC description (read once per type), in
-/// parallel over runs of nodes; `extra` are edges besides the fields (a dependent handle's
-/// primary → secondary), as (from, to) nodes sorted by `from`. References to no object are
-/// dropped.
-pub(crate) fn edges(t: &Target, g: &mut ObjectGraph, extra: &[(u32, u32)], errors: &mut GraphErrors) {
+/// Fills the graph's edges from the references the walk read (`refs`: raw addresses, resolved
+/// here to nodes; `parts` says which segment's objects are which nodes), in parallel over blocks
+/// of objects; `extra` are edges besides the fields (a dependent handle's primary → secondary),
+/// as (from, to) nodes sorted by `from`. References to no object are dropped. The dump is not
+/// read again: what could not be read was said by the walk, and is said here in node order.
+/// Each segment's references are freed once resolved: the edges grow as they shrink.
+pub(crate) fn edges(g: &mut ObjectGraph, mut refs: RawRefs, parts: &[Part], extra: &[(u32, u32)], errors: &mut GraphErrors) {
     use rayon::prelude::*;
-    let descs: Vec<Result<GcDesc, String>> = g.type_table.iter().map(|&mt| GcDesc::read(t, mt).map_err(|e| e.to_string())).collect();
-    for (i, d) in descs.iter().enumerate() {
-        if let Err(e) = d {
-            errors.push(g.type_table[i], format!("{e}; objects of this type have no references in the graph"));
+    for &mt in &g.type_table {
+        if let Some(Err(e)) = refs.descs.get(&mt) {
+            errors.push(mt, format!("{e}; objects of this type have no references in the graph"));
         }
     }
-    const CHUNK: usize = 1 << 16;
-    // Chunks read in parallel at a time: what they hold before being appended is bounded
-    // (a few MiB a chunk), whatever the heap's size.
+    // Blocks resolved in parallel at a time: what they hold before being appended is bounded
+    // (a few MiB a block), whatever the heap's size.
     const BATCH: usize = 64;
     let n = g.len();
-    let (lo, hi) = g.index.bounds();
     let mut edge_start: ScratchVec<u32> = ScratchVec::with_capacity(&g.place, n + 1);
     let mut edges: ScratchVec<u32> = ScratchVec::new(&g.place);
     let mut start: u64 = 0;
     edge_start.push(0);
-    let chunks = n.div_ceil(CHUNK);
     let graph: &ObjectGraph = g;
+    let units = refs.units(parts);
     crate::heap_progress::start(crate::heap_progress::HeapStep::References, n as u64);
-    for batch in (0..chunks).step_by(BATCH) {
-        let parts: Vec<(Vec<u32>, Vec<u32>, GraphErrors)> = (batch..(batch + BATCH).min(chunks))
-            .into_par_iter()
-            .map(|c| {
-                let (from, to) = (c * CHUNK, ((c + 1) * CHUNK).min(n));
-                let mut counts = Vec::with_capacity(to - from);
+    let mut done = 0usize;
+    let mut ends: Vec<u32> = Vec::with_capacity(BLOCK);
+    for batch in units.chunks(BATCH) {
+        let refs_now = &refs;
+        let parts: Vec<(Vec<u32>, Vec<u32>, GraphErrors)> = batch
+            .par_iter()
+            .map(|unit| {
+                let mut counts = Vec::with_capacity(BLOCK);
                 let mut out = Vec::new();
                 let mut errs = GraphErrors::default();
-                let mut x = extra.partition_point(|e| (e.0 as usize) < from);
-                let mut addresses = graph.index.iter_from(from as u32);
+                let refs = refs_now;
+                let mut x = extra.partition_point(|e| (e.0 as usize) < refs.first_node(unit));
                 let mut hint = 0;
-                for i in from..to {
-                    let at = addresses.next().unwrap_or(0);
+                refs.visit(unit, |i, values, failed| {
+                    if i >= n {
+                        return;
+                    }
                     let before = out.len();
-                    if let Ok(desc) = &descs[graph.types[i] as usize]
-                        && *desc != GcDesc::None
-                    {
-                        let size = graph.sizes[i] as u64;
-                        match t.mem.chunk(at, size as usize) {
-                            Ok(bytes) if bytes.len() as u64 >= size => {
-                                let r = desc.offsets(size, |off| {
-                                    let o = off as usize;
-                                    let v = u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap_or([0; 8]));
-                                    if v >= lo
-                                        && v <= hi
-                                        && let Some(j) = graph.index.node_near(v, &mut hint)
-                                    {
-                                        out.push(j);
-                                    }
-                                });
-                                if let Err(why) = r {
-                                    out.truncate(before);
-                                    errs.push(at, format!("references of the object at {at:#x} (MethodTable {:#x}) not read: {why}", graph.type_table[graph.types[i] as usize]));
-                                }
-                            }
-                            _ => errs.push(at, format!("references of the object at {at:#x} not read: its {size} bytes are not in the dump")),
+                    for &v in values {
+                        if let Some(j) = graph.index.node_near(v, &mut hint) {
+                            out.push(j);
                         }
+                    }
+                    if let Some(failed) = failed {
+                        let at = graph.index.address(i as u32).unwrap_or(0);
+                        let size = graph.sizes.get(i).copied().unwrap_or(0);
+                        let mt = graph.types.get(i).and_then(|&t| graph.type_table.get(t as usize)).copied().unwrap_or(0);
+                        errs.push(at, match failed {
+                            Failed::Missing => format!("references of the object at {at:#x} not read: its {size} bytes are not in the dump"),
+                            Failed::Description => {
+                                let why = match refs.descs.get(&mt) {
+                                    Some(Ok(d)) => d.offsets(u64::from(size), |_| ()).err().unwrap_or_default(),
+                                    _ => String::new(),
+                                };
+                                format!("references of the object at {at:#x} (MethodTable {mt:#x}) not read: {why}")
+                            }
+                        });
                     }
                     while x < extra.len() && extra[x].0 as usize == i {
                         out.push(extra[x].1);
                         x += 1;
                     }
                     counts.push((out.len() - before) as u32);
-                }
+                });
                 (counts, out, errs)
             })
             .collect();
-        crate::heap_progress::advance((((batch + BATCH) * CHUNK).min(n) - batch * CHUNK) as u64);
         for (counts, es, errs) in parts {
+            done += counts.len();
             for (at, why) in errs.errors {
                 errors.push(at, why);
             }
             errors.more += errs.more;
+            if start + es.len() as u64 <= MAX_EDGES {
+                // The common case, under the cap: the block's edges whole, its ends shifted.
+                edges.extend_from_slice(&es);
+                ends.clear();
+                ends.extend(counts.iter().map(|&c| {
+                    start += u64::from(c);
+                    start as u32
+                }));
+                edge_start.extend_from_slice(&ends);
+                continue;
+            }
             let mut k = 0usize;
             for c in counts {
                 // A graph past u32 edges keeps the first ones (said once).
@@ -348,6 +357,19 @@ pub(crate) fn edges(t: &Target, g: &mut ObjectGraph, extra: &[(u32, u32)], error
                 edge_start.push(start as u32);
             }
         }
+        crate::heap_progress::advance(done as u64);
+        done = 0;
+        let finished: Vec<usize> = batch.iter().filter(|u| refs.ends_segment(u)).map(|u| u.part.segment).collect();
+        if !finished.is_empty() {
+            for k in finished {
+                refs.release(k);
+            }
+            crate::memory_budget::give_back_freed();
+        }
+    }
+    // Nodes no block held (none, unless the walk's lists and the nodes disagree): no edges.
+    while edge_start.len() < n + 1 {
+        edge_start.push(start as u32);
     }
     edges.write_back();
     edge_start.write_back();
@@ -362,6 +384,106 @@ mod tests {
 
     fn segment(addresses: &[u64], mt: u64, size: u32) -> SegmentNodes {
         SegmentNodes::of(addresses, vec![0; addresses.len()], vec![size; addresses.len()], vec![mt])
+    }
+
+    /// The edges come from what the walk kept of each object's references: no dump, no target
+    /// at hand here. Field order and duplicates kept, null, outside and mid-object references
+    /// dropped, escaped values (a heap past 32 GiB, an unaligned object) and counts (an array of
+    /// 300), blocks of many objects, the dependent handle's edge after the object's own, the
+    /// objects of an overlapping segment left out with their references and errors, and the
+    /// errors' texts, the same in memory and in scratch files.
+    #[test]
+    fn edges_resolve_the_references_the_walk_kept_without_the_dump() {
+        use crate::runtimes::dotnet::gc::gcdesc::GcDesc;
+        use crate::runtimes::dotnet::gc::raw_refs::{RefSink, SegmentRefs, BLOCK};
+        const T: u64 = 0xa0; // two fields, at 8 and 16, in 32 bytes
+        const V: u64 = 0xb0; // a refused description
+        const N: u64 = 0xc0; // no references
+        const U: u64 = 0xd0; // a series that does not fit its objects
+        const R: u64 = 0xe0; // a reference array
+        let far = 0x1000 + (40u64 << 30);
+        let desc = |mt: u64| match mt {
+            T => Ok(GcDesc::Series(vec![(8, -16)])),
+            V => Err("GC description of MethodTable 0xb0: refused".to_string()),
+            N => Ok(GcDesc::None),
+            U => Ok(GcDesc::Series(vec![(8, 1 << 20)])),
+            _ => Ok(GcDesc::Series(vec![(16, -24)])),
+        };
+        let object = |fields: &[u64], size: usize| {
+            let mut b = vec![0u8; size];
+            for (i, f) in fields.iter().enumerate() {
+                b[8 + 8 * i..16 + 8 * i].copy_from_slice(&f.to_le_bytes());
+            }
+            b
+        };
+        let mut array: Vec<u64> = vec![0; 2];
+        array.extend(std::iter::repeat_n(0x1000u64, 299));
+        array.push(far + 0x43);
+        let array = object(&array[1..], 24 + 8 * 300);
+        let d_objects = BLOCK + 4464;
+        // (address, type, size, bytes: None when the dump lacks them), per segment, in walk order.
+        type Obj = (u64, u64, u32, Option<Vec<u8>>);
+        let mut d: Vec<Obj> = (0..d_objects as u64).map(|k| (0x10_0000 + 24 * k, N, 24, Some(vec![0; 24]))).collect();
+        d[d_objects - 1] = (0x10_0000 + 24 * (d_objects as u64 - 1), T, 32, Some(object(&[0x1000, 0], 32)));
+        let segments: Vec<Vec<Obj>> = vec![
+            vec![(far, T, 32, None), (far + 0x20, U, 32, Some(object(&[0x1000, 0x1000], 32))), (far + 0x43, R, array.len() as u32, Some(array))],
+            vec![(0x1000, T, 32, Some(object(&[0x1020, 0x1020], 32))), (0x1020, T, 32, Some(object(&[0, 0x9999_0000_0000], 32))), (0x1040, T, 32, Some(object(&[0x1000, 0x1044], 32)))],
+            d,
+            vec![(0x1030, T, 32, None), (0x1040, T, 32, Some(object(&[far + 0x20, far + 0x20], 32))), (0x1060, V, 32, Some(object(&[0x1000, 0x1000], 32))), (0x1080, T, 32, Some(object(&[0x1060, far], 32)))],
+        ];
+        let dir = tempfile::tempdir().expect("a scratch dir");
+        for place in [Place::Memory, Place::Files(crate::scratch::ScratchDir::new(dir.path().to_path_buf(), 0))] {
+            let sink = RefSink::new(0x1000, far + 0x1000, &place);
+            let mut walked = Vec::new();
+            let mut refs = Vec::new();
+            for objects in &segments {
+                let mut r = SegmentRefs::default();
+                let mut tables: Vec<u64> = Vec::new();
+                let (mut addresses, mut types, mut sizes) = (Vec::new(), Vec::new(), Vec::new());
+                for (at, mt, size, bytes) in objects {
+                    let k = tables.iter().position(|t| t == mt).unwrap_or_else(|| {
+                        tables.push(*mt);
+                        r.with_desc(*mt, desc(*mt))
+                    });
+                    r.push(&sink, k, *at, *size, |len| bytes.as_deref().filter(|b| b.len() >= len));
+                    addresses.push(*at);
+                    types.push(k as u32);
+                    sizes.push(*size);
+                }
+                r.finish(&sink);
+                walked.push(SegmentNodes::of(&addresses, types, sizes, tables));
+                refs.push(r);
+            }
+            let refs = sink.into_refs(refs);
+            let parts = refs.in_node_order(&walked);
+            let (mut g, overlapped) = nodes(walked, &place);
+            assert_eq!(overlapped, Overlapped { objects: 2, first: 0x1030 });
+            let mut errors = GraphErrors::default();
+            edges(&mut g, refs, &parts, &[(1, 4)], &mut errors);
+            let last_d = 5 + d_objects as u32 - 1;
+            let (f, f20, f43) = (last_d + 1, last_d + 2, last_d + 3);
+            assert_eq!([g.address(4), g.address(f), g.address(f43)], [Some(0x1080), Some(far), Some(far + 0x43)]);
+            let mut want: Vec<(u32, Vec<u32>)> = vec![(0, vec![1, 1]), (1, vec![4]), (2, vec![0]), (3, vec![]), (4, vec![3, f]), (last_d, vec![0]), (f, vec![]), (f20, vec![])];
+            let mut big = vec![0; 299];
+            big.push(f43);
+            want.push((f43, big));
+            for (i, w) in &want {
+                assert_eq!(g.edges_of(*i), &w[..], "node {i} in {place:?}");
+            }
+            let with_edges = (0..g.len() as u32).filter(|&i| !g.edges_of(i).is_empty()).count();
+            assert_eq!((with_edges, g.edge_start.len(), g.edges.len()), (6, g.len() + 1, 2 + 1 + 1 + 2 + 1 + 300));
+            let why = GcDesc::Series(vec![(8, 1 << 20)]).offsets(32, |_| ()).expect_err("does not fit");
+            assert_eq!(
+                errors.errors,
+                vec![
+                    (V, "GC description of MethodTable 0xb0: refused; objects of this type have no references in the graph".to_string()),
+                    (far, format!("references of the object at {far:#x} not read: its 32 bytes are not in the dump")),
+                    (far + 0x20, format!("references of the object at {:#x} (MethodTable {U:#x}) not read: {why}", far + 0x20)),
+                ]
+            );
+            assert_eq!(errors.more, 0);
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "no scratch file left");
     }
 
     #[test]

@@ -28,6 +28,7 @@ pub(crate) mod root_tree;
 pub(crate) mod state;
 pub(crate) mod static_names;
 pub(crate) mod stats;
+pub(crate) mod raw_refs;
 pub(crate) mod walk;
 pub(crate) mod why_alive;
 
@@ -80,11 +81,13 @@ pub struct GcReading {
 }
 
 /// What one walk of every segment found, for the object graph: per segment (in the order of
-/// [`GcReading::segments`]), its objects and where and why its walk stopped early.
+/// [`GcReading::segments`]), its objects and where and why its walk stopped early; and every
+/// object's references (so the graph's edges need not read the dump again).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Walked {
     pub(crate) nodes: Vec<walk::SegmentNodes>,
     pub(crate) broken: Vec<Option<(u64, String)>>,
+    pub(crate) refs: raw_refs::RawRefs,
 }
 
 /// Which of the walk's wanted types an object is.
@@ -123,15 +126,16 @@ pub(crate) fn read_in(runtime: &Context<'_>, targets: &[u64], keep_nodes: bool) 
     read_with(runtime.process, runtime.module, &t, build, &namer, targets, keep_nodes, bundle_missing)
 }
 
-/// As [`read_in`], keeping every object for the object graph, with the referrers of `targets`
-/// found but not named: the stacks decide which of them are wanted ([`Unresolved::resolve`]).
-/// With `node_cap`, objects are kept only up to it (see [`walk::NodeCap`]).
-pub(crate) fn walk_in(runtime: &Context<'_>, targets: &[u64], node_cap: Option<&walk::NodeCap>) -> Result<Unresolved, String> {
+/// As [`read_in`], keeping every object for the object graph (their references at `refs`:
+/// memory or scratch files), with the referrers of `targets` found but not named: the stacks
+/// decide which of them are wanted ([`Unresolved::resolve`]). With `node_cap`, objects are kept
+/// only up to it (see [`walk::NodeCap`]).
+pub(crate) fn walk_in(runtime: &Context<'_>, targets: &[u64], node_cap: Option<&walk::NodeCap>, refs: &crate::scratch::Place) -> Result<Unresolved, String> {
     let t = runtime.target();
     let build = build_facts(runtime)?;
     let namer = TypeNamer::of(&t, runtime);
     let bundle_missing = runtime.single_file_metadata_missing().is_some();
-    walk_with(runtime.process, runtime.module, &t, build, &namer, targets, (true, node_cap), bundle_missing)
+    walk_with(runtime.process, runtime.module, &t, build, &namer, targets, (Some(refs), node_cap), bundle_missing)
 }
 
 /// What every reading of the heap starts from: the GC's vars, its segments, the allocation
@@ -227,12 +231,14 @@ pub(crate) fn read_with(
     keep_nodes: bool,
     bundle_missing: bool,
 ) -> Result<GcReading, String> {
-    let Unresolved { mut reading, hits, string_mt, .. } = walk_with(process, module, t, build, namer, targets, (keep_nodes, None), bundle_missing)?;
+    let keep = keep_nodes.then_some(&crate::scratch::Place::Memory);
+    let Unresolved { mut reading, hits, string_mt, .. } = walk_with(process, module, t, build, namer, targets, (keep, None), bundle_missing)?;
     reading.referrers = name_referrers(t, namer, &build.layout, &hits, string_mt);
     Ok(reading)
 }
 
 /// As [`read_with`], the referrers of `targets` found but not yet named ([`Unresolved::resolve`]).
+/// `keep`: where the objects' references are kept for the graph, when its objects are.
 #[allow(clippy::too_many_arguments, reason = "the reading's inputs, passed once by read_with")]
 fn walk_with(
     process: &Process,
@@ -241,7 +247,7 @@ fn walk_with(
     build: &BuildFacts,
     namer: &TypeNamer,
     targets: &[u64],
-    (keep_nodes, node_cap): (bool, Option<&walk::NodeCap>),
+    (keep, node_cap): (Option<&crate::scratch::Place>, Option<&walk::NodeCap>),
     bundle_missing: bool,
 ) -> Result<Unresolved, String> {
     let l = &build.layout;
@@ -255,12 +261,17 @@ fn walk_with(
     if task_type.is_none() {
         diagnostics.push(Diagnostic::warning(STAGE, "System.Threading.Tasks.Task not found in CoreLib's metadata: async stacks not read"));
     }
-    let input = walk::WalkInput { t, alloc_contexts: &contexts, free_mt, targets: &target_set, string_mt, core: Some(&process.core), wanted: &wanted, collect: keep_nodes, node_cap };
+    let sink = keep.map(|place| raw_refs::RefSink::of(&segments, place));
+    let input = walk::WalkInput { t, alloc_contexts: &contexts, free_mt, targets: &target_set, string_mt, core: Some(&process.core), wanted: &wanted, collect: sink.as_ref(), node_cap };
     trace("heap: prepared");
     let mut walks = walk::walk_all(&input, &segments);
     trace("heap: walked");
     let over_node_cap = node_cap.is_some_and(|c| c.exceeded());
-    let walked = (keep_nodes && !over_node_cap).then(|| Walked { nodes: walks.iter_mut().map(|w| std::mem::take(&mut w.nodes)).collect(), broken: walks.iter().map(|w| w.broken.clone()).collect() });
+    let walked = sink.filter(|_| !over_node_cap).map(|sink| Walked {
+        nodes: walks.iter_mut().map(|w| std::mem::take(&mut w.nodes)).collect(),
+        broken: walks.iter().map(|w| w.broken.clone()).collect(),
+        refs: sink.into_refs(walks.iter_mut().map(|w| std::mem::take(&mut w.refs)).collect()),
+    });
     let mut broken = Vec::new();
     for (s, w) in segments.iter().zip(&walks) {
         if let Some((at, why)) = &w.broken {
@@ -415,22 +426,28 @@ pub(crate) fn graph_ahead(runtime: &Context<'_>, walked: Option<Walked>, place: 
     let build = build_facts(runtime)?;
     let Prepared { vars, segments, contexts, free_mt, string_mt, mut diagnostics } = prepare(runtime.module, &t, build)?;
     let walked = match walked {
-        Some(w) if w.nodes.len() == segments.len() && w.broken.len() == segments.len() => w,
+        Some(w) if w.nodes.len() == segments.len() && w.broken.len() == segments.len() && w.refs.segments() == segments.len() => w,
         _ => {
             let none = HashSet::new();
-            let input = walk::WalkInput { t: &t, alloc_contexts: &contexts, free_mt, targets: &none, string_mt, core: Some(&runtime.process.core), wanted: &[], collect: true, node_cap: None };
-            let walks = walk::walk_all(&input, &segments);
+            let sink = raw_refs::RefSink::of(&segments, place);
+            let input = walk::WalkInput { t: &t, alloc_contexts: &contexts, free_mt, targets: &none, string_mt, core: Some(&runtime.process.core), wanted: &[], collect: Some(&sink), node_cap: None };
+            let mut walks = walk::walk_all(&input, &segments);
             let broken = walks.iter().map(|w| w.broken.clone()).collect();
-            Walked { nodes: walks.into_iter().map(|w| w.nodes).collect(), broken }
+            let refs = sink.into_refs(walks.iter_mut().map(|w| std::mem::take(&mut w.refs)).collect());
+            Walked { nodes: walks.into_iter().map(|w| w.nodes).collect(), broken, refs }
         }
     };
-    for (s, b) in segments.iter().zip(&walked.broken) {
+    let Walked { nodes, broken, refs } = walked;
+    for (s, b) in segments.iter().zip(&broken) {
         if let Some((at, why)) = b {
             diagnostics.push(Diagnostic::warning(STAGE, format!("the walk of {:?} region {:#x} stopped at {at:#x}: {why}; objects past it are not in the graph", s.kind, s.address)).at_address(*at));
         }
     }
     trace("graph: walk taken");
-    let (mut g, overlapped) = graph::nodes(walked.nodes, place);
+    // Which of each segment's references are of nodes (taken before the nodes consume the
+    // walk's lists).
+    let parts = refs.in_node_order(&nodes);
+    let (mut g, overlapped) = graph::nodes(nodes, place);
     if overlapped.objects > 0 {
         diagnostics.push(
             Diagnostic::warning(STAGE, format!("{} objects of heap segments overlapping earlier ones are not in the graph (the first at {:#x}): the GC's segment list is damaged", overlapped.objects, overlapped.first))
@@ -443,7 +460,7 @@ pub(crate) fn graph_ahead(runtime: &Context<'_>, walked: Option<Walked>, place: 
     trace("graph: roots but the stacks'");
     let mut edge_errors = graph::GraphErrors::default();
     let dependent = roots.dependent(&g);
-    graph::edges(&t, &mut g, &dependent, &mut edge_errors);
+    graph::edges(&mut g, refs, &parts, &dependent, &mut edge_errors);
     trace("graph: edges");
     Ok(GraphAhead { graph: g, roots, edge_errors, diagnostics })
 }

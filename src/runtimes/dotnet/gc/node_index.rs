@@ -156,6 +156,7 @@ impl NodeIndex {
     }
 
     /// The addresses of the nodes from `node` on, in node order.
+    #[cfg(test)]
     pub(crate) fn iter_from(&self, node: u32) -> Addresses<'_> {
         match self.locate(node) {
             None => Addresses { index: self, span: self.spans.len(), word: self.bits.len(), rest: 0 },
@@ -177,6 +178,7 @@ impl NodeIndex {
 }
 
 /// Node addresses in order ([`NodeIndex::iter_from`]).
+#[cfg(test)]
 pub(crate) struct Addresses<'a> {
     index: &'a NodeIndex,
     span: usize,
@@ -185,6 +187,7 @@ pub(crate) struct Addresses<'a> {
     rest: u64,
 }
 
+#[cfg(test)]
 impl Iterator for Addresses<'_> {
     type Item = u64;
 

@@ -89,6 +89,8 @@ pub(crate) struct SegmentWalk {
     pub(crate) collected_cut: u64,
     /// Every object but the free ones, in address order, when [`WalkInput::collect`] asks.
     pub(crate) nodes: SegmentNodes,
+    /// Their references, read while their bytes are at hand (with `nodes`).
+    pub(crate) refs: super::raw_refs::SegmentRefs,
 }
 
 /// A type the walk collects the objects of (with those of the types derived from it): its
@@ -242,8 +244,9 @@ pub(crate) struct WalkInput<'a> {
     /// Types whose objects (and those of derived types) the walk collects: tasks for the async
     /// stacks, SemaphoreSlims. Empty: none.
     pub(crate) wanted: &'a [WantedType],
-    /// Keep every object's address, type and size ([`SegmentWalk::nodes`]).
-    pub(crate) collect: bool,
+    /// Keep every object's address, type and size ([`SegmentWalk::nodes`]) and its references
+    /// ([`SegmentWalk::refs`], put where the sink says).
+    pub(crate) collect: Option<&'a super::raw_refs::RefSink>,
     /// The most objects kept over all segments (`collect`); past it, none is kept.
     pub(crate) node_cap: Option<&'a NodeCap>,
 }
@@ -380,6 +383,13 @@ impl<'a> Cursor<'a> {
         Err(format!("allocation contexts chained past {at:#x}"))
     }
 
+    /// The `len` bytes at `at`, when the segment's bytes are in one piece and hold them.
+    #[inline]
+    pub(crate) fn bytes_at(&self, at: u64, len: usize) -> Option<&'a [u8]> {
+        let off = usize::try_from(at.checked_sub(self.start)?).ok()?;
+        self.bytes.get(off..off.checked_add(len)?)
+    }
+
     /// Whether the dump holds the segment's bytes in one piece (so its size is real).
     pub(crate) fn in_one_piece(&self) -> bool {
         !self.bytes.is_empty()
@@ -461,7 +471,7 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
         core.will_read(s.start, s.allocated.saturating_sub(s.start));
     }
     let mut cursor = Cursor::new(t, input.alloc_contexts, s);
-    let mut collect = input.collect && input.node_cap.is_none_or(|c| !c.exceeded());
+    let mut collect = input.collect.filter(|_| input.node_cap.is_none_or(|c| !c.exceeded()));
     let mut counted = 0usize;
     loop {
         let mut shape_of = |mt: u64| -> Result<TypeShape, String> {
@@ -501,22 +511,33 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
             }
             c.count += 1;
             c.bytes += size;
-            if collect && mt != input.free_mt {
+            if let Some(sink) = collect
+                && mt != input.free_mt
+            {
                 let n = &mut out.nodes;
                 if *node_type == u32::MAX {
                     n.method_tables.push(mt);
                     *node_type = (n.method_tables.len() - 1) as u32;
+                    // The references' descriptions are numbered as the node types.
+                    out.refs.desc_of(t, mt);
                 }
                 n.push_address(at);
                 n.types.push(*node_type);
-                n.sizes.push(u32::try_from(size).unwrap_or(u32::MAX));
+                let size = u32::try_from(size).unwrap_or(u32::MAX);
+                n.sizes.push(size);
+                // The object's bytes were just read: its references are read now, not in a
+                // second pass over the dump.
+                out.refs.push(sink, *node_type as usize, at, size, |len| {
+                    cursor.bytes_at(at, len).or_else(|| t.mem.chunk(at, len).ok().filter(|b| b.len() >= len))
+                });
                 if let Some(cap) = input.node_cap
                     && n.len() - counted >= CAP_STEP
                 {
                     counted = n.len();
                     if !cap.take(CAP_STEP as u64) {
                         out.nodes = SegmentNodes::default();
-                        collect = false;
+                        out.refs = Default::default();
+                        collect = None;
                     }
                 }
             }
@@ -525,10 +546,15 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
         out.bytes += size;
     }
     if let Some(cap) = input.node_cap
-        && collect
+        && collect.is_some()
         && !cap.take((out.nodes.len() - counted) as u64)
     {
         out.nodes = SegmentNodes::default();
+        out.refs = Default::default();
+        collect = None;
+    }
+    if let Some(sink) = collect {
+        out.refs.finish(sink);
     }
     out.broken = cursor.broken.take();
     out.types = types.into_iter().map(|(mt, _, c, _, _)| (mt, c)).collect();

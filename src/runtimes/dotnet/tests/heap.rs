@@ -292,22 +292,22 @@ fn a_walk_for_more_targets_names_the_referrers_of_those_wanted_as_a_walk_for_the
     for d in dumps() {
         let process = Process::open(&d.core, &d.locator).unwrap_or_else(|e| panic!("{}: {e}", d.name));
         let Ok(c) = Context::open(&process, &d.locator) else { panic!("{}: no runtime", d.name) };
-        let walked = gc::walk_in(&c, &[], None).unwrap_or_else(|e| panic!("{}: {e}", d.name)).reading.walked.expect("kept");
+        let walked = gc::walk_in(&c, &[], None, &crate::scratch::Place::Memory).unwrap_or_else(|e| panic!("{}: {e}", d.name)).reading.walked.expect("kept");
         let objects: Vec<u64> = walked.nodes.iter().flat_map(|n| n.addresses()).collect();
         // A few objects wanted, a few more looked for as well.
         let wanted: Vec<u64> = objects.iter().copied().step_by(objects.len() / 5 + 1).collect();
         let more: Vec<u64> = wanted.iter().copied().chain(objects.iter().copied().skip(1).step_by(objects.len() / 5 + 1)).collect();
         let exact = gc::read_in(&c, &wanted, false).unwrap_or_else(|e| panic!("{}: {e}", d.name));
-        let ahead = gc::walk_in(&c, &more, None).unwrap_or_else(|e| panic!("{}: {e}", d.name)).resolve(&c, &wanted).expect("no segment cut");
+        let ahead = gc::walk_in(&c, &more, None, &crate::scratch::Place::Memory).unwrap_or_else(|e| panic!("{}: {e}", d.name)).resolve(&c, &wanted).expect("no segment cut");
         assert_eq!(ahead.referrers, exact.referrers, "{}", d.name);
         assert_eq!(ahead.stats, exact.stats, "{}", d.name);
         named += exact.referrers.values().map(Vec::len).sum::<usize>();
         // Not looked for: no answer.
         let stranger = objects.iter().copied().find(|o| !more.contains(o)).expect("an object not looked for");
-        assert!(gc::walk_in(&c, &more, None).expect("walk").resolve(&c, &[stranger]).is_none(), "{}", d.name);
+        assert!(gc::walk_in(&c, &more, None, &crate::scratch::Place::Memory).expect("walk").resolve(&c, &[stranger]).is_none(), "{}", d.name);
         // Every object of the heap looked for: where a segment's hits were cut, fewer cannot
         // be told; else the answer is the exact walk's.
-        match gc::walk_in(&c, &objects, None).expect("walk").resolve(&c, &wanted) {
+        match gc::walk_in(&c, &objects, None, &crate::scratch::Place::Memory).expect("walk").resolve(&c, &wanted) {
             Some(r) => assert_eq!(r.referrers, exact.referrers, "{}: every object looked for", d.name),
             None => cut += 1,
         }
@@ -344,4 +344,55 @@ fn the_graphs_answers_are_the_same_in_memory_and_in_scratch_files() {
     assert!(read > 0 || dumps().is_empty(), "no dump's graph read");
     println!("{read} dumps read in memory and in scratch");
     assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0, "no scratch file left");
+}
+
+/// The graph's edges are what reading every object of the dump by its type's GC description
+/// gives (the second pass the edges made before the walk kept the references): each node's
+/// references in field order, null, outside and mid-object ones dropped, then its dependent
+/// handles' secondaries; on the committed dumps with the most references (arrays of references,
+/// of structs with references; server and arm64 heaps) and those with a dependent handle.
+#[test]
+fn the_edges_from_the_walks_references_are_those_read_again_from_the_dump() {
+    use crate::runtimes::dotnet::context::Context;
+    use crate::runtimes::dotnet::gc::gcdesc::GcDesc;
+    let mut checked = 0;
+    for d in dumps().into_iter().filter(|d| ["heap_graph", "cache_leak", "heap_population", "failfast_exception", "autofac"].iter().any(|s| d.name.contains(s))) {
+        let process = Process::open(&d.core, &d.locator).unwrap_or_else(|e| panic!("{}: {e}", d.name));
+        let Ok(c) = Context::open(&process, &d.locator) else { panic!("{}: no runtime", d.name) };
+        let g = gc::read_graph(&c, &[], None).unwrap_or_else(|e| panic!("{}: {e}", d.name)).graph;
+        let t = c.target();
+        let build = gc::build_facts(&c).expect("build facts");
+        let p = gc::prepare(c.module, &t, build).expect("prepared");
+        let sync = crate::runtimes::dotnet::syncblock::read_cache(&t, c.module, &build.layout).ok();
+        let dependent = gc::roots::read_ahead(&t, &build.layout, &p.vars, sync, &g).dependent(&g);
+        let descs: Vec<Option<GcDesc>> = g.type_table.iter().map(|&mt| GcDesc::read(&t, mt).ok()).collect();
+        let (lo, hi) = g.index.bounds();
+        let mut edges = 0;
+        for i in 0..g.len() as u32 {
+            let at = g.address(i).expect("an address");
+            let size = u64::from(g.sizes[i as usize]);
+            let mut want = Vec::new();
+            if let Some(desc) = &descs[g.types[i as usize] as usize]
+                && let Ok(bytes) = t.mem.chunk(at, size as usize)
+            {
+                let r = desc.offsets(size, |off| {
+                    let v = u64::from_le_bytes(bytes[off as usize..off as usize + 8].try_into().expect("8 bytes"));
+                    if let Some(j) = g.node_of(v).filter(|_| v >= lo && v <= hi) {
+                        want.push(j);
+                    }
+                });
+                if r.is_err() {
+                    want.clear();
+                }
+            }
+            let from = dependent.partition_point(|e| e.0 < i);
+            want.extend(dependent[from..].iter().take_while(|e| e.0 == i).map(|e| e.1));
+            assert_eq!(g.edges_of(i), &want[..], "{}: node {i} at {at:#x}", d.name);
+            edges += want.len();
+        }
+        assert_eq!(edges, g.edges.len(), "{}", d.name);
+        checked += 1;
+    }
+    assert!(checked > 0 || dumps().is_empty(), "no dump's graph read");
+    println!("{checked} dumps' edges checked against the dump");
 }
