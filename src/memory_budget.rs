@@ -50,9 +50,21 @@ pub(crate) const GRAPH_BYTES_PER_OBJECT: u64 = 40;
 /// Anonymous memory per object planned when the graph's arrays live in scratch files: the
 /// walk's per-segment lists (address, type, size: 12 bytes) before they are merged into the
 /// files, the address index (about 1.3) kept in memory, and a margin. The objects' references
-/// the walk reads go to scratch files from the start (a block of 65536 objects' in memory at a
-/// time per segment being walked).
+/// the walk reads (a byte an object, 4 a reference) stay in memory in what the lists leave
+/// ([`walk_refs_memory`]) and go to scratch files after (a block of 65536 objects' in memory at
+/// a time per segment being walked).
 pub(crate) const WALK_BYTES_PER_OBJECT: u64 = 16;
+/// Of [`WALK_BYTES_PER_OBJECT`], what the walk's lists take (address, type, size).
+const WALK_LIST_BYTES_PER_OBJECT: u64 = 12;
+
+/// Of `available` bytes, what the references the walk reads may take in memory before they go
+/// to scratch files: what the walk's lists leave of it at the most objects it keeps (its cap,
+/// `available / WALK_BYTES_PER_OBJECT`). A quarter: 0.8 GB in a 4 GiB cgroup, where the bench's
+/// 192 M objects' references take 0.7 GB.
+pub(crate) fn walk_refs_memory(available: u64) -> u64 {
+    available.saturating_sub(available / WALK_BYTES_PER_OBJECT * WALK_LIST_BYTES_PER_OBJECT)
+}
+
 /// Scratch file bytes per object (the graph's types, sizes and edge index, its edges, the
 /// dominator tree's and the retained sizes' arrays when no memory is left for them: 33.2
 /// measured on a 192 M-object heap with one reference an object), with a margin. The walk's

@@ -50,7 +50,7 @@ impl ScratchDir {
     }
 
     /// Takes `bytes` of the memory budget, if that much is left.
-    fn take(&self, bytes: u64) -> bool {
+    pub(crate) fn take(&self, bytes: u64) -> bool {
         use std::sync::atomic::Ordering;
         self.memory.fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| left.checked_sub(bytes)).is_ok()
     }

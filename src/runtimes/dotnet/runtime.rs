@@ -403,10 +403,13 @@ fn read_ahead(c: &Context<'_>, targets: &[u64], budget: Option<&HeapBudget>) -> 
         (Some(b), Some(_)) => Some((b.scratch_dir.as_path(), crate::scratch::space_of(&b.scratch_dir))),
         _ => None,
     };
-    // With scratch at hand, the objects' references the walk reads for the graph go to scratch
-    // files from the start (the plan, made once the walk has counted the objects, comes after).
-    let (per_object, refs) = match &scratch {
-        Some((dir, crate::scratch::ScratchSpace::Free(_))) => (WALK_BYTES_PER_OBJECT, crate::scratch::Place::Files(crate::scratch::ScratchDir::new(dir.to_path_buf(), 0))),
+    // With scratch at hand, the objects' references the walk reads for the graph stay in memory
+    // while what its lists leave lasts, and go to scratch files after (the plan, made once the
+    // walk has counted the objects, comes after).
+    let (per_object, refs) = match (&scratch, available) {
+        (Some((dir, crate::scratch::ScratchSpace::Free(_))), Some(a)) => {
+            (WALK_BYTES_PER_OBJECT, crate::scratch::Place::Files(crate::scratch::ScratchDir::new(dir.to_path_buf(), crate::memory_budget::walk_refs_memory(a))))
+        }
         _ => (GRAPH_BYTES_PER_OBJECT, crate::scratch::Place::Memory),
     };
     let cap = available.map(|a| gc::walk::NodeCap::new(a / per_object));

@@ -432,7 +432,10 @@ mod tests {
             vec![(0x1030, T, 32, None), (0x1040, T, 32, Some(object(&[far + 0x20, far + 0x20], 32))), (0x1060, V, 32, Some(object(&[0x1000, 0x1000], 32))), (0x1080, T, 32, Some(object(&[0x1060, far], 32)))],
         ];
         let dir = tempfile::tempdir().expect("a scratch dir");
-        for place in [Place::Memory, Place::Files(crate::scratch::ScratchDir::new(dir.path().to_path_buf(), 0))] {
+        // In memory; in files; in files with a memory budget that holds some blocks (the first
+        // three segments' and the last's) but not the large segment's second block.
+        let mixed = crate::scratch::ScratchDir::new(dir.path().to_path_buf(), BLOCK as u64 + 2000);
+        for (place, in_files) in [(Place::Memory, 0), (Place::Files(crate::scratch::ScratchDir::new(dir.path().to_path_buf(), 0)), 5), (Place::Files(mixed), 1)] {
             let sink = RefSink::new(0x1000, far + 0x1000, &place);
             let mut walked = Vec::new();
             let mut refs = Vec::new();
@@ -455,6 +458,7 @@ mod tests {
                 refs.push(r);
             }
             let refs = sink.into_refs(refs);
+            assert_eq!(refs.blocks_in_files(), (in_files, 5), "blocks in files, of all, in {place:?}");
             let parts = refs.in_node_order(&walked);
             let (mut g, overlapped) = nodes(walked, &place);
             assert_eq!(overlapped, Overlapped { objects: 2, first: 0x1030 });
