@@ -569,6 +569,25 @@ pub(crate) mod tests {
         (rev_start, rev, roots)
     }
 
+    /// petgraph's dominators (`simple_fast`: Cooper, Harvey and Kennedy's algorithm) of the graph
+    /// of `n` nodes (`start`, `targets`), from a virtual root: one more node, `n`, joined to the
+    /// roots.
+    fn petgraph_dominators(n: u32, start: &[u32], targets: &[u32], roots: &[u32]) -> petgraph::algo::dominators::Dominators<petgraph::graph::NodeIndex> {
+        let mut g: petgraph::Graph<(), ()> = petgraph::Graph::with_capacity(n as usize + 1, targets.len() + roots.len());
+        for _ in 0..=n {
+            g.add_node(());
+        }
+        for v in 0..n as usize {
+            for &w in &targets[start[v] as usize..start[v + 1] as usize] {
+                g.add_edge((v as u32).into(), w.into(), ());
+            }
+        }
+        for &r in roots {
+            g.add_edge(n.into(), r.into(), ());
+        }
+        petgraph::algo::dominators::simple_fast(&g, n.into())
+    }
+
     /// A heap-shaped graph of 250 000 nodes: the tree equals petgraph's (Cooper, Harvey and
     /// Kennedy's algorithm).
     #[test]
@@ -576,19 +595,7 @@ pub(crate) mod tests {
         let n = 250_123u32;
         let (s, t, roots) = heap_like(n);
         let d = dominators(&s, &t, &roots).expect("valid");
-        let mut g: petgraph::Graph<(), ()> = petgraph::Graph::with_capacity(n as usize + 1, t.len() + roots.len());
-        for _ in 0..=n {
-            g.add_node(());
-        }
-        for v in 0..n as usize {
-            for &w in &t[s[v] as usize..s[v + 1] as usize] {
-                g.add_edge((v as u32).into(), w.into(), ());
-            }
-        }
-        for &r in &roots {
-            g.add_edge(n.into(), r.into(), ());
-        }
-        let want = petgraph::algo::dominators::simple_fast(&g, n.into());
+        let want = petgraph_dominators(n, &s, &t, &roots);
         let num = numbers(&d.order, n as usize);
         for v in 0..n {
             let got = (num[v as usize] != NONE).then(|| {
@@ -649,20 +656,7 @@ pub(crate) mod tests {
                 assert!(!r.by_type.is_empty());
                 r.reachable_objects as usize
             } else {
-                // The virtual root is one more node joined to the roots.
-                let mut g: petgraph::Graph<(), ()> = petgraph::Graph::with_capacity(n as usize + 1, t.len() + roots.len());
-                for _ in 0..=n {
-                    g.add_node(());
-                }
-                for v in 0..n as usize {
-                    for &w in &t[s[v] as usize..s[v + 1] as usize] {
-                        g.add_edge((v as u32).into(), w.into(), ());
-                    }
-                }
-                for &r in &roots {
-                    g.add_edge(n.into(), r.into(), ());
-                }
-                let d = petgraph::algo::dominators::simple_fast(&g, n.into());
+                let d = petgraph_dominators(n, &s, &t, &roots);
                 (0..n).filter(|&v| d.immediate_dominator(v.into()).is_some()).count()
             };
             let secs = t0.elapsed().as_secs_f64();

@@ -39,9 +39,15 @@ pub(crate) struct RefSink {
     lo: u64,
     /// Past the highest `allocated`.
     hi: u64,
-    files: Option<Mutex<Store>>,
-    /// The scratch directory whose memory budget the blocks kept in memory take, with files.
-    budget: Option<std::sync::Arc<crate::scratch::ScratchDir>>,
+    files: Option<Files>,
+}
+
+/// Where blocks go past the memory budget: the shared files, and the scratch directory whose
+/// memory budget the blocks kept in memory take.
+#[derive(Debug)]
+struct Files {
+    store: Mutex<Store>,
+    dir: std::sync::Arc<crate::scratch::ScratchDir>,
 }
 
 /// The references and counts of every segment, in scratch files.
@@ -54,11 +60,11 @@ struct Store {
 impl RefSink {
     /// A sink for a heap whose segments span `[lo, hi)`, keeping what it is given at `place`.
     pub(crate) fn new(lo: u64, hi: u64, place: &Place) -> RefSink {
-        let (files, budget) = match place {
-            Place::Memory => (None, None),
-            Place::Files(dir) => (Some(Mutex::new(Store { refs: ScratchVec::new(place), counts: ScratchVec::new(place) })), Some(dir.clone())),
+        let files = match place {
+            Place::Memory => None,
+            Place::Files(dir) => Some(Files { store: Mutex::new(Store { refs: ScratchVec::new(place), counts: ScratchVec::new(place) }), dir: dir.clone() }),
         };
-        RefSink { lo, hi, files, budget }
+        RefSink { lo, hi, files }
     }
 
     /// The sink for these segments (their lowest start to their highest `allocated`).
@@ -77,8 +83,8 @@ impl RefSink {
                 descs.entry(*mt).or_insert_with(|| d.clone());
             }
         }
-        let files = self.files.map(|m| {
-            let mut s = m.into_inner().unwrap_or_else(|p| p.into_inner());
+        let files = self.files.map(|f| {
+            let mut s = f.store.into_inner().unwrap_or_else(|p| p.into_inner());
             s.refs.write_back();
             s.counts.write_back();
             s
@@ -195,14 +201,11 @@ impl SegmentRefs {
         let Block { counts, refs, wide, big, .. } = self.open;
         let refs_len = self.refs.len() - refs;
         let bytes = (objects + 4 * refs_len) as u64;
-        let to_file = match (&sink.files, &sink.budget) {
-            (Some(files), Some(budget)) if !budget.take(bytes) => Some(files),
-            _ => None,
-        };
-        let block = match to_file {
+        // To the files only when there are files and their directory's budget cannot hold it.
+        let block = match sink.files.as_ref().filter(|f| !f.dir.take(bytes)) {
             None => Block { objects, counts, refs, refs_len, wide, big, in_file: false },
             Some(files) => {
-                let mut f = files.lock().unwrap_or_else(|p| p.into_inner());
+                let mut f = files.store.lock().unwrap_or_else(|p| p.into_inner());
                 let b = Block { objects, counts: f.counts.len(), refs: f.refs.len(), refs_len, wide, big, in_file: true };
                 f.counts.extend_from_slice(&self.counts[counts..]);
                 f.refs.extend_from_slice(&self.refs[refs..]);

@@ -283,25 +283,7 @@ impl Sums {
     /// reachable heap, at most `max_depth` levels and `max_nodes` nodes. (preorder number,
     /// index of the parent in the list, depth)
     fn top_of_tree(&self, scans: &mut Scans<'_>, max_depth: u32, max_nodes: usize) -> Vec<(u32, Option<usize>, u32)> {
-        let mut sorted = |k: u32| {
-            let mut kids = scans.get(k).big.clone();
-            kids.sort_by(|&a, &b| self.retained[b as usize].cmp(&self.retained[a as usize]).then(a.cmp(&b)));
-            kids
-        };
-        let mut out: Vec<(u32, Option<usize>, u32)> = Vec::new();
-        // (node, parent's index, depth), pushed in reverse so the largest comes out first.
-        let mut stack: Vec<(u32, Option<usize>, u32)> = sorted(VIRTUAL_ROOT).into_iter().rev().map(|k| (k, None, 0)).collect();
-        while let Some((k, parent, depth)) = stack.pop() {
-            if out.len() >= max_nodes {
-                break;
-            }
-            out.push((k, parent, depth));
-            if depth + 1 < max_depth {
-                let me = out.len() - 1;
-                stack.extend(sorted(k).into_iter().rev().map(|c| (c, Some(me), depth + 1)));
-            }
-        }
-        out
+        preorder_top(&self.retained, |k| scans.get(k).big.clone(), max_depth, max_nodes)
     }
 
     /// Node → preorder number (`u32::MAX`: not reachable).
@@ -339,6 +321,31 @@ impl Sums {
         spare.clear();
         (r, spare)
     }
+}
+
+/// The dominator tree from the virtual root in preorder, largest child first (ties: the lower
+/// preorder number), going down only to the children `kids` gives, at most `max_depth` levels
+/// and `max_nodes` nodes: (preorder number, index of the parent in the list, depth).
+fn preorder_top(retained: &[u64], mut kids: impl FnMut(u32) -> Vec<u32>, max_depth: u32, max_nodes: usize) -> Vec<(u32, Option<usize>, u32)> {
+    let mut sorted = |k: u32| {
+        let mut kids = kids(k);
+        kids.sort_by(|&a, &b| retained[b as usize].cmp(&retained[a as usize]).then(a.cmp(&b)));
+        kids
+    };
+    let mut out: Vec<(u32, Option<usize>, u32)> = Vec::new();
+    // (node, parent's index, depth), pushed in reverse so the largest comes out first.
+    let mut stack: Vec<(u32, Option<usize>, u32)> = sorted(VIRTUAL_ROOT).into_iter().rev().map(|k| (k, None, 0)).collect();
+    while let Some((k, parent, depth)) = stack.pop() {
+        if out.len() >= max_nodes {
+            break;
+        }
+        out.push((k, parent, depth));
+        if depth + 1 < max_depth {
+            let me = out.len() - 1;
+            stack.extend(sorted(k).into_iter().rev().map(|c| (c, Some(me), depth + 1)));
+        }
+    }
+    out
 }
 
 /// One pass over a node's children in the dominator tree: what the summary's readings need of
@@ -586,26 +593,12 @@ mod tests {
     }
 
     /// The summary's readings as plainly as they can be read (each child list walked afresh,
-    /// types tallied in a map): what the one scan per node must equal.
+    /// types tallied in a map): what the one scan per node must equal. The icicle's preorder is
+    /// the summary's own ([`preorder_top`]); the children it goes down to are read here.
     fn plain_summary(r: &Sums, types: &[u32]) -> (Vec<(u32, Option<usize>, u32)>, Vec<(u32, Accumulation)>) {
         let total = r.retained[0].max(1) as f64;
-        let sorted = |k: u32| {
-            let mut kids: Vec<u32> = r.children_of(k).filter(|&c| r.retained[c as usize] as f64 * 100.0 / total >= ICICLE_MIN_SHARE).collect();
-            kids.sort_by(|&a, &b| r.retained[b as usize].cmp(&r.retained[a as usize]).then(a.cmp(&b)));
-            kids
-        };
-        let mut tree = Vec::new();
-        let mut stack: Vec<(u32, Option<usize>, u32)> = sorted(VIRTUAL_ROOT).into_iter().rev().map(|k| (k, None, 0)).collect();
-        while let Some((k, parent, depth)) = stack.pop() {
-            if tree.len() >= ICICLE_NODES {
-                break;
-            }
-            tree.push((k, parent, depth));
-            if depth + 1 < ICICLE_DEPTH {
-                let me = tree.len() - 1;
-                stack.extend(sorted(k).into_iter().rev().map(|c| (c, Some(me), depth + 1)));
-            }
-        }
+        let big = |k: u32| r.children_of(k).filter(|&c| r.retained[c as usize] as f64 * 100.0 / total >= ICICLE_MIN_SHARE).collect();
+        let tree = preorder_top(&r.retained, big, ICICLE_DEPTH, ICICLE_NODES);
         let heap = r.retained[0] + r.unreachable_bytes;
         let acc = r
             .top_holders(TOP_HOLDERS)
