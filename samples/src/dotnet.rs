@@ -14,7 +14,8 @@ use std::sync::Mutex;
 pub struct DotnetDump {
     pub sample: String,
     pub kind: String,
-    /// `core` or `core.gz`.
+    /// `core`, `core.gz` or `core.zst` (knot reads all three; new samples use `zstd -19 --long=27`,
+    /// a fifth smaller than `gzip -9`).
     pub core: PathBuf,
     /// The dump's directory: `sos/` (SOS's readings of it) is beside the core.
     pub dir: PathBuf,
@@ -75,7 +76,7 @@ pub fn dumps(oracle: &str, include_made: bool) -> Vec<DotnetDump> {
                 continue;
             }
             for dir in subdirs(&sample) {
-                let Some(core) = [dir.join("core"), dir.join("core.gz")].into_iter().find(|p| p.is_file()) else { continue };
+                let Some(core) = [dir.join("core"), dir.join("core.gz"), dir.join("core.zst")].into_iter().find(|p| p.is_file()) else { continue };
                 if !dir.join(oracle).is_file() {
                     continue;
                 }

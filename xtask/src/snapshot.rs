@@ -75,10 +75,9 @@ pub fn run(args: Args) -> Result<()> {
                 continue;
             }
             for dir in sorted_dirs(&sample) {
-                let core = dir.join("core.gz");
-                if !core.is_file() {
+                let Some(core) = ["core.gz", "core.zst"].iter().map(|n| dir.join(n)).find(|c| c.is_file()) else {
                     continue;
-                }
+                };
                 let tag = format!("dotnet.{sname}.{}", file_name(&dir));
                 let mut files: Vec<OsString> = vec!["--sysroot".into(), empty.clone().into()];
                 if !deploy {
