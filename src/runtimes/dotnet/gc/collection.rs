@@ -16,8 +16,8 @@
 //! runtime's thread (no managed `Thread`) whose stack holds its heap's `gc_heap` address, as
 //! the GC's thread function keeps it (inferred, and said so).
 
-use super::super::target::Target;
-use super::gcvars::GcVars;
+use crate::runtimes::dotnet::contract::target::Target;
+use crate::runtimes::dotnet::gc::gcvars::GcVars;
 
 /// How far from `current_c_gc_state` the GC's statics are looked at (they are one block in the
 /// runtime's data; 64 KiB each side, 16 Ki words).
