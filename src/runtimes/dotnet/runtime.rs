@@ -494,7 +494,16 @@ fn read_collection(c: &Context<'_>, r: &crate::runtimes::dotnet::threads::readin
     let mid_collection = vars.structures_invalid == Some(true);
     let background = vars.background_gc_state.is_some_and(|s| s != 2);
     let suspended = collectors.iter().any(|c| c.why == CollectorWhy::SuspendedRuntime);
-    let in_progress = suspended || background || mid_collection || !waiters.is_empty();
+    // A wait on a GC event is no collection by itself (an idle background GC thread waits for
+    // its start event): the runtime suspended for a GC, or a server heap's done event waited on
+    // (it is set whenever no GC runs), is.
+    let on_done_event = facts.locks.iter().filter(|l| event_locks.contains(&l.id) && !l.waiter_tids.is_empty()).any(|l| {
+        l.address.is_some_and(|a| events.iter().any(|e| e.cond == a.0 && matches!(e.place, gc::collection::EventPlace::Heap { .. })))
+    });
+    let in_progress = suspended || background || mid_collection || (vars.server && on_done_event && !waiters.is_empty());
+    if !in_progress {
+        return Some(Collection { server: vars.server, ..Collection::default() });
+    }
     // The events' locks: the GC's, held by the collector when the runtime records it.
     for l in facts.locks.iter_mut().filter(|l| event_locks.contains(&l.id)) {
         let place = l.address.and_then(|a| events.iter().find(|e| e.cond == a.0)).map(|e| e.place);
