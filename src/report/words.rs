@@ -241,6 +241,8 @@ pub(crate) fn native_lock_label(n: &NativeLock) -> String {
         }
         NativeLockType::PthreadRwlock => "pthread rwlock".into(),
         NativeLockType::PthreadCond => "pthread condition variable".into(),
+        NativeLockType::GcEvent { heap: Some(h), .. } => format!("the .NET GC's done event of heap {h} (a collection in progress)"),
+        NativeLockType::GcEvent { heap: None, .. } => "a .NET GC event (a collection in progress)".into(),
         NativeLockType::PosixSemaphore => "POSIX semaphore".into(),
         NativeLockType::PthreadJoin => "pthread_join".into(),
         NativeLockType::Family(name) => name.clone(),
@@ -271,7 +273,15 @@ pub(crate) fn owner_words(l: &LockFact) -> String {
         Owner::None if l.kind == LockKind::Task => {
             l.managed.as_ref().and_then(task_async_words).unwrap_or_else(|| "no owning thread: it completes when its work runs".to_string())
         }
-        Owner::None => "no owner (waiting to be signalled)".to_string(),
+        Owner::None => match l.native.as_ref().map(|n| &n.what) {
+            // A server GC's collection: its threads, all of which must finish.
+            Some(NativeLockType::GcEvent { collectors, .. }) if !collectors.is_empty() => {
+                let tids: Vec<String> = collectors.iter().map(u32::to_string).collect();
+                format!("run by the GC's threads {} (inferred; the wait ends when all finish)", tids.join(", "))
+            }
+            Some(NativeLockType::GcEvent { .. }) => "run by the GC's threads (not identified)".to_string(),
+            _ => "no owner (waiting to be signalled)".to_string(),
+        },
         Owner::Unknown { why } => format!("owner unknown: {why}"),
     }
 }

@@ -473,6 +473,10 @@ pub(crate) enum NativeLockType {
     PthreadMutex(MutexFacts),
     PthreadRwlock,
     PthreadCond,
+    /// One of the .NET GC's events (a condition variable the GC's state leads to): its waiters
+    /// wait for the collection; `heap` is the server GC heap whose done event it is, `collectors`
+    /// the threads that run the collection (a server GC's: every one must finish).
+    GcEvent { heap: Option<usize>, collectors: Vec<u32> },
     PosixSemaphore,
     PthreadJoin,
     /// A lock whose reader read nothing about it: the analyzers' name for its family (`label`
