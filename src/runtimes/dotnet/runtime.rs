@@ -48,6 +48,10 @@ pub(crate) struct DotnetRuntime<'p> {
     /// The heap graph left out because it would not fit the memory limit (for the verdict's
     /// limits), set by the report section.
     over_limit: OnceLock<Limit>,
+    /// What each thread's frames show it runs, and the stacks of the threads not idle (for the
+    /// tasks' and semaphores' inferred holders, once the heap gives the tasks), set by the locks'
+    /// merge.
+    work: OnceLock<(Vec<super::task_runners::ThreadWork>, Vec<super::task_runners::StackOf>)>,
 }
 
 /// What of the report's heap reading needs no stacks, read while they are walked: the walk
@@ -88,7 +92,7 @@ pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<D
         }
     });
     let runtime_file = super::locate::runtime_module(process).map(|m| (m.path.clone(), m.build_id_hex()));
-    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file, pool: OnceLock::new(), ahead: OnceLock::new(), graph: Mutex::new(None), memory_limit: OnceLock::new(), over_limit: OnceLock::new() })
+    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file, pool: OnceLock::new(), ahead: OnceLock::new(), graph: Mutex::new(None), memory_limit: OnceLock::new(), over_limit: OnceLock::new(), work: OnceLock::new() })
 }
 
 impl<'p> DotnetRuntime<'p> {
@@ -246,6 +250,14 @@ impl RuntimeLocks for DotnetRuntime<'_> {
                         idle::set_idle(t.tid, state, w, all_locks);
                     }
                 }
+                let work = threads.iter().filter_map(|t| super::task_runners::thread_work(t.tid, t.registers.sp(), &t.frames)).collect();
+                let stacks = threads
+                    .iter()
+                    .zip(waits.iter())
+                    .filter(|(_, w)| !w.state.is_idle())
+                    .map(|(t, _)| super::task_runners::StackOf { tid: t.tid, sp: t.registers.sp() })
+                    .collect();
+                let _ = self.work.set((work, stacks));
                 RuntimeWaits { threads: names, worker_pool }
             }
             (DotnetReading::Unsupported { why, .. }, _) => {
@@ -336,6 +348,16 @@ impl Runtime for DotnetRuntime<'_> {
                     self.pool_reading().and_then(|p| p.queues.as_ref().ok()).map(|q| q.items.iter().map(|i| i.object).collect());
                 let timer_queue = self.pool_reading().and_then(|p| p.timer_queue());
                 super::async_waits::link(&report.async_stacks, &gc.semaphores, queued.as_ref(), timer_queue, facts);
+                // Who runs the tasks and holds the semaphores nothing records a holder of.
+                if let Some((work, stacks)) = self.work.get() {
+                    super::task_runners::tie_tasks(c.process, work, &mut facts.locks);
+                    super::task_runners::tie_semaphores(c.process, stacks, &mut facts.locks);
+                    super::static_holders::name_statics_of_waits(c, &gc, &mut facts.locks);
+                    if let Some(p) = self.pool_reading() {
+                        let queued: Vec<&str> = p.types.iter().map(|t| t.name.as_str()).collect();
+                        super::task_runners::queued_release(&queued, work, &mut facts.locks);
+                    }
+                }
             }
         }
         let gc_stalled = report.gc.as_ref().is_some_and(|g| g.stalled);
