@@ -74,6 +74,16 @@
 #                                                 that never complete; Main blocks in GetResult on one of them)
 #   semaphore_async    heap                       createdump --withheap PID (a SemaphoreSlim held by an async flow;
 #                                                 3 WaitAsync flows and 2 threads in Wait() wait for it)
+#   task_cycle         heap                       createdump --withheap PID (a three-party deadlock: a thread holds a
+#                                                 SemaphoreSlim and Task.Wait()s a task whose MoveNext runs on a pool
+#                                                 worker blocked on a Monitor held by a thread in the semaphore's Wait())
+#   parallel_barrier   heap                       createdump --withheap PID (Parallel.For(0, 6) on a pool of max 3, each
+#                                                 body in Barrier(6).SignalAndWait(): the replicas that would arrive
+#                                                 are queued behind the blocked workers)
+#   redis_pool         heap                       createdump --withheap PID (StackExchange.Redis 2.8.16 against a
+#                                                 redis-server this script starts on a free 127.0.0.1 port; a pool of
+#                                                 max 4, 12 work items block on StringGetAsync().Result or StringGet;
+#                                                 the socket engine's work item is queued behind them)
 #   aspnet_pool        deadlock starved nolock    an ASP.NET Core minimal API under an in-process load (one thread,
 #                      healthy                    raw sockets to its own 127.0.0.1 port), createdump --withheap PID:
 #                                                 the pool at max 12 with every worker blocked (a lock + .Result on
@@ -166,6 +176,7 @@ ALL_JOBS=(
   gc_stall/workstation gc_stall/server gc_stall/routine
   async_tcs/heap semaphore_async/heap
   cache_leak/heap mres_continuation/heap
+  task_cycle/heap parallel_barrier/heap redis_pool/heap
   self_contained/heap single_file/heap net9_abba/heap net9_heap/heap runtime_10_0_15/heap
   net8_abba/heap net8_heap/heap net8_sync_over_async/heap net8_gc_oom/heap
   orleans_silo/heap orleans_silo/again
@@ -463,6 +474,22 @@ sos_exceptions() {  # sos_exceptions CORE SOSDIR
   return 0
 }
 
+# dumpstackobjects of every managed thread, each block headed `### OSID <hex> <name-less>`:
+# the objects each frame's stack slots refer to (what a semaphore's holder keeps on its stack).
+sos_dso() {  # sos_dso CORE OUT
+  local core="$1" out="$2" tmp ids cmds=() i
+  tmp="$(mktemp -d)"
+  sos "$core" "$tmp/threads" "clrthreads"
+  # clrthreads rows: DBG ID OSID ThreadOBJ ...; DBG is a decimal or XXXX (dead).
+  ids="$(awk '$1 ~ /^[0-9]+$/ && $3 ~ /^[0-9a-f]+$/ && length($4) >= 12 {print $3}' "$tmp/threads")"
+  : >"$out"
+  for i in $ids; do
+    sos "$core" "$tmp/dso" "setthread -t $((0x$i))" "dso"
+    { echo "### OSID $i"; grep -vE '^(Loading core dump|Ready to process)' "$tmp/dso"; } >>"$out"
+  done
+  rm -rf "$tmp"
+}
+
 oracle() {  # oracle SAMPLE DIR
   local sample="$1" dir="$2" core="$2/core"
   if [[ -z "$DOTNET_DUMP" ]]; then
@@ -522,6 +549,21 @@ oracle() {  # oracle SAMPLE DIR
       sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks"
       sos_fields "$core" "$dir/sos/semaphores.txt" System.Private.CoreLib.dll System.Threading.SemaphoreSlim \
         m_currentCount m_maxCount m_waitCount m_countOfWaitersPulsedToWake m_lockObjAndDisposed m_asyncHead m_asyncTail ;;
+    task_cycle)
+      sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks"
+      sos_fields "$core" "$dir/sos/semaphores.txt" System.Private.CoreLib.dll System.Threading.SemaphoreSlim \
+        m_currentCount m_maxCount m_waitCount m_countOfWaitersPulsedToWake m_lockObjAndDisposed m_asyncHead m_asyncTail
+      sos_dso "$core" "$dir/sos/dso.txt" ;;
+    parallel_barrier)
+      sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue"
+      sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks"
+      sos_fields "$core" "$dir/sos/barriers.txt" System.Threading.dll System.Threading.Barrier \
+        _currentTotalCount _currentPhase _actionCallerID _disposed _oddEvent _evenEvent
+      sos_dso "$core" "$dir/sos/dso.txt" ;;
+    redis_pool)
+      sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue"
+      sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks"
+      sos "$core" "$dir/sos/clrstack-all-params.txt" "clrstack -all -p" ;;
     failfast)
       sos "$core" "$dir/sos/crashinfo.txt" "crashinfo" ;;
     gc_stall)
@@ -601,7 +643,7 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
            unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime heap_growth heap_graph \
            pool_queue orleans_silo timed_waits aspnet_pool \
-           async_tcs semaphore_async cache_leak mres_continuation gc_stall; do
+           async_tcs semaphore_async cache_leak mres_continuation gc_stall task_cycle parallel_barrier redis_pool; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }
   done
@@ -852,6 +894,16 @@ run_job() {  # run_job SAMPLE KIND
     */triage) flags="--triage" ;;
     *) die "unknown kind $kind" ;;
   esac
+  if [[ "$sample" == redis_pool ]]; then
+    # A redis-server of our own on a free port, killed with the sample (PIDS).
+    local port
+    port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no >"$dir/redis-server.log" 2>&1 &
+    PIDS+=("$!")
+    wait_for 30 redis-cli -p "$port" ping >/dev/null 2>&1 || die "redis-server did not start on port $port"
+    args=("$port")
+    how="$CREATEDUMP -f $dir/core --withheap PID (a redis-server on 127.0.0.1:$port)"
+  fi
   [[ -z "$how" ]] && how="$createdump -f $dir/core $flags PID"
   log "$sample/$kind: starting"
   # Own cwd, no kernel core (FailFast aborts the process after createdump).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pack-dumps.sh — copy the committed subset of make-dumps.sh's output into
-# samples/dotnet/dumps/: gzip -9 cores (zstd -19 --long=27 for ZSTD_JOBS), their oracle text, the sample's own
+# samples/dotnet/dumps/: gzip -9 cores (zstd -19 --long=27 for ZSTD_JOBS, the newer ones), their oracle text, the sample's own
 # assemblies, and the runtime files needed to read the dumps without .NET.
 #
 # Usage: samples/dotnet/pack-dumps.sh [SRC] [DEST]
@@ -46,9 +46,11 @@ COMMITTED=(
   gc_stall/workstation
   gc_stall/server
   gc_stall/routine
+  task_cycle/heap
+  parallel_barrier/heap
 )
 # Packed with zstd -19 --long=27 as core.zst (a fifth smaller than gzip -9; knot reads it as it is).
-ZSTD_JOBS=" gc_stall/workstation gc_stall/server gc_stall/routine "
+ZSTD_JOBS=" gc_stall/workstation gc_stall/server gc_stall/routine task_cycle/heap parallel_barrier/heap "
 if [[ -n "${ONLY:-}" ]]; then
   read -r -a COMMITTED <<<"$ONLY"
 fi

@@ -51,6 +51,10 @@ pub(crate) struct DotnetRuntime<'p> {
     /// The collection in progress and who waits for it, read with the locks (the verdict and the
     /// report section use it).
     collection: OnceLock<Option<gc::collection::Collection>>,
+    /// What each thread's frames show it runs, and the stacks of the threads not idle (for the
+    /// tasks' and semaphores' inferred holders, once the heap gives the tasks), set by the locks'
+    /// merge.
+    work: OnceLock<(Vec<crate::runtimes::dotnet::tasks::task_runners::ThreadWork>, Vec<crate::runtimes::dotnet::tasks::task_runners::StackOf>)>,
 }
 
 /// What of the report's heap reading needs no stacks, read while they are walked: the walk
@@ -91,7 +95,7 @@ pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<D
         }
     });
     let runtime_file = crate::runtimes::dotnet::contract::locate::runtime_module(process).map(|m| (m.path.clone(), m.build_id_hex()));
-    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file, pool: OnceLock::new(), ahead: OnceLock::new(), graph: Mutex::new(None), memory_limit: OnceLock::new(), over_limit: OnceLock::new(), collection: OnceLock::new() })
+    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file, pool: OnceLock::new(), ahead: OnceLock::new(), graph: Mutex::new(None), memory_limit: OnceLock::new(), over_limit: OnceLock::new(), collection: OnceLock::new(), work: OnceLock::new() })
 }
 
 impl<'p> DotnetRuntime<'p> {
@@ -252,6 +256,14 @@ impl RuntimeLocks for DotnetRuntime<'_> {
                         idle::set_idle(t.tid, state, w, all_locks);
                     }
                 }
+                let work = threads.iter().filter_map(|t| crate::runtimes::dotnet::tasks::task_runners::thread_work(t.tid, t.registers.sp(), &t.frames)).collect();
+                let stacks = threads
+                    .iter()
+                    .zip(waits.iter())
+                    .filter(|(_, w)| !w.state.is_idle())
+                    .map(|(t, _)| crate::runtimes::dotnet::tasks::task_runners::StackOf { tid: t.tid, sp: t.registers.sp() })
+                    .collect();
+                let _ = self.work.set((work, stacks));
                 RuntimeWaits { threads: names, worker_pool }
             }
             (DotnetReading::Unsupported { why, .. }, _) => {
@@ -342,6 +354,16 @@ impl Runtime for DotnetRuntime<'_> {
                     self.pool_reading().and_then(|p| p.queues.as_ref().ok()).map(|q| q.items.iter().map(|i| i.object).collect());
                 let timer_queue = self.pool_reading().and_then(|p| p.timer_queue());
                 crate::runtimes::dotnet::tasks::async_waits::link(&report.async_stacks, &gc.semaphores, queued.as_ref(), timer_queue, facts);
+                // Who runs the tasks and holds the semaphores nothing records a holder of.
+                if let Some((work, stacks)) = self.work.get() {
+                    crate::runtimes::dotnet::tasks::task_runners::tie_tasks(c.process, work, &mut facts.locks);
+                    crate::runtimes::dotnet::tasks::task_runners::tie_semaphores(c.process, stacks, &mut facts.locks);
+                    crate::runtimes::dotnet::threads::static_holders::name_statics_of_waits(c, &gc, &mut facts.locks);
+                    if let Some(p) = self.pool_reading() {
+                        let queued: Vec<&str> = p.types.iter().map(|t| t.name.as_str()).collect();
+                        crate::runtimes::dotnet::tasks::task_runners::queued_release(&queued, work, &mut facts.locks);
+                    }
+                }
             }
         }
         if let (Some(g), Some(Some(c)), Some(heap)) = (report.gc.as_mut(), self.collection.get(), report.heap.as_ref()) {

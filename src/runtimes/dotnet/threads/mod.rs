@@ -13,6 +13,7 @@
 //! link's address minus the `LinkNext` offset. The walk stops at a null link, at a repeat, or at
 //! `MAX_THREADS`.
 
+pub(crate) mod barriers;
 pub(crate) mod blocking;
 pub(crate) mod idle;
 pub(crate) mod locks;

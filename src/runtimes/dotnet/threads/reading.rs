@@ -65,6 +65,8 @@ pub(crate) struct RuntimeReading {
     pub waits: Vec<MonitorWait>,
     /// Monitor.Waits that are waits on a task (`Task.Wait`, `Result`), with the task.
     pub(crate) task_waits: Vec<crate::runtimes::dotnet::tasks::TaskWait>,
+    /// Monitor.Waits that are waits in `Barrier.SignalAndWait`, with the Barrier.
+    pub(crate) barrier_waits: Vec<super::barriers::BarrierWait>,
     /// The sync block table's size, when it was read.
     pub sync_table: Option<SyncTableSummary>,
     /// Whether monitors could be read for this build, and from which facts.
@@ -232,9 +234,12 @@ pub(crate) fn read_runtime(runtime: &Context<'_>, all_facts: Result<&[BuildFacts
             (Vec::new(), Vec::new(), None)
         }
     };
-    let task_waits = match build {
-        Some(b) => crate::runtimes::dotnet::tasks::task_waits(process, &t, &b.layout, &namer, &threads, &waits),
-        None => Vec::new(),
+    let (task_waits, barrier_waits) = match build {
+        Some(b) => (
+            crate::runtimes::dotnet::tasks::task_waits(process, &t, &b.layout, &namer, &threads, &waits),
+            super::barriers::barrier_waits(process, &t, &b.layout, &namer, &threads, &waits),
+        ),
+        None => (Vec::new(), Vec::new()),
     };
     let diagnostics = reader.into_diagnostics();
     DotnetReading::Runtime(Box::new(RuntimeReading {
@@ -246,6 +251,7 @@ pub(crate) fn read_runtime(runtime: &Context<'_>, all_facts: Result<&[BuildFacts
         monitors,
         waits,
         task_waits,
+        barrier_waits,
         sync_table,
         monitor_support,
         diagnostics,
