@@ -517,6 +517,32 @@ fn a_dotnet_9_heap_population_reads_as_sos_with_no_files() {
     assert!(warnings.is_empty(), "the runtime reading warned: {warnings:#?}");
 }
 
+#[test]
+fn a_dotnet_9_heaps_static_roots_are_named_by_their_fields_as_sos_dumpclass_lists_them() {
+    // 9.0's descriptor has no statics; descriptor-9.0.toml adds MethodTable.AuxiliaryData and
+    // DynamicStaticsInfo. SOS dumpclass (9.0.23 pack's DAC) lists Program's statics and their
+    // objects; each of those objects that knot shows as a top holder is rooted by that field.
+    let sample = "net9_heap";
+    let r = report(&deploy_dir(sample).join("core.gz"), no_files());
+    let statics: Vec<(String, String)> = sos(sample, "program-statics.txt")
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() >= 3 && w[w.len() - 3] == "static").then(|| (format!("0x{}", w[w.len() - 2]), w[w.len() - 1].to_string()))
+        })
+        .collect();
+    assert_eq!(statics.len(), 8, "dumpclass lists Program's 8 statics");
+    let holders = r["dotnet"]["heap"]["dominators"].as_array().expect("the heap's top holders");
+    let mut named = Vec::new();
+    for (address, field) in &statics {
+        if let Some(h) = holders.iter().find(|h| h["address"].as_str() == Some(address.as_str())) {
+            assert_eq!(h["root"]["name"], format!("the static field Program.{field}"), "{address}: {h}");
+            named.push(field.clone());
+        }
+    }
+
+}
+
 /// `clrstack -all`'s managed frames per OS thread: `Name(Signature)`, the source position cut
 /// (transition Frames, `[Kind: address]`, are not methods).
 fn clrstack_methods(sample: &str) -> std::collections::BTreeMap<u64, Vec<String>> {
