@@ -106,7 +106,7 @@ pub(crate) struct SegmentWalk {
 pub(crate) struct WantedType {
     /// The `Module` its MethodTables point at.
     pub(crate) module: u64,
-    /// Its TypeDef's row (`MTFlags2 >> 8`).
+    /// Its TypeDef's row (`types::objects::type_def_rid`).
     pub(crate) rid: u32,
 }
 
@@ -134,8 +134,8 @@ pub(crate) fn derives_from(t: &Target, mt: u64, wanted: WantedType) -> bool {
         if at == 0 {
             return false;
         }
-        let (Ok(flags2), Ok(module)) = (t.field_u32(at, "MethodTable", "MTFlags2"), t.field_ptr(at, "MethodTable", "Module")) else { return false };
-        if flags2 >> 8 == wanted.rid && module == wanted.module {
+        let (Ok(rid), Ok(module)) = (crate::runtimes::dotnet::types::objects::type_def_rid(t, at), t.field_ptr(at, "MethodTable", "Module")) else { return false };
+        if rid == wanted.rid && module == wanted.module {
             return true;
         }
         match t.field_ptr(at, "MethodTable", "ParentMethodTable") {
@@ -157,7 +157,7 @@ fn wanted_kind(t: &Target, wanted: &[WantedType], mt: u64, shape: &TypeShape) ->
         if at == 0 {
             return None;
         }
-        let rid = t.field_u32(at, "MethodTable", "MTFlags2").ok()? >> 8;
+        let rid = crate::runtimes::dotnet::types::objects::type_def_rid(t, at).ok()?;
         let module = t.field_ptr(at, "MethodTable", "Module").ok()?;
         if let Some(i) = wanted.iter().position(|w| w.rid == rid && w.module == module) {
             return u8::try_from(i).ok();

@@ -185,6 +185,11 @@ pub(crate) fn deref_handle(t: &Target, handle: u64) -> Result<u64> {
 }
 
 fn alloc_context(t: &Target, thread: u64) -> Result<(u64, u64)> {
+    // .NET 8 keeps it in the Thread itself.
+    if t.has_field("Thread", "AllocContext") {
+        let ctx = thread.wrapping_add(t.offset("Thread", "AllocContext")?);
+        return Ok((t.field_ptr(ctx, "GCAllocContext", "Pointer")?, t.field_ptr(ctx, "GCAllocContext", "Limit")?));
+    }
     let locals = t.field_ptr(thread, "Thread", "RuntimeThreadLocals")?;
     if locals == 0 {
         return Ok((0, 0));
