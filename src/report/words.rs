@@ -991,6 +991,9 @@ impl std::fmt::Display for Inference {
             Inference::HoldsSemaphore { stack_slot } => {
                 write!(f, "the only thread, not waiting for it, whose stack holds the SemaphoreSlim (at {stack_slot:#x}): past Wait(), inside the code it guards")
             }
+            Inference::ServerGcThread { index, heap } => {
+                write!(f, "a server GC thread: a runtime thread whose stack holds heap {index}'s gc_heap ({heap:#x}), as the GC's thread function keeps it")
+            }
         }
     }
 }

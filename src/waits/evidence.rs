@@ -130,6 +130,9 @@ pub enum Inference {
     /// The only thread, not waiting for the SemaphoreSlim, whose stack holds it (at
     /// `stack_slot`): past `Wait()`, inside the code it guards.
     HoldsSemaphore { stack_slot: u64 },
+    /// A server GC thread: a runtime thread (no managed `Thread`) whose stack holds server heap
+    /// `index`'s `gc_heap` (at `heap`), as the GC's thread function keeps it.
+    ServerGcThread { index: usize, heap: u64 },
 }
 
 /// A thread offered as a reader of a read-held lock (`Owner::Readers`).

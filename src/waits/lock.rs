@@ -385,14 +385,12 @@ pub struct ManagedLock {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub async_waiters: Vec<AsyncWaiter>,
     /// For a Monitor.Wait inside `Barrier.SignalAndWait`: the Barrier its waiters signalled.
-    // Not in the v1 schema (which lets objects have more fields): it joins v2's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(skip)]
     pub barrier: Option<BarrierFacts>,
     /// Work queued to the thread pool that would end this wait, inferred: no thread holds it,
     /// and what would release it waits in the pool's queue (a socket event, a Parallel replica).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(skip)]
+    #[schemars(with = "Option<String>")]
     pub released_by_queued: Option<QueuedRelease>,
 }
 

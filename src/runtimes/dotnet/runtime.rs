@@ -490,7 +490,9 @@ fn caught<T>(read: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
 /// (see [`gc::collection`]); the GC events' locks are named for the GC and, in a workstation GC,
 /// owned by the thread that collects. `None` when the GC's state cannot be read.
 fn read_collection(c: &Context<'_>, r: &crate::runtimes::dotnet::threads::reading::RuntimeReading, threads: &[ThreadInput<'_>], facts: &mut WaitFacts) -> Option<gc::collection::Collection> {
-    use crate::waits::{LockKind, NativeLock, NativeLockType, Owner};
+    use crate::waits::evidence::Inference;
+    use crate::waits::lock::Holder;
+    use crate::waits::{LockKind, NativeLock, NativeLockType, Owner, Release};
     use gc::collection::{Collection, Collector, CollectorWhy, StackTop};
     let t = c.target();
     let build = gc::build_facts(c).ok()?;
@@ -537,6 +539,16 @@ fn read_collection(c: &Context<'_>, r: &crate::runtimes::dotnet::threads::readin
         if let [Collector { tid, why: CollectorWhy::SuspendedRuntime }] = collectors.as_slice() {
             l.owner = Owner::Known { tid: *tid };
             l.owner_tid = Some(*tid);
+        } else {
+            // The server GC's threads: the collection ends when every one of them is done.
+            l.holders = collectors
+                .iter()
+                .map(|c| match c.why {
+                    CollectorWhy::SuspendedRuntime => Holder::known(c.tid),
+                    CollectorWhy::ServerGcThread { index, heap } => Holder::inferred(c.tid, Inference::ServerGcThread { index, heap }),
+                })
+                .collect();
+            l.release = (!l.holders.is_empty()).then_some(Release::All);
         }
     }
     Some(Collection { server: vars.server, in_progress, collectors, waiters, events, mid_collection })
