@@ -520,27 +520,94 @@ fn a_dotnet_9_heap_population_reads_as_sos_with_no_files() {
 #[test]
 fn a_dotnet_9_heaps_static_roots_are_named_by_their_fields_as_sos_dumpclass_lists_them() {
     // 9.0's descriptor has no statics; descriptor-9.0.toml adds MethodTable.AuxiliaryData and
-    // DynamicStaticsInfo. SOS dumpclass (9.0.23 pack's DAC) lists Program's statics and their
-    // objects; each of those objects that knot shows as a top holder is rooted by that field.
-    let sample = "net9_heap";
-    let r = report(&deploy_dir(sample).join("core.gz"), no_files());
+    // DynamicStaticsInfo.
+    static_roots_are_named_as_sos_dumpclass_lists_them("net9_heap", "core.gz");
+}
+
+#[test]
+fn a_dotnet_8_heaps_static_roots_are_named_by_their_fields_as_sos_dumpclass_lists_them() {
+    // 8.0 keeps a class's statics in its module's DomainLocalModule (descriptor-8.0.toml:
+    // Module.DomainLocalModule, DomainLocalModule.GCStatics), and its EEClass's counts are
+    // "packable" fields after the class's fixed ones (EEClassPackedFields).
+    static_roots_are_named_as_sos_dumpclass_lists_them("net8_heap", "core.zst");
+}
+
+/// SOS dumpclass (the pack's DAC) lists heap_population's Program's 8 statics and their objects
+/// (`sos/program-statics.txt`); each of those objects that knot shows as a top holder is rooted
+/// by that field, and the largest ones (the LOH array `Big`, the collections `Orders`,
+/// `Customers`, `Buckets`) are top holders.
+fn static_roots_are_named_as_sos_dumpclass_lists_them(sample: &str, core: &str) {
+    let r = report(&deploy_dir(sample).join(core), no_files());
     let statics: Vec<(String, String)> = sos(sample, "program-statics.txt")
         .lines()
         .filter_map(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
-            (w.len() >= 3 && w[w.len() - 3] == "static").then(|| (format!("0x{}", w[w.len() - 2]), w[w.len() - 1].to_string()))
+            (w.len() >= 3 && w[w.len() - 3] == "static").then(|| (format!("{:#x}", u64::from_str_radix(w[w.len() - 2], 16).expect("hex")), w[w.len() - 1].to_string()))
         })
         .collect();
-    assert_eq!(statics.len(), 8, "dumpclass lists Program's 8 statics");
+    assert_eq!(statics.len(), 8, "{sample}: dumpclass lists Program's 8 statics");
     let holders = r["dotnet"]["heap"]["dominators"].as_array().expect("the heap's top holders");
     let mut named = Vec::new();
     for (address, field) in &statics {
         if let Some(h) = holders.iter().find(|h| h["address"].as_str() == Some(address.as_str())) {
-            assert_eq!(h["root"]["name"], format!("the static field Program.{field}"), "{address}: {h}");
-            named.push(field.clone());
+            assert_eq!(h["root"]["name"], format!("the static field Program.{field}"), "{sample}: {address}: {h}");
+            named.push(field.as_str());
         }
     }
+    for field in ["Big", "Orders", "Customers", "Buckets"] {
+        assert!(named.contains(&field), "{sample}: Program.{field} is no top holder: {named:?}");
+    }
+}
 
+/// `threadpool`'s counters (`Workers Total:    8`, `CPU utilization:  0%`) by name.
+fn sos_pool_counters(sample: &str) -> std::collections::BTreeMap<String, u64> {
+    sos(sample, "threadpool.txt")
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter_map(|(k, v)| v.trim().trim_end_matches('%').parse().ok().map(|n| (k.trim().to_string(), n)))
+        .collect()
+}
+
+/// `threadpool -stat`'s rows: (MethodTable, count, name).
+fn sos_pool_item_types(sample: &str) -> Vec<(u64, u64, String)> {
+    let text = sos(sample, "threadpool-stat.txt");
+    let rows = text.lines().skip_while(|l| !l.trim_start().starts_with("MT ")).skip(1).take_while(|l| !l.starts_with("Total "));
+    let mut out: Vec<(u64, u64, String)> = rows
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() >= 4).then(|| (u64::from_str_radix(w[0], 16).expect("MT"), w[1].replace(',', "").parse().expect("count"), w[3..].join(" ")))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn a_dotnet_8_thread_pool_reads_its_counters_and_queue_as_sos_threadpool() {
+    // 8.0.34: PortableThreadPool.ThreadPoolInstance and ThreadPool.s_workQueue are CoreLib statics
+    // in its DomainLocalModule; WorkStealingQueueList's field is `_queues` (9.0: s_queues).
+    let sample = "net8_sync_over_async";
+    let r = report(&deploy_dir(sample).join("core.zst"), no_files());
+    assert_eq!(r["dotnet"]["runtime_version"], "8.0.34");
+    let tp = &r["dotnet"]["thread_pool"];
+    let sos = sos_pool_counters(sample);
+    for (field, name) in [("workers_total", "Workers Total"), ("workers_running", "Workers Running"), ("workers_idle", "Workers Idle"), ("min_workers", "Worker Min Limit"), ("max_workers", "Worker Max Limit"), ("cpu_utilization", "CPU utilization")] {
+        assert_eq!(tp[field].as_u64(), Some(sos[name]), "{name}: knot's {tp}");
+    }
+    let want = sos_pool_item_types(sample);
+    assert_eq!(want.iter().map(|w| w.1).sum::<u64>(), 16, "threadpool -stat's Total");
+    let mut got: Vec<(u64, u64, String)> = tp["work_item_types"]
+        .as_array()
+        .expect("work_item_types")
+        .iter()
+        .map(|t| (u64::from_str_radix(t["method_table"].as_str().expect("mt").trim_start_matches("0x"), 16).expect("hex"), t["count"].as_u64().expect("count"), t["name"].as_str().expect("name").to_string()))
+        .collect();
+    got.sort();
+    assert_eq!(got, want, "queued work items by type");
+    assert_eq!(tp["queued_work_items"].as_u64(), Some(16));
+    assert_eq!(tp["unavailable"], serde_json::json!([]), "nothing left unread");
+    // All 8 workers wait for tasks only a worker could run: the pool itself is the deadlock.
+    assert_eq!(r["verdict"], "deadlock");
 }
 
 #[test]

@@ -39,8 +39,8 @@ pub(crate) enum DotnetError {
     Metadata { at: u64, why: String },
     /// A class's statics were never allocated: its static constructor never ran, so its static
     /// fields hold their defaults (nothing was ever stored in them).
-    #[error("DynamicStaticsInfo at {at:#x}: {field} not allocated (the class's statics were never initialized)")]
-    StaticsNotInitialized { at: u64, field: &'static str },
+    #[error("{holder} at {at:#x}: {field} not allocated (the class's statics were never initialized)")]
+    StaticsNotInitialized { holder: &'static str, at: u64, field: &'static str },
 }
 
 impl DotnetError {

@@ -257,7 +257,9 @@ fn owners(s: &Statics, core: u64) -> BTreeMap<u64, u32> {
 
 fn local_queues(s: &Statics, core: u64) -> Result<Vec<u64>> {
     let list = s.class(core, WORK_STEALING_QUEUE_LIST)?;
-    let queues = s.static_object(list, "s_queues")?;
+    // .NET 8's CoreLib names the field `_queues` (9.0 renamed it).
+    let field = if s.own_fields(list).is_ok_and(|f| f.iter().any(|f| f.name == "_queues")) { "_queues" } else { "s_queues" };
+    let queues = s.static_object(list, field)?;
     if queues == 0 {
         return Ok(Vec::new());
     }

@@ -10,8 +10,9 @@
 //! - its statics (RuntimeTypeSystem: a MethodTable with `MTFlags2` DynamicStatics has a
 //!   `DynamicStaticsInfo` just before its `AuxiliaryData`, whose `GCStatics`/`NonGCStatics`,
 //!   masked by the `StaticsPointerMask` global, are the bases a static FieldDesc's offset is
-//!   from). Reference-typed statics and value types that are not primitives (boxed) live in the
-//!   GC statics, primitives in the non-GC statics.
+//!   from; .NET 8, before that rework, keeps them in the module's `DomainLocalModule`).
+//!   Reference-typed statics and value types that are not primitives (boxed) live in the GC
+//!   statics, primitives in the non-GC statics.
 //!
 //! A value-type field's own fields are reached through its type: the field's signature names a
 //! TypeDef of the same module, whose MethodTable the module's map gives. A thread static is read
@@ -21,6 +22,7 @@
 
 use crate::runtimes::dotnet::error::DotnetError;
 use crate::runtimes::dotnet::contract::facts::Layout;
+use crate::runtimes::dotnet::types::class_counts::{self, Count};
 use crate::runtimes::dotnet::types::objects::{self, TypeNamer};
 use crate::runtimes::dotnet::contract::target::{Result, Target};
 use std::cell::RefCell;
@@ -268,9 +270,9 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
         let l = self.l;
         let class = objects::ee_class(t, mt)?;
         let parent = t.field_ptr(mt, "MethodTable", "ParentMethodTable")?;
-        let instance = t.field_u16(class, "EEClass", "NumInstanceFields")? as u64;
-        let inherited = if parent == 0 { 0 } else { objects::ee_class(t, parent).and_then(|c| t.field_u16(c, "EEClass", "NumInstanceFields")).map_or(0, u64::from) };
-        let statics = t.field_u16(class, "EEClass", "NumStaticFields")? as u64;
+        let instance = class_counts::count(t, class, Count::InstanceFields)?;
+        let inherited = if parent == 0 { 0 } else { objects::ee_class(t, parent).and_then(|c| class_counts::count(t, c, Count::InstanceFields)).unwrap_or(0) };
+        let statics = class_counts::count(t, class, Count::StaticFields)?;
         let own = instance.saturating_sub(inherited) + statics;
         if own > MAX_FIELDS {
             return Err(DotnetError::TooMany { what: "FieldDescs of a class", at: mt, limit: MAX_FIELDS });
@@ -410,6 +412,9 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
 
     /// The statics base of `mt`: GC (references, boxed value types) or non-GC (primitives).
     pub(crate) fn statics_base(&self, mt: u64, gc: bool) -> Result<u64> {
+        if self.t.has_field("Module", "DomainLocalModule") {
+            return self.domain_local_statics_base(mt, gc);
+        }
         let t = self.t;
         let flags2 = t.field_u32(mt, "MethodTable", "MTFlags2")?;
         if flags2 & MT_FLAGS2_DYNAMIC_STATICS == 0 {
@@ -422,7 +427,43 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
         let mask = t.global("StaticsPointerMask")?;
         let base = raw & mask;
         if base == 0 {
-            return Err(DotnetError::StaticsNotInitialized { at: info, field });
+            return Err(DotnetError::StaticsNotInitialized { holder: "DynamicStaticsInfo", at: info, field });
+        }
+        Ok(base)
+    }
+
+    /// .NET 8's statics base of `mt` (before .NET 9 gave each class its own): a class that is
+    /// neither generic nor emitted keeps them in its module's `DomainLocalModule` — the GC
+    /// statics from `GCStatics` (slots of an array the module's loader allocator holds), the
+    /// others from the `DomainLocalModule` itself (a FieldDesc's offset counts the class-init
+    /// bytes at `DataBlob`). A class with a static constructor that never ran has none yet.
+    fn domain_local_statics_base(&self, mt: u64, gc: bool) -> Result<u64> {
+        let t = self.t;
+        let flags = u64::from(t.field_u32(mt, "MethodTable", "MTFlags")?);
+        if flags & t.global("MethodTableHasComponentSize")? == 0 && flags & t.global("MethodTableStaticsMask")? != 0 {
+            return Err(DotnetError::Invalid { what: "MethodTable", at: mt, why: "its statics are a generic instantiation's or an emitted class's (not read on .NET 8)".into() });
+        }
+        let module = t.field_ptr(mt, "MethodTable", "Module")?;
+        let local = t.field_ptr(module, "Module", "DomainLocalModule")?;
+        if local == 0 {
+            return Err(DotnetError::StaticsNotInitialized { holder: "Module", at: module, field: "DomainLocalModule" });
+        }
+        if u64::from(t.field_u32(mt, "MethodTable", "MTFlags2")?) & t.global("MethodTableHasCctor")? != 0 {
+            let rid = objects::type_def_rid(t, mt)?;
+            let Some(index) = u64::from(rid).checked_sub(1) else {
+                return Err(DotnetError::Invalid { what: "MethodTable", at: mt, why: "TypeDef row 0".into() });
+            };
+            let init = t.read_u8(local.wrapping_add(t.offset("DomainLocalModule", "DataBlob")?).wrapping_add(index), "class-init byte")?;
+            if u64::from(init) & t.global("ClassInitialized")? == 0 {
+                return Err(DotnetError::StaticsNotInitialized { holder: "DomainLocalModule", at: local, field: "the class's statics (its static constructor never ran)" });
+            }
+        }
+        if !gc {
+            return Ok(local);
+        }
+        let base = t.field_ptr(local, "DomainLocalModule", "GCStatics")?;
+        if base == 0 {
+            return Err(DotnetError::StaticsNotInitialized { holder: "DomainLocalModule", at: local, field: "GCStatics" });
         }
         Ok(base)
     }
@@ -446,7 +487,7 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
     /// declares no statics or its statics were never allocated).
     pub(crate) fn reference_static_fields(&self, mt: u64) -> Result<Vec<StaticField>> {
         let class = objects::ee_class(self.t, mt)?;
-        if self.t.field_u16(class, "EEClass", "NumStaticFields")? == 0 {
+        if class_counts::count(self.t, class, Count::StaticFields)? == 0 {
             return Ok(Vec::new());
         }
         let fields = self.own_fields_where(mt, |kind, element_type| kind == FieldKind::Static && element::is_reference(element_type))?;
