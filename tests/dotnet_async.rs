@@ -17,7 +17,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 fn dumps() -> Vec<Dump> {
-    common::dotnet_dumps("sos/dumpasync.txt")
+    common::dotnet_dumps_with_net8("sos/dumpasync.txt")
 }
 
 fn report(core: &Path, locator: &Locator) -> Value {

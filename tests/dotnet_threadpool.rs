@@ -21,7 +21,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 fn dumps() -> Vec<Dump> {
-    common::dotnet_dumps("sos/threadpool.txt")
+    common::dotnet_dumps_with_net8("sos/threadpool.txt")
 }
 
 fn analyze(d: &Dump) -> Report {

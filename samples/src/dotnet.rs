@@ -50,6 +50,31 @@ pub const DEPLOY_SAMPLES: &[&str] = &[
     "net8_gc_oom",
 ];
 
+/// .NET 8's deployment samples (8.0.34, self-contained), compared with SOS as the committed
+/// samples are by the tests that read [`net8_dumps`] beside [`dumps`].
+pub const NET8_SAMPLES: &[&str] = &["net8_abba", "net8_heap", "net8_sync_over_async", "net8_gc_oom"];
+
+/// `samples/dotnet/deploy-dumps`.
+pub fn deploy_root() -> PathBuf {
+    workspace_root().join("samples/dotnet/deploy-dumps")
+}
+
+/// The committed dumps of [`NET8_SAMPLES`] that have SOS's reading `oracle` beside them, read
+/// from the dump alone (an empty sysroot, no file: the runtime through knot's catalogue and
+/// data, the assemblies from the dump), sorted by sample.
+pub fn net8_dumps(oracle: &str) -> Vec<DotnetDump> {
+    let mut out = Vec::new();
+    for sname in NET8_SAMPLES {
+        for dir in subdirs(&deploy_root().join(sname)) {
+            let Some(core) = [dir.join("core"), dir.join("core.gz"), dir.join("core.zst")].into_iter().find(|p| p.is_file()) else { continue };
+            if dir.join(oracle).is_file() {
+                out.push(DotnetDump { sample: sname.to_string(), kind: file_name(&dir), core, dir, committed: true, search_dirs: Vec::new(), sysroot: Some(empty_sysroot()), aarch64: false });
+            }
+        }
+    }
+    out
+}
+
 /// `samples/dotnet/dumps`.
 pub fn committed_root() -> PathBuf {
     workspace_root().join("samples/dotnet/dumps")

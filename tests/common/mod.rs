@@ -144,7 +144,19 @@ pub struct DotnetDump {
 /// Every .NET dump with SOS's reading `oracle` (e.g. `sos/threadpool.txt`) beside it, committed
 /// and made here; none (with a message saying so) when there is no such dump.
 pub fn dotnet_dumps(oracle: &str) -> Vec<DotnetDump> {
-    let out: Vec<DotnetDump> = knot_samples::dotnet::dumps(oracle, true)
+    dumps_of(knot_samples::dotnet::dumps(oracle, true), oracle)
+}
+
+/// As [`dotnet_dumps`], then the committed .NET 8 dumps with `oracle` beside them, read from the
+/// dump alone (`knot_samples::dotnet::net8_dumps`).
+pub fn dotnet_dumps_with_net8(oracle: &str) -> Vec<DotnetDump> {
+    let mut all = knot_samples::dotnet::dumps(oracle, true);
+    all.extend(knot_samples::dotnet::net8_dumps(oracle));
+    dumps_of(all, oracle)
+}
+
+fn dumps_of(all: Vec<knot_samples::dotnet::DotnetDump>, oracle: &str) -> Vec<DotnetDump> {
+    let out: Vec<DotnetDump> = all
         .into_iter()
         .map(|d| DotnetDump {
             name: d.name(),

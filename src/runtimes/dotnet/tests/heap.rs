@@ -13,7 +13,7 @@ use crate::runtimes::dotnet::gc::{self, GcReading};
 use std::collections::BTreeMap;
 
 fn dumps() -> Vec<Dump> {
-    common::dotnet_dumps("sos/dumpheap-stat.txt")
+    common::dotnet_dumps_with_net8("sos/dumpheap-stat.txt")
 }
 
 fn loaded() -> &'static [(Dump, GcReading)] {
@@ -82,7 +82,12 @@ fn parse_dumpheap_stat(text: &str) -> (Vec<(u64, u64, u64, String)>, u64, u64) {
 #[test]
 fn heap_statistics_equal_sos_dumpheap_stat() {
     for (d, r) in loaded() {
-        let (rows, objects, bytes) = parse_dumpheap_stat(&oracle(d, "dumpheap-stat.txt"));
+        let text = oracle(d, "dumpheap-stat.txt");
+        if text.contains("not in a valid state for traversal") {
+            // SOS refused the heap (a dump taken mid-collection: gc_stall/routine): no rows to compare.
+            continue;
+        }
+        let (rows, objects, bytes) = parse_dumpheap_stat(&text);
         assert!(!rows.is_empty(), "{}: no rows in sos/dumpheap-stat.txt", d.name);
         let sos: BTreeMap<u64, (u64, u64, String)> = rows.iter().map(|(mt, c, b, n)| (*mt, (*c, *b, n.clone()))).collect();
         let knot: BTreeMap<u64, (u64, u64, String)> = r.stats.types.iter().map(|t| (t.method_table, (t.count, t.bytes, t.name.clone()))).collect();

@@ -33,7 +33,7 @@ fn loaded() -> &'static [(Dump, Process, DotnetReading)] {
 }
 
 fn dumps() -> Vec<Dump> {
-    common::dotnet_dumps("sos/clrthreads.txt")
+    common::dotnet_dumps_with_net8("sos/clrthreads.txt")
 }
 
 fn read_dump(d: &Dump) -> (Process, DotnetReading) {
@@ -213,6 +213,25 @@ fn parse_clrstack(text: &str) -> BTreeMap<u32, (Option<u64>, Vec<String>)> {
     out
 }
 
+/// The methods `clrstack -all` names on transition Frame lines, per OS thread: the FCALL a
+/// HelperMethodFrame is for (`[HelperMethodFrame_1OBJ: …] System.Threading.Monitor.ReliableEnter(…)`
+/// on .NET 8, where entering a monitor has no managed frame of its own).
+fn parse_clrstack_frame_methods(text: &str) -> BTreeMap<u32, Vec<String>> {
+    let mut out: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    let mut cur = None;
+    for line in text.lines() {
+        if let Some(t) = line.trim().strip_prefix("OS Thread Id: ") {
+            cur = Some(hex(t.split_whitespace().next().unwrap_or("0")) as u32);
+            continue;
+        }
+        let (Some(tid), Some((_, method))) = (cur, line.split_once("] ")) else { continue };
+        if line.split_whitespace().nth(2).is_some_and(|site| site.starts_with('[')) {
+            out.entry(tid).or_default().push(method.trim().to_string());
+        }
+    }
+    out
+}
+
 /// `locks.txt`: `object ADDR _owningThreadId=0x.. _state=0x.. _recursionCount=0x..`.
 fn parse_lock_fields(text: &str) -> Vec<(u64, u32, u32, u32)> {
     text.lines()
@@ -370,9 +389,11 @@ fn waits_match_the_stacks_sos_shows() {
         let r = runtime(d, reading);
         let Some(text) = oracle(d, "clrstack-all.txt") else { continue };
         let stacks = parse_clrstack(&text);
+        let fcalls = parse_clrstack_frame_methods(&text);
         for (tid, (_, methods)) in &stacks {
             let top: Vec<&str> = methods.iter().take(3).map(String::as_str).collect();
-            let expect = if top.iter().any(|m| m.starts_with("System.Threading.Monitor.Enter") || m.starts_with("System.Threading.Monitor.ReliableEnter")) {
+            let in_fcall = |m: &str| fcalls.get(tid).is_some_and(|f| f.iter().any(|f| f.starts_with(m)));
+            let expect = if top.iter().any(|m| m.starts_with("System.Threading.Monitor.Enter") || m.starts_with("System.Threading.Monitor.ReliableEnter")) || in_fcall("System.Threading.Monitor.ReliableEnter") {
                 Some(BlockingKind::MonitorEnter)
             } else if top.iter().any(|m| m.starts_with("System.Threading.Monitor.Wait")) {
                 Some(BlockingKind::MonitorWait)
