@@ -27,7 +27,8 @@ pub(crate) enum Limit {
     /// The .NET runtime was read, but knot has no per-build facts for its monitors' layout.
     DotnetMonitors { version: String, why: String },
     /// The .NET runtime's data could not be read at all.
-    DotnetRuntime { version: String, why: String, path: Option<String>, build_id: Option<String> },
+    /// `file_would_help`: only the runtime's file, not at hand, kept its descriptor from knot.
+    DotnetRuntime { version: String, why: String, path: Option<String>, build_id: Option<String>, file_would_help: bool },
     /// A single-file app whose managed metadata the dump lacks: its assemblies (CoreLib's among
     /// them) are bundled in the executable, whose pages a heap dump does not hold, so types and
     /// managed frames are unnamed (threads, monitors, owners and cycles are read).

@@ -771,13 +771,17 @@ pub(crate) fn verdict_limit(l: &Limit) -> VerdictLimit {
             fix: format!("a runtime build knot has facts for (analyzers/dotnet/coreclr-*.toml lists them); {version} has none"),
             short: "the .NET monitors".into(),
         },
-        Limit::DotnetRuntime { version, why, path, build_id } => {
+        Limit::DotnetRuntime { version, why, path, build_id, file_would_help } => {
             let path = path.as_deref().unwrap_or("libcoreclr.so");
             let build = build_id.as_deref().map(|b| format!(" (build-id {b})")).unwrap_or_default();
             VerdictLimit {
                 missing: format!("the .NET runtime's data (CoreCLR {version}: {})", why.strip_prefix(&format!("runtime reader unsupported: {version}: ")).unwrap_or(why)),
                 hides: "managed frames, Monitors and Locks with their owners, managed waits and the thread pool: a managed deadlock, contention or starvation cannot be seen".into(),
-                fix: format!("--search-dir DIR holding this dump's libcoreclr.so{build}, or --sysroot DIR (DIR{path})"),
+                fix: if *file_would_help {
+                    format!("--search-dir DIR holding this dump's libcoreclr.so{build}, or --sysroot DIR (DIR{path})")
+                } else {
+                    format!("none that a file gives: knot has no layouts for CoreCLR {version} (it reads .NET 9 and later through the descriptor the runtime carries, and the .NET 8 builds analyzers/dotnet/descriptor-8.0.toml lists)")
+                },
                 short: "the .NET runtime's data".into(),
             }
         }
@@ -1346,6 +1350,33 @@ pub fn dump_not_permitted(version: &str, err: &std::io::Error, owner: FileOwner,
         "knot {version} cannot read this dump: {err}. It is owned by uid {} (gid {}), mode {:04o}; knot runs as uid {uid} (gid {gid}). Kernel core files are created mode 0600, owned by the uid of the process that crashed: run knot as that uid (securityContext.runAsUser: {}), {fs_group}; or run knot as root with the dump volume mounted read-only. Not tried again until the dump changes.",
         owner.uid, owner.gid, owner.mode, owner.uid
     )
+}
+
+#[cfg(test)]
+mod runtime_limit_tests {
+    use super::*;
+
+    /// A runtime knot recognises but cannot read is named with its version and what is not
+    /// read; the runtime's file is the fix only where it would help.
+    #[test]
+    fn an_unread_runtime_says_its_version_and_offers_its_file_only_where_it_helps() {
+        let said = |file_would_help| {
+            verdict_limit(&Limit::DotnetRuntime {
+                version: "8.0.5".into(),
+                why: "runtime reader unsupported: 8.0.5: libcoreclr.so exports no DotNetRuntimeContractDescriptor (runtimes before .NET 9 have no data contract descriptor)".into(),
+                path: Some("/usr/share/dotnet/shared/Microsoft.NETCore.App/8.0.5/libcoreclr.so".into()),
+                build_id: Some("00bbee38".into()),
+                file_would_help,
+            })
+        };
+        let no_help = said(false);
+        assert!(no_help.missing.contains("CoreCLR 8.0.5") && no_help.missing.contains("exports no DotNetRuntimeContractDescriptor"), "{}", no_help.missing);
+        assert!(no_help.hides.contains("managed frames") && no_help.hides.contains("thread pool"), "{}", no_help.hides);
+        assert!(!no_help.fix.contains("--search-dir") && !no_help.fix.contains("--sysroot"), "{}", no_help.fix);
+        assert!(no_help.fix.contains("CoreCLR 8.0.5") && no_help.fix.contains("descriptor-8.0.toml"), "{}", no_help.fix);
+        let help = said(true);
+        assert!(help.fix.starts_with("--search-dir DIR holding this dump's libcoreclr.so (build-id 00bbee38)"), "{}", help.fix);
+    }
 }
 
 #[cfg(test)]

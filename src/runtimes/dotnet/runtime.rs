@@ -33,7 +33,7 @@ pub(crate) struct DotnetRuntime<'p> {
     /// section and the crash).
     exceptions: OnceLock<Option<crash::CrashReading>>,
     /// The path the dump names for `libcoreclr.so` and its build-id, for saying how to supply it.
-    runtime_file: Option<(String, Option<String>)>,
+    runtime_file: Option<(String, Option<String>, bool)>,
     /// The thread pool's counters and queues, read once (for the verdict and the report).
     pool: OnceLock<Option<crate::runtimes::dotnet::tasks::thread_pool::PoolReading>>,
     /// The heap work the stacks have no part in, made once ([`DotnetRuntime::heap_ahead`]) and
@@ -94,7 +94,7 @@ pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<D
             None
         }
     });
-    let runtime_file = crate::runtimes::dotnet::contract::locate::runtime_module(process).map(|m| (m.path.clone(), m.build_id_hex()));
+    let runtime_file = crate::runtimes::dotnet::contract::locate::runtime_module(process).map(|m| (m.path.clone(), m.build_id_hex(), m.file.is_some()));
     Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file, pool: OnceLock::new(), ahead: OnceLock::new(), graph: Mutex::new(None), memory_limit: OnceLock::new(), over_limit: OnceLock::new(), collection: OnceLock::new(), work: OnceLock::new() })
 }
 
@@ -176,11 +176,12 @@ impl DotnetRuntime<'_> {
             return vec![Limit::SingleFileMetadata { executable: c.module.path.clone(), build_id: c.module.build_id_hex() }];
         }
         let DotnetReading::Unsupported { version, why } = self.reading() else { return Vec::new() };
-        let (path, build_id) = match &self.runtime_file {
-            Some((path, build)) => (Some(path.clone()), build.clone()),
-            None => (None, None),
+        let (path, build_id, at_hand) = match &self.runtime_file {
+            Some((path, build, at_hand)) => (Some(path.clone()), build.clone(), *at_hand),
+            None => (None, None, false),
         };
-        vec![Limit::DotnetRuntime { version: version.to_string(), why: why.clone(), path, build_id }]
+        let file_would_help = self.context.as_ref().err().is_some_and(|e| e.file_would_help(at_hand));
+        vec![Limit::DotnetRuntime { version: version.to_string(), why: why.clone(), path, build_id, file_would_help }]
     }
 
     /// The object graph without its stack roots for a reading made apart from the report (`knot

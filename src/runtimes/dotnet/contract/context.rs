@@ -116,6 +116,11 @@ fn versions(known: &[u64]) -> String {
     v.join(" and ")
 }
 
+/// The major version of a product version (`8.0.34` → 8); `None` when it is not one (`unknown`).
+fn major(product: &str) -> Option<u32> {
+    product.split('.').next()?.parse().ok()
+}
+
 impl NoContext {
     /// The reader's one line for a runtime it cannot read.
     pub(crate) fn why(&self) -> Option<(String, String)> {
@@ -129,6 +134,17 @@ impl NoContext {
         }
     }
 
+    /// Whether the runtime's file, were it given, could make the runtime readable: only when the
+    /// descriptor was not had and that file was not at hand, on a runtime that may carry one. A
+    /// runtime before .NET 9 exports none: knot reads it from its own data for the builds it
+    /// lists, or not at all, whatever files it is given.
+    pub(crate) fn file_would_help(&self, file_at_hand: bool) -> bool {
+        match self {
+            NoContext::NotLocated { version, why: NotLocated::Error(_) } => !file_at_hand && major(&version.product).is_none_or(|m| m >= 9),
+            _ => false,
+        }
+    }
+
     #[cfg(test)]
     /// As a [`DotnetError`], for callers that want one.
     pub(crate) fn into_error(self) -> DotnetError {
@@ -137,5 +153,32 @@ impl NoContext {
             NoContext::NotLocated { why: NotLocated::NoExport(why), .. } => DotnetError::Unsupported(why),
             NoContext::NotLocated { why: NotLocated::Error(e), .. } => e,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtimes::dotnet::contract::locate::RuntimeVersion;
+
+    fn unread(product: &str, why: NotLocated) -> NoContext {
+        let version = RuntimeVersion { product: product.into(), file_version: None, commit: None, build_id: Some("00bb".into()), path: "/app/libcoreclr.so".into() };
+        NoContext::NotLocated { version: Box::new(version), why }
+    }
+
+    /// The runtime's file is offered as the fix only where it would give knot the descriptor:
+    /// a .NET 9 or later runtime (or one whose version the dump does not tell) whose file was
+    /// not at hand. A runtime that exports no descriptor, or an 8.0 build outside knot's data,
+    /// stays unread whatever file is given.
+    #[test]
+    fn the_runtimes_file_would_help_only_a_runtime_that_carries_a_descriptor_when_not_at_hand() {
+        let missing = || NotLocated::Error(DotnetError::Invalid { what: "runtime module", at: 0x1000, why: "file not found".into() });
+        assert!(unread("10.0.12", missing()).file_would_help(false));
+        assert!(unread("unknown", missing()).file_would_help(false));
+        assert!(!unread("10.0.12", missing()).file_would_help(true), "the file was read: giving it again changes nothing");
+        assert!(!unread("8.0.5", missing()).file_would_help(false), "8.0 carries no descriptor");
+        assert!(!unread("8.0.5", NotLocated::NoExport("libcoreclr.so exports no DotNetRuntimeContractDescriptor".into())).file_would_help(true));
+        assert!(!unread("7.0.20", NotLocated::NoExport("no descriptor".into())).file_would_help(false));
+        assert!(!NoContext::NotDotnet.file_would_help(false));
     }
 }
