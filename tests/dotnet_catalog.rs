@@ -487,9 +487,19 @@ fn a_dotnet_9_process_reads_its_deadlock_monitors_and_heap_as_sos_with_no_files(
 fn a_dotnet_9_heap_population_reads_as_sos_with_no_files() {
     // heap_population's Program.cs on 9.0.23 under DOTNET_GCHeapHardLimit=0x10000000: a larger
     // population (LOH, POH, generics, arrays), monitors on plain objects held by named fields.
-    let sample = "net9_heap";
-    let r = report(&deploy_dir(sample).join("core.gz"), no_files());
-    assert_eq!(r["dotnet"]["runtime_version"], "9.0.23");
+    heap_population_reads_as_sos("net9_heap", "core.gz", "9.0.23");
+}
+
+#[test]
+fn a_dotnet_8_heap_population_reads_as_sos_with_no_files() {
+    // The same program on 8.0.34: the holders' fields through 8.0's EEClass counts (its
+    // packable fields), the types' names through GenericsDictInfo and ArrayClass.Rank.
+    heap_population_reads_as_sos("net8_heap", "core.zst", "8.0.34");
+}
+
+fn heap_population_reads_as_sos(sample: &str, core: &str, version: &str) {
+    let r = report(&deploy_dir(sample).join(core), no_files());
+    assert_eq!(r["dotnet"]["runtime_version"], version);
     assert_eq!(r["verdict"], "deadlock");
     assert_eq!(r["verdict_limits"], serde_json::json!([]));
     assert_eq!(monitors(&r), syncblk(sample));
