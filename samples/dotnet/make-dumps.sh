@@ -589,7 +589,7 @@ oracle() {  # oracle SAMPLE DIR
     npgsql_pool)
       sos_statics "$core" "$dir/sos/statics.txt" npgsql_pool.dll Knot.Samples.NpgsqlPool.Database Knot.Samples.NpgsqlPool.Ledger
       sos_fields "$core" "$dir/sos/pool.txt" Npgsql.dll Npgsql.PoolingDataSource \
-        _max _min _numConnectors _idleCount Connectors
+        "<MaxConnections>k__BackingField" "<MinConnections>k__BackingField" _numConnectors _idleCount Connectors
       sos_gcrefs "$core" "$dir/sos/connectors.txt" Npgsql.Internal.NpgsqlConnector
       sos_gcroots "$core" "$dir/sos/connections.txt" Npgsql.NpgsqlConnection ;;
     rwlock_writer)
