@@ -636,7 +636,9 @@ oracle() {  # oracle SAMPLE DIR
     failfast)
       sos "$core" "$dir/sos/crashinfo.txt" "crashinfo" ;;
     class_init)
-      sos_statics "$core" "$dir/sos/statics.txt" class_init.dll Knot.Samples.ClassInit.Registry Knot.Samples.ClassInit.Settings ;;
+      sos_statics "$core" "$dir/sos/statics.txt" class_init.dll Knot.Samples.ClassInit.Registry Knot.Samples.ClassInit.Settings
+      # Every loaded module: the statics of modules with no object on the heap are read too.
+      sos "$core" "$dir/sos/dumpdomain.txt" "dumpdomain" ;;
     npgsql_pool)
       sos_statics "$core" "$dir/sos/statics.txt" npgsql_pool.dll Knot.Samples.NpgsqlPool.Database Knot.Samples.NpgsqlPool.Ledger
       sos_fields "$core" "$dir/sos/pool.txt" Npgsql.dll Npgsql.PoolingDataSource \
