@@ -7,13 +7,9 @@
 //! Who has an item is never recorded by a pool: an item's lease (the object its user keeps, an
 //! `NpgsqlConnection`) on one thread's frames makes that thread its holder — inferred, with the
 //! frame as the evidence. The engine reads through [`PoolSource`], which a runtime implements over
-//! its heap and stacks.
+//! its heap and stacks (.NET: `runtimes::dotnet::threads::pool_waits`).
 
-// The .NET runtime's reading plugs in with the wait-for graph's generalisation (a node with several
-// holders, team.md); until then only the tests use it, and not every field (the words are the
-// report's, once wired).
-#![allow(dead_code)]
-
+use crate::waits::Release;
 use serde::Deserialize;
 use std::sync::OnceLock;
 
@@ -22,16 +18,6 @@ const TEXT: &str = include_str!("../analyzers/pools.toml");
 
 /// Items read per pool at most (a pool's slots array is as long as its maximum).
 const MAX_ITEMS: usize = 4096;
-
-/// When a wait for the pool ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Release {
-    /// Any holder returning an item releases a waiter (a connection pool, a semaphore).
-    Any,
-    /// Only when every holder has left (readers before a writer).
-    All,
-}
 
 /// One pool's rule.
 #[derive(Debug, Deserialize)]
@@ -118,6 +104,8 @@ pub(crate) trait PoolSource {
     fn int_field(&self, object: u64, field: &str) -> Option<i64>;
     /// A reference field of an object (`Some(0)`: null).
     fn ref_field(&self, object: u64, field: &str) -> Option<u64>;
+    /// Whether the object at `object` is of the type `type_name` (as SOS prints it).
+    fn is_a(&self, object: u64, type_name: &str) -> bool;
     /// The elements of a reference array (0 for null ones), at most `limit`.
     fn array_elements(&self, array: u64, limit: usize) -> Option<Vec<u64>>;
     /// The threads whose frames keep `object`.
@@ -159,6 +147,7 @@ pub(crate) struct PoolReading {
 
 impl PoolReading {
     /// The threads that hold an item (inferred), ascending: the pool's edges.
+    #[cfg(test)]
     pub(crate) fn holders(&self) -> Vec<u32> {
         let mut t: Vec<u32> = self.items.iter().filter_map(|i| if let ItemHolder::Inferred(k) = &i.holder { Some(k.tid) } else { None }).collect();
         t.sort_unstable();
@@ -191,7 +180,7 @@ pub(crate) fn read(rules: &Pools, source: &dyn PoolSource, waiting: &[(u32, Vec<
                 .and_then(|a| source.array_elements(a, MAX_ITEMS))
                 .unwrap_or_default()
                 .into_iter()
-                .filter(|&i| i != 0)
+                .filter(|&i| i != 0 && source.is_a(i, &rule.item_type))
                 .map(|item| ItemReading { item, holder: holder(rule, source, item) })
                 .collect();
             let mut mine: Vec<u32> = if objects.len() == 1 {
@@ -258,6 +247,9 @@ mod tests {
         fn ref_field(&self, o: u64, f: &str) -> Option<u64> {
             self.refs.iter().find(|((a, n), _)| *a == o && *n == f).map(|(_, v)| *v)
         }
+        fn is_a(&self, o: u64, t: &str) -> bool {
+            self.types.get(t).is_some_and(|v| v.contains(&o))
+        }
         fn array_elements(&self, a: u64, limit: usize) -> Option<Vec<u64>> {
             self.arrays.get(&a).map(|v| v.iter().copied().take(limit).collect())
         }
@@ -278,6 +270,7 @@ mod tests {
         for (i, l) in leases.iter().enumerate() {
             let item = 0x3000 + i as u64 * 0x100;
             slots.push(item);
+            f.types.entry("Npgsql.Internal.NpgsqlConnector").or_default().push(item);
             let lease = l.map_or(0, |_| 0x4000 + i as u64 * 0x100);
             f.refs.insert((item, "<Connection>k__BackingField"), lease);
             if let Some(tid) = l {
@@ -313,6 +306,16 @@ mod tests {
         let r = read(pools, &npgsql_like(&[Some(11), None, Some(13), Some(14)]), &[]);
         assert_eq!(r[0].items[1].holder, ItemHolder::Idle);
         assert!(!r[0].exhausted_and_accounted());
+    }
+
+    #[test]
+    fn a_slot_holding_another_type_is_no_item() {
+        let pools = Pools::builtin().expect("parses");
+        let mut f = npgsql_like(&[Some(11), Some(12)]);
+        f.types.insert("Npgsql.Internal.NpgsqlConnector", vec![0x3000]);
+        let r = read(pools, &f, &[]);
+        assert_eq!(r[0].items.len(), 1);
+        assert_eq!(r[0].holders(), vec![11]);
     }
 
     #[test]
