@@ -200,6 +200,7 @@ fn report_with(process: &Process, opts: &Options, runtime: Option<&dyn runtimes:
             cursig: t.cursig,
             functions: f.iter().filter(|f| f.transition.is_none()).map(|f| f.function.as_deref().unwrap_or("")).collect(),
             frames: f.iter().filter(|f| f.transition.is_none()).collect(),
+            stack: stacks.iter().find(|s| s.tid == t.tid),
         })
         .collect();
     tell(opts, Phase::Locks);
@@ -269,6 +270,7 @@ fn report_with(process: &Process, opts: &Options, runtime: Option<&dyn runtimes:
             state: wait.state,
             blocked_on: wait.blocked_on,
             managed_thread_id: managed.ids.get(&t.tid).copied(),
+            own_tid: facts.own_tids.iter().find(|(d, _)| *d == t.tid).map(|(_, o)| *o),
             }
         })
         .collect();

@@ -63,8 +63,10 @@ fn find_lock<'r>(report: &'r Report, e: &ExpectedLock, roles: &BTreeMap<u32, Str
         .filter(|l| l.kind == knot_kind(&e.kind))
         .filter(|l| match &e.symbol {
             Some(sym) => l.name.as_deref().map(without_hash) == Some(sym.as_str()) || l.name.as_deref().map(without_hash).is_some_and(|n| n.ends_with(&format!("::{sym}"))),
-            // A join is named by the thread it waits for.
-            None => l.owner_tid.and_then(|t| roles.get(&t)) == e.owner.as_ref(),
+            // A join is named by the thread it waits for; another lock no symbol names is the
+            // only one of its kind.
+            None if e.kind == "join" => l.owner_tid.and_then(|t| roles.get(&t)) == e.owner.as_ref(),
+            None => l.name.is_none(),
         })
         .collect();
     assert_eq!(matches.len(), 1, "expected one {} lock {:?} (owner {:?}); knot has {:#?}", e.kind, e.symbol, e.owner, report.locks);
@@ -81,6 +83,10 @@ fn check_lock(report: &Report, e: &ExpectedLock, roles: &BTreeMap<u32, String>) 
     }
     if e.owner_gone {
         assert!(matches!(l.owner, Owner::Exited { .. }), "{what}: owner should have exited, knot says {:?}", l.owner);
+        assert_eq!(l.owner_tid, None);
+    } else if e.owner_process {
+        let Owner::OtherProcess { tid } = l.owner else { panic!("{what}: the owner is another process, knot says {:?}", l.owner) };
+        assert!(!roles.contains_key(&tid), "{what}: {tid} is a thread of the dump");
         assert_eq!(l.owner_tid, None);
     } else if !e.shared_owners.is_empty() {
         let readers: usize = e.shared_owners.values().sum();
@@ -115,6 +121,10 @@ fn check_lock(report: &Report, e: &ExpectedLock, roles: &BTreeMap<u32, String>) 
             other => other,
         };
         assert!(l.label.contains(word), "{what}: label {:?} should say {word}", l.label);
+    }
+    if let (Some(arrived), Some(parties)) = (e.arrived, e.parties) {
+        let words = format!("{arrived} of {parties} arrived");
+        assert!(l.label.contains(&words), "{what}: label {:?} should say {words}", l.label);
     }
     if e.inconsistent {
         assert!(l.label.contains("inconsistent"), "{what}: label {:?} should say inconsistent", l.label);

@@ -51,6 +51,19 @@ pub struct SampleSpec {
     pub description: &'static str,
     /// Shared libraries built beside the program (committed beside it too).
     pub libs: &'static [SharedLib],
+    /// How the maker starts it.
+    pub launch: Launch,
+}
+
+/// How the maker starts a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Launch {
+    /// As a child of the maker.
+    Direct,
+    /// In a PID namespace of its own, as a container's process: `unshare --pid --fork` with a
+    /// shell as the namespace's init, so the program is pid 2 inside and its threads 3, 4, …;
+    /// the maker dumps and signals it from the host, by its host pid.
+    PidNamespace,
 }
 
 const C_O0: &[&str] = &["-g", "-O0", "-pthread", "-Wall"];
@@ -70,6 +83,7 @@ const fn c(
         death: Death::Wedge,
         description,
         libs: &[],
+        launch: Launch::Direct,
     }
 }
 
@@ -90,6 +104,7 @@ const fn crash(
         death: Death::Crash(signal),
         description,
         libs: &[],
+        launch: Launch::Direct,
     }
 }
 
@@ -135,6 +150,7 @@ static SAMPLES: &[SampleSpec] = &[
         death: Death::Wedge,
         description: "dlopen(\"./librelative_plugin.so\"): plugin_holder_thread holds the plugin's plugin_lock, plugin_waiter_thread blocks on it",
         libs: &[SharedLib { name: "librelative_plugin.so", sources: &["relative_dlopen_lib.c"], flags: &[] }],
+        launch: Launch::Direct,
     },
     c(
         "generated_code",
@@ -216,6 +232,7 @@ static SAMPLES: &[SampleSpec] = &[
         death: Death::Wedge,
         description: "abba through inlined static helpers, -O2 -fomit-frame-pointer",
         libs: &[],
+        launch: Launch::Direct,
     },
     SampleSpec {
         name: "stripped",
@@ -227,6 +244,7 @@ static SAMPLES: &[SampleSpec] = &[
         death: Death::Wedge,
         description: "vault_holder holds vault_lock, 2 vault_waiters; stripped binary, DWARF in a separate file",
         libs: &[],
+        launch: Launch::Direct,
     },
     SampleSpec {
         name: "rust_mutex",
@@ -246,7 +264,36 @@ static SAMPLES: &[SampleSpec] = &[
         death: Death::Wedge,
         description: "std::sync::Mutex ABBA: ledger_then_audit vs audit_then_ledger on LEDGER/AUDIT",
         libs: &[],
+        launch: Launch::Direct,
     },
+    // Issue 42: owners where knot did not look.
+    c(
+        "pi_abba",
+        &["pi_abba.c", "common.h"],
+        "ABBA over two PTHREAD_PRIO_INHERIT mutexes: restock_thread in FUTEX_LOCK_PI on ledger_lock; audit_thread refused stock_lock with EDEADLK, parked by glibc on a zero word on its stack",
+    ),
+    c(
+        "pshared_child",
+        &["pshared_child.c", "common.h"],
+        "a process-shared mutex (MAP_SHARED) and an shm_open rwlock held by a forked child (courier); mutex_waiter_thread and reader_thread block on them in the parent",
+    ),
+    SampleSpec {
+        name: "pidns_abba",
+        lang: Lang::C,
+        sources: &["pidns_abba.c", "common.h"],
+        flags: C_O0,
+        args: &[],
+        split_debug: false,
+        death: Death::Wedge,
+        description: "ABBA (packer_thread, shipper_thread on crate_lock/label_lock) in a PID namespace of its own: pid 2, threads 3 and 4 inside; dumped and signalled from the host",
+        libs: &[],
+        launch: Launch::PidNamespace,
+    },
+    c(
+        "barrier_short",
+        &["barrier_short.c", "common.h"],
+        "3 stage_threads wait in pthread_barrier_wait on stage_barrier (count 4); late_thread, the fourth, waits on late_cond for good",
+    ),
 ];
 
 /// Programs that die (issue 18): each crash sample's worker thread dies one
@@ -271,6 +318,7 @@ static CRASH_SAMPLES: &[SampleSpec] = &[
         death: Death::Crash(SIGABRT),
         description: "ledger_worker throws LedgerError (a std::runtime_error) nobody catches from load_ledger",
         libs: &[],
+        launch: Launch::Direct,
     },
     SampleSpec {
         name: "crash_rust_panic",
@@ -282,6 +330,7 @@ static CRASH_SAMPLES: &[SampleSpec] = &[
         death: Death::Crash(SIGABRT),
         description: "the thread \"settler\" panics in crash_rust_panic::settle, built with panic=abort",
         libs: &[],
+        launch: Launch::Direct,
     },
     SampleSpec {
         name: "old_layout",
@@ -299,6 +348,7 @@ static CRASH_SAMPLES: &[SampleSpec] = &[
             // (without RELRO) the data at a file offset inside the first page.
             flags: &["-Wl,-z,noseparate-code", "-Wl,-z,max-page-size=0x200000", "-Wl,-z,norelro"],
         }],
+        launch: Launch::Direct,
     },
     SampleSpec {
         name: "idle_join",
@@ -310,6 +360,7 @@ static CRASH_SAMPLES: &[SampleSpec] = &[
         death: Death::Sent(SIGQUIT),
         description: "2 idle_waiters on a condvar nobody signals, sleeper in pause(), main joins sleeper; SIGQUIT sent from outside",
         libs: &[],
+        launch: Launch::Direct,
     },
 ];
 

@@ -47,6 +47,14 @@ pub struct ExpectedLock {
     pub mutex: Option<String>,
     #[serde(default)]
     pub in_signal_handler: bool,
+    /// The owner is a thread of another process (a process-shared lock).
+    #[serde(default)]
+    pub owner_process: bool,
+    /// A barrier: the threads that arrived, of how many it waits for.
+    #[serde(default)]
+    pub arrived: Option<u32>,
+    #[serde(default)]
+    pub parties: Option<u32>,
 }
 
 impl ExpectedLock {

@@ -40,6 +40,11 @@ pub(crate) struct RuntimeCrashFacts {
     pub(crate) origin_frame: Option<usize>,
 }
 
+/// Frames of a thread that signals itself (`abort`, `raise`), found among its innermost
+/// [`RAISE_DEPTH`].
+const RAISE: &[&str] = &["raise", "abort", "gsignal", "__pthread_kill_implementation", "__pthread_kill_internal", "__pthread_kill", "pthread_kill", "tgkill"];
+const RAISE_DEPTH: usize = 8;
+
 /// Frames that mean a C++ exception is on its way to `std::terminate`.
 const CXX_THROW: &[&str] = &["__cxa_throw", "__cxa_rethrow", "std::terminate", "__cxxabiv1::__terminate"];
 
@@ -49,9 +54,12 @@ pub(crate) fn read(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Th
     let core = &process.core;
     let sig = core.signal.as_ref();
     let own_pid = core.process.as_ref().map(|p| p.pid);
-    let native_kind = sig.and_then(|s| signal::kind(s.signo, s.code, s.sender_pid, own_pid));
+    let signalled = core.threads.iter().find(|t| t.signalled).map(|t| t.tid);
+    let signalled_frames = signalled.and_then(|tid| threads.iter().find(|t| t.tid == tid)).map_or(&[][..], |t| t.frames.as_slice());
+    let raised_itself = signalled_frames.iter().take(RAISE_DEPTH).any(|f| f.function.as_deref().is_some_and(|n| RAISE.contains(&machinery::normalize(n).as_str())));
+    let native_kind = sig.and_then(|s| signal::kind(s.signo, s.code, s.sender_pid, own_pid, raised_itself));
     let mut kind = runtime.and_then(|r| r.kind).or(native_kind)?;
-    let tid = runtime.and_then(|r| r.thread).or_else(|| core.threads.iter().find(|t| t.signalled).map(|t| t.tid));
+    let tid = runtime.and_then(|r| r.thread).or(signalled);
     let core_thread = tid.and_then(|tid| core.threads.iter().find(|t| t.tid == tid));
     let frames = tid.and_then(|tid| threads.iter().find(|t| t.tid == tid)).map_or(&[][..], |t| t.frames.as_slice());
 

@@ -65,7 +65,7 @@ pub(crate) fn lines(out: &mut String, r: &Report, c: &CrashReport) {
         if c.kind == CrashKind::Killed
             && let Some(pid) = s.sender_pid
         {
-            let _ = write!(out, " sent by process {pid}");
+            let _ = write!(out, " {}", crate::report::words::signal_sender(pid));
         }
     }
     if let Some(tid) = c.thread {

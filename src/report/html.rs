@@ -341,6 +341,9 @@ fn state_html(t: Option<&ThreadReport>, r: &Report, words: &str) -> String {
 
 fn thread_title(t: &ThreadReport, r_locks: &[LockFact]) -> String {
     let mut s = format!("Thread {}", t.tid);
+    if let Some(own) = super::words::own_tid_words(t) {
+        let _ = write!(s, " ({})", escape(&own));
+    }
     if let Some(name) = &t.name {
         let _ = write!(s, " \"{}\"", escape(name));
     }

@@ -317,6 +317,9 @@ pub fn thread(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_frames
 /// one line each (`report::fold`; `fold` holds the addresses no run may hide).
 fn thread_painted(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_frames: Option<usize>, fold: Option<&[u64]>, title: impl Fn(&str) -> String) {
     let _ = write!(out, "{}", title(&format!("Thread {}", t.tid)));
+    if let Some(own) = super::words::own_tid_words(t) {
+        let _ = write!(out, " ({own})");
+    }
     if let Some(name) = &t.name {
         let _ = write!(out, " \"{name}\"");
     }

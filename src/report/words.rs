@@ -182,6 +182,12 @@ pub(crate) fn starvation_words(locks: &[LockFact], tp: &crate::runtimes::dotnet:
     parts.join(", ")
 }
 
+/// `3 in its PID namespace`: the thread's id as the process numbers it, when the dump's differs
+/// (locks and joins name it by that one).
+pub(crate) fn own_tid_words(t: &ThreadReport) -> Option<String> {
+    t.own_tid.map(|own| format!("{own} in its PID namespace"))
+}
+
 /// A thread's role for people, with its framework: `Orleans grain activation`, `.NET finalizer thread`.
 pub(crate) fn role_words(t: &ThreadReport) -> Option<String> {
     let r = t.role.as_ref()?;
@@ -229,6 +235,9 @@ pub(crate) fn native_lock_label(n: &NativeLock) -> String {
                 }
             }
             label.push(')');
+            if m.process_shared {
+                label.push_str(", process-shared");
+            }
             if m.owner_died {
                 label.push_str(", owner died");
             }
@@ -243,6 +252,7 @@ pub(crate) fn native_lock_label(n: &NativeLock) -> String {
         NativeLockType::PthreadCond => "pthread condition variable".into(),
         NativeLockType::PosixSemaphore => "POSIX semaphore".into(),
         NativeLockType::PthreadJoin => "pthread_join".into(),
+        NativeLockType::PthreadBarrier { arrived, count } => format!("pthread barrier, {arrived} of {count} arrived"),
         NativeLockType::Family(name) => name.clone(),
         NativeLockType::UnrecognisedFutex => "futex word (no analyzer recognises the waiters' frames)".into(),
     };
@@ -263,6 +273,14 @@ pub(crate) fn owner_words(l: &LockFact) -> String {
         },
         Owner::Inferred { tid, .. } => format!("probably held by thread {tid} (inferred)"),
         Owner::Exited { tid } => format!("held by thread {tid}, which has exited"),
+        Owner::OtherProcess { tid } => format!("held by another process (tid {tid}): a process-shared lock whose owner is no thread of this one"),
+        Owner::None if l.kind == LockKind::Barrier => match &l.native.as_ref().map(|n| &n.what) {
+            Some(NativeLockType::PthreadBarrier { arrived, count }) => {
+                let missing = count.saturating_sub(*arrived);
+                format!("{arrived} of {count} arrived: waiting for {missing} more thread{} to arrive", plural(missing as usize))
+            }
+            _ => "waiting for the rest of its threads to arrive".to_string(),
+        },
         Owner::Readers { count, reader_tids, .. } if reader_tids.is_empty() => format!("held by {count} reader{}", plural(*count as usize)),
         Owner::Readers { count, reader_tids, .. } => {
             let tids: Vec<String> = reader_tids.iter().map(u32::to_string).collect();
@@ -628,6 +646,15 @@ pub fn short_type(name: &str) -> &str {
     }
 }
 
+/// Who sent a kill: `sent by process 11037`; pid 0 is a sender the process cannot see (a
+/// process outside its PID namespace: a container's process killed from the host).
+pub(crate) fn signal_sender(pid: u32) -> String {
+    match pid {
+        0 => "sent from outside the process's PID namespace (the sender's pid reads 0 in it)".to_string(),
+        pid => format!("sent by process {pid}"),
+    }
+}
+
 /// The verdict in a few words (`DEADLOCK` on the verdict line, upper-cased).
 pub fn verdict(v: Verdict) -> &'static str {
     match v {
@@ -655,6 +682,7 @@ impl std::fmt::Display for ThreadState {
             ThreadState::Sleeping { syscall } => write!(f, "sleeping ({syscall})"),
             ThreadState::IdleRuntimeThread { role } => write!(f, "idle runtime thread ({role})"),
             ThreadState::WaitingForWork { pool } => write!(f, "waiting for work ({pool})"),
+            ThreadState::Parked { function } => write!(f, "parked ({function}): waiting to be unparked"),
             ThreadState::Io { syscall, fd } => write!(f, "in I/O ({syscall} on fd {fd})"),
             ThreadState::WaitingForChild { syscall } => write!(f, "waiting for a child ({syscall})"),
             ThreadState::Stopped { signal } => write!(f, "stopped (signal {signal})"),
@@ -797,6 +825,17 @@ impl std::fmt::Display for Evidence {
                 write!(f, "sem_t at {address:#x}: value={} nwaiters={}", read(value), read(waiters))
             }
             Evidence::Join { address, tid } => write!(f, "pthread_join sleeps on the joined thread's tid word at {address:#x}, which holds {tid}"),
+            Evidence::Barrier { address, arrived, count } => write!(f, "pthread_barrier_t at {address:#x}: {arrived} of {count} threads arrived (in - current_round; count {count})"),
+            Evidence::RefusedPiMutex { tid, parked_on, mutex, frame, place, value } => {
+                let at = match place {
+                    PointerPlace::Register(r) => format!("register {r}"),
+                    PointerPlace::Stack(a) => format!("its stack slot at {a:#x}"),
+                };
+                write!(
+                    f,
+                    "thread {tid} was refused the priority-inheritance mutex at {mutex:#x} (EDEADLK: the kernel saw the cycle) and sleeps for good on {parked_on:#x}, a zero word of its own stack; frame #{frame} keeps {value:#x}, a pointer into that mutex, in {at}"
+                )
+            }
             Evidence::FutexWord { address, value: Ok(w) } => write!(f, "futex word at {address:#x} = {w:#x}; this lock type records no owner"),
             Evidence::FutexWord { address, value: Err(e) } => write!(f, "futex word at {address:#x} not readable: {e}"),
             Evidence::Unread(why) => write!(f, "{why}"),
@@ -1022,6 +1061,7 @@ mod tests {
             state: ThreadState::Running,
             blocked_on: None,
             managed_thread_id: None,
+            own_tid: None,
             role: role.map(|(framework, role, name)| crate::roles::ThreadRole { framework: framework.into(), role: role.into(), name: name.into() }),
         }
     }

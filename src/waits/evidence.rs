@@ -35,6 +35,11 @@ pub enum Evidence {
     Sem { address: u64, value: Result<u32, FieldError>, waiters: Result<u32, FieldError> },
     /// `pthread_join` sleeps on the joined thread's tid word.
     Join { address: u64, tid: u32 },
+    /// A `pthread_barrier_t`'s words: `arrived` of its `count` parties in this round.
+    Barrier { address: u64, arrived: u32, count: u32 },
+    /// A thread the kernel refused a priority-inheritance mutex (EDEADLK) sleeps for good on a
+    /// zero word of its own stack (`parked_on`); its frame `frame` points into the mutex.
+    RefusedPiMutex { tid: u32, parked_on: u64, mutex: u64, frame: usize, place: PointerPlace, value: u64 },
     /// A bare futex word of a lock type that records no owner.
     FutexWord { address: u64, value: Result<u32, MemoryError> },
     /// The lock's words could not be read: the owner is unknown for this reason.

@@ -4,11 +4,14 @@
 
 pub(crate) mod catalog;
 pub(crate) mod evidence;
+mod frame_slots;
 mod infer;
 pub(crate) mod lock;
+mod pi_refusal;
 mod readers;
 pub(crate) mod runtime;
 pub(crate) mod state;
+pub(crate) mod thread_ids;
 
 pub(crate) use evidence::{Evidence, FieldError, Inference, ManagedWaitKind, NamedThread, PointerPlace, ReaderEvidence, SemaphoreWait, UnknownOwner, WaitRecord};
 pub(crate) use lock::{AsyncWaiter, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner};
@@ -22,6 +25,7 @@ use crate::process::Process;
 use crate::hex::Hex;
 use crate::symbols::Symbolizer;
 use catalog::{Catalog, Family, Kind};
+use thread_ids::ThreadIds;
 use std::collections::BTreeMap;
 
 /// How many innermost frames are searched for a lock family's entry function.
@@ -37,6 +41,8 @@ pub(crate) struct ThreadInput<'a> {
     /// The frames those names come from (transition records left out), for a runtime that
     /// tells its own threads by module and managed method.
     pub(crate) frames: Vec<&'a crate::threads::FrameReport>,
+    /// The unwound stack the frames come from (each frame's stack pointer and registers).
+    pub(crate) stack: Option<&'a crate::unwind::Stack>,
 }
 
 /// What the analysis found for one thread.
@@ -54,6 +60,9 @@ pub(crate) struct WaitFacts {
     /// Sorted by id.
     pub(crate) locks: Vec<LockFact>,
     pub(crate) diagnostics: Vec<Diagnostic>,
+    /// The threads the process numbers otherwise than the dump (a PID namespace of its own,
+    /// dumped from the host): (the dump's tid, the process's).
+    pub(crate) own_tids: Vec<(u32, u32)>,
 }
 
 /// A lock being assembled from its waiters.
@@ -74,7 +83,9 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
             &EMPTY
         }
     };
-    let tids: Vec<u32> = threads.iter().map(|t| t.tid).collect();
+    let tls = |tid: u32| process.core.threads.iter().find(|t| t.tid == tid).and_then(|t| t.tls);
+    let ids = ThreadIds::read(process, catalog, threads.iter().map(|t| (t.tid, t.registers, tls(t.tid))));
+    facts.own_tids = ids.renumbering();
     let mut pending: BTreeMap<String, Pending<'_>> = BTreeMap::new();
 
     let classified: Vec<_> = threads
@@ -99,14 +110,43 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
 
     for (t, (state, recognised)) in threads.iter().zip(classified) {
         let restarted = crate::arch::recorded_syscall(t.registers, process) == Some(t.registers.arch().restart_syscall());
-        let blocked_on = match (&state, recognised) {
-            (ThreadState::Futex { address, expected, .. }, Some((family, frame))) => {
+        // A parked thread waits to be unparked: a wait, on no lock.
+        if let (ThreadState::Futex { .. }, Some((family, frame))) = (&state, recognised)
+            && family.kind == Kind::Park
+        {
+            let function = t.functions.get(frame).map_or_else(|| family.label.clone(), |f| f.to_string());
+            facts.threads.push(ThreadWait { state: ThreadState::Parked { function }, blocked_on: None });
+            continue;
+        }
+        // A thread the kernel refused a priority-inheritance mutex (EDEADLK) sleeps for good on
+        // a word of its own stack: it waits for the mutex it was refused, found in its frames.
+        let refused = match (&state, recognised) {
+            (ThreadState::Futex { address, expected, op, .. }, Some((family, frame)))
+                if family.kind == Kind::Mutex && (!readers::is_mutex(family, process, address.0) || pi_refusal::parked(process, t, address.0, *expected, op)) =>
+            {
+                Some(pi_refusal::find(process, family, t, ids.own(t.tid), frame, address.0))
+            }
+            _ => None,
+        };
+        let blocked_on = match (&state, recognised, refused) {
+            (ThreadState::Futex { .. }, Some(_), Some(Err(why))) => {
+                facts.diagnostics.push(Diagnostic::info("waits", format!("thread {}: {why}", t.tid)));
+                None
+            }
+            (ThreadState::Futex { address, expected, .. }, Some((family, frame)), refused) => {
                 let futex = address.0;
                 let peers = family_words.get(&std::ptr::from_ref(family)).map_or(&[][..], Vec::as_slice);
-                let lock_addr = locate(family, process, symbolizer, futex, peers);
+                let refusal = refused.and_then(Result::ok);
+                let lock_addr = match &refusal {
+                    Some(r) => r.mutex,
+                    None => locate(family, process, symbolizer, futex, peers),
+                };
                 let join_target = (family.kind == Kind::Join).then_some(*expected);
                 let id = match join_target {
-                    Some(tid) => format!("join@{tid}"),
+                    Some(tid) => format!("join@{}", match ids.resolve(tid) {
+                        thread_ids::Resolved::Thread(t) => t,
+                        thread_ids::Resolved::Outside => tid,
+                    }),
                     None => format!("{}@{lock_addr:#x}", family.kind.as_str()),
                 };
                 let entry = pending.entry(id.clone()).or_insert_with(|| Pending {
@@ -125,9 +165,12 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
                     function: t.functions.get(frame).map(|f| f.to_string()),
                     frame,
                 });
+                if let Some(r) = refusal {
+                    entry.evidence.push(Evidence::RefusedPiMutex { tid: t.tid, parked_on: futex, mutex: r.mutex, frame: r.frame, place: r.place, value: r.value });
+                }
                 Some(id)
             }
-            (ThreadState::Futex { address, expected, .. }, None) => {
+            (ThreadState::Futex { address, expected, .. }, None, _) => {
                 // A futex no analyzer knows: still a wait, on an unnamed word.
                 let id = format!("futex@{:#x}", address.0);
                 let entry = pending.entry(id.clone()).or_insert_with(|| Pending {
@@ -141,7 +184,7 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
                 entry.evidence.push(Evidence::UnrecognisedFutexWait { tid: t.tid, futex: address.0, expected: *expected });
                 Some(id)
             }
-            (_, Some((family, frame))) => {
+            (_, Some((family, frame)), _) => {
                 facts.diagnostics.push(Diagnostic::info(
                     "waits",
                     format!(
@@ -161,7 +204,7 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
     let stacks: Vec<infer::StackRange> = threads.iter().map(|t| infer::StackRange::of(t.tid, t.registers)).collect();
     let mut budget = infer::TOTAL_BUDGET_WORDS;
     for (id, p) in pending {
-        facts.locks.push(finish(process, symbolizer, &tids, &stacks, &mut budget, id, p));
+        facts.locks.push(finish(process, symbolizer, &ids, &stacks, &mut budget, id, p));
     }
     facts
 }
@@ -175,7 +218,7 @@ pub(crate) fn states_only(process: &Process, threads: &[ThreadInput<'_>]) -> Wai
     WaitFacts { threads, ..WaitFacts::default() }
 }
 
-static EMPTY: Catalog = Catalog { families: Vec::new() };
+static EMPTY: Catalog = Catalog { families: Vec::new(), layouts: BTreeMap::new() };
 
 /// The lock's address from the futex word a waiter sleeps on. Of the family's candidate offsets,
 /// one that also explains another waited-on word of the family (`peers`: a rwlock's queued
@@ -212,7 +255,7 @@ fn locate(family: &Family, process: &Process, symbolizer: &Symbolizer<'_>, futex
 fn finish(
     process: &Process,
     symbolizer: &Symbolizer<'_>,
-    tids: &[u32],
+    ids: &ThreadIds,
     stacks: &[infer::StackRange],
     budget: &mut u64,
     id: String,
@@ -224,7 +267,7 @@ fn finish(
     let name = p.address.filter(|_| p.join_target.is_none()).and_then(|a| symbolizer.data_symbol(a)).map(|(n, off)| if off == 0 { n } else { format!("{n}+{off:#x}") });
     let (kind, what, owner, recursion, readers) = match p.family {
         Some(family) => {
-            let r = readers::read(family, process, addr, p.join_target, tids);
+            let r = readers::read(family, process, addr, p.join_target, ids);
             p.evidence.push(r.evidence);
             let mut owner = r.owner;
             if family.infer_owner && matches!(owner, Owner::Unknown { .. }) {

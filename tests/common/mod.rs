@@ -35,6 +35,10 @@ macro_rules! native_samples {
             omitfp,
             stripped,
             rust_mutex,
+            pi_abba,
+            pshared_child,
+            pidns_abba,
+            barrier_short,
         );
     };
 }
