@@ -51,7 +51,7 @@ pub enum Phase {
     Symbols,
     /// Thread states, lock owners and waiters, the wait-for graph.
     Locks,
-    /// Walking the runtime's heap (.NET's GC heap).
+    /// Walking the runtime's heap (its garbage collector's).
     Heap,
 }
 
@@ -120,8 +120,8 @@ pub fn analyze_keeping_process(path: impl AsRef<Path>, opts: &Options) -> Result
     Ok((process, report))
 }
 
-/// Parses the built-in tables (`analyzers/*.toml`) a report of `core` will read, .NET's only
-/// when the process mapped the .NET runtime. Run while the module files are opened: the
+/// Parses the built-in tables (`analyzers/*.toml`) a report of `core` will read, a runtime's
+/// only when the process mapped that runtime (`runtimes::tables_ahead`). Run while the module files are opened: the
 /// parsing is about 1 M instructions on a native dump and 2 M on a .NET one, which were on the
 /// critical path. Each table is parsed once whoever asks first (a `OnceLock`); a panic here
 /// stays on this thread.

@@ -31,7 +31,7 @@ pub struct HeapOptions {
 pub enum HeapError {
     #[error(transparent)]
     Core(#[from] CoreError),
-    #[error("{path}: no .NET runtime found in the dump")]
+    #[error("{path}: {}", runtimes::NONE_RECOGNISED)]
     NoRuntime { path: PathBuf },
     #[error("{path}: {why}")]
     NotRead { path: PathBuf, why: String },
@@ -111,7 +111,7 @@ pub fn diff(old: &Path, new: &Path, opts: &HeapOptions) -> Result<HeapDiffReport
 pub enum HeapRootError {
     #[error(transparent)]
     Core(#[from] CoreError),
-    /// No .NET runtime, or its heap could not be read.
+    /// No runtime knot reads, or its heap could not be read.
     #[error("{0}")]
     Heap(String),
 }
@@ -130,7 +130,7 @@ pub enum RootSearch {
     AllRoots,
 }
 
-/// `knot heap root`: says why the object at `address` of the .NET heap of the core at `path`
+/// `knot heap root`: says why the object at `address` of the managed heap of the core at `path`
 /// is alive (the shortest path from a root; with [`RootSearch::AllRoots`], from every root).
 pub fn heap_root(path: impl AsRef<Path>, opts: &crate::analysis::Options, address: u64, search: RootSearch) -> Result<crate::report::heap_root::HeapRootReport, HeapRootError> {
     let mut all = heap_roots(path, opts, &[address], search)?;
@@ -148,7 +148,7 @@ pub fn heap_roots(path: impl AsRef<Path>, opts: &crate::analysis::Options, addre
     tell(opts, Phase::Open);
     let limit = opts.max_decompressed.unwrap_or(crate::core::compressed::DEFAULT_MAX_DECOMPRESSED);
     let process = Process::open_limited(path.as_ref(), &opts.locator, limit)?;
-    let runtime = runtimes::recognise(&process, &opts.locator).ok_or_else(|| HeapRootError::Heap("not a .NET process (no libcoreclr.so)".into()))?;
+    let runtime = runtimes::recognise(&process, &opts.locator).ok_or_else(|| HeapRootError::Heap(runtimes::NONE_RECOGNISED.into()))?;
     tell(opts, Phase::Stacks);
     let mut unwinder = Unwinder::new(&process);
     let mut symbolizer = Symbolizer::new(&process);
@@ -177,7 +177,7 @@ pub fn heap_roots(path: impl AsRef<Path>, opts: &crate::analysis::Options, addre
     }
     let all = runtime
         .object_roots(&stacks, &reports, addresses, search == RootSearch::AllRoots)
-        .unwrap_or_else(|| Err("not a .NET process (no libcoreclr.so)".into()))
+        .unwrap_or_else(|| Err(runtimes::NONE_RECOGNISED.into()))
         .map_err(HeapRootError::Heap)?;
     let process_diagnostics: Vec<_> = process.all_diagnostics().cloned().collect();
     if process.core.changed_while_read() {

@@ -100,7 +100,7 @@ struct HeapRootArgs {
     /// With --all: the memory knot may use for the heap's graph (4G, 512M, bytes); default: its
     /// memory cgroup's limit. A graph too large for it goes to scratch files (--scratch-dir);
     /// one that fits neither is refused, saying so (exit 2).
-    #[arg(long, value_name = "SIZE", value_parser = knot::byte_size::parse_size, requires = "all")]
+    #[arg(long, value_name = "SIZE", value_parser = knot::parse_size, requires = "all")]
     max_memory: Option<u64>,
     /// With --all: where a graph too large for the memory limit keeps its arrays (default: $TMPDIR).
     #[arg(long, value_name = "DIR", requires = "all")]
@@ -164,7 +164,7 @@ struct HeapDiffArgs {
     /// The memory knot may use for each dump's object graph (4G, 512M, bytes); default: its
     /// memory cgroup's limit. A graph that would not fit is not read (retained sizes left out,
     /// a diagnostic says so).
-    #[arg(long, value_name = "SIZE", value_parser = knot::byte_size::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = knot::parse_size)]
     max_memory: Option<u64>,
     /// Where a .NET heap graph too large for the memory limit keeps its large arrays: unlinked
     /// files, mapped, whose pages the kernel can write back (default: $TMPDIR). Not a
@@ -208,7 +208,7 @@ struct AnalyzeArgs {
     /// The memory knot may use (4G, 512M, bytes). Default: the memory cgroup's limit it runs
     /// under (v2 memory.max, v1 memory.limit_in_bytes; the lowest of its own and its parents'),
     /// if any. A .NET heap graph that would not fit is left out, and the report says so.
-    #[arg(long, value_name = "SIZE", value_parser = knot::byte_size::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = knot::parse_size)]
     max_memory: Option<u64>,
     /// Where a .NET heap graph too large for the memory limit keeps its large arrays: unlinked
     /// files, mapped, whose pages the kernel can write back (default: $TMPDIR). Not a
@@ -350,7 +350,7 @@ struct WatchArgs {
     max_decompressed_mib: u64,
     /// The memory knot may use per dump (4G, 512M, bytes); default: its memory cgroup's limit.
     /// A .NET heap graph that would not fit is left out, and the report says so.
-    #[arg(long, value_name = "SIZE", value_parser = knot::byte_size::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = knot::parse_size)]
     max_memory: Option<u64>,
     /// Where a .NET heap graph too large for the memory limit keeps its large arrays: unlinked
     /// files, mapped, whose pages the kernel can write back (default: $TMPDIR). Not a
@@ -643,7 +643,7 @@ impl ProgressBar {
             shown.enable_steady_tick(Duration::from_millis(120));
             while rx.recv_timeout(Duration::from_millis(250)) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
                 let base = said.lock().map(|w| *w).unwrap_or("");
-                shown.set_message(match knot::heap_progress::now() {
+                shown.set_message(match knot::heap_progress() {
                     Some(p) if base.is_empty() || base == p.step.label().0 => heap_words(&p),
                     Some(p) => format!("{base} · heap: {}", heap_words(&p)),
                     None => base.to_string(),
@@ -666,7 +666,7 @@ impl ProgressBar {
 }
 
 /// The heap's step, with its work done and left: "reading references 12.3 M of 169.2 M objects".
-fn heap_words(p: &knot::heap_progress::HeapProgress) -> String {
+fn heap_words(p: &knot::HeapProgress) -> String {
     let (step, unit) = p.step.label();
     let (done, total) = (p.done.min(p.total), p.total);
     if unit == "bytes" {

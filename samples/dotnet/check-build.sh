@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check-build.sh V [sf] — is runtime build V read as SOS reads it? Publishes monitor_abba's wedge
-# (samples/dotnet/runtime_10_0_15's project; net9_abba's for a 9.0 build) self-contained against the V runtime pack (single-file
+# (samples/dotnet/runtime_10_0_15's project; net9_abba's for a 9.0 build, net8_abba's for an 8.0 one) self-contained against the V runtime pack (single-file
 # with "sf"), runs it under DOTNET_GCHeapHardLimit=0x10000000, dumps it (createdump --withheap),
 # and prints whether knot's held monitors equal SOS syncblk, its heap totals dumpheap -stat's, and
 # the hard limit it reads. Nothing is kept in the repo: output under target/check-build/V[sf]/.
@@ -14,8 +14,8 @@ if [[ -z "${RECHECK:-}" ]]; then
 rm -rf $D; mkdir -p $D
 props="-p:RuntimeFrameworkVersion=$V"
 [[ -n "$SF" ]] && props="$props -p:PublishSingleFile=true"
-# A 9.0 build runs the same wedge from net9_abba's project (net9.0).
-P=runtime_10_0_15; [[ "$V" == 9.* ]] && P=net9_abba
+# A 9.0 build runs the same wedge from net9_abba's project (net9.0), an 8.0 build from net8_abba's (net8.0).
+P=runtime_10_0_15; [[ "$V" == 9.* ]] && P=net9_abba; [[ "$V" == 8.* ]] && P=net8_abba
 timeout 600 dotnet publish $W/samples/dotnet/$P/$P.csproj -c Debug -nologo -v q $props -o $D/pub -p:BaseIntermediateOutputPath=$D/obj/ > $D/publish.log 2>&1 || { echo "publish failed"; exit 1; }
 ( cd $D; ulimit -c 0; exec env DOTNET_GCHeapHardLimit=0x10000000 $D/pub/$P > $D/stdout.txt 2> $D/stderr.txt ) &
 pid=$!
@@ -26,6 +26,8 @@ timeout 300 $CD -f $D/core --withheap $pid > $D/createdump.log 2>&1
 kill -9 $pid; wait $pid 2>/dev/null
 extra=()
 [[ -n "$SF" ]] && extra=(-c "setclrpath $W/target/check-build/rt-$V")
+# An 8.0 app: SOS takes the pack's DAC from the publish directory.
+[[ -z "$SF" && "$V" == 8.* ]] && extra=(-c "setclrpath $D/pub")
 timeout 300 "${DOTNET_DUMP:-$HOME/.dotnet/tools/dotnet-dump}" analyze $D/core "${extra[@]}" -c eeversion -c syncblk -c "dumpheap -stat" -c exit > $D/sos.txt 2>&1
 fi
 $W/target/debug/knot analyze $D/core --sysroot /nonexistent --format json -o $D/knot.json 2> $D/knot.err

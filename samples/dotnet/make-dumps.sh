@@ -88,6 +88,17 @@
 #                                                 from the 10.0.15 runtime pack (a catalogued build other than
 #                                                 the machine's 10.0.12), under DOTNET_GCHeapHardLimit=0x10000000;
 #                                                 the publish directory's own createdump --withheap
+#   net8_abba          heap                       monitor_abba's wedge (its Program.cs) on .NET 8 (net8.0, self-contained
+#                                                 from the 8.0.34 runtime pack: g_dacTable, no contract descriptor),
+#                                                 under DOTNET_GCHeapHardLimit=0x10000000; the pack's createdump --withheap
+#   net8_heap          heap                       heap_population's population and ABBA (its Program.cs) on .NET 8,
+#                                                 under DOTNET_GCHeapHardLimit=0x10000000; the pack's createdump --withheap
+#   net8_sync_over_async heap                     sync_over_async's starved pool (its Program.cs) on .NET 8; the
+#                                                 pack's createdump --withheap
+#   net8_gc_oom        heap                       gc_oom (its Program.cs) on .NET 8: under DOTNET_GCHeapHardLimit=0x4000000
+#                                                 the heap fills, OutOfMemoryException caught, Environment.FailFast;
+#                                                 the runtime writes the dump (DOTNET_DbgMiniDumpType=2)
+#                      (SOS reads the net8_* dumps with `setclrpath` to the publish directory: the pack's DAC)
 #   cache_leak         heap                       createdump --withheap PID (Main waits in Console.ReadLine on a
 #                                                 FIFO opened read-write as stdin, so it never returns; a static
 #                                                 Dictionary holds ~32 MiB, ~97 % of the heap; SOS gcroot and
@@ -147,15 +158,16 @@ ALL_JOBS=(
   async_tcs/heap semaphore_async/heap
   cache_leak/heap mres_continuation/heap
   self_contained/heap single_file/heap net9_abba/heap net9_heap/heap runtime_10_0_15/heap
+  net8_abba/heap net8_heap/heap net8_sync_over_async/heap net8_gc_oom/heap
   orleans_silo/heap orleans_silo/again
   aspnet_pool/deadlock aspnet_pool/starved aspnet_pool/nolock aspnet_pool/healthy aspnet_pool/deadlock2
 )
 # Samples run from their `dotnet publish` output (their own runtime), not with the machine's.
-PUBLISHED=" self_contained single_file net9_abba net9_heap runtime_10_0_15 "
+PUBLISHED=" self_contained single_file net9_abba net9_heap runtime_10_0_15 net8_abba net8_heap net8_sync_over_async net8_gc_oom "
 is_published() { [[ "$PUBLISHED" == *" $1 "* ]]; }
 publish_dir() { echo "$ARTIFACTS/publish/$1/debug_linux-x64"; }
 # Samples that die by themselves (no wedge, no 'ready'): the runtime dumps them.
-CRASH_SAMPLES=" unhandled_exception failfast_exception stack_overflow gc_oom unhandled_oom "
+CRASH_SAMPLES=" unhandled_exception failfast_exception stack_overflow gc_oom unhandled_oom net8_gc_oom "
 is_crash() { [[ "$CRASH_SAMPLES" == *" $1 "* ]]; }
 
 # ---------------------------------------------------------------- tools
@@ -269,6 +281,15 @@ sos() {  # sos CORE OUTFILE CMD...   (one dotnet-dump invocation)
   return 0
 }
 
+# The EEClass of MethodTable MT (dumpmt's), for dumpclass: .NET 10's DAC takes the MethodTable
+# itself, 8.0's says "Invalid EEClass address". eeclass_of CORE MT TMPDIR
+eeclass_of() {
+  local ee
+  sos "$1" "$3/dumpmt" "dumpmt $2"
+  ee="$(awk '$1=="EEClass:"{print $2; exit}' "$3/dumpmt")"
+  echo "${ee:-$2}"
+}
+
 # Thread objects -> name, managed id, native Thread* (ThreadOBJ in clrthreads)
 # and OS tid.  `dumpobj` crashes dotnet-dump 10.0.750501 on this runtime, so
 # the fields are read with dumpclass offsets + dq/dd/du.
@@ -281,7 +302,7 @@ sos_thread_names() {
     { echo "# could not find System.Threading.Thread's MethodTable"; cat "$tmp/n2e"; } >"$out"
     rm -rf "$tmp"; return 0
   fi
-  sos "$core" "$tmp/cls" "dumpclass $mt" "dumpheap -mt $mt -short" "clrthreads"
+  sos "$core" "$tmp/cls" "dumpclass $(eeclass_of "$core" "$mt" "$tmp")" "dumpheap -mt $mt -short" "clrthreads"
   noff="$(awk '$NF=="_name"{print $3; exit}' "$tmp/cls")"
   ioff="$(awk '$NF=="_DONT_USE_InternalThread"{print $3; exit}' "$tmp/cls")"
   moff="$(awk '$NF=="_managedThreadId"{print $3; exit}' "$tmp/cls")"
@@ -334,7 +355,7 @@ sos_fields() {
   if [[ -z "$mt" ]]; then
     { echo "# $type not found"; cat "$tmp/n2e"; } >"$out"; rm -rf "$tmp"; return 0
   fi
-  sos "$core" "$tmp/cls" "dumpclass $mt"
+  sos "$core" "$tmp/cls" "dumpclass $(eeclass_of "$core" "$mt" "$tmp")"
   sos "$core" "$tmp/objs" "dumpheap -mt $mt -short"
   objs="$(grep -E '^ *[0-9a-f]{8,16} *$' "$tmp/objs" | tr -d ' ' || true)"
   for f in "$@"; do
@@ -444,6 +465,9 @@ oracle() {  # oracle SAMPLE DIR
     local v; v="$(sed -n 's/.*<RuntimeFrameworkVersion>\(.*\)<.*/\1/p' "$HERE/$sample/$sample.csproj")"
     SOS_CLRPATH="${NUGET_PACKAGES:-$HOME/.nuget/packages}/microsoft.netcore.app.runtime.linux-x64/$v/runtimes/linux-x64/native"
   fi
+  # An 8.0 app's DAC is the pack's, in its publish directory.
+  if [[ "$sample" == net8_* ]]; then SOS_CLRPATH="$(publish_dir "$sample")"; fi
+
   log "  SOS oracle -> $dir/sos/"
   sos "$core" "$dir/sos/eeversion.txt" "eeversion"
   sos "$core" "$dir/sos/clrthreads.txt" "clrthreads"
@@ -470,7 +494,7 @@ oracle() {  # oracle SAMPLE DIR
       sos_fields "$core" "$dir/sos/locks.txt" System.Private.CoreLib.dll System.Threading.Lock \
         _owningThreadId _state _recursionCount
       sos_gcrefs "$core" "$dir/sos/lock-holders.txt" Knot.Samples.LockAbba. ;;
-    sync_over_async)
+    sync_over_async|net8_sync_over_async)
       sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue"
       sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks" ;;
     aspnet_pool)
@@ -511,10 +535,10 @@ oracle() {  # oracle SAMPLE DIR
     fi
   fi
   case "$sample" in
-    heap_population|net9_heap)
+    heap_population|net9_heap|net8_heap)
       sos_gcrefs "$core" "$dir/sos/inventory-refs.txt" "Knot.Samples.HeapPopulation.Inventory"
       sos_gcrefs "$core" "$dir/sos/ledger-refs.txt" "Knot.Samples.HeapPopulation.Ledger" ;;
-    monitor_abba|failfast|pinvoke_mutex|self_contained|single_file|net9_abba|runtime_10_0_15)
+    monitor_abba|failfast|pinvoke_mutex|self_contained|single_file|net9_abba|runtime_10_0_15|net8_abba)
       sos_gcrefs "$core" "$dir/sos/lock-objects.txt" "Knot.Samples." ;;
     heap_graph)
       sos_gcroots "$core" "$dir/sos/gcroot.txt" "Knot.Samples.HeapGraph." ;;
@@ -686,7 +710,7 @@ run_job() {  # run_job SAMPLE KIND
            DOTNET_EnableCrashReport=1)
       args=(8000)   # watchdog delay (ms) before Environment.FailFast: time to check and record the wedge
       how="Environment.FailFast via ${env[*]}" ;;
-    gc_oom/heap)
+    gc_oom/heap|net8_gc_oom/heap)
       env=(DOTNET_GCHeapHardLimit=0x4000000 DOTNET_DbgEnableMiniDump=1 DOTNET_DbgMiniDumpType=2
            "DOTNET_DbgMiniDumpName=$dir/core" DOTNET_EnableCrashReport=1)
       how="OutOfMemoryException caught, then Environment.FailFast; the runtime's createdump via ${env[*]}" ;;
@@ -706,7 +730,7 @@ run_job() {  # run_job SAMPLE KIND
       env=(DOTNET_gcServer=1 DOTNET_GCDynamicAdaptationMode=0 DOTNET_GCHeapHardLimit=0x20000000)
       flags="--withheap"
       how="$CREATEDUMP -f $dir/core --withheap PID (process run with ${env[*]})" ;;
-    runtime_10_0_15/heap|net9_heap/heap)
+    runtime_10_0_15/heap|net9_heap/heap|net8_abba/heap|net8_heap/heap)
       env=(DOTNET_GCHeapHardLimit=0x10000000)
       flags="--withheap"
       how="$createdump -f $dir/core --withheap PID (process run with ${env[*]})" ;;

@@ -8,8 +8,9 @@
 #   DEST  default <repo>/samples/dotnet/dumps  (replaced wholesale)
 #   ONLY="sample/kind ..."  pack only these jobs, replacing just their directories
 #                           (and their samples' app/), and leave the rest of DEST alone
+#                           (ONLY="" packs nothing into DEST: only DEPLOY's dumps)
 #   DEPLOY="sample/kind ..." the deployment-shape dumps packed into deploy-dumps/ (default: all
-#                           four; DEPLOY="" none)
+#                           of them; DEPLOY="" none); the .NET 8 ones as core.zst (zstd -19 --long=27)
 set -Eeuo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -46,10 +47,13 @@ COMMITTED=(
 if [[ -n "${ONLY:-}" ]]; then
   read -r -a COMMITTED <<<"$ONLY"
 fi
+# ONLY="" (set, empty): nothing into DEST.
+if [[ -z "${ONLY-x}" ]]; then COMMITTED=(); fi
 RUNTIME_FILES=(libcoreclr.so libclrjit.so System.Private.CoreLib.dll libmscordaccore.so libSystem.Native.so)
 
 build_id() { readelf -n "$1" 2>/dev/null | awk '/Build ID/{print $3; exit}'; }
 
+if ((${#COMMITTED[@]})); then
 runtime_dir="$(awk -F' *= *' '$1=="runtime_dir"{print $2}' "$SRC/${COMMITTED[0]}/info.txt")"
 runtime_version="$(awk -F' *= *' '$1=="runtime_version"{print $2}' "$SRC/${COMMITTED[0]}/info.txt")"
 [[ -d "$runtime_dir" ]] || { echo "runtime dir $runtime_dir missing" >&2; exit 1; }
@@ -92,20 +96,25 @@ for job in "${COMMITTED[@]}"; do
   fi
 done
 du -sb "$DEST" | awk '{printf "total %d bytes (%.1f MiB)\n", $1, $1/1048576}'
+fi
 
 # The deployment shapes (self-contained, single-file, .NET 9): into deploy-dumps/, with their
 # oracles but no runtime or app files — tests/dotnet_catalog.rs reads them with nothing at hand.
 # DEPLOY="" skips them; DEPLOY="sample/kind ..." packs only those.
 DEPLOY_DEST="$HERE/deploy-dumps"
-for job in ${DEPLOY-self_contained/heap single_file/heap net9_abba/heap net9_heap/heap runtime_10_0_15/heap}; do
+for job in ${DEPLOY-self_contained/heap single_file/heap net9_abba/heap net9_heap/heap runtime_10_0_15/heap net8_abba/heap net8_heap/heap net8_sync_over_async/heap net8_gc_oom/heap}; do
   src="$SRC/$job"; dst="$DEPLOY_DEST/$job"
   [[ -f "$src/core" ]] || { echo "missing $src/core (run make-dumps.sh $job first)" >&2; exit 1; }
   rm -rf "$dst"; mkdir -p "$dst"
   echo "packing $job -> deploy-dumps/"
-  gzip -9 -n -c "$src/core" >"$dst/core.gz"
+  case "$job" in
+    net8_*) zstd -19 --long=27 -q -f "$src/core" -o "$dst/core.zst"; packed=core.zst ;;
+    *) gzip -9 -n -c "$src/core" >"$dst/core.gz"; packed=core.gz ;;
+  esac
   cp "$src/info.txt" "$src/threads.txt" "$src/stdout.txt" "$src/stderr.txt" "$dst/"
+  [[ -f "$src/core.crashreport.json" ]] && cp "$src/core.crashreport.json" "$dst/"
   cp -r "$src/sos" "$dst/"
-  printf 'core_gz_bytes     = %s\ncore_sha256       = %s\n' "$(stat -c %s "$dst/core.gz")" \
+  printf '%s_bytes     = %s\ncore_sha256       = %s\n' "${packed/./_}" "$(stat -c %s "$dst/$packed")" \
     "$(sha256sum "$src/core" | cut -d' ' -f1)" >>"$dst/info.txt"
 done
 [[ -d "$DEPLOY_DEST" ]] && du -sb "$DEPLOY_DEST" | awk '{printf "deploy-dumps: %d bytes (%.1f MiB)\n", $1, $1/1048576}'

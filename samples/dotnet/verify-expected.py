@@ -250,7 +250,8 @@ def verify_crash(tag, d, crash, names, tid_name, st):
     if "failfast_message" in crash:
         check(crash["failfast_message"] in read(f"{d}/stderr.txt"), f"{tag}: the FailFast message is on stderr")
     report = read(f"{d}/core.crashreport.json")
-    m = re.search(r'"crashed": "true",\s*"managed_exception_object": "[^"]*",\s*"managed_exception_type": "([^"]*)"', report)
+    # .NET 8's createdump writes `"key" : "value"`, .NET 10's `"key": "value"`.
+    m = re.search(r'"crashed"\s*:\s*"true",\s*"managed_exception_object"\s*:\s*"[^"]*",\s*"managed_exception_type"\s*:\s*"([^"]*)"', report)
     check(m is not None and m.group(1) == crash["crashreport_exception_type"],
           f"{tag}: crashreport names {crash['crashreport_exception_type']} (found {m.group(1) if m else None})")
     if "cycle" in crash and tid is not None:

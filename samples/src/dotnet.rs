@@ -38,7 +38,17 @@ impl DotnetDump {
 }
 
 /// The samples `make-dumps.sh` publishes (their own runtime), committed in `deploy-dumps/`.
-pub const DEPLOY_SAMPLES: &[&str] = &["self_contained", "single_file", "net9_abba", "net9_heap", "runtime_10_0_15"];
+pub const DEPLOY_SAMPLES: &[&str] = &[
+    "self_contained",
+    "single_file",
+    "net9_abba",
+    "net9_heap",
+    "runtime_10_0_15",
+    "net8_abba",
+    "net8_heap",
+    "net8_sync_over_async",
+    "net8_gc_oom",
+];
 
 /// `samples/dotnet/dumps`.
 pub fn committed_root() -> PathBuf {

@@ -106,6 +106,9 @@ pub(crate) trait Runtime: RuntimeLocks + Send + Sync {
 
 /// The runtime of `process`, when it has one knot knows; managed images are looked for through
 /// `locator`.
+/// Why a dump has no runtime handle: none of the runtimes knot reads is mapped in it.
+pub(crate) const NONE_RECOGNISED: &str = "no managed runtime knot reads in the dump (.NET: no libcoreclr.so or single-file host)";
+
 pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<Box<dyn Runtime + 'p>> {
     if let Some(d) = dotnet::runtime::recognise(process, locator) {
         return Some(Box::new(d));
@@ -117,10 +120,10 @@ pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<B
 /// own while the module files are opened). The runtime catalogue is read for the one build the
 /// dump has, once its build-id is known: not here.
 pub(crate) fn tables_ahead(core: &crate::core::Core) -> impl FnOnce() + Send + 'static {
-    let dotnet = core.files.iter().flatten().any(|f| f.path.ends_with(dotnet::locate::RUNTIME_MODULE));
+    let dotnet = core.files.iter().flatten().any(|f| f.path.ends_with(dotnet::contract::locate::RUNTIME_MODULE));
     move || {
         if dotnet {
-            let _ = dotnet::facts::builtin();
+            let _ = dotnet::contract::facts::builtin();
         }
     }
 }

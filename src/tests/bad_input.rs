@@ -309,21 +309,34 @@ fn a_flood_of_malformed_notes_gives_a_bounded_number_of_warnings() {
 
 #[test]
 fn nt_file_with_tens_of_thousands_of_modules_is_read_in_linear_time() {
-    let n = 50_000u64;
-    let paths: Vec<String> = (0..n).map(|i| format!("/nonexistent/lib{i}.so")).collect();
-    let entries: Vec<(u64, u64, u64, &str)> =
-        (0..n).map(|i| (0x1000_0000 + i * 0x1000, 0x1000_1000 + i * 0x1000, 0, paths[i as usize].as_str())).collect();
-    let mut list = note_list(seed());
-    let slot = list.iter_mut().find(|(_, kind, _)| *kind == NT_FILE).expect("NT_FILE");
-    slot.2 = encode_nt_file(&entries);
-    let core = read_ok(with_notes(seed(), &list));
-    assert_eq!(core.files.as_ref().map(|f| f.len()), Some(n as usize));
-    let t = Instant::now();
-    let p = process(core, gcore());
-    let took = t.elapsed();
-    eprintln!("{n} NT_FILE modules: {took:?}");
-    assert!(took < Duration::from_secs(20), "{n} modules took {took:?}");
-    assert!(p.diagnostics.len() as u64 >= n - 1, "every missing module file is reported");
+    // Opening a core with n modules in NT_FILE, none of whose files exist: the time it takes
+    // grows with n, not n² — 5 times the modules take less than 15 times as long (quadratic work
+    // would take 25 times). A ratio of two runs side by side, not a wall-clock bound: the suite
+    // runs on loaded, shared machines (the faster of two runs of each size).
+    let opened = |n: u64| {
+        let paths: Vec<String> = (0..n).map(|i| format!("/nonexistent/lib{i}.so")).collect();
+        let entries: Vec<(u64, u64, u64, &str)> =
+            (0..n).map(|i| (0x1000_0000 + i * 0x1000, 0x1000_1000 + i * 0x1000, 0, paths[i as usize].as_str())).collect();
+        let mut list = note_list(seed());
+        let slot = list.iter_mut().find(|(_, kind, _)| *kind == NT_FILE).expect("NT_FILE");
+        slot.2 = encode_nt_file(&entries);
+        let took = (0..2)
+            .map(|_| {
+                let core = read_ok(with_notes(seed(), &list));
+                assert_eq!(core.files.as_ref().map(|f| f.len()), Some(n as usize));
+                let t = Instant::now();
+                let p = process(core, gcore());
+                let took = t.elapsed();
+                assert!(p.diagnostics.len() as u64 >= n - 1, "every missing module file is reported");
+                took
+            })
+            .min()
+            .unwrap_or_default();
+        eprintln!("{n} NT_FILE modules: {took:?}");
+        took
+    };
+    let (small, large) = (opened(10_000), opened(50_000));
+    assert!(large.as_secs_f64() < 15.0 * small.as_secs_f64().max(0.001), "50 000 modules took {large:?}, 10 000 took {small:?}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -608,7 +621,9 @@ fn hostile_walk(bytes: Vec<u8>, what: &str) -> Stack {
     let p = process(read_ok(bytes), gcore());
     let (mut stacks, took) = walk(&p);
     eprintln!("{what}: {} frames, {:?}, in {took:?}", stacks[HOSTILE_THREAD].frames.len(), stacks[HOSTILE_THREAD].end);
-    assert!(took < Duration::from_secs(5), "{what}: the walk took {took:?}");
+    // A guard against a walk that loops or hangs, not a speed test (the suite runs on loaded,
+    // shared machines): the walk's bounds end it in well under a second.
+    assert!(took < Duration::from_secs(60), "{what}: the walk took {took:?}");
     for s in &stacks {
         assert!(s.frames.len() <= DEFAULT_MAX_FRAMES);
     }

@@ -160,7 +160,7 @@ enum Suite {
 
 pub fn run(a: Args) -> Result<()> {
     if a.suite == Some(Suite::DotnetHeap) {
-        let limits = a.memory_limit.as_deref().map(|l| l.split(',').map(|s| knot::byte_size::parse_size(s).map_err(anyhow::Error::msg)).collect::<Result<Vec<u64>>>()).transpose()?.unwrap_or_default();
+        let limits = a.memory_limit.as_deref().map(|l| l.split(',').map(|s| knot::parse_size(s).map_err(anyhow::Error::msg)).collect::<Result<Vec<u64>>>()).transpose()?.unwrap_or_default();
         return crate::bench_dotnet_heap::run(a.runs.unwrap_or(3), a.heap_mib, a.remake, &limits);
     }
     if a.suite == Some(Suite::DotnetAsync) {

@@ -1,6 +1,6 @@
 //! The .NET runtime's section of the report: what knot read of the runtime, its thread pool.
 
-use super::thread_pool::{PoolReading, Queue};
+use crate::runtimes::dotnet::tasks::thread_pool::{PoolReading, Queue};
 use crate::waits::WorkerPool;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -14,13 +14,13 @@ pub struct DotnetReport {
     pub managed_threads: usize,
     pub thread_pool: Option<ThreadPoolReport>,
     /// The GC heap by type (SOS `dumpheap -stat`); null when it was not read (see diagnostics).
-    pub heap: Option<super::gc::report::HeapReport>,
+    pub heap: Option<crate::runtimes::dotnet::gc::report::HeapReport>,
     /// The GC's own state; null when it was not read.
-    pub gc: Option<super::gc::report::GcReport>,
+    pub gc: Option<crate::runtimes::dotnet::gc::report::GcReport>,
     /// Every thread's last thrown exception (clrthreads' Exception column), as SOS `pe` prints it.
     pub exceptions: Vec<ThreadExceptionReport>,
     /// createdump's header (`DIAGINFOHEADER`), present when createdump wrote the dump.
-    pub createdump: Option<super::diaginfo::DiagInfo>,
+    pub createdump: Option<crate::runtimes::dotnet::crash::diaginfo::DiagInfo>,
     /// The sync block table as SOS's `syncblk` counts it; null when it was not read.
     pub sync_table: Option<SyncTableReport>,
     /// Async stacks as SOS `dumpasync` lists them: chains of tasks and async methods that hold
@@ -92,7 +92,7 @@ pub struct AsyncTasksReport {
 }
 
 impl AsyncStackReport {
-    pub(crate) fn of(s: &super::async_stacks::AsyncStack) -> AsyncStackReport {
+    pub(crate) fn of(s: &crate::runtimes::dotnet::tasks::async_stacks::AsyncStack) -> AsyncStackReport {
         AsyncStackReport {
             awaiting: s.awaiting.as_ref().map(|a| AsyncAwaitingReport { type_name: a.type_name.clone(), address: crate::hex::Hex(a.address) }),
             frames: s

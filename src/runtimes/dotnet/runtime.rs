@@ -3,14 +3,14 @@
 //! chains, and the reading of threads, monitors and waits (made once, when the locks are
 //! asked for).
 
-use super::codemap::CodeMap;
-use super::context::{Context, NoContext};
-use super::frames::{self, WithFrames};
-use super::metadata::image_notes;
-use super::crash;
-use super::gc;
-use super::report::{DotnetReport, SyncTableReport, ThreadExceptionReport, ThreadPoolReport};
-use super::{facts, idle, locks, read_runtime, unreadable, DotnetReading, STAGE};
+use crate::runtimes::dotnet::code::codemap::CodeMap;
+use crate::runtimes::dotnet::contract::context::{Context, NoContext};
+use crate::runtimes::dotnet::code::frames::{self, WithFrames};
+use crate::runtimes::dotnet::types::metadata::image_notes;
+use crate::runtimes::dotnet::crash;
+use crate::runtimes::dotnet::gc;
+use crate::runtimes::dotnet::report::{DotnetReport, SyncTableReport, ThreadExceptionReport, ThreadPoolReport};
+use crate::runtimes::dotnet::{contract::facts, threads::idle, threads::locks, read_runtime, unreadable, DotnetReading, STAGE};
 use crate::diagnostics::Diagnostic;
 use crate::graph::limits::Limit;
 use crate::memory_budget::{GraphPlan, HeapBudget, GRAPH_BYTES_PER_OBJECT, WALK_BYTES_PER_OBJECT};
@@ -35,12 +35,12 @@ pub(crate) struct DotnetRuntime<'p> {
     /// The path the dump names for `libcoreclr.so` and its build-id, for saying how to supply it.
     runtime_file: Option<(String, Option<String>)>,
     /// The thread pool's counters and queues, read once (for the verdict and the report).
-    pool: OnceLock<Option<super::thread_pool::PoolReading>>,
+    pool: OnceLock<Option<crate::runtimes::dotnet::tasks::thread_pool::PoolReading>>,
     /// The heap work the stacks have no part in, made once ([`DotnetRuntime::heap_ahead`]) and
     /// taken by the report section.
     ahead: OnceLock<Mutex<Option<HeapAhead>>>,
     /// The object graph made ahead, without its stack roots: the section leaves it for
-    /// [`super::heap::attach`] (taken once).
+    /// [`crate::runtimes::dotnet::gc::readings::attach`] (taken once).
     graph: Mutex<Option<Result<gc::GraphAhead, String>>>,
     /// The memory limit the heap graph is planned under (none: no limit), set once before the
     /// heap is read ([`Runtime::plan_heap`]).
@@ -87,7 +87,7 @@ pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<D
             None
         }
     });
-    let runtime_file = super::locate::runtime_module(process).map(|m| (m.path.clone(), m.build_id_hex()));
+    let runtime_file = crate::runtimes::dotnet::contract::locate::runtime_module(process).map(|m| (m.path.clone(), m.build_id_hex()));
     Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file, pool: OnceLock::new(), ahead: OnceLock::new(), graph: Mutex::new(None), memory_limit: OnceLock::new(), over_limit: OnceLock::new() })
 }
 
@@ -157,7 +157,7 @@ impl DotnetRuntime<'_> {
     fn reading_limits(&self) -> Vec<Limit> {
         // A runtime read without its per-build sync-block facts: threads yes, monitors no.
         if let DotnetReading::Runtime(r) = self.reading()
-            && let super::Support::Unsupported { why } = &r.monitor_support
+            && let crate::runtimes::dotnet::Support::Unsupported { why } = &r.monitor_support
         {
             return vec![Limit::DotnetMonitors { version: r.version.to_string(), why: why.clone() }];
         }
@@ -189,8 +189,8 @@ impl DotnetRuntime<'_> {
         self.memory_limit.get()
     }
 
-    fn pool_reading(&self) -> Option<&super::thread_pool::PoolReading> {
-        self.pool.get_or_init(|| self.context.as_ref().ok().map(|c| super::thread_pool::read(c))).as_ref()
+    fn pool_reading(&self) -> Option<&crate::runtimes::dotnet::tasks::thread_pool::PoolReading> {
+        self.pool.get_or_init(|| self.context.as_ref().ok().map(|c| crate::runtimes::dotnet::tasks::thread_pool::read(c))).as_ref()
     }
 
     /// The runtime's crash facts (every thread's last exception, createdump's header, which
@@ -330,12 +330,12 @@ impl Runtime for DotnetRuntime<'_> {
             }
             if let Some(gc) = gc::report::attach_reading(reading, &mut report, &mut facts.locks, &mut facts.diagnostics) {
                 // A lock object held by a static field is named by it (`Ledger._sync`).
-                super::static_holders::name(c, &gc, &mut facts.locks);
+                crate::runtimes::dotnet::threads::static_holders::name(c, &gc, &mut facts.locks);
                 // The objects queued to the pool, when its queues were read.
                 let queued: Option<std::collections::HashSet<u64>> =
                     self.pool_reading().and_then(|p| p.queues.as_ref().ok()).map(|q| q.items.iter().map(|i| i.object).collect());
                 let timer_queue = self.pool_reading().and_then(|p| p.timer_queue());
-                super::async_waits::link(&report.async_stacks, &gc.semaphores, queued.as_ref(), timer_queue, facts);
+                crate::runtimes::dotnet::tasks::async_waits::link(&report.async_stacks, &gc.semaphores, queued.as_ref(), timer_queue, facts);
             }
         }
         let gc_stalled = report.gc.as_ref().is_some_and(|g| g.stalled);
@@ -345,20 +345,20 @@ impl Runtime for DotnetRuntime<'_> {
     fn attach_heap(&self, stacks: &[Stack], frames: &[Vec<crate::threads::FrameReport>], section: &mut RuntimeReport, diagnostics: &mut Vec<Diagnostic>) {
         let RuntimeSection::Dotnet(report) = &mut section.section;
         if let Some(heap) = report.heap.as_mut() {
-            super::heap::attach(self, stacks, frames, heap, diagnostics);
+            crate::runtimes::dotnet::gc::readings::attach(self, stacks, frames, heap, diagnostics);
         }
     }
 
     fn heap_reading(&self) -> Option<Result<crate::runtimes::HeapReading, String>> {
-        super::heap::reading(self)
+        crate::runtimes::dotnet::gc::readings::reading(self)
     }
 
     fn heap_retention(&self) -> Option<Result<crate::runtimes::HeapRetention, Diagnostic>> {
-        Some(super::heap::retention(self))
+        Some(crate::runtimes::dotnet::gc::readings::retention(self))
     }
 
     fn object_roots(&self, stacks: &[Stack], frames: &[Vec<crate::threads::FrameReport>], addresses: &[u64], all_roots: bool) -> Option<Result<Vec<crate::runtimes::ObjectRoots>, String>> {
-        Some(super::heap::object_roots(self, stacks, frames, addresses, all_roots))
+        Some(crate::runtimes::dotnet::gc::readings::object_roots(self, stacks, frames, addresses, all_roots))
     }
 
     fn crash(&self, stacks: &[Stack]) -> Option<crate::crash::RuntimeCrashFacts> {

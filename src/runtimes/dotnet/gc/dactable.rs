@@ -5,12 +5,12 @@
 //! which variable is a per-build fact (`analyzers/dotnet/`); the slot of `ThreadStore::s_pThreadStore`
 //! is checked against the descriptor's `ThreadStore` global before any other slot is trusted.
 
-use super::super::elf;
-use super::super::error::DotnetError;
-use super::super::target::{Result, Target};
+use crate::runtimes::dotnet::contract::elf;
+use crate::runtimes::dotnet::error::DotnetError;
+use crate::runtimes::dotnet::contract::target::{Result, Target};
 use crate::process::Module;
 
-pub(crate) const DAC_TABLE_SYMBOL: &str = super::super::catalog::DAC_TABLE_SYMBOL;
+pub(crate) const DAC_TABLE_SYMBOL: &str = crate::runtimes::dotnet::contract::catalog::DAC_TABLE_SYMBOL;
 /// Slots at most (dacvars.h has about 100 variables).
 const MAX_SLOTS: u64 = 1024;
 
@@ -29,7 +29,7 @@ impl DacTable {
         // The file's exports name it; without the file, knot's runtime catalogue does.
         let rva = match &module.file {
             Some(file) => elf::dynamic_symbol(file, DAC_TABLE_SYMBOL).map(|s| s.value),
-            None => match super::super::locate::catalogued(module) {
+            None => match crate::runtimes::dotnet::contract::locate::catalogued(module) {
                 Some(build) => build.dac_table_rva,
                 None => return Err(DotnetError::Invalid { what: "runtime module", at: module.start, why: "no file and not in knot's runtime catalogue: its exports name g_dacTable".into() }),
             },

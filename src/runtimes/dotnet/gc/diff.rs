@@ -3,7 +3,7 @@
 //! sorted by growth. Types are matched by name: addresses and MethodTables move between
 //! processes (a restart), names do not.
 
-use super::stats::HeapStats;
+use crate::runtimes::dotnet::gc::stats::HeapStats;
 use std::collections::BTreeMap;
 
 /// A top holder as `knot heap diff` matches it between dumps: by its root and its path's types

@@ -3,19 +3,19 @@
 //! its GC description, objects found through [`ObjectIndex`] (a lazy walk), stopping as soon as
 //! the object is reached. Its cost depends on where the object sits, as SOS `gcroot`'s does.
 //!
-//! The roots start the search in the order [`super::paths::all_paths`] ranks them (handles,
+//! The roots start the search in the order [`crate::runtimes::dotnet::gc::paths::all_paths`] ranks them (handles,
 //! the finalization queue, stacks; in read order within a kind), and each object's references
 //! are followed in field order, then its dependent handles' secondaries: so the path found is
 //! the one the whole graph's search gives first (the breadth-first tree's path to a node is its
 //! smallest shortest path in that order). Held monitors' sync blocks start a second search only
 //! when the first reaches nothing (the GC does not mark from them).
 
-use super::super::target::Target;
-use super::gcdesc::GcDesc;
-use super::graph::{GraphErrors, RootKind};
-use super::object_index::ObjectIndex;
-use super::paths::tier;
-use super::roots::RootsAt;
+use crate::runtimes::dotnet::contract::target::Target;
+use crate::runtimes::dotnet::gc::gcdesc::GcDesc;
+use crate::runtimes::dotnet::gc::graph::{GraphErrors, RootKind};
+use crate::runtimes::dotnet::gc::object_index::ObjectIndex;
+use crate::runtimes::dotnet::gc::paths::tier;
+use crate::runtimes::dotnet::gc::roots::RootsAt;
 use rustc_hash::FxHashMap;
 
 const NO_PARENT: u32 = u32::MAX;

@@ -13,7 +13,7 @@
 //! whose bytes do not add up to the element size refuse the type (a diagnostic; its objects
 //! get no edges), never an out-of-bounds read.
 
-use super::super::target::Target;
+use crate::runtimes::dotnet::contract::target::Target;
 
 /// `MethodTable.MTFlags`: the type holds references.
 pub(crate) const CONTAINS_GC_POINTERS: u32 = 0x0100_0000;

@@ -9,9 +9,9 @@
 //! `dac_gcheap_fields.h`). Regions (the .NET 7+ default) are told from segments by the
 //! generation's `allocation_start` offset, which regions do not have (-1).
 
-use super::super::error::DotnetError;
-use super::super::gc_constants::GcConstants;
-use super::super::target::{Result, Target};
+use crate::runtimes::dotnet::error::DotnetError;
+use crate::runtimes::dotnet::contract::gc_constants::GcConstants;
+use crate::runtimes::dotnet::contract::target::{Result, Target};
 use serde::Serialize;
 use std::collections::HashSet;
 

@@ -21,8 +21,8 @@
 //! edges (4 bytes each) and `edge_start`, so a graph of N objects with E references takes about
 //! 13.3·N + 4·E bytes.
 
-use super::node_index::NodeIndex;
-use super::raw_refs::{Failed, Part, RawRefs, BLOCK};
+use crate::runtimes::dotnet::gc::node_index::NodeIndex;
+use crate::runtimes::dotnet::gc::raw_refs::{Failed, Part, RawRefs, BLOCK};
 use crate::scratch::{Place, ScratchVec};
 use serde::Serialize;
 
@@ -216,7 +216,7 @@ pub(crate) struct Overlapped {
 /// in each in order), the MethodTables in one table. Each walk's lists are freed once merged.
 /// With the objects left out because their segment overlaps one before it (a damaged segment
 /// list).
-pub(crate) fn nodes(walks: Vec<super::walk::SegmentNodes>, place: &Place) -> (ObjectGraph, Overlapped) {
+pub(crate) fn nodes(walks: Vec<crate::runtimes::dotnet::gc::walk::SegmentNodes>, place: &Place) -> (ObjectGraph, Overlapped) {
     let mut walks: Vec<_> = walks.into_iter().filter(|w| !w.is_empty()).collect();
     walks.sort_by_key(|w| w.first());
     let total: usize = walks.iter().map(|w| w.len()).sum();

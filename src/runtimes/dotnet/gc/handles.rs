@@ -14,7 +14,7 @@
 //! Every count is bounded: map nodes, tables, segments (a cycle or a chain past
 //! [`MAX_SEGMENTS`] stops with an error), and a block the dump lacks is an error, not a gap.
 
-use super::super::target::Target;
+use crate::runtimes::dotnet::contract::target::Target;
 use serde::Serialize;
 
 const PTR: u64 = 8;

@@ -6,14 +6,14 @@
 //! static's object and be the heap's one holder; each of its elements is a static field, so
 //! each is a root of its own (the array then retains only itself).
 
-use super::super::context::Context;
-use super::super::objects::TypeNamer;
-use super::diff::HolderByPath;
-use super::graph::{ObjectGraph, Root, RootKind, RootSource};
-use super::report::{attach_retention, HeapPathStepReport, HeapReport, HeapRootRef, RetentionNames, RootName, RootPlace};
-use super::retained::{self, GraphView, Retention};
-use super::root_tree::RootTree;
-use super::roots::ThreadStack;
+use crate::runtimes::dotnet::contract::context::Context;
+use crate::runtimes::dotnet::types::objects::TypeNamer;
+use crate::runtimes::dotnet::gc::diff::HolderByPath;
+use crate::runtimes::dotnet::gc::graph::{ObjectGraph, Root, RootKind, RootSource};
+use crate::runtimes::dotnet::gc::report::{attach_retention, HeapPathStepReport, HeapReport, HeapRootRef, RetentionNames, RootName, RootPlace};
+use crate::runtimes::dotnet::gc::retained::{self, GraphView, Retention};
+use crate::runtimes::dotnet::gc::root_tree::RootTree;
+use crate::runtimes::dotnet::gc::roots::ThreadStack;
 use crate::trace::step as trace;
 use crate::diagnostics::Diagnostic;
 use std::cell::RefCell;
@@ -37,19 +37,19 @@ pub(crate) struct Holding {
 
 /// Reads the object graph of `runtime` (stack roots from `threads`; objects from an earlier
 /// walk when `walked`) and its retention.
-pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack], walked: Option<super::Walked>) -> Result<Holding, String> {
-    of_graph(runtime, super::read_graph(runtime, threads, walked)?)
+pub(crate) fn read(runtime: &Context<'_>, threads: &[ThreadStack], walked: Option<crate::runtimes::dotnet::gc::Walked>) -> Result<Holding, String> {
+    of_graph(runtime, crate::runtimes::dotnet::gc::read_graph(runtime, threads, walked)?)
 }
 
 /// As [`read`], walking the heap afresh, the graph's and its readings' large arrays at `place`
 /// (memory or scratch files: the answers are the same).
 #[cfg(test)]
 pub(crate) fn read_at(runtime: &Context<'_>, threads: &[ThreadStack], place: &crate::scratch::Place) -> Result<Holding, String> {
-    of_graph(runtime, super::graph_ahead(runtime, None, place)?.finish(runtime, threads))
+    of_graph(runtime, crate::runtimes::dotnet::gc::graph_ahead(runtime, None, place)?.finish(runtime, threads))
 }
 
 /// The retention of a graph read with its roots.
-pub(crate) fn of_graph(runtime: &Context<'_>, reading: super::GraphReading) -> Result<Holding, String> {
+pub(crate) fn of_graph(runtime: &Context<'_>, reading: crate::runtimes::dotnet::gc::GraphReading) -> Result<Holding, String> {
     let g = reading.graph;
     let t = runtime.target();
     let namer = TypeNamer::of(&t, runtime);
@@ -95,18 +95,18 @@ pub(crate) fn of_graph(runtime: &Context<'_>, reading: super::GraphReading) -> R
 }
 
 impl Holding {
-    /// The top holders ([`super::retained::TOP_HOLDERS`]) by root path (for `knot heap diff`).
+    /// The top holders ([`crate::runtimes::dotnet::gc::retained::TOP_HOLDERS`]) by root path (for `knot heap diff`).
     pub(crate) fn holders_by_path(&self, runtime: &Context<'_>) -> Vec<HolderByPath> {
-        use super::root_tree::RootOf;
+        use crate::runtimes::dotnet::gc::root_tree::RootOf;
         let g = &self.graph;
         let tree = &self.tree;
         let t = runtime.target();
         let namer = TypeNamer::of(&t, runtime);
-        let layout = super::build_facts(runtime).ok().map(|b| b.layout.clone());
+        let layout = crate::runtimes::dotnet::gc::build_facts(runtime).ok().map(|b| b.layout.clone());
         let statics = std::cell::OnceCell::new();
         let node_type = |n: u32| self.type_name(g.types.get(n as usize).copied().unwrap_or(u32::MAX));
         self.retention
-            .top_holders(super::retained::TOP_HOLDERS)
+            .top_holders(crate::runtimes::dotnet::gc::retained::TOP_HOLDERS)
             .into_iter()
             .filter_map(|k| {
                 let node = self.retention.node(k);
@@ -114,7 +114,7 @@ impl Holding {
                 let root = match root {
                     RootOf::StaticSlot { array, index } => {
                         let slot = g.address(array).unwrap_or(0) + 16 + 8 * u64::from(index);
-                        let names = statics.get_or_init(|| layout.as_ref().map(|l| super::static_names::static_slots(&t, &namer, l, g)).unwrap_or_default());
+                        let names = statics.get_or_init(|| layout.as_ref().map(|l| crate::runtimes::dotnet::gc::static_names::static_slots(&t, &namer, l, g)).unwrap_or_default());
                         match names.get(&slot) {
                             Some(s) => format!("static {}.{}", s.class, s.field),
                             None => format!("static slot [{index}]"),
@@ -128,10 +128,10 @@ impl Holding {
                     .map(|(i, &n)| {
                         let ty = node_type(n);
                         match (nodes.get(i + 1), &layout) {
-                            (Some(&next), Some(l)) => match super::paths::link(&t, &namer, l, g, n, next) {
-                                super::paths::Link::Field(f) => format!("{ty}.{f}"),
-                                super::paths::Link::Element(_) => format!("{ty}[]"),
-                                super::paths::Link::Dependent => format!("{ty} (dependent handle)"),
+                            (Some(&next), Some(l)) => match crate::runtimes::dotnet::gc::paths::link(&t, &namer, l, g, n, next) {
+                                crate::runtimes::dotnet::gc::paths::Link::Field(f) => format!("{ty}.{f}"),
+                                crate::runtimes::dotnet::gc::paths::Link::Element(_) => format!("{ty}[]"),
+                                crate::runtimes::dotnet::gc::paths::Link::Dependent => format!("{ty} (dependent handle)"),
                             },
                             _ => ty,
                         }
@@ -161,9 +161,9 @@ impl Holding {
         let tree = &self.tree;
         let t = runtime.target();
         let namer = TypeNamer::of(&t, runtime);
-        let layout = super::super::facts::builtin()
+        let layout = crate::runtimes::dotnet::contract::facts::builtin()
             .ok()
-            .and_then(|all| super::super::facts::lookup(all, runtime.version.build_id.as_deref(), &runtime.version.product, runtime.version.file_version.as_deref()))
+            .and_then(|all| crate::runtimes::dotnet::contract::facts::lookup(all, runtime.version.build_id.as_deref(), &runtime.version.product, runtime.version.file_version.as_deref()))
             .map(|b| b.layout.clone());
         // Read once, when a holder's root is a statics array's element.
         let static_names = std::cell::OnceCell::new();
@@ -181,16 +181,16 @@ impl Holding {
                         address: crate::hex::Hex(g.address(n).unwrap_or(0)),
                         type_name: self.type_name(g.types.get(n as usize).copied().unwrap_or(u32::MAX)),
                         field: match (nodes.get(i + 1), &layout) {
-                            (Some(&next), Some(l)) => Some(match super::paths::link(&t, &namer, l, g, n, next) {
-                                super::paths::Link::Field(f) => f,
-                                super::paths::Link::Element(i) => format!("[{i}]"),
-                                super::paths::Link::Dependent => "(dependent handle)".into(),
+                            (Some(&next), Some(l)) => Some(match crate::runtimes::dotnet::gc::paths::link(&t, &namer, l, g, n, next) {
+                                crate::runtimes::dotnet::gc::paths::Link::Field(f) => f,
+                                crate::runtimes::dotnet::gc::paths::Link::Element(i) => format!("[{i}]"),
+                                crate::runtimes::dotnet::gc::paths::Link::Dependent => "(dependent handle)".into(),
                             }),
                             _ => None,
                         },
                     })
                     .collect();
-                (root_ref(g, root, &|slot| static_names.get_or_init(|| layout.as_ref().map(|l| super::static_names::static_slots(&t, &namer, l, g)).unwrap_or_default()).get(&slot).cloned()), steps)
+                (root_ref(g, root, &|slot| static_names.get_or_init(|| layout.as_ref().map(|l| crate::runtimes::dotnet::gc::static_names::static_slots(&t, &namer, l, g)).unwrap_or_default()).get(&slot).cloned()), steps)
             });
             cache.borrow_mut().insert(node, found.clone());
             found
@@ -202,8 +202,8 @@ impl Holding {
 
 /// A root's kind as `knot heap root` names kinds, and the root for people.
 /// `static_field` names the static a statics array's slot (by address) is.
-fn root_ref(g: &ObjectGraph, root: super::root_tree::RootOf<'_>, static_field: &dyn Fn(u64) -> Option<super::static_names::StaticName>) -> HeapRootRef {
-    use super::root_tree::RootOf;
+fn root_ref(g: &ObjectGraph, root: crate::runtimes::dotnet::gc::root_tree::RootOf<'_>, static_field: &dyn Fn(u64) -> Option<crate::runtimes::dotnet::gc::static_names::StaticName>) -> HeapRootRef {
+    use crate::runtimes::dotnet::gc::root_tree::RootOf;
     match root {
         RootOf::StaticSlot { array, index } => {
             let array = g.address(array).unwrap_or(0);

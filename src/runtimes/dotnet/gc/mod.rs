@@ -29,6 +29,7 @@ pub(crate) mod state;
 pub(crate) mod static_names;
 pub(crate) mod stats;
 pub(crate) mod raw_refs;
+pub(crate) mod readings;
 pub(crate) mod walk;
 pub(crate) mod why_alive;
 
@@ -36,11 +37,11 @@ pub(crate) use gcvars::{HeapLayout, Segment};
 pub(crate) use state::GcState;
 pub(crate) use stats::HeapStats;
 
-use super::context::Context;
-use super::facts::{self, BuildFacts};
-use super::objects::TypeNamer;
-use super::target::Target;
-use super::threads;
+use crate::runtimes::dotnet::contract::context::Context;
+use crate::runtimes::dotnet::contract::facts::{self, BuildFacts};
+use crate::runtimes::dotnet::types::objects::TypeNamer;
+use crate::runtimes::dotnet::contract::target::Target;
+use crate::runtimes::dotnet::threads;
 use crate::diagnostics::Diagnostic;
 use crate::process::Process;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -68,9 +69,9 @@ pub struct GcReading {
     pub(crate) referrers: BTreeMap<u64, Vec<referrers::Referrer>>,
     /// The async stacks (SOS `dumpasync`), from the tasks this walk collected; `None` when
     /// CoreLib's `Task` type was not found.
-    pub(crate) async_stacks: Option<super::async_stacks::AsyncReading>,
+    pub(crate) async_stacks: Option<crate::runtimes::dotnet::tasks::async_stacks::AsyncReading>,
     /// The `System.Threading.SemaphoreSlim`s on the heap, address order.
-    pub(crate) semaphores: Vec<super::semaphores::Semaphore>,
+    pub(crate) semaphores: Vec<crate::runtimes::dotnet::tasks::semaphores::Semaphore>,
     pub diagnostics: Vec<Diagnostic>,
     /// The walk's objects, when asked for: the object graph is built from them rather than
     /// from a second walk of the heap ([`read_graph`] takes them).
@@ -171,7 +172,7 @@ pub(crate) fn prepare(module: &crate::process::Module, t: &Target, build: &Build
         GC_HEAP_SVR => true,
         other => return Err(format!("GC heap not read: g_heap_type is {other} (the GC had not started)")),
     };
-    let constants = super::locate::catalogued(module).and_then(|b| b.gc_constants.as_ref()).map(|c| (c, module.bias));
+    let constants = crate::runtimes::dotnet::contract::locate::catalogued(module).and_then(|b| b.gc_constants.as_ref()).map(|c| (c, module.bias));
     let vars = gcvars::GcVars::read(t, vars_at, server, constants).map_err(|e| format!("GC heap not read: {e}"))?;
     let (segments, errors) = vars.segments(t);
     for e in errors {
@@ -321,8 +322,8 @@ fn walk_with(
     // before gen2's), which on a heap with several regions is not the order dumpasync lists.
     tasks.sort_unstable();
     semaphores.sort_unstable();
-    let async_stacks = task_type.map(|tt| super::async_stacks::read(t, namer, l, tt, &tasks));
-    let semaphores = super::semaphores::read(t, namer, l, &semaphores);
+    let async_stacks = task_type.map(|tt| crate::runtimes::dotnet::tasks::async_stacks::read(t, namer, l, tt, &tasks));
+    let semaphores = crate::runtimes::dotnet::tasks::semaphores::read(t, namer, l, &semaphores);
     let hits_capped = walks.iter().any(|w| w.hits.len() >= walk::MAX_HITS_PER_SEGMENT);
     let hits: Vec<walk::Hit> = walks.iter().flat_map(|w| w.hits.iter().copied()).collect();
     let reading = GcReading {
@@ -455,7 +456,7 @@ pub(crate) fn graph_ahead(runtime: &Context<'_>, walked: Option<Walked>, place: 
         );
     }
     trace("graph: nodes");
-    let sync = super::syncblock::read_cache(&t, runtime.module, &build.layout).ok();
+    let sync = crate::runtimes::dotnet::threads::syncblock::read_cache(&t, runtime.module, &build.layout).ok();
     let roots = roots::read_ahead(&t, &build.layout, &vars, sync, &g);
     trace("graph: roots but the stacks'");
     let mut edge_errors = graph::GraphErrors::default();

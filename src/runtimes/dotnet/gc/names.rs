@@ -1,6 +1,6 @@
 //! Type names as SOS's heap commands print them (`dumpheap -stat`, `gcheapstat`): C#-like
 //! generics, `System.Collections.Generic.List<System.Char>`, from the DAC-style name that
-//! `syncblk` and [`super::super::objects::TypeNamer`] give,
+//! `syncblk` and [`crate::runtimes::dotnet::types::objects::TypeNamer`] give,
 //! `System.Collections.Generic.List`1[[System.Char, System.Private.CoreLib]]`.
 //!
 //! The rules (checked on every type row of the committed dumps' `dumpheap -stat`): the

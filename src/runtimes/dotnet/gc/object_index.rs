@@ -1,5 +1,5 @@
 //! Which addresses are objects of the heap, found on demand: each segment is walked (by the
-//! walk's own rules, [`super::walk::Cursor`]) only as far as the highest address asked about,
+//! walk's own rules, [`crate::runtimes::dotnet::gc::walk::Cursor`]) only as far as the highest address asked about,
 //! so a search that stops early reads a small part of the heap. An address is an object when
 //! the walk starts one there (free objects are not objects). Each segment keeps the starts it
 //! walked past (8 bytes each, in order), so that memory grows with the objects walked.
@@ -8,9 +8,9 @@
 //! it expands): one bit per 8 bytes of a segment the dump holds in one piece (so the bitmap is
 //! at most a 64th of the dump), a hash set for the others.
 
-use super::super::target::Target;
-use super::gcvars::Segment;
-use super::walk::{Cursor, TypeShape};
+use crate::runtimes::dotnet::contract::target::Target;
+use crate::runtimes::dotnet::gc::gcvars::Segment;
+use crate::runtimes::dotnet::gc::walk::{Cursor, TypeShape};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::HashMap;
 

@@ -6,12 +6,12 @@
 //! (conservative) stack slots and registers. A held monitor's sync block is not a root the GC
 //! marks from; it counts only when no other root reaches the object.
 
-use super::super::facts::Layout;
-use super::super::objects::TypeNamer;
-use super::super::target::Target;
-use super::gcdesc::GcDesc;
-use super::graph::{ObjectGraph, RootKind};
-use super::referrers::instance_fields;
+use crate::runtimes::dotnet::contract::facts::Layout;
+use crate::runtimes::dotnet::types::objects::TypeNamer;
+use crate::runtimes::dotnet::contract::target::Target;
+use crate::runtimes::dotnet::gc::gcdesc::GcDesc;
+use crate::runtimes::dotnet::gc::graph::{ObjectGraph, RootKind};
+use crate::runtimes::dotnet::gc::referrers::instance_fields;
 use std::collections::VecDeque;
 
 const UNSEEN: u32 = u32::MAX;
@@ -61,7 +61,7 @@ pub(crate) fn link(t: &Target, namer: &TypeNamer, l: &Layout, g: &ObjectGraph, f
     // The holders drop the sizes once the retained sizes are read: then read it as the walk does.
     let size = match g.sizes.get(from as usize) {
         Some(&s) => s as u64,
-        None => match super::walk::TypeShape::read(t, mt, 0) {
+        None => match crate::runtimes::dotnet::gc::walk::TypeShape::read(t, mt, 0) {
             Ok(shape) => {
                 let count = if shape.component_size != 0 { t.read_u32(at + 8, "component count").unwrap_or(0) } else { 0 };
                 u32::try_from(shape.size(count)).unwrap_or(u32::MAX) as u64

@@ -20,8 +20,8 @@
 //! 192 M objects in 4 GiB), so memory comes first. Without a limit each segment keeps them all in
 //! memory. Either way a segment lists its blocks, which are the edges' units of parallel work.
 
-use super::gcdesc::GcDesc;
-use super::walk::SegmentNodes;
+use crate::runtimes::dotnet::gc::gcdesc::GcDesc;
+use crate::runtimes::dotnet::gc::walk::SegmentNodes;
 use crate::scratch::{Place, ScratchVec};
 use rustc_hash::FxHashMap;
 use std::sync::Mutex;
@@ -68,7 +68,7 @@ impl RefSink {
     }
 
     /// The sink for these segments (their lowest start to their highest `allocated`).
-    pub(crate) fn of(segments: &[super::Segment], place: &Place) -> RefSink {
+    pub(crate) fn of(segments: &[crate::runtimes::dotnet::gc::Segment], place: &Place) -> RefSink {
         let live = || segments.iter().filter(|s| s.allocated > s.start);
         let lo = live().map(|s| s.start).min().unwrap_or(u64::MAX);
         let hi = live().map(|s| s.allocated).max().unwrap_or(0);
@@ -134,7 +134,7 @@ pub(crate) struct SegmentRefs {
 impl SegmentRefs {
     /// Reads the GC description of `mt` (once per type in a segment: the caller keeps the
     /// number this returns beside the type), kept for the edges' errors.
-    pub(crate) fn desc_of(&mut self, t: &super::super::target::Target, mt: u64) -> usize {
+    pub(crate) fn desc_of(&mut self, t: &crate::runtimes::dotnet::contract::target::Target, mt: u64) -> usize {
         self.descs.push((mt, GcDesc::read(t, mt).map_err(|e| e.to_string())));
         self.descs.len() - 1
     }

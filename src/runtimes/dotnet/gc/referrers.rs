@@ -1,15 +1,15 @@
 //! Who holds a lock object: the heap objects whose fields refer to it (found by the heap walk,
-//! [`super::walk::Hit`]), each named by its type and the field (from the class's FieldDescs and
+//! [`crate::runtimes::dotnet::gc::walk::Hit`]), each named by its type and the field (from the class's FieldDescs and
 //! the module's metadata), with a cheap identifying field of the referrer when it has one (a
 //! string `Tag`, `Name` or `Id`: an Autofac scope's `Tag` is "root"). A word that is no
 //! reference field of its object (an integer that happens to equal the address) is dropped.
 
-use super::super::facts::Layout;
-use super::super::objects::{self, TypeNamer};
-use super::super::statics::Statics;
-use super::super::target::Target;
-use super::names::sos_heap_name;
-use super::walk::Hit;
+use crate::runtimes::dotnet::contract::facts::Layout;
+use crate::runtimes::dotnet::types::objects::{self, TypeNamer};
+use crate::runtimes::dotnet::types::statics::Statics;
+use crate::runtimes::dotnet::contract::target::Target;
+use crate::runtimes::dotnet::gc::names::sos_heap_name;
+use crate::runtimes::dotnet::gc::walk::Hit;
 use serde::Serialize;
 
 /// Characters of an identifying string kept.

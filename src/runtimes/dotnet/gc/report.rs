@@ -1,12 +1,12 @@
 //! The GC heap and the GC's state as the report carries them (`dotnet.heap`, `dotnet.gc`), and
 //! the GC-stall judgement (a heap near its hard limit with an OOM recorded).
 
-use super::referrers::{self, Referrer};
-use super::state::{Committed, HardLimitSource, LastOom};
-use super::GcReading;
+use crate::runtimes::dotnet::gc::referrers::{self, Referrer};
+use crate::runtimes::dotnet::gc::state::{Committed, HardLimitSource, LastOom};
+use crate::runtimes::dotnet::gc::GcReading;
 use crate::diagnostics::Diagnostic;
 use crate::hex::Hex;
-use super::super::report::{async_groups, AsyncStackReport, AsyncTasksReport, DotnetReport};
+use crate::runtimes::dotnet::report::{async_groups, AsyncStackReport, AsyncTasksReport, DotnetReport};
 use crate::waits::LockFact;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -293,7 +293,7 @@ pub(crate) fn attach_reading(gc: Result<GcReading, String>, report: &mut DotnetR
             Some(gc)
         }
         Err(why) => {
-            diagnostics.push(Diagnostic::warning(super::STAGE, why));
+            diagnostics.push(Diagnostic::warning(crate::runtimes::dotnet::gc::STAGE, why));
             None
         }
     }
@@ -322,8 +322,8 @@ impl GcReport {
         let c: &Committed = &s.committed;
         GcReport {
             layout: match r.layout {
-                super::HeapLayout::Regions => "regions",
-                super::HeapLayout::Segments => "segments",
+                crate::runtimes::dotnet::gc::HeapLayout::Regions => "regions",
+                crate::runtimes::dotnet::gc::HeapLayout::Segments => "segments",
             }
             .to_string(),
             server: r.server,
@@ -393,8 +393,8 @@ pub(crate) struct RetentionNames<'a> {
 
 /// Fills `heap`'s `retained`, `dominators`, `unreachable`, `suspects` and the icicle's tree from
 /// the retention of graph `g`.
-pub(crate) fn attach_retention(heap: &mut HeapReport, g: &super::graph::ObjectGraph, r: &super::retained::Retention, names: &RetentionNames<'_>) {
-    use super::retained::{SUSPECT_PERCENT, TOP_HOLDERS};
+pub(crate) fn attach_retention(heap: &mut HeapReport, g: &crate::runtimes::dotnet::gc::graph::ObjectGraph, r: &crate::runtimes::dotnet::gc::retained::Retention, names: &RetentionNames<'_>) {
+    use crate::runtimes::dotnet::gc::retained::{SUSPECT_PERCENT, TOP_HOLDERS};
     let node_type = |k: u32| g.types.get(r.node(k) as usize).copied().unwrap_or(u32::MAX);
     let address = |k: u32| Hex(g.address(r.node(k)).unwrap_or(0));
     heap.retained = Some(r.by_type.iter().map(|t| RetainedTypeReport { type_name: (names.type_name)(t.type_index), count: t.count, retained_bytes: t.retained }).collect());

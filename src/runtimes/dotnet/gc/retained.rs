@@ -5,7 +5,7 @@
 //! accumulation point (where its bulk spreads over many children). Objects no root reaches are
 //! garbage the GC has not collected yet: counted apart, never in a retained size.
 
-use super::graph::{ObjectGraph, RootKind};
+use crate::runtimes::dotnet::gc::graph::{ObjectGraph, RootKind};
 use crate::graph::dominators::{self, DominatorError, DominatorTree, VIRTUAL_ROOT};
 use crate::scratch::{Place, ScratchVec};
 
@@ -501,6 +501,29 @@ impl Retention {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `cargo test --release --lib scale_on_heap_like_graphs -- --ignored --nocapture`: the
+    /// dominators, retained sizes and by-type sums of the dominator module's heap-shaped graphs
+    /// (KNOT_DOM_NODES nodes, default 10 M; sizes and types counted as the graph's): time and the
+    /// memory they add to the graph's, beside `graph::dominators`' `scale_against_petgraph`.
+    #[test]
+    #[ignore]
+    fn scale_on_heap_like_graphs() {
+        use crate::graph::dominators::tests::{cpu_secs, heap_like, peak_kib, rss_kib};
+        let n = std::env::var("KNOT_DOM_NODES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000_000u32);
+        let (s, t, roots) = heap_like(n);
+        let sizes: Vec<u32> = (0..n).map(|i| 16 + (i % 7) * 8).collect();
+        let types: Vec<u32> = (0..n).map(|i| (i * 2_654_435_761u32) >> 22).collect();
+        let base = rss_kib();
+        peak_kib(true);
+        let (t0, c0) = (std::time::Instant::now(), cpu_secs());
+        let view = GraphView { edge_start: &s, edges: &t, sizes: &sizes, types: &types, type_count: 1024, roots: &roots, free_type: None, place: &Place::Memory };
+        let r = retention(&view).expect("valid");
+        assert!(!r.by_type.is_empty());
+        let (secs, cpu) = (t0.elapsed().as_secs_f64(), cpu_secs() - c0);
+        let extra = peak_kib(false).saturating_sub(base);
+        eprintln!("retention: {n} nodes, {} edges, {} reachable: {secs:.2} s ({cpu:.2} s on a CPU), peak +{:.0} MiB = {:.1} bytes/node beyond the graph", t.len(), r.reachable_objects, extra as f64 / 1024.0, extra as f64 * 1024.0 / n as f64);
+    }
 
     struct Built {
         start: Vec<u32>,

@@ -4,7 +4,7 @@
 //! Roots are queued as `gcroot` prefers them: handles and statics first, then the finalization
 //! queue, then stack slots; sync blocks and dependent handles are not roots the GC marks from.
 
-use super::graph::{ObjectGraph, Root, RootKind};
+use crate::runtimes::dotnet::gc::graph::{ObjectGraph, Root, RootKind};
 use std::collections::VecDeque;
 
 /// Nodes per block of the search's queue.

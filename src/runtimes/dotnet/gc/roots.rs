@@ -1,5 +1,5 @@
 //! The roots of the object graph, each with its kind and place: the handle table's strong,
-//! pinned and other rooting handles ([`super::handles`]; dependent handles become edges
+//! pinned and other rooting handles ([`crate::runtimes::dotnet::gc::handles`]; dependent handles become edges
 //! primary → secondary), the finalization queue's f-reachable part, thread stacks and
 //! registers, and the sync blocks of held monitors.
 //!
@@ -14,12 +14,12 @@
 //! the stack, and each register the unwinder recovered for it, that holds an object's address
 //! is a root marked `conservative` (it may be a dead local's stale value).
 
-use super::super::facts::Layout;
-use super::super::syncblock;
-use super::super::target::Target;
-use super::gcvars::GcVars;
-use super::graph::{GraphErrors, ObjectGraph, Root, RootKind, RootSource};
-use super::handles::{self, HandleType};
+use crate::runtimes::dotnet::contract::facts::Layout;
+use crate::runtimes::dotnet::threads::syncblock;
+use crate::runtimes::dotnet::contract::target::Target;
+use crate::runtimes::dotnet::gc::gcvars::GcVars;
+use crate::runtimes::dotnet::gc::graph::{GraphErrors, ObjectGraph, Root, RootKind, RootSource};
+use crate::runtimes::dotnet::gc::handles::{self, HandleType};
 
 const PTR: u64 = 8;
 /// f-reachable entries read per heap at most.

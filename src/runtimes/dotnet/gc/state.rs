@@ -2,8 +2,8 @@
 //! limit, whether a GC was in progress, and the last out-of-memory it recorded (SOS
 //! `analyzeoom`'s reading of `oom_history`).
 
-use super::super::target::Target;
-use super::gcvars::{GcVars, OomHistory, Segment, SegmentKind};
+use crate::runtimes::dotnet::contract::target::Target;
+use crate::runtimes::dotnet::gc::gcvars::{GcVars, OomHistory, Segment, SegmentKind};
 use crate::process::Process;
 use serde::Serialize;
 
@@ -126,10 +126,10 @@ const SAME_STATICS: u64 = 64 << 10;
 /// runtime build's two (the catalogue's, else found in the runtime's file), the one beside this
 /// GC's `current_c_gc_state`.
 fn hard_limit_variable(process: &Process, vars: &GcVars) -> Option<u64> {
-    let module = super::super::locate::runtime_module(process)?;
-    let rvas = match super::super::locate::catalogued(module) {
+    let module = crate::runtimes::dotnet::contract::locate::runtime_module(process)?;
+    let rvas = match crate::runtimes::dotnet::contract::locate::catalogued(module) {
         Some(b) => b.heap_hard_limit.clone(),
-        None => super::super::hard_limit_store::heap_hard_limit_rvas(module.file.as_ref()?),
+        None => crate::runtimes::dotnet::contract::hard_limit_store::heap_hard_limit_rvas(module.file.as_ref()?),
     };
     let anchor = vars.gc_state_var?;
     rvas.iter().map(|rva| module.bias.wrapping_add(*rva)).min_by_key(|at| at.abs_diff(anchor)).filter(|at| at.abs_diff(anchor) < SAME_STATICS)

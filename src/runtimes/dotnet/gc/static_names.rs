@@ -3,15 +3,15 @@
 //! `DynamicStaticsInfo.GCStatics` points into it), so a path from a static starts `strong
 //! handle → System.Object[] [i] → object`; SOS names that slot's field, but wrongly. Here every
 //! loaded class of every module the heap's types come from (CoreLib too) is asked for its
-//! reference statics through [`super::super::statics`], and each static's slot address is
+//! reference statics through [`crate::runtimes::dotnet::types::statics`], and each static's slot address is
 //! mapped to its class and field.
 
-use super::super::facts::Layout;
-use super::super::metadata::TYPE_DEF;
-use super::super::objects::TypeNamer;
-use super::super::statics::{StaticField, Statics};
-use super::super::target::Target;
-use super::graph::ObjectGraph;
+use crate::runtimes::dotnet::contract::facts::Layout;
+use crate::runtimes::dotnet::types::metadata::TYPE_DEF;
+use crate::runtimes::dotnet::types::objects::TypeNamer;
+use crate::runtimes::dotnet::types::statics::{StaticField, Statics};
+use crate::runtimes::dotnet::contract::target::Target;
+use crate::runtimes::dotnet::gc::graph::ObjectGraph;
 use rayon::prelude::*;
 use std::collections::{BTreeSet, HashMap};
 

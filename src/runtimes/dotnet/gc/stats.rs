@@ -2,8 +2,8 @@
 //! bytes (SOS's sizes, unaligned), the type named as SOS's heap commands name it, free objects
 //! as `Free`.
 
-use super::super::objects::TypeNamer;
-use super::walk::{SegmentWalk, TypeCount};
+use crate::runtimes::dotnet::types::objects::TypeNamer;
+use crate::runtimes::dotnet::gc::walk::{SegmentWalk, TypeCount};
 use serde::Serialize;
 use rayon::prelude::*;
 use std::collections::HashMap;

@@ -13,9 +13,9 @@
 //! walk of a segment is bounded by its `allocated` (every step moves forward at least 24
 //! bytes), and every read is of the dump.
 
-use super::super::objects;
-use super::super::target::Target;
-use super::gcvars::{Segment, SegmentKind};
+use crate::runtimes::dotnet::types::objects;
+use crate::runtimes::dotnet::contract::target::Target;
+use crate::runtimes::dotnet::gc::gcvars::{Segment, SegmentKind};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use std::collections::{HashMap, HashSet};
@@ -90,7 +90,7 @@ pub(crate) struct SegmentWalk {
     /// Every object but the free ones, in address order, when [`WalkInput::collect`] asks.
     pub(crate) nodes: SegmentNodes,
     /// Their references, read while their bytes are at hand (with `nodes`).
-    pub(crate) refs: super::raw_refs::SegmentRefs,
+    pub(crate) refs: crate::runtimes::dotnet::gc::raw_refs::SegmentRefs,
 }
 
 /// A type the walk collects the objects of (with those of the types derived from it): its
@@ -246,7 +246,7 @@ pub(crate) struct WalkInput<'a> {
     pub(crate) wanted: &'a [WantedType],
     /// Keep every object's address, type and size ([`SegmentWalk::nodes`]) and its references
     /// ([`SegmentWalk::refs`], put where the sink says).
-    pub(crate) collect: Option<&'a super::raw_refs::RefSink>,
+    pub(crate) collect: Option<&'a crate::runtimes::dotnet::gc::raw_refs::RefSink>,
     /// The most objects kept over all segments (`collect`); past it, none is kept.
     pub(crate) node_cap: Option<&'a NodeCap>,
 }
@@ -326,7 +326,7 @@ pub(crate) struct Met {
 
 /// Steps through one segment's objects in order, skipping allocation contexts: the walk's
 /// rules (see the module doc) in one place, for the full walk and for the lazy one that finds
-/// object starts on demand (`super::object_index`).
+/// object starts on demand (`crate::runtimes::dotnet::gc::object_index`).
 pub(crate) struct Cursor<'a> {
     t: &'a Target<'a>,
     start: u64,

@@ -2,14 +2,14 @@
 //! each object on it named by its type (as SOS's heap commands name it) and the field that
 //! leads on, with how many roots of each kind were read.
 
-use super::super::context::Context;
-use super::super::facts;
-use super::super::objects::TypeNamer;
-use super::first_path;
-use super::graph::{GraphErrors, RootKind};
-use super::object_index::ObjectIndex;
-use super::paths::{self, Link};
-use super::roots::{Objects, RootAt, ThreadStack};
+use crate::runtimes::dotnet::contract::context::Context;
+use crate::runtimes::dotnet::contract::facts;
+use crate::runtimes::dotnet::types::objects::TypeNamer;
+use crate::runtimes::dotnet::gc::first_path;
+use crate::runtimes::dotnet::gc::graph::{GraphErrors, RootKind};
+use crate::runtimes::dotnet::gc::object_index::ObjectIndex;
+use crate::runtimes::dotnet::gc::paths::{self, Link};
+use crate::runtimes::dotnet::gc::roots::{Objects, RootAt, ThreadStack};
 use crate::diagnostics::Diagnostic;
 use std::collections::BTreeMap;
 
@@ -23,7 +23,7 @@ pub(crate) struct Step {
     /// How this object refers to the next one (`None` on the last).
     pub(crate) link: Option<Link>,
     /// The static field the element `link` names is, when this object is an array of statics.
-    pub(crate) static_field: Option<super::static_names::StaticName>,
+    pub(crate) static_field: Option<crate::runtimes::dotnet::gc::static_names::StaticName>,
 }
 
 /// Why the object is alive, as read.
@@ -57,7 +57,7 @@ pub(crate) const MAX_ROOT_PATHS: usize = 64;
 
 /// Finds why each of `addresses` is alive in the heap of `runtime` read as a graph (`reading`,
 /// with its stack roots).
-pub(crate) fn why_alive(runtime: &Context<'_>, reading: super::GraphReading, addresses: &[u64]) -> Result<Vec<WhyAlive>, String> {
+pub(crate) fn why_alive(runtime: &Context<'_>, reading: crate::runtimes::dotnet::gc::GraphReading, addresses: &[u64]) -> Result<Vec<WhyAlive>, String> {
     let g = &reading.graph;
     let t = runtime.target();
     let namer = TypeNamer::of(&t, runtime);
@@ -91,7 +91,7 @@ pub(crate) fn why_alive(runtime: &Context<'_>, reading: super::GraphReading, add
                     let static_field = match &link {
                         // A reference array's element k is at 16 + 8k.
                         Some(Link::Element(k)) if name(n) == "System.Object[]" => {
-                            slots.get_or_init(|| super::static_names::static_slots(&t, &namer, &build.layout, g)).get(&(address + 16 + 8 * k)).cloned()
+                            slots.get_or_init(|| crate::runtimes::dotnet::gc::static_names::static_slots(&t, &namer, &build.layout, g)).get(&(address + 16 + 8 * k)).cloned()
                         }
                         _ => None,
                     };
@@ -124,22 +124,22 @@ pub(crate) fn why_alive(runtime: &Context<'_>, reading: super::GraphReading, add
 /// the one [`why_alive`] gives first; of the other roots only those holding the object itself
 /// are listed.
 pub(crate) fn first_paths(runtime: &Context<'_>, threads: &[ThreadStack], addresses: &[u64]) -> Result<Vec<WhyAlive>, String> {
-    let build = super::build_facts(runtime)?;
+    let build = crate::runtimes::dotnet::gc::build_facts(runtime)?;
     let t = runtime.target();
-    let super::Prepared { vars, segments, contexts, free_mt, diagnostics: prepared, .. } = super::prepare(runtime.module, &t, build)?;
+    let crate::runtimes::dotnet::gc::Prepared { vars, segments, contexts, free_mt, diagnostics: prepared, .. } = crate::runtimes::dotnet::gc::prepare(runtime.module, &t, build)?;
     let namer = TypeNamer::of(&t, runtime);
     let mut index = ObjectIndex::new(&t, &contexts, &segments, free_mt);
     let bounds = index.bounds;
     let roots = {
         let mut is_object = |a: u64| index.is_object(a);
-        let sync = crate::runtimes::dotnet::syncblock::read_cache(&t, runtime.module, &build.layout).ok();
-        super::roots::read_at(&t, &build.layout, &vars, sync, &mut Objects { bounds, is_object: &mut is_object }, threads)
+        let sync = crate::runtimes::dotnet::threads::syncblock::read_cache(&t, runtime.module, &build.layout).ok();
+        crate::runtimes::dotnet::gc::roots::read_at(&t, &build.layout, &vars, sync, &mut Objects { bounds, is_object: &mut is_object }, threads)
     };
     let mut counts = BTreeMap::new();
     for r in &roots.roots {
         *counts.entry(r.kind).or_insert(0) += 1;
     }
-    let mut slots: Option<(usize, std::collections::HashMap<u64, super::static_names::StaticName>)> = None;
+    let mut slots: Option<(usize, std::collections::HashMap<u64, crate::runtimes::dotnet::gc::static_names::StaticName>)> = None;
     let mut out = Vec::with_capacity(addresses.len());
     for &address in addresses {
         let mut errors = GraphErrors { errors: roots.errors.errors.clone(), more: roots.errors.more };
@@ -175,7 +175,7 @@ pub(crate) fn first_paths(runtime: &Context<'_>, threads: &[ThreadStack], addres
                             }
                             let mts = index.method_tables();
                             if slots.as_ref().is_none_or(|(n, _)| *n < mts.len()) {
-                                slots = Some((mts.len(), super::static_names::static_slots_of(&t, &namer, &build.layout, &mts)));
+                                slots = Some((mts.len(), crate::runtimes::dotnet::gc::static_names::static_slots_of(&t, &namer, &build.layout, &mts)));
                             }
                         }
                         slots.as_ref().and_then(|(_, m)| m.get(&slot).cloned())
@@ -196,14 +196,14 @@ pub(crate) fn first_paths(runtime: &Context<'_>, threads: &[ThreadStack], addres
         let more_roots = (found.path.is_some() as usize + found.direct.len()).saturating_sub(paths.len());
         let mut diagnostics = prepared.clone();
         for (s, at, why) in index.broken() {
-            diagnostics.push(Diagnostic::warning(super::STAGE, format!("the walk of {:?} region {:#x} stopped at {at:#x}: {why}; objects past it are not searched", s.kind, s.address)).at_address(at));
+            diagnostics.push(Diagnostic::warning(crate::runtimes::dotnet::gc::STAGE, format!("the walk of {:?} region {:#x} stopped at {at:#x}: {why}; objects past it are not searched", s.kind, s.address)).at_address(at));
         }
         for (at, why) in errors.errors {
-            let d = Diagnostic::warning(super::STAGE, why);
+            let d = Diagnostic::warning(crate::runtimes::dotnet::gc::STAGE, why);
             diagnostics.push(if at != 0 { d.at_address(at) } else { d });
         }
         if errors.more > 0 {
-            diagnostics.push(Diagnostic::warning(super::STAGE, format!("{} more objects or roots of the heap not read", errors.more)));
+            diagnostics.push(Diagnostic::warning(crate::runtimes::dotnet::gc::STAGE, format!("{} more objects or roots of the heap not read", errors.more)));
         }
         out.push(WhyAlive {
             object: address,

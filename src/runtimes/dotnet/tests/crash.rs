@@ -15,7 +15,7 @@
 
 use crate::process::{Locator, Process};
 use crate::runtimes::dotnet::crash::{self, CrashReading, DotnetCrashKind};
-use crate::runtimes::dotnet::exception::{ExceptionFrame, ManagedException, STEF_IP_ADJUSTED};
+use crate::runtimes::dotnet::crash::exception::{ExceptionFrame, ManagedException, STEF_IP_ADJUSTED};
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -5,10 +5,10 @@
 //! for that libcoreclr.so (found at the addresses it lists) and its singlefilehost's.
 
 use crate::process::{Locator, Process};
-use crate::runtimes::dotnet::catalog::{self, Build};
-use crate::runtimes::dotnet::context::Context;
+use crate::runtimes::dotnet::contract::catalog::{self, Build};
+use crate::runtimes::dotnet::contract::context::Context;
 use crate::runtimes::dotnet::gc::{self, dactable::DacTable, gcvars::var};
-use crate::runtimes::dotnet::locate;
+use crate::runtimes::dotnet::contract::locate;
 use std::path::PathBuf;
 
 fn no_files() -> Locator {

@@ -287,7 +287,7 @@ fn a_damaged_object_ends_its_regions_walk_with_a_diagnostic() {
 /// a segment whose hits were cut).
 #[test]
 fn a_walk_for_more_targets_names_the_referrers_of_those_wanted_as_a_walk_for_them() {
-    use crate::runtimes::dotnet::context::Context;
+    use crate::runtimes::dotnet::contract::context::Context;
     let (mut named, mut cut) = (0, 0);
     for d in dumps() {
         let process = Process::open(&d.core, &d.locator).unwrap_or_else(|e| panic!("{}: {e}", d.name));
@@ -321,7 +321,7 @@ fn a_walk_for_more_targets_names_the_referrers_of_those_wanted_as_a_walk_for_the
 /// committed dump; the scratch files are gone once read.
 #[test]
 fn the_graphs_answers_are_the_same_in_memory_and_in_scratch_files() {
-    use crate::runtimes::dotnet::context::Context;
+    use crate::runtimes::dotnet::contract::context::Context;
     use crate::scratch::Place;
     let dir = tempfile::tempdir().expect("a scratch dir");
     let files = Place::Files(crate::scratch::ScratchDir::new(dir.path().to_path_buf(), 0));
@@ -353,7 +353,7 @@ fn the_graphs_answers_are_the_same_in_memory_and_in_scratch_files() {
 /// of structs with references; server and arm64 heaps) and those with a dependent handle.
 #[test]
 fn the_edges_from_the_walks_references_are_those_read_again_from_the_dump() {
-    use crate::runtimes::dotnet::context::Context;
+    use crate::runtimes::dotnet::contract::context::Context;
     use crate::runtimes::dotnet::gc::gcdesc::GcDesc;
     let mut checked = 0;
     for d in dumps().into_iter().filter(|d| ["heap_graph", "cache_leak", "heap_population", "failfast_exception", "autofac"].iter().any(|s| d.name.contains(s))) {
@@ -363,7 +363,7 @@ fn the_edges_from_the_walks_references_are_those_read_again_from_the_dump() {
         let t = c.target();
         let build = gc::build_facts(&c).expect("build facts");
         let p = gc::prepare(c.module, &t, build).expect("prepared");
-        let sync = crate::runtimes::dotnet::syncblock::read_cache(&t, c.module, &build.layout).ok();
+        let sync = crate::runtimes::dotnet::threads::syncblock::read_cache(&t, c.module, &build.layout).ok();
         let dependent = gc::roots::read_ahead(&t, &build.layout, &p.vars, sync, &g).dependent(&g);
         let descs: Vec<Option<GcDesc>> = g.type_table.iter().map(|&mt| GcDesc::read(&t, mt).ok()).collect();
         let (lo, hi) = g.index.bounds();

@@ -12,7 +12,7 @@ use crate::Options;
 use crate::core::Core;
 use crate::process::{Locator, Memory, Process};
 use crate::report::Report;
-use crate::runtimes::dotnet::{context::Context, locate};
+use crate::runtimes::dotnet::{contract::context::Context, contract::locate};
 use std::io::Read;
 use std::sync::OnceLock;
 
@@ -255,7 +255,7 @@ fn a_sync_block_table_over_a_thousand_aliases_of_one_page_is_cut_and_says_so() {
     // object headers, the caps on monitors and diagnostics), none of the aliased entries is read
     // as a lock, and what was not read is said.
     let monitors = r.locks.iter().filter(|l| l.managed.is_some()).count();
-    assert!(monitors <= 2 + crate::runtimes::dotnet::MAX_MONITORS, "{monitors} monitors");
+    assert!(monitors <= 2 + crate::runtimes::dotnet::threads::reading::MAX_MONITORS, "{monitors} monitors");
     assert!(
         r.diagnostics.iter().any(|d| d.severity == crate::Severity::Warning && (d.message.contains("cut") || d.message.contains("not read as a lock"))),
         "{:#?}",

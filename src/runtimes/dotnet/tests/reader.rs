@@ -9,9 +9,10 @@
 
 use crate::tests::common::{self, DotnetDump as Dump};
 use crate::process::{Locator, Memory, Process, RangeMemory};
-use crate::runtimes::dotnet::descriptor::{self, Descriptor, GlobalValue, Header};
-use crate::runtimes::dotnet::target::Target;
-use crate::runtimes::dotnet::{self, threads, BlockingKind, DotnetError, DotnetReading, LockStorage, RuntimeReading, Support, WaitSource};
+use crate::runtimes::dotnet::contract::descriptor::{self, Descriptor, GlobalValue, Header};
+use crate::runtimes::dotnet::contract::target::Target;
+use crate::runtimes::dotnet::{self, threads, BlockingKind, DotnetError, DotnetReading, RuntimeReading, Support, WaitSource};
+use crate::waits::LockStorage;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -462,9 +463,9 @@ fn a_runtime_without_its_file_is_read_through_the_catalogue() {
 #[test]
 fn an_unknown_build_gets_threads_but_no_monitors() {
     // The lookup is by build-id and version; a build that is not in the data is refused.
-    let all = dotnet::facts::builtin().expect("facts parse");
-    assert!(dotnet::facts::lookup(all, Some("0000000000000000000000000000000000000000"), "10.0.12", None).is_none());
-    assert!(dotnet::facts::lookup(all, Some("79945f51fb2612f13b7667a10a8fd29122664791"), "10.0.99", Some("10.0.9999.0")).is_none());
+    let all = dotnet::contract::facts::builtin().expect("facts parse");
+    assert!(dotnet::contract::facts::lookup(all, Some("0000000000000000000000000000000000000000"), "10.0.12", None).is_none());
+    assert!(dotnet::contract::facts::lookup(all, Some("79945f51fb2612f13b7667a10a8fd29122664791"), "10.0.99", Some("10.0.9999.0")).is_none());
     // A real dump read with no facts at all: threads, but no monitors, and why.
     let Some((d, process, known)) = loaded().iter().find(|(d, ..)| d.name.starts_with("monitor_abba/heap")) else { return };
     let reading = dotnet::read_with_facts(process, &d.locator, Ok(&[]));
@@ -531,9 +532,9 @@ fn the_descriptor_read_from_the_file_equals_the_dumps() {
         if r.descriptor_source.pointer_data != dotnet::Source::Dump {
             continue;
         }
-        let module = dotnet::locate::runtime_module(process).expect("libcoreclr");
-        let from_dump = dotnet::locate::locate(process, module).map_err(|e| format!("{e:?}")).expect("from dump");
-        let from_file = dotnet::locate::locate_from_file(process, module).map_err(|e| format!("{e:?}")).expect("from file");
+        let module = dotnet::contract::locate::runtime_module(process).expect("libcoreclr");
+        let from_dump = dotnet::contract::locate::locate(process, module).map_err(|e| format!("{e:?}")).expect("from dump");
+        let from_file = dotnet::contract::locate::locate_from_file(process, module).map_err(|e| format!("{e:?}")).expect("from file");
         assert_eq!(from_file.source.pointer_data, dotnet::Source::File);
         assert_eq!(from_file.pointer_data, from_dump.pointer_data, "{}: pointer data", d.name);
         assert_eq!(from_file.descriptor, from_dump.descriptor, "{}: descriptor", d.name);
@@ -737,7 +738,7 @@ fn a_long_thread_list_is_bounded() {
 
 mod hostile {
     use super::*;
-    use crate::runtimes::dotnet::metadata::{self, Metadata};
+    use crate::runtimes::dotnet::types::metadata::{self, Metadata};
     use proptest::prelude::*;
 
     proptest! {

@@ -1,0 +1,42 @@
+//! A lock object held by a static field, named by it (`Ledger._sync`). .NET 10 keeps a class's
+//! reference statics in the slots of a `System.Object[]` behind a strong handle, so the heap
+//! walk finds that array as the lock object's referrer (`Object[][47]`), which names nothing;
+//! the slot is the static field [`crate::runtimes::dotnet::gc::static_names`] maps it to. Only when exactly one
+//! static holds the object: two statics naming one lock would each be half the story.
+
+use crate::runtimes::dotnet::gc::report::ReferrerReport;
+use crate::runtimes::dotnet::gc::GcReading;
+use crate::waits::LockFact;
+
+/// The array type whose elements are the statics' slots.
+const STATICS_ARRAY: &str = "System.Object[]";
+
+/// Names the objects of `locks` held by exactly one static field by that field: its referrer
+/// `Object[][i]` becomes the static's class and field (`is_static`), ordered among the others
+/// as the heap's referrers are. The statics are looked up only when some lock object is an
+/// element of an `Object[]`.
+pub(crate) fn name(c: &crate::runtimes::dotnet::contract::context::Context<'_>, gc: &GcReading, locks: &mut [LockFact]) {
+    let slot_of = |r: &ReferrerReport| -> Option<u64> {
+        let i: u64 = r.field.strip_prefix('[')?.strip_suffix(']')?.parse().ok()?;
+        (r.type_name == STATICS_ARRAY && !r.is_static).then(|| r.address.0.wrapping_add(16).wrapping_add(i.wrapping_mul(8)))
+    };
+    let wanted = locks.iter().filter(|l| l.kind.is_on_managed_object()).filter_map(|l| l.managed.as_ref()).any(|m| m.referrers.iter().any(|r| slot_of(r).is_some()));
+    if !wanted {
+        return;
+    }
+    let Ok(build) = crate::runtimes::dotnet::gc::build_facts(c) else { return };
+    let t = c.target();
+    let namer = crate::runtimes::dotnet::types::objects::TypeNamer::of(&t, c);
+    let method_tables: Vec<u64> = gc.stats.types.iter().map(|s| s.method_table).collect();
+    let statics = crate::runtimes::dotnet::gc::static_names::static_slots_of(&t, &namer, &build.layout, &method_tables);
+    for l in locks.iter_mut().filter(|l| l.kind.is_on_managed_object()) {
+        let Some(m) = l.managed.as_mut() else { continue };
+        let held: Vec<(usize, u64)> = m.referrers.iter().enumerate().filter_map(|(i, r)| slot_of(r).filter(|s| statics.contains_key(s)).map(|s| (i, s))).collect();
+        let [(i, slot)] = held.as_slice() else { continue };
+        let Some(s) = statics.get(slot) else { continue };
+        m.referrers[*i] = ReferrerReport { type_name: s.class.clone(), field: s.field.clone(), address: crate::hex::Hex(*slot), identity: None, is_static: true };
+        // As the heap's referrers are ordered: the application's own before the framework's,
+        // fields before array elements (crate::runtimes::dotnet::gc::referrers::best), then by address.
+        m.referrers.sort_by_key(|r| (r.type_name.starts_with("System."), r.field.starts_with('['), r.address.0));
+    }
+}
