@@ -294,6 +294,19 @@ static SAMPLES: &[SampleSpec] = &[
         &["barrier_short.c", "common.h"],
         "3 stage_threads wait in pthread_barrier_wait on stage_barrier (count 4); late_thread, the fourth, waits on late_cond for good",
     ),
+    SampleSpec {
+        name: "cxx_templates",
+        lang: Lang::Cxx,
+        sources: &["cxx_templates.cpp"],
+        // libstdc++ linked in: its frames are named and unwound from the program's own tables.
+        flags: &["-g", "-O0", "-pthread", "-Wall", "-static-libstdc++", "-static-libgcc"],
+        args: &[],
+        split_debug: false,
+        death: Death::Wedge,
+        description: "shelf_holder sleeps holding shelf_lock in hold_for<long, std::ratio<3600l, 1l> >; shelf_taker (take_all<0ul, 1ul>) and shelf_idler (wait_quietly<>) block on it",
+        libs: &[],
+        launch: Launch::Direct,
+    },
 ];
 
 /// Programs that die (issue 18): each crash sample's worker thread dies one
@@ -307,6 +320,18 @@ static CRASH_SAMPLES: &[SampleSpec] = &[
     crash("crash_divzero", &["crash_divzero.c", "crash_common.h", "common.h"], SIGFPE, "average_worker divides by zero in per_item"),
     crash("crash_assert", &["crash_assert.c", "crash_common.h", "common.h"], SIGABRT, "settle_worker fails assert(balance + amount >= 0) in settle"),
     crash("crash_double_free", &["crash_double_free.c", "crash_common.h", "common.h"], SIGABRT, "cleanup_worker frees its record twice in release"),
+    SampleSpec {
+        name: "smashed_stack",
+        lang: Lang::C,
+        sources: &["smashed_stack.c", "crash_common.h", "common.h"],
+        flags: &["-g", "-O2", "-fno-stack-protector", "-pthread", "-Wall"],
+        args: &[],
+        split_debug: false,
+        death: Death::Crash(SIGSEGV),
+        description: "label_worker's strcpy runs over copy_label's return address with 'A's: it returns to 0x414141414141",
+        libs: &[],
+        launch: Launch::Direct,
+    },
     crash("crash_sigbus", &["crash_sigbus.c", "crash_common.h", "common.h"], SIGBUS, "journal_worker reads a file mapping past the truncated file's end in read_entry"),
     SampleSpec {
         name: "crash_cxx",

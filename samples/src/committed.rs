@@ -55,6 +55,9 @@ pub const COMMITTED_SET: &[(&str, DumpKind)] = &[
     ("pidns_abba", DumpKind::Gcore),
     ("pidns_abba", DumpKind::Kernel),
     ("barrier_short", DumpKind::Kernel),
+    // Issue 42: a return address overwritten by a buffer overflow; C++ template names.
+    ("smashed_stack", DumpKind::Kernel),
+    ("cxx_templates", DumpKind::Kernel),
 ];
 
 /// Dumps committed as `core.zst` (issue 42's, and later ones); the older ones stay `core.gz`.

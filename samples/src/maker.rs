@@ -963,6 +963,7 @@ mod tests {
             death: Death::Wedge,
             description: "test",
             libs: &[],
+            launch: Launch::Direct,
         };
         (spec, dir)
     }

@@ -646,6 +646,11 @@ pub fn short_type(name: &str) -> &str {
     }
 }
 
+/// `a return to an overwritten return address: the stack slot at 0x… holds it (a smashed stack)`.
+pub(crate) fn overwritten_return(r: &crate::crash::OverwrittenReturn) -> String {
+    format!("a return to an overwritten return address: the stack slot it returned from, {}, holds {} (a smashed stack)", r.slot, r.value)
+}
+
 /// Who sent a kill: `sent by process 11037`; pid 0 is a sender the process cannot see (a
 /// process outside its PID namespace: a container's process killed from the host).
 pub(crate) fn signal_sender(pid: u32) -> String {

@@ -39,6 +39,7 @@ macro_rules! native_samples {
             pshared_child,
             pidns_abba,
             barrier_short,
+            cxx_templates,
         );
     };
 }
@@ -130,6 +131,7 @@ macro_rules! crash_samples {
             crash_rust_panic,
             idle_join,
             old_layout,
+            smashed_stack,
         );
     };
 }
