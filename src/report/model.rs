@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 /// Version of the JSON report's shape; see docs/report-fields.md and docs/schema/.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Report {
@@ -79,6 +79,10 @@ pub struct Deadlock {
     /// thread among them — is blocked while the pool cannot grow.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thread_pool: Option<DeadlockPool>,
+    /// The deadlock's other threads, beyond the chain (ascending): holders of a lock on it that
+    /// any one of them could release (a semaphore, a pool), all stuck in the same deadlock.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<u32>,
 }
 
 /// The thread pool as a node of a cycle.

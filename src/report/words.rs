@@ -331,26 +331,35 @@ pub(crate) fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
 /// ledger, waits for audit — held by 8610, which waits for ledger — held by 8609`.
 pub(crate) fn deadlock(c: &Cycle, locks: &[LockFact], signature: String) -> Deadlock {
     let by_id = |id: &str| locks.iter().find(|l| l.id == id);
+    // The other holders of a lock on the chain that are stuck in this deadlock too: "held by 3
+    // (and 4, 5: each stuck here)" — any of them could have released it.
+    let others = |id: &str, t: u32| -> String {
+        let Some(l) = by_id(id) else { return String::new() };
+        let also: Vec<String> = l.edges().0.iter().map(|e| e.tid).filter(|&h| h != t && c.also.contains(&h)).map(|h| h.to_string()).collect();
+        if also.is_empty() { String::new() } else { format!(" (and {}: each stuck here)", also.join(", ")) }
+    };
     let mut words = Vec::with_capacity(c.tids.len() + 1);
     for (i, (&t, id)) in c.tids.iter().zip(&c.locks).enumerate() {
         let name = by_id(id).map_or_else(|| id.clone(), lock_name);
         if i == 0 {
             // A thread "holds" a join only in the graph's sense; say what it holds that others want.
-            let held: Vec<String> = locks.iter().filter(|l| l.owner.tid() == Some(t) && l.id != *id && l.kind != LockKind::Join).map(lock_name).collect();
+            let holds_it = |l: &LockFact| l.owner.tid() == Some(t) || l.holders.iter().any(|h| h.tid == t);
+            let held: Vec<String> = locks.iter().filter(|l| holds_it(l) && l.id != *id && l.kind != LockKind::Join).map(lock_name).collect();
             let holds = if held.is_empty() { String::new() } else { format!("holds {}, ", held.join(" and ")) };
             words.push(format!("thread {t} {holds}waits for {name}"));
         } else {
-            words.push(format!("held by {t}, which waits for {name}"));
+            words.push(format!("held by {t}{}, which waits for {name}", others(&c.locks[i - 1], t)));
         }
     }
     if let (Some(&start), Some(pool)) = (c.tids.first(), &c.pool) {
         let max = pool.max.map(|m| format!(" (max {m})")).unwrap_or_default();
         words.push(format!("which only a thread-pool worker can complete: all {} workers{max} are blocked, {start} among them", pool.workers.len()));
-    } else if let Some(&start) = c.tids.first() {
-        words.push(if c.tids.len() == 1 { format!("held by {start} itself") } else { format!("held by {start}") });
+    } else if let (Some(&start), Some(last)) = (c.tids.first(), c.locks.last()) {
+        let also = others(last, start);
+        words.push(if c.tids.len() == 1 { format!("held by {start} itself{also}") } else { format!("held by {start}{also}") });
     }
     let thread_pool = c.pool.as_ref().map(|p| DeadlockPool { workers: p.workers.clone(), max_workers: p.max, queued_work_items: p.queued });
-    Deadlock { tids: c.tids.clone(), locks: c.locks.clone(), inferred: c.inferred, description: words.join(" — "), signature, thread_pool }
+    Deadlock { tids: c.tids.clone(), locks: c.locks.clone(), inferred: c.inferred, description: words.join(" — "), signature, thread_pool, also: c.also.clone() }
 }
 
 /// `Ledger.Post`: a managed method's class and name, without namespace or arguments.
@@ -1095,6 +1104,22 @@ mod tests {
             deadlock(&c[0], &locks, String::new()).description,
             "thread 8609 holds ledger, waits for audit — held by 8610, which waits for index_lock — held by 8611, which waits for ledger — held by 8609"
         );
+    }
+
+    #[test]
+    fn a_deadlock_through_a_pool_names_every_stuck_holder() {
+        // Four holders of the pool wait for `gate`, held by 5, which waits for the pool.
+        let mut pool = lock("pool", "pool", None, &[5]);
+        pool.owner = Owner::None;
+        pool.holders = (1..=4).map(crate::waits::lock::Holder::known).collect();
+        pool.release = Some(crate::waits::Release::Any);
+        let locks = vec![pool, lock("gate", "gate", Some(5), &[1, 2, 3, 4])];
+        let threads = [(1, Some("gate")), (2, Some("gate")), (3, Some("gate")), (4, Some("gate")), (5, Some("pool"))];
+        let c = WaitForGraph::new(&threads, &locks).cycles();
+        assert_eq!(c.len(), 1);
+        let d = deadlock(&c[0], &locks, String::new());
+        assert_eq!(d.description, "thread 1 holds pool, waits for gate — held by 5, which waits for pool — held by 1 (and 2, 3, 4: each stuck here)");
+        assert_eq!(d.also, vec![2, 3, 4]);
     }
 
     #[test]

@@ -107,7 +107,7 @@ pub(crate) trait Runtime: RuntimeLocks + Send + Sync {
 /// The runtime of `process`, when it has one knot knows; managed images are looked for through
 /// `locator`.
 /// Why a dump has no runtime handle: none of the runtimes knot reads is mapped in it.
-pub(crate) const NONE_RECOGNISED: &str = "no managed runtime knot reads in the dump (.NET: no libcoreclr.so or single-file host)";
+pub(crate) const NONE_RECOGNISED: &str = "no managed runtime knot reads in the dump";
 
 pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<Box<dyn Runtime + 'p>> {
     if let Some(d) = dotnet::runtime::recognise(process, locator) {

@@ -135,6 +135,64 @@ impl Owner {
     }
 }
 
+/// One who must act for a wait on a lock to end beside (or instead of) its `owner`: a holder of a
+/// lock that records several (an rwlock's readers, a semaphore's or a pool's holders, the
+/// collector's threads). An out-edge of the lock's node in the wait-for graph.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Holder {
+    pub tid: u32,
+    /// `known` (the lock or the runtime records it) or `inferred` (from `evidence`).
+    #[serde(flatten)]
+    pub certainty: Certainty,
+}
+
+/// How a holder or an edge is known.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(tag = "certainty", rename_all = "snake_case")]
+pub enum Certainty {
+    /// Recorded by the lock or the runtime.
+    Known,
+    /// Not recorded; inferred from the evidence given.
+    Inferred {
+        #[schemars(with = "String")]
+        evidence: Inference,
+    },
+}
+
+impl Holder {
+    pub fn known(tid: u32) -> Holder {
+        Holder { tid, certainty: Certainty::Known }
+    }
+
+    pub fn inferred(tid: u32, evidence: Inference) -> Holder {
+        Holder { tid, certainty: Certainty::Inferred { evidence } }
+    }
+
+    pub fn is_inferred(&self) -> bool {
+        matches!(self.certainty, Certainty::Inferred { .. })
+    }
+}
+
+/// When a wait on a lock with several holders ends (in JSON, its snake_case name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Release {
+    /// When any one holder acts: a semaphore's or a pool's holder gives back what it holds, an
+    /// event is set by any thread that may set it.
+    Any,
+    /// Only when every holder has acted: a writer waits for all of an rwlock's readers, a
+    /// collection ends when all the collector's threads are done.
+    All,
+}
+
+/// One out-edge of a lock's node in the wait-for graph: a thread that must act, and whether
+/// that is inferred rather than recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Edge {
+    pub(crate) tid: u32,
+    pub(crate) inferred: bool,
+}
+
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct LockFact {
     /// Stable within a report: `mutex@0x…`, `rwlock@0x…`, `join@<tid>`.
@@ -154,6 +212,14 @@ pub struct LockFact {
     pub owner: Owner,
     /// The owner's tid when known or inferred (null otherwise); see `owner.certainty`.
     pub owner_tid: Option<u32>,
+    /// Every other thread that must act for a wait on it to end (absent when `owner` says it
+    /// all): a semaphore's, a pool's or the collector's holders, each known or inferred.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holders: Vec<Holder>,
+    /// With `holders`: whether a wait ends when any one of the holders acts or only when all
+    /// have (absent: any; an rwlock's readers: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<Release>,
     /// Threads blocked acquiring (or waiting on) it, ascending.
     pub waiter_tids: Vec<u32>,
     /// The memory and frames the facts come from.
@@ -175,6 +241,39 @@ pub struct LockFact {
     pub signature: Option<String>,
 }
 
+impl LockFact {
+    /// The lock's out-edges in the wait-for graph — who must act for a wait on it to end — and
+    /// whether any one of them suffices or all must: its owner when known or inferred, an
+    /// rwlock's inferred readers when every reader is accounted for (all must leave), and its
+    /// `holders`. No edge for a lock whose owner is unknown, gone or outside the process.
+    pub(crate) fn edges(&self) -> (Vec<Edge>, Release) {
+        let mut edges = Vec::with_capacity(1 + self.holders.len());
+        let mut release = self.release.unwrap_or(Release::Any);
+        match &self.owner {
+            Owner::Known { tid } => edges.push(Edge { tid: *tid, inferred: false }),
+            Owner::Inferred { tid, .. } => edges.push(Edge { tid: *tid, inferred: true }),
+            // Candidates only: an edge to each when they are as many as the readers, never
+            // when some reader is not among them (it may be the one that leaves).
+            Owner::Readers { count, reader_tids, .. } if *count > 0 && reader_tids.len() == *count as usize => {
+                edges.extend(reader_tids.iter().map(|&tid| Edge { tid, inferred: true }));
+                release = self.release.unwrap_or(Release::All);
+            }
+            _ => {}
+        }
+        for h in &self.holders {
+            if !edges.iter().any(|e| e.tid == h.tid) {
+                edges.push(Edge { tid: h.tid, inferred: h.is_inferred() });
+            }
+        }
+        (edges, release)
+    }
+
+    /// A lock nobody left can release: its owner exited holding it. Its waiters wait for good.
+    pub(crate) fn released_by_nobody(&self) -> bool {
+        matches!(self.owner, Owner::Exited { .. })
+    }
+}
+
 #[cfg(test)]
 impl LockFact {
     /// A test's pthread mutex `id`, named `name`, held by `owner` (unknown when `None`) with
@@ -188,6 +287,8 @@ impl LockFact {
             name: Some(name.into()),
             owner: owner.map_or(Owner::Unknown { why: UnknownOwner::NoLayout }, |tid| Owner::Known { tid }),
             owner_tid: owner,
+            holders: vec![],
+            release: None,
             waiter_tids: waiters.to_vec(),
             evidence: vec![],
             recursion: None,

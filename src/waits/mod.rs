@@ -14,7 +14,7 @@ pub(crate) mod state;
 pub(crate) mod thread_ids;
 
 pub(crate) use evidence::{Evidence, FieldError, Inference, ManagedWaitKind, NamedThread, PointerPlace, ReaderEvidence, SemaphoreWait, UnknownOwner, WaitRecord};
-pub(crate) use lock::{AsyncWaiter, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner};
+pub(crate) use lock::{AsyncWaiter, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner, Release};
 pub(crate) use lock::{MutexConsistency, MutexType, NativeLock, NativeLockType};
 pub(crate) use runtime::{ManagedThreads, RuntimeLocks, RuntimeWaits, WorkerPool};
 pub(crate) use state::{IdleRole, Pool, ThreadState};
@@ -297,6 +297,8 @@ fn finish(
         address: p.address.map(Hex),
         name,
         owner_tid: owner.tid(),
+        holders: vec![],
+        release: None,
         owner,
         waiter_tids: p.waiters,
         evidence: p.evidence,

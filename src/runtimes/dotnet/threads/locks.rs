@@ -99,6 +99,8 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                 address: Some(m.object),
                 name: None,
                 owner_tid: owner.tid(),
+                holders: vec![],
+                release: None,
                 owner,
                 waiter_tids: Vec::new(),
                 evidence,
@@ -137,6 +139,8 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                     name: None,
                     owner: Owner::None,
                     owner_tid: None,
+                    holders: vec![],
+                    release: None,
                     waiter_tids: Vec::new(),
                     evidence: if tw.set_by_continuation {
                         vec![Evidence::TaskSetsEvent {
@@ -199,6 +203,8 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                     name: None,
                     owner: Owner::None,
                     owner_tid: None,
+                    holders: vec![],
+                    release: None,
                     waiter_tids: Vec::new(),
                     evidence: Vec::new(),
                     recursion: None,
