@@ -517,6 +517,59 @@ fn a_dotnet_9_heap_population_reads_as_sos_with_no_files() {
     assert!(warnings.is_empty(), "the runtime reading warned: {warnings:#?}");
 }
 
+#[test]
+fn a_dotnet_9_heaps_static_roots_are_named_by_their_fields_as_sos_dumpclass_lists_them() {
+    // 9.0's descriptor has no statics; descriptor-9.0.toml adds MethodTable.AuxiliaryData and
+    // DynamicStaticsInfo. SOS dumpclass (9.0.23 pack's DAC) lists Program's statics and their
+    // objects; each of those objects that knot shows as a top holder is rooted by that field.
+    let sample = "net9_heap";
+    let r = report(&deploy_dir(sample).join("core.gz"), no_files());
+    let statics: Vec<(String, String)> = sos(sample, "program-statics.txt")
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() >= 3 && w[w.len() - 3] == "static").then(|| (format!("0x{}", w[w.len() - 2]), w[w.len() - 1].to_string()))
+        })
+        .collect();
+    assert_eq!(statics.len(), 8, "dumpclass lists Program's 8 statics");
+    let holders = r["dotnet"]["heap"]["dominators"].as_array().expect("the heap's top holders");
+    let mut named = Vec::new();
+    for (address, field) in &statics {
+        if let Some(h) = holders.iter().find(|h| h["address"].as_str() == Some(address.as_str())) {
+            assert_eq!(h["root"]["name"], format!("the static field Program.{field}"), "{address}: {h}");
+            named.push(field.clone());
+        }
+    }
+
+}
+
+#[test]
+fn a_dotnet_8_process_reads_its_deadlock_monitors_and_frames_as_sos_with_no_files() {
+    // 8.0.34 (self-contained) exports no contract descriptor: the catalogue names the build, the
+    // whole descriptor comes from analyzers/dotnet/descriptor-8.0.toml, the sync blocks from
+    // coreclr-8.0.toml, and each waiter's monitor from its HelperMethodFrame_1OBJ.
+    let sample = "net8_abba";
+    let r = report(&deploy_dir(sample).join("core.zst"), no_files());
+    assert_eq!(r["dotnet"]["runtime_version"], "8.0.34");
+    assert!(r["dotnet"]["summary"].as_str().unwrap_or_default().contains("descriptor from knot's data"), "{}", r["dotnet"]["summary"]);
+    assert_eq!(r["dotnet"]["managed_threads"].as_u64(), Some(clrthreads_count(sample)));
+    assert_eq!(r["verdict"], "deadlock");
+    assert_eq!(monitors(&r), syncblk(sample), "owners, objects and waiters as syncblk's MonitorHeld");
+    let locks = r["locks"].to_string();
+    for ty in ["Knot.Samples.MonitorAbba.AuditLock", "Knot.Samples.MonitorAbba.LedgerLock"] {
+        assert!(locks.contains(ty), "no monitor on {ty}: {locks}");
+    }
+    let table = &r["dotnet"]["sync_table"];
+    assert_eq!((table["total"].as_u64(), table["free"].as_u64()), (Some(2), Some(0)), "syncblk's Total and Free");
+    // Every managed frame clrstack -all shows (JIT'd, and ReadyToRun: Thread.Join()).
+    let sos = clrstack_methods(sample);
+    let knot = knot_methods(&r);
+    assert_eq!(sos.values().map(Vec::len).sum::<usize>(), 7, "SOS's managed frames");
+    for (tid, methods) in &sos {
+        assert_eq!(knot.get(tid), Some(methods), "thread {tid:#x}: knot's managed frames differ from clrstack -all");
+    }
+}
+
 /// `clrstack -all`'s managed frames per OS thread: `Name(Signature)`, the source position cut
 /// (transition Frames, `[Kind: address]`, are not methods).
 fn clrstack_methods(sample: &str) -> std::collections::BTreeMap<u64, Vec<String>> {

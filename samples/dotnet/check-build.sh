@@ -12,11 +12,18 @@ W="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"; D=$W/target/check-build
 # RECHECK=1: only knot again, on the dump and SOS reading made before (after adding the build's facts).
 if [[ -z "${RECHECK:-}" ]]; then
 rm -rf $D; mkdir -p $D
-props="-p:RuntimeFrameworkVersion=$V"
+# OVERLAY_FROM=W: publish against pack W, then put pack V's runtime files over it (8.0.0: NuGet
+# serves its runtime pack but no Microsoft.NETCore.App.Host 8.0.0, which publishing needs).
+props="-p:RuntimeFrameworkVersion=${OVERLAY_FROM:-$V}"
 [[ -n "$SF" ]] && props="$props -p:PublishSingleFile=true"
 # A 9.0 build runs the same wedge from net9_abba's project (net9.0), an 8.0 build from net8_abba's (net8.0).
 P=runtime_10_0_15; [[ "$V" == 9.* ]] && P=net9_abba; [[ "$V" == 8.* ]] && P=net8_abba
 timeout 600 dotnet publish $W/samples/dotnet/$P/$P.csproj -c Debug -nologo -v q $props -o $D/pub -p:BaseIntermediateOutputPath=$D/obj/ > $D/publish.log 2>&1 || { echo "publish failed"; exit 1; }
+if [[ -n "${OVERLAY_FROM:-}" ]]; then
+  R="${NUGET_PACKAGES:-$HOME/.nuget/packages}/microsoft.netcore.app.runtime.linux-x64/$V/runtimes/linux-x64"
+  [[ -d $R ]] || { echo "runtime pack $V not in the NuGet cache"; exit 1; }
+  cp -f $R/lib/net*/*.dll $R/native/* $D/pub/
+fi
 ( cd $D; ulimit -c 0; exec env DOTNET_GCHeapHardLimit=0x10000000 $D/pub/$P > $D/stdout.txt 2> $D/stderr.txt ) &
 pid=$!
 for i in $(seq 1 300); do grep -qx ready $D/stdout.txt 2>/dev/null && break; sleep 0.2; done

@@ -60,8 +60,10 @@ for sample in sorted(os.listdir(root)):
         for l in open(f'{d}/threads.txt'):
             if l.startswith('#'): continue
             p=l.rstrip('\n').split('\t'); comm[int(p[0])]=p[3]
-        out.append(f'[[dump]]\nsample = "{sample}"\nkind = "{kind}"\npath = "dumps/{sample}/{kind}/core.gz"')
-        out.append(f'dump_bytes = {info["dump_bytes"]}\ncore_gz_bytes = {info["core_gz_bytes"]}\ncore_sha256 = "{info["core_sha256"]}"')
+        packed='core.zst' if os.path.exists(f'{d}/core.zst') else 'core.gz'
+        key='core_zst_bytes' if packed=='core.zst' else 'core_gz_bytes'
+        out.append(f'[[dump]]\nsample = "{sample}"\nkind = "{kind}"\npath = "dumps/{sample}/{kind}/{packed}"')
+        out.append(f'dump_bytes = {info["dump_bytes"]}\n{key} = {info[key]}\ncore_sha256 = "{info["core_sha256"]}"')
         out.append(f'how = "{info["how"].replace(chr(34),"")}"')
         if names:
             out.append('# managed thread name -> [OS tid, managed thread id] in this dump (from sos/thread-names.txt)')

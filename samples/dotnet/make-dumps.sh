@@ -54,6 +54,14 @@
 #   unhandled_oom      heap                       under DOTNET_GCHeapHardLimit=0x2000000 the worker "CacheLoader"
 #                                                 fills the heap; nothing catches the OutOfMemoryException: the
 #                                                 runtime writes the dump (DOTNET_DbgMiniDumpType=2) and aborts
+#   gc_stall           workstation server routine  six "Churn-N" threads allocate and replace 8 KiB arrays for ever;
+#                                                 createdump --withheap PID again and again (at most 60 tries) until
+#                                                 SOS shows the dump caught a collection: `workstation` (48 MiB hard
+#                                                 limit, 16 MiB live, non-concurrent workstation GC) until clrthreads
+#                                                 marks a thread (GC) with the heap at 92 % of its limit or more;
+#                                                 `server` (server GC, 2 heaps, 48 MiB limit, 24 MiB live) until
+#                                                 eeheap says 85 % or more; `routine` (no hard limit, 2 MiB live)
+#                                                 until dumpheap says the heap is not in a valid state (mid-collection)
 #   pool_queue         heap                       createdump --withheap PID (a pool of 4 workers, min = max, all
 #                                                 blocked in their work items; 5 LedgerFlush items on worker 0's
 #                                                 local queue, 6 QueueUserWorkItem callbacks and 3 Task.Run
@@ -66,6 +74,16 @@
 #                                                 that never complete; Main blocks in GetResult on one of them)
 #   semaphore_async    heap                       createdump --withheap PID (a SemaphoreSlim held by an async flow;
 #                                                 3 WaitAsync flows and 2 threads in Wait() wait for it)
+#   task_cycle         heap                       createdump --withheap PID (a three-party deadlock: a thread holds a
+#                                                 SemaphoreSlim and Task.Wait()s a task whose MoveNext runs on a pool
+#                                                 worker blocked on a Monitor held by a thread in the semaphore's Wait())
+#   parallel_barrier   heap                       createdump --withheap PID (Parallel.For(0, 6) on a pool of max 3, each
+#                                                 body in Barrier(6).SignalAndWait(): the replicas that would arrive
+#                                                 are queued behind the blocked workers)
+#   redis_pool         heap                       createdump --withheap PID (StackExchange.Redis 2.8.16 against a
+#                                                 redis-server this script starts on a free 127.0.0.1 port; a pool of
+#                                                 max 4, 12 work items block on StringGetAsync().Result or StringGet;
+#                                                 the socket engine's work item is queued behind them)
 #   aspnet_pool        deadlock starved nolock    an ASP.NET Core minimal API under an in-process load (one thread,
 #                      healthy                    raw sockets to its own 127.0.0.1 port), createdump --withheap PID:
 #                                                 the pool at max 12 with every worker blocked (a lock + .Result on
@@ -155,8 +173,10 @@ ALL_JOBS=(
   idle_runtime/heap heap_growth/twice
   heap_graph/heap
   pool_queue/heap timed_waits/heap
+  gc_stall/workstation gc_stall/server gc_stall/routine
   async_tcs/heap semaphore_async/heap
   cache_leak/heap mres_continuation/heap
+  task_cycle/heap parallel_barrier/heap redis_pool/heap
   self_contained/heap single_file/heap net9_abba/heap net9_heap/heap runtime_10_0_15/heap
   net8_abba/heap net8_heap/heap net8_sync_over_async/heap net8_gc_oom/heap
   orleans_silo/heap orleans_silo/again
@@ -454,6 +474,22 @@ sos_exceptions() {  # sos_exceptions CORE SOSDIR
   return 0
 }
 
+# dumpstackobjects of every managed thread, each block headed `### OSID <hex> <name-less>`:
+# the objects each frame's stack slots refer to (what a semaphore's holder keeps on its stack).
+sos_dso() {  # sos_dso CORE OUT
+  local core="$1" out="$2" tmp ids cmds=() i
+  tmp="$(mktemp -d)"
+  sos "$core" "$tmp/threads" "clrthreads"
+  # clrthreads rows: DBG ID OSID ThreadOBJ ...; DBG is a decimal or XXXX (dead).
+  ids="$(awk '$1 ~ /^[0-9]+$/ && $3 ~ /^[0-9a-f]+$/ && length($4) >= 12 {print $3}' "$tmp/threads")"
+  : >"$out"
+  for i in $ids; do
+    sos "$core" "$tmp/dso" "setthread -t $((0x$i))" "dso"
+    { echo "### OSID $i"; grep -vE '^(Loading core dump|Ready to process)' "$tmp/dso"; } >>"$out"
+  done
+  rm -rf "$tmp"
+}
+
 oracle() {  # oracle SAMPLE DIR
   local sample="$1" dir="$2" core="$2/core"
   if [[ -z "$DOTNET_DUMP" ]]; then
@@ -513,8 +549,28 @@ oracle() {  # oracle SAMPLE DIR
       sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks"
       sos_fields "$core" "$dir/sos/semaphores.txt" System.Private.CoreLib.dll System.Threading.SemaphoreSlim \
         m_currentCount m_maxCount m_waitCount m_countOfWaitersPulsedToWake m_lockObjAndDisposed m_asyncHead m_asyncTail ;;
+    task_cycle)
+      sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks"
+      sos_fields "$core" "$dir/sos/semaphores.txt" System.Private.CoreLib.dll System.Threading.SemaphoreSlim \
+        m_currentCount m_maxCount m_waitCount m_countOfWaitersPulsedToWake m_lockObjAndDisposed m_asyncHead m_asyncTail
+      sos_dso "$core" "$dir/sos/dso.txt" ;;
+    parallel_barrier)
+      sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue"
+      sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks"
+      sos_fields "$core" "$dir/sos/barriers.txt" System.Threading.dll System.Threading.Barrier \
+        _currentTotalCount _currentPhase _actionCallerID _disposed _oddEvent _evenEvent
+      sos_dso "$core" "$dir/sos/dso.txt" ;;
+    redis_pool)
+      sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue"
+      sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks"
+      sos "$core" "$dir/sos/clrstack-all-params.txt" "clrstack -all -p" ;;
     failfast)
       sos "$core" "$dir/sos/crashinfo.txt" "crashinfo" ;;
+    gc_stall)
+      # Mid-collection SOS refuses the walk unless told to go on; both readings are kept.
+      sos "$core" "$dir/sos/dumpheap-stat-ignoregcstate.txt" "dumpheap -stat -ignoreGCState"
+      sos "$core" "$dir/sos/verifyheap.txt" "verifyheap"
+      sos "$core" "$dir/sos/verifyheap-ignoregcstate.txt" "verifyheap -ignoreGCState" ;;
   esac
   if is_crash "$sample" || [[ "$sample" == failfast ]]; then
     sos_exceptions "$core" "$dir/sos"
@@ -587,7 +643,7 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
            unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime heap_growth heap_graph \
            pool_queue orleans_silo timed_waits aspnet_pool \
-           async_tcs semaphore_async cache_leak mres_continuation; do
+           async_tcs semaphore_async cache_leak mres_continuation gc_stall task_cycle parallel_barrier redis_pool; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }
   done
@@ -685,6 +741,94 @@ run_growth() {  # run_growth   (heap_growth/twice: kinds before and after, one p
   return 0
 }
 
+# ---------------------------------------------------------------- gc_stall
+# The process never settles (its threads allocate for ever), so it is dumped again and again
+# until the dump caught what the kind is about, as SOS reads it (gc_caught).
+gc_caught() {  # gc_caught KIND CORE
+  local kind="$1" core="$2" out
+  [[ -n "$DOTNET_DUMP" ]] || return 0
+  out="$(mktemp)"
+  local rc=0
+  timeout 300 "$DOTNET_DUMP" analyze "$core" -c clrthreads -c "dumpheap -stat" -c "eeheap -gc" -c exit >"$out" 2>&1 || true
+  case "$kind" in
+    # A server GC's threads are no managed threads: clrthreads marks none (GC); near the limit
+    # its allocating threads wait for them (their native stacks say it, not SOS).
+    server) ;;
+    # A routine collection caught while it moves objects: mid-collection.
+    routine) grep -q "not in a valid state" "$out" || rc=1 ;;
+    *) grep -q "(GC)" "$out" || rc=1 ;;
+  esac
+  # The stalls: the heap at 92 % (server: 85 %) or more of its 48 MiB hard limit (committed, as
+  # eeheap says).
+  if [[ "$kind" != routine ]]; then
+    local committed near=92
+    [[ "$kind" == server ]] && near=85
+    committed="$(sed -n 's/^GC Committed Heap Size: *Size: 0x[0-9a-f]* (\([0-9]*\)) bytes\./\1/p' "$out" | head -1)"
+    (( ${committed:-0} * 100 >= 0x3000000 * near )) || rc=1
+  fi
+  rm -f "$out"
+  return $rc
+}
+
+run_gc_stall() {  # run_gc_stall KIND
+  local sample=gc_stall kind="$1" dir="$OUTDIR/gc_stall/$1"
+  local dll="$ARTIFACTS/bin/gc_stall/debug/gc_stall.dll" env=() args=()
+  [[ -f "$dll" ]] || die "$dll not built"
+  case "$kind" in
+    workstation) env=(DOTNET_GCHeapHardLimit=0x3000000 DOTNET_gcServer=0 DOTNET_gcConcurrent=0); args=(16 6) ;;
+    server) env=(DOTNET_GCHeapHardLimit=0x3000000 DOTNET_gcServer=1 DOTNET_GCDynamicAdaptationMode=0 DOTNET_gcConcurrent=0); args=(24 6) ;;
+    routine) env=(DOTNET_gcServer=0 DOTNET_gcConcurrent=0); args=(2 6) ;;
+    *) die "unknown kind $kind" ;;
+  esac
+  rm -rf "$dir"; mkdir -p "$dir"
+  log "gc_stall/$kind: starting"
+  local pid=0 starts=0 try t0=$SECONDS
+  for try in $(seq 1 60); do
+    # So close to its limit the runtime sometimes dies (SIGSEGV, or an OOM): a new process then.
+    if ((pid == 0)) || ! kill -0 "$pid" 2>/dev/null; then
+      starts=$((starts + 1))
+      ((starts <= 5)) || die "gc_stall/$kind: the process died 5 times"
+      ((pid == 0)) || log "  the process died ($(tail -1 "$dir/stderr.txt" 2>/dev/null)); a new one"
+      ( cd "$dir"; ulimit -c 0; exec env "${env[@]}" "$DOTNET" "$dll" "${args[@]}" </dev/null >"$dir/stdout.txt" 2>"$dir/stderr.txt" ) &
+      pid=$!
+      PIDS+=("$pid")
+      wait_for 60 has_ready "$dir/stdout.txt" || { cat "$dir/stderr.txt" >&2; die "gc_stall/$kind: no 'ready' within 60 s"; }
+      sleep 1
+    fi
+    record_threads "$pid" "$dir/threads.txt"
+    rm -f "$dir/core"
+    if ! timeout 300 "$CREATEDUMP" -f "$dir/core" --withheap "$pid" >"$dir/createdump.log" 2>&1; then
+      kill -0 "$pid" 2>/dev/null && { cat "$dir/createdump.log" >&2; die "gc_stall/$kind: createdump failed"; }
+      log "  try $try: the process died under createdump"; continue
+    fi
+    if gc_caught "$kind" "$dir/core"; then break; fi
+    ((try < 60)) || die "gc_stall/$kind: 60 dumps, none caught the collection"
+    log "  try $try: no collection caught; again"
+  done
+  kill -9 "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  {
+    echo "sample            = $sample"
+    echo "kind              = $kind"
+    echo "dump              = core"
+    echo "dump_bytes        = $(stat -c %s "$dir/core")"
+    echo "how               = $CREATEDUMP -f $dir/core --withheap PID (process run with ${env[*]}; dumped $try time(s) until SOS showed the collection)"
+    echo "command           = $DOTNET $dll ${args[*]}"
+    echo "pid               = $pid"
+    echo "tries             = $try (processes started: $starts)"
+    echo "runtime_version   = $RUNTIME_VERSION"
+    echo "runtime_dir       = $RUNTIME_DIR"
+    echo "sdk_version       = $("$DOTNET" --version)"
+    echo "libcoreclr_buildid = $(build_id "$RUNTIME_DIR/libcoreclr.so")"
+    echo "dotnet_dump       = $([[ -n "$DOTNET_DUMP" ]] && "$DOTNET_DUMP" --version 2>/dev/null | head -1 || echo none)"
+    echo "kernel            = $(uname -r)"
+    echo "dump_seconds      = $((SECONDS - t0))"
+    echo "made_at           = $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  } >"$dir/info.txt"
+  log "  dump: $dir/core (try $try)"
+  oracle "$sample" "$dir"
+}
+
 # ---------------------------------------------------------------- run one
 run_job() {  # run_job SAMPLE KIND
   local sample="$1" kind="$2" dir="$OUTDIR/$1/$2"
@@ -750,6 +894,16 @@ run_job() {  # run_job SAMPLE KIND
     */triage) flags="--triage" ;;
     *) die "unknown kind $kind" ;;
   esac
+  if [[ "$sample" == redis_pool ]]; then
+    # A redis-server of our own on a free port, killed with the sample (PIDS).
+    local port
+    port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no >"$dir/redis-server.log" 2>&1 &
+    PIDS+=("$!")
+    wait_for 30 redis-cli -p "$port" ping >/dev/null 2>&1 || die "redis-server did not start on port $port"
+    args=("$port")
+    how="$CREATEDUMP -f $dir/core --withheap PID (a redis-server on 127.0.0.1:$port)"
+  fi
   [[ -z "$how" ]] && how="$createdump -f $dir/core $flags PID"
   log "$sample/$kind: starting"
   # Own cwd, no kernel core (FailFast aborts the process after createdump).
@@ -836,7 +990,9 @@ else
   done
 fi
 for j in "${JOBS[@]}"; do
-  if [[ "$j" == heap_growth/twice ]]; then run_growth; else run_job "${j%%/*}" "${j##*/}"; fi
+  if [[ "$j" == heap_growth/twice ]]; then run_growth
+  elif [[ "$j" == gc_stall/* ]]; then run_gc_stall "${j##*/}"
+  else run_job "${j%%/*}" "${j##*/}"; fi
 done
 log "done: ${#JOBS[@]} dump(s) under $OUTDIR"
 # Check the SOS readings against expected.toml (the intended wedge shapes).

@@ -1,6 +1,7 @@
 //! Where a thread blocks on async work (sync over async), from its managed frames: which
 //! blocking call it is in (`Task.Result`, `Task.Wait`, `GetAwaiter().GetResult()`,
-//! `ManualResetEventSlim.Wait`), the first frame of the program's own code above it (the call
+//! `ManualResetEventSlim.Wait`, `Monitor.Wait`, `Barrier.SignalAndWait`, `SemaphoreSlim.Wait`),
+//! each primitive by its own name, the first frame of the program's own code above it (the call
 //! site), and the library frame between them when the blocking is inside a library (a
 //! synchronous `HttpClient.Send`). Data: `report::words` says it.
 
@@ -13,7 +14,12 @@ pub(crate) enum BlockingApi {
     TaskWait,
     TaskWaitAll,
     GetResult,
+    /// `ManualResetEventSlim.Wait` (its `Monitor.Wait` inside).
     EventWait,
+    /// `Monitor.Wait` called by the code above it, with no event around it.
+    MonitorWait,
+    BarrierWait,
+    SemaphoreWait,
 }
 
 /// Where a thread blocks on async work.
@@ -58,7 +64,18 @@ fn api_of(function: &str) -> Option<BlockingApi> {
         }
         return None;
     }
-    (f.starts_with("System.Threading.ManualResetEventSlim.Wait") || f.starts_with("System.Threading.Monitor.Wait")).then_some(BlockingApi::EventWait)
+    if f.starts_with("System.Threading.ManualResetEventSlim.Wait") {
+        Some(BlockingApi::EventWait)
+    } else if f.starts_with("System.Threading.Monitor.Wait") {
+        Some(BlockingApi::MonitorWait)
+    } else if f.starts_with("System.Threading.Barrier.SignalAndWait") || f.starts_with("System.Threading.Barrier.DiscontinuousWait") {
+        Some(BlockingApi::BarrierWait)
+    } else if f.starts_with("System.Threading.SemaphoreSlim.Wait") {
+        // Wait, WaitCore, WaitUntilCountOrTimeout.
+        Some(BlockingApi::SemaphoreWait)
+    } else {
+        None
+    }
 }
 
 /// Where the thread with `frames` (innermost first) blocks on async work; none when no frame is
@@ -135,6 +152,34 @@ mod tests {
         assert_eq!(s.api, BlockingApi::GetResult);
         assert_eq!(s.library.as_deref(), Some("System.Net.Http.HttpClient.Send"));
         assert_eq!(s.call_site.as_deref(), Some("Shop.Catalog.Load"));
+    }
+
+    #[test]
+    fn a_library_s_own_monitor_wait_is_said_as_monitor_wait() {
+        // StackExchange.Redis' synchronous StringGet (redis_pool sample).
+        let f = frames(&[
+            "System.Threading.Monitor.Wait",
+            "StackExchange.Redis.ConnectionMultiplexer.ExecuteSyncImpl",
+            "StackExchange.Redis.RedisDatabase.StringGet",
+            "Knot.Samples.RedisPool.Program.BlockOnSyncGet",
+        ]);
+        let s = blocking_site(&f).expect("a site");
+        assert_eq!(s.api, BlockingApi::MonitorWait);
+        assert_eq!(s.library.as_deref(), Some("StackExchange.Redis.ConnectionMultiplexer.ExecuteSyncImpl"));
+        assert_eq!(s.call_site.as_deref(), Some("Knot.Samples.RedisPool.Program.BlockOnSyncGet"));
+    }
+
+    #[test]
+    fn a_barrier_is_named_not_the_event_inside_it() {
+        let f = frames(&[
+            "System.Threading.Monitor.Wait",
+            "System.Threading.ManualResetEventSlim.Wait",
+            "System.Threading.Barrier.DiscontinuousWait",
+            "System.Threading.Barrier.SignalAndWait",
+            "System.Threading.Barrier.SignalAndWait",
+            "Knot.Samples.ParallelBarrier.Program.Step",
+        ]);
+        assert_eq!(blocking_site(&f).map(|s| s.api), Some(BlockingApi::BarrierWait));
     }
 
     #[test]

@@ -67,9 +67,12 @@ pub(crate) struct PoolInCycle {
 }
 
 /// Whether `l` is completed only by work waiting in the worker pool's queues: a task whose async
-/// stack's next step (its continuation, or the timer that completes what it awaits) is queued.
+/// stack's next step (its continuation, or the timer that completes what it awaits) is queued,
+/// or a wait no thread holds whose release the runtime found queued (`released_by_queued`).
 pub(crate) fn needs_pool(l: &LockFact) -> bool {
-    l.kind == LockKind::Task && l.owner.tid().is_none() && l.managed.as_ref().and_then(|m| m.task.as_ref()).is_some_and(|t| t.queued == Some(true))
+    let Some(m) = l.managed.as_ref().filter(|_| l.owner.tid().is_none()) else { return false };
+    // Or what else would end it waits there: a socket event, a Parallel replica (inferred).
+    (l.kind == LockKind::Task && m.task.as_ref().is_some_and(|t| t.queued == Some(true))) || m.released_by_queued.is_some()
 }
 
 /// A node's out-edges and when a wait on it ends.
@@ -219,6 +222,8 @@ impl<'a> WaitForGraph<'a> {
                 tids.push(t);
                 locks.push(lock.id.clone());
                 if needs_pool(lock) {
+                    // A release found queued by inference makes the cycle inferred.
+                    inferred |= lock.managed.as_ref().is_some_and(|m| m.released_by_queued.is_some());
                     if best.as_ref().is_none_or(|b| b.tids.len() < tids.len()) {
                         let pool = Some(PoolInCycle { workers: workers.clone(), max: pool.max, queued: pool.queued });
                         best = Some(Cycle { tids: std::mem::take(&mut tids), locks: std::mem::take(&mut locks), inferred, pool, also: vec![] });

@@ -26,7 +26,7 @@ pub(crate) fn operand_words(op: &OperandReport) -> Option<String> {
 }
 
 /// `thread 123 "name" (main thread)`.
-fn thread_words(r: &Report, tid: u32) -> String {
+pub(crate) fn thread_words(r: &Report, tid: u32) -> String {
     let mut s = format!("thread {tid}");
     if let Some(name) = r.threads.iter().find(|t| t.tid == tid).and_then(|t| t.name.as_deref()) {
         let _ = write!(s, " \"{name}\"");

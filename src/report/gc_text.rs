@@ -2,7 +2,7 @@
 //! what the GC has committed, against which limit), the last OOM when there is one, and the
 //! largest types when the heap is the story (a GC stall, an OOM, or a heap near its limit).
 
-use crate::runtimes::dotnet::gc::report::{GcReport, HeapReport, NEAR_LIMIT_PERCENT};
+use crate::runtimes::dotnet::gc::report::{CollectionReport, GcReport, HeapReport, NEAR_LIMIT_PERCENT};
 use crate::runtimes::dotnet::gc::state::thousands;
 use crate::runtimes::dotnet::DotnetReport;
 use std::fmt::Write;
@@ -30,8 +30,9 @@ pub(crate) fn heap_is_the_story(gc: &GcReport) -> bool {
     gc.stalled || gc.last_oom.is_some() || gc.limit_percent().is_some_and(|p| p >= NEAR_LIMIT_PERCENT as f64)
 }
 
-/// The words after "Verdict: GC STALL".
-pub(crate) fn stall_words(gc: &GcReport) -> String {
+/// The words after "Verdict: GC STALL": the share of the limit, the OOM, who collects and who
+/// waits.
+pub(crate) fn stall_words(r: &crate::report::Report, gc: &GcReport) -> String {
     let mut s = String::new();
     if let (Some(limit), Some(p)) = (gc.hard_limit_bytes, gc.limit_percent()) {
         let _ = write!(s, " — heap at {p:.1} % of its {} hard limit", bytes(limit));
@@ -39,7 +40,26 @@ pub(crate) fn stall_words(gc: &GcReport) -> String {
     if let Some(o) = &gc.last_oom {
         let _ = write!(s, ", out of memory after GC #{} allocating {} bytes", o.gc_index, thousands(o.allocation_bytes));
     }
+    if let Some(c) = &gc.collection {
+        let _ = write!(s, "; {}", collection_words(r, c));
+    }
     s
+}
+
+/// Who runs a collection and who waits for it: `thread 12 "Churn-2" collects, 5 threads wait for
+/// it`; a server GC's `the GC's 2 threads (31318, 31319) collect, 6 threads wait for all of them`.
+pub(crate) fn collection_words(r: &crate::report::Report, c: &CollectionReport) -> String {
+    let n = c.waiter_tids.len();
+    let waiters = format!("{n} thread{} wait{}", if n == 1 { "" } else { "s" }, if n == 1 { "s" } else { "" });
+    match c.collectors.as_slice() {
+        [] if c.release == "all" => format!("the GC's threads collect (not identified), {waiters} for them"),
+        [] => format!("the thread collecting is not known, {waiters} for the collection"),
+        [one] if c.release == "one" => format!("{} collects, {waiters} for it", super::crash_text::thread_words(r, one.tid)),
+        many => {
+            let tids: Vec<String> = many.iter().map(|k| k.tid.to_string()).collect();
+            format!("the GC's {} threads ({}) collect, {waiters} for all of them", many.len(), tids.join(", "))
+        }
+    }
 }
 
 /// Where the hard limit came from, as words after it: `, set in the environment`, `, the
@@ -52,16 +72,15 @@ pub(crate) fn limit_source_words(gc: &GcReport) -> &'static str {
     }
 }
 
-pub(crate) fn summary_lines(out: &mut String, d: &DotnetReport) {
+pub(crate) fn summary_lines(out: &mut String, r: &crate::report::Report, d: &DotnetReport) {
     let (Some(heap), Some(gc)) = (d.heap.as_ref(), d.gc.as_ref()) else { return };
-    let _ = write!(
-        out,
-        "  GC heap: {} in {} objects ({} free); committed {}",
-        bytes(heap.total_bytes),
-        thousands(heap.total_objects),
-        bytes(heap.free_bytes),
-        bytes(gc.committed_bytes)
-    );
+    let _ = write!(out, "  GC heap: {} in {} objects ({} free", bytes(heap.total_bytes), thousands(heap.total_objects), bytes(heap.free_bytes));
+    if heap.skipped_objects > 0 {
+        // Counted as SOS counts them, so the totals are dumpheap's.
+        let n = heap.skipped_objects;
+        let _ = write!(out, "; {} bad object{} passed, as SOS does", thousands(n), if n == 1 { "" } else { "s" });
+    }
+    let _ = write!(out, "); committed {}", bytes(gc.committed_bytes));
     match (gc.hard_limit_bytes, gc.limit_percent()) {
         (Some(limit), Some(p)) => {
             let limit = bytes(limit);
@@ -78,7 +97,28 @@ pub(crate) fn summary_lines(out: &mut String, d: &DotnetReport) {
         }
         out.push('\n');
     }
-    if let Some(u) = &heap.unreachable {
+    let mid_collection = gc.collection.as_ref().is_some_and(|c| c.mid_collection);
+    if let Some(c) = &gc.collection {
+        if c.kind == "stall" {
+            let _ = writeln!(out, "  collection: {}", collection_words(r, c));
+        } else {
+            let far = match gc.limit_percent() {
+                Some(p) => format!("the heap at {p:.1} % of its limit"),
+                None => "no hard limit".into(),
+            };
+            let _ = writeln!(out, "  collection in progress, a routine one ({far}, no stall): {}", collection_words(r, c));
+        }
+    }
+    if mid_collection {
+        // What the walk found is the heap as the GC left it mid-move: said before any number a
+        // person would read as the heap's.
+        let _ = writeln!(
+            out,
+            "  the heap was caught mid-collection (the GC was planning or moving objects): the walk went past {} bad object{} as SOS does; the objects, garbage and retained sizes are as the GC left them, not as the program had them",
+            thousands(heap.skipped_objects),
+            if heap.skipped_objects == 1 { "" } else { "s" }
+        );
+    } else if let Some(u) = &heap.unreachable {
         let _ = writeln!(out, "  garbage not yet collected: {} objects, {} (in no retained size)", thousands(u.objects), bytes(u.bytes));
     }
     if heap_is_the_story(gc) {

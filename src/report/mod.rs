@@ -27,7 +27,7 @@ pub use crate::crash::model::{Access, AddressKind, CrashKind, CrashMessage, Cras
 pub use crate::core::SignalSource;
 pub use crate::unwind::frame::Trust;
 pub use crate::waits::evidence::{Evidence, UnknownOwner};
-pub use crate::waits::lock::{AsyncWaiter, Certainty, Holder, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner, Release};
+pub use crate::waits::lock::{AsyncWaiter, BarrierFacts, Certainty, Holder, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner, QueuedRelease, Release};
 pub use crate::waits::state::{IdleRole, Pool, ThreadState};
 pub use model::*;
 use std::io::Write as _;

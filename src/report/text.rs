@@ -118,7 +118,7 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
         },
         Verdict::GcStall => {
             if let Some(gc) = r.dotnet.as_ref().and_then(|d| d.gc.as_ref()) {
-                out.push_str(&super::gc_text::stall_words(gc));
+                out.push_str(&super::gc_text::stall_words(r, gc));
             }
         }
         _ => {}
@@ -191,7 +191,7 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
         }
     }
     if let Some(d) = r.dotnet.as_ref() {
-        super::gc_text::summary_lines(out, d);
+        super::gc_text::summary_lines(out, r, d);
         super::async_text::summary_line(out, d);
     }
     for l in r.locks.iter().filter(|l| !l.waiter_tids.is_empty()).take(5) {

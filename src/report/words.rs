@@ -56,6 +56,10 @@ pub fn lock_name(l: &LockFact) -> String {
         let ty = m.type_name.as_deref().unwrap_or("an object");
         let name = match l.kind {
             LockKind::Lock => format!("Lock {ty} at {}", m.object),
+            LockKind::MonitorWait if let Some(b) = &m.barrier => match &b.held_by {
+                Some(r) => format!("Barrier.SignalAndWait on Barrier {} at {} ({})", referrer(r), b.address, barrier_words(b)),
+                None => format!("Barrier.SignalAndWait on Barrier at {} ({})", b.address, barrier_words(b)),
+            },
             LockKind::MonitorWait => format!("Monitor.Wait on {ty} at {}", m.object),
             LockKind::SemaphoreSlim => format!("SemaphoreSlim at {} ({})", m.object, semaphore_words(m)),
             LockKind::Task => match &m.task {
@@ -81,7 +85,8 @@ pub fn lock_name(l: &LockFact) -> String {
 /// (`LifetimeScope._synchRoot, Tag "root"`). An array slot (a static field's storage, a
 /// collection) names nothing.
 fn holder(kind: LockKind, m: &ManagedLock) -> Option<&ReferrerReport> {
-    m.referrers.first().filter(|r| kind.is_on_managed_object() && !r.field.starts_with('['))
+    // A Barrier's wait is on its phase event's lock: the event's field names no Barrier.
+    m.referrers.first().filter(|r| (kind.is_on_managed_object() || kind == LockKind::SemaphoreSlim) && !r.field.starts_with('[') && m.barrier.is_none())
 }
 
 /// A .NET lock's label for programs (JSON `locks[].label`, which dashboards show): its facts
@@ -113,6 +118,7 @@ pub(crate) fn managed_lock_label(kind: LockKind, m: &ManagedLock) -> String {
     let ty = m.type_name.as_deref().unwrap_or("(type unread)");
     match kind {
         LockKind::Task => format!("task {ty} (status: {})", m.task.as_ref().map_or("", |t| t.status.as_str())),
+        LockKind::MonitorWait if let Some(b) = &m.barrier => format!("Barrier.SignalAndWait: Monitor.Wait on {ty}, the phase event's lock ({})", barrier_words(b)),
         LockKind::MonitorWait => format!("Monitor.Wait on {ty} (waiting to be pulsed)"),
         LockKind::SemaphoreSlim => format!("{ty} ({})", semaphore_words(m)),
         _ => {
@@ -124,6 +130,11 @@ pub(crate) fn managed_lock_label(kind: LockKind, m: &ManagedLock) -> String {
             }
         }
     }
+}
+
+/// `4 of 6 participants arrived, 2 remaining`: a Barrier's phase.
+fn barrier_words(b: &crate::waits::BarrierFacts) -> String {
+    format!("{} of {} participants arrived, {} remaining, phase {}", b.arrived, b.participants, b.remaining(), b.phase)
 }
 
 /// `count 0 of 1, 3 async waiters`: a SemaphoreSlim's state.
@@ -250,6 +261,8 @@ pub(crate) fn native_lock_label(n: &NativeLock) -> String {
         }
         NativeLockType::PthreadRwlock => "pthread rwlock".into(),
         NativeLockType::PthreadCond => "pthread condition variable".into(),
+        NativeLockType::GcEvent { heap: Some(h), .. } => format!("the .NET GC's done event of heap {h} (a collection in progress)"),
+        NativeLockType::GcEvent { heap: None, .. } => "a .NET GC event (a collection in progress)".into(),
         NativeLockType::PosixSemaphore => "POSIX semaphore".into(),
         NativeLockType::PthreadJoin => "pthread_join".into(),
         NativeLockType::PthreadBarrier { arrived, count } => format!("pthread barrier, {arrived} of {count} arrived"),
@@ -289,7 +302,15 @@ pub(crate) fn owner_words(l: &LockFact) -> String {
         Owner::None if l.kind == LockKind::Task => {
             l.managed.as_ref().and_then(task_async_words).unwrap_or_else(|| "no owning thread: it completes when its work runs".to_string())
         }
-        Owner::None => "no owner (waiting to be signalled)".to_string(),
+        Owner::None => match l.native.as_ref().map(|n| &n.what) {
+            // A server GC's collection: its threads, all of which must finish.
+            Some(NativeLockType::GcEvent { collectors, .. }) if !collectors.is_empty() => {
+                let tids: Vec<String> = collectors.iter().map(u32::to_string).collect();
+                format!("run by the GC's threads {} (inferred; the wait ends when all finish)", tids.join(", "))
+            }
+            Some(NativeLockType::GcEvent { .. }) => "run by the GC's threads (not identified)".to_string(),
+            _ => "no owner (waiting to be signalled)".to_string(),
+        },
         Owner::Unknown { why } => format!("owner unknown: {why}"),
     }
 }
@@ -428,6 +449,9 @@ fn blocking_api_words(api: crate::graph::blocking_site::BlockingApi) -> &'static
         BlockingApi::TaskWaitAll => "Task.WaitAll",
         BlockingApi::GetResult => "GetAwaiter().GetResult()",
         BlockingApi::EventWait => "ManualResetEventSlim.Wait",
+        BlockingApi::MonitorWait => "Monitor.Wait",
+        BlockingApi::BarrierWait => "Barrier.SignalAndWait",
+        BlockingApi::SemaphoreWait => "SemaphoreSlim.Wait",
     }
 }
 
@@ -474,13 +498,23 @@ fn task_block_words(t: &ThreadReport, l: &LockFact, many: bool) -> String {
     if let Some(site) = &site {
         w.push_str(&format!(" (sync over async: {})", blocking_api_words(site.api)));
     }
-    if crate::graph::needs_pool(l) {
+    if let Some(q) = l.managed.as_ref().and_then(|m| m.released_by_queued) {
+        w.push_str(&format!(", which wait{s} for a worker to {}", queued_release_words(q)));
+    } else if crate::graph::needs_pool(l) {
         let its = if many { "their" } else { "its" };
         let what = if task.is_some_and(|t| t.timer_queued) { "timer" } else { "continuation" };
         let verb = if what == "timer" { "fire" } else { "run" };
         w.push_str(&format!(", which wait{s} for a worker to {verb} {its} {what}{}", if many { "s" } else { "" }));
     }
     w
+}
+
+/// `run the socket engine's work item`: what a worker would run to end a wait.
+fn queued_release_words(q: crate::waits::QueuedRelease) -> &'static str {
+    match q {
+        crate::waits::QueuedRelease::SocketEvent => "run the socket engine's work item (System.Net.Sockets.SocketAsyncEngine) that reads the replies",
+        crate::waits::QueuedRelease::ParallelReplica => "run the queued Parallel replica",
+    }
 }
 
 /// The verdict line's words when the thread pool is the story (a deadlock through it, or its
@@ -517,7 +551,7 @@ pub(crate) fn pool_verdict(r: &super::model::Report) -> Option<PoolVerdict> {
 
 /// A lock in few words: the field that holds its object (`Ledger._sync`), else its name.
 fn lock_short(l: &LockFact) -> String {
-    match l.managed.as_ref().and_then(|m| m.referrers.first()).filter(|r| l.kind.is_on_managed_object() && !r.field.starts_with('[')) {
+    match l.managed.as_ref().and_then(|m| holder(l.kind, m)) {
         Some(r) => referrer(r),
         None => lock_name(l),
     }
@@ -569,7 +603,9 @@ pub(crate) fn pool_story(workers: &[u32], locks: &[LockFact], threads: &[ThreadR
                     let site = first.and_then(|t| crate::graph::blocking_site::blocking_site(&t.frames));
                     let at = site.as_ref().and_then(|s| s.call_site.as_deref()).map(|c| format!(" at {}", short_method(c))).unwrap_or_default();
                     let api = site.map_or_else(|| lock_short(l), |s| blocking_api_words(s.api).to_string());
-                    format!("wait{s}{at} in {api}")
+                    let barrier = l.managed.as_ref().and_then(|m| m.barrier.as_ref()).map(|b| format!(" ({} of {} participants arrived)", b.arrived, b.participants)).unwrap_or_default();
+                    let release = l.managed.as_ref().and_then(|m| m.released_by_queued).map(|q| format!(", which wait{s} for a worker to {}", queued_release_words(q))).unwrap_or_default();
+                    format!("wait{s}{at} in {api}{barrier}{release}")
                 }
             }
         };
@@ -930,6 +966,17 @@ impl std::fmt::Display for Evidence {
                 write!(f, "async waiter: TaskNode {task}{by}")
             }
             Evidence::TaskNodeListCut { why } => write!(f, "TaskNode list cut: {why}"),
+            Evidence::ReleasedByQueued { what, item_type, inside } => {
+                let waits = match what {
+                    crate::waits::QueuedRelease::SocketEvent => "the reply it waits for is read only when a worker runs the socket engine's work item",
+                    crate::waits::QueuedRelease::ParallelReplica => "the participants it waits for would come from a Parallel replica task",
+                };
+                write!(f, "{waits}: a {item_type} is queued to the thread pool (inferred)")?;
+                match inside {
+                    Some(frame) => write!(f, "; the waiter is inside {}", short_method(frame)),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
@@ -982,6 +1029,15 @@ impl std::fmt::Display for Inference {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Inference::SoleStackPointer { at } => write!(f, "the only other thread whose stack points into the lock (at {at:#x}), as a guard would"),
+            Inference::RunsTask { method, frame, stack_slot } => {
+                write!(f, "the only thread running the task: its frame #{frame} is {} and its stack holds the task (at {stack_slot:#x})", short_method(method))
+            }
+            Inference::HoldsSemaphore { stack_slot } => {
+                write!(f, "the only thread, not waiting for it, whose stack holds the SemaphoreSlim (at {stack_slot:#x}): past Wait(), inside the code it guards")
+            }
+            Inference::ServerGcThread { index, heap } => {
+                write!(f, "a server GC thread: a runtime thread whose stack holds heap {index}'s gc_heap ({heap:#x}), as the GC's thread function keeps it")
+            }
         }
     }
 }
@@ -1012,6 +1068,7 @@ impl std::fmt::Display for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Pool::ThreadPool => "thread pool",
+            Pool::SocketScheduler => "a socket library's scheduler: Pipelines.Sockets.Unofficial, StackExchange.Redis' IO threads",
         })
     }
 }

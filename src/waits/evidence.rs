@@ -83,6 +83,9 @@ pub enum Evidence {
     AsyncWaiter { task: Hex, method: Option<String>, async_stack: Option<usize> },
     /// The TaskNode list was not read to its end, for this reason.
     TaskNodeListCut { why: String },
+    /// What would end the wait is queued to the thread pool (inferred): a work item of
+    /// `item_type`; `inside` is the network client frame the waiter is in, when it is in one.
+    ReleasedByQueued { what: super::QueuedRelease, item_type: String, inside: Option<String> },
 }
 
 /// How threads wait in `SemaphoreSlim.Wait`.
@@ -125,6 +128,16 @@ pub enum WaitRecord {
 pub enum Inference {
     /// The only other thread whose stack points into the lock (at `at`), as a guard would.
     SoleStackPointer { at: u64 },
+    /// The only thread running the task: its frame `frame` is the task's work (`method`: the
+    /// state machine's `MoveNext`, or `Task.ExecuteWithThreadLocal`) and its stack holds the
+    /// task at `stack_slot`.
+    RunsTask { method: String, frame: usize, stack_slot: u64 },
+    /// The only thread, not waiting for the SemaphoreSlim, whose stack holds it (at
+    /// `stack_slot`): past `Wait()`, inside the code it guards.
+    HoldsSemaphore { stack_slot: u64 },
+    /// A server GC thread: a runtime thread (no managed `Thread`) whose stack holds server heap
+    /// `index`'s `gc_heap` (at `heap`), as the GC's thread function keeps it.
+    ServerGcThread { index: usize, heap: u64 },
 }
 
 /// A thread offered as a reader of a read-held lock (`Owner::Readers`).

@@ -390,6 +390,45 @@ pub struct ManagedLock {
     /// the async stack that awaits it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub async_waiters: Vec<AsyncWaiter>,
+    /// For a Monitor.Wait inside `Barrier.SignalAndWait`: the Barrier its waiters signalled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub barrier: Option<BarrierFacts>,
+    /// Work queued to the thread pool that would end this wait, inferred: no thread holds it,
+    /// and what would release it waits in the pool's queue (a socket event, a Parallel replica).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub released_by_queued: Option<QueuedRelease>,
+}
+
+/// A `System.Threading.Barrier` as read: `_currentTotalCount` is the participants that arrived
+/// in the current phase (bits 16–30) and the participants in all (bits 0–14).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct BarrierFacts {
+    pub address: Hex,
+    pub arrived: u32,
+    pub participants: u32,
+    pub phase: i64,
+    /// The static field that holds the Barrier, when one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_by: Option<crate::runtimes::dotnet::gc::report::ReferrerReport>,
+}
+
+impl BarrierFacts {
+    /// The participants the phase still waits for.
+    pub fn remaining(&self) -> u32 {
+        self.participants.saturating_sub(self.arrived)
+    }
+}
+
+/// What queued work would end a wait no thread can end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueuedRelease {
+    /// The socket engine's work item (`System.Net.Sockets.SocketAsyncEngine`): the reply a
+    /// network client waits for is read only when a worker runs it.
+    SocketEvent,
+    /// A `Parallel` loop's replica task: the bodies the barrier still waits for.
+    ParallelReplica,
 }
 
 /// An async flow waiting for a SemaphoreSlim (`WaitAsync`): no thread waits, an async stack does.
@@ -426,6 +465,8 @@ impl ManagedLock {
             current_count: None,
             max_count: None,
             async_waiters: Vec::new(),
+            barrier: None,
+            released_by_queued: None,
         }
     }
 
@@ -479,6 +520,10 @@ pub(crate) enum NativeLockType {
     PthreadMutex(MutexFacts),
     PthreadRwlock,
     PthreadCond,
+    /// One of the .NET GC's events (a condition variable the GC's state leads to): its waiters
+    /// wait for the collection; `heap` is the server GC heap whose done event it is, `collectors`
+    /// the threads that run the collection (a server GC's: every one must finish).
+    GcEvent { heap: Option<usize>, collectors: Vec<u32> },
     PosixSemaphore,
     PthreadJoin,
     /// A `pthread_barrier_t`: `arrived` of its `count` parties are in this round.

@@ -14,7 +14,7 @@ pub(crate) mod state;
 pub(crate) mod thread_ids;
 
 pub(crate) use evidence::{Evidence, FieldError, Inference, ManagedWaitKind, NamedThread, PointerPlace, ReaderEvidence, SemaphoreWait, UnknownOwner, WaitRecord};
-pub(crate) use lock::{AsyncWaiter, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner, Release};
+pub(crate) use lock::{AsyncWaiter, BarrierFacts, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner, QueuedRelease, Release};
 pub(crate) use lock::{MutexConsistency, MutexType, NativeLock, NativeLockType};
 pub(crate) use runtime::{ManagedThreads, RuntimeLocks, RuntimeWaits, WorkerPool};
 pub(crate) use state::{IdleRole, Pool, ThreadState};

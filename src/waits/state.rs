@@ -73,6 +73,9 @@ pub enum IdleRole {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pool {
     ThreadPool,
+    /// A library's own worker threads (its scheduler's loop): `Pipelines.Sockets.Unofficial`'s
+    /// dedicated scheduler, StackExchange.Redis' IO threads.
+    SocketScheduler,
 }
 
 impl ThreadState {

@@ -13,7 +13,10 @@ use knot_samples::nupkg;
 
 /// The releases the NuGet copy here serves, per RID.
 pub const RELEASES: &[(&str, &[&str])] = &[
-    ("linux-x64", &["9.0.18", "9.0.19", "9.0.20", "9.0.21", "9.0.22", "9.0.23", "10.0.11", "10.0.12", "10.0.13", "10.0.14", "10.0.15"]),
+    (
+        "linux-x64",
+        &["8.0.0", "8.0.29", "8.0.30", "8.0.31", "8.0.32", "8.0.33", "8.0.34", "9.0.18", "9.0.19", "9.0.20", "9.0.21", "9.0.22", "9.0.23", "10.0.11", "10.0.12", "10.0.13", "10.0.14", "10.0.15"],
+    ),
     ("linux-arm64", &["9.0.23", "10.0.12", "10.0.15"]),
 ];
 
@@ -26,6 +29,10 @@ pub struct Args {
     /// with a message).
     #[arg(long)]
     offline: bool,
+    /// With --offline: a release whose pack is absent keeps its entries from the committed
+    /// catalogue instead of being left out (to add releases without every pack at hand).
+    #[arg(long, requires = "offline")]
+    keep_committed: bool,
 }
 
 /// The files one release contributes: (pack id, path in the pack, file name).
@@ -46,13 +53,26 @@ pub fn build_from_pack(pack: &std::path::Path, id: &str, entry: &str, name: &str
 pub fn run(args: Args) -> Result<()> {
     let mut builds = Vec::new();
     let mut missing = Vec::new();
+    let path = knot_samples::workspace_root().join(catalog::FILE);
+    let committed = if args.keep_committed {
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        catalog::parse(catalog::FILE, &text).map_err(|e| anyhow::anyhow!("the committed catalogue does not parse: {e}"))?
+    } else {
+        Vec::new()
+    };
     for (rid, versions) in RELEASES {
         for version in *versions {
             for (id, entry, name) in files(rid) {
                 let pack = if args.offline {
                     let p = nupkg::cached(&id, version);
                     if !p.is_file() {
-                        missing.push(format!("{id} {version}"));
+                        let kept: Vec<Build> = committed.iter().filter(|b| b.runtime_version == *version && b.rid == *rid && b.file == name).cloned().collect();
+                        if kept.is_empty() {
+                            missing.push(format!("{id} {version}"));
+                        } else {
+                            eprintln!("{id} {version}: {name} kept from the committed catalogue (pack not in target/dotnet-packs/)");
+                            builds.extend(kept);
+                        }
                         continue;
                     }
                     p
@@ -70,7 +90,6 @@ pub fn run(args: Args) -> Result<()> {
     }
     let text = catalog::render(&builds);
     catalog::parse(catalog::FILE, &text).map_err(|e| anyhow::anyhow!("the generated catalogue does not parse: {e}"))?;
-    let path = knot_samples::workspace_root().join(catalog::FILE);
     if args.check {
         let committed = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
         if committed != text {

@@ -48,6 +48,13 @@ pub(crate) struct DotnetRuntime<'p> {
     /// The heap graph left out because it would not fit the memory limit (for the verdict's
     /// limits), set by the report section.
     over_limit: OnceLock<Limit>,
+    /// The collection in progress and who waits for it, read with the locks (the verdict and the
+    /// report section use it).
+    collection: OnceLock<Option<gc::collection::Collection>>,
+    /// What each thread's frames show it runs, and the stacks of the threads not idle (for the
+    /// tasks' and semaphores' inferred holders, once the heap gives the tasks), set by the locks'
+    /// merge.
+    work: OnceLock<(Vec<crate::runtimes::dotnet::tasks::task_runners::ThreadWork>, Vec<crate::runtimes::dotnet::tasks::task_runners::StackOf>)>,
 }
 
 /// What of the report's heap reading needs no stacks, read while they are walked: the walk
@@ -88,7 +95,7 @@ pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<D
         }
     });
     let runtime_file = crate::runtimes::dotnet::contract::locate::runtime_module(process).map(|m| (m.path.clone(), m.build_id_hex()));
-    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file, pool: OnceLock::new(), ahead: OnceLock::new(), graph: Mutex::new(None), memory_limit: OnceLock::new(), over_limit: OnceLock::new() })
+    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file, pool: OnceLock::new(), ahead: OnceLock::new(), graph: Mutex::new(None), memory_limit: OnceLock::new(), over_limit: OnceLock::new(), collection: OnceLock::new(), work: OnceLock::new() })
 }
 
 impl<'p> DotnetRuntime<'p> {
@@ -230,11 +237,14 @@ impl RuntimeLocks for DotnetRuntime<'_> {
                         (p.existing, p.max, p.idle) = (Some(c.existing), Some(c.max), Some(c.idle()));
                     }
                 }
+                // The GC's events and who waits on them, before anything is called idle: a
+                // thread waiting for a collection is not idle.
+                let collection = self.collection.get_or_init(|| read_collection(c, r, threads, facts));
                 // Sleepers, idle workers and the runtime's idle service threads wait for nobody.
                 let finalizer = r.threads.iter().find(|th| th.is_finalizer && th.os_tid != 0).map(|th| th.os_tid);
                 let WaitFacts { threads: waits, locks: all_locks, .. } = facts;
                 for (t, w) in threads.iter().zip(waits.iter_mut()) {
-                    if !idle::may_be_idle(w, all_locks) {
+                    if collection.as_ref().is_some_and(|g| g.waiters.contains(&t.tid)) || !idle::may_be_idle(w, all_locks) {
                         continue;
                     }
                     let inputs = idle::IdleInputs {
@@ -246,6 +256,14 @@ impl RuntimeLocks for DotnetRuntime<'_> {
                         idle::set_idle(t.tid, state, w, all_locks);
                     }
                 }
+                let work = threads.iter().filter_map(|t| crate::runtimes::dotnet::tasks::task_runners::thread_work(t.tid, t.registers.sp(), &t.frames)).collect();
+                let stacks = threads
+                    .iter()
+                    .zip(waits.iter())
+                    .filter(|(_, w)| !w.state.is_idle())
+                    .map(|(t, _)| crate::runtimes::dotnet::tasks::task_runners::StackOf { tid: t.tid, sp: t.registers.sp() })
+                    .collect();
+                let _ = self.work.set((work, stacks));
                 RuntimeWaits { threads: names, worker_pool }
             }
             (DotnetReading::Unsupported { why, .. }, _) => {
@@ -336,7 +354,20 @@ impl Runtime for DotnetRuntime<'_> {
                     self.pool_reading().and_then(|p| p.queues.as_ref().ok()).map(|q| q.items.iter().map(|i| i.object).collect());
                 let timer_queue = self.pool_reading().and_then(|p| p.timer_queue());
                 crate::runtimes::dotnet::tasks::async_waits::link(&report.async_stacks, &gc.semaphores, queued.as_ref(), timer_queue, facts);
+                // Who runs the tasks and holds the semaphores nothing records a holder of.
+                if let Some((work, stacks)) = self.work.get() {
+                    crate::runtimes::dotnet::tasks::task_runners::tie_tasks(c.process, work, &mut facts.locks);
+                    crate::runtimes::dotnet::tasks::task_runners::tie_semaphores(c.process, stacks, &mut facts.locks);
+                    crate::runtimes::dotnet::threads::static_holders::name_statics_of_waits(c, &gc, &mut facts.locks);
+                    if let Some(p) = self.pool_reading() {
+                        let queued: Vec<&str> = p.types.iter().map(|t| t.name.as_str()).collect();
+                        crate::runtimes::dotnet::tasks::task_runners::queued_release(&queued, work, &mut facts.locks);
+                    }
+                }
             }
+        }
+        if let (Some(g), Some(Some(c)), Some(heap)) = (report.gc.as_mut(), self.collection.get(), report.heap.as_ref()) {
+            g.attach_collection(c, heap.total_bytes);
         }
         let gc_stalled = report.gc.as_ref().is_some_and(|g| g.stalled);
         Some(RuntimeReport { section: RuntimeSection::Dotnet(report), gc_stalled })
@@ -453,4 +484,72 @@ fn caught<T>(read: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
         let what = panic.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default();
         Err(format!("GC heap not read: knot failed reading it (a bug: {what})"))
     })
+}
+
+/// The collection in progress, from the GC's state and the condition variables threads wait on
+/// (see [`gc::collection`]); the GC events' locks are named for the GC and, in a workstation GC,
+/// owned by the thread that collects. `None` when the GC's state cannot be read.
+fn read_collection(c: &Context<'_>, r: &crate::runtimes::dotnet::threads::reading::RuntimeReading, threads: &[ThreadInput<'_>], facts: &mut WaitFacts) -> Option<gc::collection::Collection> {
+    use crate::waits::evidence::Inference;
+    use crate::waits::lock::Holder;
+    use crate::waits::{LockKind, NativeLock, NativeLockType, Owner, Release};
+    use gc::collection::{Collection, Collector, CollectorWhy, StackTop};
+    let t = c.target();
+    let build = gc::build_facts(c).ok()?;
+    let prepared = gc::prepare(c.module, &t, build).ok()?;
+    let vars = &prepared.vars;
+    let conds: Vec<u64> = facts.locks.iter().filter(|l| l.kind == LockKind::Cond).filter_map(|l| l.address.map(|a| a.0)).collect();
+    let events = gc::collection::events(&t, vars, &conds);
+    let event_locks: Vec<String> = facts.locks.iter().filter(|l| l.kind == LockKind::Cond && l.address.is_some_and(|a| events.iter().any(|e| e.cond == a.0))).map(|l| l.id.clone()).collect();
+    let mut collectors: Vec<Collector> = r.threads.iter().filter(|th| th.is_gc_thread && th.os_tid != 0).map(|th| Collector { tid: th.os_tid, why: CollectorWhy::SuspendedRuntime }).collect();
+    if vars.server && collectors.is_empty() {
+        let managed: std::collections::HashSet<u32> = r.threads.iter().map(|th| th.os_tid).collect();
+        let unmanaged: Vec<StackTop> = threads.iter().filter(|th| !managed.contains(&th.tid)).map(|th| StackTop { tid: th.tid, sp: th.registers.sp() }).collect();
+        collectors = gc::collection::server_gc_threads(&t, vars, &unmanaged);
+    }
+    // The collectors wait on the GC's events too (its threads join): they are not its waiters.
+    let mut waiters: Vec<u32> = threads
+        .iter()
+        .zip(facts.threads.iter())
+        .filter(|(t, w)| !collectors.iter().any(|c| c.tid == t.tid) && w.blocked_on.as_ref().is_some_and(|b| event_locks.contains(b)))
+        .map(|(t, _)| t.tid)
+        .collect();
+    waiters.sort_unstable();
+    let mid_collection = vars.structures_invalid == Some(true);
+    let background = vars.background_gc_state.is_some_and(|s| s != 2);
+    let suspended = collectors.iter().any(|c| c.why == CollectorWhy::SuspendedRuntime);
+    // A wait on a GC event is no collection by itself (an idle background GC thread waits for
+    // its start event): the runtime suspended for a GC, or a server heap's done event waited on
+    // (it is set whenever no GC runs), is.
+    let on_done_event = facts.locks.iter().filter(|l| event_locks.contains(&l.id) && !l.waiter_tids.is_empty()).any(|l| {
+        l.address.is_some_and(|a| events.iter().any(|e| e.cond == a.0 && matches!(e.place, gc::collection::EventPlace::Heap { .. })))
+    });
+    let in_progress = suspended || background || mid_collection || (vars.server && on_done_event && !waiters.is_empty());
+    if !in_progress {
+        return Some(Collection { server: vars.server, ..Collection::default() });
+    }
+    // The events' locks: the GC's, held by the collector when the runtime records it.
+    for l in facts.locks.iter_mut().filter(|l| event_locks.contains(&l.id)) {
+        let place = l.address.and_then(|a| events.iter().find(|e| e.cond == a.0)).map(|e| e.place);
+        let heap = place.and_then(|p| match p {
+            gc::collection::EventPlace::Heap { index, .. } => Some(index),
+            gc::collection::EventPlace::Statics { .. } => None,
+        });
+        l.native = Some(NativeLock { what: NativeLockType::GcEvent { heap, collectors: collectors.iter().map(|c| c.tid).collect() }, exited_owner: None });
+        if let [Collector { tid, why: CollectorWhy::SuspendedRuntime }] = collectors.as_slice() {
+            l.owner = Owner::Known { tid: *tid };
+            l.owner_tid = Some(*tid);
+        } else {
+            // The server GC's threads: the collection ends when every one of them is done.
+            l.holders = collectors
+                .iter()
+                .map(|c| match c.why {
+                    CollectorWhy::SuspendedRuntime => Holder::known(c.tid),
+                    CollectorWhy::ServerGcThread { index, heap } => Holder::inferred(c.tid, Inference::ServerGcThread { index, heap }),
+                })
+                .collect();
+            l.release = (!l.holders.is_empty()).then_some(Release::All);
+        }
+    }
+    Some(Collection { server: vars.server, in_progress, collectors, waiters, events, mid_collection })
 }

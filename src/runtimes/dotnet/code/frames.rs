@@ -77,7 +77,8 @@ pub(crate) fn identifier_names(t: &Target) -> HashMap<u64, String> {
         .globals
         .keys()
         .filter_map(|name| {
-            let ty = name.strip_suffix("Identifier").filter(|ty| ty.ends_with("Frame"))?;
+            // `HelperMethodFrame_1OBJ` too (.NET 8's Frames, named by their vtables).
+            let ty = name.strip_suffix("Identifier").filter(|ty| ty.contains("Frame"))?;
             Some((t.global(name).ok()?, ty.to_string()))
         })
         .collect()

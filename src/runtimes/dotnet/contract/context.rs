@@ -46,21 +46,29 @@ impl<'p> Context<'p> {
     pub(crate) fn open(process: &'p Process, locator: &Locator) -> Result<Context<'p>, NoContext> {
         let module = locate::runtime_module(process).ok_or(NoContext::NotDotnet)?;
         let version = RuntimeVersion::of(module);
-        let mut located = match locate::locate(process, module) {
-            Ok(l) => l,
+        let memory = RuntimeMemory { process };
+        let (descriptor, pointer_data, source, supplement) = match locate::locate(process, module) {
+            Ok(mut located) => {
+                crate::trace::step("dotnet: descriptor located");
+                let supplement = supplement::apply(&mut located.descriptor, &located.pointer_data, &memory, module, &version).map_err(|e| e.to_string());
+                (located.descriptor, located.pointer_data, located.source, supplement)
+            }
+            // A runtime that exports no descriptor (.NET 8): the whole of it from knot's data.
+            Err(NotLocated::NoExport(why)) => match supplement::whole(&memory, module, &version) {
+                Ok(Some((descriptor, applied))) => (descriptor, Vec::new(), DescriptorSource::data(), Ok(Some(applied))),
+                Ok(None) => return Err(NoContext::NotLocated { version: Box::new(version), why: NotLocated::NoExport(why) }),
+                Err(e) => return Err(NoContext::NotLocated { version: Box::new(version), why: NotLocated::Error(e) }),
+            },
             Err(why) => return Err(NoContext::NotLocated { version: Box::new(version), why }),
         };
-        crate::trace::step("dotnet: descriptor located");
-        let memory = RuntimeMemory { process };
-        let supplement = supplement::apply(&mut located.descriptor, &located.pointer_data, &memory, module, &version).map_err(|e| e.to_string());
         Ok(Context {
             process,
             module,
             version,
             supplement,
-            descriptor: located.descriptor,
-            pointer_data: located.pointer_data,
-            source: located.source,
+            descriptor,
+            pointer_data,
+            source,
             memory,
             image: ImageMemory::new(process, locator),
             names: SharedNames::default(),
@@ -89,7 +97,7 @@ impl<'p> Context<'p> {
         let t = self.target();
         let object = t.global_deref("ObjectMethodTable").ok().filter(|&a| a != 0)?;
         let core_lib = t.field_ptr(object, "MethodTable", "Module").ok().filter(|&m| m != 0)?;
-        let base = t.field_ptr(core_lib, "Module", "Base").ok().filter(|&b| b != 0)?;
+        let base = crate::runtimes::dotnet::types::objects::module_base(&t, core_lib).ok().filter(|&b| b != 0)?;
         crate::runtimes::dotnet::types::metadata::metadata_root(&self.image, base).err()
     }
 

@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 pub(crate) const FILES: &[(&str, &str)] = &[
     ("analyzers/dotnet/coreclr-10.0.toml", include_str!("../../../../analyzers/dotnet/coreclr-10.0.toml")),
     ("analyzers/dotnet/coreclr-9.0.toml", include_str!("../../../../analyzers/dotnet/coreclr-9.0.toml")),
+    ("analyzers/dotnet/coreclr-8.0.toml", include_str!("../../../../analyzers/dotnet/coreclr-8.0.toml")),
 ];
 
 #[derive(Debug, Clone, Deserialize)]
@@ -47,12 +48,20 @@ pub(crate) struct Layout {
     pub(crate) wait_event_link_thread: u64,
     pub(crate) wait_event_link_link: u64,
     pub(crate) wait_event_link_ref_count: u64,
-    pub(crate) thread_local_data_blocking_info_first: u64,
-    pub(crate) thread_local_data_thread: u64,
-    pub(crate) blocking_info_object: u64,
-    pub(crate) blocking_info_kind: u64,
-    pub(crate) blocking_info_timeout: u64,
-    pub(crate) blocking_info_next: u64,
+    /// The ThreadBlockingInfo records (.NET 9+; .NET 8 has none: its waiters are read from their
+    /// HelperMethodFrames, `blocking::frame_records`).
+    #[serde(default)]
+    pub(crate) thread_local_data_blocking_info_first: Option<u64>,
+    #[serde(default)]
+    pub(crate) thread_local_data_thread: Option<u64>,
+    #[serde(default)]
+    pub(crate) blocking_info_object: Option<u64>,
+    #[serde(default)]
+    pub(crate) blocking_info_kind: Option<u64>,
+    #[serde(default)]
+    pub(crate) blocking_info_timeout: Option<u64>,
+    #[serde(default)]
+    pub(crate) blocking_info_next: Option<u64>,
     pub(crate) header_is_hash_or_sync_block_index: u32,
     pub(crate) header_is_hash_code: u32,
     pub(crate) header_sync_block_index_mask: u32,
@@ -60,10 +69,15 @@ pub(crate) struct Layout {
     pub(crate) header_thin_lock_thread_id_mask: u32,
     pub(crate) header_thin_lock_recursion_mask: u32,
     pub(crate) header_thin_lock_recursion_shift: u32,
-    pub(crate) managed_lock_owning_thread_id: u64,
-    pub(crate) managed_lock_state: u64,
-    pub(crate) managed_lock_recursion_count: u64,
-    pub(crate) managed_lock_locked_mask: u32,
+    /// `System.Threading.Lock` (.NET 9+; not in .NET 8).
+    #[serde(default)]
+    pub(crate) managed_lock_owning_thread_id: Option<u64>,
+    #[serde(default)]
+    pub(crate) managed_lock_state: Option<u64>,
+    #[serde(default)]
+    pub(crate) managed_lock_recursion_count: Option<u64>,
+    #[serde(default)]
+    pub(crate) managed_lock_locked_mask: Option<u32>,
     pub(crate) task_continuation_object: u64,
     pub(crate) task_state_flags: u64,
     pub(crate) manual_reset_event_slim_lock: u64,

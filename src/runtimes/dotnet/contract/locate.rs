@@ -27,6 +27,8 @@ pub(crate) enum Source {
     File,
     /// knot's runtime catalogue, by the build-id in the dump.
     Catalog,
+    /// knot's data, for a runtime that exports no descriptor (.NET 8: `analyzers/dotnet/descriptor-8.0.toml`).
+    Data,
 }
 
 /// Which source each part of the descriptor came from.
@@ -41,11 +43,17 @@ pub(crate) struct DescriptorSource {
 }
 
 impl DescriptorSource {
+    /// A descriptor made whole from knot's data.
+    pub(crate) fn data() -> DescriptorSource {
+        DescriptorSource { header: Source::Data, json: Source::Data, pointer_data: Source::Data }
+    }
+
     pub(crate) fn summary(&self) -> &'static str {
         match (self.header, self.pointer_data) {
             (Source::Dump, Source::Dump) => "dump",
             (Source::File, Source::File) => "file",
             (Source::Catalog, Source::Catalog) => "catalog",
+            (Source::Data, Source::Data) => "knot's data",
             _ => "mixed",
         }
     }

@@ -15,7 +15,10 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-pub(crate) const FILES: &[(&str, &str)] = &[("analyzers/dotnet/descriptor-9.0.toml", include_str!("../../../../analyzers/dotnet/descriptor-9.0.toml"))];
+pub(crate) const FILES: &[(&str, &str)] = &[
+    ("analyzers/dotnet/descriptor-9.0.toml", include_str!("../../../../analyzers/dotnet/descriptor-9.0.toml")),
+    ("analyzers/dotnet/descriptor-8.0.toml", include_str!("../../../../analyzers/dotnet/descriptor-8.0.toml")),
+];
 
 /// The key of a type's size, as in the descriptor's JSON.
 const SIZE_KEY: &str = "!";
@@ -36,6 +39,12 @@ struct Build {
 struct Supplement {
     /// The g_dacTable slot of `ThreadStore::s_pThreadStore`, checked against the descriptor.
     dac_table_thread_store: u64,
+    /// The whole descriptor of a runtime that exports none (.NET 8), not an addition to one.
+    #[serde(default)]
+    whole: bool,
+    /// Another supplement this one is, but for what it says itself (a build whose slots differ).
+    #[serde(default)]
+    base: Option<String>,
     #[serde(default)]
     contracts: BTreeMap<String, u64>,
     /// Globals whose value is the address a g_dacTable slot holds: name → slot.
@@ -46,6 +55,21 @@ struct Supplement {
     /// Type → field → offset (`"!"`: the type's size).
     #[serde(default)]
     types: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+impl Supplement {
+    /// This supplement over `base`: what this one says, and what it does not from `base`.
+    fn over(self, mut base: Supplement) -> Supplement {
+        base.dac_table_thread_store = self.dac_table_thread_store;
+        base.whole |= self.whole;
+        base.contracts.extend(self.contracts);
+        base.dac_table_globals.extend(self.dac_table_globals);
+        base.globals.extend(self.globals);
+        for (ty, fields) in self.types {
+            base.types.entry(ty).or_default().extend(fields);
+        }
+        base
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -84,7 +108,14 @@ fn parse(file: &'static str, text: &str) -> Result<Vec<BuildSupplement>, String>
             if b.verified.trim().is_empty() {
                 return Err(format!("{file}: build {}: no `verified` line", b.runtime_version));
             }
-            let supplement = data.supplement.get(&b.supplement).cloned().ok_or_else(|| format!("{file}: supplement {} is not defined", b.supplement))?;
+            let mut supplement = data.supplement.get(&b.supplement).cloned().ok_or_else(|| format!("{file}: supplement {} is not defined", b.supplement))?;
+            if let Some(base) = supplement.base.take() {
+                let under = data.supplement.get(&base).cloned().ok_or_else(|| format!("{file}: supplement {}'s base {base} is not defined", b.supplement))?;
+                if under.base.is_some() {
+                    return Err(format!("{file}: supplement {}'s base {base} has a base itself", b.supplement));
+                }
+                supplement = supplement.over(under);
+            }
             Ok(BuildSupplement { build: b, supplement, file })
         })
         .collect()
@@ -116,8 +147,39 @@ fn lookup<'a>(all: &'a [BuildSupplement], version: &RuntimeVersion) -> Option<&'
 /// supplement for this build (the descriptor is left as it is).
 pub(crate) fn apply(descriptor: &mut Descriptor, pointer_data: &[u64], mem: &dyn Memory, module: &Module, version: &RuntimeVersion) -> Result<Option<Applied>, DotnetError> {
     let all = builtin().map_err(|e| DotnetError::Unsupported(format!("descriptor supplements unreadable: {e}")))?;
-    let Some(entry) = lookup(all, version) else { return Ok(None) };
+    let Some(entry) = lookup(all, version).filter(|e| !e.supplement.whole) else { return Ok(None) };
     apply_entry(descriptor, pointer_data, mem, module, entry).map(Some)
+}
+
+/// The whole descriptor of a runtime that exports none (.NET 8), from knot's data for its
+/// build; `Ok(None)` when knot has none. With no descriptor to check `g_dacTable` against, its
+/// slots are checked by what they give: the finalizer thread must be in the ThreadStore's list.
+pub(crate) fn whole(mem: &dyn Memory, module: &Module, version: &RuntimeVersion) -> Result<Option<(Descriptor, Applied)>, DotnetError> {
+    let all = builtin().map_err(|e| DotnetError::Unsupported(format!("descriptor supplements unreadable: {e}")))?;
+    let Some(entry) = lookup(all, version).filter(|e| e.supplement.whole) else { return Ok(None) };
+    let s = &entry.supplement;
+    let mut descriptor = Descriptor::default();
+    let table = DacTable::find(module)?;
+    let mut dac_globals = Vec::new();
+    {
+        let t = Target::borrowed(mem, &descriptor, &[]);
+        for (name, &slot) in &s.dac_table_globals {
+            dac_globals.push((name.clone(), table.variable(&t, slot)?));
+        }
+    }
+    let contracts = add(&mut descriptor, s, dac_globals);
+    let t = Target::borrowed(mem, &descriptor, &[]);
+    let store = crate::runtimes::dotnet::threads::thread_store(&t)?;
+    let threads = crate::runtimes::dotnet::threads::thread_addresses(&t, store)?;
+    let finalizer = t.global_deref("FinalizerThread")?;
+    if finalizer != 0 && !threads.contains(&finalizer) {
+        return Err(DotnetError::Invalid {
+            what: "g_dacTable",
+            at: table.address,
+            why: format!("the finalizer thread {finalizer:#x} is not among the ThreadStore's {} threads: the table's order is not this build's", threads.len()),
+        });
+    }
+    Ok(Some((descriptor, Applied { file: entry.file, runtime_version: entry.build.runtime_version.clone(), contracts })))
 }
 
 fn apply_entry(descriptor: &mut Descriptor, pointer_data: &[u64], mem: &dyn Memory, module: &Module, entry: &BuildSupplement) -> Result<Applied, DotnetError> {

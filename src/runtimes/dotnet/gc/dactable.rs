@@ -26,16 +26,7 @@ impl DacTable {
     /// Finds the table in `module` (libcoreclr) and checks the ThreadStore slot (`thread_store_slot`,
     /// a per-build fact) against the descriptor.
     pub(crate) fn locate(t: &Target, module: &Module, thread_store_slot: u64) -> Result<DacTable> {
-        // The file's exports name it; without the file, knot's runtime catalogue does.
-        let rva = match &module.file {
-            Some(file) => elf::dynamic_symbol(file, DAC_TABLE_SYMBOL).map(|s| s.value),
-            None => match crate::runtimes::dotnet::contract::locate::catalogued(module) {
-                Some(build) => build.dac_table_rva,
-                None => return Err(DotnetError::Invalid { what: "runtime module", at: module.start, why: "no file and not in knot's runtime catalogue: its exports name g_dacTable".into() }),
-            },
-        };
-        let rva = rva.ok_or_else(|| DotnetError::Unsupported(format!("{} exports no {DAC_TABLE_SYMBOL}", module.name())))?;
-        let table = DacTable { address: module.bias.wrapping_add(rva), module_start: module.start, module_end: module.end };
+        let table = DacTable::find(module)?;
         let thread_store = table.variable(t, thread_store_slot)?;
         let expected = t.global("ThreadStore")?;
         if thread_store != expected {
@@ -49,6 +40,21 @@ impl DacTable {
             });
         }
         Ok(table)
+    }
+
+    /// The table in `module`, unchecked: for a runtime with no descriptor to check it against
+    /// (.NET 8), whose reader checks what the slots give instead.
+    pub(crate) fn find(module: &Module) -> Result<DacTable> {
+        // The file's exports name it; without the file, knot's runtime catalogue does.
+        let rva = match &module.file {
+            Some(file) => elf::dynamic_symbol(file, DAC_TABLE_SYMBOL).map(|s| s.value),
+            None => match crate::runtimes::dotnet::contract::locate::catalogued(module) {
+                Some(build) => build.dac_table_rva,
+                None => return Err(DotnetError::Invalid { what: "runtime module", at: module.start, why: "no file and not in knot's runtime catalogue: its exports name g_dacTable".into() }),
+            },
+        };
+        let rva = rva.ok_or_else(|| DotnetError::Unsupported(format!("{} exports no {DAC_TABLE_SYMBOL}", module.name())))?;
+        Ok(DacTable { address: module.bias.wrapping_add(rva), module_start: module.start, module_end: module.end })
     }
 
     /// The address of the variable in slot `index`. Slots hold addresses; an RVA (a value

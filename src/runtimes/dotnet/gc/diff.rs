@@ -165,6 +165,8 @@ mod tests {
             total_objects: types.iter().map(|t| t.2).sum(),
             total_bytes: types.iter().map(|t| t.3).sum(),
             free_bytes: 0,
+            skipped_objects: 0,
+            skipped_bytes: 0,
             types: types.iter().map(|&(n, mt, c, b)| TypeStat { name: n.into(), method_table: mt, count: c, bytes: b }).collect(),
         }
     }

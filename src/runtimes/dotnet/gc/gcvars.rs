@@ -47,7 +47,7 @@ pub(crate) mod var {
     pub(crate) const FINALIZE_QUEUE: u64 = 144;
     pub(crate) const N_HEAPS: u64 = 176;
     pub(crate) const G_HEAPS: u64 = 184;
-    // 192: gc_structures_invalid_cnt (not read).
+    pub(crate) const GC_STRUCTURES_INVALID_CNT: u64 = 192;
     pub(crate) const HANDLE_TABLE_MAP: u64 = 232;
     pub(crate) const GC_HEAP_FIELD_OFFSETS: u64 = 240;
     pub(crate) const GENERATION_FIELD_OFFSETS: u64 = 248;
@@ -119,6 +119,9 @@ pub(crate) struct OomHistory {
 #[derive(Debug, Clone)]
 pub(crate) struct Heap {
     pub(crate) index: usize,
+    /// The server GC's `gc_heap` object (its first field is the heap's GC-done event); 0 for the
+    /// workstation GC, whose heap is statics.
+    pub(crate) address: u64,
     pub(crate) alloc_allocated: u64,
     pub(crate) ephemeral_segment: u64,
     /// Each generation's allocation context (pointer, limit) and start segment.
@@ -151,6 +154,9 @@ pub(crate) struct GcVars {
     pub(crate) generation_count: u64,
     /// The handle table map (`g_HandleTableMap`), or 0.
     pub(crate) handle_table_map: u64,
+    /// `gc_structures_invalid_cnt` is not 0: the GC is planning or moving objects (SOS: "The GC
+    /// heap is not in a valid state for traversal"); `None` when it could not be read.
+    pub(crate) structures_invalid: Option<bool>,
 }
 
 impl GcVars {
@@ -216,7 +222,7 @@ impl GcVars {
             let ephemeral_segment = t.read_ptr(ptr(var::EPHEMERAL_HEAP_SEGMENT, "ephemeral_heap_segment")?, "ephemeral_heap_segment")?;
             let oom_address = ptr(var::OOM_INFO, "oom_info")?;
             let finalize_queue_var = ptr(var::FINALIZE_QUEUE, "finalize_queue").unwrap_or(0);
-            heaps.push(Heap { index: 0, alloc_allocated, ephemeral_segment, generations: generations_at(table)?, oom: oom_at(oom_address), finalize_queue_var });
+            heaps.push(Heap { index: 0, address: 0, alloc_allocated, ephemeral_segment, generations: generations_at(table)?, oom: oom_at(oom_address), finalize_queue_var });
         } else {
             let n = t.read_u32(ptr(var::N_HEAPS, "n_heaps")?, "n_heaps")? as i32;
             if n <= 0 || n > MAX_HEAPS {
@@ -239,11 +245,12 @@ impl GcVars {
                 let oom_address = field(h, HEAP_FIELD_OOM_INFO)?;
                 let generations = generations_at(field(h, HEAP_FIELD_GENERATION_TABLE)?)?;
                 let finalize_queue_var = field(h, HEAP_FIELD_FINALIZE_QUEUE).unwrap_or(0);
-                heaps.push(Heap { index: i as usize, alloc_allocated, ephemeral_segment, generations, oom: oom_at(oom_address), finalize_queue_var });
+                heaps.push(Heap { index: i as usize, address: h, alloc_allocated, ephemeral_segment, generations, oom: oom_at(oom_address), finalize_queue_var });
             }
         }
         let handle_table_map = ptr(var::HANDLE_TABLE_MAP, "handle_table_map").unwrap_or(0);
-        Ok(GcVars { server, layout, max_generation, background_gc_state, gc_state_var, heaps, generation_count, handle_table_map })
+        let structures_invalid = opt_var(var::GC_STRUCTURES_INVALID_CNT).and_then(|p| t.read_u32(p, "gc_structures_invalid_cnt").ok()).map(|n| n != 0);
+        Ok(GcVars { server, layout, max_generation, background_gc_state, gc_state_var, heaps, generation_count, handle_table_map, structures_invalid })
     }
 
     /// Every segment or region of every heap, in the order SOS walks them: LOH, gen2 (with

@@ -8,6 +8,7 @@
 //! (`stats`, named as SOS's heap commands name them: `names`); `state` says what the GC was
 //! doing and whether it had run out of memory.
 
+pub(crate) mod collection;
 pub(crate) mod dactable;
 pub(crate) mod gcdesc;
 pub(crate) mod diff;
@@ -280,6 +281,8 @@ fn walk_with(
             broken.push((s.address, *at, why.clone()));
         }
     }
+    // The bad objects passed are counted in the statistics (the heap's line says how many), as
+    // SOS counts them: no warning, as SOS gives none.
     let (stats, name_errors) = stats::heap_stats(&walks, free_mt, namer);
     // One warning per cause: a module whose metadata is not in the dump (a single-file app's
     // assemblies live in its executable) fails every one of its types the same way.

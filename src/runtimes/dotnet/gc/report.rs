@@ -23,6 +23,11 @@ pub struct HeapReport {
     pub total_bytes: u64,
     /// Bytes of free objects (SOS's `Free` row).
     pub free_bytes: u64,
+    /// Bad objects the walk went on past (a null MethodTable where an allocation context left
+    /// memory unused, the GC's notes in a heap caught mid-collection), each counted in
+    /// `total_objects` as an object of no size, as SOS's `dumpheap -stat` counts them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped_objects: u64,
     /// Every type on the heap, largest total first.
     pub types: Vec<HeapTypeReport>,
     /// Retained bytes by type, largest first (MAT's dominator tree grouped by class: per type,
@@ -198,8 +203,64 @@ pub struct GcReport {
     pub gc_in_progress: bool,
     /// The last OOM the GC recorded (SOS `analyzeoom`), or null.
     pub last_oom: Option<OomReport>,
-    /// The heap is within 85 % of its hard limit and an OOM is recorded: the GC-stall shape.
+    /// The heap is within 85 % of its hard limit and either an OOM is recorded or threads wait
+    /// for a collection in progress: the GC-stall shape.
     pub stalled: bool,
+    /// The collection in progress as a node of the wait-for graph: who runs it, who waits for
+    /// it; absent when no collection was in progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collection: Option<CollectionReport>,
+}
+
+/// A collection in progress (`dotnet.gc.collection`).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct CollectionReport {
+    /// `stall` (the heap near its hard limit, threads waiting) or `routine` (far from any
+    /// limit: a collection like any other, caught by the dump).
+    pub kind: String,
+    /// Who runs it. Workstation GC: the thread that suspended the runtime for it (known: the
+    /// runtime records it). Server GC: the GC's threads, one per heap (inferred from their stacks).
+    pub collectors: Vec<CollectorReport>,
+    /// `one` (workstation: the waiters go on when it finishes) or `all` (server GC: when every
+    /// GC thread has).
+    pub release: String,
+    /// Threads blocked on the GC's events, waiting for the collection.
+    pub waiter_tids: Vec<u32>,
+    /// The GC was planning or moving objects (`gc_structures_invalid_cnt` ≠ 0, SOS: "not in a
+    /// valid state for traversal"): the heap is as the GC left it, its walk partial.
+    pub mid_collection: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct CollectorReport {
+    pub tid: u32,
+    /// `known` or `inferred`.
+    pub certainty: String,
+    /// `suspended_the_runtime` (workstation) or `server_gc_thread`.
+    pub role: String,
+    /// The server GC heap the thread serves.
+    pub heap: Option<usize>,
+}
+
+impl CollectionReport {
+    /// `c` as the report says it; `near_limit`: the heap is near its hard limit.
+    pub(crate) fn of(c: &super::collection::Collection, near_limit: bool) -> CollectionReport {
+        use super::collection::CollectorWhy;
+        CollectionReport {
+            kind: if near_limit && !c.waiters.is_empty() { "stall" } else { "routine" }.to_string(),
+            collectors: c
+                .collectors
+                .iter()
+                .map(|k| match k.why {
+                    CollectorWhy::SuspendedRuntime => CollectorReport { tid: k.tid, certainty: "known".into(), role: "suspended_the_runtime".into(), heap: None },
+                    CollectorWhy::ServerGcThread { index, .. } => CollectorReport { tid: k.tid, certainty: "inferred".into(), role: "server_gc_thread".into(), heap: Some(index) },
+                })
+                .collect(),
+            release: if c.server { "all" } else { "one" }.to_string(),
+            waiter_tids: c.waiters.clone(),
+            mid_collection: c.mid_collection,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -305,6 +366,7 @@ impl HeapReport {
             total_objects: r.stats.total_objects,
             total_bytes: r.stats.total_bytes,
             free_bytes: r.stats.free_bytes,
+            skipped_objects: r.stats.skipped_objects,
             types: r.stats.types.iter().map(|t| HeapTypeReport { name: t.name.clone(), method_table: Hex(t.method_table), count: t.count, bytes: t.bytes }).collect(),
             retained: None,
             dominators: None,
@@ -339,7 +401,20 @@ impl GcReport {
             gc_in_progress: s.gc_in_progress,
             last_oom: s.last_oom.as_ref().map(oom),
             stalled: stalled(s.hard_limit_bytes, s.committed_bytes, r.stats.total_bytes, s.last_oom.is_some()),
+            collection: None,
         }
+    }
+
+    /// Adds the collection in progress: the GC was in progress, and a stall when threads wait
+    /// for it with the heap near its hard limit (with or without an OOM on record).
+    pub(crate) fn attach_collection(&mut self, c: &super::collection::Collection, heap_bytes: u64) {
+        if !c.in_progress {
+            return;
+        }
+        let near = near_limit(self.hard_limit_bytes, self.committed_bytes, heap_bytes);
+        self.gc_in_progress = true;
+        self.stalled |= near && !c.waiters.is_empty();
+        self.collection = Some(CollectionReport::of(c, near));
     }
 
     /// The share of the hard limit in use (committed memory), in percent.
@@ -348,10 +423,19 @@ impl GcReport {
     }
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// Near its hard limit (committed memory or live bytes at 85 % or more) with an OOM recorded.
 pub(crate) fn stalled(hard_limit: Option<u64>, committed: u64, heap_bytes: u64, oom: bool) -> bool {
+    oom && near_limit(hard_limit, committed, heap_bytes)
+}
+
+/// Committed memory or live bytes at 85 % or more of the hard limit.
+pub(crate) fn near_limit(hard_limit: Option<u64>, committed: u64, heap_bytes: u64) -> bool {
     let Some(limit) = hard_limit.filter(|&l| l > 0) else { return false };
-    oom && committed.max(heap_bytes).saturating_mul(100) >= limit.saturating_mul(NEAR_LIMIT_PERCENT)
+    committed.max(heap_bytes).saturating_mul(100) >= limit.saturating_mul(NEAR_LIMIT_PERCENT)
 }
 
 fn oom(o: &LastOom) -> OomReport {

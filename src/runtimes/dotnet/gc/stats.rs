@@ -15,6 +15,11 @@ const NAMING_CHUNKS: usize = 8;
 /// SOS's name for free space.
 pub(crate) const FREE: &str = "Free";
 
+/// SOS's row for bad objects whose first word is `word` (`<unknown_type_15e7dd8>`).
+pub(crate) fn unknown_type(word: u64) -> String {
+    format!("<unknown_type_{word:x}>")
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TypeStat {
     /// As SOS `dumpheap -stat` prints it.
@@ -32,6 +37,11 @@ pub struct HeapStats {
     pub total_bytes: u64,
     /// Bytes of free objects.
     pub free_bytes: u64,
+    /// Bad objects the walk went on past, counted in `total_objects` (of no size), as SOS counts
+    /// them (`<unknown_type_…>` in `dumpheap -stat`).
+    pub skipped_objects: u64,
+    /// The bytes passed over past them.
+    pub skipped_bytes: u64,
     /// Every type, largest total first; ties by name, then MethodTable.
     pub types: Vec<TypeStat>,
 }
@@ -41,9 +51,18 @@ pub struct HeapStats {
 pub(crate) fn heap_stats(walks: &[SegmentWalk], free_mt: u64, namer: &TypeNamer) -> (HeapStats, Vec<(u64, String)>) {
     let mut by_mt: HashMap<u64, TypeCount> = HashMap::new();
     let mut stats = HeapStats::default();
+    // The bad objects the walk went past, by their first word, as SOS lists them.
+    let mut unknown: HashMap<u64, u64> = HashMap::new();
+    for w in walks {
+        for (word, n) in &w.skipped.by_word {
+            *unknown.entry(*word).or_default() += n;
+        }
+    }
     for w in walks {
         stats.total_objects += w.objects;
         stats.total_bytes += w.bytes;
+        stats.skipped_objects += w.skipped.objects;
+        stats.skipped_bytes += w.skipped.bytes;
         for (mt, c) in &w.types {
             let e = by_mt.entry(*mt).or_default();
             e.count += c.count;
@@ -83,6 +102,7 @@ pub(crate) fn heap_stats(walks: &[SegmentWalk], free_mt: u64, namer: &TypeNamer)
         }
         types.push(t);
     }
+    types.extend(unknown.into_iter().map(|(word, count)| TypeStat { name: unknown_type(word), method_table: word, count, bytes: 0 }));
     stats.free_bytes = types.iter().filter(|t| t.method_table == free_mt).map(|t| t.bytes).sum();
     types.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)).then(a.method_table.cmp(&b.method_table)));
     stats.types = types;

@@ -8,10 +8,15 @@
 //! aligned and at least 24 bytes. A free object (the free MethodTable) is a gap the GC keeps
 //! walkable. What SOS counts for an object (`dumpheap`'s size) is the unaligned size.
 //!
-//! Damage ends a segment's walk, never the whole heap's: an unreadable MethodTable, one whose
-//! EEClass does not point back, a size that runs past `allocated`, memory the dump lacks. The
-//! walk of a segment is bounded by its `allocated` (every step moves forward at least 24
-//! bytes), and every read is of the dump.
+//! A bad object does not end the walk: an unreadable MethodTable (a null one where an
+//! allocation context left unused memory, the GC's own notes in the gaps of a heap caught
+//! mid-collection), one whose EEClass does not point back, a size that runs past `allocated`.
+//! As SOS does (`dumpheap`, `verifyheap`), the object is counted as skipped (an object of no
+//! size) and the walk looks for the next word that is a real MethodTable, from one minimum
+//! object on (85,000 bytes on the large object heap). Only memory the dump lacks, or no
+//! MethodTable before `allocated`, ends a segment's walk, never the whole heap's. The walk of a
+//! segment is bounded by its `allocated` (every step moves forward at least 8 bytes), and every
+//! read is of the dump.
 
 use crate::runtimes::dotnet::types::objects;
 use crate::runtimes::dotnet::contract::target::Target;
@@ -81,6 +86,8 @@ pub(crate) struct SegmentWalk {
     pub(crate) bytes: u64,
     /// Where and why the walk stopped before `allocated`.
     pub(crate) broken: Option<(u64, String)>,
+    /// The bad objects the walk went on past (see the module doc).
+    pub(crate) skipped: Skipped,
     /// Words that hold one of the [`WalkInput::targets`].
     pub(crate) hits: Vec<Hit>,
     /// Objects of the [`WalkInput::wanted`] types (or types derived from them), in heap order.
@@ -99,7 +106,7 @@ pub(crate) struct SegmentWalk {
 pub(crate) struct WantedType {
     /// The `Module` its MethodTables point at.
     pub(crate) module: u64,
-    /// Its TypeDef's row (`MTFlags2 >> 8`).
+    /// Its TypeDef's row (`types::objects::type_def_rid`).
     pub(crate) rid: u32,
 }
 
@@ -127,8 +134,8 @@ pub(crate) fn derives_from(t: &Target, mt: u64, wanted: WantedType) -> bool {
         if at == 0 {
             return false;
         }
-        let (Ok(flags2), Ok(module)) = (t.field_u32(at, "MethodTable", "MTFlags2"), t.field_ptr(at, "MethodTable", "Module")) else { return false };
-        if flags2 >> 8 == wanted.rid && module == wanted.module {
+        let (Ok(rid), Ok(module)) = (crate::runtimes::dotnet::types::objects::type_def_rid(t, at), t.field_ptr(at, "MethodTable", "Module")) else { return false };
+        if rid == wanted.rid && module == wanted.module {
             return true;
         }
         match t.field_ptr(at, "MethodTable", "ParentMethodTable") {
@@ -150,7 +157,7 @@ fn wanted_kind(t: &Target, wanted: &[WantedType], mt: u64, shape: &TypeShape) ->
         if at == 0 {
             return None;
         }
-        let rid = t.field_u32(at, "MethodTable", "MTFlags2").ok()? >> 8;
+        let rid = crate::runtimes::dotnet::types::objects::type_def_rid(t, at).ok()?;
         let module = t.field_ptr(at, "MethodTable", "Module").ok()?;
         if let Some(i) = wanted.iter().position(|w| w.rid == rid && w.module == module) {
             return u8::try_from(i).ok();
@@ -342,7 +349,27 @@ pub(crate) struct Cursor<'a> {
     pub(crate) at: u64,
     /// Where and why the walk stopped before `allocated`.
     pub(crate) broken: Option<(u64, String)>,
+    /// Large object heap: a bad object is passed by 85,000 bytes at least, not one minimum object.
+    large: bool,
+    /// The bad objects passed.
+    pub(crate) skipped: Skipped,
 }
+
+/// Bad objects a walk went on past, as SOS counts them: each one an object of no size.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Skipped {
+    pub(crate) objects: u64,
+    /// The bytes between each bad object and the next good one.
+    pub(crate) bytes: u64,
+    /// How many bad objects had each first word (the MethodTable bits of it): SOS lists them by
+    /// it, as `<unknown_type_…>` rows of no size.
+    pub(crate) by_word: FxHashMap<u64, u64>,
+}
+
+/// Where SOS looks for the next object past a bad one on the large object heap.
+const LARGE_SKIP: u64 = 85_000;
+/// A word at or below this is no MethodTable (SOS's test when it looks for the next object).
+const LOWEST_METHOD_TABLE: u64 = 0x1000;
 
 impl<'a> Cursor<'a> {
     pub(crate) fn new(t: &'a Target<'a>, alloc_contexts: &HashMap<u64, u64>, s: &Segment) -> Cursor<'a> {
@@ -356,7 +383,8 @@ impl<'a> Cursor<'a> {
         let len = usize::try_from(s.allocated.saturating_sub(s.start)).unwrap_or(0);
         let bytes: &[u8] = t.mem.chunk(s.start, len).unwrap_or(&[]);
         let unmask = t.global("ObjectToMethodTableUnmask").unwrap_or(7);
-        let mut c = Cursor { t, start: s.start, allocated: s.allocated, bytes, here, lowest, highest, unmask, at: s.start, broken: None };
+        let large = s.kind == SegmentKind::Large;
+        let mut c = Cursor { t, start: s.start, allocated: s.allocated, bytes, here, lowest, highest, unmask, at: s.start, broken: None, large, skipped: Skipped::default() };
         match c.skip(s.start) {
             Ok(a) => c.at = a,
             Err(e) => {
@@ -403,10 +431,68 @@ impl<'a> Cursor<'a> {
     /// The next object, its type's shape from `shape_of` (the caller caches shapes); `None` at
     /// the segment's end or where the walk broke (`broken` says where and why).
     pub(crate) fn next(&mut self, shape_of: &mut dyn FnMut(u64) -> Result<TypeShape, String>) -> Option<Met> {
-        if self.broken.is_some() || self.at >= self.allocated {
-            return None;
+        loop {
+            if self.broken.is_some() || self.at >= self.allocated {
+                return None;
+            }
+            let at = self.at;
+            match self.object_at(at, shape_of) {
+                Ok(met) => return Some(met),
+                Err(why) => self.pass(at, why, shape_of),
+            }
         }
-        let at = self.at;
+    }
+
+    /// Past the bad object at `at`, as SOS goes on: from one minimum object (85,000 bytes on the
+    /// large object heap) past it, allocation contexts skipped, to the next word that is a
+    /// MethodTable. The bad object is counted either way (SOS counts it before it looks on); no
+    /// MethodTable before `allocated` ends the segment there, a word the dump lacks breaks it.
+    fn pass(&mut self, at: u64, why: String, shape_of: &mut dyn FnMut(u64) -> Result<TypeShape, String>) {
+        let mut candidate = at.saturating_add(if self.large { LARGE_SKIP } else { MIN_OBJECT_SIZE });
+        let found: Result<u64, String> = loop {
+            if candidate >= self.allocated {
+                break Ok(self.allocated);
+            }
+            match self.skip(candidate) {
+                Ok(past) if past > candidate => {
+                    candidate = past;
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) => break Err(e),
+            }
+            candidate += 8;
+            if candidate >= self.allocated {
+                break Ok(self.allocated);
+            }
+            let word = match self.word(candidate) {
+                Some(w) => w,
+                None => match self.t.mem.read_u64(candidate) {
+                    Ok(w) => w,
+                    Err(e) => break Err(format!("past a bad object ({why}), memory not in the dump: {e}")),
+                },
+            };
+            let mt = word & !self.unmask;
+            if mt > LOWEST_METHOD_TABLE && shape_of(mt).is_ok() {
+                break Ok(candidate);
+            }
+        };
+        let next = match found {
+            Ok(next) => next,
+            Err(e) => {
+                self.broken = Some((at, e));
+                self.allocated
+            }
+        };
+        self.skipped.objects += 1;
+        self.skipped.bytes += next.saturating_sub(at);
+        let head = self.word(at).or_else(|| self.t.mem.read_u64(at).ok()).unwrap_or(0);
+        *self.skipped.by_word.entry(head & !self.unmask).or_default() += 1;
+        self.at = next;
+    }
+
+    /// The object at `at` and the cursor past it, or why there is none.
+    fn object_at(&mut self, at: u64, shape_of: &mut dyn FnMut(u64) -> Result<TypeShape, String>) -> Result<Met, String> {
         let head = match self.word(at) {
             Some(v) => Ok(v),
             None => self.t.mem.read_u64(at),
@@ -441,7 +527,7 @@ impl<'a> Cursor<'a> {
                                             self.at = self.allocated;
                                         }
                                     }
-                                    return Some(Met { at, mt, size });
+                                    return Ok(Met { at, mt, size });
                                 }
                             }
                         }
@@ -449,8 +535,7 @@ impl<'a> Cursor<'a> {
                 }
             }
         };
-        self.broken = Some((at, why));
-        None
+        Err(why)
     }
 }
 
@@ -466,6 +551,8 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
     let mut slot_of: FxHashMap<u64, usize> = FxHashMap::default();
     let mut types: Vec<(u64, TypeShape, TypeCount, Option<u8>, u32)> = Vec::new();
     let mut last: Option<(u64, usize)> = None;
+    // Words that were no MethodTable: a walk going on past a bad object tries many.
+    let mut not_types: rustc_hash::FxHashSet<u64> = rustc_hash::FxHashSet::default();
     let bounds = (input.targets.iter().min().copied().unwrap_or(u64::MAX), input.targets.iter().max().copied().unwrap_or(0));
     if let Some(core) = input.core {
         core.will_read(s.start, s.allocated.saturating_sub(s.start));
@@ -483,7 +570,12 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
             let k = match slot_of.get(&mt) {
                 Some(&k) => k,
                 None => {
-                    let sh = TypeShape::read(t, mt, input.free_mt)?;
+                    if not_types.contains(&mt) {
+                        return Err(format!("{mt:#x} is not a MethodTable"));
+                    }
+                    let sh = TypeShape::read(t, mt, input.free_mt).inspect_err(|_| {
+                        not_types.insert(mt);
+                    })?;
                     let kind = wanted_kind(t, input.wanted, mt, &sh);
                     types.push((mt, sh, TypeCount::default(), kind, u32::MAX));
                     slot_of.insert(mt, types.len() - 1);
@@ -557,6 +649,9 @@ pub(crate) fn walk_segment(input: &WalkInput, s: &Segment) -> SegmentWalk {
         out.refs.finish(sink);
     }
     out.broken = cursor.broken.take();
+    out.skipped = std::mem::take(&mut cursor.skipped);
+    // SOS counts each bad object it passes as an object (of no size).
+    out.objects += out.skipped.objects;
     out.types = types.into_iter().map(|(mt, _, c, _, _)| (mt, c)).collect();
     if let Some(core) = input.core {
         core.done_reading(s.start, s.allocated.saturating_sub(s.start));

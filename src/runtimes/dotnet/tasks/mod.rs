@@ -11,6 +11,7 @@
 pub(crate) mod async_stacks;
 pub(crate) mod async_waits;
 pub(crate) mod semaphores;
+pub(crate) mod task_runners;
 pub(crate) mod thread_pool;
 
 use crate::runtimes::dotnet::contract::facts::Layout;

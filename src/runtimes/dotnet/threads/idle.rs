@@ -9,7 +9,7 @@
 //! ran managed code — that every frame outside libc is in the runtime's own modules.
 
 use crate::threads::FrameReport;
-use crate::waits::{IdleRole, LockFact, Owner, Pool, ThreadState, ThreadWait};
+use crate::waits::{IdleRole, LockFact, LockKind, Owner, Pool, ThreadState, ThreadWait};
 
 const SLEEP: &[&str] = &["System.Threading.Thread.Sleep", "System.Threading.Thread.SleepInternal"];
 /// Where a pool worker waits for work, innermost frames first.
@@ -19,6 +19,10 @@ const WORKER_START: &str = "System.Threading.PortableThreadPool+WorkerThread.Wor
 const SERVICE_LOOPS: &[(&str, IdleRole)] =
     &[("System.Threading.PortableThreadPool+GateThread.GateThreadStart", IdleRole::ThreadPoolGate), ("System.Threading.TimerQueue.TimerThread", IdleRole::Timer)];
 const SERVICE_WAITS: &[&str] = &["System.Threading.WaitHandle.", "System.Threading.AutoResetEvent.", "System.Threading.EventWaitHandle."];
+/// Libraries' worker loops that wait for work in `Monitor.Wait` on their own queue: the method
+/// right above the wait, and the pool it is.
+const LIBRARY_LOOPS: &[(&str, Pool)] = &[("Pipelines.Sockets.Unofficial.DedicatedThreadPoolPipeScheduler.RunWorkLoop", Pool::SocketScheduler)];
+const MONITOR_WAIT: &str = "System.Threading.Monitor.Wait";
 /// The runtime's native modules; a thread whose frames outside libc are all here never ran
 /// managed code: the runtime made it for itself.
 const RUNTIME_MODULES: &[&str] = &["libcoreclr.so", "libSystem.Native.so", "libclrjit.so", "libclrgc.so"];
@@ -59,6 +63,10 @@ pub(crate) fn classify(frames: &[&FrameReport], inputs: IdleInputs) -> Option<Th
             let after = managed.iter().find(|m| !m.starts_with(WORKER_WAIT))?;
             (*after == WORKER_START).then_some(ThreadState::WaitingForWork { pool: Pool::ThreadPool })
         }
+        Some(first) if first.starts_with(MONITOR_WAIT) => {
+            let after = managed.iter().find(|m| !m.starts_with(MONITOR_WAIT))?;
+            LIBRARY_LOOPS.iter().find(|(m, _)| after == m).map(|&(_, pool)| ThreadState::WaitingForWork { pool })
+        }
         Some(first) if SERVICE_WAITS.iter().any(|w| first.starts_with(w)) => {
             let after = managed.iter().find(|m| !SERVICE_WAITS.iter().any(|w| m.starts_with(w)))?;
             SERVICE_LOOPS.iter().find(|(m, _)| after == m).map(|&(_, role)| ThreadState::IdleRuntimeThread { role })
@@ -84,13 +92,14 @@ fn is_loop_body(managed: &[&str]) -> bool {
 }
 
 /// Whether the wait `w` may be set aside as idle: the thread is inside a syscall and waits on no
-/// lock that has an owner (a condition variable, a semaphore, an unnamed futex word).
+/// lock that has an owner (a condition variable, a semaphore, an unnamed futex word, a
+/// Monitor.Wait: a library's worker loop waits for work there).
 pub(crate) fn may_be_idle(w: &ThreadWait, locks: &[LockFact]) -> bool {
     if matches!(w.state, ThreadState::Running | ThreadState::Stopped { .. }) {
         return false;
     }
     match w.blocked_on.as_deref().and_then(|id| locks.iter().find(|l| l.id == id)) {
-        Some(l) => l.managed.is_none() && matches!(l.owner, Owner::None | Owner::Unknown { .. }),
+        Some(l) => (l.managed.is_none() || l.kind == LockKind::MonitorWait) && matches!(l.owner, Owner::None | Owner::Unknown { .. }),
         None => true,
     }
 }
@@ -102,7 +111,8 @@ pub(crate) fn set_idle(tid: u32, state: ThreadState, wait: &mut ThreadWait, lock
         if let Some(l) = locks.iter_mut().find(|l| l.id == id) {
             l.waiter_tids.retain(|t| *t != tid);
         }
-        locks.retain(|l| l.id != id || !l.waiter_tids.is_empty() || l.managed.is_some());
+        // A held Monitor stays without waiters; a Monitor.Wait is only its waiters.
+        locks.retain(|l| l.id != id || !l.waiter_tids.is_empty() || (l.managed.is_some() && l.kind != LockKind::MonitorWait));
     }
     wait.state = state;
 }

@@ -13,7 +13,7 @@ use crate::runtimes::dotnet::contract::context::Context;
 use crate::runtimes::dotnet::{threads::names, BlockingKind, RuntimeReading, WaitSource, STAGE};
 use crate::diagnostics::Diagnostic;
 use crate::hex::Hex;
-use crate::waits::{Evidence, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, ManagedThreads, ManagedWaitKind, NamedThread, Owner, UnknownOwner, WaitFacts, WaitRecord, WorkerPool};
+use crate::waits::{BarrierFacts, Evidence, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, ManagedThreads, ManagedWaitKind, NamedThread, Owner, UnknownOwner, WaitFacts, WaitRecord, WorkerPool};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The name CoreCLR's portable thread pool gives its worker threads.
@@ -62,6 +62,11 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
     let mut locks: BTreeMap<String, LockFact> = BTreeMap::new();
     // Monitors and Locks: held ones, and ones threads wait for.
     for m in &r.monitors {
+        // A Monitor nobody holds and nobody waits to enter is one only `Monitor.Wait`ed on (its
+        // waiters are a `monitor_wait`): no lock to hand over.
+        if !m.is_held() && m.waiters.is_empty() && m.waiter_count.unwrap_or(0) == 0 {
+            continue;
+        }
         let id = lock_id(m);
         let kind = match m.storage {
             LockStorage::LockObject => LockKind::Lock,
@@ -218,6 +223,13 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                         monitor_held: m.and_then(|m| m.monitor_held),
                         waiter_count: m.and_then(|m| m.waiter_count),
                         pulse_waiters: m.map(|m| m.pulse_waiters.clone()).unwrap_or_default(),
+                        barrier: r.barrier_waits.iter().find(|b| b.lock_object == object).map(|b| BarrierFacts {
+                            address: Hex(b.barrier),
+                            arrived: b.arrived,
+                            participants: b.participants,
+                            phase: b.phase,
+                            held_by: None,
+                        }),
                         ..ManagedLock::new(m.map_or(LockStorage::SyncBlock, |m| m.storage), object)
                     }),
                     signature: None,

@@ -13,6 +13,7 @@
 //! link's address minus the `LinkNext` offset. The walk stops at a null link, at a repeat, or at
 //! `MAX_THREADS`.
 
+pub(crate) mod barriers;
 pub(crate) mod blocking;
 pub(crate) mod idle;
 pub(crate) mod locks;
@@ -184,6 +185,11 @@ pub(crate) fn deref_handle(t: &Target, handle: u64) -> Result<u64> {
 }
 
 fn alloc_context(t: &Target, thread: u64) -> Result<(u64, u64)> {
+    // .NET 8 keeps it in the Thread itself.
+    if t.has_field("Thread", "AllocContext") {
+        let ctx = thread.wrapping_add(t.offset("Thread", "AllocContext")?);
+        return Ok((t.field_ptr(ctx, "GCAllocContext", "Pointer")?, t.field_ptr(ctx, "GCAllocContext", "Limit")?));
+    }
     let locals = t.field_ptr(thread, "Thread", "RuntimeThreadLocals")?;
     if locals == 0 {
         return Ok((0, 0));

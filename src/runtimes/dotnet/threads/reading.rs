@@ -65,6 +65,8 @@ pub(crate) struct RuntimeReading {
     pub waits: Vec<MonitorWait>,
     /// Monitor.Waits that are waits on a task (`Task.Wait`, `Result`), with the task.
     pub(crate) task_waits: Vec<crate::runtimes::dotnet::tasks::TaskWait>,
+    /// Monitor.Waits that are waits in `Barrier.SignalAndWait`, with the Barrier.
+    pub(crate) barrier_waits: Vec<super::barriers::BarrierWait>,
     /// The sync block table's size, when it was read.
     pub sync_table: Option<SyncTableSummary>,
     /// Whether monitors could be read for this build, and from which facts.
@@ -232,9 +234,12 @@ pub(crate) fn read_runtime(runtime: &Context<'_>, all_facts: Result<&[BuildFacts
             (Vec::new(), Vec::new(), None)
         }
     };
-    let task_waits = match build {
-        Some(b) => crate::runtimes::dotnet::tasks::task_waits(process, &t, &b.layout, &namer, &threads, &waits),
-        None => Vec::new(),
+    let (task_waits, barrier_waits) = match build {
+        Some(b) => (
+            crate::runtimes::dotnet::tasks::task_waits(process, &t, &b.layout, &namer, &threads, &waits),
+            super::barriers::barrier_waits(process, &t, &b.layout, &namer, &threads, &waits),
+        ),
+        None => (Vec::new(), Vec::new()),
     };
     let diagnostics = reader.into_diagnostics();
     DotnetReading::Runtime(Box::new(RuntimeReading {
@@ -246,6 +251,7 @@ pub(crate) fn read_runtime(runtime: &Context<'_>, all_facts: Result<&[BuildFacts
         monitors,
         waits,
         task_waits,
+        barrier_waits,
         sync_table,
         monitor_support,
         diagnostics,
@@ -462,10 +468,19 @@ impl Reader<'_> {
                 ..ManagedLock::new(LockStorage::SyncBlock, entry.object)
             });
         }
-        // Blocking records.
+        // Blocking records (.NET 8: from the waiters' HelperMethodFrames).
         let mut lock_objects: HashMap<u64, usize> = HashMap::new();
+        let method_name = |md: u64| {
+            let md = crate::runtimes::dotnet::types::methoddesc::read(t, md).ok()?;
+            crate::runtimes::dotnet::types::methodname::name(t, namer, &md).ok().map(|n| n.qualified)
+        };
         for th in threads {
-            let records = match crate::runtimes::dotnet::threads::blocking::records(t, l, th.address, th.thread_local_data) {
+            let read = if th.thread_local_data == 0 && t.global("HelperMethodFrame_1OBJIdentifier").is_ok() {
+                crate::runtimes::dotnet::threads::blocking::frame_records(t, l, th.last_frame.unwrap_or(0), &method_name)
+            } else {
+                crate::runtimes::dotnet::threads::blocking::records(t, l, th.address, th.thread_local_data)
+            };
+            let records = match read {
                 Ok(r) => r,
                 Err(e) => {
                     self.warn(&format!("blocking records of thread {}", th.managed_id), &e);
@@ -582,10 +597,13 @@ impl Reader<'_> {
     /// A `System.Threading.Lock` object's owner and recursion.
     fn managed_lock(&self, l: &Layout, object: u64, threads: &[ManagedThread]) -> Result<ManagedLock, DotnetError> {
         let t = self.t;
-        let owner_os = t.read_u32(object.wrapping_add(l.managed_lock_owning_thread_id), "Lock._owningThreadId")?;
-        let state = t.read_u32(object.wrapping_add(l.managed_lock_state), "Lock._state")?;
-        let recursion = t.read_u32(object.wrapping_add(l.managed_lock_recursion_count), "Lock._recursionCount")?;
-        let locked = state & l.managed_lock_locked_mask != 0;
+        let (Some(owner_at), Some(state_at), Some(recursion_at), Some(locked_mask)) = (l.managed_lock_owning_thread_id, l.managed_lock_state, l.managed_lock_recursion_count, l.managed_lock_locked_mask) else {
+            return Err(DotnetError::Unsupported("System.Threading.Lock's layout (this runtime build has none)".into()));
+        };
+        let owner_os = t.read_u32(object.wrapping_add(owner_at), "Lock._owningThreadId")?;
+        let state = t.read_u32(object.wrapping_add(state_at), "Lock._state")?;
+        let recursion = t.read_u32(object.wrapping_add(recursion_at), "Lock._recursionCount")?;
+        let locked = state & locked_mask != 0;
         let owner = threads.iter().find(|th| owner_os != 0 && th.os_tid == owner_os);
         Ok(ManagedLock {
             owner_thread: owner.map(|th| th.address),

@@ -6,7 +6,7 @@
 
 use crate::runtimes::dotnet::gc::report::ReferrerReport;
 use crate::runtimes::dotnet::gc::GcReading;
-use crate::waits::LockFact;
+use crate::waits::{LockFact, LockKind};
 
 /// The array type whose elements are the statics' slots.
 const STATICS_ARRAY: &str = "System.Object[]";
@@ -38,5 +38,40 @@ pub(crate) fn name(c: &crate::runtimes::dotnet::contract::context::Context<'_>, 
         // As the heap's referrers are ordered: the application's own before the framework's,
         // fields before array elements (crate::runtimes::dotnet::gc::referrers::best), then by address.
         m.referrers.sort_by_key(|r| (r.type_name.starts_with("System."), r.field.starts_with('['), r.address.0));
+    }
+}
+
+/// Names a SemaphoreSlim or a Barrier — objects the locks' referrer walk did not look for (they
+/// are found after it) — by the one static field that holds it (`Program.Gate`): the statics'
+/// slots whose value is the object. An object no static holds, or two do, keeps no name.
+pub(crate) fn name_statics_of_waits(c: &crate::runtimes::dotnet::Context<'_>, gc: &GcReading, locks: &mut [LockFact]) {
+    let object_of = |l: &LockFact| -> Option<u64> {
+        let m = l.managed.as_ref()?;
+        match l.kind {
+            LockKind::SemaphoreSlim => Some(m.object.0),
+            LockKind::MonitorWait => m.barrier.as_ref().map(|b| b.address.0),
+            _ => None,
+        }
+    };
+    if !locks.iter().any(|l| object_of(l).is_some()) {
+        return;
+    }
+    let Ok(build) = crate::runtimes::dotnet::gc::build_facts(c) else { return };
+    let t = c.target();
+    let namer = crate::runtimes::dotnet::types::objects::TypeNamer::of(&t, c);
+    let method_tables: Vec<u64> = gc.stats.types.iter().map(|s| s.method_table).collect();
+    let statics = crate::runtimes::dotnet::gc::static_names::static_slots_of(&t, &namer, &build.layout, &method_tables);
+    let mut slots: Vec<(&u64, &crate::runtimes::dotnet::gc::static_names::StaticName)> = statics.iter().collect();
+    slots.sort_by_key(|(slot, _)| **slot);
+    for l in locks.iter_mut() {
+        let Some(object) = object_of(l) else { continue };
+        let held: Vec<_> = slots.iter().filter(|(slot, _)| t.read_ptr(**slot, "a static's slot").ok() == Some(object)).collect();
+        let [(slot, s)] = held.as_slice() else { continue };
+        let named = ReferrerReport { type_name: s.class.clone(), field: s.field.clone(), address: crate::hex::Hex(**slot), identity: None, is_static: true };
+        let Some(m) = l.managed.as_mut() else { continue };
+        match m.barrier.as_mut() {
+            Some(b) => b.held_by = Some(named),
+            None => m.referrers.insert(0, named),
+        }
     }
 }

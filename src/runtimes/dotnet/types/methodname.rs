@@ -40,7 +40,7 @@ pub(crate) fn name(t: &Target, namer: &TypeNamer, md: &MethodDesc) -> Result<Man
             let rid = token & 0x00ff_ffff;
             let (method, sig) = metadata.method_def(namer.image(), rid)?;
             let generic = if md.instantiation.is_empty() { String::new() } else { namer.instantiation_suffix(&md.instantiation)? };
-            let type_def = t.field_u32(md.method_table, "MethodTable", "MTFlags2").ok().map(|f| f >> 8);
+            let type_def = crate::runtimes::dotnet::types::objects::type_def_rid(t, md.method_table).ok();
             // A type whose instantiation cannot be read keeps its parameters' names.
             let class_instantiation = namer.class_instantiation(md.method_table).unwrap_or_default();
             let ctx = SigContext { metadata: Some(&metadata), image: namer.image(), namer, type_def, method_def: Some(rid), method_instantiation: &md.instantiation, class_instantiation: &class_instantiation };
@@ -53,7 +53,7 @@ pub(crate) fn name(t: &Target, namer: &TypeNamer, md: &MethodDesc) -> Result<Man
 
 /// The file name of the module's path (`Module.Path`, UTF-16), when it has one.
 fn module_file_name(t: &Target, module: u64) -> Option<String> {
-    let at = t.field_ptr(module, "Module", "Path").ok().filter(|&a| a != 0)?;
+    let at = crate::runtimes::dotnet::types::objects::module_path(t, module).ok().filter(|&a| a != 0)?;
     let mut units = Vec::new();
     while units.len() < MAX_PATH {
         let u = t.read_u16(at + 2 * units.len() as u64, "Module.Path").ok()?;

@@ -254,7 +254,7 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
                 Some(r) => format!("{elem_name}[{}]", ",".repeat(r.saturating_sub(1) as usize)),
             });
         }
-        let rid = t.field_u32(mt, "MethodTable", "MTFlags2")? >> 8;
+        let rid = type_def_rid(t, mt)?;
         let module = t.field_ptr(mt, "MethodTable", "Module")?;
         let base = self.with_metadata(module, |md| md.type_def_full_name(self.image, rid))?;
         let has_instantiation = flags & HAS_COMPONENT_SIZE == 0 && flags & GENERICS_MASK != 0;
@@ -319,7 +319,7 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
         if t.field_u32(mt, "MethodTable", "MTFlags")? & CATEGORY_ARRAY_MASK == CATEGORY_ARRAY {
             return self.type_name(mt);
         }
-        let rid = t.field_u32(mt, "MethodTable", "MTFlags2")? >> 8;
+        let rid = type_def_rid(t, mt)?;
         let module = t.field_ptr(mt, "MethodTable", "Module")?;
         let (ns, name) = self.with_metadata(module, |md| md.type_def_name(self.image, rid))?;
         Ok(if ns.is_empty() { name } else { format!("{ns}.{name}") })
@@ -435,7 +435,7 @@ impl<'t, 'm> TypeNamer<'t, 'm> {
         if t.has_field("Module", "DynamicMetadata") && t.field_ptr(module, "Module", "DynamicMetadata")? != 0 {
             return Err(DotnetError::Metadata { at: module, why: "a dynamic (Reflection.Emit) module: its metadata is not read".into() });
         }
-        let base = t.field_ptr(module, "Module", "Base")?;
+        let base = module_base(t, module)?;
         if base == 0 {
             return Err(DotnetError::Metadata { at: module, why: "the module has no image base".into() });
         }
@@ -465,4 +465,46 @@ pub(crate) fn signature_primitive_name(full: &str) -> Option<&'static str> {
         "System.UIntPtr" => "UIntPtr",
         _ => return None,
     })
+}
+
+/// A Module's image base: `Module.Base` (.NET 9+); on .NET 8, which has no such field, its
+/// PEAssembly's PEImage's loaded layout's base (0 when the module has none).
+pub(crate) fn module_base(t: &Target, module: u64) -> Result<u64> {
+    if t.has_field("Module", "Base") {
+        return t.field_ptr(module, "Module", "Base");
+    }
+    let image = pe_image(t, module)?;
+    let layout = if image == 0 { 0 } else { t.field_ptr(image, "PEImage", "LoadedLayout")? };
+    if layout == 0 {
+        return Ok(0);
+    }
+    t.field_ptr(layout, "PEImageLayout", "Base")
+}
+
+/// Where a Module's path is (UTF-16, NUL-terminated): `Module.Path`, or on .NET 8 its PEImage's.
+pub(crate) fn module_path(t: &Target, module: u64) -> Result<u64> {
+    if t.has_field("Module", "Path") {
+        return t.field_ptr(module, "Module", "Path");
+    }
+    let image = pe_image(t, module)?;
+    if image == 0 {
+        return Ok(0);
+    }
+    t.field_ptr(image, "PEImage", "Path")
+}
+
+fn pe_image(t: &Target, module: u64) -> Result<u64> {
+    let assembly = t.field_ptr(module, "Module", "PEAssembly")?;
+    if assembly == 0 {
+        return Ok(0);
+    }
+    t.field_ptr(assembly, "PEAssembly", "PEImage")
+}
+
+/// A MethodTable's TypeDef row: `MTFlags2`'s bits above `MethodTableTokenShift` — 8 where the
+/// token shares a DWORD with the flags (.NET 9 and 10, whose descriptors do not say it), 16 where
+/// a WORD of flags is followed by a WORD token (.NET 8: descriptor-8.0.toml).
+pub(crate) fn type_def_rid(t: &Target, mt: u64) -> Result<u32> {
+    let shift = t.global("MethodTableTokenShift").unwrap_or(8);
+    Ok(t.field_u32(mt, "MethodTable", "MTFlags2")?.checked_shr(shift as u32).unwrap_or(0))
 }
