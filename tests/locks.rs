@@ -186,10 +186,17 @@ macro_rules! lock_facts_match {
 
 native_samples!(lock_facts_match);
 
+/// Committed dumps read for other facts than their locks: a smashed stack's crashed thread has no
+/// frame but the address it returned to, so no function tells which thread it is (tests/crash.rs
+/// reads it).
+const NOT_BY_ROLES: &[&str] = &["smashed_stack"];
+
 #[test]
 fn committed_dumps_give_the_same_facts() {
     for &(name, kind) in knot_samples::COMMITTED_SET {
-        check(&common::committed(name, kind));
+        if !NOT_BY_ROLES.contains(&name) {
+            check(&common::committed(name, kind));
+        }
     }
 }
 

@@ -96,7 +96,7 @@ mod tests {
             let known = |r: &String| e.threads.contains_key(r);
             for l in &e.locks {
                 assert!(
-                    ["mutex", "rwlock", "cond", "sem", "join", "rust-mutex"]
+                    ["mutex", "rwlock", "cond", "sem", "join", "rust-mutex", "barrier"]
                         .contains(&l.kind.as_str()),
                     "{}: kind {}",
                     spec.name,
