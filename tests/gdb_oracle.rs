@@ -28,14 +28,16 @@ fn normalize(name: &str) -> String {
 }
 
 /// knot's frames as gdb prints them: `??` for unknown, `<signal handler called>` for a signal
-/// trampoline, and nothing past the program's main (gdb's default `backtrace past-main off`;
-/// for Rust, gdb's main is the user's `crate::main`, the last frame gdb shows).
+/// trampoline, and nothing past the program's main where gdb stops there (its default
+/// `backtrace past-main off`; for Rust, gdb's main is the user's `crate::main`).
 fn knot_functions(report: &Report, tid: u32, gdb_last: Option<&str>) -> Option<Vec<String>> {
     let t = report.threads.iter().find(|t| t.tid == tid)?;
     let mut out = Vec::new();
     for f in &t.frames {
         let name = if f.signal_frame { "<signal handler called>".to_string() } else { f.function.clone().unwrap_or_else(|| "??".into()) };
-        let is_main = name == "main" || (name.ends_with("::main") && gdb_last == Some(name.as_str()));
+        // gdb stops at the main it knows (a Rust release build's it does not: it goes on to
+        // `_start`, and so does knot).
+        let is_main = (name == "main" || name.ends_with("::main")) && gdb_last == Some(name.as_str());
         out.push(name);
         if is_main {
             break;

@@ -159,6 +159,9 @@ fn check(dump: &SampleDump) {
     have.sort();
     assert_eq!(have, want, "cycles (as roles); knot: {:#?}", report.deadlocks);
     assert_eq!(report.verdict == Verdict::Deadlock, !want.is_empty(), "verdict {:?}", report.verdict);
+    if let Some(v) = &exp.verdict {
+        assert_eq!(serde_json::to_value(report.verdict).unwrap(), serde_json::json!(v), "verdict");
+    }
 
     // Threads of one role run the same code to the same place: one group each.
     for (role, &count) in &exp.threads {

@@ -123,3 +123,101 @@ fn a_barrier_says_how_many_arrived() {
     assert!(text.contains("3 waiters on stage_barrier — 3 of 4 arrived: waiting for 1 more thread to arrive"), "{text}");
     assert_eq!(r.verdict, Verdict::Idle, "nobody holds a lock anybody waits for");
 }
+
+/// planner_thread read-holds routes (plan() keeps the table's pointer in its frame) and waits for
+/// dispatch_lock; dispatcher_thread holds dispatch_lock and waits to write-lock routes. The
+/// rwlock records only its one reader's count: the reader is inferred from the frame that keeps
+/// a pointer into routes — with that frame and slot — and the cycle through it is a deadlock,
+/// marked inferred.
+#[test]
+fn a_cycle_through_a_read_held_rwlock_is_a_deadlock_through_an_inferred_reader() {
+    let r = common::analyze(&common::committed("rwlock_cycle", DumpKind::Kernel));
+    let (planner, dispatcher) = (thread_with(&r, "planner_thread"), thread_with(&r, "dispatcher_thread"));
+    let routes = lock(&r, "routes");
+    let Owner::Readers { count, reader_tids, reader_evidence } = &routes.owner else { panic!("{:?}", routes.owner) };
+    assert_eq!((*count, reader_tids.as_slice()), (1, &[planner.tid][..]));
+    let hold = &reader_evidence[0];
+    assert_eq!(hold.function.as_deref(), Some("plan"), "the frame that holds it: {hold:?}");
+    assert_eq!(planner.frames[hold.frame].function.as_deref(), Some("plan"));
+    assert!(matches!(hold.place, knot::report::PointerPlace::Stack(_)), "{hold:?}");
+    let object = routes.address.unwrap().0;
+    assert!(hold.value >= object && hold.value < object + 64 + 56, "a pointer into routes: {:#x}", hold.value);
+    assert_eq!(r.verdict, Verdict::Deadlock);
+    let d = &r.deadlocks[0];
+    assert!(d.inferred, "through an inferred reader");
+    let mut tids = d.tids.clone();
+    tids.sort_unstable();
+    let mut want = vec![planner.tid, dispatcher.tid];
+    want.sort_unstable();
+    assert_eq!(tids, want);
+    let text = knot::report::text::render(&r, &Default::default());
+    assert!(text.contains("cycle (through an inferred owner)"), "{text}");
+}
+
+/// A std::sync::Mutex ABBA in a release build: the locks record no owner; each owner is the one
+/// thread besides the waiters with a frame that keeps a pointer into the lock's own static —
+/// restock's and reprice's own frames (gdb: `stock`, `prices`, their MutexGuards, at `fbreg +24`)
+/// — never clerk, which keeps pointers into the neighbouring statics (RESTOCK_COUNT, 8 bytes
+/// before PRICES; SHELF_LABELS) and an Arc. courier's std::thread::park is a park, not a lock.
+#[test]
+fn rust_mutex_owners_are_inferred_from_the_frame_that_holds_the_guard() {
+    let r = common::analyze(&common::committed("rust_release_abba", DumpKind::Kernel));
+    let (restock, reprice) = (thread_with(&r, "rust_release_abba::restock"), thread_with(&r, "rust_release_abba::reprice"));
+    let clerk = thread_with(&r, "rust_release_abba::clerk");
+    let courier = thread_with(&r, "rust_release_abba::main::{closure#3}");
+    for (name, owner, function) in [("rust_release_abba::INVENTORY", restock, "rust_release_abba::restock"), ("rust_release_abba::PRICES", reprice, "rust_release_abba::reprice")] {
+        let l = r.locks.iter().find(|l| l.name.as_deref().is_some_and(|n| n.starts_with(name))).unwrap_or_else(|| panic!("{name}"));
+        let Owner::Inferred { tid, evidence } = &l.owner else { panic!("{name}: {:?}", l.owner) };
+        assert_eq!(*tid, owner.tid, "{name}");
+        let knot::report::Inference::OnlyFrameHolding(h) = evidence else { panic!("{name}: {evidence:?}") };
+        assert_eq!(h.function.as_deref(), Some(function), "{name}: {h:?}");
+        assert_eq!(h.value, l.address.unwrap().0, "{name}: the guard points at the lock");
+        assert!(!l.evidence.iter().any(|e| matches!(e, Evidence::PointerInFrame(h) if h.tid == clerk.tid)), "{name}: clerk's pointers are into neighbours: {:#?}", l.evidence);
+    }
+    // gdb's reading (`bt full`) shows each guard among that frame's locals.
+    let dump = common::committed("rust_release_abba", DumpKind::Kernel);
+    let gdb = std::fs::read_to_string(&dump.gdb_bt).expect("gdb's reading");
+    for (owner, lock) in [(restock, "INVENTORY"), (reprice, "PRICES")] {
+        let frame = gdb_guard_frame(&gdb, owner.tid, lock).unwrap_or_else(|| panic!("gdb shows {lock}'s guard in thread {}", owner.tid));
+        let l = r.locks.iter().find(|l| l.name.as_deref().is_some_and(|n| n.contains(lock))).unwrap();
+        let Owner::Inferred { evidence: knot::report::Inference::OnlyFrameHolding(h), .. } = &l.owner else { unreachable!() };
+        assert_eq!(h.frame, frame, "{lock}: knot's frame #{} is gdb's #{frame}", h.frame);
+    }
+    assert_eq!(r.verdict, Verdict::Deadlock);
+    assert!(r.deadlocks[0].inferred);
+    assert!(matches!(&courier.state, ThreadState::Parked { .. }), "{:?}", courier.state);
+    assert_eq!(courier.blocked_on, None);
+    assert_eq!(r.locks.len(), 3, "INVENTORY, PRICES and the join: {:#?}", r.locks);
+}
+
+/// Two threads wait for orphan_lock, whose owner returned without unlocking it: nobody left can
+/// release it, so they wait for good, and the verdict says so (no cycle: not `deadlock`, and not
+/// `contention` either).
+#[test]
+fn waits_behind_an_exited_owner_are_permanent() {
+    let r = common::analyze(&common::committed("owner_exited", DumpKind::Kernel));
+    let l = lock(&r, "orphan_lock");
+    let Owner::Exited { tid } = l.owner else { panic!("{:?}", l.owner) };
+    assert!(!r.threads.iter().any(|t| t.tid == tid));
+    assert_eq!(l.waiter_tids.len(), 2);
+    assert_eq!(r.verdict, Verdict::Abandoned);
+    assert!(r.deadlocks.is_empty());
+    let text = knot::report::text::render(&r, &Default::default());
+    assert!(text.contains(&format!("Verdict: ABANDONED — 2 threads wait for good behind orphan_lock, whose owner, thread {tid}, exited holding it")), "{text}");
+}
+
+/// The frame of thread `lwp` whose locals (gdb's `bt full`) hold a `MutexGuard` of `lock`.
+fn gdb_guard_frame(gdb: &str, lwp: u32, lock: &str) -> Option<usize> {
+    let mut in_thread = false;
+    let mut frame = None;
+    for line in gdb.lines() {
+        if line.starts_with("Thread ") {
+            in_thread = line.contains(&format!("(LWP {lwp})"));
+        } else if in_thread && line.starts_with('#') {
+            frame = line[1..].split_whitespace().next().and_then(|n| n.parse().ok());
+        } else if in_thread && line.contains("MutexGuard<") && line.contains(&format!("::{lock}::h")) {
+            return frame;
+        }
+    }
+    None
+}

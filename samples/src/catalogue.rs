@@ -307,6 +307,23 @@ static SAMPLES: &[SampleSpec] = &[
         libs: &[],
         launch: Launch::Direct,
     },
+    c(
+        "rwlock_cycle",
+        &["rwlock_cycle.c", "common.h"],
+        "planner_thread read-holds routes.lock (plan() keeps the table in its frame) and waits for dispatch_lock; dispatcher_thread holds dispatch_lock and waits in wrlock",
+    ),
+    SampleSpec {
+        name: "rust_release_abba",
+        lang: Lang::Rust,
+        sources: &["rust_release_abba.rs"],
+        flags: &["-g", "-C", "opt-level=2", "--edition", "2021"],
+        args: &[],
+        split_debug: false,
+        death: Death::Wedge,
+        description: "std::sync::Mutex ABBA in a release build: restock holds INVENTORY, waits PRICES; reprice the reverse; clerk keeps pointers next to them; courier parks in thread::park",
+        libs: &[],
+        launch: Launch::Direct,
+    },
 ];
 
 /// Programs that die (issue 18): each crash sample's worker thread dies one

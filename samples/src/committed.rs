@@ -58,6 +58,11 @@ pub const COMMITTED_SET: &[(&str, DumpKind)] = &[
     // Issue 42: a return address overwritten by a buffer overflow; C++ template names.
     ("smashed_stack", DumpKind::Kernel),
     ("cxx_templates", DumpKind::Kernel),
+    // Issue 42: owners inferred from the frame that holds the guard (a read-held rwlock in a
+    // cycle; Rust std::sync::Mutex ABBA in a release build); waiters behind an exited owner.
+    ("rwlock_cycle", DumpKind::Kernel),
+    ("rust_release_abba", DumpKind::Kernel),
+    ("owner_exited", DumpKind::Kernel),
 ];
 
 /// Dumps committed as `core.zst` (issue 42's, and later ones); the older ones stay `core.gz`.

@@ -15,6 +15,9 @@ pub struct Expected {
     /// role -> number of threads
     pub threads: BTreeMap<String, usize>,
     pub cycles: Vec<Vec<String>>,
+    /// The verdict (its JSON name), when the sample is there for it.
+    #[serde(default)]
+    pub verdict: Option<String>,
     #[serde(default)]
     pub locks: Vec<ExpectedLock>,
 }

@@ -863,6 +863,10 @@ fn solib_dir<'a>(dump: &SampleDump, binary: &'a Path) -> Option<&'a Path> {
         .then(|| binary.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
 }
 
+/// Samples whose gdb reading lists each frame's locals too (`bt full`): a release build's lock
+/// owners are seen only there (the guard a frame holds: `stock = MutexGuard {lock: <INVENTORY>}`).
+const FULL_BT: &[&str] = &["rust_release_abba"];
+
 /// Runs the oracle: stdout to `out`, stderr beside it. The dump's sysroot
 /// and debug dir are used as given (relative to `cwd` if relative).
 pub(crate) fn record_oracle(
@@ -879,7 +883,7 @@ pub(crate) fn record_oracle(
         dump.sysroot.as_deref(),
         dump.debug_dir.as_deref(),
         solib_dir(dump, binary),
-        &["thread apply all bt"],
+        &[if FULL_BT.contains(&dump.name.as_str()) { "thread apply all bt full" } else { "thread apply all bt" }],
     )?;
     let stdout = File::create(&out).with_context(|| format!("creating {}", out.display()))?;
     let err_path = out.with_extension("stderr.txt");

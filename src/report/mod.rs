@@ -26,7 +26,7 @@ pub use crate::hex::Hex;
 pub use crate::crash::model::{Access, AddressKind, CrashKind, CrashMessage, CrashReport, CrashSignal, ExceptionReport, InstructionReport, MappingReport, OperandReport, OverwrittenReturn, Recursion, RegisterValue};
 pub use crate::core::SignalSource;
 pub use crate::unwind::frame::Trust;
-pub use crate::waits::evidence::{Evidence, UnknownOwner};
+pub use crate::waits::evidence::{Evidence, FrameHold, Inference, PointerPlace, UnknownOwner};
 pub use crate::waits::lock::{AsyncWaiter, BarrierFacts, Certainty, Holder, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner, QueuedRelease, Release};
 pub use crate::waits::state::{IdleRole, Pool, ThreadState};
 pub use model::*;

@@ -8,7 +8,7 @@ use crate::graph::verdict::Verdict;
 use crate::graph::Cycle;
 use crate::runtimes::dotnet::gc::report::{ReferrerReport, RootName, RootPlace};
 use crate::waits::{
-    Evidence, FieldError, IdleRole, Inference, LockFact, LockKind, LockStorage, ManagedLock, ManagedWaitKind, MutexConsistency, MutexType, NamedThread, NativeLock, NativeLockType, Owner, PointerPlace, Pool, ReaderEvidence,
+    Evidence, FieldError, IdleRole, Inference, LockFact, LockKind, LockStorage, ManagedLock, ManagedWaitKind, MutexConsistency, MutexType, NamedThread, NativeLock, NativeLockType, Owner, PointerPlace, Pool, FrameHold,
     SemaphoreWait, ThreadState, UnknownOwner, WaitRecord,
 };
 
@@ -696,6 +696,24 @@ pub(crate) fn overwritten_return(r: &crate::crash::OverwrittenReturn) -> String 
     format!("a return to an overwritten return address: the stack slot it returned from, {}, holds {} (a smashed stack)", r.slot, r.value)
 }
 
+/// The abandoned locks in words: `2 threads wait for good behind orphan_lock, whose owner, thread
+/// 7711, exited holding it`.
+pub(crate) fn abandoned(locks: &[LockFact]) -> String {
+    let parts: Vec<String> = locks
+        .iter()
+        .filter(|l| l.released_by_nobody() && !l.waiter_tids.is_empty())
+        .map(|l| {
+            let n = l.waiter_tids.len();
+            let owner = match l.owner {
+                Owner::Exited { tid } => format!("whose owner, thread {tid}, exited holding it"),
+                _ => "which nobody left can release".to_string(),
+            };
+            format!("{n} thread{} wait{} for good behind {}, {owner}", plural(n), if n == 1 { "s" } else { "" }, lock_name(l))
+        })
+        .collect();
+    parts.join("; ")
+}
+
 /// Who sent a kill: `sent by process 11037`; pid 0 is a sender the process cannot see (a
 /// process outside its PID namespace: a container's process killed from the host).
 pub(crate) fn signal_sender(pid: u32) -> String {
@@ -710,6 +728,7 @@ pub fn verdict(v: Verdict) -> &'static str {
     match v {
         Verdict::Deadlock => "deadlock",
         Verdict::Crash => "crash",
+        Verdict::Abandoned => "abandoned",
         Verdict::GcStall => "gc stall",
         Verdict::Contention => "contention",
         Verdict::ThreadPoolStarved => "thread pool starved",
@@ -844,7 +863,7 @@ macro_rules! serialize_as_words {
         }
     )*};
 }
-serialize_as_words!(Evidence, UnknownOwner, Inference, ReaderEvidence, IdleRole, Pool, RootName);
+serialize_as_words!(Evidence, UnknownOwner, Inference, FrameHold, IdleRole, Pool, RootName);
 
 /// `(type unread)` where the runtime's type name was not read.
 fn type_or_unread(t: &Option<String>) -> &str {
@@ -862,7 +881,7 @@ impl std::fmt::Display for Evidence {
             Evidence::UnrecognisedFutexWait { tid, futex, expected } => {
                 write!(f, "thread {tid} is in futex wait on {futex:#x} (expecting {expected:#x}); no analyzer recognises its frames")
             }
-            Evidence::StackPointer { tid, value, at } => write!(f, "thread {tid}'s stack holds {value:#x} (a pointer into the lock) at {at:#x}"),
+            Evidence::PointerInFrame(h) => write!(f, "thread {}: {}", h.tid, frame_hold_words(h)),
             Evidence::Mutex { address, lock, owner, count, kind } => {
                 write!(f, "pthread_mutex_t at {address:#x}: __lock={lock:#x} __owner={owner} __count={count} __kind={kind:#x}")
             }
@@ -1028,7 +1047,7 @@ impl std::fmt::Display for FieldError {
 impl std::fmt::Display for Inference {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Inference::SoleStackPointer { at } => write!(f, "the only other thread whose stack points into the lock (at {at:#x}), as a guard would"),
+            Inference::OnlyFrameHolding(h) => write!(f, "the only thread, besides its waiters, with a frame that keeps a pointer into the lock's own object, as a guard does: {}", frame_hold_words(h)),
             Inference::RunsTask { method, frame, stack_slot } => {
                 write!(f, "the only thread running the task: its frame #{frame} is {} and its stack holds the task (at {stack_slot:#x})", short_method(method))
             }
@@ -1042,13 +1061,21 @@ impl std::fmt::Display for Inference {
     }
 }
 
-impl std::fmt::Display for ReaderEvidence {
+/// `frame #4 plan keeps 0x… in its stack slot 0x…`: where a thread keeps a pointer into a lock.
+fn frame_hold_words(h: &FrameHold) -> String {
+    let function = h.function.as_deref().map(|n| format!(" {n}")).unwrap_or_default();
+    let place = match h.place {
+        PointerPlace::Register(name) => format!("in register {name}"),
+        PointerPlace::Stack(at) => format!("in its stack slot {at:#x}"),
+    };
+    format!("frame #{}{function} keeps {:#x}, a pointer into the lock's own object, {place}", h.frame, h.value)
+}
+
+/// A reader offered for a read-held lock: `thread 5: frame #4 plan keeps 0x… in its stack slot
+/// 0x…, while it does not wait for it`.
+impl std::fmt::Display for FrameHold {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (tid, value) = (self.tid, self.value);
-        match self.place {
-            PointerPlace::Register(name) => write!(f, "thread {tid}: register {name} holds {value:#x}, a pointer into the lock, while it does not wait for it"),
-            PointerPlace::Stack(at) => write!(f, "thread {tid}: its stack at {at:#x} holds {value:#x}, a pointer into the lock, while it does not wait for it"),
-        }
+        write!(f, "thread {}: {}, while it does not wait for it", self.tid, frame_hold_words(self))
     }
 }
 
@@ -1218,10 +1245,10 @@ mod tests {
                 "thread 9 \"worker\" waits to enter the Lock (by its ThreadBlockingInfo record)",
             ])
         );
-        let readers = Owner::Readers { count: 1, reader_tids: vec![5], reader_evidence: vec![ReaderEvidence { tid: 5, place: PointerPlace::Register("rbx"), value: 0x18 }] };
+        let readers = Owner::Readers { count: 1, reader_tids: vec![5], reader_evidence: vec![FrameHold { tid: 5, frame: 3, function: Some("reader".into()), place: PointerPlace::Register("rbx"), value: 0x18 }] };
         assert_eq!(
             serde_json::to_value(&readers).unwrap()["reader_evidence"][0],
-            "thread 5: register rbx holds 0x18, a pointer into the lock, while it does not wait for it"
+            "thread 5: frame #3 reader keeps 0x18, a pointer into the lock's own object, in register rbx, while it does not wait for it"
         );
         let idle = ThreadState::IdleRuntimeThread { role: IdleRole::ThreadPoolGate };
         assert_eq!(serde_json::to_value(&idle).unwrap(), serde_json::json!({"kind": "idle_runtime_thread", "role": "thread pool gate"}));

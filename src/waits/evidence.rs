@@ -23,8 +23,9 @@ pub enum Evidence {
     },
     /// A thread sleeps on a futex word no lock family's frames explain.
     UnrecognisedFutexWait { tid: u32, futex: u64, expected: u32 },
-    /// Another thread's stack holds a pointer into the lock (an owner is inferred from these).
-    StackPointer { tid: u32, value: u64, at: u64 },
+    /// Another thread's frame keeps a pointer into the lock's own object (an owner is inferred
+    /// from these).
+    PointerInFrame(FrameHold),
     /// A `pthread_mutex_t`'s words.
     Mutex { address: u64, lock: u32, owner: i32, count: u32, kind: i32 },
     /// A `pthread_rwlock_t`'s words: `readers_word` holds the reader count and flags.
@@ -126,8 +127,9 @@ pub enum WaitRecord {
 /// Why an owner is inferred (`Owner::Inferred`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Inference {
-    /// The only other thread whose stack points into the lock (at `at`), as a guard would.
-    SoleStackPointer { at: u64 },
+    /// The only thread, besides the lock's waiters, one of whose frames keeps a pointer into the
+    /// lock's own object (its data symbol, or the lock itself): as a guard keeps it.
+    OnlyFrameHolding(FrameHold),
     /// The only thread running the task: its frame `frame` is the task's work (`method`: the
     /// state machine's `MoveNext`, or `Task.ExecuteWithThreadLocal`) and its stack holds the
     /// task at `stack_slot`.
@@ -140,12 +142,17 @@ pub enum Inference {
     ServerGcThread { index: usize, heap: u64 },
 }
 
-/// A thread offered as a reader of a read-held lock (`Owner::Readers`).
+/// A frame of a thread that keeps a pointer into a lock's own object: which frame, and the stack
+/// slot or register the pointer is in. A reader of a read-held lock (`Owner::Readers`) is offered
+/// on one of these.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReaderEvidence {
+pub struct FrameHold {
     pub tid: u32,
+    /// The frame's index in the thread's frames, and its function.
+    pub frame: usize,
+    pub function: Option<String>,
     pub place: PointerPlace,
-    /// The pointer into the lock.
+    /// The pointer.
     pub value: u64,
 }
 

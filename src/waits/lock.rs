@@ -1,6 +1,6 @@
 //! Lock facts: what knot established about one lock, and how sure it is of the owner.
 
-use super::evidence::{Evidence, Inference, ReaderEvidence, UnknownOwner};
+use super::evidence::{Evidence, FrameHold, Inference, UnknownOwner};
 use crate::hex::Hex;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -114,7 +114,7 @@ pub enum Owner {
         reader_tids: Vec<u32>,
         #[serde(default)]
         #[schemars(with = "Vec<String>")]
-        reader_evidence: Vec<ReaderEvidence>,
+        reader_evidence: Vec<FrameHold>,
     },
     /// A lock with no owner by nature (condition variable, semaphore).
     None,

@@ -5,7 +5,7 @@
 pub(crate) mod catalog;
 pub(crate) mod evidence;
 mod frame_slots;
-mod infer;
+mod guards;
 pub(crate) mod lock;
 mod pi_refusal;
 mod readers;
@@ -13,7 +13,7 @@ pub(crate) mod runtime;
 pub(crate) mod state;
 pub(crate) mod thread_ids;
 
-pub(crate) use evidence::{Evidence, FieldError, Inference, ManagedWaitKind, NamedThread, PointerPlace, ReaderEvidence, SemaphoreWait, UnknownOwner, WaitRecord};
+pub(crate) use evidence::{Evidence, FieldError, FrameHold, Inference, ManagedWaitKind, NamedThread, PointerPlace, SemaphoreWait, UnknownOwner, WaitRecord};
 pub(crate) use lock::{AsyncWaiter, BarrierFacts, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner, QueuedRelease, Release};
 pub(crate) use lock::{MutexConsistency, MutexType, NativeLock, NativeLockType};
 pub(crate) use runtime::{ManagedThreads, RuntimeLocks, RuntimeWaits, WorkerPool};
@@ -201,10 +201,10 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
         facts.threads.push(ThreadWait { state, blocked_on });
     }
 
-    let stacks: Vec<infer::StackRange> = threads.iter().map(|t| infer::StackRange::of(t.tid, t.registers)).collect();
-    let mut budget = infer::TOTAL_BUDGET_WORDS;
+    let mut budget = guards::TOTAL_BUDGET_WORDS;
+    let holds = Holds { catalog, threads };
     for (id, p) in pending {
-        facts.locks.push(finish(process, symbolizer, &ids, &stacks, &mut budget, id, p));
+        facts.locks.push(finish(process, symbolizer, &ids, &holds, &mut budget, id, p));
     }
     facts
 }
@@ -252,11 +252,18 @@ fn locate(family: &Family, process: &Process, symbolizer: &Symbolizer<'_>, futex
         .unwrap_or(futex)
 }
 
+/// What the search for a lock's unrecorded holders reads: every thread's frames, and the lock
+/// families whose own frames hold the lock they take (not one they hold).
+struct Holds<'a, 'c> {
+    catalog: &'c Catalog,
+    threads: &'a [ThreadInput<'a>],
+}
+
 fn finish(
     process: &Process,
     symbolizer: &Symbolizer<'_>,
     ids: &ThreadIds,
-    stacks: &[infer::StackRange],
+    holds: &Holds<'_, '_>,
     budget: &mut u64,
     id: String,
     mut p: Pending<'_>,
@@ -270,11 +277,12 @@ fn finish(
             let r = readers::read(family, process, addr, p.join_target, ids);
             p.evidence.push(r.evidence);
             let mut owner = r.owner;
+            let object = guards::LockObject::of(symbolizer, addr, family.layout.size());
             if family.infer_owner && matches!(owner, Owner::Unknown { .. }) {
-                owner = infer_owner(process, stacks, addr, &p.waiters, budget, &mut p.evidence).unwrap_or(owner);
+                owner = infer_owner(process, holds, &object, &p.waiters, budget, &mut p.evidence);
             }
             if let Owner::Readers { count, .. } = owner {
-                owner = infer_readers(process, stacks, addr, family.layout.size(), count, &p.waiters, budget);
+                owner = infer_readers(process, holds, &object, count, &p.waiters, budget);
             }
             (family.kind.lock_kind(), r.what.unwrap_or_else(|| NativeLockType::Family(family.label.clone())), owner, r.recursion, r.readers)
         }
@@ -310,25 +318,24 @@ fn finish(
     }
 }
 
-/// A read-held lock's candidate readers: threads not waiting for it whose saved registers or
-/// live stack point into it (a reader keeps the lock, or the structure it starts, at hand while
-/// it reads). Inferred, with the evidence; the count stays the lock's own.
-fn infer_readers(process: &Process, stacks: &[infer::StackRange], addr: u64, size: u64, count: u32, waiters: &[u32], budget: &mut u64) -> Owner {
-    let hi = addr.saturating_add(size.max(1));
-    let found = infer::pointers_into(process, stacks, addr, hi, waiters, budget).unwrap_or_default();
+/// A read-held lock's candidate readers: threads not waiting for it one of whose frames keeps a
+/// pointer into the lock's own object (a reader keeps the lock, or the structure it is part of,
+/// at hand while it reads). Inferred, each with its frame and slot; the count stays the lock's own.
+fn infer_readers(process: &Process, holds: &Holds<'_, '_>, object: &guards::LockObject, count: u32, waiters: &[u32], budget: &mut u64) -> Owner {
+    let found = guards::frames_pointing_into(process, holds.catalog, holds.threads, object, waiters, budget).unwrap_or_default();
     Owner::Readers { count, reader_tids: found.iter().map(|f| f.tid).collect(), reader_evidence: found }
 }
 
-fn infer_owner(process: &Process, stacks: &[infer::StackRange], addr: u64, waiters: &[u32], budget: &mut u64, evidence: &mut Vec<Evidence>) -> Option<Owner> {
-    let Some(holders) = infer::pointer_holders(process, stacks, addr, waiters, budget) else {
-        return Some(Owner::Unknown { why: UnknownOwner::SearchBudgetSpent });
+/// A lock that records no owner (Rust std's): the only thread, besides its waiters, one of whose
+/// frames keeps a pointer into the lock's own object — where its guard is — is its inferred owner.
+fn infer_owner(process: &Process, holds: &Holds<'_, '_>, object: &guards::LockObject, waiters: &[u32], budget: &mut u64, evidence: &mut Vec<Evidence>) -> Owner {
+    let Some(found) = guards::frames_pointing_into(process, holds.catalog, holds.threads, object, waiters, budget) else {
+        return Owner::Unknown { why: UnknownOwner::SearchBudgetSpent };
     };
-    for &(tid, at, value) in &holders {
-        evidence.push(Evidence::StackPointer { tid, value, at });
-    }
-    match holders.as_slice() {
-        [(tid, at, _)] => Some(Owner::Inferred { tid: *tid, evidence: Inference::SoleStackPointer { at: *at } }),
-        [] => Some(Owner::Unknown { why: UnknownOwner::NoStackPointsIn }),
-        _ => Some(Owner::Unknown { why: UnknownOwner::SeveralStacksPointIn { tids: holders.iter().map(|h| h.0).collect() } }),
+    evidence.extend(found.iter().cloned().map(Evidence::PointerInFrame));
+    match <[FrameHold; 1]>::try_from(found) {
+        Ok([one]) => Owner::Inferred { tid: one.tid, evidence: Inference::OnlyFrameHolding(one) },
+        Err(found) if found.is_empty() => Owner::Unknown { why: UnknownOwner::NoStackPointsIn },
+        Err(found) => Owner::Unknown { why: UnknownOwner::SeveralStacksPointIn { tids: found.iter().map(|h| h.tid).collect() } },
     }
 }

@@ -40,6 +40,8 @@ macro_rules! native_samples {
             pidns_abba,
             barrier_short,
             cxx_templates,
+            rwlock_cycle,
+            rust_release_abba,
         );
     };
 }
