@@ -75,7 +75,7 @@ impl HeapStatReport {
         for d in &self.diagnostics {
             let _ = writeln!(out, "warning: {}", d.message);
         }
-        let mut rows: Vec<(String, String, String, &str)> = self.types.iter().map(|t| (format!("{:x}", t.method_table.0), thousands(t.count), thousands(t.bytes), t.name.as_str())).collect();
+        let mut rows: Vec<(String, String, String, &str)> = self.types.iter().map(|t| (format!("{:012x}", t.method_table.0), thousands(t.count), thousands(t.bytes), t.name.as_str())).collect();
         // SOS lists the fewest bytes first (the largest last, nearest the prompt).
         let mut order: Vec<usize> = (0..rows.len()).collect();
         order.sort_by(|&a, &b| self.types[a].bytes.cmp(&self.types[b].bytes).then(self.types[a].count.cmp(&self.types[b].count)).then(self.types[a].name.cmp(&self.types[b].name)));

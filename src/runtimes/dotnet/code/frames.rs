@@ -8,7 +8,8 @@
 //! name the values. Fields come from the descriptor (StackWalk contract): `InlinedCallFrame`
 //! (`CallerReturnAddress`, `CallSiteSP`, `CalleeSavedFP`; an inactive one has a zero return
 //! address), `SoftwareExceptionFrame` and `FaultingExceptionFrame` (`TargetContext`, a saved
-//! CONTEXT inside the Frame), `ResumableFrame` and `RedirectedThreadFrame` (`TargetContextPtr`).
+//! CONTEXT inside the Frame), `ResumableFrame` and `RedirectedThreadFrame` (`TargetContextPtr`),
+//! `HijackFrame` (a thread hijacked for a GC suspension: `HijackArgs`).
 //! An `InlinedCallFrame` with no call in progress marks no transition and is left out, as SOS
 //! leaves it out.
 //! The CONTEXT layouts (AMD64's, ARM64's) are the Windows ones, which CoreCLR's PAL keeps on
@@ -128,12 +129,54 @@ fn resume(t: &Target, arch: Arch, frame: u64, kind: &str) -> (Option<FrameRegs>,
             let Ok(off) = t.offset(kind, "TargetContext") else { return (None, false) };
             (context(t, arch, frame.wrapping_add(off)), kind == "FaultingExceptionFrame")
         }
+        "HijackFrame" => (hijacked_caller(t, arch, frame), false),
         "ResumableFrame" | "RedirectedThreadFrame" => {
             let ptr = t.field_ptr(frame, "ResumableFrame", "TargetContextPtr").ok().filter(|&p| p != 0);
             (ptr.and_then(|p| context(t, arch, p)), true)
         }
         _ => (None, false),
     }
+}
+
+/// The caller of a method the runtime hijacked to suspend its thread for a GC: its return
+/// address was replaced by the hijack stub's, which saved the real one and the callee-saved
+/// registers in `HijackArgs`. As CoreCLR's `HijackFrame::UpdateRegDisplay` resumes there (on
+/// Linux): at the real return address, the stack pointer just past the record (AMD64: its last
+/// field is that return address; ARM64: the record rounded up to 16 bytes). Without it the
+/// native walk ends in the stub and the thread shows no managed frames.
+fn hijacked_caller(t: &Target, arch: Arch, frame: u64) -> Option<FrameRegs> {
+    let ip = t.field_ptr(frame, "HijackFrame", "ReturnAddress").ok().filter(|&v| v != 0)?;
+    let args = t.field_ptr(frame, "HijackFrame", "HijackArgsPtr").ok().filter(|&v| v != 0)?;
+    let size = t.size("HijackArgs").ok().filter(|&s| s != 0 && s % 8 == 0 && s <= 1024)?;
+    let mut r = FrameRegs::new(arch);
+    match arch {
+        Arch::X86_64 => {
+            use x86_64::dwarf::{R12, R13, R14, R15, RBP, RBX, RSP};
+            let saved = args.checked_add(t.offset("HijackArgs", "CalleeSavedRegisters").ok()?)?;
+            for (name, reg) in [("R12", R12), ("R13", R13), ("R14", R14), ("R15", R15), ("Rbx", RBX), ("Rbp", RBP)] {
+                if let Ok(v) = t.field_ptr(saved, "CalleeSavedRegisters", name) {
+                    r.set(reg, v);
+                }
+            }
+            r.set(RSP, args.checked_add(size)?);
+        }
+        Arch::Aarch64 => {
+            for x in 19..=28u16 {
+                if let Ok(v) = t.field_ptr(args, "HijackArgs", &format!("X{x}")) {
+                    r.set(x, v);
+                }
+            }
+            if let Ok(fp) = t.field_ptr(args, "HijackArgs", "Fp") {
+                r.set(aarch64::dwarf::FP, fp);
+            }
+            if let Ok(lr) = t.field_ptr(args, "HijackArgs", "Lr") {
+                r.set(aarch64::dwarf::LR, lr);
+            }
+            r.set(aarch64::dwarf::SP, args.checked_add(size + size % 16)?);
+        }
+    }
+    r.set(arch.pc_reg(), ip);
+    Some(r)
 }
 
 /// The registers of a saved CONTEXT (AMD64's or ARM64's, by `arch`) at `at`; `None` unless the
