@@ -194,13 +194,14 @@ fn report_with(process: &Process, opts: &Options, runtime: Option<&dyn runtimes:
         .threads
         .iter()
         .zip(&frames)
-        .map(|(t, f)| waits::ThreadInput {
+        .zip(&stacks)
+        .map(|((t, f), stack)| waits::ThreadInput {
             tid: t.tid,
             registers: &t.registers,
+            stack,
             cursig: t.cursig,
             functions: f.iter().filter(|f| f.transition.is_none()).map(|f| f.function.as_deref().unwrap_or("")).collect(),
             frames: f.iter().filter(|f| f.transition.is_none()).collect(),
-            stack: stacks.iter().find(|s| s.tid == t.tid),
         })
         .collect();
     tell(opts, Phase::Locks);
@@ -288,7 +289,17 @@ fn report_with(process: &Process, opts: &Options, runtime: Option<&dyn runtimes:
     };
     // The stable keys, from the facts the report holds (never addresses or tids).
     let keys = SignatureInputs::new(process, &locks, &threads).with_pool(runtime_waits.worker_pool.as_ref());
-    let deadlocks = cycles.iter().map(|c| words::deadlock(c, &locks, keys.cycle(c))).collect();
+    // Threads by the names people know them by; a name several threads share (the process's
+    // own, which every thread inherits; a pool's workers') tells none of them apart: its
+    // threads are said by their tids.
+    let mut shared: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for n in threads.iter().filter_map(|t| t.name.as_deref()) {
+        *shared.entry(n).or_default() += 1;
+    }
+    let process_name = core.process.as_ref().map(|p| p.name.as_str());
+    let names: std::collections::BTreeMap<u32, String> =
+        threads.iter().filter_map(|t| Some((t.tid, t.name.clone().filter(|n| Some(n.as_str()) != process_name && shared.get(n.as_str()) == Some(&1))?))).collect();
+    let deadlocks = cycles.iter().map(|c| words::deadlock(c, &locks, &names, keys.cycle(c))).collect();
     let convoys: Vec<Option<String>> = locks.iter().map(|l| keys.convoy(l)).collect();
     let verdict_signature = keys.verdict(verdict, &cycles, crash.as_ref());
     for (l, s) in locks.iter_mut().zip(convoys) {

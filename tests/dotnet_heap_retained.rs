@@ -294,3 +294,23 @@ fn heap_diff_under_a_memory_limit_too_small_for_the_graphs_compares_without_reta
     let said: Vec<&str> = small.diagnostics.iter().map(|d| d.message.as_str()).filter(|m| m.contains("retained sizes not read") && m.contains("memory limit")).collect();
     assert_eq!(said.len(), 2, "each dump says why: {:?}", small.diagnostics);
 }
+
+/// A small share of a small heap is no leak: the Autofac sample's largest holder (the runtime's
+/// `AppContext.s_dataStore`, tens of KiB in a heap of a few hundred) is listed in the JSON's
+/// suspects, but neither the first screen nor the HTML page — header or "What keeps the heap
+/// alive" — calls it a leak suspect (the floor, `SUSPECT_FIRST_MIN_BYTES`, is the same in both).
+#[test]
+fn a_small_holder_of_a_small_heap_is_called_a_leak_suspect_nowhere() {
+    let Some(d) = knot_samples::dotnet::dumps("sos/syncblk.txt", false).into_iter().find(|d| d.sample == "autofac_container") else {
+        return knot_samples::skipped("skipping: samples/dotnet/dumps/autofac_container/heap not found");
+    };
+    let report = knot::analyze(&d.core, &Options { locator: locator(&d), ..Options::default() }).expect("the dump reads");
+    let json: serde_json::Value = serde_json::from_str(&knot::report::to_json(&report)).expect("JSON");
+    let suspects = json["dotnet"]["heap"]["suspects"].as_array().expect("suspects");
+    assert!(!suspects.is_empty() && suspects.iter().all(|s| s["retained_bytes"].as_u64().is_some_and(|b| b < 1 << 20)), "the holders are small: {suspects:?}");
+    let text = knot::report::text::render(&report, &Default::default());
+    assert!(!text.contains("Leak suspect"), "{text}");
+    let page = knot::report::html::render(&report);
+    assert!(page.contains("<section id=\"retained\">"), "the retained sizes are shown");
+    assert!(!page.contains("Leak suspect"), "the page calls nothing a leak suspect");
+}

@@ -121,6 +121,17 @@
 #                                                 FIFO opened read-write as stdin, so it never returns; a static
 #                                                 Dictionary holds ~32 MiB, ~97 % of the heap; SOS gcroot and
 #                                                 objsize of the dictionary)
+#   npgsql_pool        heap                       createdump --withheap PID (Npgsql 10.0.3 against the local PostgreSQL 15,
+#                                                 which the script starts and gives a role and a database: 4 requests each
+#                                                 hold one of the pool's 4 connections and wait for a Monitor whose holder
+#                                                 waits in sync Open() for a connection; SOS gcroot of each connection)
+#   rwlock_writer      heap                       createdump --withheap PID (3 readers of a ReaderWriterLockSlim, one of them
+#                                                 upgradeable, wait for a Monitor held by a writer blocked in EnterWriteLock;
+#                                                 a late reader queued behind the writer; the lock's fields and every
+#                                                 ReaderWriterCount record read by SOS)
+#   class_init         heap                       createdump --withheap PID (Registry's static constructor waits for a Monitor
+#                                                 held by a thread that reads Registry.Entries: it waits for the class's
+#                                                 initialisation; gdb's reading of the class-init lock's pthread mutex)
 #   orleans_silo       heap                       a real Orleans 10.4.2 silo (Microsoft.Orleans.Server): 9 grain
 #                                                 activations and 1 grain call wait behind a cache's lock whose
 #                                                 holder waits for that grain call; createdump --withheap PID
@@ -177,6 +188,7 @@ ALL_JOBS=(
   async_tcs/heap semaphore_async/heap
   cache_leak/heap mres_continuation/heap
   task_cycle/heap parallel_barrier/heap redis_pool/heap
+  npgsql_pool/heap rwlock_writer/heap class_init/heap
   self_contained/heap single_file/heap net9_abba/heap net9_heap/heap runtime_10_0_15/heap
   net8_abba/heap net8_heap/heap net8_sync_over_async/heap net8_gc_oom/heap
   orleans_silo/heap orleans_silo/again
@@ -212,11 +224,14 @@ log "runtime $RUNTIME_VERSION at $RUNTIME_DIR; createdump $CREATEDUMP; dotnet-du
 
 # ---------------------------------------------------------------- cleanup
 PIDS=()
+PG_STARTED=""
 cleanup() {
   local p
   for p in "${PIDS[@]}"; do
     kill -9 "$p" 2>/dev/null || true
   done
+  # A PostgreSQL cluster this script started is stopped again.
+  [[ -n "$PG_STARTED" ]] && pg_ctlcluster "$PG_STARTED" stop 2>/dev/null || true
 }
 trap cleanup EXIT
 trap 'log "failed (status $?) at line $LINENO: $BASH_COMMAND"' ERR
@@ -285,6 +300,27 @@ record_threads() {
 }
 
 build_id() { readelf -n "$1" 2>/dev/null | awk '/Build ID/{print $3; exit}'; }
+
+# ---------------------------------------------------------------- PostgreSQL
+# npgsql_pool's database: the machine's PostgreSQL cluster (started when it is down, and stopped
+# again on exit), a login role named for this user (peer authentication over the Unix socket: no
+# password, no TLS) and a database `knot` it owns. Idempotent.
+pg_ready() {
+  local cluster
+  command -v pg_lsclusters >/dev/null || die "npgsql_pool needs PostgreSQL (pg_lsclusters not found)"
+  cluster="$(pg_lsclusters -h | awk 'NR == 1 {print $1 " " $2}')"
+  [[ -n "$cluster" ]] || die "npgsql_pool: no PostgreSQL cluster"
+  if ! pg_lsclusters -h | awk 'NR == 1 {exit $4 != "online"}'; then
+    pg_ctlcluster $cluster start || die "npgsql_pool: cannot start PostgreSQL $cluster"
+    PG_STARTED="$cluster"
+  fi
+  local me; me="$(id -un)"
+  runuser -u postgres -- psql -qtAc "SELECT 1 FROM pg_roles WHERE rolname = '$me'" | grep -q 1 \
+    || runuser -u postgres -- psql -qc "CREATE ROLE \"$me\" LOGIN" >/dev/null
+  runuser -u postgres -- psql -qtAc "SELECT 1 FROM pg_database WHERE datname = 'knot'" | grep -q 1 \
+    || runuser -u postgres -- psql -qc "CREATE DATABASE knot OWNER \"$me\"" >/dev/null
+  log "  PostgreSQL $cluster ready (database knot, role $me)"
+}
 
 # ---------------------------------------------------------------- SOS oracle
 sos() {  # sos CORE OUTFILE CMD...   (one dotnet-dump invocation)
@@ -428,6 +464,24 @@ sos_fields() {
   rm -rf "$tmp"
 }
 
+# name2ee and dumpclass (its static fields' values) of each TYPE of MODULE.
+# sos_statics CORE OUT MODULE TYPE...
+sos_statics() {
+  local core="$1" out="$2" mod="$3" t tmp mt cmds=()
+  shift 3
+  tmp="$(mktemp -d)"
+  for t in "$@"; do cmds+=("name2ee $mod $t"); done
+  sos "$core" "$tmp/n2e" "${cmds[@]}"
+  cmds=()
+  for mt in $(awk '/^MethodTable:/{print $2}' "$tmp/n2e"); do cmds+=("dumpclass $mt"); done
+  { grep -vE '^(Loading core dump|Ready to process)' "$tmp/n2e"; } >"$out"
+  if ((${#cmds[@]})); then
+    sos "$core" "$tmp/cls" "${cmds[@]}"
+    grep -vE '^(Loading core dump|Ready to process)' "$tmp/cls" >>"$out" || true
+  fi
+  rm -rf "$tmp"
+}
+
 # dumpobjgcrefs (reference fields) of every object whose type name starts
 # with PREFIX.   sos_gcrefs CORE OUT PREFIX
 sos_gcrefs() {
@@ -472,6 +526,21 @@ sos_exceptions() {  # sos_exceptions CORE SOSDIR
   done
   rm -rf "$tmp"
   return 0
+}
+
+# The class-init lock is a runtime Crst, a recursive pthread mutex inside the class's ListLockEntry
+# (listlock.h): gdb reads the mutex the waiting thread passed to pthread_mutex_lock, its owner, and
+# the entry's words before it (vtable, holding Thread*, list, the class's MethodTable*).
+gdb_class_init() {  # gdb_class_init CORE DIR
+  local core="$1" dir="$2" m
+  mkdir -p "$dir/gdb"
+  timeout 300 gdb -batch -nx -ex "set pagination off" -ex "info threads" \
+    -ex "thread apply all bt 12" "$DOTNET" "$core" 2>&1 | grep -v '^\[New LWP' >"$dir/gdb/threads.txt" || true
+  m="$(sed -n 's/.*pthread_mutex_lock (mutex=\(0x[0-9a-f]*\)).*/\1/p' "$dir/gdb/threads.txt" | head -1)"
+  [[ -n "$m" ]] || return 0
+  timeout 300 gdb -batch -nx -ex "set pagination off" -ex "p *(pthread_mutex_t *)$m" \
+    -ex "x/6gx $m - 0x20" "$DOTNET" "$core" 2>&1 | grep -E '^(\$1|0x)' >"$dir/gdb/class-init-lock.txt" || true
+  sed -i "1i # the mutex $m a thread waits for in pthread_mutex_lock; then the 4 words before it and its first 2" "$dir/gdb/class-init-lock.txt"
 }
 
 # dumpstackobjects of every managed thread, each block headed `### OSID <hex> <name-less>`:
@@ -566,6 +635,24 @@ oracle() {  # oracle SAMPLE DIR
       sos "$core" "$dir/sos/clrstack-all-params.txt" "clrstack -all -p" ;;
     failfast)
       sos "$core" "$dir/sos/crashinfo.txt" "crashinfo" ;;
+    class_init)
+      sos_statics "$core" "$dir/sos/statics.txt" class_init.dll Knot.Samples.ClassInit.Registry Knot.Samples.ClassInit.Settings
+      # Every loaded module: the statics of modules with no object on the heap are read too.
+      sos "$core" "$dir/sos/dumpdomain.txt" "dumpdomain" ;;
+    npgsql_pool)
+      sos_statics "$core" "$dir/sos/statics.txt" npgsql_pool.dll Knot.Samples.NpgsqlPool.Database Knot.Samples.NpgsqlPool.Ledger
+      sos_fields "$core" "$dir/sos/pool.txt" Npgsql.dll Npgsql.PoolingDataSource \
+        "<MaxConnections>k__BackingField" "<MinConnections>k__BackingField" _numConnectors _idleCount Connectors
+      sos_gcrefs "$core" "$dir/sos/connectors.txt" Npgsql.Internal.NpgsqlConnector
+      sos_gcroots "$core" "$dir/sos/connections.txt" Npgsql.NpgsqlConnection ;;
+    rwlock_writer)
+      sos_statics "$core" "$dir/sos/statics.txt" rwlock_writer.dll Knot.Samples.RwlockWriter.PriceBook
+      sos_fields "$core" "$dir/sos/rwlock.txt" System.Private.CoreLib.dll System.Threading.ReaderWriterLockSlim \
+        _lockID _owners _writeLockOwnerId _upgradeLockOwnerId _numWriteWaiters _numReadWaiters \
+        _numWriteUpgradeWaiters _numUpgradeWaiters _fIsReentrant
+      sos_fields "$core" "$dir/sos/rwcounts.txt" System.Private.CoreLib.dll System.Threading.ReaderWriterCount \
+        lockID readercount writercount upgradecount next
+      sos_gcroots "$core" "$dir/sos/rwcount-roots.txt" System.Threading.ReaderWriterCount ;;
     gc_stall)
       # Mid-collection SOS refuses the walk unless told to go on; both readings are kept.
       sos "$core" "$dir/sos/dumpheap-stat-ignoregcstate.txt" "dumpheap -stat -ignoreGCState"
@@ -574,6 +661,9 @@ oracle() {  # oracle SAMPLE DIR
   esac
   if is_crash "$sample" || [[ "$sample" == failfast ]]; then
     sos_exceptions "$core" "$dir/sos"
+  fi
+  if [[ "$sample" == class_init ]] && command -v gdb >/dev/null; then
+    gdb_class_init "$core" "$dir"
   fi
   if [[ "$sample" == pinvoke_mutex ]]; then
     if command -v gdb >/dev/null; then
@@ -643,7 +733,8 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   for p in monitor_abba autofac_container sync_over_async lock_abba pinvoke_mutex failfast \
            unhandled_exception failfast_exception stack_overflow heap_population gc_oom unhandled_oom idle_runtime heap_growth heap_graph \
            pool_queue orleans_silo timed_waits aspnet_pool \
-           async_tcs semaphore_async cache_leak mres_continuation gc_stall task_cycle parallel_barrier redis_pool; do
+           async_tcs semaphore_async cache_leak mres_continuation gc_stall task_cycle parallel_barrier redis_pool \
+           npgsql_pool rwlock_writer class_init; do
     timeout 600 "$DOTNET" build "$HERE/$p/$p.csproj" -c Debug -nologo -v q >"$OUTDIR/build-$p.log" 2>&1 \
       || { cat "$OUTDIR/build-$p.log" >&2; die "build of $p failed"; }
   done
@@ -888,6 +979,13 @@ run_job() {  # run_job SAMPLE KIND
       args=("${kind%2}")   # deadlock2: the deadlock again, another process (its signature)
       flags="--withheap"
       how="$CREATEDUMP -f $dir/core --withheap PID (process run with ${env[*]}, mode $kind)" ;;
+    npgsql_pool/heap)
+      # Npgsql's startup JITs and loads much: the JIT host's cache of 64 KiB arena slabs (2.6 MB)
+      # is freed (JitHostMaxSlabCache=0), glibc fills freed memory with one byte, and call
+      # counting is off (no tier-1 rejits): 4.2 MB of zstd less 0.6 MB (see README).
+      env=(MALLOC_PERTURB_=165 DOTNET_JitHostMaxSlabCache=0 DOTNET_TC_CallCounting=0)
+      flags="--withheap"
+      how="$CREATEDUMP -f $dir/core --withheap PID (process run with ${env[*]})" ;;
     */heap|orleans_silo/again) flags="--withheap" ;;
     */full) flags="--full" ;;
     */mini) flags="--normal" ;;
@@ -906,6 +1004,7 @@ run_job() {  # run_job SAMPLE KIND
   fi
   [[ -z "$how" ]] && how="$createdump -f $dir/core $flags PID"
   log "$sample/$kind: starting"
+  [[ "$sample" == npgsql_pool ]] && pg_ready
   # Own cwd, no kernel core (FailFast aborts the process after createdump).
   # cache_leak reads commands from stdin: a FIFO opened read-write (so the process holds its
   # writer too) keeps Console.ReadLine waiting with no other process; /dev/null would end it.

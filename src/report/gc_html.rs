@@ -4,13 +4,16 @@
 use super::gc_text::bytes;
 use super::html::escape;
 use crate::runtimes::dotnet::gc::state::thousands;
+use crate::runtimes::dotnet::gc::report::SuspectReport;
 use crate::runtimes::dotnet::DotnetReport;
 use std::fmt::Write;
 
 /// Bars drawn; the other types share one.
 const BARS: usize = 30;
 
-pub(crate) fn section(out: &mut String, d: &DotnetReport) {
+/// `said`: the leak suspects the report says (the header's floor, `gc_text::said_suspects`): only
+/// those are called suspects here too.
+pub(crate) fn section(out: &mut String, d: &DotnetReport, said: &[&SuspectReport]) {
     let (Some(heap), Some(gc)) = (d.heap.as_ref(), d.gc.as_ref()) else { return };
     out.push_str("<section id=\"gcheap\"><h2>GC heap by type</h2>");
     let _ = write!(out, "<p>{} in {} objects ({} free); committed {}", bytes(heap.total_bytes), thousands(heap.total_objects), bytes(heap.free_bytes), bytes(gc.committed_bytes));
@@ -48,7 +51,7 @@ pub(crate) fn section(out: &mut String, d: &DotnetReport) {
         row(out, &name, rest.iter().map(|t| t.count).sum(), rest.iter().map(|t| t.bytes).sum(), None);
     }
     out.push_str("</tbody></table></section>\n");
-    retained_section(out, heap);
+    retained_section(out, heap, said);
 }
 
 /// The leak suspects said in the verdict's header (as the text's first screen says them: first
@@ -64,15 +67,15 @@ pub(crate) fn suspects_at(out: &mut String, r: &crate::report::Report, place: su
 }
 
 /// The dominator tree's top as an icicle (each row one level down, each box as wide as its
-/// share of the reachable heap, the largest first; hover for the object), the leak suspects
-/// with their paths from the roots, and retained bytes by type.
-fn retained_section(out: &mut String, heap: &crate::runtimes::dotnet::gc::report::HeapReport) {
+/// share of the reachable heap, the largest first; hover for the object), the leak suspects the
+/// report says (`said`) with their paths from the roots, and retained bytes by type.
+fn retained_section(out: &mut String, heap: &crate::runtimes::dotnet::gc::report::HeapReport, said: &[&SuspectReport]) {
     let Some(by_type) = heap.retained.as_ref() else { return };
     out.push_str("<section id=\"retained\"><h2>What keeps the heap alive</h2>");
     if let Some(u) = &heap.unreachable {
         let _ = write!(out, "<p>Garbage not yet collected: {} objects, {} (in no retained size).</p>", thousands(u.objects), bytes(u.bytes));
     }
-    for s in &heap.suspects {
+    for s in said {
         let _ = write!(out, "<p class=\"warn\"><b>Leak suspect:</b> {}</p>", escape(&super::words::suspect(s)));
         if !s.path.is_empty() {
             out.push_str("<ol class=\"path mono\">");

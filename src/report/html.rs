@@ -48,7 +48,7 @@ pub fn render(report: &Report) -> String {
     verdict(&mut out, report);
     contended_table(&mut out, report);
     if let Some(d) = report.dotnet.as_ref() {
-        super::gc_html::section(&mut out, d);
+        super::gc_html::section(&mut out, d, &super::gc_text::said_suspects(report));
         super::async_html::section(&mut out, d);
     }
     graph(&mut out, report);

@@ -8,8 +8,8 @@ use crate::graph::verdict::Verdict;
 use crate::graph::Cycle;
 use crate::runtimes::dotnet::gc::report::{ReferrerReport, RootName, RootPlace};
 use crate::waits::{
-    Evidence, FieldError, IdleRole, Inference, LockFact, LockKind, LockStorage, ManagedLock, ManagedWaitKind, MutexConsistency, MutexType, NamedThread, NativeLock, NativeLockType, Owner, PointerPlace, Pool, FrameHold,
-    SemaphoreWait, ThreadState, UnknownOwner, WaitRecord,
+    Evidence, FieldError, IdleRole, Inference, LockFact, LockKind, LockStorage, ManagedLock, ManagedWaitKind, MutexConsistency, MutexType, NamedThread, NativeLock, NativeLockType, Owner, PointerPlace, Pool, PoolState, FrameHold,
+    RwLockSlimNode, RwLockSlimState, SemaphoreWait, ThreadState, UnknownOwner, WaitRecord,
 };
 
 pub(crate) fn plural(n: usize) -> &'static str {
@@ -66,11 +66,25 @@ pub fn lock_name(l: &LockFact) -> String {
                 Some(task) => format!("task {ty} at {} (status: {})", m.object, task.status),
                 None => format!("task {ty} at {}", m.object),
             },
+            LockKind::RwLockSlim => match &m.rwlock {
+                Some(rw) if rw.node == RwLockSlimNode::NewReaders => format!("ReaderWriterLockSlim at {} for reading", m.object),
+                _ => format!("ReaderWriterLockSlim at {}", m.object),
+            },
+            // The class is its name: the initialiser is not an object.
+            LockKind::ClassInit => return format!("{}'s class initialiser", short_type(ty)),
+            LockKind::Pool => match &m.pool {
+                Some(p) => format!("{} {} of the {} at {}", a_or_an(&p.item), p.item, p.name, m.object),
+                None => format!("pool {ty} at {}", m.object),
+            },
             _ => format!("monitor on {ty} at {}", m.object),
         };
-        return match holder(l.kind, m) {
+        let named = match holder(l.kind, m) {
             Some(r) => format!("{name} ({})", referrer(r)),
             None => name,
+        };
+        return match &m.pool {
+            Some(p) if l.kind == LockKind::Pool => format!("{named}: {}", pool_fill(p)),
+            _ => named,
         };
     }
     match (&l.name, l.address) {
@@ -86,7 +100,8 @@ pub fn lock_name(l: &LockFact) -> String {
 /// collection) names nothing.
 fn holder(kind: LockKind, m: &ManagedLock) -> Option<&ReferrerReport> {
     // A Barrier's wait is on its phase event's lock: the event's field names no Barrier.
-    m.referrers.first().filter(|r| (kind.is_on_managed_object() || kind == LockKind::SemaphoreSlim) && !r.field.starts_with('[') && m.barrier.is_none())
+    let named = kind.is_on_managed_object() || matches!(kind, LockKind::SemaphoreSlim | LockKind::RwLockSlim | LockKind::Pool);
+    m.referrers.first().filter(|r| named && !r.field.starts_with('[') && m.barrier.is_none())
 }
 
 /// A .NET lock's label for programs (JSON `locks[].label`, which dashboards show): its facts
@@ -121,6 +136,15 @@ pub(crate) fn managed_lock_label(kind: LockKind, m: &ManagedLock) -> String {
         LockKind::MonitorWait if let Some(b) = &m.barrier => format!("Barrier.SignalAndWait: Monitor.Wait on {ty}, the phase event's lock ({})", barrier_words(b)),
         LockKind::MonitorWait => format!("Monitor.Wait on {ty} (waiting to be pulsed)"),
         LockKind::SemaphoreSlim => format!("{ty} ({})", semaphore_words(m)),
+        LockKind::RwLockSlim => match &m.rwlock {
+            Some(rw) => format!("{ty} ({})", rwlock_slim_words(rw)),
+            None => ty.to_string(),
+        },
+        LockKind::ClassInit => format!("initialising {} ({ty}: the runtime's class-init lock, a pthread mutex)", short_type(ty)),
+        LockKind::Pool => match &m.pool {
+            Some(p) => format!("{} ({ty}: {})", p.name, pool_words(p)),
+            None => ty.to_string(),
+        },
         _ => {
             let what = if kind == LockKind::Lock { "System.Threading.Lock" } else { "Monitor" };
             match (m.storage, m.sync_block_index) {
@@ -135,6 +159,65 @@ pub(crate) fn managed_lock_label(kind: LockKind, m: &ManagedLock) -> String {
 /// `4 of 6 participants arrived, 2 remaining`: a Barrier's phase.
 fn barrier_words(b: &crate::waits::BarrierFacts) -> String {
     format!("{} of {} participants arrived, {} remaining, phase {}", b.arrived, b.participants, b.remaining(), b.phase)
+}
+
+/// `3 holders (2 readers, upgradeable 16721), a writer waiting; waiting: 1 writer, 1 reader`: a
+/// ReaderWriterLockSlim's state; the node for new readers says what bars them.
+fn rwlock_slim_words(rw: &RwLockSlimState) -> String {
+    let mut held = Vec::new();
+    if let Some(w) = rw.writer {
+        held.push(format!("held for writing by {w}"));
+    }
+    if rw.holder_count > 0 {
+        let mut who = vec![format!("{} reader{}", rw.readers.len(), plural(rw.readers.len()))];
+        if let Some(u) = rw.upgradeable {
+            who.push(format!("upgradeable {u}"));
+        }
+        let unaccounted = rw.holder_count as usize - rw.readers.len().min(rw.holder_count as usize) - usize::from(rw.upgradeable.is_some());
+        if unaccounted > 0 {
+            who.push(format!("{unaccounted} with no record"));
+        }
+        held.push(format!("{} holder{} ({})", rw.holder_count, plural(rw.holder_count as usize), who.join(", ")));
+    }
+    if held.is_empty() {
+        held.push("not held".into());
+    }
+    let n = |v: &[u32], what: &str| (!v.is_empty()).then(|| format!("{} {what}{}", v.len(), plural(v.len())));
+    let waiting: Vec<String> = [n(&rw.write_waiters, "writer"), n(&rw.upgradeable_waiters, "upgradeable reader"), n(&rw.read_waiters, "reader")].into_iter().flatten().collect();
+    let mut out = held.join(", ");
+    if !waiting.is_empty() {
+        out.push_str(&format!("; waiting: {}", waiting.join(", ")));
+    }
+    if rw.node == RwLockSlimNode::NewReaders {
+        out.push_str(if rw.writer.is_some() { "; new readers wait for the writer" } else { "; new readers wait for the waiting writer" });
+    }
+    out
+}
+
+/// `all 4 of its maximum 4 in use`, `3 of 6 in use (maximum 8), 3 idle`: how full a pool is.
+fn pool_fill(p: &PoolState) -> String {
+    let n = |v: Option<i64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+    let held = p.items.iter().filter(|i| i.lease.is_some()).count();
+    match (p.max, p.count, p.idle) {
+        (Some(max), Some(count), Some(0)) if count == max && held as i64 == max => format!("all {held} of its maximum {max} in use"),
+        (max, count, idle) => format!("{held} of {} in use (maximum {}), {} idle", n(count), n(max), n(idle)),
+    }
+}
+
+/// `all 4 of its maximum 4 in use: NpgsqlConnector 0x… by thread 11, …`: a pool's state, and who
+/// holds each of its items.
+fn pool_words(p: &PoolState) -> String {
+    let items: Vec<String> = p
+        .items
+        .iter()
+        .map(|i| match (i.lease, i.holder) {
+            (None, _) => format!("{} idle", i.item),
+            (Some(_), Some(t)) => format!("{} by thread {t}", i.item),
+            (Some(_), None) => format!("{} by a thread not found", i.item),
+        })
+        .collect();
+    let items = if items.is_empty() { String::new() } else { format!("; {} {}", short_type(&p.item_type), items.join(", ")) };
+    format!("{}{items}", pool_fill(p))
 }
 
 /// `count 0 of 1, 3 async waiters`: a SemaphoreSlim's state.
@@ -275,8 +358,12 @@ pub(crate) fn native_lock_label(n: &NativeLock) -> String {
     label
 }
 
-/// `held by thread 11399`, `probably held by thread 12 (inferred)`, …: the owner in words.
+/// `held by thread 11399`, `probably held by thread 12 (inferred)`, …: the owner in words; a lock
+/// whose several holders are its out-edges names them (`held by 3 readers: threads 5, 6, 7`).
 pub(crate) fn owner_words(l: &LockFact) -> String {
+    if !l.holders.is_empty() && l.owner.tid().is_none() && matches!(l.kind, LockKind::RwLockSlim | LockKind::Pool) {
+        return holder_words(l);
+    }
     match &l.owner {
         Owner::Known { tid } if l.kind == LockKind::Join => format!("thread {tid} has not exited"),
         Owner::Exited { tid } if l.kind == LockKind::Join => format!("thread {tid} is gone but was never reaped"),
@@ -315,6 +402,41 @@ pub(crate) fn owner_words(l: &LockFact) -> String {
     }
 }
 
+/// `held by 3 readers: threads 5, 6, 7`, `held by threads 1, 2, 3, 4 (inferred; any one can
+/// release a waiter)`, `barred by writer thread 9, waiting (inferred)`: a lock's holders.
+fn holder_words(l: &LockFact) -> String {
+    let n = l.holders.len();
+    let tids: Vec<String> = l.holders.iter().map(|h| h.tid.to_string()).collect();
+    let who = format!("thread{} {}", plural(n), tids.join(", "));
+    let inferred = l.holders.iter().any(|h| h.is_inferred());
+    let rule = match l.release {
+        Some(crate::waits::Release::All) if n > 1 => Some("all must leave"),
+        Some(crate::waits::Release::Any) if n > 1 => Some("any one can release a waiter"),
+        _ => None,
+    };
+    let notes: Vec<&str> = [inferred.then_some("inferred"), rule].into_iter().flatten().collect();
+    let notes = if notes.is_empty() { String::new() } else { format!(" ({})", notes.join("; ")) };
+    let rw = l.managed.as_ref().and_then(|m| m.rwlock.as_ref());
+    let barred = rw.is_some_and(|rw| rw.node == RwLockSlimNode::NewReaders);
+    match &l.owner {
+        _ if barred => format!("barred by writer {who}, waiting{notes}"),
+        // A ReaderWriterLockSlim's holders are its readers and its upgradeable holder.
+        Owner::Readers { count, .. } if let Some(rw) = rw => {
+            let mut parts = Vec::new();
+            if !rw.readers.is_empty() {
+                let r: Vec<String> = rw.readers.iter().map(u32::to_string).collect();
+                parts.push(format!("reading: thread{} {}", plural(r.len()), r.join(", ")));
+            }
+            if let Some(u) = rw.upgradeable {
+                parts.push(format!("upgradeable: thread {u}"));
+            }
+            format!("held by {count} holder{} ({}){notes}", plural(*count as usize), parts.join("; "))
+        }
+        Owner::Readers { count, .. } => format!("held by {count} reader{}: {who}{notes}", plural(*count as usize)),
+        _ => format!("held by {who}{notes}"),
+    }
+}
+
 /// An edge to or from the thread pool: a task `needs a worker of` the pool, the pool `has every
 /// worker blocked, as` each of its workers.
 pub(crate) fn pool_edge_words(from_pool: bool) -> &'static str {
@@ -349,35 +471,49 @@ pub(crate) fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
 }
 
 /// The cycle as the report gives it: its facts and the chain in words, `thread 8609 holds
-/// ledger, waits for audit — held by 8610, which waits for ledger — held by 8609`.
-pub(crate) fn deadlock(c: &Cycle, locks: &[LockFact], signature: String) -> Deadlock {
+/// ledger, waits for audit — held by 8610, which waits for ledger — held by 8609`; a thread with
+/// a name (`names`, by tid) is called by it, `RegistryLoader (18713)`, and each lock by its name
+/// ([`lock_name`]).
+pub(crate) fn deadlock(c: &Cycle, locks: &[LockFact], names: &std::collections::BTreeMap<u32, String>, signature: String) -> Deadlock {
     let by_id = |id: &str| locks.iter().find(|l| l.id == id);
+    let who = |t: u32| names.get(&t).map_or_else(|| t.to_string(), |n| format!("{n} ({t})"));
     // The other holders of a lock on the chain that are stuck in this deadlock too: "held by 3
     // (and 4, 5: each stuck here)" — any of them could have released it.
     let others = |id: &str, t: u32| -> String {
         let Some(l) = by_id(id) else { return String::new() };
-        let also: Vec<String> = l.edges().0.iter().map(|e| e.tid).filter(|&h| h != t && c.also.contains(&h)).map(|h| h.to_string()).collect();
+        let also: Vec<String> = l.edges().0.iter().map(|e| e.tid).filter(|&h| h != t && c.also.contains(&h)).map(who).collect();
         if also.is_empty() { String::new() } else { format!(" (and {}: each stuck here)", also.join(", ")) }
     };
     let mut words = Vec::with_capacity(c.tids.len() + 1);
     for (i, (&t, id)) in c.tids.iter().zip(&c.locks).enumerate() {
         let name = by_id(id).map_or_else(|| id.clone(), lock_name);
         if i == 0 {
-            // A thread "holds" a join only in the graph's sense; say what it holds that others want.
+            // A thread "holds" a join only in the graph's sense; say what it holds that others
+            // want. A class's initialiser is not held but run.
             let holds_it = |l: &LockFact| l.owner.tid() == Some(t) || l.holders.iter().any(|h| h.tid == t);
-            let held: Vec<String> = locks.iter().filter(|l| holds_it(l) && l.id != *id && l.kind != LockKind::Join).map(lock_name).collect();
-            let holds = if held.is_empty() { String::new() } else { format!("holds {}, ", held.join(" and ")) };
-            words.push(format!("thread {t} {holds}waits for {name}"));
+            let mine: Vec<&LockFact> = locks.iter().filter(|l| holds_it(l) && l.id != *id && l.kind != LockKind::Join).collect();
+            let mut what: Vec<String> = mine
+                .iter()
+                .filter(|l| l.kind == LockKind::ClassInit)
+                .map(|l| format!("is initialising {}", l.managed.as_ref().and_then(|m| m.type_name.as_deref()).map_or("a class", short_type)))
+                .collect();
+            let held: Vec<String> = mine.iter().filter(|l| l.kind != LockKind::ClassInit).map(|l| lock_name(l)).collect();
+            if !held.is_empty() {
+                what.push(format!("holds {}", held.join(" and ")));
+            }
+            what.push(format!("waits for {name}"));
+            let first = names.get(&t).map_or_else(|| format!("thread {t}"), |_| who(t));
+            words.push(format!("{first} {}", what.join(", ")));
         } else {
-            words.push(format!("held by {t}{}, which waits for {name}", others(&c.locks[i - 1], t)));
+            words.push(format!("held by {}{}, which waits for {name}", who(t), others(&c.locks[i - 1], t)));
         }
     }
     if let (Some(&start), Some(pool)) = (c.tids.first(), &c.pool) {
         let max = pool.max.map(|m| format!(" (max {m})")).unwrap_or_default();
-        words.push(format!("which only a thread-pool worker can complete: all {} workers{max} are blocked, {start} among them", pool.workers.len()));
+        words.push(format!("which only a thread-pool worker can complete: all {} workers{max} are blocked, {} among them", pool.workers.len(), who(start)));
     } else if let (Some(&start), Some(last)) = (c.tids.first(), c.locks.last()) {
         let also = others(last, start);
-        words.push(if c.tids.len() == 1 { format!("held by {start} itself{also}") } else { format!("held by {start}{also}") });
+        words.push(if c.tids.len() == 1 { format!("held by {} itself{also}", who(start)) } else { format!("held by {}{also}", who(start)) });
     }
     let thread_pool = c.pool.as_ref().map(|p| DeadlockPool { workers: p.workers.clone(), max_workers: p.max, queued_work_items: p.queued });
     Deadlock { tids: c.tids.clone(), locks: c.locks.clone(), inferred: c.inferred, description: words.join(" — "), signature, thread_pool, also: c.also.clone() }
@@ -865,6 +1001,18 @@ macro_rules! serialize_as_words {
 }
 serialize_as_words!(Evidence, UnknownOwner, Inference, FrameHold, IdleRole, Pool, RootName);
 
+/// `ReaderWriterLockSlim._owners`' count of holders (readers and the upgradeable holder).
+const RWLS_READER_MASK: u32 = 0x0FFF_FFFF;
+
+/// `, writer held, writers waiting`: the flags of `ReaderWriterLockSlim._owners`.
+fn rwls_flag_words(owners: u32) -> String {
+    [(0x8000_0000u32, "writer held"), (0x4000_0000, "writers waiting"), (0x2000_0000, "an upgrader waiting to write")]
+        .iter()
+        .filter(|(bit, _)| owners & bit != 0)
+        .map(|(_, w)| format!(", {w}"))
+        .collect()
+}
+
 /// `(type unread)` where the runtime's type name was not read.
 fn type_or_unread(t: &Option<String>) -> &str {
     t.as_deref().unwrap_or("(type unread)")
@@ -996,6 +1144,27 @@ impl std::fmt::Display for Evidence {
                     None => Ok(()),
                 }
             }
+            Evidence::RwLockSlim { address, lock_id, owners, write_owner_id, upgrade_owner_id, counts } => write!(
+                f,
+                "ReaderWriterLockSlim {address:#x}: _lockID {lock_id}, _owners {owners:#x} ({} holder{}{}), _writeLockOwnerId {write_owner_id}, _upgradeLockOwnerId {upgrade_owner_id}, _numReadWaiters {}, _numWriteWaiters {}, _numUpgradeWaiters {}, _numWriteUpgradeWaiters {}",
+                owners & RWLS_READER_MASK,
+                plural((owners & RWLS_READER_MASK) as usize),
+                rwls_flag_words(*owners),
+                counts[0],
+                counts[1],
+                counts[2],
+                counts[3]
+            ),
+            Evidence::ReaderCount { thread, record, read_count } => write!(f, "{thread}'s ReaderWriterCount {record:#x} for this lock (its t_rwc thread static): readercount {read_count}"),
+            Evidence::EnteringFrame { thread, frame, slot } => write!(f, "{thread} is blocked in {frame}, whose stack keeps the object at {slot:#x}"),
+            Evidence::ClassInitEntry { entry, holding_thread, method_table, class, cctor } => {
+                let cctor = cctor.as_ref().map(|c| format!("; the holder runs {c}")).unwrap_or_default();
+                write!(f, "the mutex is the Crst of the runtime's class-init lock entry (ListLockEntry) {entry:#x} for {class} (MethodTable {method_table:#x}), held by Thread {holding_thread:#x}{cctor}")
+            }
+            Evidence::PoolFields { object, type_name, max, count, idle, items } => {
+                let n = |v: &Option<i64>| v.map_or_else(|| "unread".to_string(), |v| v.to_string());
+                write!(f, "{type_name} {object:#x}: maximum {}, {} item{} of which {} idle; {items} in its slots", n(max), n(count), plural(count.unwrap_or(0) as usize), n(idle))
+            }
         }
     }
 }
@@ -1057,6 +1226,11 @@ impl std::fmt::Display for Inference {
             Inference::ServerGcThread { index, heap } => {
                 write!(f, "a server GC thread: a runtime thread whose stack holds heap {index}'s gc_heap ({heap:#x}), as the GC's thread function keeps it")
             }
+            Inference::PoolLease { item, lease, lease_type, slot, frame } => {
+                let frame = frame.as_ref().map(|fr| format!(" in {fr}")).unwrap_or_default();
+                write!(f, "the only thread whose frames keep item {item:#x}'s lease ({lease_type} {lease:#x}): its stack at {slot:#x}{frame}")
+            }
+            Inference::WaitingWriter { frame } => write!(f, "a writer blocked in {frame}: while it waits, the lock admits no new reader"),
         }
     }
 }
@@ -1185,7 +1359,7 @@ mod tests {
         let c = WaitForGraph::new(&threads, &locks).cycles();
         assert_eq!(c.len(), 1);
         assert_eq!(
-            deadlock(&c[0], &locks, String::new()).description,
+            deadlock(&c[0], &locks, &Default::default(), String::new()).description,
             "thread 8609 holds ledger, waits for audit — held by 8610, which waits for index_lock — held by 8611, which waits for ledger — held by 8609"
         );
     }
@@ -1201,7 +1375,7 @@ mod tests {
         let threads = [(1, Some("gate")), (2, Some("gate")), (3, Some("gate")), (4, Some("gate")), (5, Some("pool"))];
         let c = WaitForGraph::new(&threads, &locks).cycles();
         assert_eq!(c.len(), 1);
-        let d = deadlock(&c[0], &locks, String::new());
+        let d = deadlock(&c[0], &locks, &Default::default(), String::new());
         assert_eq!(d.description, "thread 1 holds pool, waits for gate — held by 5, which waits for pool — held by 1 (and 2, 3, 4: each stuck here)");
         assert_eq!(d.also, vec![2, 3, 4]);
     }
@@ -1211,7 +1385,7 @@ mod tests {
         let locks = vec![lock("m", "self_lock", Some(5), &[5])];
         let c = WaitForGraph::new(&[(5, Some("m"))], &locks).cycles();
         assert_eq!(c.len(), 1);
-        let d = deadlock(&c[0], &locks, String::new());
+        let d = deadlock(&c[0], &locks, &Default::default(), String::new());
         assert!(d.description.ends_with("held by 5 itself"), "{}", d.description);
     }
 

@@ -87,6 +87,17 @@ pub enum Evidence {
     /// What would end the wait is queued to the thread pool (inferred): a work item of
     /// `item_type`; `inside` is the network client frame the waiter is in, when it is in one.
     ReleasedByQueued { what: super::QueuedRelease, item_type: String, inside: Option<String> },
+    /// A .NET `ReaderWriterLockSlim`'s fields.
+    RwLockSlim { address: u64, lock_id: u64, owners: u32, write_owner_id: i32, upgrade_owner_id: i32, counts: [u32; 4] },
+    /// A thread's `ReaderWriterCount` record for that lock (its `t_rwc` thread static's chain).
+    ReaderCount { thread: NamedThread, record: u64, read_count: u32 },
+    /// A thread blocked entering a lock or pool in this frame, which keeps the object at `slot`.
+    EnteringFrame { thread: NamedThread, frame: String, slot: u64 },
+    /// The runtime's class-init lock (a `ListLockEntry`, whose Crst is the mutex): the entry,
+    /// its holding `Thread*` and the class's MethodTable; the holder's static-constructor frame.
+    ClassInitEntry { entry: u64, holding_thread: u64, method_table: u64, class: String, cctor: Option<String> },
+    /// A pool's own fields (its rule's names).
+    PoolFields { object: u64, type_name: String, max: Option<i64>, count: Option<i64>, idle: Option<i64>, items: usize },
 }
 
 /// How threads wait in `SemaphoreSlim.Wait`.
@@ -140,6 +151,12 @@ pub enum Inference {
     /// A server GC thread: a runtime thread (no managed `Thread`) whose stack holds server heap
     /// `index`'s `gc_heap` (at `heap`), as the GC's thread function keeps it.
     ServerGcThread { index: usize, heap: u64 },
+    /// The only thread whose frames keep the lease of a pool's item (the object its user has):
+    /// the lease at `slot`, in `frame`.
+    PoolLease { item: u64, lease: u64, lease_type: String, slot: u64, frame: Option<String> },
+    /// A writer blocked entering a ReaderWriterLockSlim in `frame`: while it waits, the lock
+    /// admits no new reader.
+    WaitingWriter { frame: String },
 }
 
 /// A frame of a thread that keeps a pointer into a lock's own object: which frame, and the stack

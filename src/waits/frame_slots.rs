@@ -23,7 +23,7 @@ pub(crate) struct FrameSlots<'a> {
 /// (`threads::build` gives each physical frame its tail-call frames, then its inlined calls,
 /// then itself; a runtime's transition records stand between).
 pub(crate) fn frames<'a>(t: &ThreadInput<'a>) -> Vec<FrameSlots<'a>> {
-    let Some(stack) = t.stack else { return Vec::new() };
+    let stack = t.stack;
     let mut out = Vec::with_capacity(stack.frames.len());
     let mut first_name = None;
     let mut physical = 0usize;

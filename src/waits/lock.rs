@@ -30,6 +30,15 @@ pub enum LockKind {
     /// A .NET `System.Threading.SemaphoreSlim`: threads in `Wait()` and async flows in
     /// `WaitAsync` wait for its count; it records no holder.
     SemaphoreSlim,
+    /// A .NET `System.Threading.ReaderWriterLockSlim`: a writer waits for every holder (its
+    /// readers, the upgradeable holder), a reader for the writer.
+    RwLockSlim,
+    /// The .NET runtime's lock on a class's initialiser (its static constructor): held by the
+    /// thread running it, waited for by every other thread that needs the class.
+    ClassInit,
+    /// A pool of resources (connections, objects) at its maximum: its waiters wait for any
+    /// holder of an item to give it back.
+    Pool,
 }
 
 impl LockKind {
@@ -47,6 +56,9 @@ impl LockKind {
             LockKind::MonitorWait => "monitor_wait",
             LockKind::Task => "task",
             LockKind::SemaphoreSlim => "semaphore_slim",
+            LockKind::RwLockSlim => "rwlock_slim",
+            LockKind::ClassInit => "class_init",
+            LockKind::Pool => "pool",
         }
     }
 
@@ -54,7 +66,10 @@ impl LockKind {
     /// it is contention.
     pub fn is_exclusive(self) -> bool {
         // A SemaphoreSlim is waited for only when its count is 0: its waiters contend for it.
-        matches!(self, LockKind::Mutex | LockKind::Rwlock | LockKind::Futex | LockKind::Join | LockKind::Monitor | LockKind::Lock | LockKind::SemaphoreSlim)
+        matches!(
+            self,
+            LockKind::Mutex | LockKind::Rwlock | LockKind::Futex | LockKind::Join | LockKind::Monitor | LockKind::Lock | LockKind::SemaphoreSlim | LockKind::RwLockSlim | LockKind::ClassInit | LockKind::Pool
+        )
     }
 
     /// A lock on a managed object (a Monitor, a Lock, a Monitor.Wait's object).
@@ -173,8 +188,9 @@ impl Holder {
     }
 }
 
-/// When a wait on a lock with several holders ends (in JSON, its snake_case name).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+/// When a wait on a lock with several holders ends (in JSON, and in `analyzers/pools.toml`, its
+/// snake_case name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Release {
     /// When any one holder acts: a semaphore's or a pool's holder gives back what it holds, an
@@ -314,6 +330,12 @@ pub enum LockStorage {
     Task,
     /// A `System.Threading.SemaphoreSlim` (`ManagedLock::current_count`, `async_waiters`).
     SemaphoreSlim,
+    /// A `System.Threading.ReaderWriterLockSlim` (`ManagedLock::rwlock`).
+    RwLockSlim,
+    /// A class's initialiser lock (`object` is the class's MethodTable, `type_name` the class).
+    ClassInit,
+    /// A pool of resources (`ManagedLock::pool`).
+    Pool,
 }
 
 impl LockStorage {
@@ -324,6 +346,9 @@ impl LockStorage {
             LockStorage::LockObject => "lock_object",
             LockStorage::Task => "task",
             LockStorage::SemaphoreSlim => "semaphore_slim",
+            LockStorage::RwLockSlim => "rwlock_slim",
+            LockStorage::ClassInit => "class_init",
+            LockStorage::Pool => "pool",
         }
     }
 }
@@ -398,6 +423,12 @@ pub struct ManagedLock {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>")]
     pub released_by_queued: Option<QueuedRelease>,
+    /// For a ReaderWriterLockSlim: its holders and waiters by kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rwlock: Option<RwLockSlimState>,
+    /// For a pool: its maximum, its counts and who has each item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<PoolState>,
 }
 
 /// A `System.Threading.Barrier` as read: `_currentTotalCount` is the participants that arrived
@@ -429,6 +460,74 @@ pub enum QueuedRelease {
     SocketEvent,
     /// A `Parallel` loop's replica task: the bodies the barrier still waits for.
     ParallelReplica,
+}
+
+/// A `ReaderWriterLockSlim` as read: its own fields (`_owners`, `_writeLockOwnerId`,
+/// `_upgradeLockOwnerId`, the waiter counts) and each thread's `ReaderWriterCount` records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct RwLockSlimState {
+    /// Which of the lock's two nodes in the wait-for graph this is: `holders` (a writer or an
+    /// upgrader waits for every holder to leave) or `new_readers` (a reader waits for the writer
+    /// that holds the lock or waits for it).
+    #[schemars(with = "String")]
+    pub node: RwLockSlimNode,
+    /// `_owners`: the count of holders (readers and the upgradeable holder) in its low 28 bits,
+    /// and the flags writer held (0x80000000), writers waiting (0x40000000), an upgrader waiting
+    /// to write (0x20000000).
+    pub owners: Hex,
+    /// Holders by that count.
+    pub holder_count: u32,
+    /// The threads whose `ReaderWriterCount` record for this lock has a read count, ascending.
+    pub readers: Vec<u32>,
+    /// The thread holding it in upgradeable mode (`_upgradeLockOwnerId`), if any.
+    pub upgradeable: Option<u32>,
+    /// The thread holding it for writing (`_writeLockOwnerId`), if any.
+    pub writer: Option<u32>,
+    /// Threads blocked entering it, by what they asked for (from their frames), ascending.
+    pub read_waiters: Vec<u32>,
+    pub write_waiters: Vec<u32>,
+    pub upgradeable_waiters: Vec<u32>,
+    /// The lock's own waiter counts: `_numReadWaiters`, `_numWriteWaiters`,
+    /// `_numUpgradeWaiters`, `_numWriteUpgradeWaiters`.
+    pub counts: [u32; 4],
+}
+
+/// A ReaderWriterLockSlim's node in the wait-for graph (in JSON, its snake_case name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RwLockSlimNode {
+    Holders,
+    NewReaders,
+}
+
+/// A pool of resources as read by its rule (`analyzers/pools.toml`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct PoolState {
+    /// The framework (`npgsql`) and the rule's key (`npgsql_connection_pool`).
+    pub framework: String,
+    pub key: String,
+    /// The pool for people (`Npgsql connection pool`), an item (`connection`), several.
+    pub name: String,
+    pub item: String,
+    pub items_word: String,
+    /// An item's type (`Npgsql.Internal.NpgsqlConnector`).
+    pub item_type: String,
+    /// The most items it may have, how many it has, how many are idle (its own fields).
+    pub max: Option<i64>,
+    pub count: Option<i64>,
+    pub idle: Option<i64>,
+    /// Each item, and who has it.
+    pub items: Vec<PoolItem>,
+}
+
+/// One item of a pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct PoolItem {
+    pub item: Hex,
+    /// The object its user has (null: idle in the pool).
+    pub lease: Option<Hex>,
+    /// The thread whose frames keep the lease (inferred), if exactly one does.
+    pub holder: Option<u32>,
 }
 
 /// An async flow waiting for a SemaphoreSlim (`WaitAsync`): no thread waits, an async stack does.
@@ -467,6 +566,8 @@ impl ManagedLock {
             async_waiters: Vec::new(),
             barrier: None,
             released_by_queued: None,
+            rwlock: None,
+            pool: None,
         }
     }
 

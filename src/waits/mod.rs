@@ -16,6 +16,7 @@ pub(crate) mod thread_ids;
 pub(crate) use evidence::{Evidence, FieldError, FrameHold, Inference, ManagedWaitKind, NamedThread, PointerPlace, SemaphoreWait, UnknownOwner, WaitRecord};
 pub(crate) use lock::{AsyncWaiter, BarrierFacts, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner, QueuedRelease, Release};
 pub(crate) use lock::{MutexConsistency, MutexType, NativeLock, NativeLockType};
+pub(crate) use lock::{Holder, PoolItem, PoolState, RwLockSlimNode, RwLockSlimState};
 pub(crate) use runtime::{ManagedThreads, RuntimeLocks, RuntimeWaits, WorkerPool};
 pub(crate) use state::{IdleRole, Pool, ThreadState};
 
@@ -41,8 +42,9 @@ pub(crate) struct ThreadInput<'a> {
     /// The frames those names come from (transition records left out), for a runtime that
     /// tells its own threads by module and managed method.
     pub(crate) frames: Vec<&'a crate::threads::FrameReport>,
-    /// The unwound stack the frames come from (each frame's stack pointer and registers).
-    pub(crate) stack: Option<&'a crate::unwind::Stack>,
+    /// The unwound stack (each frame's stack pointer), for a runtime that reads what its
+    /// frames keep on the stack.
+    pub(crate) stack: &'a crate::unwind::Stack,
 }
 
 /// What the analysis found for one thread.

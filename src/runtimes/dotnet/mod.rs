@@ -16,7 +16,9 @@
 //!   Frames (`frames`): the unwinder's `unwind::managed::CodeLookup`;
 //! - `threads`: the `ThreadStore`'s threads and their names, the monitors (sync blocks, thin
 //!   locks, `System.Threading.Lock`), who waits for which (`blocking`), who is idle (`idle`),
-//!   their lock facts (`locks`) — one reading, `threads::reading`;
+//!   their lock facts (`locks`) — one reading, `threads::reading`; the waits it keeps no record
+//!   of, read from what the waiting threads' frames keep (`object_waits`: a ReaderWriterLockSlim,
+//!   a pool of resources, a class's initialiser);
 //! - `crash`: each thread's last thrown exception as SOS `pe` prints it, the FailFast message,
 //!   createdump's header, and which thread died how;
 //! - `tasks`: tasks and async state machines, async stacks as SOS `dumpasync` chains them, task

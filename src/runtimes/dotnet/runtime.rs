@@ -230,6 +230,8 @@ impl RuntimeLocks for DotnetRuntime<'_> {
                 let tids: Vec<u32> = threads.iter().map(|t| t.tid).collect();
                 let stacks: Vec<&[&str]> = threads.iter().map(|t| t.functions.as_slice()).collect();
                 locks::merge_runtime(r, &names, &tids, &stacks, facts);
+                // Waits the runtime keeps no record of: on what the threads' frames keep.
+                crate::runtimes::dotnet::threads::object_waits::merge(c, r, &names, threads, facts);
                 let mut worker_pool = locks::worker_pool(r, &names, facts);
                 if let Some(p) = worker_pool.as_mut() {
                     p.queued = self.pool_reading().and_then(|q| q.queued());

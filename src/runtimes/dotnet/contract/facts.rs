@@ -113,6 +113,15 @@ pub(crate) struct Layout {
     pub(crate) sync_block_cache_free_sync_table_index: Option<u64>,
     #[serde(default)]
     pub(crate) sync_block_cache_sync_table_size: Option<u64>,
+    /// The class-init lock (`ListLockEntry`, listlock.h): where its `Crst` (a pthread mutex), its
+    /// holding `Thread*` (`DeadlockAwareLock::m_pHoldingThread`) and its data (the class's
+    /// MethodTable) are in it.
+    #[serde(default)]
+    pub(crate) list_lock_entry_crst: Option<u64>,
+    #[serde(default)]
+    pub(crate) list_lock_entry_holding_thread: Option<u64>,
+    #[serde(default)]
+    pub(crate) list_lock_entry_data: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

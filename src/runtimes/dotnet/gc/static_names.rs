@@ -2,8 +2,8 @@
 //! statics in the slots of a `System.Object[]` held by a strong handle (the class's
 //! `DynamicStaticsInfo.GCStatics` points into it), so a path from a static starts `strong
 //! handle → System.Object[] [i] → object`; SOS names that slot's field, but wrongly. Here every
-//! loaded class of every module the heap's types come from (CoreLib too) is asked for its
-//! reference statics through [`crate::runtimes::dotnet::types::statics`], and each static's slot address is
+//! loaded class of every loaded module (the AppDomain's, and those the heap's types come from)
+//! is asked for its reference statics through [`crate::runtimes::dotnet::types::statics`], and each static's slot address is
 //! mapped to its class and field.
 
 use crate::runtimes::dotnet::contract::facts::Layout;
@@ -29,18 +29,21 @@ pub(crate) struct StaticName {
 }
 
 /// Slot address → the static field it is, for every reference static of the loaded classes of
-/// the modules of `g`'s types.
+/// the loaded modules (and of `g`'s types' modules).
 pub(crate) fn static_slots(t: &Target, namer: &TypeNamer, l: &Layout, g: &ObjectGraph) -> HashMap<u64, StaticName> {
     static_slots_of(t, namer, l, &g.type_table)
 }
 
-/// As [`static_slots`], for the modules of the types `method_tables`.
+/// As [`static_slots`], for the loaded modules and the modules of the types `method_tables`.
 pub(crate) fn static_slots_of(t: &Target, namer: &TypeNamer, l: &Layout, method_tables: &[u64]) -> HashMap<u64, StaticName> {
     let statics = Statics::new(t, namer, l);
     let mut modules: BTreeSet<u64> = method_tables.iter().filter_map(|&mt| t.field_ptr(mt, "MethodTable", "Module").ok()).filter(|&m| m != 0).collect();
     if let Ok(core) = statics.core_lib() {
         modules.insert(core);
     }
+    // Every loaded module too: one whose classes are all static (no instance on the heap) holds
+    // statics all the same (class_init's `Settings.Gate`).
+    modules.extend(crate::runtimes::dotnet::types::modules::loaded_modules(t).unwrap_or_default());
     // The loaded classes first (one pass over each module's map), then their statics read on
     // rayon's pool, a namer per piece sharing the runtime's names: a thousand classes on a
     // small service, read while the report waits. Inserted in the order a single pass

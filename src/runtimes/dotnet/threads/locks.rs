@@ -49,6 +49,9 @@ fn lock_id(m: &ManagedLock) -> String {
     match m.storage {
         LockStorage::LockObject => format!("lock@{:#x}", m.object),
         LockStorage::SemaphoreSlim => format!("semaphore_slim@{:#x}", m.object),
+        LockStorage::RwLockSlim => format!("rwlock_slim@{:#x}", m.object),
+        LockStorage::ClassInit => format!("class_init@{:#x}", m.object),
+        LockStorage::Pool => format!("pool@{:#x}", m.object),
         LockStorage::SyncBlock | LockStorage::ThinLock | LockStorage::Task => format!("monitor@{:#x}", m.object),
     }
 }
@@ -88,8 +91,9 @@ pub(crate) fn merge_runtime(r: &RuntimeReading, threads: &ManagedThreads, tids: 
                 recursion: m.recursion,
                 owner_managed_id: m.owner_managed_id,
             }),
-            // SemaphoreSlims are made after the heap walk (`async_waits`), never read as monitors.
-            LockStorage::SemaphoreSlim => {}
+            // SemaphoreSlims are made after the heap walk (`async_waits`), the waits on objects
+            // the frames keep by `object_waits`: never read as monitors.
+            LockStorage::SemaphoreSlim | LockStorage::RwLockSlim | LockStorage::ClassInit | LockStorage::Pool => {}
             LockStorage::ThinLock => evidence.push(Evidence::ThinLock { object: m.object, owner_managed_id: m.owner_managed_id.unwrap_or(0), recursion: m.recursion }),
             LockStorage::LockObject => evidence.push(Evidence::LockObject { object: m.object, owner_os_tid: m.owner_os_tid, recursion: m.recursion }),
         }

@@ -15,10 +15,15 @@
 
 pub(crate) mod barriers;
 pub(crate) mod blocking;
+pub(crate) mod class_init;
 pub(crate) mod idle;
 pub(crate) mod locks;
 pub(crate) mod names;
+pub(crate) mod object_waits;
+pub(crate) mod pool_waits;
 pub(crate) mod reading;
+pub(crate) mod rwlock_slim;
+pub(crate) mod stack_objects;
 pub(crate) mod static_holders;
 pub(crate) mod syncblock;
 
