@@ -260,17 +260,43 @@ struct LookupArgs {
     #[arg(long, value_name = "FILE")]
     exe: Option<PathBuf>,
     /// Keep inflated debug sections in DIR (by build-id), so later runs map them instead of
-    /// inflating them again. Off unless given. Safe to share between concurrent runs.
+    /// inflating them again. Default: the user's own, $XDG_CACHE_HOME/knot or ~/.cache/knot
+    /// (made private; not used if another user may write it). Safe to share between concurrent runs.
     #[arg(long, value_name = "DIR", env = "KNOT_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
-    /// The most the --cache-dir directory may hold; the least recently used entries go first.
+    /// Keep and read no inflated debug sections: every run inflates them again (wins over
+    /// --cache-dir and KNOT_CACHE_DIR).
+    #[arg(long)]
+    no_cache: bool,
+    /// The most the cache directory may hold; the least recently used entries go first.
     #[arg(long, value_name = "MIB", default_value_t = knot::process::DEFAULT_CACHE_MAX_BYTES >> 20)]
     cache_max_mib: u64,
 }
 
 impl LookupArgs {
+    fn section_cache(&self) -> Option<knot::process::SectionCache> {
+        use knot::process::{SectionCache, UserCacheError};
+        let max_bytes = self.cache_max_mib.saturating_mul(1 << 20);
+        if self.no_cache {
+            return None;
+        }
+        if let Some(dir) = &self.cache_dir {
+            return Some(SectionCache::new(dir, max_bytes));
+        }
+        match SectionCache::for_user(max_bytes) {
+            Ok(cache) => Some(cache),
+            // No home, or one that cannot be written (a read-only container): no cache, as before.
+            Err(UserCacheError::NoHome | UserCacheError::Create { .. }) => None,
+            // Someone else's directory where ours should be: said, since it may be an attack.
+            Err(e) => {
+                eprintln!("knot: not caching debug sections: {e}");
+                None
+            }
+        }
+    }
+
     fn locator(self) -> Locator {
-        let section_cache = self.cache_dir.map(|d| std::sync::Arc::new(knot::process::SectionCache::new(d, self.cache_max_mib.saturating_mul(1 << 20))));
+        let section_cache = self.section_cache().map(std::sync::Arc::new);
         Locator { sysroot: self.sysroot, debug_dirs: self.debug_dirs, search_dirs: self.search_dirs, executable: self.exe, no_default_debug_dir: false, section_cache }
     }
 }

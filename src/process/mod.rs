@@ -13,7 +13,7 @@ pub(crate) mod stack_words;
 
 pub use elf_file::ElfFile;
 pub use locate::Locator;
-pub use section_cache::{SectionCache, DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES};
+pub use section_cache::{user_cache_dir, SectionCache, UserCacheError, DEFAULT_MAX_BYTES as DEFAULT_CACHE_MAX_BYTES};
 pub use memory::{Memory, MemoryError, RangeMemory};
 pub use module::{BuildIdSource, FileRange, FileStatus, Module, PathSource};
 pub(crate) use stack_words::StackWords;

@@ -1,4 +1,5 @@
-//! An opt-in directory of inflated debug sections (`--cache-dir`), so that a module's
+//! A directory of inflated debug sections (`--cache-dir`; by default the user's own, see
+//! [`SectionCache::for_user`]), so that a module's
 //! compressed DWARF (a Debian `-dbg` or `-dbgsym` file's `.debug_info`, `.debug_line`, ...) is
 //! inflated once and then only mapped, by repeated runs and by `knot watch`: inflating libc's
 //! debug sections is most of a small dump's cost.
@@ -80,6 +81,28 @@ const STALE_TMP: Duration = Duration::from_secs(3600);
 pub(crate) const SETTLE: Duration = Duration::from_secs(2);
 /// The default size bound of the directory.
 pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+
+/// Why the user's own cache directory is not used.
+#[derive(Debug, thiserror::Error)]
+pub enum UserCacheError {
+    #[error("neither XDG_CACHE_HOME nor HOME names an absolute directory")]
+    NoHome,
+    #[error("cannot create {}: {source}", dir.display())]
+    Create { dir: PathBuf, source: std::io::Error },
+    #[error("{} is not a directory of its own (a symbolic link or another file)", dir.display())]
+    NotADirectory { dir: PathBuf },
+    /// Its entries are trusted to be what this user's runs wrote: one another user owns or may
+    /// write is not read.
+    #[error("{} is not private to this user (owner uid {uid}, mode {mode:o}; knot wants uid {euid}, no access for group or others)", dir.display())]
+    NotPrivate { dir: PathBuf, uid: u32, mode: u32, euid: u32 },
+}
+
+/// Where a user's cache lives when no directory is given: `$XDG_CACHE_HOME/knot`, else
+/// `$HOME/.cache/knot` (relative values are ignored, as the XDG base directory rules say).
+pub fn user_cache_dir() -> Option<PathBuf> {
+    let absolute = |name: &str| std::env::var_os(name).map(PathBuf::from).filter(|p| p.is_absolute());
+    absolute("XDG_CACHE_HOME").or_else(|| absolute("HOME").map(|h| h.join(".cache"))).map(|base| base.join("knot"))
+}
 
 /// A cache directory and its size bound.
 #[derive(Debug, Clone)]
@@ -232,6 +255,44 @@ impl SectionCache {
         &self.dir
     }
 
+    /// The user's own cache ([`user_cache_dir`]), created private (mode 0700) when missing. It is
+    /// never shared between users: a directory that is a symbolic link, that another user owns or
+    /// that its group or others may use is refused, since an entry found there is served as the
+    /// inflated section it claims to be (a planted entry could not crash knot, whose readers bound
+    /// every section, but would make its report lie).
+    pub fn for_user(max_bytes: u64) -> Result<SectionCache, UserCacheError> {
+        let dir = user_cache_dir().ok_or(UserCacheError::NoHome)?;
+        Self::private(dir, max_bytes)
+    }
+
+    fn private(dir: PathBuf, max_bytes: u64) -> Result<SectionCache, UserCacheError> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        if let Some(parent) = dir.parent() {
+            if let Err(source) = fs::create_dir_all(parent) {
+                return Err(UserCacheError::Create { dir, source });
+            }
+        }
+        match fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(source) => return Err(UserCacheError::Create { dir, source }),
+        }
+        let meta = match fs::symlink_metadata(&dir) {
+            Ok(m) => m,
+            Err(source) => return Err(UserCacheError::Create { dir, source }),
+        };
+        if !meta.file_type().is_dir() {
+            return Err(UserCacheError::NotADirectory { dir });
+        }
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let euid = unsafe { libc::geteuid() };
+        let mode = meta.permissions().mode() & 0o7777;
+        if meta.uid() != euid || mode & 0o077 != 0 {
+            return Err(UserCacheError::NotPrivate { dir, uid: meta.uid(), mode, euid });
+        }
+        Ok(SectionCache::new(dir, max_bytes))
+    }
+
     /// The inflated section for `key`, mapped from the cache, if a valid entry is there.
     pub(crate) fn get(&self, key: &Key<'_>) -> Option<SectionBytes> {
         let want = (HEADER as u64).checked_add(key.size)?;
@@ -373,6 +434,29 @@ mod tests {
 
     fn entry(dir: &Path) -> PathBuf {
         fs::read_dir(dir).unwrap().flatten().find(|e| e.file_name().to_string_lossy().ends_with(SUFFIX)).unwrap().path()
+    }
+
+    #[test]
+    fn the_users_cache_is_made_private_and_one_others_may_use_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("nested").join("knot");
+        let cache = SectionCache::private(dir.clone(), 1 << 20).expect("a new directory is made private");
+        assert_eq!(cache.dir(), dir);
+        assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        // Made again: the same directory, still accepted.
+        assert!(SectionCache::private(dir.clone(), 1 << 20).is_ok());
+
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        let refused = SectionCache::private(dir.clone(), 1 << 20).unwrap_err();
+        assert!(matches!(refused, UserCacheError::NotPrivate { mode: 0o777, .. }), "{refused}");
+
+        let elsewhere = base.path().join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        let link = base.path().join("link");
+        std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+        let refused = SectionCache::private(link, 1 << 20).unwrap_err();
+        assert!(matches!(refused, UserCacheError::NotADirectory { .. }), "{refused}");
     }
 
     #[test]

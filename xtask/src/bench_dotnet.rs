@@ -82,13 +82,15 @@ pub(crate) fn prepare(root: &Path, out_dir: &Path, sample: &str) -> Result<(Path
 
 /// `knot analyze` on a .NET bench dump as every .NET bench times it: the JSON report to
 /// /dev/null, the runtime and app files as search directories, and with `cache` the section
-/// cache the warm-up run fills (the first run on a machine has none).
+/// cache the warm-up run fills (as the user's default cache is after a first run); without it
+/// `--no-cache` (a first run on a machine).
 pub(crate) fn knot_argv(knot: &Path, core: &Path, runtime: &Path, app: &Path, cache: Option<&Path>) -> Vec<OsString> {
     let mut v: Vec<OsString> = vec![knot.into(), "analyze".into(), core.into()];
     v.extend(["--format", "json", "-o", "/dev/null"].map(OsString::from));
     v.extend(["--search-dir".into(), runtime.into(), "--search-dir".into(), app.into()]);
-    if let Some(dir) = cache {
-        v.extend(["--cache-dir".into(), dir.into()]);
+    match cache {
+        Some(dir) => v.extend(["--cache-dir".into(), dir.into()]),
+        None => v.push("--no-cache".into()),
     }
     v
 }

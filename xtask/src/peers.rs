@@ -177,6 +177,7 @@ pub(crate) fn run(o: Opts) -> Result<()> {
         let mut cached = knot_argv.clone();
         cached.push("--cache-dir".into());
         cached.push(knot_cache.clone().into());
+        knot_argv.push("--no-cache".into());
         let mut tools: Vec<(&'static str, Vec<OsString>)> = vec![("knot", cached.clone()), ("knot (no cache)", knot_argv)];
         // On an arm64 core the gdb column is gdb-multiarch's (the table's notes say so).
         if let Some(g) = if d.arm64.is_some() { &gdb_multiarch } else { &gdb } {
