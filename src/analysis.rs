@@ -231,7 +231,8 @@ fn report_with(process: &Process, opts: &Options, runtime: Option<&dyn runtimes:
         crate::trace::step("heap attached");
     }
     let blocked: Vec<(u32, Option<&str>)> = core.threads.iter().zip(&facts.threads).map(|(t, w)| (t.tid, w.blocked_on.as_deref())).collect();
-    let cycles = WaitForGraph::new(&blocked, &facts.locks).with_pool(runtime_waits.worker_pool.as_ref()).cycles();
+    let graph = WaitForGraph::new(&blocked, &facts.locks).with_pool(runtime_waits.worker_pool.as_ref());
+    let (cycles, stuck) = (graph.cycles(), graph.stuck());
     let mut locks = order_locks(facts.locks.clone(), &cycles);
     words::label_locks(&mut locks);
 
@@ -271,6 +272,7 @@ fn report_with(process: &Process, opts: &Options, runtime: Option<&dyn runtimes:
             state: wait.state,
             blocked_on: wait.blocked_on,
             managed_thread_id: managed.ids.get(&t.tid).copied(),
+            own_tid: facts.own_tids.iter().find(|(d, _)| *d == t.tid).map(|(_, o)| *o),
             }
         })
         .collect();
@@ -283,7 +285,7 @@ fn report_with(process: &Process, opts: &Options, runtime: Option<&dyn runtimes:
         let mut limits = crate::graph::limits::from_modules(process, &threads, &locks);
         limits.extend(runtime.iter().flat_map(|r| r.verdict_limits()));
         let limits = limits.iter().map(words::verdict_limit).collect();
-        (verdict(&cycles, &locks, &threads, &facts.threads, crash.as_ref(), runtime_waits.worker_pool.as_ref(), gc_stalled), limits)
+        (verdict(&cycles, &stuck, &locks, &threads, &facts.threads, crash.as_ref(), runtime_waits.worker_pool.as_ref(), gc_stalled), limits)
     };
     // The stable keys, from the facts the report holds (never addresses or tids).
     let keys = SignatureInputs::new(process, &locks, &threads).with_pool(runtime_waits.worker_pool.as_ref());

@@ -38,6 +38,9 @@ fn want(name: &str) -> Want {
         "idle_join" => w("killed", "SI_USER", None, None, None),
         // Issue 30, item 1: the crash is in the library whose two PT_LOADs map file offset 0.
         "old_layout" => w("fault", "SEGV_MAPERR", Some("null_page"), Some("read"), Some("libfunc")),
+        // Issue 42, item 6: a return to an overwritten return address; no frame of the program
+        // is where it happened (see `a_smashed_stack_is_said_as_one`).
+        "smashed_stack" => w("fault", "SEGV_MAPERR", Some("unmapped"), None, None),
         other => panic!("no expectation for {other}"),
     }
 }
@@ -75,7 +78,9 @@ fn differences(dump: &SampleDump, report: &Report) -> Vec<String> {
     if matches!(g.signo, Some(7 | 8 | 11)) {
         check(hex(&c["address"]) == g.addr, format!("address {} vs gdb si_addr {:?}", c["address"], g.addr.map(|a| format!("{a:#x}"))));
         let i = &c["instruction"];
-        check(hex(&i["address"]) == g.pc, format!("instruction at {} vs gdb $pc {:?}", i["address"], g.pc));
+        // Where the pc holds no code (a smashed return), the pc is the overwritten return address.
+        let pc = hex(&i["address"]).or_else(|| hex(&c["overwritten_return"]["value"]));
+        check(pc == g.pc, format!("instruction at {} vs gdb $pc {:?}", i["address"], g.pc));
         check(
             s(&i["text"]).map(instruction_key) == g.instruction.as_deref().map(instruction_key),
             format!("instruction {} vs gdb {:?}", i["text"], g.instruction),
@@ -160,6 +165,30 @@ fn committed_crash_dumps_read_like_gdb() {
 #[test]
 fn the_committed_aarch64_crash_reads_like_gdb() {
     assert_reads_like_gdb(&common::committed_aarch64("crash_null", DumpKind::Kernel));
+}
+
+/// Issue 42, item 6: copy_label's strcpy ran over its own return address with 'A's (-O2, no
+/// stack protector); its `ret` jumped to 0x414141414141. The crash names the overwritten return
+/// address and the slot that holds it; the stack ends there, incomplete — no frame is made up
+/// by scanning (gdb: `#0 0x0000414141414141 in ?? ()`, then a bogus `0x0`).
+#[test]
+fn a_smashed_stack_is_said_as_one() {
+    let dump = common::committed("smashed_stack", DumpKind::Kernel);
+    let report = common::analyze(&dump);
+    let g = dump.gdb_crash().expect("gdb's reading");
+    let c = report.crash.as_ref().expect("a crash");
+    let r = c.overwritten_return.expect("the overwritten return address");
+    assert_eq!((r.value.0, g.pc), (0x4141_4141_4141, Some(0x4141_4141_4141)));
+    assert_eq!(c.address.map(|a| a.0), g.addr);
+    assert!(c.origin.is_none(), "no frame of the program is where it happened: {:?}", c.origin);
+    assert_eq!(c.signature, "fault:SIGSEGV | overwritten_return");
+    let t = report.threads.iter().find(|t| Some(t.tid) == c.thread).expect("the crashed thread");
+    assert_eq!(t.frames.len(), 1, "{:#?}", t.frames);
+    assert!(!t.stack_end.complete);
+    assert_eq!(t.stack_end.reason, "smashed_return");
+    assert_eq!(t.stack_end.scanned_frames, 0);
+    let text = report::text::render(&report, &Default::default());
+    assert!(text.contains(&format!("execution at 0x414141414141 unmapped — a return to an overwritten return address: the stack slot it returned from, {}, holds 0x414141414141", r.slot)), "{text}");
 }
 
 #[test]

@@ -63,8 +63,10 @@ fn find_lock<'r>(report: &'r Report, e: &ExpectedLock, roles: &BTreeMap<u32, Str
         .filter(|l| l.kind == knot_kind(&e.kind))
         .filter(|l| match &e.symbol {
             Some(sym) => l.name.as_deref().map(without_hash) == Some(sym.as_str()) || l.name.as_deref().map(without_hash).is_some_and(|n| n.ends_with(&format!("::{sym}"))),
-            // A join is named by the thread it waits for.
-            None => l.owner_tid.and_then(|t| roles.get(&t)) == e.owner.as_ref(),
+            // A join is named by the thread it waits for; another lock no symbol names is the
+            // only one of its kind.
+            None if e.kind == "join" => l.owner_tid.and_then(|t| roles.get(&t)) == e.owner.as_ref(),
+            None => l.name.is_none(),
         })
         .collect();
     assert_eq!(matches.len(), 1, "expected one {} lock {:?} (owner {:?}); knot has {:#?}", e.kind, e.symbol, e.owner, report.locks);
@@ -81,6 +83,10 @@ fn check_lock(report: &Report, e: &ExpectedLock, roles: &BTreeMap<u32, String>) 
     }
     if e.owner_gone {
         assert!(matches!(l.owner, Owner::Exited { .. }), "{what}: owner should have exited, knot says {:?}", l.owner);
+        assert_eq!(l.owner_tid, None);
+    } else if e.owner_process {
+        let Owner::OtherProcess { tid } = l.owner else { panic!("{what}: the owner is another process, knot says {:?}", l.owner) };
+        assert!(!roles.contains_key(&tid), "{what}: {tid} is a thread of the dump");
         assert_eq!(l.owner_tid, None);
     } else if !e.shared_owners.is_empty() {
         let readers: usize = e.shared_owners.values().sum();
@@ -116,6 +122,10 @@ fn check_lock(report: &Report, e: &ExpectedLock, roles: &BTreeMap<u32, String>) 
         };
         assert!(l.label.contains(word), "{what}: label {:?} should say {word}", l.label);
     }
+    if let (Some(arrived), Some(parties)) = (e.arrived, e.parties) {
+        let words = format!("{arrived} of {parties} arrived");
+        assert!(l.label.contains(&words), "{what}: label {:?} should say {words}", l.label);
+    }
     if e.inconsistent {
         assert!(l.label.contains("inconsistent"), "{what}: label {:?} should say inconsistent", l.label);
     }
@@ -149,6 +159,9 @@ fn check(dump: &SampleDump) {
     have.sort();
     assert_eq!(have, want, "cycles (as roles); knot: {:#?}", report.deadlocks);
     assert_eq!(report.verdict == Verdict::Deadlock, !want.is_empty(), "verdict {:?}", report.verdict);
+    if let Some(v) = &exp.verdict {
+        assert_eq!(serde_json::to_value(report.verdict).unwrap(), serde_json::json!(v), "verdict");
+    }
 
     // Threads of one role run the same code to the same place: one group each.
     for (role, &count) in &exp.threads {
@@ -176,10 +189,17 @@ macro_rules! lock_facts_match {
 
 native_samples!(lock_facts_match);
 
+/// Committed dumps read for other facts than their locks: a smashed stack's crashed thread has no
+/// frame but the address it returned to, so no function tells which thread it is (tests/crash.rs
+/// reads it).
+const NOT_BY_ROLES: &[&str] = &["smashed_stack"];
+
 #[test]
 fn committed_dumps_give_the_same_facts() {
     for &(name, kind) in knot_samples::COMMITTED_SET {
-        check(&common::committed(name, kind));
+        if !NOT_BY_ROLES.contains(&name) {
+            check(&common::committed(name, kind));
+        }
     }
 }
 

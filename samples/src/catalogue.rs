@@ -51,6 +51,19 @@ pub struct SampleSpec {
     pub description: &'static str,
     /// Shared libraries built beside the program (committed beside it too).
     pub libs: &'static [SharedLib],
+    /// How the maker starts it.
+    pub launch: Launch,
+}
+
+/// How the maker starts a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Launch {
+    /// As a child of the maker.
+    Direct,
+    /// In a PID namespace of its own, as a container's process: `unshare --pid --fork` with a
+    /// shell as the namespace's init, so the program is pid 2 inside and its threads 3, 4, …;
+    /// the maker dumps and signals it from the host, by its host pid.
+    PidNamespace,
 }
 
 const C_O0: &[&str] = &["-g", "-O0", "-pthread", "-Wall"];
@@ -70,6 +83,7 @@ const fn c(
         death: Death::Wedge,
         description,
         libs: &[],
+        launch: Launch::Direct,
     }
 }
 
@@ -90,6 +104,7 @@ const fn crash(
         death: Death::Crash(signal),
         description,
         libs: &[],
+        launch: Launch::Direct,
     }
 }
 
@@ -135,6 +150,7 @@ static SAMPLES: &[SampleSpec] = &[
         death: Death::Wedge,
         description: "dlopen(\"./librelative_plugin.so\"): plugin_holder_thread holds the plugin's plugin_lock, plugin_waiter_thread blocks on it",
         libs: &[SharedLib { name: "librelative_plugin.so", sources: &["relative_dlopen_lib.c"], flags: &[] }],
+        launch: Launch::Direct,
     },
     c(
         "generated_code",
@@ -216,6 +232,7 @@ static SAMPLES: &[SampleSpec] = &[
         death: Death::Wedge,
         description: "abba through inlined static helpers, -O2 -fomit-frame-pointer",
         libs: &[],
+        launch: Launch::Direct,
     },
     SampleSpec {
         name: "stripped",
@@ -227,6 +244,7 @@ static SAMPLES: &[SampleSpec] = &[
         death: Death::Wedge,
         description: "vault_holder holds vault_lock, 2 vault_waiters; stripped binary, DWARF in a separate file",
         libs: &[],
+        launch: Launch::Direct,
     },
     SampleSpec {
         name: "rust_mutex",
@@ -246,6 +264,65 @@ static SAMPLES: &[SampleSpec] = &[
         death: Death::Wedge,
         description: "std::sync::Mutex ABBA: ledger_then_audit vs audit_then_ledger on LEDGER/AUDIT",
         libs: &[],
+        launch: Launch::Direct,
+    },
+    // Issue 42: owners where knot did not look.
+    c(
+        "pi_abba",
+        &["pi_abba.c", "common.h"],
+        "ABBA over two PTHREAD_PRIO_INHERIT mutexes: restock_thread in FUTEX_LOCK_PI on ledger_lock; audit_thread refused stock_lock with EDEADLK, parked by glibc on a zero word on its stack",
+    ),
+    c(
+        "pshared_child",
+        &["pshared_child.c", "common.h"],
+        "a process-shared mutex (MAP_SHARED) and an shm_open rwlock held by a forked child (courier); mutex_waiter_thread and reader_thread block on them in the parent",
+    ),
+    SampleSpec {
+        name: "pidns_abba",
+        lang: Lang::C,
+        sources: &["pidns_abba.c", "common.h"],
+        flags: C_O0,
+        args: &[],
+        split_debug: false,
+        death: Death::Wedge,
+        description: "ABBA (packer_thread, shipper_thread on crate_lock/label_lock) in a PID namespace of its own: pid 2, threads 3 and 4 inside; dumped and signalled from the host",
+        libs: &[],
+        launch: Launch::PidNamespace,
+    },
+    c(
+        "barrier_short",
+        &["barrier_short.c", "common.h"],
+        "3 stage_threads wait in pthread_barrier_wait on stage_barrier (count 4); late_thread, the fourth, waits on late_cond for good",
+    ),
+    SampleSpec {
+        name: "cxx_templates",
+        lang: Lang::Cxx,
+        sources: &["cxx_templates.cpp"],
+        // libstdc++ linked in: its frames are named and unwound from the program's own tables.
+        flags: &["-g", "-O0", "-pthread", "-Wall", "-static-libstdc++", "-static-libgcc"],
+        args: &[],
+        split_debug: false,
+        death: Death::Wedge,
+        description: "shelf_holder sleeps holding shelf_lock in hold_for<long, std::ratio<3600l, 1l> >; shelf_taker (take_all<0ul, 1ul>) and shelf_idler (wait_quietly<>) block on it",
+        libs: &[],
+        launch: Launch::Direct,
+    },
+    c(
+        "rwlock_cycle",
+        &["rwlock_cycle.c", "common.h"],
+        "planner_thread read-holds routes.lock (plan() keeps the table in its frame) and waits for dispatch_lock; dispatcher_thread holds dispatch_lock and waits in wrlock",
+    ),
+    SampleSpec {
+        name: "rust_release_abba",
+        lang: Lang::Rust,
+        sources: &["rust_release_abba.rs"],
+        flags: &["-g", "-C", "opt-level=2", "--edition", "2021"],
+        args: &[],
+        split_debug: false,
+        death: Death::Wedge,
+        description: "std::sync::Mutex ABBA in a release build: restock holds INVENTORY, waits PRICES; reprice the reverse; clerk keeps pointers next to them; courier parks in thread::park",
+        libs: &[],
+        launch: Launch::Direct,
     },
 ];
 
@@ -260,6 +337,18 @@ static CRASH_SAMPLES: &[SampleSpec] = &[
     crash("crash_divzero", &["crash_divzero.c", "crash_common.h", "common.h"], SIGFPE, "average_worker divides by zero in per_item"),
     crash("crash_assert", &["crash_assert.c", "crash_common.h", "common.h"], SIGABRT, "settle_worker fails assert(balance + amount >= 0) in settle"),
     crash("crash_double_free", &["crash_double_free.c", "crash_common.h", "common.h"], SIGABRT, "cleanup_worker frees its record twice in release"),
+    SampleSpec {
+        name: "smashed_stack",
+        lang: Lang::C,
+        sources: &["smashed_stack.c", "crash_common.h", "common.h"],
+        flags: &["-g", "-O2", "-fno-stack-protector", "-pthread", "-Wall"],
+        args: &[],
+        split_debug: false,
+        death: Death::Crash(SIGSEGV),
+        description: "label_worker's strcpy runs over copy_label's return address with 'A's: it returns to 0x414141414141",
+        libs: &[],
+        launch: Launch::Direct,
+    },
     crash("crash_sigbus", &["crash_sigbus.c", "crash_common.h", "common.h"], SIGBUS, "journal_worker reads a file mapping past the truncated file's end in read_entry"),
     SampleSpec {
         name: "crash_cxx",
@@ -271,6 +360,7 @@ static CRASH_SAMPLES: &[SampleSpec] = &[
         death: Death::Crash(SIGABRT),
         description: "ledger_worker throws LedgerError (a std::runtime_error) nobody catches from load_ledger",
         libs: &[],
+        launch: Launch::Direct,
     },
     SampleSpec {
         name: "crash_rust_panic",
@@ -282,6 +372,7 @@ static CRASH_SAMPLES: &[SampleSpec] = &[
         death: Death::Crash(SIGABRT),
         description: "the thread \"settler\" panics in crash_rust_panic::settle, built with panic=abort",
         libs: &[],
+        launch: Launch::Direct,
     },
     SampleSpec {
         name: "old_layout",
@@ -299,6 +390,7 @@ static CRASH_SAMPLES: &[SampleSpec] = &[
             // (without RELRO) the data at a file offset inside the first page.
             flags: &["-Wl,-z,noseparate-code", "-Wl,-z,max-page-size=0x200000", "-Wl,-z,norelro"],
         }],
+        launch: Launch::Direct,
     },
     SampleSpec {
         name: "idle_join",
@@ -310,6 +402,7 @@ static CRASH_SAMPLES: &[SampleSpec] = &[
         death: Death::Sent(SIGQUIT),
         description: "2 idle_waiters on a condvar nobody signals, sleeper in pause(), main joins sleeper; SIGQUIT sent from outside",
         libs: &[],
+        launch: Launch::Direct,
     },
 ];
 

@@ -2,7 +2,7 @@
 //! gdb are missing. Layout:
 //!
 //! ```text
-//! samples/dumps/<name>/<kind>/core.gz      gzip -9 of the core
+//! samples/dumps/<name>/<kind>/core.gz      gzip -9 of the core (core.zst: zstd -19 --long=27)
 //! samples/dumps/<name>/<kind>/<name>       the dumped executable
 //! samples/dumps/<name>/<kind>/gdb-bt.txt   gdb's reading, using only the committed files
 //! samples/dumps/sysroot/...                the shared libraries the cores map
@@ -48,7 +48,29 @@ pub const COMMITTED_SET: &[(&str, DumpKind)] = &[
     ("rwlock_queued_reader", DumpKind::Kernel),
     // Issue 30: a thread stopped in generated code with stale return addresses above it.
     ("generated_code", DumpKind::Kernel),
+    // Issue 42: owners where knot did not look (PI mutexes, other processes, PID namespaces),
+    // barriers.
+    ("pi_abba", DumpKind::Kernel),
+    ("pshared_child", DumpKind::Gcore),
+    ("pidns_abba", DumpKind::Gcore),
+    ("pidns_abba", DumpKind::Kernel),
+    ("barrier_short", DumpKind::Kernel),
+    // Issue 42: a return address overwritten by a buffer overflow; C++ template names.
+    ("smashed_stack", DumpKind::Kernel),
+    ("cxx_templates", DumpKind::Kernel),
+    // Issue 42: owners inferred from the frame that holds the guard (a read-held rwlock in a
+    // cycle; Rust std::sync::Mutex ABBA in a release build); waiters behind an exited owner.
+    ("rwlock_cycle", DumpKind::Kernel),
+    ("rust_release_abba", DumpKind::Kernel),
+    ("owner_exited", DumpKind::Kernel),
 ];
+
+/// Dumps committed as `core.zst` (issue 42's, and later ones); the older ones stay `core.gz`.
+const NEW_ZSTD: &[&str] =
+    &["pi_abba", "pshared_child", "pidns_abba", "barrier_short", "rwlock_cycle", "cxx_templates", "rust_release_abba", "smashed_stack", "owner_exited"];
+
+/// A program larger than this is committed as `<name>.zst` (a release build's debug info).
+const BINARY_ZSTD_ABOVE: u64 = 1 << 20;
 
 /// `<workspace>/samples/dumps`.
 pub fn dumps_dir() -> PathBuf {
@@ -100,10 +122,9 @@ pub fn committed_aarch64(name: &str, kind: DumpKind) -> Option<SampleDump> {
 
 fn unpack_committed(dumps: &Path, cache: &str, name: &str, kind: DumpKind) -> Result<Option<SampleDump>> {
     let src = dumps.join(name).join(kind.as_str());
-    let gz = src.join("core.gz");
-    if !gz.is_file() {
+    let Some(packed) = [src.join("core.gz"), src.join("core.zst")].into_iter().find(|p| p.is_file()) else {
         return Ok(None);
-    }
+    };
     let spec = catalogue::find(name)
         .ok_or_else(|| anyhow!("committed dump for unknown sample {name:?}"))?;
     let out = crate::out_dir()
@@ -111,51 +132,75 @@ fn unpack_committed(dumps: &Path, cache: &str, name: &str, kind: DumpKind) -> Re
         .join(name)
         .join(kind.as_str());
     let core = out.join("core");
-    if !is_unpacked(&gz, &core)? {
-        fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-        let tmp = out.join(format!(
-            "core.tmp-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let res = (|| -> Result<()> {
-            let mut dec = GzDecoder::new(
-                File::open(&gz).with_context(|| format!("opening {}", gz.display()))?,
-            );
-            let mut w =
-                File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-            io::copy(&mut dec, &mut w)
-                .with_context(|| format!("decompressing {}", gz.display()))?;
-            w.sync_all()?;
-            fs::rename(&tmp, &core).with_context(|| format!("renaming to {}", core.display()))?;
-            Ok(())
-        })();
-        if res.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        res?;
-    }
+    unpack(&packed, &core)?;
+    // A large program (a release build's debug info) is committed compressed beside the core.
+    let zst_binary = src.join(format!("{}.zst", spec.name));
+    let binary = if zst_binary.is_file() {
+        let b = out.join(spec.name);
+        unpack(&zst_binary, &b)?;
+        b
+    } else {
+        src.join(spec.name)
+    };
     Ok(Some(SampleDump {
         name: name.to_string(),
         kind,
         core,
-        binary: src.join(spec.name),
+        binary,
         sysroot: Some(dumps.join("sysroot")),
         debug_dir: Some(dumps.join("debug")),
         gdb_bt: src.join("gdb-bt.txt"),
     }))
 }
 
-/// Whether `core` holds `gz` unpacked: newer, and of the size gzip recorded.
-fn is_unpacked(gz: &Path, core: &Path) -> Result<bool> {
+/// Decompresses `packed` (`.gz` or `.zst`) into `to` (atomically, once: kept while newer).
+fn unpack(packed: &Path, to: &Path) -> Result<()> {
+    if is_unpacked(packed, to)? {
+        return Ok(());
+    }
+    let out = to.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let tmp = out.join(format!(
+        "{}.tmp-{}-{:?}",
+        to.file_name().and_then(|n| n.to_str()).unwrap_or("unpacked"),
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let res = (|| -> Result<()> {
+        let input = File::open(packed).with_context(|| format!("opening {}", packed.display()))?;
+        let mut dec: Box<dyn Read> = if packed.extension().is_some_and(|e| e == "zst") {
+            Box::new(ruzstd::decoding::StreamingDecoder::new(input).map_err(|e| anyhow!("{}: {e}", packed.display()))?)
+        } else {
+            Box::new(GzDecoder::new(input))
+        };
+        let mut w = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        io::copy(&mut dec, &mut w).with_context(|| format!("decompressing {}", packed.display()))?;
+        w.sync_all()?;
+        let mode = fs::metadata(packed)?.permissions();
+        fs::set_permissions(&tmp, mode)?;
+        fs::rename(&tmp, to).with_context(|| format!("renaming to {}", to.display()))?;
+        Ok(())
+    })();
+    if res.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    res
+}
+
+/// Whether `core` holds `packed` unpacked: newer, and (for gzip) of the size it recorded.
+fn is_unpacked(packed: &Path, core: &Path) -> Result<bool> {
     let Ok(meta) = fs::metadata(core) else {
         return Ok(false);
     };
-    let gz_time = fs::metadata(gz)?.modified()?;
-    if meta.modified()? < gz_time {
+    let packed_time = fs::metadata(packed)?.modified()?;
+    if meta.modified()? < packed_time {
         return Ok(false);
     }
-    let mut f = File::open(gz)?;
+    if packed.extension().is_some_and(|e| e == "zst") {
+        // Written whole or not at all (renamed into place), after the file it came from.
+        return Ok(true);
+    }
+    let mut f = File::open(packed)?;
     f.seek(SeekFrom::End(-4))?;
     let mut isize = [0u8; 4];
     f.read_exact(&mut isize)?;
@@ -200,7 +245,12 @@ pub fn regenerate_committed(only: &[String], log: &mut dyn FnMut(&str)) -> Resul
             fs::remove_dir_all(&dest).with_context(|| format!("removing {}", dest.display()))?;
         }
         fs::create_dir_all(&dest).with_context(|| format!("creating {}", dest.display()))?;
-        copy_file(&live.binary, &dest.join(name))?;
+        let binary_size = fs::metadata(&live.binary).map_or(0, |m| m.len());
+        if binary_size > BINARY_ZSTD_ABOVE {
+            zstd(&live.binary, &dest.join(format!("{name}.zst")))?;
+        } else {
+            copy_file(&live.binary, &dest.join(name))?;
+        }
         if live.debug_dir.is_some() {
             let debug = live.binary.with_extension("debug");
             copy_file(&debug, &dest.join(format!("{name}.debug")))?;
@@ -209,7 +259,11 @@ pub fn regenerate_committed(only: &[String], log: &mut dyn FnMut(&str)) -> Resul
             copy_file(&debug, &elf::build_id_path(&dest.join("debug"), &id))?;
             copy_file(&debug, &elf::build_id_path(&dumps.join("debug"), &id))?;
         }
-        gzip(&live.core, &dest.join("core.gz"))?;
+        if NEW_ZSTD.contains(&name) {
+            zstd(&live.core, &dest.join("core.zst"))?;
+        } else {
+            gzip(&live.core, &dest.join("core.gz"))?;
+        }
         // The sample's own libraries go beside its program (knot's `--search-dir`, gdb's
         // `solib-search-path`); the system's into the shared sysroot.
         let own: Vec<&str> = spec.libs.iter().map(|l| l.name).collect();
@@ -264,6 +318,21 @@ fn copy_file(from: &Path, to: &Path) -> Result<()> {
     }
     fs::copy(from, to)
         .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+    Ok(())
+}
+
+/// `zstd -19 --long=27` (a fifth smaller than `gzip -9`), with the zstd program.
+fn zstd(from: &Path, to: &Path) -> Result<()> {
+    let tool = maker::find_tool("zstd").ok_or_else(|| anyhow!("zstd not found on PATH (new dumps are committed as core.zst)"))?;
+    let status = std::process::Command::new(tool)
+        .args(["-q", "-f", "-19", "--long=27", "-o"])
+        .arg(to)
+        .arg(from)
+        .status()
+        .context("running zstd")?;
+    if !status.success() {
+        bail!("zstd {} failed: {status}", from.display());
+    }
     Ok(())
 }
 

@@ -15,6 +15,9 @@ pub struct Expected {
     /// role -> number of threads
     pub threads: BTreeMap<String, usize>,
     pub cycles: Vec<Vec<String>>,
+    /// The verdict (its JSON name), when the sample is there for it.
+    #[serde(default)]
+    pub verdict: Option<String>,
     #[serde(default)]
     pub locks: Vec<ExpectedLock>,
 }
@@ -47,6 +50,14 @@ pub struct ExpectedLock {
     pub mutex: Option<String>,
     #[serde(default)]
     pub in_signal_handler: bool,
+    /// The owner is a thread of another process (a process-shared lock).
+    #[serde(default)]
+    pub owner_process: bool,
+    /// A barrier: the threads that arrived, of how many it waits for.
+    #[serde(default)]
+    pub arrived: Option<u32>,
+    #[serde(default)]
+    pub parties: Option<u32>,
 }
 
 impl ExpectedLock {
@@ -88,7 +99,7 @@ mod tests {
             let known = |r: &String| e.threads.contains_key(r);
             for l in &e.locks {
                 assert!(
-                    ["mutex", "rwlock", "cond", "sem", "join", "rust-mutex"]
+                    ["mutex", "rwlock", "cond", "sem", "join", "rust-mutex", "barrier"]
                         .contains(&l.kind.as_str()),
                     "{}: kind {}",
                     spec.name,

@@ -63,8 +63,9 @@ pub fn parse(text: &str) -> GdbCrash {
         .lines()
         .find_map(|l| l.strip_prefix("=> "))
         .map(|l| {
-            let addr = l.split_whitespace().next().and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
-            let text = l.split_once(":\t").map(|(_, t)| t.trim().to_string());
+            let addr = l.split_whitespace().next().and_then(|a| u64::from_str_radix(a.trim_start_matches("0x").trim_end_matches(':'), 16).ok());
+            // A pc in no mapping (a smashed return address) has no instruction.
+            let text = l.split_once(":\t").map(|(_, t)| t.trim().to_string()).filter(|t| !t.starts_with("Cannot access memory"));
             (addr, text)
         })
         .unwrap_or((None, None));

@@ -14,6 +14,10 @@ pub struct Thread {
     pub functions: Vec<String>,
     /// The text after `Backtrace stopped: `, if gdb printed one.
     pub stopped_reason: Option<String>,
+    /// gdb had no registers for it (`#0  <unavailable> in ?? ()`): a thread libthread_db listed
+    /// from the process's memory that the core has no note for (a process in a PID namespace of
+    /// its own, dumped from the host: libthread_db numbers threads as the process does).
+    pub unavailable: bool,
 }
 
 impl Thread {
@@ -36,6 +40,9 @@ pub fn parse(text: &str) -> Vec<Thread> {
         let Some(current) = threads.last_mut() else {
             continue;
         };
+        if line.starts_with("#0  <unavailable>") {
+            current.unavailable = true;
+        }
         if let Some(reason) = line.strip_prefix("Backtrace stopped: ") {
             current.stopped_reason = Some(reason.trim().to_string());
         } else if let Some(name) = parse_frame(line) {
@@ -69,6 +76,7 @@ fn parse_header(line: &str) -> Option<Thread> {
         lwp,
         functions: Vec::new(),
         stopped_reason: None,
+        unavailable: false,
     })
 }
 

@@ -1,6 +1,6 @@
 //! Build a sample, run it to its wedged state, dump it, record gdb's reading.
 
-use crate::catalogue::{self, Death, Lang, SampleSpec};
+use crate::catalogue::{self, Death, Lang, Launch, SampleSpec};
 use crate::{Availability, DumpKind, SampleDump, elf, gdb_oracle, native_dir, out_dir};
 use anyhow::{Context, Result, anyhow, bail};
 use std::collections::BTreeMap;
@@ -130,6 +130,9 @@ fn stamp_text(spec: &SampleSpec, kind: DumpKind, args: &[&str]) -> String {
     }
     if !spec.libs.is_empty() {
         stamp.push_str(&format!("libs={:?}\n", spec.libs));
+    }
+    if spec.launch != Launch::Direct {
+        stamp.push_str(&format!("launch={:?}\n", spec.launch));
     }
     stamp
 }
@@ -512,7 +515,23 @@ fn run_and_dump(
 ) -> Result<Option<String>> {
     let stderr_path = dir.join("program-stderr.txt");
     let stderr = File::create(&stderr_path).context("creating program-stderr.txt")?;
-    let mut cmd = Command::new(dir.join(spec.name));
+    let mut cmd = match spec.launch {
+        Launch::Direct => Command::new(dir.join(spec.name)),
+        Launch::PidNamespace => {
+            let Some(unshare) = find_tool("unshare") else {
+                return Ok(Some("unshare not found on PATH (a PID namespace is needed)".into()));
+            };
+            // A shell is the namespace's init (pid 1): a signal from the host reaches its other
+            // processes as it would reach any. `--kill-child` ends the namespace with unshare.
+            let mut c = Command::new(unshare);
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } != 0 {
+                c.arg("--map-root-user");
+            }
+            c.args(["--pid", "--fork", "--kill-child", "sh", "-c", "\"$0\" \"$@\" & wait $!"]).arg(dir.join(spec.name));
+            c
+        }
+    };
     // A crash sample's worker waits in read(0) for the maker's "go".
     let stdin = if matches!(spec.death, Death::Crash(_)) { Stdio::piped() } else { Stdio::null() };
     // A Rust panic prints a backtrace when RUST_BACKTRACE is set, mapping debug files into the
@@ -607,6 +626,15 @@ fn run_and_dump(
             }
         }
     }
+    // In a PID namespace, the program is the shell's child: it is found, dumped and signalled
+    // by its host pid.
+    let pid = match spec.launch {
+        Launch::Direct => pid,
+        Launch::PidNamespace => match program_in_namespace(pid, &dir.join(spec.name)) {
+            Some(p) => p,
+            None => return Err(program_failed(&mut guard, "no program found under unshare's shell".into())),
+        },
+    };
     if let Ok(maps) = fs::read_to_string(format!("/proc/{pid}/maps")) {
         fs::write(dir.join("maps.txt"), maps).context("writing maps.txt")?;
     }
@@ -647,6 +675,8 @@ fn run_and_dump(
                     drop(pipe);
                     signal
                 }
+                Death::Sent(signal) if spec.launch == Launch::PidNamespace => signal,
+                Death::Wedge if spec.launch == Launch::PidNamespace => libc::SIGABRT,
                 Death::Sent(signal) => {
                     // SAFETY: signalling our own child, which is not yet reaped.
                     if unsafe { libc::kill(pid, signal) } != 0 {
@@ -662,14 +692,26 @@ fn run_and_dump(
                     libc::SIGABRT
                 }
             };
+            if spec.launch == Launch::PidNamespace && !matches!(spec.death, Death::Crash(_)) {
+                // The signal goes to the program itself, from outside its namespace.
+                // SAFETY: signalling the program our child started, which is not yet reaped.
+                if unsafe { libc::kill(pid, signal) } != 0 {
+                    bail!("kill -{signal} {pid}: {}", std::io::Error::last_os_error());
+                }
+            }
             let status = guard.wait_timeout(t.exit)?.ok_or_else(|| {
                 anyhow!("{} did not die within {:?} of signal {signal}", spec.name, t.exit)
             })?;
-            if status.signal() != Some(signal) {
+            // Under unshare, the shell reports the program's death as its exit status.
+            let died_of_it = match spec.launch {
+                Launch::Direct => status.signal() == Some(signal),
+                Launch::PidNamespace => status.code() == Some(128 + signal) || status.signal() == Some(signal),
+            };
+            if !died_of_it {
                 bail!("{} ended with {status} instead of signal {signal}", spec.name);
             }
             let pattern = core_pattern();
-            if !status.core_dumped() {
+            if spec.launch == Launch::Direct && !status.core_dumped() {
                 return Ok(Some(format!(
                     "the kernel wrote no core (core_pattern {pattern:?}; is RLIMIT_CORE capped by the hard limit?)"
                 )));
@@ -689,6 +731,28 @@ fn run_and_dump(
         }
     }
     Ok(None)
+}
+
+/// The host pid of the process running `binary` below `root` (unshare → the namespace's shell →
+/// the program), waiting briefly for it to appear.
+fn program_in_namespace(root: i32, binary: &Path) -> Option<i32> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut todo = vec![root];
+        while let Some(p) = todo.pop() {
+            if p != root && fs::read_link(format!("/proc/{p}/exe")).is_ok_and(|e| e == binary) {
+                return Some(p);
+            }
+            for task in fs::read_dir(format!("/proc/{p}/task")).into_iter().flatten().flatten() {
+                let children = fs::read_to_string(task.path().join("children")).unwrap_or_default();
+                todo.extend(children.split_whitespace().filter_map(|c| c.parse::<i32>().ok()));
+            }
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(POLL);
+    }
 }
 
 /// One task's view: (state letter, first field of /proc/.../syscall).
@@ -799,6 +863,10 @@ fn solib_dir<'a>(dump: &SampleDump, binary: &'a Path) -> Option<&'a Path> {
         .then(|| binary.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
 }
 
+/// Samples whose gdb reading lists each frame's locals too (`bt full`): a release build's lock
+/// owners are seen only there (the guard a frame holds: `stock = MutexGuard {lock: <INVENTORY>}`).
+const FULL_BT: &[&str] = &["rust_release_abba"];
+
 /// Runs the oracle: stdout to `out`, stderr beside it. The dump's sysroot
 /// and debug dir are used as given (relative to `cwd` if relative).
 pub(crate) fn record_oracle(
@@ -815,7 +883,7 @@ pub(crate) fn record_oracle(
         dump.sysroot.as_deref(),
         dump.debug_dir.as_deref(),
         solib_dir(dump, binary),
-        &["thread apply all bt"],
+        &[if FULL_BT.contains(&dump.name.as_str()) { "thread apply all bt full" } else { "thread apply all bt" }],
     )?;
     let stdout = File::create(&out).with_context(|| format!("creating {}", out.display()))?;
     let err_path = out.with_extension("stderr.txt");
@@ -899,6 +967,7 @@ mod tests {
             death: Death::Wedge,
             description: "test",
             libs: &[],
+            launch: Launch::Direct,
         };
         (spec, dir)
     }

@@ -5,13 +5,16 @@
 use knot_samples::gdb_oracle::{self, Thread};
 use knot_samples::{Availability, DumpKind, SampleDump, expected};
 
-/// Samples whose threads run code gdb cannot unwind (it stops at `??`).
-const BEYOND_GDB: &[&str] = &["generated_code"];
+/// Samples whose threads run code gdb cannot unwind (it stops at `??`), or that returned to an
+/// overwritten return address (gdb: `??`, then `0x0`).
+const BEYOND_GDB: &[&str] = &["generated_code", "smashed_stack"];
 
 fn check_dump(dump: &SampleDump) {
     let name = &dump.name;
     let text = std::fs::read_to_string(&dump.gdb_bt).unwrap();
-    let threads = gdb_oracle::parse(&text);
+    // A process in a PID namespace of its own dumped from the host: libthread_db lists its threads
+    // again in its own numbering, without registers — no threads of their own.
+    let threads: Vec<Thread> = gdb_oracle::parse(&text).into_iter().filter(|t| !t.unavailable).collect();
     let e = expected::for_sample(name).unwrap();
     assert_eq!(
         threads.len(),

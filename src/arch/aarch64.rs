@@ -53,6 +53,15 @@ pub(crate) mod dwarf {
     /// Registers 0..=32 are the ones a walk tracks.
     pub(crate) const TRACKED: usize = 33;
 
+    /// The register's name (`x19`, `sp`), by DWARF number.
+    pub(crate) fn name(reg: u16) -> Option<&'static str> {
+        const NAMES: [&str; 33] = [
+            "x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12", "x13", "x14", "x15", "x16", "x17", "x18", "x19", "x20", "x21", "x22",
+            "x23", "x24", "x25", "x26", "x27", "x28", "x29", "x30", "sp", "pc",
+        ];
+        NAMES.get(reg as usize).copied()
+    }
+
 }
 
 /// Registers AAPCS64 makes callee-saved (x19–x29, sp): an unwind rule that does not mention them

@@ -80,6 +80,14 @@ impl Arch {
         }
     }
 
+    /// A register's name by its DWARF number (`rbx`, `x19`).
+    pub(crate) fn reg_name(self, reg: u16) -> Option<&'static str> {
+        match self {
+            Arch::X86_64 => x86_64::dwarf::name(reg),
+            Arch::Aarch64 => aarch64::dwarf::name(reg),
+        }
+    }
+
     /// The number of `restart_syscall`, by which the kernel resumes an interrupted call with a
     /// timeout.
     pub(crate) fn restart_syscall(self) -> u64 {

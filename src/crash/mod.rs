@@ -40,6 +40,13 @@ pub(crate) struct RuntimeCrashFacts {
     pub(crate) origin_frame: Option<usize>,
 }
 
+/// Frames of a thread that signals itself (`abort`, `raise`), found among its innermost
+/// [`RAISE_DEPTH`].
+const RAISE: &[&str] = &["raise", "abort", "gsignal", "__pthread_kill_implementation", "__pthread_kill_internal", "__pthread_kill", "pthread_kill", "tgkill"];
+const RAISE_DEPTH: usize = 8;
+/// A mapping's execute permission.
+const PF_X: u32 = 1;
+
 /// Frames that mean a C++ exception is on its way to `std::terminate`.
 const CXX_THROW: &[&str] = &["__cxa_throw", "__cxa_rethrow", "std::terminate", "__cxxabiv1::__terminate"];
 
@@ -49,9 +56,12 @@ pub(crate) fn read(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Th
     let core = &process.core;
     let sig = core.signal.as_ref();
     let own_pid = core.process.as_ref().map(|p| p.pid);
-    let native_kind = sig.and_then(|s| signal::kind(s.signo, s.code, s.sender_pid, own_pid));
+    let signalled = core.threads.iter().find(|t| t.signalled).map(|t| t.tid);
+    let signalled_frames = signalled.and_then(|tid| threads.iter().find(|t| t.tid == tid)).map_or(&[][..], |t| t.frames.as_slice());
+    let raised_itself = signalled_frames.iter().take(RAISE_DEPTH).any(|f| f.function.as_deref().is_some_and(|n| RAISE.contains(&machinery::normalize(n).as_str())));
+    let native_kind = sig.and_then(|s| signal::kind(s.signo, s.code, s.sender_pid, own_pid, raised_itself));
     let mut kind = runtime.and_then(|r| r.kind).or(native_kind)?;
-    let tid = runtime.and_then(|r| r.thread).or_else(|| core.threads.iter().find(|t| t.signalled).map(|t| t.tid));
+    let tid = runtime.and_then(|r| r.thread).or(signalled);
     let core_thread = tid.and_then(|tid| core.threads.iter().find(|t| t.tid == tid));
     let frames = tid.and_then(|tid| threads.iter().find(|t| t.tid == tid)).map_or(&[][..], |t| t.frames.as_slice());
 
@@ -75,6 +85,18 @@ pub(crate) fn read(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Th
             address = given;
         }
     }
+    // A fault at the pc that the slot just below the stack pointer holds: a return to an
+    // overwritten return address (the unwinder ends the stack there too).
+    let overwritten_return = match (sig, core_thread, native_kind) {
+        (Some(s), Some(t), Some(CrashKind::Fault)) if matches!(s.signo, signal::SIGSEGV | signal::SIGBUS) => {
+            let (pc, sp) = (t.registers.pc(), t.registers.sp());
+            let executable = process.core.segments.find(pc).is_some_and(|seg| seg.flags & PF_X != 0);
+            let slot = sp.checked_sub(8);
+            let holds_pc = slot.and_then(|a| crate::process::Memory::read_u64(process, a).ok()) == Some(pc);
+            (!executable && holds_pc && address == Some(pc)).then(|| OverwrittenReturn { value: Hex(pc), slot: Hex(slot.unwrap_or(0)) })
+        }
+        _ => None,
+    };
     if address_kind == Some(AddressKind::StackGuard) && runtime.and_then(|r| r.kind).is_none() {
         kind = CrashKind::StackOverflow;
     }
@@ -108,6 +130,9 @@ pub(crate) fn read(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Th
     let recursion = recursion::find(&names);
     let bad_pc = instruction.as_ref().filter(|i| i.access == Some(Access::Execute)).map(|i| i.address.0);
     let (past, origin) = match machinery::Machinery::builtin() {
+        // Where a smashed stack returned to is no frame of the program, and its callers are
+        // not known.
+        _ if overwritten_return.is_some() => (0, None),
         Ok(m) if kind != CrashKind::Killed => {
             let past = origin::past_machinery(frames, m, bad_pc);
             (past, runtime.and_then(|r| r.origin_frame).filter(|&i| i < frames.len()).or_else(|| origin::find(frames, m, bad_pc)))
@@ -127,6 +152,7 @@ pub(crate) fn read(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Th
                 past_machinery: past,
                 origin,
                 recursion: recursion.as_ref(),
+                overwritten_return: overwritten_return.is_some(),
             },
         ),
         Err(_) => String::new(),
@@ -150,6 +176,7 @@ pub(crate) fn read(process: &Process, symbolizer: &Symbolizer<'_>, threads: &[Th
         exception,
         origin: origin.and_then(|i| frames.get(i)).cloned(),
         recursion,
+        overwritten_return,
         signature,
     })
 }

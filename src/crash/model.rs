@@ -33,9 +33,22 @@ pub struct CrashReport {
     pub origin: Option<FrameReport>,
     /// A repeating cycle in the crashing thread's stack (stack overflows, runaway recursion).
     pub recursion: Option<Recursion>,
+    /// The thread faulted on a return to an overwritten return address (a smashed stack): the
+    /// address it returned to and the stack slot that still holds it. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overwritten_return: Option<OverwrittenReturn>,
     /// A stable key for this crash: equal for two dumps of the same crash, different for a
     /// different one. See docs/report-fields.md.
     pub signature: String,
+}
+
+/// A return to an overwritten return address: where the thread went and the slot it came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct OverwrittenReturn {
+    /// The address it returned to (the faulting pc).
+    pub value: Hex,
+    /// The stack slot the return took it from (just below the stack pointer), which holds it.
+    pub slot: Hex,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]

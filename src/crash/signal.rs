@@ -14,6 +14,8 @@ pub(crate) const SIGXCPU: i32 = 24;
 pub(crate) const SIGXFSZ: i32 = 25;
 pub(crate) const SIGSYS: i32 = 31;
 
+/// `si_code` of a signal `kill` sent.
+pub(crate) const SI_USER: i32 = 0;
 /// `si_code` of a fault the kernel raised without an address (a general-protection fault).
 pub(crate) const SI_KERNEL: i32 = 0x80;
 pub(crate) const BUS_ADRERR: i32 = 2;
@@ -71,12 +73,15 @@ pub(crate) fn code_name(signo: i32, code: i32) -> Option<&'static str> {
 /// records the SIGSTOP it stopped the process with): no crash.
 ///
 /// A signal the process sent itself (raise/abort: `tgkill` from its own pid), or one with
-/// sender pid 0 (the .NET runtime's own dump writer records SIGABRT, SI_USER, pid 0), is an
-/// abort; one another process sent is `killed`.
+/// sender pid 0 while the thread is raising it (the .NET runtime's own dump writer records
+/// SIGABRT, SI_USER, pid 0), is an abort; one another process sent is `killed`. A kill
+/// (`SI_USER`) whose sender is pid 0 and which the thread did not raise itself comes from a
+/// process outside the dumped process's PID namespace (the kernel gives 0 for a sender the
+/// receiver cannot see: a container's process killed from the host): `killed`.
 ///
 /// Without `si_code` (a core without NT_SIGINFO) the likeliest reading: a fault signal is a
 /// fault, SIGABRT an abort, any other a kill.
-pub(crate) fn kind(signo: i32, code: Option<i32>, sender_pid: Option<u32>, own_pid: Option<u32>) -> Option<CrashKind> {
+pub(crate) fn kind(signo: i32, code: Option<i32>, sender_pid: Option<u32>, own_pid: Option<u32>, raised_itself: bool) -> Option<CrashKind> {
     if !dumps_core(signo) {
         return None;
     }
@@ -91,6 +96,7 @@ pub(crate) fn kind(signo: i32, code: Option<i32>, sender_pid: Option<u32>, own_p
         return Some(if is_fault_signal(signo) { CrashKind::Fault } else { CrashKind::Killed });
     }
     match sender_pid {
+        Some(0) if code == SI_USER && !raised_itself => Some(CrashKind::Killed),
         Some(0) | None => Some(CrashKind::Abort),
         Some(p) if Some(p) == own_pid => Some(CrashKind::Abort),
         Some(_) => Some(CrashKind::Killed),
@@ -118,14 +124,15 @@ mod tests {
 
     #[test]
     fn who_sent_it_decides_abort_or_killed() {
-        assert_eq!(kind(SIGABRT, Some(-6), Some(100), Some(100)), Some(CrashKind::Abort));
-        assert_eq!(kind(SIGABRT, Some(0), Some(0), Some(100)), Some(CrashKind::Abort), "the .NET runtime's own dump: not killed");
-        assert_eq!(kind(SIGQUIT, Some(0), Some(7), Some(100)), Some(CrashKind::Killed));
-        assert_eq!(kind(SIGSEGV, Some(1), None, Some(100)), Some(CrashKind::Fault));
-        assert_eq!(kind(19, Some(0x80), None, Some(100)), None, "gcore's SIGSTOP is no crash");
+        assert_eq!(kind(SIGABRT, Some(-6), Some(100), Some(100), true), Some(CrashKind::Abort));
+        assert_eq!(kind(SIGABRT, Some(0), Some(0), Some(100), true), Some(CrashKind::Abort), "the .NET runtime's own dump: not killed");
+        assert_eq!(kind(SIGABRT, Some(0), Some(0), Some(2), false), Some(CrashKind::Killed), "a kill from outside the PID namespace: no abort");
+        assert_eq!(kind(SIGQUIT, Some(0), Some(7), Some(100), false), Some(CrashKind::Killed));
+        assert_eq!(kind(SIGSEGV, Some(1), None, Some(100), false), Some(CrashKind::Fault));
+        assert_eq!(kind(19, Some(0x80), None, Some(100), false), None, "gcore's SIGSTOP is no crash");
         // pr_cursig only (no NT_SIGINFO).
-        assert_eq!(kind(SIGSEGV, None, None, Some(100)), Some(CrashKind::Fault));
-        assert_eq!(kind(SIGABRT, None, None, Some(100)), Some(CrashKind::Abort));
-        assert_eq!(kind(SIGQUIT, None, None, Some(100)), Some(CrashKind::Killed));
+        assert_eq!(kind(SIGSEGV, None, None, Some(100), false), Some(CrashKind::Fault));
+        assert_eq!(kind(SIGABRT, None, None, Some(100), false), Some(CrashKind::Abort));
+        assert_eq!(kind(SIGQUIT, None, None, Some(100), false), Some(CrashKind::Killed));
     }
 }

@@ -48,6 +48,8 @@ pub(crate) struct SignatureInput<'a> {
     pub(crate) past_machinery: usize,
     pub(crate) origin: Option<usize>,
     pub(crate) recursion: Option<&'a Recursion>,
+    /// The thread returned to an overwritten return address: no frame says where.
+    pub(crate) overwritten_return: bool,
 }
 
 pub(crate) fn build(process: &Process, m: &Machinery, input: &SignatureInput<'_>) -> String {
@@ -66,6 +68,10 @@ pub(crate) fn build(process: &Process, m: &Machinery, input: &SignatureInput<'_>
         if let Some(below) = input.frames.get(r.first_frame + r.frames) {
             parts.push(frame_key(process, below));
         }
+        return parts.join(" | ");
+    }
+    if input.overwritten_return {
+        parts.push("overwritten_return".to_string());
         return parts.join(" | ");
     }
     if let Some(origin) = input.origin {

@@ -166,9 +166,7 @@ impl<'a> WaitForGraph<'a> {
     }
 
     /// The threads that can never proceed: in a deadlock, behind one, or waiting for a lock
-    /// nobody left can release (ascending). (Test-only until a verdict reads it: a wait behind
-    /// an exited owner.)
-    #[cfg(test)]
+    /// nobody left can release (ascending): the verdict's `abandoned` when there is no cycle.
     pub(crate) fn stuck(&self) -> Vec<u32> {
         self.stuck_nodes().into_iter().filter_map(|n| if let Node::Thread(t) = n { Some(t) } else { None }).collect()
     }
@@ -399,7 +397,7 @@ mod tests {
     #[test]
     fn an_inferred_holder_marks_the_deadlock_inferred() {
         let mut sem = pool("sem", &[], &[2]);
-        sem.holders = vec![crate::waits::lock::Holder::inferred(1, crate::waits::evidence::Inference::SoleStackPointer { at: 0x10 })];
+        sem.holders = vec![crate::waits::lock::Holder::inferred(1, crate::waits::evidence::Inference::OnlyFrameHolding(crate::waits::FrameHold { tid: 1, frame: 2, function: None, place: crate::waits::PointerPlace::Stack(0x10), value: 0x20 }))];
         let locks = vec![sem, lock("m", "m", Some(2), &[1])];
         let d = WaitForGraph::new(&[(1, Some("m")), (2, Some("sem"))], &locks).cycles();
         assert_eq!(d.len(), 1);

@@ -256,6 +256,7 @@ impl<'a> SignatureInputs<'a> {
         let name = match v {
             Verdict::Deadlock => "deadlock",
             Verdict::Crash => "crash",
+            Verdict::Abandoned => "abandoned",
             Verdict::GcStall => "gc_stall",
             Verdict::Contention => "contention",
             Verdict::ThreadPoolStarved => "thread_pool_starved",
@@ -268,6 +269,8 @@ impl<'a> SignatureInputs<'a> {
         match v {
             Verdict::Deadlock => parts.extend(cycles.iter().map(|c| self.cycle(c)).collect::<BTreeSet<_>>()),
             Verdict::Crash | Verdict::GcStall => parts.extend(crash.map(|c| c.signature.clone())),
+            // The convoys behind the locks nobody can release.
+            Verdict::Abandoned => parts.extend(self.locks.iter().filter(|l| l.released_by_nobody() && !l.waiter_tids.is_empty()).filter_map(|l| self.convoy(l)).collect::<BTreeSet<_>>()),
             Verdict::Contention => {
                 let head = self
                     .locks

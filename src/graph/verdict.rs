@@ -15,6 +15,9 @@ pub enum Verdict {
     Deadlock,
     /// The process died of a crash (see `crash`) and no deadlock was found.
     Crash,
+    /// No cycle, but threads wait for good behind a lock nobody left can release: its owner
+    /// exited (or was killed) holding it (an abandoned lock).
+    Abandoned,
     /// The .NET GC heap is near its hard limit and the GC recorded an out-of-memory: the process
     /// is stalled in its own garbage collector.
     GcStall,
@@ -51,10 +54,13 @@ pub(crate) fn order_locks(mut locks: Vec<LockFact>, deadlocks: &[Cycle]) -> Vec<
     locks
 }
 
-/// `reports`: the threads as reported; `crash`: the crash the dump records; `pool`: the
-/// runtime's worker pool, when it has one; `gc_stalled`: the runtime's collector is stalled.
+/// `stuck`: the threads that can never proceed (`WaitForGraph::stuck`); `reports`: the threads as
+/// reported; `crash`: the crash the dump records; `pool`: the runtime's worker pool, when it has
+/// one; `gc_stalled`: the runtime's collector is stalled.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn verdict(
     deadlocks: &[Cycle],
+    stuck: &[u32],
     locks: &[LockFact],
     reports: &[ThreadReport],
     threads: &[ThreadWait],
@@ -71,6 +77,9 @@ pub(crate) fn verdict(
         Verdict::GcStall
     } else if crashed.is_some() {
         Verdict::Crash
+    } else if !stuck.is_empty() {
+        // With no cycle, what holds a thread for good is a lock whose owner is gone.
+        Verdict::Abandoned
     } else if thread_pool_starved(locks, pool) {
         // Before contention: a lock the workers queue behind is the starvation's cause, not
         // the whole story (the pool's queue waits behind them all).

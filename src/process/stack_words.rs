@@ -9,8 +9,6 @@ use std::ops::Range;
 /// `(address, value)` of each 8-byte word from `sp & !7` up.
 pub(crate) struct StackWords<'a> {
     bytes: &'a [u8],
-    /// The range asked for holds at least a byte (whether or not the dump saved it).
-    spans: bool,
     base: u64,
     at: usize,
     stack: Range<u64>,
@@ -28,7 +26,7 @@ impl<'a> StackWords<'a> {
             Ok(b) => &b[..b.len() & !7],
             Err(_) => &[],
         };
-        Some(StackWords { bytes, spans: end > start, base: start, at: 0, stack: seg.vaddr..seg.end() })
+        Some(StackWords { bytes, base: start, at: 0, stack: seg.vaddr..seg.end() })
     }
 
     /// The whole mapping the stack is in: a word pointing here is a frame pointer or a local's
@@ -40,11 +38,6 @@ impl<'a> StackWords<'a> {
     /// Words the dump holds for the scan.
     pub(crate) fn len(&self) -> u64 {
         (self.bytes.len() / 8) as u64
-    }
-
-    /// The range asked for is empty (`sp` at the mapping's end, or a limit of 0).
-    pub(crate) fn spans_nothing(&self) -> bool {
-        !self.spans
     }
 }
 

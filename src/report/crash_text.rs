@@ -65,7 +65,7 @@ pub(crate) fn lines(out: &mut String, r: &Report, c: &CrashReport) {
         if c.kind == CrashKind::Killed
             && let Some(pid) = s.sender_pid
         {
-            let _ = write!(out, " sent by process {pid}");
+            let _ = write!(out, " {}", crate::report::words::signal_sender(pid));
         }
     }
     if let Some(tid) = c.thread {
@@ -78,11 +78,15 @@ pub(crate) fn lines(out: &mut String, r: &Report, c: &CrashReport) {
             Some(Access::Read) => "read of ",
             Some(Access::Write) => "write to ",
             Some(Access::Execute) => "execution at ",
+            None if c.overwritten_return.is_some() => "execution at ",
             None => "at ",
         };
         let _ = write!(out, " — {what}{a}");
         if let Some(k) = c.address_kind {
             let _ = write!(out, " {}", k.words());
+        }
+        if let Some(r) = &c.overwritten_return {
+            let _ = write!(out, " — {}", crate::report::words::overwritten_return(r));
         }
         if let Some(words) = c.instruction.as_ref().filter(|_| memory_fault).and_then(|i| i.operand.as_ref()).and_then(operand_words) {
             let _ = write!(out, " ({words})");

@@ -159,7 +159,7 @@ pub(crate) fn suspect_place(r: &crate::report::Report) -> Option<SuspectPlace> {
     }
     match r.verdict {
         Verdict::Idle | Verdict::NothingBlocked | Verdict::BlockedOnIo | Verdict::NotAnalyzed => Some(SuspectPlace::First),
-        Verdict::Deadlock | Verdict::Crash | Verdict::Contention | Verdict::ThreadPoolStarved | Verdict::GcStall => Some(SuspectPlace::AfterVerdict),
+        Verdict::Deadlock | Verdict::Crash | Verdict::Abandoned | Verdict::Contention | Verdict::ThreadPoolStarved | Verdict::GcStall => Some(SuspectPlace::AfterVerdict),
     }
 }
 

@@ -69,7 +69,7 @@ pub fn render(report: &Report) -> String {
 
 fn verdict_class(v: Verdict) -> &'static str {
     match v {
-        Verdict::Deadlock | Verdict::Crash => "deadlock",
+        Verdict::Deadlock | Verdict::Crash | Verdict::Abandoned => "deadlock",
         Verdict::Contention => "contention",
         Verdict::ThreadPoolStarved | Verdict::GcStall => "contention",
         Verdict::BlockedOnIo => "io",
@@ -136,6 +136,9 @@ fn verdict(out: &mut String, r: &Report) {
         None if r.verdict == Verdict::Deadlock => {
             let n: usize = r.deadlocks.iter().map(|d| d.tids.len()).sum();
             let _ = write!(line, "{n} thread{} in {} cycle{}; ", plural(n), r.deadlocks.len(), plural(r.deadlocks.len()));
+        }
+        None if r.verdict == Verdict::Abandoned => {
+            let _ = write!(line, "{}; ", escape(&super::words::abandoned(&r.locks)));
         }
         None => {}
     }
@@ -341,6 +344,9 @@ fn state_html(t: Option<&ThreadReport>, r: &Report, words: &str) -> String {
 
 fn thread_title(t: &ThreadReport, r_locks: &[LockFact]) -> String {
     let mut s = format!("Thread {}", t.tid);
+    if let Some(own) = super::words::own_tid_words(t) {
+        let _ = write!(s, " ({})", escape(&own));
+    }
     if let Some(name) = &t.name {
         let _ = write!(s, " \"{}\"", escape(name));
     }

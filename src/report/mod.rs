@@ -23,10 +23,10 @@ pub mod words;
 pub use crate::hex::Hex;
 // The parts of the model that stages before the report define: re-exported so a caller names
 // every type it reads from a `Report` through `knot::report`.
-pub use crate::crash::model::{Access, AddressKind, CrashKind, CrashMessage, CrashReport, CrashSignal, ExceptionReport, InstructionReport, MappingReport, OperandReport, Recursion, RegisterValue};
+pub use crate::crash::model::{Access, AddressKind, CrashKind, CrashMessage, CrashReport, CrashSignal, ExceptionReport, InstructionReport, MappingReport, OperandReport, OverwrittenReturn, Recursion, RegisterValue};
 pub use crate::core::SignalSource;
 pub use crate::unwind::frame::Trust;
-pub use crate::waits::evidence::{Evidence, UnknownOwner};
+pub use crate::waits::evidence::{Evidence, FrameHold, Inference, PointerPlace, UnknownOwner};
 pub use crate::waits::lock::{AsyncWaiter, BarrierFacts, Certainty, Holder, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner, QueuedRelease, Release};
 pub use crate::waits::state::{IdleRole, Pool, ThreadState};
 pub use model::*;

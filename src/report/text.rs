@@ -28,7 +28,7 @@ impl Paint {
 
     fn verdict(self, v: Verdict, s: &str) -> String {
         let code = match v {
-            Verdict::Deadlock | Verdict::Crash => "1;31",
+            Verdict::Deadlock | Verdict::Crash | Verdict::Abandoned => "1;31",
             Verdict::GcStall | Verdict::Contention | Verdict::ThreadPoolStarved | Verdict::BlockedOnIo => "1;33",
             Verdict::Idle => "1;36",
             Verdict::NothingBlocked => "1;32",
@@ -120,6 +120,9 @@ fn summary(out: &mut String, r: &Report, paint: Paint) {
             if let Some(gc) = r.dotnet.as_ref().and_then(|d| d.gc.as_ref()) {
                 out.push_str(&super::gc_text::stall_words(r, gc));
             }
+        }
+        Verdict::Abandoned => {
+            let _ = write!(out, " — {}", super::words::abandoned(&r.locks));
         }
         _ => {}
     }
@@ -317,6 +320,9 @@ pub fn thread(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_frames
 /// one line each (`report::fold`; `fold` holds the addresses no run may hide).
 fn thread_painted(out: &mut String, t: &ThreadReport, locks: &[LockFact], max_frames: Option<usize>, fold: Option<&[u64]>, title: impl Fn(&str) -> String) {
     let _ = write!(out, "{}", title(&format!("Thread {}", t.tid)));
+    if let Some(own) = super::words::own_tid_words(t) {
+        let _ = write!(out, " ({own})");
+    }
     if let Some(name) = &t.name {
         let _ = write!(out, " \"{name}\"");
     }

@@ -8,7 +8,7 @@ use crate::graph::verdict::Verdict;
 use crate::graph::Cycle;
 use crate::runtimes::dotnet::gc::report::{ReferrerReport, RootName, RootPlace};
 use crate::waits::{
-    Evidence, FieldError, IdleRole, Inference, LockFact, LockKind, LockStorage, ManagedLock, ManagedWaitKind, MutexConsistency, MutexType, NamedThread, NativeLock, NativeLockType, Owner, PointerPlace, Pool, PoolState, ReaderEvidence,
+    Evidence, FieldError, IdleRole, Inference, LockFact, LockKind, LockStorage, ManagedLock, ManagedWaitKind, MutexConsistency, MutexType, NamedThread, NativeLock, NativeLockType, Owner, PointerPlace, Pool, PoolState, FrameHold,
     RwLockSlimNode, RwLockSlimState, SemaphoreWait, ThreadState, UnknownOwner, WaitRecord,
 };
 
@@ -276,6 +276,12 @@ pub(crate) fn starvation_words(locks: &[LockFact], tp: &crate::runtimes::dotnet:
     parts.join(", ")
 }
 
+/// `3 in its PID namespace`: the thread's id as the process numbers it, when the dump's differs
+/// (locks and joins name it by that one).
+pub(crate) fn own_tid_words(t: &ThreadReport) -> Option<String> {
+    t.own_tid.map(|own| format!("{own} in its PID namespace"))
+}
+
 /// A thread's role for people, with its framework: `Orleans grain activation`, `.NET finalizer thread`.
 pub(crate) fn role_words(t: &ThreadReport) -> Option<String> {
     let r = t.role.as_ref()?;
@@ -323,6 +329,9 @@ pub(crate) fn native_lock_label(n: &NativeLock) -> String {
                 }
             }
             label.push(')');
+            if m.process_shared {
+                label.push_str(", process-shared");
+            }
             if m.owner_died {
                 label.push_str(", owner died");
             }
@@ -339,6 +348,7 @@ pub(crate) fn native_lock_label(n: &NativeLock) -> String {
         NativeLockType::GcEvent { heap: None, .. } => "a .NET GC event (a collection in progress)".into(),
         NativeLockType::PosixSemaphore => "POSIX semaphore".into(),
         NativeLockType::PthreadJoin => "pthread_join".into(),
+        NativeLockType::PthreadBarrier { arrived, count } => format!("pthread barrier, {arrived} of {count} arrived"),
         NativeLockType::Family(name) => name.clone(),
         NativeLockType::UnrecognisedFutex => "futex word (no analyzer recognises the waiters' frames)".into(),
     };
@@ -363,6 +373,14 @@ pub(crate) fn owner_words(l: &LockFact) -> String {
         },
         Owner::Inferred { tid, .. } => format!("probably held by thread {tid} (inferred)"),
         Owner::Exited { tid } => format!("held by thread {tid}, which has exited"),
+        Owner::OtherProcess { tid } => format!("held by another process (tid {tid}): a process-shared lock whose owner is no thread of this one"),
+        Owner::None if l.kind == LockKind::Barrier => match &l.native.as_ref().map(|n| &n.what) {
+            Some(NativeLockType::PthreadBarrier { arrived, count }) => {
+                let missing = count.saturating_sub(*arrived);
+                format!("{arrived} of {count} arrived: waiting for {missing} more thread{} to arrive", plural(missing as usize))
+            }
+            _ => "waiting for the rest of its threads to arrive".to_string(),
+        },
         Owner::Readers { count, reader_tids, .. } if reader_tids.is_empty() => format!("held by {count} reader{}", plural(*count as usize)),
         Owner::Readers { count, reader_tids, .. } => {
             let tids: Vec<String> = reader_tids.iter().map(u32::to_string).collect();
@@ -809,11 +827,44 @@ pub fn short_type(name: &str) -> &str {
     }
 }
 
+/// `a return to an overwritten return address: the stack slot at 0x… holds it (a smashed stack)`.
+pub(crate) fn overwritten_return(r: &crate::crash::OverwrittenReturn) -> String {
+    format!("a return to an overwritten return address: the stack slot it returned from, {}, holds {} (a smashed stack)", r.slot, r.value)
+}
+
+/// The abandoned locks in words: `2 threads wait for good behind orphan_lock, whose owner, thread
+/// 7711, exited holding it`.
+pub(crate) fn abandoned(locks: &[LockFact]) -> String {
+    let parts: Vec<String> = locks
+        .iter()
+        .filter(|l| l.released_by_nobody() && !l.waiter_tids.is_empty())
+        .map(|l| {
+            let n = l.waiter_tids.len();
+            let owner = match l.owner {
+                Owner::Exited { tid } => format!("whose owner, thread {tid}, exited holding it"),
+                _ => "which nobody left can release".to_string(),
+            };
+            format!("{n} thread{} wait{} for good behind {}, {owner}", plural(n), if n == 1 { "s" } else { "" }, lock_name(l))
+        })
+        .collect();
+    parts.join("; ")
+}
+
+/// Who sent a kill: `sent by process 11037`; pid 0 is a sender the process cannot see (a
+/// process outside its PID namespace: a container's process killed from the host).
+pub(crate) fn signal_sender(pid: u32) -> String {
+    match pid {
+        0 => "sent from outside the process's PID namespace (the sender's pid reads 0 in it)".to_string(),
+        pid => format!("sent by process {pid}"),
+    }
+}
+
 /// The verdict in a few words (`DEADLOCK` on the verdict line, upper-cased).
 pub fn verdict(v: Verdict) -> &'static str {
     match v {
         Verdict::Deadlock => "deadlock",
         Verdict::Crash => "crash",
+        Verdict::Abandoned => "abandoned",
         Verdict::GcStall => "gc stall",
         Verdict::Contention => "contention",
         Verdict::ThreadPoolStarved => "thread pool starved",
@@ -836,6 +887,7 @@ impl std::fmt::Display for ThreadState {
             ThreadState::Sleeping { syscall } => write!(f, "sleeping ({syscall})"),
             ThreadState::IdleRuntimeThread { role } => write!(f, "idle runtime thread ({role})"),
             ThreadState::WaitingForWork { pool } => write!(f, "waiting for work ({pool})"),
+            ThreadState::Parked { function } => write!(f, "parked ({function}): waiting to be unparked"),
             ThreadState::Io { syscall, fd } => write!(f, "in I/O ({syscall} on fd {fd})"),
             ThreadState::WaitingForChild { syscall } => write!(f, "waiting for a child ({syscall})"),
             ThreadState::Stopped { signal } => write!(f, "stopped (signal {signal})"),
@@ -951,7 +1003,7 @@ macro_rules! serialize_as_words {
         }
     )*};
 }
-serialize_as_words!(Evidence, UnknownOwner, Inference, ReaderEvidence, IdleRole, Pool, RootName);
+serialize_as_words!(Evidence, UnknownOwner, Inference, FrameHold, IdleRole, Pool, RootName);
 
 /// `ReaderWriterLockSlim._owners`' count of holders (readers and the upgradeable holder).
 const RWLS_READER_MASK: u32 = 0x0FFF_FFFF;
@@ -981,7 +1033,7 @@ impl std::fmt::Display for Evidence {
             Evidence::UnrecognisedFutexWait { tid, futex, expected } => {
                 write!(f, "thread {tid} is in futex wait on {futex:#x} (expecting {expected:#x}); no analyzer recognises its frames")
             }
-            Evidence::StackPointer { tid, value, at } => write!(f, "thread {tid}'s stack holds {value:#x} (a pointer into the lock) at {at:#x}"),
+            Evidence::PointerInFrame(h) => write!(f, "thread {}: {}", h.tid, frame_hold_words(h)),
             Evidence::Mutex { address, lock, owner, count, kind } => {
                 write!(f, "pthread_mutex_t at {address:#x}: __lock={lock:#x} __owner={owner} __count={count} __kind={kind:#x}")
             }
@@ -994,6 +1046,17 @@ impl std::fmt::Display for Evidence {
                 write!(f, "sem_t at {address:#x}: value={} nwaiters={}", read(value), read(waiters))
             }
             Evidence::Join { address, tid } => write!(f, "pthread_join sleeps on the joined thread's tid word at {address:#x}, which holds {tid}"),
+            Evidence::Barrier { address, arrived, count } => write!(f, "pthread_barrier_t at {address:#x}: {arrived} of {count} threads arrived (in - current_round; count {count})"),
+            Evidence::RefusedPiMutex { tid, parked_on, mutex, frame, place, value } => {
+                let at = match place {
+                    PointerPlace::Register(r) => format!("register {r}"),
+                    PointerPlace::Stack(a) => format!("its stack slot at {a:#x}"),
+                };
+                write!(
+                    f,
+                    "thread {tid} was refused the priority-inheritance mutex at {mutex:#x} (EDEADLK: the kernel saw the cycle) and sleeps for good on {parked_on:#x}, a zero word of its own stack; frame #{frame} keeps {value:#x}, a pointer into that mutex, in {at}"
+                )
+            }
             Evidence::FutexWord { address, value: Ok(w) } => write!(f, "futex word at {address:#x} = {w:#x}; this lock type records no owner"),
             Evidence::FutexWord { address, value: Err(e) } => write!(f, "futex word at {address:#x} not readable: {e}"),
             Evidence::Unread(why) => write!(f, "{why}"),
@@ -1157,7 +1220,7 @@ impl std::fmt::Display for FieldError {
 impl std::fmt::Display for Inference {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Inference::SoleStackPointer { at } => write!(f, "the only other thread whose stack points into the lock (at {at:#x}), as a guard would"),
+            Inference::OnlyFrameHolding(h) => write!(f, "the only thread, besides its waiters, with a frame that keeps a pointer into the lock's own object, as a guard does: {}", frame_hold_words(h)),
             Inference::RunsTask { method, frame, stack_slot } => {
                 write!(f, "the only thread running the task: its frame #{frame} is {} and its stack holds the task (at {stack_slot:#x})", short_method(method))
             }
@@ -1176,13 +1239,21 @@ impl std::fmt::Display for Inference {
     }
 }
 
-impl std::fmt::Display for ReaderEvidence {
+/// `frame #4 plan keeps 0x… in its stack slot 0x…`: where a thread keeps a pointer into a lock.
+fn frame_hold_words(h: &FrameHold) -> String {
+    let function = h.function.as_deref().map(|n| format!(" {n}")).unwrap_or_default();
+    let place = match h.place {
+        PointerPlace::Register(name) => format!("in register {name}"),
+        PointerPlace::Stack(at) => format!("in its stack slot {at:#x}"),
+    };
+    format!("frame #{}{function} keeps {:#x}, a pointer into the lock's own object, {place}", h.frame, h.value)
+}
+
+/// A reader offered for a read-held lock: `thread 5: frame #4 plan keeps 0x… in its stack slot
+/// 0x…, while it does not wait for it`.
+impl std::fmt::Display for FrameHold {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (tid, value) = (self.tid, self.value);
-        match self.place {
-            PointerPlace::Register(name) => write!(f, "thread {tid}: register {name} holds {value:#x}, a pointer into the lock, while it does not wait for it"),
-            PointerPlace::Stack(at) => write!(f, "thread {tid}: its stack at {at:#x} holds {value:#x}, a pointer into the lock, while it does not wait for it"),
-        }
+        write!(f, "thread {}: {}, while it does not wait for it", self.tid, frame_hold_words(self))
     }
 }
 
@@ -1266,6 +1337,7 @@ mod tests {
             state: ThreadState::Running,
             blocked_on: None,
             managed_thread_id: None,
+            own_tid: None,
             role: role.map(|(framework, role, name)| crate::roles::ThreadRole { framework: framework.into(), role: role.into(), name: name.into() }),
         }
     }
@@ -1351,10 +1423,10 @@ mod tests {
                 "thread 9 \"worker\" waits to enter the Lock (by its ThreadBlockingInfo record)",
             ])
         );
-        let readers = Owner::Readers { count: 1, reader_tids: vec![5], reader_evidence: vec![ReaderEvidence { tid: 5, place: PointerPlace::Register("rbx"), value: 0x18 }] };
+        let readers = Owner::Readers { count: 1, reader_tids: vec![5], reader_evidence: vec![FrameHold { tid: 5, frame: 3, function: Some("reader".into()), place: PointerPlace::Register("rbx"), value: 0x18 }] };
         assert_eq!(
             serde_json::to_value(&readers).unwrap()["reader_evidence"][0],
-            "thread 5: register rbx holds 0x18, a pointer into the lock, while it does not wait for it"
+            "thread 5: frame #3 reader keeps 0x18, a pointer into the lock's own object, in register rbx, while it does not wait for it"
         );
         let idle = ThreadState::IdleRuntimeThread { role: IdleRole::ThreadPoolGate };
         assert_eq!(serde_json::to_value(&idle).unwrap(), serde_json::json!({"kind": "idle_runtime_thread", "role": "thread pool gate"}));

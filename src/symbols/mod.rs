@@ -406,6 +406,16 @@ impl<'p> Symbolizer<'p> {
         Some((display_name(&hit.sym.full_name(), None, NameKind::Minimal), link.wrapping_sub(hit.sym.addr)))
     }
 
+    /// The data symbol covering runtime address `addr`: its runtime start and its size (0 when
+    /// the symbol table gives none).
+    pub(crate) fn data_object(&self, addr: u64) -> Option<(u64, u64)> {
+        let index = self.data_module(addr)?;
+        let (module, syms) = self.module(index)?;
+        let link = module.to_link_address(addr);
+        let hit = syms.data_symbol(link)?;
+        Some((addr.wrapping_sub(link.wrapping_sub(hit.sym.addr)), hit.sym.size))
+    }
+
     /// The module whose image holds `addr`, counting the part of its last segment that is not in
     /// the file (`.bss`), which no file mapping covers.
     fn data_module(&self, addr: u64) -> Option<usize> {

@@ -88,11 +88,62 @@ fn cpp(raw: &str, kind: NameKind) -> Option<String> {
         NameKind::Debug => cpp_demangle::DemangleOptions::new().no_params().no_return_type(),
         NameKind::Minimal => cpp_demangle::DemangleOptions::new(),
     };
-    let name = sym.demangle_with_options(&options).ok()?;
+    let name = as_cxxfilt(&sym.demangle_with_options(&options).ok()?);
     Some(match kind {
         NameKind::Debug => strip_trailing_qualifiers(name),
         NameKind::Minimal => name,
     })
+}
+
+/// cpp_demangle's spelling made c++filt's (libiberty's, which gdb prints): an integer template
+/// argument is a literal with its type's suffix (`(long)3600` → `3600l`, `(unsigned long)0` →
+/// `0ul`, `(int)5` → `5`, `(bool)1` → `true`; other types keep the cast, `(char)65`), and an
+/// empty pack leaves no separator behind (`f<void, >` → `f<void>`).
+pub(crate) fn as_cxxfilt(name: &str) -> String {
+    const SUFFIXES: [(&str, &str); 6] = [("int", ""), ("unsigned int", "u"), ("long", "l"), ("unsigned long", "ul"), ("long long", "ll"), ("unsigned long long", "ull")];
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(open) = rest.find('(') {
+        let (head, tail) = rest.split_at(open);
+        out.push_str(head);
+        // `(type)` then a number, as a template argument (after `<` or `, `).
+        let literal = tail.find(')').and_then(|close| {
+            let ty = &tail[1..close];
+            let after = &tail[close + 1..];
+            let digits = after.strip_prefix('-').unwrap_or(after);
+            let n = digits.bytes().take_while(u8::is_ascii_digit).count();
+            let number = &after[..after.len() - digits.len() + n];
+            let is_argument = out.ends_with('<') || out.ends_with(", ");
+            let ends_argument = matches!(digits.as_bytes().get(n), Some(b'>' | b','));
+            if n == 0 || !is_argument || !ends_argument {
+                return None;
+            }
+            let spelled = match ty {
+                "bool" if number == "0" => "false".to_string(),
+                "bool" if number == "1" => "true".to_string(),
+                _ => format!("{number}{}", SUFFIXES.iter().find(|(t, _)| *t == ty)?.1),
+            };
+            Some((spelled, close + 1 + number.len()))
+        });
+        match literal {
+            Some((spelled, used)) => {
+                out.push_str(&spelled);
+                rest = &tail[used..];
+            }
+            None => {
+                out.push('(');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    // An empty pack: `<void, >`, `<, int>`, `<int, , int>`.
+    for (from, to) in [(", >", ">"), ("<, ", "<"), (", , ", ", ")] {
+        while out.contains(from) {
+            out = out.replace(from, to);
+        }
+    }
+    out
 }
 
 /// `A::f const` → `A::f`: with the parameters gone, cv- and ref-qualifiers are left dangling;
@@ -135,6 +186,19 @@ mod tests {
             display_name("_ZNSt18condition_variable4waitERSt11unique_lockISt5mutexE", None, NameKind::Minimal),
             "std::condition_variable::wait(std::unique_lock<std::mutex>&)"
         );
+    }
+
+    /// Issue 42: as c++filt (and gdb) print them.
+    #[test]
+    fn cpp_integer_template_arguments_and_empty_packs_read_as_cxxfilt_prints_them() {
+        let d = |raw| display_name(raw, Some(gimli::DW_LANG_C_plus_plus_14), NameKind::Debug);
+        assert_eq!(d("_Z8hold_forIlSt5ratioILl3600ELl1EEEvNSt6chrono8durationIT_T0_EE"), "hold_for<long, std::ratio<3600l, 1l> >");
+        assert_eq!(d("_Z8take_allIJLm0ELm1EEEiSt16integer_sequenceImJXspT_EEE"), "take_all<0ul, 1ul>");
+        assert_eq!(d("_ZSt13__invoke_implIvPFvvEJEET_St14__invoke_otherOT0_DpOT1_"), "std::__invoke_impl<void, void (*)()>");
+        assert_eq!(d("_Z12wait_quietlyIJEEvDpT_"), "wait_quietly<>");
+        assert_eq!(as_cxxfilt("f<(unsigned int)7, (long long)-2, (unsigned long long)3, (int)4, (bool)1, (bool)0, (char)65>"), "f<7u, -2ll, 3ull, 4, true, false, (char)65>");
+        assert_eq!(as_cxxfilt("g(long) const"), "g(long) const", "a parameter list is no literal");
+        assert_eq!(as_cxxfilt("h<void (*)(long)>"), "h<void (*)(long)>");
     }
 
     #[test]

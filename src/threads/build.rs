@@ -111,6 +111,11 @@ pub(crate) fn stack_end(stack: &crate::unwind::Stack) -> StackEndReport {
         StackEnd::Unreadable { address } => ("unreadable", Some(address), format!("stack memory at {address:#x} is not in the dump")),
         StackEnd::NoCaller { ip } => ("no_caller", Some(ip), format!("no unwind information, frame pointer or return address found above {ip:#x}")),
         StackEnd::NotCode { ip, .. } => ("not_code", Some(ip), format!("return address {ip:#x} is not in executable memory")),
+        StackEnd::SmashedReturn { ip, slot } => (
+            "smashed_return",
+            Some(ip),
+            format!("the thread returned to {ip:#x}, which is no code, and the stack slot it returned from ({slot:#x}) holds it: a return address overwritten (a smashed stack); its callers are not known"),
+        ),
         StackEnd::DepthLimit { frames } => ("depth_limit", None, format!("stopped at the {frames}-frame limit")),
         StackEnd::EntryPoint => ("entry_point", None, "reached the program's entry point (_start)".to_string()),
     };

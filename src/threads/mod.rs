@@ -30,6 +30,11 @@ pub struct ThreadReport {
     pub blocked_on: Option<String>,
     /// The managed thread id (`Thread.ManagedThreadId`), for a .NET thread.
     pub managed_thread_id: Option<u32>,
+    /// The thread's id as the process itself numbers it (its `struct pthread`), when that
+    /// differs from the dump's: a process in a PID namespace of its own dumped from the host
+    /// (locks and joins record these numbers). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_tid: Option<u32>,
     /// What the thread is for, in its framework's words (`analyzers/roles.toml`): `{ framework,
     /// role, name }`, e.g. `orleans`, `grain_activation`, `grain activation`; null when no rule
     /// knows its frames.

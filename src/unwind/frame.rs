@@ -86,6 +86,10 @@ pub(crate) enum StackEnd {
         #[serde(skip)]
         sp: u64,
     },
+    /// The thread is at a pc outside code that the word just below its stack pointer holds:
+    /// it got there by returning to an overwritten return address (a smashed stack). What
+    /// called the function that returned is not known: the walk ends at frame #0.
+    SmashedReturn { ip: u64, slot: u64 },
     /// The walk reached the frame limit.
     DepthLimit { frames: usize },
     /// The frame is the program's entry point (`_start`, at the auxiliary vector's AT_ENTRY):

@@ -174,6 +174,9 @@ impl<'p> Unwinder<'p> {
             let in_entry = self.is_entry(current);
             // A call through a bad pointer is read at [rsp] exactly: no search.
             let bad_pc = is_first && !self.is_code_or_managed(current.ip);
+            if let Some(slot) = bad_pc.then(|| self.returned_from(current)).flatten() {
+                break StackEnd::SmashedReturn { ip: current.ip, slot };
+            }
             match self.step(current, is_first, &mut ctx) {
                 Err(StackEnd::Outermost) if in_entry => break StackEnd::Outermost,
                 // Whatever lies above `_start` is argc and argv, not a caller.
@@ -395,6 +398,16 @@ impl<'p> Unwinder<'p> {
         }
         let sp = out.regs.sp()?;
         Some(Frame { ip: out.regs.ip()?, sp, cfa: Some(sp), trust: Trust::RuntimeUnwindInfo, ip_is_exact: out.machine_frame, is_signal_frame: false, regs: out.regs })
+    }
+
+    /// A thread at a pc outside code that the word just below its stack pointer holds got there
+    /// by a return (x86-64's `ret` popped it; aarch64's epilogue loaded x30 from there): the
+    /// return address was overwritten, and the word the stack pointer now points at is whatever
+    /// the caller's frame held, no return address. That slot, if so.
+    fn returned_from(&self, frame: &Frame) -> Option<u64> {
+        let slot = frame.sp.checked_sub(8)?;
+        let memory: &dyn Memory = self.process;
+        (memory.read_u64(slot).ok()? == frame.ip).then_some(slot)
     }
 
     /// A thread that crashed at a PC outside code (a call through a bad function pointer) ran no

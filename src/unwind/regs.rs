@@ -39,6 +39,10 @@ impl FrameRegs {
         out
     }
 
+    pub(crate) fn arch(&self) -> Arch {
+        self.arch
+    }
+
     pub(crate) fn get(&self, reg: u16) -> Option<u64> {
         let i = reg as usize;
         (i < self.arch.tracked() && self.known & (1 << i) != 0).then(|| self.vals[i])

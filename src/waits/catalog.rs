@@ -13,8 +13,12 @@ pub(crate) enum Kind {
     Cond,
     Sem,
     Join,
+    /// A barrier: its waiters wait for the rest of its parties to arrive.
+    Barrier,
     /// A bare futex word with no owner field (glibc internal locks, Rust std locks).
     FutexWord,
+    /// A thread parked until another unparks it (`std::thread::park`): a wait, but on no lock.
+    Park,
 }
 
 impl Kind {
@@ -31,7 +35,9 @@ impl Kind {
             Kind::Cond => LockKind::Cond,
             Kind::Sem => LockKind::Sem,
             Kind::Join => LockKind::Join,
-            Kind::FutexWord => LockKind::Futex,
+            Kind::Barrier => LockKind::Barrier,
+            // A park makes no lock (`waits::analyze` says it as the thread's state).
+            Kind::FutexWord | Kind::Park => LockKind::Futex,
         }
     }
 }
@@ -88,6 +94,9 @@ pub(crate) struct Family {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Catalog {
     pub(crate) families: Vec<Family>,
+    /// Every layout of the data files by name, those no family names too (a thread's own
+    /// `struct pthread`).
+    pub(crate) layouts: BTreeMap<String, Layout>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -100,10 +109,18 @@ const FILES: &[(&str, &str)] =
     &[("analyzers/glibc.toml", include_str!("../../analyzers/glibc.toml")), ("analyzers/rust-std.toml", include_str!("../../analyzers/rust-std.toml"))];
 
 impl Catalog {
+    #[cfg(test)]
     pub(crate) fn parse(file: &'static str, text: &str) -> Result<Vec<Family>, CatalogError> {
+        Ok(Self::parse_file(file, text)?.0)
+    }
+
+    /// A data file's families and all its layouts.
+    fn parse_file(file: &'static str, text: &str) -> Result<(Vec<Family>, Vec<Layout>), CatalogError> {
         let bad = |reason: String| CatalogError::Invalid { file, reason };
         let data: FileData = toml::from_str(text).map_err(|e| bad(e.to_string()))?;
-        data.family
+        let layouts = data.layout.iter().map(|(name, fields)| Layout { name: name.clone(), fields: fields.clone() }).collect();
+        let families = data
+            .family
             .into_iter()
             .map(|f| {
                 let fields = data.layout.get(&f.layout).ok_or_else(|| bad(format!("layout {} is not defined", f.layout)))?;
@@ -119,7 +136,13 @@ impl Catalog {
                     infer_owner: f.infer_owner,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((families, layouts))
+    }
+
+    /// The layout called `name` in the data files.
+    pub(crate) fn layout(&self, name: &str) -> Option<&Layout> {
+        self.layouts.get(name)
     }
 
     /// The families in `analyzers/`, parsed once.
@@ -128,10 +151,13 @@ impl Catalog {
         CATALOG
             .get_or_init(|| {
                 let mut families = Vec::new();
+                let mut layouts = BTreeMap::new();
                 for (file, text) in FILES {
-                    families.extend(Catalog::parse(file, text)?);
+                    let (f, l) = Catalog::parse_file(file, text)?;
+                    families.extend(f);
+                    layouts.extend(l.into_iter().map(|l| (l.name.clone(), l)));
                 }
-                Ok(Catalog { families })
+                Ok(Catalog { families, layouts })
             })
             .as_ref()
     }
@@ -185,6 +211,7 @@ mod tests {
             (Kind::Rwlock, &["readers", "cur_writer", "shared", "flags"]),
             (Kind::Cond, &["wrefs"]),
             (Kind::Sem, &["value", "nwaiters"]),
+            (Kind::Barrier, &["in", "current_round", "count"]),
         ];
         for (kind, fields) in needs {
             let f = catalog.families.iter().find(|f| f.kind == *kind).unwrap();
@@ -206,6 +233,11 @@ mod tests {
         let rust = ["syscall", "std::sys::pal::unix::futex::futex_wait", "std::sys::sync::mutex::futex::Mutex::lock_contended"];
         assert_eq!(c.recognise(rust.iter().copied(), 12).unwrap().0.label, "Rust std::sync::Mutex");
         assert!(c.recognise(["nanosleep", "main"].iter().copied(), 12).is_none());
+        let park = ["syscall", "std::sys::pal::unix::futex::futex_wait", "std::sys::sync::thread_parking::futex::Parker::park", "std::thread::functions::park"];
+        assert_eq!(c.recognise(park.iter().copied(), 12).unwrap().0.kind, Kind::Park);
+        for layout in ["struct_pthread_x86_64", "struct_pthread_aarch64"] {
+            assert!(c.layout(layout).and_then(|l| l.offset("tid")).is_some(), "{layout} has the thread's tid");
+        }
     }
 
     #[test]

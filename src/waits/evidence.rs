@@ -23,8 +23,9 @@ pub enum Evidence {
     },
     /// A thread sleeps on a futex word no lock family's frames explain.
     UnrecognisedFutexWait { tid: u32, futex: u64, expected: u32 },
-    /// Another thread's stack holds a pointer into the lock (an owner is inferred from these).
-    StackPointer { tid: u32, value: u64, at: u64 },
+    /// Another thread's frame keeps a pointer into the lock's own object (an owner is inferred
+    /// from these).
+    PointerInFrame(FrameHold),
     /// A `pthread_mutex_t`'s words.
     Mutex { address: u64, lock: u32, owner: i32, count: u32, kind: i32 },
     /// A `pthread_rwlock_t`'s words: `readers_word` holds the reader count and flags.
@@ -35,6 +36,11 @@ pub enum Evidence {
     Sem { address: u64, value: Result<u32, FieldError>, waiters: Result<u32, FieldError> },
     /// `pthread_join` sleeps on the joined thread's tid word.
     Join { address: u64, tid: u32 },
+    /// A `pthread_barrier_t`'s words: `arrived` of its `count` parties in this round.
+    Barrier { address: u64, arrived: u32, count: u32 },
+    /// A thread the kernel refused a priority-inheritance mutex (EDEADLK) sleeps for good on a
+    /// zero word of its own stack (`parked_on`); its frame `frame` points into the mutex.
+    RefusedPiMutex { tid: u32, parked_on: u64, mutex: u64, frame: usize, place: PointerPlace, value: u64 },
     /// A bare futex word of a lock type that records no owner.
     FutexWord { address: u64, value: Result<u32, MemoryError> },
     /// The lock's words could not be read: the owner is unknown for this reason.
@@ -132,8 +138,9 @@ pub enum WaitRecord {
 /// Why an owner is inferred (`Owner::Inferred`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Inference {
-    /// The only other thread whose stack points into the lock (at `at`), as a guard would.
-    SoleStackPointer { at: u64 },
+    /// The only thread, besides the lock's waiters, one of whose frames keeps a pointer into the
+    /// lock's own object (its data symbol, or the lock itself): as a guard keeps it.
+    OnlyFrameHolding(FrameHold),
     /// The only thread running the task: its frame `frame` is the task's work (`method`: the
     /// state machine's `MoveNext`, or `Task.ExecuteWithThreadLocal`) and its stack holds the
     /// task at `stack_slot`.
@@ -152,12 +159,17 @@ pub enum Inference {
     WaitingWriter { frame: String },
 }
 
-/// A thread offered as a reader of a read-held lock (`Owner::Readers`).
+/// A frame of a thread that keeps a pointer into a lock's own object: which frame, and the stack
+/// slot or register the pointer is in. A reader of a read-held lock (`Owner::Readers`) is offered
+/// on one of these.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReaderEvidence {
+pub struct FrameHold {
     pub tid: u32,
+    /// The frame's index in the thread's frames, and its function.
+    pub frame: usize,
+    pub function: Option<String>,
     pub place: PointerPlace,
-    /// The pointer into the lock.
+    /// The pointer.
     pub value: u64,
 }
 

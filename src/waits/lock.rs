@@ -1,6 +1,6 @@
 //! Lock facts: what knot established about one lock, and how sure it is of the owner.
 
-use super::evidence::{Evidence, Inference, ReaderEvidence, UnknownOwner};
+use super::evidence::{Evidence, FrameHold, Inference, UnknownOwner};
 use crate::hex::Hex;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -15,6 +15,8 @@ pub enum LockKind {
     Sem,
     /// A thread waiting for another to exit (`pthread_join`).
     Join,
+    /// A `pthread_barrier_t`: its waiters wait for the rest of its parties to arrive.
+    Barrier,
     /// A futex word: a lock with no owner field, or one no analyzer knows.
     Futex,
     /// A .NET Monitor (a sync block or a thin lock).
@@ -47,6 +49,7 @@ impl LockKind {
             LockKind::Cond => "cond",
             LockKind::Sem => "sem",
             LockKind::Join => "join",
+            LockKind::Barrier => "barrier",
             LockKind::Futex => "futex",
             LockKind::Monitor => "monitor",
             LockKind::Lock => "lock",
@@ -114,6 +117,9 @@ pub enum Owner {
     },
     /// The lock names an owner that is not among the dump's threads: it exited holding it.
     Exited { tid: u32 },
+    /// A process-shared lock whose owner is not a thread of this process: a thread of another
+    /// process (its tid, in the numbering the lock records).
+    OtherProcess { tid: u32 },
     /// Held for reading by this many threads. Readers are not recorded: `reader_tids` are the
     /// threads inferred to read it (their stack or saved registers point into the lock while
     /// they are not waiting for it), each with its `reader_evidence`; candidates, never facts.
@@ -123,7 +129,7 @@ pub enum Owner {
         reader_tids: Vec<u32>,
         #[serde(default)]
         #[schemars(with = "Vec<String>")]
-        reader_evidence: Vec<ReaderEvidence>,
+        reader_evidence: Vec<FrameHold>,
     },
     /// A lock with no owner by nature (condition variable, semaphore).
     None,
@@ -621,6 +627,8 @@ pub(crate) enum NativeLockType {
     GcEvent { heap: Option<usize>, collectors: Vec<u32> },
     PosixSemaphore,
     PthreadJoin,
+    /// A `pthread_barrier_t`: `arrived` of its `count` parties are in this round.
+    PthreadBarrier { arrived: u32, count: u32 },
     /// A lock whose reader read nothing about it: the analyzers' name for its family (`label`
     /// in `analyzers/*.toml`, e.g. `Rust std::sync::Mutex`; `pthread <kind>` without one).
     Family(String),
@@ -637,6 +645,8 @@ pub(crate) struct MutexFacts {
     pub(crate) priority_protect: bool,
     /// A robust or PI mutex whose futex word has `FUTEX_OWNER_DIED`.
     pub(crate) owner_died: bool,
+    /// Shared between processes (`PTHREAD_PROCESS_SHARED`: its `__kind`'s pshared bit).
+    pub(crate) process_shared: bool,
     pub(crate) consistency: MutexConsistency,
 }
 

@@ -4,13 +4,16 @@
 
 pub(crate) mod catalog;
 pub(crate) mod evidence;
-mod infer;
+mod frame_slots;
+mod guards;
 pub(crate) mod lock;
+mod pi_refusal;
 mod readers;
 pub(crate) mod runtime;
 pub(crate) mod state;
+pub(crate) mod thread_ids;
 
-pub(crate) use evidence::{Evidence, FieldError, Inference, ManagedWaitKind, NamedThread, PointerPlace, ReaderEvidence, SemaphoreWait, UnknownOwner, WaitRecord};
+pub(crate) use evidence::{Evidence, FieldError, FrameHold, Inference, ManagedWaitKind, NamedThread, PointerPlace, SemaphoreWait, UnknownOwner, WaitRecord};
 pub(crate) use lock::{AsyncWaiter, BarrierFacts, LockFact, LockKind, LockStorage, ManagedLock, ManagedTask, Owner, QueuedRelease, Release};
 pub(crate) use lock::{MutexConsistency, MutexType, NativeLock, NativeLockType};
 pub(crate) use lock::{Holder, PoolItem, PoolState, RwLockSlimNode, RwLockSlimState};
@@ -23,6 +26,7 @@ use crate::process::Process;
 use crate::hex::Hex;
 use crate::symbols::Symbolizer;
 use catalog::{Catalog, Family, Kind};
+use thread_ids::ThreadIds;
 use std::collections::BTreeMap;
 
 /// How many innermost frames are searched for a lock family's entry function.
@@ -58,6 +62,9 @@ pub(crate) struct WaitFacts {
     /// Sorted by id.
     pub(crate) locks: Vec<LockFact>,
     pub(crate) diagnostics: Vec<Diagnostic>,
+    /// The threads the process numbers otherwise than the dump (a PID namespace of its own,
+    /// dumped from the host): (the dump's tid, the process's).
+    pub(crate) own_tids: Vec<(u32, u32)>,
 }
 
 /// A lock being assembled from its waiters.
@@ -78,7 +85,9 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
             &EMPTY
         }
     };
-    let tids: Vec<u32> = threads.iter().map(|t| t.tid).collect();
+    let tls = |tid: u32| process.core.threads.iter().find(|t| t.tid == tid).and_then(|t| t.tls);
+    let ids = ThreadIds::read(process, catalog, threads.iter().map(|t| (t.tid, t.registers, tls(t.tid))));
+    facts.own_tids = ids.renumbering();
     let mut pending: BTreeMap<String, Pending<'_>> = BTreeMap::new();
 
     let classified: Vec<_> = threads
@@ -103,14 +112,43 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
 
     for (t, (state, recognised)) in threads.iter().zip(classified) {
         let restarted = crate::arch::recorded_syscall(t.registers, process) == Some(t.registers.arch().restart_syscall());
-        let blocked_on = match (&state, recognised) {
-            (ThreadState::Futex { address, expected, .. }, Some((family, frame))) => {
+        // A parked thread waits to be unparked: a wait, on no lock.
+        if let (ThreadState::Futex { .. }, Some((family, frame))) = (&state, recognised)
+            && family.kind == Kind::Park
+        {
+            let function = t.functions.get(frame).map_or_else(|| family.label.clone(), |f| f.to_string());
+            facts.threads.push(ThreadWait { state: ThreadState::Parked { function }, blocked_on: None });
+            continue;
+        }
+        // A thread the kernel refused a priority-inheritance mutex (EDEADLK) sleeps for good on
+        // a word of its own stack: it waits for the mutex it was refused, found in its frames.
+        let refused = match (&state, recognised) {
+            (ThreadState::Futex { address, expected, op, .. }, Some((family, frame)))
+                if family.kind == Kind::Mutex && (!readers::is_mutex(family, process, address.0) || pi_refusal::parked(process, t, address.0, *expected, op)) =>
+            {
+                Some(pi_refusal::find(process, family, t, ids.own(t.tid), frame, address.0))
+            }
+            _ => None,
+        };
+        let blocked_on = match (&state, recognised, refused) {
+            (ThreadState::Futex { .. }, Some(_), Some(Err(why))) => {
+                facts.diagnostics.push(Diagnostic::info("waits", format!("thread {}: {why}", t.tid)));
+                None
+            }
+            (ThreadState::Futex { address, expected, .. }, Some((family, frame)), refused) => {
                 let futex = address.0;
                 let peers = family_words.get(&std::ptr::from_ref(family)).map_or(&[][..], Vec::as_slice);
-                let lock_addr = locate(family, process, symbolizer, futex, peers);
+                let refusal = refused.and_then(Result::ok);
+                let lock_addr = match &refusal {
+                    Some(r) => r.mutex,
+                    None => locate(family, process, symbolizer, futex, peers),
+                };
                 let join_target = (family.kind == Kind::Join).then_some(*expected);
                 let id = match join_target {
-                    Some(tid) => format!("join@{tid}"),
+                    Some(tid) => format!("join@{}", match ids.resolve(tid) {
+                        thread_ids::Resolved::Thread(t) => t,
+                        thread_ids::Resolved::Outside => tid,
+                    }),
                     None => format!("{}@{lock_addr:#x}", family.kind.as_str()),
                 };
                 let entry = pending.entry(id.clone()).or_insert_with(|| Pending {
@@ -129,9 +167,12 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
                     function: t.functions.get(frame).map(|f| f.to_string()),
                     frame,
                 });
+                if let Some(r) = refusal {
+                    entry.evidence.push(Evidence::RefusedPiMutex { tid: t.tid, parked_on: futex, mutex: r.mutex, frame: r.frame, place: r.place, value: r.value });
+                }
                 Some(id)
             }
-            (ThreadState::Futex { address, expected, .. }, None) => {
+            (ThreadState::Futex { address, expected, .. }, None, _) => {
                 // A futex no analyzer knows: still a wait, on an unnamed word.
                 let id = format!("futex@{:#x}", address.0);
                 let entry = pending.entry(id.clone()).or_insert_with(|| Pending {
@@ -145,7 +186,7 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
                 entry.evidence.push(Evidence::UnrecognisedFutexWait { tid: t.tid, futex: address.0, expected: *expected });
                 Some(id)
             }
-            (_, Some((family, frame))) => {
+            (_, Some((family, frame)), _) => {
                 facts.diagnostics.push(Diagnostic::info(
                     "waits",
                     format!(
@@ -162,10 +203,10 @@ pub(crate) fn analyze(process: &Process, symbolizer: &Symbolizer<'_>, threads: &
         facts.threads.push(ThreadWait { state, blocked_on });
     }
 
-    let stacks: Vec<infer::StackRange> = threads.iter().map(|t| infer::StackRange::of(t.tid, t.registers)).collect();
-    let mut budget = infer::TOTAL_BUDGET_WORDS;
+    let mut budget = guards::TOTAL_BUDGET_WORDS;
+    let holds = Holds { catalog, threads };
     for (id, p) in pending {
-        facts.locks.push(finish(process, symbolizer, &tids, &stacks, &mut budget, id, p));
+        facts.locks.push(finish(process, symbolizer, &ids, &holds, &mut budget, id, p));
     }
     facts
 }
@@ -179,7 +220,7 @@ pub(crate) fn states_only(process: &Process, threads: &[ThreadInput<'_>]) -> Wai
     WaitFacts { threads, ..WaitFacts::default() }
 }
 
-static EMPTY: Catalog = Catalog { families: Vec::new() };
+static EMPTY: Catalog = Catalog { families: Vec::new(), layouts: BTreeMap::new() };
 
 /// The lock's address from the futex word a waiter sleeps on. Of the family's candidate offsets,
 /// one that also explains another waited-on word of the family (`peers`: a rwlock's queued
@@ -213,11 +254,18 @@ fn locate(family: &Family, process: &Process, symbolizer: &Symbolizer<'_>, futex
         .unwrap_or(futex)
 }
 
+/// What the search for a lock's unrecorded holders reads: every thread's frames, and the lock
+/// families whose own frames hold the lock they take (not one they hold).
+struct Holds<'a, 'c> {
+    catalog: &'c Catalog,
+    threads: &'a [ThreadInput<'a>],
+}
+
 fn finish(
     process: &Process,
     symbolizer: &Symbolizer<'_>,
-    tids: &[u32],
-    stacks: &[infer::StackRange],
+    ids: &ThreadIds,
+    holds: &Holds<'_, '_>,
     budget: &mut u64,
     id: String,
     mut p: Pending<'_>,
@@ -228,14 +276,15 @@ fn finish(
     let name = p.address.filter(|_| p.join_target.is_none()).and_then(|a| symbolizer.data_symbol(a)).map(|(n, off)| if off == 0 { n } else { format!("{n}+{off:#x}") });
     let (kind, what, owner, recursion, readers) = match p.family {
         Some(family) => {
-            let r = readers::read(family, process, addr, p.join_target, tids);
+            let r = readers::read(family, process, addr, p.join_target, ids);
             p.evidence.push(r.evidence);
             let mut owner = r.owner;
+            let object = guards::LockObject::of(symbolizer, addr, family.layout.size());
             if family.infer_owner && matches!(owner, Owner::Unknown { .. }) {
-                owner = infer_owner(process, stacks, addr, &p.waiters, budget, &mut p.evidence).unwrap_or(owner);
+                owner = infer_owner(process, holds, &object, &p.waiters, budget, &mut p.evidence);
             }
             if let Owner::Readers { count, .. } = owner {
-                owner = infer_readers(process, stacks, addr, family.layout.size(), count, &p.waiters, budget);
+                owner = infer_readers(process, holds, &object, count, &p.waiters, budget);
             }
             (family.kind.lock_kind(), r.what.unwrap_or_else(|| NativeLockType::Family(family.label.clone())), owner, r.recursion, r.readers)
         }
@@ -271,25 +320,24 @@ fn finish(
     }
 }
 
-/// A read-held lock's candidate readers: threads not waiting for it whose saved registers or
-/// live stack point into it (a reader keeps the lock, or the structure it starts, at hand while
-/// it reads). Inferred, with the evidence; the count stays the lock's own.
-fn infer_readers(process: &Process, stacks: &[infer::StackRange], addr: u64, size: u64, count: u32, waiters: &[u32], budget: &mut u64) -> Owner {
-    let hi = addr.saturating_add(size.max(1));
-    let found = infer::pointers_into(process, stacks, addr, hi, waiters, budget).unwrap_or_default();
+/// A read-held lock's candidate readers: threads not waiting for it one of whose frames keeps a
+/// pointer into the lock's own object (a reader keeps the lock, or the structure it is part of,
+/// at hand while it reads). Inferred, each with its frame and slot; the count stays the lock's own.
+fn infer_readers(process: &Process, holds: &Holds<'_, '_>, object: &guards::LockObject, count: u32, waiters: &[u32], budget: &mut u64) -> Owner {
+    let found = guards::frames_pointing_into(process, holds.catalog, holds.threads, object, waiters, budget).unwrap_or_default();
     Owner::Readers { count, reader_tids: found.iter().map(|f| f.tid).collect(), reader_evidence: found }
 }
 
-fn infer_owner(process: &Process, stacks: &[infer::StackRange], addr: u64, waiters: &[u32], budget: &mut u64, evidence: &mut Vec<Evidence>) -> Option<Owner> {
-    let Some(holders) = infer::pointer_holders(process, stacks, addr, waiters, budget) else {
-        return Some(Owner::Unknown { why: UnknownOwner::SearchBudgetSpent });
+/// A lock that records no owner (Rust std's): the only thread, besides its waiters, one of whose
+/// frames keeps a pointer into the lock's own object — where its guard is — is its inferred owner.
+fn infer_owner(process: &Process, holds: &Holds<'_, '_>, object: &guards::LockObject, waiters: &[u32], budget: &mut u64, evidence: &mut Vec<Evidence>) -> Owner {
+    let Some(found) = guards::frames_pointing_into(process, holds.catalog, holds.threads, object, waiters, budget) else {
+        return Owner::Unknown { why: UnknownOwner::SearchBudgetSpent };
     };
-    for &(tid, at, value) in &holders {
-        evidence.push(Evidence::StackPointer { tid, value, at });
-    }
-    match holders.as_slice() {
-        [(tid, at, _)] => Some(Owner::Inferred { tid: *tid, evidence: Inference::SoleStackPointer { at: *at } }),
-        [] => Some(Owner::Unknown { why: UnknownOwner::NoStackPointsIn }),
-        _ => Some(Owner::Unknown { why: UnknownOwner::SeveralStacksPointIn { tids: holders.iter().map(|h| h.0).collect() } }),
+    evidence.extend(found.iter().cloned().map(Evidence::PointerInFrame));
+    match <[FrameHold; 1]>::try_from(found) {
+        Ok([one]) => Owner::Inferred { tid: one.tid, evidence: Inference::OnlyFrameHolding(one) },
+        Err(found) if found.is_empty() => Owner::Unknown { why: UnknownOwner::NoStackPointsIn },
+        Err(found) => Owner::Unknown { why: UnknownOwner::SeveralStacksPointIn { tids: found.iter().map(|h| h.tid).collect() } },
     }
 }

@@ -4,6 +4,7 @@
 use super::catalog::{Family, Kind, Layout};
 use super::evidence::{Evidence, FieldError, UnknownOwner};
 use super::lock::{MutexConsistency, MutexFacts, MutexType, NativeLockType, Owner};
+use super::thread_ids::{Resolved, ThreadIds};
 use crate::process::Memory;
 
 const FUTEX_TID_MASK: u32 = 0x3fff_ffff;
@@ -13,6 +14,11 @@ const PTHREAD_MUTEX_NOTRECOVERABLE: i32 = 0x7fff_fffe;
 const MUTEX_ROBUST: i32 = 16;
 const MUTEX_PRIO_INHERIT: i32 = 32;
 const MUTEX_PRIO_PROTECT: i32 = 64;
+/// glibc's `PTHREAD_MUTEX_PSHARED_BIT`.
+const MUTEX_PSHARED: i32 = 128;
+/// Every bit of `__kind` glibc sets: the type (3), robust, PI, PP, pshared, and the elision
+/// flags (256, 512).
+const MUTEX_KIND_BITS: i32 = 0x3ff;
 const RWLOCK_WRLOCKED: u32 = 2;
 const RWLOCK_READER_SHIFT: u32 = 3;
 const COND_WREFS_SHIFT: u32 = 3;
@@ -32,8 +38,29 @@ fn field_u32(memory: &dyn Memory, base: u64, layout: &Layout, field: &'static st
     memory.read_u32(base.wrapping_add(off)).map_err(|error| FieldError::Unreadable { layout: layout.name.clone(), error })
 }
 
-fn owner_of(tid: u32, threads: &[u32]) -> Owner {
-    if threads.contains(&tid) { Owner::Known { tid } } else { Owner::Exited { tid } }
+/// The owner a lock records as `tid`: a thread of the dump, or, when none is, a thread of another
+/// process (a process-shared lock) or one that exited.
+fn owner_of(tid: u32, threads: &ThreadIds, process_shared: bool) -> Owner {
+    match threads.resolve(tid) {
+        Resolved::Thread(tid) => Owner::Known { tid },
+        Resolved::Outside if process_shared => Owner::OtherProcess { tid },
+        Resolved::Outside => Owner::Exited { tid },
+    }
+}
+
+/// Whether `addr` holds a pthread mutex's words: a `__kind` glibc can have written (its type
+/// and flags only). A word that is no mutex (a thread parked on a word of its own stack) is not
+/// read as one.
+pub(crate) fn is_mutex(family: &Family, memory: &dyn Memory, addr: u64) -> bool {
+    family.kind == Kind::Mutex && field_u32(memory, addr, &family.layout, "kind").is_ok_and(|k| (k as i32) & !MUTEX_KIND_BITS == 0)
+}
+
+/// A priority-inheritance mutex at `addr` whose futex word names an owner: that tid.
+pub(crate) fn pi_mutex_owner(family: &Family, memory: &dyn Memory, addr: u64) -> Option<u32> {
+    let l = &family.layout;
+    let kind = field_u32(memory, addr, l, "kind").ok()? as i32;
+    let lock = field_u32(memory, addr, l, "lock").ok()?;
+    (family.kind == Kind::Mutex && kind & !MUTEX_KIND_BITS == 0 && kind & MUTEX_PRIO_INHERIT != 0 && lock & FUTEX_TID_MASK != 0).then_some(lock & FUTEX_TID_MASK)
 }
 
 /// Whether `addr` can be a lock of this family with a thread waiting on it: its fields hold
@@ -51,7 +78,7 @@ pub(crate) fn plausible(family: &Family, memory: &dyn Memory, addr: u64) -> bool
     }
 }
 
-pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target: Option<u32>, threads: &[u32]) -> Reading {
+pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target: Option<u32>, threads: &ThreadIds) -> Reading {
     let unknown = |why: UnknownOwner| Reading { owner: Owner::Unknown { why: why.clone() }, what: None, recursion: None, readers: None, evidence: Evidence::Unread(why) };
     let l = &family.layout;
     match family.kind {
@@ -75,9 +102,10 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
             // Robust and PI mutexes keep the owner's tid in the futex word itself.
             let in_word = kind & (MUTEX_ROBUST | MUTEX_PRIO_INHERIT) != 0;
             let tid = if in_word { lock & FUTEX_TID_MASK } else { owner.max(0) as u32 };
+            let process_shared = kind & MUTEX_PSHARED != 0;
             let mut owner_fact = match tid {
                 0 => Owner::Unknown { why: UnknownOwner::MutexBetweenOwners { lock, owner } },
-                t => owner_of(t, threads),
+                t => owner_of(t, threads, process_shared),
             };
             let owner_died = in_word && lock & FUTEX_OWNER_DIED != 0;
             if owner_died && tid == 0 {
@@ -94,6 +122,7 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
                 priority_inheritance: kind & MUTEX_PRIO_INHERIT != 0,
                 priority_protect: kind & MUTEX_PRIO_PROTECT != 0,
                 owner_died,
+                process_shared,
                 consistency,
             });
             let recursion = (kind & 3 == 1 && tid != 0).then_some(count);
@@ -104,10 +133,11 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
                 (Ok(r), Ok(w)) => (r, w as i32),
                 (Err(e), _) | (_, Err(e)) => return unknown(UnknownOwner::Unreadable(e)),
             };
+            let process_shared = field_u32(memory, addr, l, "shared").is_ok_and(|s| s != 0);
             let count = readers >> RWLOCK_READER_SHIFT;
             let evidence = Evidence::Rwlock { address: addr, readers_word: readers, readers: count, writer };
             let owner = if readers & RWLOCK_WRLOCKED != 0 && writer > 0 {
-                owner_of(writer as u32, threads)
+                owner_of(writer as u32, threads, process_shared)
             } else if count > 0 {
                 Owner::Readers { count, reader_tids: Vec::new(), reader_evidence: Vec::new() }
             } else {
@@ -136,9 +166,22 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
                 evidence: Evidence::Sem { address: addr, value, waiters },
             }
         }
+        Kind::Barrier => {
+            let (arrived, count) = match (field_u32(memory, addr, l, "in"), field_u32(memory, addr, l, "current_round"), field_u32(memory, addr, l, "count")) {
+                (Ok(i), Ok(round), Ok(count)) => (i.wrapping_sub(round), count),
+                (Err(e), ..) | (_, Err(e), _) | (.., Err(e)) => return unknown(UnknownOwner::Unreadable(e)),
+            };
+            Reading {
+                owner: Owner::None,
+                what: Some(NativeLockType::PthreadBarrier { arrived, count }),
+                recursion: None,
+                readers: None,
+                evidence: Evidence::Barrier { address: addr, arrived, count },
+            }
+        }
         Kind::Join => match join_target {
             Some(tid) => Reading {
-                owner: owner_of(tid, threads),
+                owner: owner_of(tid, threads, false),
                 what: Some(NativeLockType::PthreadJoin),
                 recursion: None,
                 readers: None,
@@ -146,7 +189,7 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
             },
             None => unknown(UnknownOwner::JoinWordUnreadable),
         },
-        Kind::FutexWord => {
+        Kind::FutexWord | Kind::Park => {
             let evidence = Evidence::FutexWord { address: addr, value: memory.read_u32(addr) };
             Reading { owner: Owner::Unknown { why: UnknownOwner::NotRecorded }, what: None, recursion: None, readers: None, evidence }
         }

@@ -47,6 +47,8 @@ pub enum ThreadState {
         #[schemars(with = "String")]
         pool: Pool,
     },
+    /// Parked until another thread unparks it (`std::thread::park`): a wait on no lock.
+    Parked { function: String },
     /// Blocked reading, writing, accepting or connecting on a file descriptor.
     Io { syscall: String, fd: i64 },
     /// Waiting for a child process (wait4, waitid).

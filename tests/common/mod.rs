@@ -35,6 +35,13 @@ macro_rules! native_samples {
             omitfp,
             stripped,
             rust_mutex,
+            pi_abba,
+            pshared_child,
+            pidns_abba,
+            barrier_short,
+            cxx_templates,
+            rwlock_cycle,
+            rust_release_abba,
         );
     };
 }
@@ -126,6 +133,7 @@ macro_rules! crash_samples {
             crash_rust_panic,
             idle_join,
             old_layout,
+            smashed_stack,
         );
     };
 }
