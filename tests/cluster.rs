@@ -710,7 +710,7 @@ fn the_live_loop_logs_failures_after_healthy_probes() {
 #[test]
 fn watch_json_lines_match_their_schema_and_the_reports() {
     let root = knot_samples::workspace_root();
-    let schema_path = root.join("docs/schema/watch-line-v1.schema.json");
+    let schema_path = root.join("docs/schema/watch-line-v2.schema.json");
     let committed = fs::read_to_string(&schema_path).unwrap();
     let printed = Command::new(env!("CARGO_BIN_EXE_knot")).args(["schema", "--watch-line"]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&printed.stdout), committed, "{} is not what `knot schema --watch-line` prints: a changed shape is a new version", schema_path.display());
@@ -736,7 +736,7 @@ fn watch_json_lines_match_their_schema_and_the_reports() {
     for line in &lines {
         let errors: Vec<String> = validator.iter_errors(line).map(|e| format!("{e} at {}", e.instance_path())).collect();
         assert!(errors.is_empty(), "{line}: {errors:?}");
-        assert_eq!(line["schema_version"], 1);
+        assert_eq!(line["schema_version"], 2);
         assert_eq!(line["knot_version"], env!("CARGO_PKG_VERSION"));
         assert!(line["time"].as_str().is_some_and(|t| t.len() == 20 && t.ends_with('Z')), "{line}");
         let dump = line["dump"].as_str().unwrap();

@@ -18,8 +18,8 @@ pub enum Verdict {
     /// No cycle, but threads wait for good behind a lock nobody left can release: its owner
     /// exited (or was killed) holding it (an abandoned lock).
     Abandoned,
-    /// The .NET GC heap is near its hard limit and the GC recorded an out-of-memory: the process
-    /// is stalled in its own garbage collector.
+    /// The .NET GC heap is near its hard limit while a collection runs, or the GC recorded an
+    /// out-of-memory there: the process is stalled in its own garbage collector.
     GcStall,
     /// Threads wait for locks other threads hold, without a cycle (a convoy).
     Contention,

@@ -1,6 +1,6 @@
 //! `knot watch --log-format json`: one JSON object per dump on standard output, the line a log
 //! pipeline (Loki, Elasticsearch, Cloud Logging) ingests as it is. Its shape is versioned
-//! ([`WATCH_LINE_VERSION`]) and described by docs/schema/watch-line-v1.schema.json (`knot schema
+//! ([`WATCH_LINE_VERSION`]) and described by docs/schema/watch-line-v2.schema.json (`knot schema
 //! --watch-line`); the field guide is docs/report-fields.md, *The watch line*.
 
 use crate::crash::CrashKind;
@@ -10,8 +10,9 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Version of the watch line's shape. Changing a field's meaning or shape bumps it.
-pub const WATCH_LINE_VERSION: u32 = 1;
+/// Version of the watch line's shape. Changing a field's meaning or shape bumps it. 2: `verdict`
+/// takes the report schema v2's values (`abandoned`; `gc_stall` with or without an OOM on record).
+pub const WATCH_LINE_VERSION: u32 = 2;
 
 /// One dump handled by `knot watch`: analyzed (`result: analyzed`, with the report's verdict and
 /// keys) or not (`result: error`, with the error file's message).
@@ -112,7 +113,7 @@ impl WatchLine {
     }
 }
 
-/// The JSON Schema of [`WatchLine`], as committed in docs/schema/watch-line-v1.schema.json.
+/// The JSON Schema of [`WatchLine`], as committed in docs/schema/watch-line-v2.schema.json.
 pub fn json_schema() -> String {
     serde_json::to_string_pretty(&schemars::schema_for!(WatchLine)).unwrap_or_default()
 }
