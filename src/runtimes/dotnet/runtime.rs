@@ -351,7 +351,8 @@ impl Runtime for DotnetRuntime<'_> {
             }
             if let Some(gc) = gc::report::attach_reading(reading, &mut report, &mut facts.locks, &mut facts.diagnostics) {
                 // A lock object held by a static field is named by it (`Ledger._sync`).
-                crate::runtimes::dotnet::threads::static_holders::name(c, &gc, &mut facts.locks);
+                let statics = crate::runtimes::dotnet::threads::static_holders::StaticSlots::new(c, &gc);
+                crate::runtimes::dotnet::threads::static_holders::name(&statics, &mut facts.locks);
                 // The objects queued to the pool, when its queues were read.
                 let queued: Option<std::collections::HashSet<u64>> =
                     self.pool_reading().and_then(|p| p.queues.as_ref().ok()).map(|q| q.items.iter().map(|i| i.object).collect());
@@ -361,7 +362,7 @@ impl Runtime for DotnetRuntime<'_> {
                 if let Some((work, stacks)) = self.work.get() {
                     crate::runtimes::dotnet::tasks::task_runners::tie_tasks(c.process, work, &mut facts.locks);
                     crate::runtimes::dotnet::tasks::task_runners::tie_semaphores(c.process, stacks, &mut facts.locks);
-                    crate::runtimes::dotnet::threads::static_holders::name_statics_of_waits(c, &gc, &mut facts.locks);
+                    crate::runtimes::dotnet::threads::static_holders::name_statics_of_waits(&statics, &mut facts.locks);
                     if let Some(p) = self.pool_reading() {
                         let queued: Vec<&str> = p.types.iter().map(|t| t.name.as_str()).collect();
                         crate::runtimes::dotnet::tasks::task_runners::queued_release(&queued, work, &mut facts.locks);
