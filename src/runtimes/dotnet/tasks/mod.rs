@@ -17,8 +17,8 @@ pub(crate) mod thread_pool;
 use crate::runtimes::dotnet::contract::facts::Layout;
 use crate::runtimes::dotnet::types::objects::{self, TypeNamer};
 use crate::runtimes::dotnet::contract::target::{Result, Target};
-use crate::runtimes::dotnet::{BlockingKind, ManagedThread, MonitorWait};
-use crate::process::{Process, StackWords};
+use crate::runtimes::dotnet::{ManagedThread, MonitorWait};
+use crate::process::Process;
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -144,24 +144,10 @@ impl Derives {
 /// module comment); a thread whose Monitor.Wait is not a task's event gets none.
 pub(crate) fn task_waits(process: &Process, t: &Target, l: &Layout, namer: &TypeNamer, threads: &[ManagedThread], waits: &[MonitorWait]) -> Vec<TaskWait> {
     let mut derives = Derives::default();
-    let mut out = Vec::new();
-    for w in waits.iter().filter(|w| w.kind == BlockingKind::MonitorWait) {
-        let Some(object) = w.object else { continue };
-        let Some(th) = threads.iter().find(|th| th.os_tid == w.os_tid && th.os_tid != 0) else { continue };
-        let Some(ct) = th.dump_thread_index.and_then(|i| process.core.threads.get(i)) else { continue };
-        let Some(words) = StackWords::new(process, ct.registers.sp() & !7, TASK_SCAN_BYTES) else { continue };
-        let stack = words.stack().clone();
-        for (slot, v) in words {
-            if v < 0x10000 || v & 7 != 0 || stack.contains(&v) {
-                continue;
-            }
-            if let Ok(Some(tw)) = link(t, l, namer, &mut derives, v, object) {
-                out.push(TaskWait { os_tid: w.os_tid, stack_slot: slot, ..tw });
-                break;
-            }
-        }
-    }
-    out
+    crate::runtimes::dotnet::threads::waiter_stacks::first_tie(process, threads, waits, TASK_SCAN_BYTES, |w, object, slot, v| {
+        let tw = link(t, l, namer, &mut derives, v, object).ok()??;
+        Some(TaskWait { os_tid: w.os_tid, stack_slot: slot, ..tw })
+    })
 }
 
 /// The task at `v`, when it is one whose continuation event's lock is `object`.

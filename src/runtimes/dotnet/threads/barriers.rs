@@ -10,8 +10,8 @@ use crate::runtimes::dotnet::contract::facts::Layout;
 use crate::runtimes::dotnet::contract::target::Target;
 use crate::runtimes::dotnet::gc::referrers::{instance_fields, Field};
 use crate::runtimes::dotnet::types::objects::{self, TypeNamer};
-use crate::runtimes::dotnet::{BlockingKind, ManagedThread, MonitorWait};
-use crate::process::{Process, StackWords};
+use crate::runtimes::dotnet::{ManagedThread, MonitorWait};
+use crate::process::Process;
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -42,29 +42,14 @@ fn field<'f>(fields: &'f [Field], name: &str) -> Option<&'f Field> {
 /// The Barriers the threads in Monitor.Wait signalled, where the link can be proven.
 pub(crate) fn barrier_waits(process: &Process, t: &Target, l: &Layout, namer: &TypeNamer, threads: &[ManagedThread], waits: &[MonitorWait]) -> Vec<BarrierWait> {
     let mut fields_of: HashMap<u64, Vec<Field>> = HashMap::new();
-    let mut out = Vec::new();
-    for w in waits.iter().filter(|w| w.kind == BlockingKind::MonitorWait) {
-        let Some(object) = w.object else { continue };
-        let Some(th) = threads.iter().find(|th| th.os_tid == w.os_tid && th.os_tid != 0) else { continue };
-        let Some(ct) = th.dump_thread_index.and_then(|i| process.core.threads.get(i)) else { continue };
-        let Some(words) = StackWords::new(process, ct.registers.sp() & !7, BARRIER_SCAN_BYTES) else { continue };
-        let stack = words.stack().clone();
-        for (_, v) in words {
-            if v < 0x10000 || v & 7 != 0 || stack.contains(&v) {
-                continue;
-            }
-            let Ok(mt) = objects::method_table(t, v) else { continue };
-            if !objects::is_plausible_method_table(t, mt) || namer.type_name(mt).ok().as_deref() != Some(BARRIER_TYPE) {
-                continue;
-            }
-            let fields = fields_of.entry(mt).or_insert_with(|| instance_fields(t, namer, l, mt));
-            if let Some(b) = read(t, l, fields, v, object) {
-                out.push(BarrierWait { os_tid: w.os_tid, ..b });
-                break;
-            }
+    super::waiter_stacks::first_tie(process, threads, waits, BARRIER_SCAN_BYTES, |w, object, _, v| {
+        let mt = objects::method_table(t, v).ok()?;
+        if !objects::is_plausible_method_table(t, mt) || namer.type_name(mt).ok().as_deref() != Some(BARRIER_TYPE) {
+            return None;
         }
-    }
-    out
+        let fields = fields_of.entry(mt).or_insert_with(|| instance_fields(t, namer, l, mt));
+        read(t, l, fields, v, object).map(|b| BarrierWait { os_tid: w.os_tid, ..b })
+    })
 }
 
 /// The Barrier at `v`, when one of its events' `m_lock` is `object`.

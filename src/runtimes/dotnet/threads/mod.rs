@@ -26,6 +26,7 @@ pub(crate) mod rwlock_slim;
 pub(crate) mod stack_objects;
 pub(crate) mod static_holders;
 pub(crate) mod syncblock;
+pub(crate) mod waiter_stacks;
 
 use crate::runtimes::dotnet::error::DotnetError;
 use crate::runtimes::dotnet::contract::target::{Result, Target};
