@@ -116,6 +116,11 @@
 #   net8_gc_oom        heap                       gc_oom (its Program.cs) on .NET 8: under DOTNET_GCHeapHardLimit=0x4000000
 #                                                 the heap fills, OutOfMemoryException caught, Environment.FailFast;
 #                                                 the runtime writes the dump (DOTNET_DbgMiniDumpType=2)
+#   net8_generics      heap                       frames named beyond a plain MethodDesc on .NET 8: generic methods (exact
+#                                                 and shared), a DynamicMethod, an expression tree's lambda_method, an
+#                                                 async generic method's state machine, an Int32*[] on the heap; under
+#                                                 DOTNET_GCHeapHardLimit=0x10000000; the pack's createdump --withheap
+#                                                 (+ SOS ip2md of every frame's IP, dumpmd, name2ee, dumpmt of Int32*[])
 #                      (SOS reads the net8_* dumps with `setclrpath` to the publish directory: the pack's DAC)
 #   cache_leak         heap                       createdump --withheap PID (Main waits in Console.ReadLine on a
 #                                                 FIFO opened read-write as stdin, so it never returns; a static
@@ -190,12 +195,12 @@ ALL_JOBS=(
   task_cycle/heap parallel_barrier/heap redis_pool/heap
   npgsql_pool/heap rwlock_writer/heap class_init/heap
   self_contained/heap single_file/heap net9_abba/heap net9_heap/heap runtime_10_0_15/heap
-  net8_abba/heap net8_heap/heap net8_sync_over_async/heap net8_gc_oom/heap
+  net8_abba/heap net8_heap/heap net8_sync_over_async/heap net8_gc_oom/heap net8_generics/heap
   orleans_silo/heap orleans_silo/again
   aspnet_pool/deadlock aspnet_pool/starved aspnet_pool/nolock aspnet_pool/healthy aspnet_pool/deadlock2
 )
 # Samples run from their `dotnet publish` output (their own runtime), not with the machine's.
-PUBLISHED=" self_contained single_file net9_abba net9_heap runtime_10_0_15 net8_abba net8_heap net8_sync_over_async net8_gc_oom "
+PUBLISHED=" self_contained single_file net9_abba net9_heap runtime_10_0_15 net8_abba net8_heap net8_sync_over_async net8_gc_oom net8_generics "
 is_published() { [[ "$PUBLISHED" == *" $1 "* ]]; }
 publish_dir() { echo "$ARTIFACTS/publish/$1/debug_linux-x64"; }
 # Samples that die by themselves (no wedge, no 'ready'): the runtime dumps them.
@@ -601,7 +606,8 @@ oracle() {  # oracle SAMPLE DIR
       sos_gcrefs "$core" "$dir/sos/lock-holders.txt" Knot.Samples.LockAbba. ;;
     sync_over_async|net8_sync_over_async)
       sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue"
-      sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks" ;;
+      sos "$core" "$dir/sos/dumpasync-tasks.txt" "dumpasync --tasks"
+      [[ "$sample" == net8_* ]] && sos_thread_locals "$core" "$dir/sos/threadlocals.txt" ;;
     aspnet_pool)
       sos "$core" "$dir/sos/threadpoolqueue.txt" "threadpoolqueue" ;;
     mres_continuation)
@@ -653,6 +659,8 @@ oracle() {  # oracle SAMPLE DIR
       sos_fields "$core" "$dir/sos/rwcounts.txt" System.Private.CoreLib.dll System.Threading.ReaderWriterCount \
         lockID readercount writercount upgradecount next
       sos_gcroots "$core" "$dir/sos/rwcount-roots.txt" System.Threading.ReaderWriterCount ;;
+    net8_generics)
+      sos_frame_methods "$core" "$dir/sos" ;;
     gc_stall)
       # Mid-collection SOS refuses the walk unless told to go on; both readings are kept.
       sos "$core" "$dir/sos/dumpheap-stat-ignoregcstate.txt" "dumpheap -stat -ignoreGCState"
@@ -691,6 +699,46 @@ oracle() {  # oracle SAMPLE DIR
     cache_leak)
       sos_cache "$core" "$dir/sos" ;;
   esac
+}
+
+# The pool's per-thread state: every ThreadPoolWorkQueueThreadLocals (dumpheap -type) and its
+# fields (dumpobj: workStealingQueue, currentThread). On 8.0 SOS's dumpclass lists no thread
+# static values: these objects say which worker each local queue is.
+sos_thread_locals() {  # sos_thread_locals CORE OUT
+  local core="$1" out="$2" tmp o
+  tmp="$(mktemp -d)"
+  sos "$core" "$tmp/heap" "dumpheap -type System.Threading.ThreadPoolWorkQueueThreadLocals"
+  {
+    echo "# The pool's per-thread state (ThreadPoolWorkQueueThreadLocals, one per thread that ran pool work): dumpheap -type,"
+    echo "# then dumpobj of each (its workStealingQueue and currentThread; thread-names.txt names the Thread objects)."
+    echo "# SOS's dumpclass lists no value of the threadLocals thread static on this 8.0 dump (empty \"Thread static values\")."
+    grep -vE '^(Loading core dump|Set load path)' "$tmp/heap"
+    for o in $(awk 'length($1) >= 12 && length($2) >= 12 && $2 ~ /^[0-9a-f]+$/ {print $1}' "$tmp/heap"); do
+      echo "### dumpobj $o"
+      sos "$core" "$tmp/one" "dumpobj $o"
+      grep -vE '^(Loading core dump|Set load path)' "$tmp/one"
+    done
+  } >"$out"
+  rm -rf "$tmp"
+}
+
+# SOS's MethodDesc of every managed frame (ip2md of each IP clrstack -all printed: the
+# MethodDesc's address, its kind and name), and the Int32*[]'s MethodTable (dumpheap -type, dumpmt).
+sos_frame_methods() {  # sos_frame_methods CORE SOSDIR
+  local core="$1" d="$2" ip mt tmp
+  tmp="$(mktemp -d)"
+  # One dotnet-dump run per IP: 8.0's DAC crashes dotnet-dump on some (kept as such in the file).
+  : >"$d/ip2md.txt"
+  for ip in $(awk 'length($1) == 16 && length($2) == 16 && $1 ~ /^[0-9A-F]+$/ && $2 ~ /^[0-9A-F]+$/ && $3 !~ /^\[/ {print $2}' "$d/clrstack-all.txt" | sort -u); do
+    echo "### ip2md $ip" >>"$d/ip2md.txt"
+    sos "$core" "$tmp/one" "ip2md $ip"
+    grep -vE '^(Loading core dump|Set load path|Ready to process)' "$tmp/one" >>"$d/ip2md.txt" || true
+  done
+  rm -rf "$tmp"
+  sos "$core" "$d/pointer-arrays.txt" "dumpheap -type Int32*[]"
+  mt="$(awk '$NF == "System.Int32*[]" && $1 ~ /^[0-9a-f]+$/ {print $1; exit}' "$d/pointer-arrays.txt")"
+  [[ -n "$mt" ]] && sos "$core" "$d/pointer-array-mt.txt" "dumpmt $mt"
+  return 0
 }
 
 # SOS gcroot and objsize of every object whose type starts with PREFIX, one block per object
@@ -965,7 +1013,7 @@ run_job() {  # run_job SAMPLE KIND
       env=(DOTNET_gcServer=1 DOTNET_GCDynamicAdaptationMode=0 DOTNET_GCHeapHardLimit=0x20000000)
       flags="--withheap"
       how="$CREATEDUMP -f $dir/core --withheap PID (process run with ${env[*]})" ;;
-    runtime_10_0_15/heap|net9_heap/heap|net8_abba/heap|net8_heap/heap)
+    runtime_10_0_15/heap|net9_heap/heap|net8_abba/heap|net8_heap/heap|net8_generics/heap)
       env=(DOTNET_GCHeapHardLimit=0x10000000)
       flags="--withheap"
       how="$createdump -f $dir/core --withheap PID (process run with ${env[*]})" ;;

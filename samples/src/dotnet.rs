@@ -48,11 +48,12 @@ pub const DEPLOY_SAMPLES: &[&str] = &[
     "net8_heap",
     "net8_sync_over_async",
     "net8_gc_oom",
+    "net8_generics",
 ];
 
 /// .NET 8's deployment samples (8.0.34, self-contained), compared with SOS as the committed
 /// samples are by the tests that read [`net8_dumps`] beside [`dumps`].
-pub const NET8_SAMPLES: &[&str] = &["net8_abba", "net8_heap", "net8_sync_over_async", "net8_gc_oom"];
+pub const NET8_SAMPLES: &[&str] = &["net8_abba", "net8_heap", "net8_sync_over_async", "net8_gc_oom", "net8_generics"];
 
 /// `samples/dotnet/deploy-dumps`.
 pub fn deploy_root() -> PathBuf {
