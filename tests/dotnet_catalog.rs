@@ -620,6 +620,50 @@ fn a_dotnet_8_thread_pool_reads_its_counters_and_queue_as_sos_threadpool() {
     assert_eq!(r["verdict"], "deadlock");
 }
 
+/// The pool's per-thread state SOS shows on the heap (`sos/threadlocals.txt`: each
+/// ThreadPoolWorkQueueThreadLocals' workStealingQueue and currentThread) with the OS thread of
+/// that Thread object (`sos/thread-names.txt`): local queue → its worker's OS thread id.
+fn sos_local_queue_owners(sample: &str) -> std::collections::BTreeMap<u64, u64> {
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap_or_else(|_| panic!("not hex: {s}"));
+    let os_tid: std::collections::BTreeMap<u64, u64> = sos(sample, "thread-names.txt")
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 4).then(|| (hex(f[0]), f[3].parse().expect("os_tid")))
+        })
+        .collect();
+    let mut out = std::collections::BTreeMap::new();
+    for block in sos(sample, "threadlocals.txt").split("### dumpobj ").skip(1) {
+        let value = |field: &str| block.lines().find(|l| l.split_whitespace().last() == Some(field)).map(|l| hex(l.split_whitespace().rev().nth(1).expect("value")));
+        let (Some(queue), Some(thread)) = (value("workStealingQueue"), value("currentThread")) else { panic!("{sample}: a ThreadPoolWorkQueueThreadLocals without its fields: {block}") };
+        out.insert(queue, *os_tid.get(&thread).unwrap_or_else(|| panic!("{sample}: Thread object {thread:#x} not in thread-names.txt")));
+    }
+    out
+}
+
+#[test]
+fn a_dotnet_8_pools_local_queues_are_owned_by_the_workers_whose_thread_statics_hold_them() {
+    // 8.0.34's thread statics are per module in each thread's ThreadLocalBlock: a worker's
+    // ThreadPoolWorkQueueThreadLocals.threadLocals names its local queue. SOS lists no thread
+    // static value on this dump; the heap's ThreadPoolWorkQueueThreadLocals objects say whose
+    // each queue is (their currentThread).
+    let sample = "net8_sync_over_async";
+    let r = report(&deploy_dir(sample).join("core.zst"), no_files());
+    let want = sos_local_queue_owners(sample);
+    assert_eq!(want.len(), 8, "SOS's ThreadPoolWorkQueueThreadLocals");
+    let got: std::collections::BTreeMap<u64, u64> = r["dotnet"]["thread_pool"]["local_queues"]
+        .as_array()
+        .expect("local_queues")
+        .iter()
+        .map(|q| {
+            let address = u64::from_str_radix(q["address"].as_str().expect("address").trim_start_matches("0x"), 16).expect("hex");
+            (address, q["worker_tid"].as_u64().unwrap_or_else(|| panic!("local queue {address:#x} has no owner")))
+        })
+        .collect();
+    assert_eq!(got, want, "each local queue's worker");
+}
+
 #[test]
 fn a_dotnet_8_process_reads_its_deadlock_monitors_and_frames_as_sos_with_no_files() {
     // 8.0.34 (self-contained) exports no contract descriptor: the catalogue names the build, the
@@ -647,12 +691,51 @@ fn a_dotnet_8_process_reads_its_deadlock_monitors_and_frames_as_sos_with_no_file
     }
 }
 
+#[test]
+fn a_dotnet_8_process_names_generic_and_dynamic_methods_and_pointer_types_as_sos_with_no_files() {
+    // 8.0 keeps a generic method's type arguments in its InstantiatedMethodDesc, a dynamic
+    // method's name and signature in its DynamicMethodDesc, and a pointer type in a
+    // ParamTypeDesc: their layouts are descriptor-8.0.toml's, checked here against SOS.
+    let sample = "net8_generics";
+    let r = report(&deploy_dir(sample).join("core.zst"), no_files());
+    assert_eq!(r["dotnet"]["runtime_version"], "8.0.34");
+    let sos = clrstack_methods(sample);
+    let knot = knot_methods(&r);
+    assert_eq!(sos.values().map(Vec::len).sum::<usize>(), 26, "SOS's managed frames");
+    for (tid, methods) in &sos {
+        assert_eq!(knot.get(tid), Some(methods), "thread {tid:#x}: knot's managed frames differ from clrstack -all");
+    }
+    // The frames the sample is made of are among those compared.
+    let sos_frames: Vec<&String> = sos.values().flatten().collect();
+    for frame in [
+        "Knot.Samples.Net8Generics.Runner.Drive[[Knot.Samples.Net8Generics.Outer+Pair`1[[Knot.Samples.Net8Generics.Outer+Step, net8_generics]], net8_generics]](Pair`1<Step> ByRef, System.Collections.Generic.List`1<Pair`1<Step>>, System.Action)",
+        "Knot.Samples.Net8Generics.Runner.Drive[[System.__Canon, System.Private.CoreLib]](System.__Canon ByRef, System.Collections.Generic.List`1<System.__Canon>, System.Action)",
+        "DynamicClass.WaitThroughEmitted(System.Threading.WaitHandle, Int32*)",
+        "DynamicClass.lambda_method1(System.Runtime.CompilerServices.Closure)",
+        "Knot.Samples.Net8Generics.Program.RunAsync[[System.Int32, System.Private.CoreLib]](Int32)",
+        "System.Runtime.CompilerServices.AsyncTaskMethodBuilder`1[[System.Int32, System.Private.CoreLib]].Start[[System.__Canon, System.Private.CoreLib]](System.__Canon ByRef)",
+    ] {
+        assert!(sos_frames.iter().any(|f| *f == frame), "SOS has no frame {frame}");
+    }
+    // The heap, its Int32*[] (an array of a ParamTypeDesc) among the types, as dumpheap -stat.
+    heap_equals_sos(&r, sample);
+    assert!(r["dotnet"]["heap"]["types"].to_string().contains("\"System.Int32*[]\""), "no Int32*[] row");
+}
+
 /// `clrstack -all`'s managed frames per OS thread: `Name(Signature)`, the source position cut
 /// (transition Frames, `[Kind: address]`, are not methods).
 fn clrstack_methods(sample: &str) -> std::collections::BTreeMap<u64, Vec<String>> {
-    let mut out = std::collections::BTreeMap::new();
+    let mut out: std::collections::BTreeMap<u64, Vec<String>> = std::collections::BTreeMap::new();
     let mut tid = None;
+    // SOS puts a warning where a dynamic method's name goes, and the name on the next line.
+    let mut name_follows = false;
     for line in sos(sample, "clrstack-all.txt").lines() {
+        if std::mem::take(&mut name_follows)
+            && let Some(t) = tid
+        {
+            out.get_mut(&t).expect("thread").push(line.trim().to_string());
+            continue;
+        }
         if let Some(t) = line.trim().strip_prefix("OS Thread Id: 0x") {
             let t = u64::from_str_radix(t.trim(), 16).expect("thread id");
             out.insert(t, Vec::new());
@@ -666,6 +749,10 @@ fn clrstack_methods(sample: &str) -> std::collections::BTreeMap<u64, Vec<String>
             continue;
         }
         let site = site.trim();
+        if site.starts_with("SOS Warning:") {
+            name_follows = true;
+            continue;
+        }
         let method = site.rsplit_once(") [").map_or(site.to_string(), |(m, _)| format!("{m})"));
         out.get_mut(&t).expect("thread").push(method);
     }

@@ -513,11 +513,55 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
     pub(crate) fn thread_static_field(&self, mt: u64, name: &str, thread: u64) -> Result<StaticField> {
         let t = self.t;
         let field = self.own_fields(mt)?.into_iter().find(|f| f.kind == FieldKind::ThreadStatic && f.name == name).ok_or_else(|| self.no_field(mt, name))?;
+        if t.has_field("Thread", "ThreadLocalBlock") {
+            let base = self.thread_local_module_statics_base(mt, thread, field.in_gc_statics())?;
+            return Ok(StaticField { address: base.wrapping_add(field.offset), field });
+        }
         let aux = t.field_ptr(mt, "MethodTable", "AuxiliaryData")?;
         let info = aux.wrapping_sub(t.size("ThreadStaticsInfo")?);
         let index_at = info.wrapping_add(t.offset("ThreadStaticsInfo", if field.in_gc_statics() { "GCTlsIndex" } else { "NonGCTlsIndex" })?);
         let base = self.thread_local_base(thread, index_at)?;
         Ok(StaticField { address: base.wrapping_add(field.offset), field })
+    }
+
+    /// .NET 8's thread statics base of `mt` on `thread` (before .NET 9's TLS indexes): the
+    /// thread's `ThreadLocalBlock` holds a table of `ThreadLocalModule`s by module index (the
+    /// module's `DomainLocalModule.ModuleIndex`); a class neither generic nor emitted keeps its GC
+    /// thread statics in the object array that its `ThreadLocalModule`'s `GCStatics` handle
+    /// holds. Non-GC thread statics (in the `ThreadLocalModule` itself) are not read.
+    fn thread_local_module_statics_base(&self, mt: u64, thread: u64, gc: bool) -> Result<u64> {
+        let t = self.t;
+        let unset = |why: &str| DotnetError::Invalid { what: "thread static", at: thread, why: why.into() };
+        if !gc {
+            return Err(unset("a non-GC thread static (not read on .NET 8)"));
+        }
+        let flags = u64::from(t.field_u32(mt, "MethodTable", "MTFlags")?);
+        if flags & t.global("MethodTableHasComponentSize")? == 0 && flags & t.global("MethodTableStaticsMask")? != 0 {
+            return Err(DotnetError::Invalid { what: "MethodTable", at: mt, why: "its thread statics are a generic instantiation's or an emitted class's (not read on .NET 8)".into() });
+        }
+        let module = t.field_ptr(mt, "MethodTable", "Module")?;
+        let local = t.field_ptr(module, "Module", "DomainLocalModule")?;
+        if local == 0 {
+            return Err(DotnetError::StaticsNotInitialized { holder: "Module", at: module, field: "DomainLocalModule" });
+        }
+        let index = t.field_ptr(local, "DomainLocalModule", "ModuleIndex")?;
+        let block = thread.wrapping_add(t.offset("Thread", "ThreadLocalBlock")?);
+        let size = t.field_ptr(block, "ThreadLocalBlock", "TLMTableSize")?;
+        if index >= size {
+            return Err(unset("not set on this thread (its module has no ThreadLocalModule there)"));
+        }
+        let table = t.field_ptr(block, "ThreadLocalBlock", "TLMTable")?;
+        let entry = table.wrapping_add(index.wrapping_mul(t.size("TLMTableEntry")?));
+        let tlm = t.field_ptr(entry, "TLMTableEntry", "ThreadLocalModule")?;
+        if tlm == 0 {
+            return Err(unset("not set on this thread (no ThreadLocalModule)"));
+        }
+        let handle = t.field_ptr(tlm, "ThreadLocalModule", "GCStatics")?;
+        let array = if handle == 0 { 0 } else { t.read_ptr(handle, "ThreadLocalModule GC statics handle")? };
+        if array == 0 {
+            return Err(unset("not set on this thread (no GC thread statics)"));
+        }
+        Ok(array.wrapping_add(t.global("PtrArrayOffsetToDataArray")?))
     }
 
     fn thread_local_base(&self, thread: u64, index_at: u64) -> Result<u64> {
