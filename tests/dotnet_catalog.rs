@@ -136,6 +136,11 @@ fn an_uncatalogued_build_with_no_file_says_exactly_what_to_pass() {
     let r = report(&core, no_files());
     let opts = Options { locator: no_files(), ..Options::default() };
     let text = knot::report::text::render(&knot::analyze(&core, &opts).expect("reads"), &Default::default());
+    // `knot heap stat` names the runtime it found and why it is not read, as the verdict's limit.
+    let heap = knot::heap::stat(&core, &knot::heap::HeapOptions { locator: no_files(), max_decompressed: None, max_memory: None, scratch_dir: None });
+    let why = heap.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(why.contains("libcoreclr.so") && why.contains(&build_id) && why.contains("runtime catalogue has no build"), "heap stat says: {why}");
+    assert!(!why.contains("no managed runtime"), "heap stat says: {why}");
     std::fs::remove_file(&core).ok();
     let limits = r["verdict_limits"].as_array().expect("verdict_limits");
     let dotnet: Vec<&Value> = limits.iter().filter(|l| l["short"] == "the .NET runtime's data").collect();

@@ -117,8 +117,9 @@ pub(crate) fn attach(runtime: &DotnetRuntime<'_>, stacks: &[Stack], frames: &[Ve
 /// The heap read alone (`knot heap stat`, the types of `knot heap diff`); `None` when the
 /// runtime could not be located.
 pub(crate) fn reading(runtime: &DotnetRuntime<'_>) -> Option<Result<HeapReading, String>> {
-    let context = runtime.context().ok()?;
-    Some(gc::read_in(context, &[], false).map(HeapReading::Dotnet))
+    // A runtime recognised but not read says which and why (its version, the build knot has no
+    // data for), never that there is none.
+    Some(runtime.context().and_then(|context| gc::read_in(context, &[], false)).map(HeapReading::Dotnet))
 }
 
 /// Retained bytes by type and the top holders by root path (`knot heap diff`), or why not.
