@@ -43,8 +43,8 @@ impl LiveSample {
         Ok(core)
     }
 
-    /// Whether every thread still sleeps in the same syscall as before (`/proc/PID/task/*/syscall`'s
-    /// first field), i.e. nothing was disturbed.
+    /// The syscall each thread sleeps in (`/proc/PID/task/*/syscall`'s first field, the number),
+    /// to tell that a reading disturbed nothing: see [`still_in_the_same_calls`].
     pub fn syscalls(&self) -> Result<Vec<(u32, String)>> {
         let mut out = Vec::new();
         for e in std::fs::read_dir(format!("/proc/{}/task", self.pid()))? {
@@ -55,6 +55,41 @@ impl LiveSample {
         }
         out.sort();
         Ok(out)
+    }
+}
+
+/// x86-64's `restart_syscall`, and the calls with a timeout the kernel resumes through it:
+/// `poll`, `nanosleep`, `futex` (a timed wait), `clock_nanosleep`.
+const RESTART_SYSCALL: &str = "219";
+const RESUMED_BY_RESTART_SYSCALL: &[&str] = &["7", "35", "202", "230"];
+
+/// Whether every thread of `before` still sleeps in the call it slept in (`after`, both from
+/// [`LiveSample::syscalls`]). Any ptrace stop (knot's, gdb's) interrupts a call with a timeout
+/// and the kernel resumes it, with the time it had left, as `restart_syscall`: that is the same
+/// call going on, not a disturbance.
+pub fn still_in_the_same_calls(before: &[(u32, String)], after: &[(u32, String)]) -> bool {
+    before.len() == after.len()
+        && before.iter().zip(after).all(|((t0, s0), (t1, s1))| {
+            t0 == t1 && (s0 == s1 || (s1 == RESTART_SYSCALL && (s0 == RESTART_SYSCALL || RESUMED_BY_RESTART_SYSCALL.contains(&s0.as_str()))))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn calls(c: &[(u32, &str)]) -> Vec<(u32, String)> {
+        c.iter().map(|&(t, s)| (t, s.to_string())).collect()
+    }
+
+    #[test]
+    fn a_sleep_resumed_by_restart_syscall_is_the_same_call_and_nothing_else_is() {
+        let before = calls(&[(10, "202"), (11, "230")]);
+        assert!(still_in_the_same_calls(&before, &calls(&[(10, "202"), (11, "219")])), "clock_nanosleep resumed");
+        assert!(still_in_the_same_calls(&before, &calls(&[(10, "219"), (11, "219")])), "a timed futex wait resumed");
+        assert!(!still_in_the_same_calls(&before, &calls(&[(10, "202"), (11, "0")])), "a sleep that became a read");
+        assert!(!still_in_the_same_calls(&calls(&[(10, "0")]), &calls(&[(10, "219")])), "a read is never resumed so");
+        assert!(!still_in_the_same_calls(&before, &calls(&[(10, "202")])), "a thread gone");
     }
 }
 
