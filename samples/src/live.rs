@@ -107,6 +107,8 @@ pub fn start_live(name: &str, args: &[&str]) -> Result<Option<LiveSample>> {
     let dir = crate::out_dir().join("live").join(format!("{name}-{}-{}", std::process::id(), unique()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut cmd = Command::new(&built.binary);
+    let spec = crate::catalogue::find(name).ok_or_else(|| anyhow!("no sample named {name:?}"))?;
+    cmd.args(crate::maker::script_args(spec, built.binary.parent().unwrap_or(std::path::Path::new("."))));
     cmd.args(args).current_dir(&dir).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     // SAFETY: prctl is async-signal-safe.
     unsafe {
