@@ -164,11 +164,10 @@ pub(crate) fn cgroup_limit(cgroups: &str, root: &Path, read: &dyn Fn(&Path) -> O
                 break;
             }
             let path = d.join(file);
-            if let Some(bytes) = read(&path).and_then(|t| parse_limit(&t)) {
-                if lowest.as_ref().is_none_or(|l| bytes < l.bytes) {
+            if let Some(bytes) = read(&path).and_then(|t| parse_limit(&t))
+                && lowest.as_ref().is_none_or(|l| bytes < l.bytes) {
                     lowest = Some(MemoryLimit { bytes, source: LimitSource::Cgroup(path) });
                 }
-            }
             at = d.parent();
         }
     };

@@ -315,7 +315,7 @@ pub fn run_with(opts: &WatchOptions, log: &mut dyn FnMut(&str), mut on_dump: Opt
                         continue;
                     }
                     let handled = match sniff(&path) {
-                        Ok(Sniff::Dump) => process(&path, &name, &meta, &outs, &opts.analysis, &mut claims, log, on_dump.as_deref_mut()),
+                        Ok(Sniff::Dump) => process(Found { path: &path, name: &name, meta: &meta, outs: &outs }, &opts.analysis, &mut claims, log, on_dump.as_deref_mut()),
                         Ok(Sniff::NotADump(why)) => {
                             log(&format!("{name}: skipped: {why}"));
                             not_dumps.insert(path.clone(), now);
@@ -323,7 +323,7 @@ pub fn run_with(opts: &WatchOptions, log: &mut dyn FnMut(&str), mut on_dump: Opt
                             continue;
                         }
                         // Final: a kernel core is mode 0600 and stays so; waiting changes nothing.
-                        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => not_permitted(&path, &name, &meta, &outs, &e, log, on_dump.as_deref_mut()),
+                        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => not_permitted(Found { path: &path, name: &name, meta: &meta, outs: &outs }, &e, log, on_dump.as_deref_mut()),
                         Err(e) => {
                             log(&format!("{name}: cannot read it ({e}); trying again"));
                             pending += 1;
@@ -416,16 +416,18 @@ fn marker_json(name: &str, s: Stamp) -> serde_json::Value {
     })
 }
 
-fn process(
-    path: &Path,
-    name: &str,
-    before: &fs::Metadata,
-    outs: &Outputs,
-    opts: &Options,
-    claims: &mut Claims,
-    log: &mut dyn FnMut(&str),
-    on_dump: Option<&mut (dyn FnMut(&WatchLine) + '_)>,
-) -> Handled {
+/// A dump found in the watched directory: where it is, its name, its metadata when it was
+/// found settled, and where its outputs go.
+#[derive(Clone, Copy)]
+struct Found<'a> {
+    path: &'a Path,
+    name: &'a str,
+    meta: &'a fs::Metadata,
+    outs: &'a Outputs,
+}
+
+fn process(found: Found<'_>, opts: &Options, claims: &mut Claims, log: &mut dyn FnMut(&str), on_dump: Option<&mut (dyn FnMut(&WatchLine) + '_)>) -> Handled {
+    let Found { path, name, meta: before, outs } = found;
     let started = Instant::now();
     let mut running = marker_json(name, stamp(before));
     running["pid"] = std::process::id().into();
@@ -460,7 +462,7 @@ fn process(
                     earlier["pid"].as_u64().map_or("?".to_string(), |p| p.to_string()),
                     earlier["host"].as_str().filter(|h| !h.is_empty()).map(|h| format!(" on {h}")).unwrap_or_default()
                 );
-                return finish(path, name, before, outs, Err(msg), started, log, on_dump);
+                return finish(found, Err(msg), started, log, on_dump);
             }
             claim.hold_for_test();
             claim
@@ -480,33 +482,25 @@ fn process(
             Err(format!("knot {} failed while analyzing {} (a bug in knot: please report it): {msg}", env!("CARGO_PKG_VERSION"), path.display()))
         }
     };
-    finish(path, name, before, outs, outcome, started, log, on_dump)
+    finish(found, outcome, started, log, on_dump)
 }
 
 /// A dump this process may not read (another uid's mode-0600 kernel core): its error file says
 /// whose it is and what to set, and it is counted as not analyzed.
-fn not_permitted(path: &Path, name: &str, meta: &fs::Metadata, outs: &Outputs, e: &io::Error, log: &mut dyn FnMut(&str), on_dump: Option<&mut (dyn FnMut(&WatchLine) + '_)>) -> Handled {
+fn not_permitted(found: Found<'_>, e: &io::Error, log: &mut dyn FnMut(&str), on_dump: Option<&mut (dyn FnMut(&WatchLine) + '_)>) -> Handled {
+    let meta = found.meta;
     use std::os::unix::fs::MetadataExt;
     // SAFETY: geteuid and getegid cannot fail and touch no memory.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let owner = report::words::FileOwner { uid: meta.uid(), gid: meta.gid(), mode: meta.mode() & 0o7777 };
     let msg = report::words::dump_not_permitted(env!("CARGO_PKG_VERSION"), e, owner, uid, gid);
-    finish(path, name, meta, outs, Err(msg), Instant::now(), log, on_dump)
+    finish(found, Err(msg), Instant::now(), log, on_dump)
 }
 
 /// Writes the report or the error file, then the done marker, and logs the outcome: as a
 /// [`WatchLine`] to `on_dump` when given, else as a line to `log`.
-#[allow(clippy::too_many_arguments)]
-fn finish(
-    path: &Path,
-    name: &str,
-    before: &fs::Metadata,
-    outs: &Outputs,
-    outcome: Result<Report, String>,
-    started: Instant,
-    log: &mut dyn FnMut(&str),
-    on_dump: Option<&mut (dyn FnMut(&WatchLine) + '_)>,
-) -> Handled {
+fn finish(found: Found<'_>, outcome: Result<Report, String>, started: Instant, log: &mut dyn FnMut(&str), on_dump: Option<&mut (dyn FnMut(&WatchLine) + '_)>) -> Handled {
+    let Found { path, name, meta: before, outs } = found;
     let secs = started.elapsed().as_secs_f64();
     let (written, result_word) = match &outcome {
         Ok(r) => (write_atomic(&outs.report, (report::to_json(r) + "\n").as_bytes()).map(|_| &outs.report), "ok"),

@@ -8,9 +8,9 @@ use std::process::Command;
 
 /// The container's `args:` list, as written in the manifest.
 fn job_args(manifest: &str) -> Vec<String> {
-    let mut lines = manifest.lines().skip_while(|l| l.trim() != "args:").skip(1);
+    let lines = manifest.lines().skip_while(|l| l.trim() != "args:").skip(1);
     let mut out = Vec::new();
-    while let Some(l) = lines.next() {
+    for l in lines {
         match l.trim().strip_prefix("- ") {
             Some(a) => out.push(a.split(" #").next().unwrap_or(a).trim().trim_matches('"').to_string()),
             None => break,

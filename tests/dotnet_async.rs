@@ -5,7 +5,6 @@
 //! damaged continuations (a cycle, a pointer to nothing, a huge continuation list) in a copy of
 //! the async_tcs dump: bounded, said, no panic. A dump that is absent is skipped with a message.
 
-#[allow(dead_code)]
 mod dumpedit;
 
 mod common;

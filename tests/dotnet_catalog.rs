@@ -166,7 +166,7 @@ fn the_catalogue_entry_is_what_the_runtime_file_gives() {
     assert_eq!(made.dac_table_rva, Some(0x6cc780));
     // Rendering is deterministic: the same builds give the same text, which parses back.
     let text = catalog::render(std::slice::from_ref(&made));
-    assert_eq!(text, catalog::render(&[made.clone()]));
+    assert_eq!(text, catalog::render(std::slice::from_ref(&made)));
     assert_eq!(catalog::parse("t", &text).expect("parses back"), vec![made]);
 }
 
@@ -707,8 +707,10 @@ fn a_dotnet_9_process_names_every_managed_frame_as_sos_does_with_no_files() {
     }
 }
 
+type StatRows = std::collections::BTreeMap<u64, (u64, u64, String)>;
+
 /// `dumpheap -stat` rows: MethodTable → (count, bytes, name), and the totals.
-fn dumpheap_stat(sample: &str) -> (std::collections::BTreeMap<u64, (u64, u64, String)>, (u64, u64)) {
+fn dumpheap_stat(sample: &str) -> (StatRows, (u64, u64)) {
     let text = sos(sample, "dumpheap-stat.txt");
     let num = |s: &str| s.replace(',', "").parse::<u64>().unwrap_or_else(|_| panic!("not a number: {s:?}"));
     let mut rows = std::collections::BTreeMap::new();

@@ -9,7 +9,6 @@
 //! `<sample>/app`) as search directories, and the host's system libraries for libc (the glibc
 //! analyzer needs it to find a pthread mutex's owner).
 
-#[allow(dead_code)]
 mod dumpedit;
 
 use knot::Options;
@@ -342,7 +341,7 @@ fn the_pinvoke_cycle_crosses_a_monitor_and_a_native_mutex() {
     let c = case("pinvoke_mutex");
     let libc_loaded = c.report.modules.iter().any(|m| m.path.contains("libc.so") && m.file_status == "loaded");
     if !libc_loaded {
-        knot_samples::skipped(&format!("skipping the native half: this machine's libc is not the dump's"));
+        knot_samples::skipped("skipping the native half: this machine's libc is not the dump's");
         return;
     }
     assert_eq!(c.report.deadlocks.len(), 1, "{:?}", c.report.deadlocks);

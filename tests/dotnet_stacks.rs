@@ -29,9 +29,6 @@ struct Dump {
     locator: Locator,
 }
 
-
-/// The committed runtime files, decompressed once under target/tmp.
-
 fn dumps() -> Vec<Dump> {
     let mut all = knot_samples::dotnet::dumps("sos/clrstack-all.txt", true);
     all.extend(knot_samples::dotnet::net8_dumps("sos/clrstack-all.txt"));

@@ -68,7 +68,7 @@ fn sos_threads_with_frame(d: &DotnetDump, frame: &str) -> BTreeSet<u32> {
     out
 }
 
-fn lock_of<'r>(r: &'r Report, tid: u32) -> &'r LockFact {
+fn lock_of(r: &Report, tid: u32) -> &LockFact {
     let t = r.threads.iter().find(|t| t.tid == tid).unwrap_or_else(|| panic!("no thread {tid}"));
     let id = t.blocked_on.as_deref().unwrap_or_else(|| panic!("thread {tid} is blocked on nothing: {:?}", t.state));
     r.locks.iter().find(|l| l.id == id).expect("its lock")

@@ -7,7 +7,6 @@
 //! statics and queues (garbage, a cyclic or huge segment chain) give a bounded reading and a
 //! reason, never a panic. Knot reads all of it through CoreLib's statics (`runtimes::dotnet::statics`).
 
-#[allow(dead_code)]
 mod dumpedit;
 
 mod common;

@@ -243,7 +243,7 @@ fn ticks_after(child: &mut Child, wait: Duration) -> u64 {
         }
         text.push_str(&String::from_utf8_lossy(&buf[..n]));
     }
-    text.lines().filter_map(|l| l.trim().parse().ok()).last().unwrap_or(0)
+    text.lines().filter_map(|l| l.trim().parse().ok()).next_back().unwrap_or(0)
 }
 
 /// knot held `pid` (every thread traced by knot and stopped) within the time given.
@@ -369,7 +369,7 @@ fn without_permission_it_is_refused_with_status_4_and_says_how_to_allow_it() {
     }
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        knot_samples::skipped(&format!("skipping: needs root to run knot as another user"));
+        knot_samples::skipped("skipping: needs root to run knot as another user");
         return;
     }
     let mut target = ticker();
@@ -432,7 +432,9 @@ fn a_dotnet_sample_read_live_shows_its_monitor_cycle() {
     let Some(dotnet) = &report.dotnet else { panic!("no runtime found live: {:#?}", report.diagnostics) };
     assert_eq!(dotnet.runtime_version.as_deref(), Some("10.0.12"), "{}", dotnet.summary);
     let name = |tid: Option<u32>| tid.and_then(|t| names.get(&t)).cloned().unwrap_or_default();
-    let mut monitors: Vec<(String, String, u32, Option<u32>, Vec<String>)> = report
+    // (type, owner's name, recursion, MonitorHeld, waiters' names), as SOS's syncblk lists them.
+    type MonitorRow = (String, String, u32, Option<u32>, Vec<String>);
+    let mut monitors: Vec<MonitorRow> = report
         .locks
         .iter()
         .filter_map(|l| l.managed.as_ref())
@@ -578,7 +580,7 @@ fn a_process_whose_main_thread_exited_is_read_without_it() {
     match Command::new("gcc").args(["-g", "-pthread", "-o"]).arg(&bin).arg(&src).status() {
         Ok(s) if s.success() => {}
         _ => {
-            knot_samples::skipped(&format!("skipping: gcc not available"));
+            knot_samples::skipped("skipping: gcc not available");
             return;
         }
     }

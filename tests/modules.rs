@@ -160,7 +160,7 @@ fn elfutils_linkmap_cut_core_finds_its_library_by_name() {
         locator: knot::process::Locator { search_dirs: vec![dir.clone()], executable: Some(dir.join("linkmap-cut")), no_default_debug_dir: true, ..Default::default() },
         ..Default::default()
     };
-    let report = knot::analyze(&dir.join("linkmap-cut.core"), &opts).expect("reads");
+    let report = knot::analyze(dir.join("linkmap-cut.core"), &opts).expect("reads");
     let lib = report.modules.iter().find(|m| m.path.ends_with("linkmap-cut-lib.so")).expect("the library is a module");
     assert_eq!(lib.file_status, "loaded", "{lib:?}");
     let crashed = report.threads.iter().find(|t| t.frames.first().and_then(|f| f.function.as_deref()) == Some("libfunc"));
@@ -181,7 +181,7 @@ fn elfutils_test_core_keeps_the_library_at_its_base() {
         locator: knot::process::Locator { search_dirs: vec![dir.clone()], executable: Some(dir.join("test-core.exec")), no_default_debug_dir: true, ..Default::default() },
         ..Default::default()
     };
-    let report = knot::analyze(&dir.join("test-core.core"), &opts).expect("reads");
+    let report = knot::analyze(dir.join("test-core.core"), &opts).expect("reads");
     assert!(!report.diagnostics.iter().any(|d| d.message.contains("contradicts")), "{:#?}", report.diagnostics);
     let lib = report.modules.iter().find(|m| m.path.ends_with("test-core-lib.so")).expect("the library is a module");
     assert_eq!((lib.file_status.as_str(), lib.start.0), ("loaded", 0x7f67_f2aa_f000), "{lib:?}");

@@ -275,8 +275,8 @@ impl Core {
             }
             return Err(CoreError::NoThreads { path });
         }
-        if !found.threads.iter().any(|t| t.signalled) {
-            if let Some(t) = found.threads.iter_mut().find(|t| t.cursig != 0) {
+        if !found.threads.iter().any(|t| t.signalled)
+            && let Some(t) = found.threads.iter_mut().find(|t| t.cursig != 0) {
                 t.signalled = true;
                 // No NT_SIGINFO (kernels before 3.7, some dumpers): the number is all there is.
                 if found.signal.is_none() {
@@ -287,7 +287,6 @@ impl Core {
                     ));
                 }
             }
-        }
         Ok(Core {
             path,
             map,

@@ -392,8 +392,8 @@ pub(crate) mod tests {
         let edges: Vec<(u32, u32)> = (0..n - 1).map(|i| (i, i + 1)).collect();
         let d = idoms(n as usize, &edges, &[0]);
         assert_eq!(d[0], Some(None));
-        for i in 1..n as usize {
-            assert_eq!(d[i], Some(Some(i as u32 - 1)));
+        for (i, di) in d.iter().enumerate().skip(1) {
+            assert_eq!(*di, Some(Some(i as u32 - 1)));
         }
     }
 

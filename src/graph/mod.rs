@@ -113,11 +113,10 @@ impl<'a> WaitForGraph<'a> {
     pub(crate) fn with_pool(mut self, pool: Option<&'a WorkerPool>) -> WaitForGraph<'a> {
         let Some(pool) = pool.filter(|p| p.exhausted() && p.at_max()) else { return self };
         for (li, l) in self.locks.iter().enumerate() {
-            if needs_pool(l) {
-                if let Some(o) = self.out.get_mut(&Node::Lock(li)) {
+            if needs_pool(l)
+                && let Some(o) = self.out.get_mut(&Node::Lock(li)) {
                     o.to.push((Node::Pool, false));
                 }
-            }
         }
         let workers = pool.workers.iter().filter(|w| self.blocked_on.contains_key(w)).map(|&w| (Node::Thread(w), false)).collect();
         self.out.insert(Node::Pool, Out { to: workers, release: Release::Any, dead: false });

@@ -87,7 +87,7 @@ fn note(out: &mut Vec<u8>, owner: &[u8], kind: u32, desc: &[u8]) {
 }
 
 fn pad4(out: &mut Vec<u8>) {
-    while out.len() % 4 != 0 {
+    while !out.len().is_multiple_of(4) {
         out.push(0);
     }
 }
@@ -167,15 +167,26 @@ fn notes(parts: &CoreParts) -> Vec<u8> {
     out
 }
 
-fn phdr(out: &mut Vec<u8>, kind: u32, flags: u32, offset: u64, vaddr: u64, filesz: u64, memsz: u64, align: u64) {
-    out.extend(kind.to_le_bytes());
-    out.extend(flags.to_le_bytes());
-    out.extend(offset.to_le_bytes());
-    out.extend(vaddr.to_le_bytes());
+/// One `Elf64_Phdr` (its physical address is always 0).
+struct Phdr {
+    kind: u32,
+    flags: u32,
+    offset: u64,
+    vaddr: u64,
+    filesz: u64,
+    memsz: u64,
+    align: u64,
+}
+
+fn phdr(out: &mut Vec<u8>, p: Phdr) {
+    out.extend(p.kind.to_le_bytes());
+    out.extend(p.flags.to_le_bytes());
+    out.extend(p.offset.to_le_bytes());
+    out.extend(p.vaddr.to_le_bytes());
     out.extend(0u64.to_le_bytes());
-    out.extend(filesz.to_le_bytes());
-    out.extend(memsz.to_le_bytes());
-    out.extend(align.to_le_bytes());
+    out.extend(p.filesz.to_le_bytes());
+    out.extend(p.memsz.to_le_bytes());
+    out.extend(p.align.to_le_bytes());
 }
 
 /// The whole core file.
@@ -207,10 +218,10 @@ pub(crate) fn build(parts: &CoreParts) -> Vec<u8> {
     out.extend((u16::from(xnum)).to_le_bytes()); // e_shnum
     out.extend(0u16.to_le_bytes()); // e_shstrndx
 
-    phdr(&mut out, PT_NOTE, 0, notes_at as u64, 0, notes.len() as u64, 0, 4);
+    phdr(&mut out, Phdr { kind: PT_NOTE, flags: 0, offset: notes_at as u64, vaddr: 0, filesz: notes.len() as u64, memsz: 0, align: 4 });
     let mut offset = data_at as u64;
     for r in &parts.regions {
-        phdr(&mut out, PT_LOAD, r.flags, offset, r.vaddr, r.data.len() as u64, r.memsz, PAGE);
+        phdr(&mut out, Phdr { kind: PT_LOAD, flags: r.flags, offset, vaddr: r.vaddr, filesz: r.data.len() as u64, memsz: r.memsz, align: PAGE });
         offset += r.data.len() as u64;
     }
     if xnum {

@@ -254,15 +254,14 @@ fn read_stopped(pid: i32, opts: &LiveOptions) -> Result<Stopped, LiveError> {
         cancelled()?;
         let got = reader.read_range(w.start, w.end);
         // A module's first page: its program headers and build-id notes when they lie further.
-        if w.header {
-            if let Some((at, page)) = got.first().filter(|(a, _)| *a == w.start) {
+        if w.header
+            && let Some((at, page)) = got.first().filter(|(a, _)| *a == w.start) {
                 for (s, e) in header_extras(page, *at) {
                     if mappings.iter().any(|m| m.read && !is_special(m) && m.contains(s)) {
                         pieces.extend(reader.read_range(s, e));
                     }
                 }
             }
-        }
         pieces.extend(got);
     }
     attached.detach();

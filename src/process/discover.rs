@@ -372,11 +372,10 @@ fn open_module(core: &Core, locator: &Locator, f: Found, is_executable: bool, ne
         diagnostics.push(d.at_address(f.header_addr));
     }
     let mut candidates = if real_path { locator.module_candidates(&f.path) } else { Vec::new() };
-    if is_executable {
-        if let Some(exe) = &locator.executable {
+    if is_executable
+        && let Some(exe) = &locator.executable {
             candidates.insert(0, exe.clone());
         }
-    }
     let (disk_path, opened) = open_matching(&candidates, dump_id.as_deref());
     // The program the user named (--exe, or gdb's PROGRAM CORE) and did not get: say why.
     if let Some(exe) = locator.executable.as_ref().filter(|e| is_executable && **e != disk_path) {
@@ -542,13 +541,12 @@ fn find_debug_file(module: &mut Module, locator: &Locator) {
     }
     if let Some(id) = module.build_id.clone() {
         for cand in locator.build_id_candidates(&id) {
-            if let Ok(file) = ElfFile::open(&cand) {
-                if file.build_id.as_deref() == Some(&id[..]) {
+            if let Ok(file) = ElfFile::open(&cand)
+                && file.build_id.as_deref() == Some(&id[..]) {
                     module.debug_status = Some(format!("{} (by build-id)", cand.display()));
                     module.debug_file = Some(file);
                     return;
                 }
-            }
         }
     }
     let link = module.file.as_ref().and_then(|f| f.debuglink().map(|l| (f.path().to_path_buf(), l)));

@@ -76,7 +76,7 @@ impl Process {
         self.core.diagnostics.iter().chain(self.diagnostics.iter())
     }
 
-    fn from_file(&self, addr: u64, len: usize) -> Option<&[u8]> {
+    fn read_backing_file(&self, addr: u64, len: usize) -> Option<&[u8]> {
         let i = self.backing.partition_point(|b| b.start <= addr);
         let b = self.backing[..i].last().filter(|b| addr < b.end)?;
         let file = self.modules[b.module].file.as_ref()?;
@@ -97,7 +97,7 @@ impl Memory for Process {
             Ok(b) if !b.is_empty() => Ok(b),
             Ok(_) => Err(MemoryError::NotSaved(addr)),
             Err(Absence::Truncated) => Err(MemoryError::Truncated(addr)),
-            Err(absence) => self.from_file(addr, len).ok_or(MemoryError::from_absence(absence, addr)),
+            Err(absence) => self.read_backing_file(addr, len).ok_or(MemoryError::from_absence(absence, addr)),
         }
     }
 }

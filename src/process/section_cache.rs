@@ -267,11 +267,10 @@ impl SectionCache {
 
     fn private(dir: PathBuf, max_bytes: u64) -> Result<SectionCache, UserCacheError> {
         use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        if let Some(parent) = dir.parent() {
-            if let Err(source) = fs::create_dir_all(parent) {
+        if let Some(parent) = dir.parent()
+            && let Err(source) = fs::create_dir_all(parent) {
                 return Err(UserCacheError::Create { dir, source });
             }
-        }
         match fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}

@@ -18,8 +18,8 @@ pub(crate) fn folded_lines(report: &Report) -> Vec<String> {
                 line.push_str(&clean(&frame_name(f)));
             }
             let state = match t.blocked_on.as_deref().and_then(|id| report.locks.iter().find(|l| l.id == id)) {
-                Some(l) => format!("[blocked on {}]", lock_name(&l)),
-                None => format!("[{}]", t.state.to_string()),
+                Some(l) => format!("[blocked on {}]", lock_name(l)),
+                None => format!("[{}]", t.state),
             };
             line.push(';');
             line.push_str(&clean(&state));

@@ -165,7 +165,7 @@ pub(crate) fn suspect_place(r: &crate::report::Report) -> Option<SuspectPlace> {
 
 /// The suspects a report says: every one when the heap is the story, else those that keep at
 /// least [`SUSPECT_FIRST_MIN_BYTES`].
-pub(crate) fn said_suspects<'a>(r: &'a crate::report::Report) -> Vec<&'a crate::runtimes::dotnet::gc::report::SuspectReport> {
+pub(crate) fn said_suspects(r: &crate::report::Report) -> Vec<&crate::runtimes::dotnet::gc::report::SuspectReport> {
     let Some(heap) = r.dotnet.as_ref().and_then(|d| d.heap.as_ref()) else { return Vec::new() };
     let all = r.dotnet.as_ref().and_then(|d| d.gc.as_ref()).is_some_and(heap_is_the_story) || r.verdict == crate::report::Verdict::GcStall;
     heap.suspects.iter().filter(|s| all || s.retained_bytes >= SUSPECT_FIRST_MIN_BYTES).collect()

@@ -193,7 +193,7 @@ fn contended_table(out: &mut String, r: &Report) {
         let _ = write!(
             out,
             "<tr><td><a class=\"lockname\" href=\"#l{i}\">{}</a></td><td>{}</td><td class=\"mono\">{}</td><td class=\"owner\">{}</td><td class=\"n\">{}</td></tr>",
-            escape(&lock_name(&l)),
+            escape(&lock_name(l)),
             escape(&super::words::lock_detail(l)),
             l.address.map(|a| a.to_string()).unwrap_or_default(),
             owner_html(l),
@@ -234,7 +234,7 @@ fn locks(out: &mut String, r: &Report) -> BTreeSet<u32> {
     out.push_str("<section id=\"locks\"><h2>Locks</h2>\n");
     for (i, l) in contended {
         let in_cycle = r.deadlocks.iter().any(|d| d.locks.contains(&l.id));
-        let _ = write!(out, "<article class=\"lock{}\" id=\"l{i}\"><h3><span class=\"lockname\">{}</span> — {}", if in_cycle { " cycle" } else { "" }, escape(&lock_name(&l)), escape(&super::words::lock_detail(&l)));
+        let _ = write!(out, "<article class=\"lock{}\" id=\"l{i}\"><h3><span class=\"lockname\">{}</span> — {}", if in_cycle { " cycle" } else { "" }, escape(&lock_name(l)), escape(&super::words::lock_detail(l)));
         if let Some(a) = l.address {
             let _ = write!(out, " at <span class=\"mono\">{a}</span>");
         }

@@ -403,7 +403,7 @@ fn node_svg(s: &mut String, report: &Report, node: &Node, x: f64, y: f64) {
         Kind::Exited(tid) => ("node thread exited", String::new(), format!("thread {tid}"), "exited (not in the dump)".to_string(), format!("thread {tid}: the lock names it as owner, but it is not among the dump's threads")),
         Kind::Lock(i) => {
             let l = &report.locks[*i];
-            let mut title = format!("{} — {}", lock_name(&l), super::words::lock_detail(l));
+            let mut title = format!("{} — {}", lock_name(l), super::words::lock_detail(l));
             if let Some(a) = l.address {
                 let _ = write!(title, " at {a}");
             }

@@ -473,7 +473,7 @@ pub(crate) fn state_words(t: &ThreadReport, locks: &[LockFact]) -> String {
         Some(l) if l.kind == LockKind::MonitorWait => format!("in {}, waiting to be pulsed", lock_name(l)),
         Some(l) if l.kind == LockKind::Task => format!("waiting for {}", lock_name(l)),
         Some(l) if l.managed.is_some() => format!("waiting for {} {}", lock_name(l), owner_words(l)),
-        Some(l) => format!("blocked on {} ({})", lock_name(l), t.state.to_string()),
+        Some(l) => format!("blocked on {} ({})", lock_name(l), t.state),
         None => t.state.to_string(),
     }
 }
@@ -759,7 +759,7 @@ pub(crate) fn pool_story(workers: &[u32], locks: &[LockFact], threads: &[ThreadR
             None => parts.push((tids.clone(), one, many)),
         }
     }
-    parts.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+    parts.sort_by_key(|p| std::cmp::Reverse(p.0.len()));
     parts.iter().map(|(tids, one, many)| format!("{} {}", workers_words(tids, threads), if tids.len() == 1 { one } else { many })).collect::<Vec<_>>().join("; ")
 }
 

@@ -166,11 +166,10 @@ fn clrthreads_roles(text: &str) -> BTreeMap<u32, String> {
             continue;
         }
         let Ok(tid) = u32::from_str_radix(c[2], 16) else { continue };
-        if let (Some(open), Some(close)) = (line.rfind('('), line.rfind(')')) {
-            if open < close {
+        if let (Some(open), Some(close)) = (line.rfind('('), line.rfind(')'))
+            && open < close {
                 out.insert(tid, line[open + 1..close].to_string());
             }
-        }
     }
     out
 }

@@ -285,7 +285,7 @@ impl<'a> FileSymbols<'a> {
                 let string_table = if plt { tables.dynstr } else { tables.strtab };
                 let name = string_table.get(at..at.checked_add(len)?)?;
                 // Names are short: a plain loop beats a call to memchr.
-                if name.is_empty() || name.iter().any(|&b| b == 0) || section >= n_sections || plt != (flags & KEPT_DYNSTR != 0) || flags & !KEPT_FLAGS != 0 {
+                if name.is_empty() || name.contains(&0) || section >= n_sections || plt != (flags & KEPT_DYNSTR != 0) || flags & !KEPT_FLAGS != 0 {
                     return None;
                 }
                 out.push(Sym { addr: word(0), size: word(8), name, plt, global: flags & KEPT_GLOBAL != 0, section });

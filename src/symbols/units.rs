@@ -389,9 +389,11 @@ mod tests {
         assert!(may_refer_outside(&dwarf_with_abbrev(local), 100));
     }
 
+    type Ranges = Vec<(u64, u64)>;
+
     /// A DWARF 4 unit whose root DIE (abbreviation code `code`) has `DW_AT_low_pc` 0x1000 (addr)
     /// and `DW_AT_high_pc` 0x40 (data4), read with the abbreviation table `abbrev`.
-    fn root_ranges(abbrev: &'static [u8], code: u8) -> (Option<Vec<(u64, u64)>>, Vec<(u64, u64)>) {
+    fn root_ranges(abbrev: &'static [u8], code: u8) -> (Option<Ranges>, Ranges) {
         let mut info = vec![0u8; 4];
         info.extend(4u16.to_le_bytes());
         info.extend(0u32.to_le_bytes());

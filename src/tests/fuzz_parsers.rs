@@ -151,11 +151,10 @@ fn apply(bytes: &mut Vec<u8>, m: &Mutation) {
         Mutation::Splice { from, region, pos, len: n } => {
             let n = n as usize;
             let from = from as usize % len.max(1);
-            if let Some(at) = offset(region, pos, 1, n, len) {
-                if from + n <= len {
+            if let Some(at) = offset(region, pos, 1, n, len)
+                && from + n <= len {
                     bytes.copy_within(from..from + n, at);
                 }
-            }
         }
         Mutation::Truncate { pos } => bytes.truncate(pos as usize % len.max(1)),
     }

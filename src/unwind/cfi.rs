@@ -98,13 +98,11 @@ fn build_index<'p, S: UnwindSection<R<'p>>>(section: &S, bases: &BaseAddresses) 
     let mut entries = section.entries(bases);
     // A malformed entry ends the index: everything before it is still usable.
     while let Ok(Some(entry)) = entries.next() {
-        if let gimli::CieOrFde::Fde(partial) = entry {
-            if let Ok(fde) = partial.parse(S::cie_from_offset) {
-                if fde.len() > 0 {
+        if let gimli::CieOrFde::Fde(partial) = entry
+            && let Ok(fde) = partial.parse(S::cie_from_offset)
+                && fde.len() > 0 {
                     index.push((fde.initial_address(), fde.initial_address().saturating_add(fde.len()), fde.offset()));
                 }
-            }
-        }
     }
     index.sort_unstable();
     index
@@ -122,7 +120,7 @@ fn eh_frame_in_memory<'p>(module: &Module, core: &'p Core) -> Option<Table<'p, E
         let u64_at = |o: usize| p.get(o..o + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
         (u32::from_le_bytes(p[..4].try_into().ok()?) == PT_GNU_EH_FRAME).then(|| Some((u64_at(16)?, u64_at(40)?))).flatten()
     })?;
-    let hdr_len = usize::try_from(hdr_len).ok().filter(|&n| n >= 4 && n <= MAX_EH_FRAME_IN_MEMORY)?;
+    let hdr_len = usize::try_from(hdr_len).ok().filter(|&n| (4..=MAX_EH_FRAME_IN_MEMORY).contains(&n))?;
     let hdr_data = core.bytes_at(module.bias.wrapping_add(hdr_addr), hdr_len).ok().filter(|b| b.len() == hdr_len)?;
     let bases = BaseAddresses::default().set_eh_frame_hdr(hdr_addr);
     let hdr = gimli::EhFrameHdr::new(hdr_data, LittleEndian).parse(&bases, 8).ok()?;
@@ -179,17 +177,15 @@ impl<'p> ModuleCfi<'p> {
 
     /// The rule for link-time address `addr`, from `.eh_frame` first, then `.debug_frame`.
     pub(crate) fn rule(&self, addr: u64, ctx: &mut UnwindContext<usize>) -> Option<Arc<Rule>> {
-        if let Ok(cache) = self.cache.read() {
-            if let Some(hit) = cache.get(&addr) {
+        if let Ok(cache) = self.cache.read()
+            && let Some(hit) = cache.get(&addr) {
                 return hit.clone();
             }
-        }
         let found = self.find(addr, ctx).map(Arc::new);
-        if let Ok(mut cache) = self.cache.write() {
-            if cache.len() < MAX_CACHED_RULES {
+        if let Ok(mut cache) = self.cache.write()
+            && cache.len() < MAX_CACHED_RULES {
                 cache.insert(addr, found.clone());
             }
-        }
         found
     }
 

@@ -307,9 +307,9 @@ impl<'p> Unwinder<'p> {
         let addr = frame.lookup_address();
         let mut cfi_error = None;
         let mut has_cfi = false;
-        if let Some((index, module)) = self.process.module_at(addr) {
-            if let Some(cfi) = self.module_cfi(index) {
-                if let Some(rule) = cfi.rule(module.to_link_address(addr), ctx) {
+        if let Some((index, module)) = self.process.module_at(addr)
+            && let Some(cfi) = self.module_cfi(index)
+                && let Some(rule) = cfi.rule(module.to_link_address(addr), ctx) {
                     has_cfi = true;
                     frame.is_signal_frame = rule.signal_frame;
                     match cfi.apply(&rule, &frame.regs, memory) {
@@ -335,8 +335,6 @@ impl<'p> Unwinder<'p> {
                         Err(_) => {}
                     }
                 }
-            }
-        }
         if !has_cfi
             && let Some(next) = self.runtime_step(frame, addr)
         {
@@ -505,7 +503,7 @@ impl<'p> Unwinder<'p> {
         // Only code nobody describes (no module, no runtime's code map: code generated at run
         // time) leaves the stale return addresses a candidate must be confirmed against; a
         // module's frame keeps the first candidate, as ever.
-        let generated = self.process.module_at(frame.lookup_address()).is_none() && !self.code_lookup.is_some_and(|l| l.lookup(frame.lookup_address()).is_some());
+        let generated = self.process.module_at(frame.lookup_address()).is_none() && self.code_lookup.is_none_or(|l| l.lookup(frame.lookup_address()).is_none());
         let mut first = None;
         let mut tried = 0;
         let mut fp_cfas = None;

@@ -17,7 +17,7 @@ pub(crate) fn follows_call(arch: Arch, memory: &dyn Memory, addr: u64) -> bool {
 fn follows_aarch64_call(memory: &dyn Memory, addr: u64) -> bool {
     let mut b = [0u8; 4];
     let Some(at) = addr.checked_sub(4) else { return false };
-    if addr % 4 != 0 || memory.read(at, &mut b).is_err() {
+    if !addr.is_multiple_of(4) || memory.read(at, &mut b).is_err() {
         return false;
     }
     let insn = u32::from_le_bytes(b);

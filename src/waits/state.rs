@@ -108,7 +108,7 @@ fn futex_op(op: u64) -> &'static str {
 
 /// Job-control stops.
 fn is_stop_signal(sig: u16) -> bool {
-    matches!(sig, 19 | 20 | 21 | 22)
+    matches!(sig, 19..=22)
 }
 
 pub(crate) fn classify(regs: &Registers, cursig: u16, memory: &dyn Memory) -> ThreadState {

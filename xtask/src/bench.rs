@@ -361,7 +361,7 @@ pub fn measure_child(args: MeasureArgs) -> Result<()> {
 
 impl Sample {
     /// One line of numbers, for [`Sample::from_line`]: nanoseconds, KiB and counts.
-    fn to_line(&self) -> String {
+    fn to_line(self) -> String {
         let opt = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
         format!(
             "{} {} {} {} {} {} {} {} {}",

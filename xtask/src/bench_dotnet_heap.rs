@@ -48,7 +48,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(900);
 fn runtime_dir(dotnet: &Path) -> Result<PathBuf> {
     let out = Command::new(dotnet).arg("--list-runtimes").output().context("running dotnet --list-runtimes")?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().filter(|l| l.starts_with("Microsoft.NETCore.App ")).last().context("no Microsoft.NETCore.App runtime")?;
+    let line = text.lines().rfind(|l| l.starts_with("Microsoft.NETCore.App ")).context("no Microsoft.NETCore.App runtime")?;
     let mut parts = line.split_whitespace();
     let version = parts.nth(1).context("runtime version")?;
     let dir = line.split('[').nth(1).and_then(|r| r.split(']').next()).context("runtime directory")?;

@@ -235,7 +235,7 @@ fn free_bytes(dir: &Path) -> Result<u64> {
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
         bail!("statvfs {}: {}", dir.display(), std::io::Error::last_os_error());
     }
-    Ok(u64::from(st.f_bavail).saturating_mul(st.f_frsize))
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 /// A started server, killed and reaped when dropped.

@@ -42,7 +42,7 @@ fn header(len: u32, e: bool, epilogs: u32, words: u32) -> u32 {
 fn xdata(words: &[u32], codes: &[u8]) -> Vec<u8> {
     let mut b: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
     b.extend_from_slice(codes);
-    while b.len() % 4 != 0 {
+    while !b.len().is_multiple_of(4) {
         b.push(OP_NOP);
     }
     b

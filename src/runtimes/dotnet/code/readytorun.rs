@@ -102,7 +102,7 @@ fn hot_part(t: &Target, image: &Target, tables: u64, index: u32) -> Result<Optio
         return Ok(None);
     }
     // `NumHotColdMap` counts u32s: two per (cold, hot) pair.
-    if n > MAX_HOT_COLD || n < 2 {
+    if !(2..=MAX_HOT_COLD).contains(&n) {
         return Err(DotnetError::Invalid { what: "ReadyToRun hot/cold map", at: tables, why: format!("{n} entries") });
     }
     let map = t.field_ptr(tables, "ReadyToRunInfo", "HotColdMap")?;

@@ -575,7 +575,7 @@ mod tests {
         for b in all {
             let text = entry_text(TEXT, &b.build_id).unwrap_or_else(|| panic!("{}: not cut out", b.build_id));
             let one = parse(FILE, &text).unwrap_or_else(|e| panic!("{}: {e}", b.build_id));
-            assert_eq!(one, [b.clone()], "{}", b.build_id);
+            assert_eq!(one, std::slice::from_ref(b), "{}", b.build_id);
             assert!(std::ptr::eq(lookup(&b.build_id).expect("found"), lookup(&b.build_id).expect("again")), "parsed once");
             assert_eq!(lookup(&b.build_id), Some(b));
         }

@@ -5,7 +5,7 @@
 //! descriptor itself names is never replaced — and applies only to a listed build whose
 //! `g_dacTable` passes the ThreadStore check, so the readers see one descriptor either way.
 
-use crate::runtimes::dotnet::contract::descriptor::{Descriptor, Field, Global, GlobalValue, TypeInfo};
+use crate::runtimes::dotnet::contract::descriptor::{Descriptor, Field, Global, GlobalValue};
 use crate::runtimes::dotnet::error::DotnetError;
 use crate::runtimes::dotnet::gc::dactable::DacTable;
 use crate::runtimes::dotnet::contract::locate::RuntimeVersion;
@@ -213,7 +213,7 @@ fn add(descriptor: &mut Descriptor, s: &Supplement, dac_globals: Vec<(String, u6
         descriptor.globals.entry(name).or_insert(Global { value: GlobalValue::Direct(v), type_name: None });
     }
     for (ty, fields) in &s.types {
-        let info = descriptor.types.entry(ty.clone()).or_insert_with(TypeInfo::default);
+        let info = descriptor.types.entry(ty.clone()).or_default();
         for (field, &offset) in fields {
             if field == SIZE_KEY {
                 info.size.get_or_insert(offset);

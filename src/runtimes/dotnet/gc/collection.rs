@@ -49,11 +49,10 @@ pub(crate) fn events(t: &Target, vars: &GcVars, conds: &[u64]) -> Vec<GcEvent> {
         return out;
     }
     for h in vars.heaps.iter().filter(|h| h.address != 0) {
-        if let Ok(first) = t.read_ptr(h.address, "gc_heap.gc_done_event") {
-            if conds.contains(&first) {
+        if let Ok(first) = t.read_ptr(h.address, "gc_heap.gc_done_event")
+            && conds.contains(&first) {
                 out.push(GcEvent { cond: first, place: EventPlace::Heap { index: h.index, heap: h.address } });
             }
-        }
     }
     let Some(anchor) = vars.gc_state_var else { return out };
     let from = anchor.saturating_sub(GC_STATICS) & !7;

@@ -119,9 +119,12 @@ pub(crate) struct HeapDiff {
     pub holders: Vec<HolderGrowth>,
 }
 
+/// One dump's retained bytes by type name, when its object graph was read.
+pub(crate) type RetainedByType<'a> = Option<&'a BTreeMap<String, u64>>;
+
 /// Compares two heaps' statistics by type name. `retained` gives, per dump, the retained bytes
 /// by type name when its object graph was read.
-pub(crate) fn diff(old: &HeapStats, new: &HeapStats, retained: (Option<&BTreeMap<String, u64>>, Option<&BTreeMap<String, u64>>)) -> HeapDiff {
+pub(crate) fn diff(old: &HeapStats, new: &HeapStats, retained: (RetainedByType, RetainedByType)) -> HeapDiff {
     // Two MethodTables of one name (a type loaded in two contexts) count as one type, as a
     // person comparing `dumpheap -stat` outputs would.
     let mut by_name: BTreeMap<&str, TypeGrowth> = BTreeMap::new();

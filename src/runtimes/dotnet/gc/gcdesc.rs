@@ -57,7 +57,7 @@ impl GcDesc {
         }
         let word = |a: u64| t.read_ptr(a, "GC description").map_err(|e| unreadable(e.to_string()));
         let n = word(mt.wrapping_sub(PTR))? as i64;
-        if n == 0 || n > MAX_SERIES || n < -MAX_SERIES {
+        if n == 0 || !(-MAX_SERIES..=MAX_SERIES).contains(&n) {
             return Err(GcDescError::Count { mt, count: n });
         }
         if n > 0 {

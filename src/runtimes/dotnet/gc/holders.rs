@@ -18,6 +18,9 @@ use crate::trace::step as trace;
 use crate::diagnostics::Diagnostic;
 use std::cell::RefCell;
 
+/// A node's path from its root: the root and each step down to the node.
+type RootPath = (HeapRootRef, Vec<HeapPathStepReport>);
+
 /// Elements of a statics array read at most (one per static field of reference type).
 const MAX_STATICS: u32 = 1 << 20;
 
@@ -102,7 +105,7 @@ impl Holding {
         let tree = &self.tree;
         let t = runtime.target();
         let namer = TypeNamer::of(&t, runtime);
-        let layout = crate::runtimes::dotnet::gc::build_facts(runtime).ok().map(|b| b.layout.clone());
+        let layout = crate::runtimes::dotnet::gc::build_facts(runtime).ok().map(|b| b.layout);
         let statics = std::cell::OnceCell::new();
         let node_type = |n: u32| self.type_name(g.types.get(n as usize).copied().unwrap_or(u32::MAX));
         self.retention
@@ -164,12 +167,12 @@ impl Holding {
         let layout = crate::runtimes::dotnet::contract::facts::builtin()
             .ok()
             .and_then(|all| crate::runtimes::dotnet::contract::facts::lookup(all, runtime.version.build_id.as_deref(), &runtime.version.product, runtime.version.file_version.as_deref()))
-            .map(|b| b.layout.clone());
+            .map(|b| b.layout);
         // Read once, when a holder's root is a statics array's element.
         let static_names = std::cell::OnceCell::new();
-        let cache: RefCell<std::collections::HashMap<u32, Option<(HeapRootRef, Vec<HeapPathStepReport>)>>> = RefCell::default();
+        let cache: RefCell<std::collections::HashMap<u32, Option<RootPath>>> = RefCell::default();
         let type_name = |i: u32| self.type_name(i);
-        let root_path = |node: u32| -> Option<(HeapRootRef, Vec<HeapPathStepReport>)> {
+        let root_path = |node: u32| -> Option<RootPath> {
             if let Some(hit) = cache.borrow().get(&node) {
                 return hit.clone();
             }

@@ -48,7 +48,7 @@ impl NodeIndex {
         if (self.len > 0 && a <= self.last) || self.len == u32::MAX {
             return false;
         }
-        let same_span = self.spans.last().is_some_and(|s| a - self.last <= MAX_GAP && (a - s.start) % GRAIN == 0);
+        let same_span = self.spans.last().is_some_and(|s| a - self.last <= MAX_GAP && (a - s.start).is_multiple_of(GRAIN));
         if !same_span {
             self.spans.push(Span { start: a, end: a, word: self.bits.len(), first_node: self.len });
         }
@@ -114,7 +114,7 @@ impl NodeIndex {
                 &self.spans[i]
             }
         };
-        if a >= s.end || (a - s.start) % GRAIN != 0 {
+        if a >= s.end || !(a - s.start).is_multiple_of(GRAIN) {
             return None;
         }
         let bit = (a - s.start) / GRAIN;

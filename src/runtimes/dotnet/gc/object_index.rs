@@ -42,7 +42,7 @@ pub(crate) struct ObjectIndex<'a> {
 
 impl<'a> ObjectIndex<'a> {
     pub(crate) fn new(t: &'a Target<'a>, contexts: &HashMap<u64, u64>, segments: &[Segment], free_mt: u64) -> ObjectIndex<'a> {
-        let mut segs: Vec<Lazy<'a>> = segments.iter().filter(|s| s.allocated > s.start).map(|s| Lazy { segment: s.clone(), cursor: Cursor::new(t, contexts, s), starts: Vec::new(), visited: Vec::new() }).collect();
+        let mut segs: Vec<Lazy<'a>> = segments.iter().filter(|s| s.allocated > s.start).map(|s| Lazy { segment: *s, cursor: Cursor::new(t, contexts, s), starts: Vec::new(), visited: Vec::new() }).collect();
         segs.sort_by_key(|s| s.segment.start);
         let bounds = (segs.first().map(|s| s.segment.start).unwrap_or(1), segs.iter().map(|s| s.segment.allocated).max().unwrap_or(0));
         let unmask = t.global("ObjectToMethodTableUnmask").unwrap_or(7);
@@ -72,7 +72,7 @@ impl<'a> ObjectIndex<'a> {
 
     /// Segment and index of the object starting at `a`, if one does.
     fn find(&mut self, a: u64) -> Option<(usize, usize)> {
-        if a < self.bounds.0 || a > self.bounds.1 || a % 8 != 0 {
+        if a < self.bounds.0 || a > self.bounds.1 || !a.is_multiple_of(8) {
             return None;
         }
         let i = self.segment_of(a)?;
@@ -89,7 +89,7 @@ impl<'a> ObjectIndex<'a> {
     /// Marks the address `a` visited (whether or not an object starts there): true when it is
     /// in a segment, 8-aligned, and not visited before.
     pub(crate) fn visit(&mut self, a: u64) -> bool {
-        if a < self.bounds.0 || a > self.bounds.1 || a % 8 != 0 {
+        if a < self.bounds.0 || a > self.bounds.1 || !a.is_multiple_of(8) {
             return false;
         }
         let Some(i) = self.segment_of(a) else { return false };

@@ -453,20 +453,6 @@ fn oom(o: &LastOom) -> OomReport {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::stalled;
-
-    #[test]
-    fn stalled_needs_a_limit_an_oom_and_a_full_heap() {
-        assert!(stalled(Some(100), 90, 0, true));
-        assert!(stalled(Some(100), 10, 85, true));
-        assert!(!stalled(Some(100), 90, 0, false));
-        assert!(!stalled(Some(100), 50, 50, true));
-        assert!(!stalled(None, 90, 90, true));
-    }
-}
-
 
 /// How the retained fields name what they show: a type by its index in the graph's type table,
 /// and a node's root with the path from it (`None`: no root found).
@@ -530,4 +516,18 @@ pub(crate) fn attach_retention(heap: &mut HeapReport, g: &crate::runtimes::dotne
         .iter()
         .map(|&(k, parent, depth)| DominatorNode { address: address(k).0, type_name: (names.type_name)(node_type(k)), retained_bytes: r.retained(k), parent, depth })
         .collect();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stalled;
+
+    #[test]
+    fn stalled_needs_a_limit_an_oom_and_a_full_heap() {
+        assert!(stalled(Some(100), 90, 0, true));
+        assert!(stalled(Some(100), 10, 85, true));
+        assert!(!stalled(Some(100), 90, 0, false));
+        assert!(!stalled(Some(100), 50, 50, true));
+        assert!(!stalled(None, 90, 90, true));
+    }
 }

@@ -266,8 +266,7 @@ impl Sums {
     fn accumulation(&self, holder: u32, scans: &mut Scans<'_>) -> Accumulation {
         let mut k = holder;
         // Each step goes one level down a finite tree.
-        loop {
-            let Some(best) = scans.get(k).best else { break };
+        while let Some(best) = scans.get(k).best {
             if self.retained[best as usize].saturating_mul(100) < self.retained[k as usize].saturating_mul(ACCUMULATION_PERCENT) {
                 break;
             }
@@ -282,7 +281,7 @@ impl Sums {
     /// first): the holders and every descendant retaining at least `scans`' share of the
     /// reachable heap, at most `max_depth` levels and `max_nodes` nodes. (preorder number,
     /// index of the parent in the list, depth)
-    fn top_of_tree(&self, scans: &mut Scans<'_>, max_depth: u32, max_nodes: usize) -> Vec<(u32, Option<usize>, u32)> {
+    fn top_of_tree(&self, scans: &mut Scans<'_>, max_depth: u32, max_nodes: usize) -> Vec<IcicleNode> {
         preorder_top(&self.retained, |k| scans.get(k).big.clone(), max_depth, max_nodes)
     }
 
@@ -323,18 +322,21 @@ impl Sums {
     }
 }
 
+/// One node of the icicle in preorder: the node, its parent's index in the preorder, its depth.
+type IcicleNode = (u32, Option<usize>, u32);
+
 /// The dominator tree from the virtual root in preorder, largest child first (ties: the lower
 /// preorder number), going down only to the children `kids` gives, at most `max_depth` levels
 /// and `max_nodes` nodes: (preorder number, index of the parent in the list, depth).
-fn preorder_top(retained: &[u64], mut kids: impl FnMut(u32) -> Vec<u32>, max_depth: u32, max_nodes: usize) -> Vec<(u32, Option<usize>, u32)> {
+fn preorder_top(retained: &[u64], mut kids: impl FnMut(u32) -> Vec<u32>, max_depth: u32, max_nodes: usize) -> Vec<IcicleNode> {
     let mut sorted = |k: u32| {
         let mut kids = kids(k);
         kids.sort_by(|&a, &b| retained[b as usize].cmp(&retained[a as usize]).then(a.cmp(&b)));
         kids
     };
-    let mut out: Vec<(u32, Option<usize>, u32)> = Vec::new();
+    let mut out: Vec<IcicleNode> = Vec::new();
     // (node, parent's index, depth), pushed in reverse so the largest comes out first.
-    let mut stack: Vec<(u32, Option<usize>, u32)> = sorted(VIRTUAL_ROOT).into_iter().rev().map(|k| (k, None, 0)).collect();
+    let mut stack: Vec<IcicleNode> = sorted(VIRTUAL_ROOT).into_iter().rev().map(|k| (k, None, 0)).collect();
     while let Some((k, parent, depth)) = stack.pop() {
         if out.len() >= max_nodes {
             break;
@@ -445,7 +447,7 @@ pub(crate) struct Retention {
     /// Each suspect's accumulation.
     accumulations: Vec<(u32, Accumulation)>,
     /// [`Sums::top_of_tree`] within the icicle's bounds.
-    tree_top: Vec<(u32, Option<usize>, u32)>,
+    tree_top: Vec<IcicleNode>,
 }
 
 impl Retention {
@@ -618,7 +620,7 @@ mod tests {
     /// The summary's readings as plainly as they can be read (each child list walked afresh,
     /// types tallied in a map): what the one scan per node must equal. The icicle's preorder is
     /// the summary's own ([`preorder_top`]); the children it goes down to are read here.
-    fn plain_summary(r: &Sums, types: &[u32]) -> (Vec<(u32, Option<usize>, u32)>, Vec<(u32, Accumulation)>) {
+    fn plain_summary(r: &Sums, types: &[u32]) -> (Vec<IcicleNode>, Vec<(u32, Accumulation)>) {
         let total = r.retained[0].max(1) as f64;
         let big = |k: u32| r.children_of(k).filter(|&c| r.retained[c as usize] as f64 * 100.0 / total >= ICICLE_MIN_SHARE).collect();
         let tree = preorder_top(&r.retained, big, ICICLE_DEPTH, ICICLE_NODES);

@@ -194,7 +194,7 @@ impl SegmentNodes {
         let i = self.offsets.len();
         if let Some(&(base, _)) = self.runs.last()
             && a >= base
-            && (a - base) % 8 == 0
+            && (a - base).is_multiple_of(8)
             && let Ok(words) = u32::try_from((a - base) / 8)
         {
             self.offsets.push(words);

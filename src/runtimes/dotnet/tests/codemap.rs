@@ -265,7 +265,7 @@ fn addresses_that_are_not_managed_code_are_none() {
 fn a_process_without_the_runtime_has_no_code_map() {
     let native = repo().join("samples/dumps");
     let Some(core) = std::fs::read_dir(&native).into_iter().flatten().flatten().map(|e| e.path().join("gcore/core.gz")).find(|p| p.is_file()) else {
-        knot_samples::skipped(&format!("skipping: no committed native dump"));
+        knot_samples::skipped("skipping: no committed native dump");
         return;
     };
     let p = Process::open(&core, &Locator::default()).expect("native core");

@@ -53,8 +53,11 @@ fn hex(s: &str) -> u64 {
     u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap_or_else(|_| panic!("not hex: {s:?}"))
 }
 
-/// `dumpheap -stat`: rows (MT, count, bytes, name) and the totals.
-fn parse_dumpheap_stat(text: &str) -> (Vec<(u64, u64, u64, String)>, u64, u64) {
+/// One `dumpheap -stat` row: MT, count, bytes, name.
+type StatRow = (u64, u64, u64, String);
+
+/// `dumpheap -stat`: rows and the totals.
+fn parse_dumpheap_stat(text: &str) -> (Vec<StatRow>, u64, u64) {
     let mut rows = Vec::new();
     let mut totals = None;
     let mut in_rows = false;
@@ -246,7 +249,7 @@ fn last_oom_equals_sos_analyzeoom() {
 #[test]
 fn a_damaged_object_is_passed_counted_as_sos_counts_it() {
     let Some((d, clean)) = loaded().iter().find(|(d, _)| d.name == "monitor_abba/heap") else {
-        knot_samples::skipped(&format!("skipping: no monitor_abba/heap dump"));
+        knot_samples::skipped("skipping: no monitor_abba/heap dump");
         return;
     };
     let gen0 = clean.segments.iter().find(|s| s.kind == SegmentKind::Gen0 && s.allocated > s.start).expect("a gen0 region with objects");

@@ -436,7 +436,7 @@ fn an_absurd_gc_description_is_a_diagnostic_and_its_objects_have_no_references()
         }) else {
             return;
         };
-        let leaf = sos.iter().filter(|o| o.type_name == "Knot.Samples.HeapGraph.TreeNode").last().unwrap().address;
+        let leaf = sos.iter().rfind(|o| o.type_name == "Knot.Samples.HeapGraph.TreeNode").unwrap().address;
         let strong = sos.iter().find(|o| o.type_name == "Knot.Samples.HeapGraph.StrongHeld").unwrap().address;
         for r in answers(&core.0, &[leaf, strong]) {
             let said = r[0].diagnostics.iter().any(|d| d.message.contains(&format!("{mt:#x}")));

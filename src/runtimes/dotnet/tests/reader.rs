@@ -571,7 +571,7 @@ fn a_native_process_is_not_dotnet() {
     let Some(core) = std::fs::read_dir(&dir).ok().into_iter().flatten().flatten().map(|e| e.path()).find(|p| {
         p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("core"))
     }) else {
-        knot_samples::skipped(&format!("skipping: no native sample core in samples/dumps/abba"));
+        knot_samples::skipped("skipping: no native sample core in samples/dumps/abba");
         return;
     };
     let process = Process::open(&core, &Locator::default()).expect("open native core");
