@@ -232,9 +232,17 @@ struct PyThread {
     waits_on: Option<(String, u64)>,
 }
 
-/// gdb's reading with python3.11-dbg: `thread apply all py-bt`, then each lock object printed
-/// after `==rlock ADDR` / `==lock ADDR` (`rlock_owner = N, rlock_count = N`, `locked = 1`).
-fn gdb_python_reading(text: &str) -> (Vec<PyThread>, Vec<(u64, u64, u64)>, Vec<u64>) {
+/// gdb's reading with python3.11-dbg: its threads, each RLock printed (its address,
+/// `rlock_owner`, `rlock_count`) and each held Lock's address.
+struct GdbPythonReading {
+    threads: Vec<PyThread>,
+    rlocks: Vec<(u64, u64, u64)>,
+    locks: Vec<u64>,
+}
+
+/// `thread apply all py-bt`, then each lock object printed after `==rlock ADDR` / `==lock ADDR`
+/// (`rlock_owner = N, rlock_count = N`, `locked = 1`).
+fn gdb_python_reading(text: &str) -> GdbPythonReading {
     let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
     let field = |line: &str, name: &str| -> u64 { line.split(&format!("{name} = ")).nth(1).unwrap().split([',', '}']).next().unwrap().trim().parse().unwrap() };
     let (mut threads, mut rlocks, mut locks) = (Vec::<PyThread>::new(), Vec::new(), Vec::new());
@@ -257,7 +265,7 @@ fn gdb_python_reading(text: &str) -> (Vec<PyThread>, Vec<(u64, u64, u64)>, Vec<u
             locks.push(hex(addr));
         }
     }
-    (threads, rlocks, locks)
+    GdbPythonReading { threads, rlocks, locks }
 }
 
 /// CPython's threading locks (Debian's python3.11): restock and reprice each hold an RLock and
@@ -272,7 +280,7 @@ fn python_lock_waits_are_on_their_lock_objects_and_rlocks_name_their_owners() {
     let dump = common::committed("py_lock_abba", DumpKind::Gcore);
     let r = common::analyze(&dump);
     let gdb = std::fs::read_to_string(dump.gdb_bt.with_file_name("gdb-py-bt.txt")).expect("gdb's Python reading");
-    let (threads, rlocks, locks) = gdb_python_reading(&gdb);
+    let GdbPythonReading { threads, rlocks, locks } = gdb_python_reading(&gdb);
     assert_eq!(threads.len(), 5, "{threads:?}");
     assert_eq!((rlocks.len(), locks.len()), (2, 3));
     let by_function = |f: &str| threads.iter().find(|t| t.function == f).unwrap_or_else(|| panic!("gdb: a thread in {f}: {threads:?}"));

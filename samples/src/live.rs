@@ -74,25 +74,6 @@ pub fn still_in_the_same_calls(before: &[(u32, String)], after: &[(u32, String)]
         })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn calls(c: &[(u32, &str)]) -> Vec<(u32, String)> {
-        c.iter().map(|&(t, s)| (t, s.to_string())).collect()
-    }
-
-    #[test]
-    fn a_sleep_resumed_by_restart_syscall_is_the_same_call_and_nothing_else_is() {
-        let before = calls(&[(10, "202"), (11, "230")]);
-        assert!(still_in_the_same_calls(&before, &calls(&[(10, "202"), (11, "219")])), "clock_nanosleep resumed");
-        assert!(still_in_the_same_calls(&before, &calls(&[(10, "219"), (11, "219")])), "a timed futex wait resumed");
-        assert!(!still_in_the_same_calls(&before, &calls(&[(10, "202"), (11, "0")])), "a sleep that became a read");
-        assert!(!still_in_the_same_calls(&calls(&[(10, "0")]), &calls(&[(10, "219")])), "a read is never resumed so");
-        assert!(!still_in_the_same_calls(&before, &calls(&[(10, "202")])), "a thread gone");
-    }
-}
-
 /// Builds sample `name` (through [`crate::ensure`]'s cache), starts it with `args` in a fresh
 /// directory under `target/samples/live/`, and returns once it printed `ready` and every thread
 /// sleeps in a syscall. `Ok(None)` when this machine cannot build it (the reason is printed).
@@ -163,3 +144,21 @@ pub fn live_dir() -> PathBuf {
     crate::out_dir().join("live")
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn calls(c: &[(u32, &str)]) -> Vec<(u32, String)> {
+        c.iter().map(|&(t, s)| (t, s.to_string())).collect()
+    }
+
+    #[test]
+    fn a_sleep_resumed_by_restart_syscall_is_the_same_call_and_nothing_else_is() {
+        let before = calls(&[(10, "202"), (11, "230")]);
+        assert!(still_in_the_same_calls(&before, &calls(&[(10, "202"), (11, "219")])), "clock_nanosleep resumed");
+        assert!(still_in_the_same_calls(&before, &calls(&[(10, "219"), (11, "219")])), "a timed futex wait resumed");
+        assert!(!still_in_the_same_calls(&before, &calls(&[(10, "202"), (11, "0")])), "a sleep that became a read");
+        assert!(!still_in_the_same_calls(&calls(&[(10, "0")]), &calls(&[(10, "219")])), "a read is never resumed so");
+        assert!(!still_in_the_same_calls(&before, &calls(&[(10, "202")])), "a thread gone");
+    }
+}
