@@ -10,6 +10,8 @@ use crate::process::{Memory, Process};
 
 /// Linux's `PID_MAX_LIMIT`: no tid is above it.
 const PID_MAX_LIMIT: u32 = 1 << 22;
+/// Threads whose own tid is read before the rest are taken as the dump numbers them.
+const SAMPLE: usize = 3;
 
 /// The dump's threads, each with its tid as the process numbers it when that was read.
 #[derive(Debug, Clone, Default)]
@@ -39,7 +41,24 @@ impl ThreadIds {
 
     /// Each thread's own tid from its `struct pthread` (glibc's layout in `analyzers/glibc.toml`).
     pub(crate) fn read<'r>(process: &Process, catalog: &Catalog, threads: impl Iterator<Item = (u32, &'r Registers, Option<u64>)>) -> ThreadIds {
-        let threads: Vec<(u32, Option<u32>)> = threads.map(|(tid, regs, tls)| (tid, own_tid(process, catalog, regs, tls))).collect();
+        let threads: Vec<(u32, &Registers, Option<u64>)> = threads.collect();
+        let dump: Vec<u32> = threads.iter().map(|t| t.0).collect();
+        ThreadIds::sampled(&dump, |i| threads.get(i).and_then(|&(_, regs, tls)| own_tid(process, catalog, regs, tls)))
+    }
+
+    /// The threads' own tids, `own(i)` giving the dump's `i`th thread's. A PID namespace gives
+    /// every thread of a process another number, so when the first [`SAMPLE`] threads' agree with
+    /// the dump's the rest are not read: each read touches a page near the top of that thread's
+    /// stack, and the kernel maps the dump's pages around it (2,000 threads: 128 MiB of RSS).
+    fn sampled(dump: &[u32], mut own: impl FnMut(usize) -> Option<u32>) -> ThreadIds {
+        let mut threads: Vec<(u32, Option<u32>)> = Vec::with_capacity(dump.len());
+        for (i, &tid) in dump.iter().enumerate() {
+            if i == SAMPLE && threads.iter().all(|&(d, o)| o == Some(d)) {
+                threads.extend(dump[i..].iter().map(|&d| (d, None)));
+                return ThreadIds { threads, renumbered: false };
+            }
+            threads.push((tid, own(i)));
+        }
         let all_read = !threads.is_empty() && threads.iter().all(|(_, own)| own.is_some());
         let mut own: Vec<u32> = threads.iter().filter_map(|(_, o)| *o).collect();
         own.sort_unstable();
@@ -115,6 +134,43 @@ mod tests {
         assert_eq!(t.resolve(18920), Resolved::Outside, "a host tid is not what the process records");
         assert_eq!(t.resolve(7), Resolved::Outside);
         assert_eq!(t.renumbering(), vec![(18919, 2), (18920, 3), (18921, 4)]);
+    }
+
+    #[test]
+    fn a_process_numbered_as_the_dump_is_read_from_its_first_threads_only() {
+        let dump: Vec<u32> = (100..2100).collect();
+        let mut reads = 0;
+        let t = ThreadIds::sampled(&dump, |i| {
+            reads += 1;
+            Some(dump[i])
+        });
+        assert_eq!(reads, SAMPLE);
+        assert_eq!(t.resolve(2099), Resolved::Thread(2099));
+        assert_eq!(t.resolve(5), Resolved::Outside);
+        assert_eq!(t.own(1500), 1500);
+        assert!(t.renumbering().is_empty());
+    }
+
+    #[test]
+    fn a_renumbered_process_has_every_thread_read() {
+        // A container's process dumped from the host: the first thread already disagrees.
+        let dump: Vec<u32> = (18919..18929).collect();
+        let mut reads = 0;
+        let t = ThreadIds::sampled(&dump, |i| {
+            reads += 1;
+            Some(i as u32 + 2)
+        });
+        assert_eq!(reads, dump.len());
+        assert_eq!(t.resolve(11), Resolved::Thread(18928));
+        assert_eq!(t.own(18919), 2);
+        // A first thread whose struct is unread does not end the reading early either.
+        let mut reads = 0;
+        let t = ThreadIds::sampled(&dump, |i| {
+            reads += 1;
+            (i > 0).then_some(i as u32 + 2)
+        });
+        assert_eq!(reads, dump.len());
+        assert!(t.renumbering().is_empty(), "one thread unread: the dump's numbers stay in force");
     }
 
     #[test]
