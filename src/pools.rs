@@ -334,7 +334,7 @@ mod tests {
     /// clrstack — all of samples/dotnet/npgsql_pool's dump.
     #[test]
     fn the_npgsql_rule_names_what_sos_read_in_the_sample() {
-        let sos = |f: &str| std::fs::read_to_string(format!("{}/samples/dotnet/npgsql_pool/sos/{f}", env!("CARGO_MANIFEST_DIR"))).expect("the sample's SOS reading");
+        let sos = |f: &str| std::fs::read_to_string(format!("{}/samples/dotnet/dumps/npgsql_pool/heap/sos/{f}", env!("CARGO_MANIFEST_DIR"))).expect("the sample's SOS reading");
         let rule = Pools::builtin().expect("parses").pool.iter().find(|p| p.key == "npgsql_connection_pool").expect("the rule");
         let pool = sos("pool.txt");
         assert!(pool.contains(&rule.type_name), "{}", rule.type_name);

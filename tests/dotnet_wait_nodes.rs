@@ -195,22 +195,11 @@ fn a_static_of_a_module_with_no_object_on_the_heap_names_its_lock() {
     assert!(report.deadlocks[0].description.contains("(Settings.Gate)"), "{}", report.deadlocks[0].description);
 }
 
-/// The npgsql_pool dump is made by make-dumps.sh (3.6 MB zstd: over the cap); its SOS readings
-/// are committed in samples/dotnet/npgsql_pool/sos/.
+/// npgsql_pool's committed dump (trimmed: samples/dotnet/README.md, "Trimmed dumps"), read with
+/// the committed runtime and app files only.
 #[test]
 fn a_pool_whose_every_connection_is_held_by_a_thread_waiting_for_its_waiter_is_a_deadlock() {
-    let Some(d) = knot_samples::dotnet::dumps("sos/pool.txt", true).into_iter().find(|d| d.sample == "npgsql_pool") else {
-        knot_samples::skipped("skipping: target/samples/dotnet/npgsql_pool/heap is made by samples/dotnet/make-dumps.sh npgsql_pool (3.6 MB zstd: not committed)");
-        return;
-    };
-    // The committed readings are of this very dump (its pid), whatever a later make-dumps.sh left.
-    let sos = knot_samples::workspace_root().join("samples/dotnet/npgsql_pool");
-    let pid = |dir: &std::path::Path| std::fs::read_to_string(dir).ok().and_then(|t| t.lines().find(|l| l.starts_with("pid ")).map(str::to_string));
-    if pid(&sos.join("sos/info.txt")) != pid(&d.dir.join("info.txt")) {
-        knot_samples::skipped("skipping: target/samples/dotnet/npgsql_pool/heap is another dump than the one samples/dotnet/npgsql_pool/sos read");
-        return;
-    }
-    let d = knot_samples::dotnet::DotnetDump { dir: sos, ..d };
+    let d = knot_samples::dotnet::dumps("sos/pool.txt", false).into_iter().find(|d| d.sample == "npgsql_pool").expect("samples/dotnet/dumps/npgsql_pool/heap is committed");
     let pool_txt = std::fs::read_to_string(d.dir.join("sos/pool.txt")).expect("pool.txt");
     let line = pool_txt.lines().find(|l| l.starts_with("object ")).expect("the pool's fields");
     let pool = u64::from_str_radix(line.split_whitespace().nth(1).expect("address"), 16).expect("hex");

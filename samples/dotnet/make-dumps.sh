@@ -322,6 +322,31 @@ pg_ready() {
   log "  PostgreSQL $cluster ready (database knot, role $me)"
 }
 
+# ---------------------------------------------------------------- trimmed dumps
+# Dumps committed without the pages the committed files hold (trim-core.py): the runtime's
+# (dumps/runtime/<version>/) and the sample's own assemblies (its build output, what
+# pack-dumps.sh copies into dumps/<sample>/app/). The pages stay mapped in the program headers,
+# not saved: knot reads them from those files, SOS from the same files on this machine. SOS's
+# oracle reads the trimmed dump, the one committed. KEEP_FULL_CORE=1 keeps the whole one
+# beside it as core.full.
+TRIMMED=" npgsql_pool/heap redis_pool/heap "
+trim_core() {  # trim_core SAMPLE DIR RUNTIME_VERSION
+  local sample="$1" dir="$2" runtime="$HERE/dumps/runtime/$3" full_size
+  [[ -f "$runtime/FILES.txt" ]] || die "$sample: no committed runtime files in $runtime to trim the dump against"
+  full_size="$(stat -c %s "$dir/core")"
+  mv "$dir/core" "$dir/core.full"
+  python3 "$HERE/trim-core.py" "$dir/core.full" "$dir/core" "$runtime" "$ARTIFACTS/bin/$sample/debug" >"$dir/trim.txt" \
+    || { cat "$dir/trim.txt" >&2; die "$sample: trim-core.py failed"; }
+  {
+    echo "trimmed           = trim-core.py: the pages the committed runtime and app files hold left out (trim.txt)"
+    echo "untrimmed_bytes   = $full_size"
+    echo "untrimmed_sha256  = $(sha256sum "$dir/core.full" | cut -d' ' -f1)"
+    echo "dump_bytes_trimmed = $(stat -c %s "$dir/core")"
+  } >>"$dir/info.txt"
+  [[ "${KEEP_FULL_CORE:-}" == 1 ]] || rm -f "$dir/core.full"
+  log "  trimmed: $dir/core ($(stat -c %s "$dir/core") bytes; trim.txt)"
+}
+
 # ---------------------------------------------------------------- SOS oracle
 sos() {  # sos CORE OUTFILE CMD...   (one dotnet-dump invocation)
   local core="$1" out="$2"; shift 2
@@ -1072,6 +1097,7 @@ run_job() {  # run_job SAMPLE KIND
     echo "made_at           = $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   } >"$dir/info.txt"
   log "  dump: $dir/core ($size bytes)"
+  if [[ "$TRIMMED" == *" $sample/$kind "* ]]; then trim_core "$sample" "$dir" "$rt_version"; fi
   oracle "$sample" "$dir"
 }
 

@@ -50,12 +50,16 @@ COMMITTED=(
   parallel_barrier/heap
   rwlock_writer/heap
   class_init/heap
+  npgsql_pool/heap
+  redis_pool/heap
 )
 # Packed with zstd -19 --long=27 as core.zst (a fifth smaller than gzip -9; knot reads it as it is).
-ZSTD_JOBS=" gc_stall/workstation gc_stall/server gc_stall/routine task_cycle/heap parallel_barrier/heap rwlock_writer/heap class_init/heap "
+# npgsql_pool and redis_pool come trimmed by make-dumps.sh (trim-core.py: without the pages the
+# committed runtime and app files hold), so they fit the 3 MB a committed dump may have.
+ZSTD_JOBS=" gc_stall/workstation gc_stall/server gc_stall/routine task_cycle/heap parallel_barrier/heap rwlock_writer/heap class_init/heap npgsql_pool/heap redis_pool/heap "
 # Made and read by SOS but not committed (over the 3 MB a committed dump may have): their oracle
-# files only (npgsql_pool: Npgsql's startup loads assemblies whose metadata alone is 1.2 MB).
-ORACLE_ONLY=" npgsql_pool/heap "
+# files only, into <sample>/sos/.
+ORACLE_ONLY=" "
 if [[ -n "${ONLY:-}" ]]; then
   read -r -a COMMITTED <<<"$ONLY"
 fi
@@ -100,6 +104,7 @@ for job in "${COMMITTED[@]}"; do
     packed="$dst/core.gz"; packed_key=core_gz_bytes
   fi
   cp "$src/info.txt" "$src/threads.txt" "$src/stdout.txt" "$src/stderr.txt" "$dst/"
+  [[ -f "$src/trim.txt" ]] && cp "$src/trim.txt" "$dst/"
   [[ -f "$src/core.crashreport.json" ]] && cp "$src/core.crashreport.json" "$dst/"
   cp -r "$src/sos" "$dst/"
   [[ -d "$src/gdb" ]] && cp -r "$src/gdb" "$dst/"

@@ -78,6 +78,12 @@ pub(crate) trait CodeLookup: Send + Sync {
         let _ = tid;
         Vec::new()
     }
+    /// The memory to read this code's unwind data and instructions through, when it is not the
+    /// process's alone: a ReadyToRun method's `UNWIND_INFO` and code live in its managed image,
+    /// whose pages a dump may leave out for the image's file to supply.
+    fn unwind_memory(&self) -> Option<&dyn crate::process::Memory> {
+        None
+    }
 }
 
 /// One runtime transition record on a thread's stack (CoreCLR: an `InlinedCallFrame` for a

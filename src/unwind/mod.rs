@@ -383,11 +383,13 @@ impl<'p> Unwinder<'p> {
 
     /// The caller of a frame in code a runtime made, from the runtime's unwind data.
     fn runtime_step(&self, frame: &Frame, addr: u64) -> Option<Frame> {
-        let code = self.code_lookup?.lookup(addr)?;
+        let lookup = self.code_lookup?;
+        let code = lookup.lookup(addr)?;
         let unwind = code.unwind?;
+        let memory: &dyn Memory = lookup.unwind_memory().unwrap_or(self.process);
         let mut out = match unwind.format {
-            UnwindFormat::X64 => windows_x64::unwind(self.process, &unwind, frame.ip, frame.ip_is_exact, &frame.regs).ok()?,
-            UnwindFormat::Arm64 { unwind_data } => windows_arm64::unwind(self.process, &unwind, unwind_data, frame.ip, &frame.regs).ok()?,
+            UnwindFormat::X64 => windows_x64::unwind(memory, &unwind, frame.ip, frame.ip_is_exact, &frame.regs).ok()?,
+            UnwindFormat::Arm64 { unwind_data } => windows_arm64::unwind(memory, &unwind, unwind_data, frame.ip, &frame.regs).ok()?,
         };
         if self.arch == Arch::Aarch64 {
             // A return address the prologue signed (`pac` code): stripped as native ones are.

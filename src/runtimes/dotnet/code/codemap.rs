@@ -13,8 +13,9 @@ use crate::runtimes::dotnet::types::objects::TypeNamer;
 use crate::runtimes::dotnet::code::rangesection::SectionKind;
 use crate::runtimes::dotnet::{code::codeheap, types::methoddesc, types::methodname, code::rangesection, code::readytorun, STAGE};
 use crate::diagnostics::Diagnostic;
+use crate::process::Memory;
 #[cfg(test)]
-use crate::process::{Locator, Memory, Process};
+use crate::process::{Locator, Process};
 use crate::unwind::managed::{CodeLookup, ManagedCode, ManagedCodeKind, ManagedName};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -168,6 +169,12 @@ impl CodeLookup for CodeMap<'_> {
                 None
             }
         })
+    }
+
+    /// The dump, then the managed images' files for the pages it left out: where the lookup
+    /// found a ReadyToRun method's unwind data, the unwinder reads it.
+    fn unwind_memory(&self) -> Option<&dyn Memory> {
+        Some(&self.runtime.image)
     }
 }
 

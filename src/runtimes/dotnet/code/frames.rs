@@ -51,6 +51,9 @@ impl<C: CodeLookup> CodeLookup for WithFrames<C> {
     fn transition_frames(&self, tid: u32) -> Vec<TransitionFrame> {
         self.frames.get(&tid).cloned().unwrap_or_default()
     }
+    fn unwind_memory(&self) -> Option<&dyn crate::process::Memory> {
+        self.code.unwind_memory()
+    }
 }
 
 /// Every managed thread's Frame chain, by OS thread id; the error says why the thread list
