@@ -21,6 +21,9 @@ pub(crate) struct ThreadIds {
     /// Whether the process numbers its threads otherwise than the dump does: every thread's
     /// own tid read, distinct, and some unlike the dump's.
     renumbered: bool,
+    /// (the dump's tid, the address of its `struct pthread`: its `pthread_self()`), where the
+    /// thread's registers give it (its thread pointer; no memory read).
+    pthreads: Vec<(u32, u64)>,
 }
 
 /// Who a recorded tid is.
@@ -36,14 +39,19 @@ impl ThreadIds {
     /// Tids taken as they are (no `struct pthread` read).
     #[cfg(test)]
     pub(crate) fn plain(tids: &[u32]) -> ThreadIds {
-        ThreadIds { threads: tids.iter().map(|&t| (t, None)).collect(), renumbered: false }
+        ThreadIds { threads: tids.iter().map(|&t| (t, None)).collect(), renumbered: false, pthreads: Vec::new() }
     }
 
     /// Each thread's own tid from its `struct pthread` (glibc's layout in `analyzers/glibc.toml`).
     pub(crate) fn read<'r>(process: &Process, catalog: &Catalog, threads: impl Iterator<Item = (u32, &'r Registers, Option<u64>)>) -> ThreadIds {
         let threads: Vec<(u32, &Registers, Option<u64>)> = threads.collect();
         let dump: Vec<u32> = threads.iter().map(|t| t.0).collect();
-        ThreadIds::sampled(&dump, |i| threads.get(i).and_then(|&(_, regs, tls)| own_tid(process, catalog, regs, tls)))
+        let mut ids = ThreadIds::sampled(&dump, |i| {
+            let &(_, regs, tls) = threads.get(i)?;
+            pthread_of(process, catalog, regs, tls).and_then(|(pthread, layout)| own_tid(process, pthread, layout))
+        });
+        ids.pthreads = threads.iter().filter_map(|&(tid, regs, tls)| Some((tid, thread_pointer(catalog, regs, tls)?))).collect();
+        ids
     }
 
     /// The threads' own tids, `own(i)` giving the dump's `i`th thread's. A PID namespace gives
@@ -55,7 +63,7 @@ impl ThreadIds {
         for (i, &tid) in dump.iter().enumerate() {
             if i == SAMPLE && threads.iter().all(|&(d, o)| o == Some(d)) {
                 threads.extend(dump[i..].iter().map(|&d| (d, None)));
-                return ThreadIds { threads, renumbered: false };
+                return ThreadIds { threads, renumbered: false, pthreads: Vec::new() };
             }
             threads.push((tid, own(i)));
         }
@@ -64,7 +72,13 @@ impl ThreadIds {
         own.sort_unstable();
         own.dedup();
         let renumbered = all_read && own.len() == threads.len() && threads.iter().any(|(dump, o)| *o != Some(*dump));
-        ThreadIds { threads, renumbered }
+        ThreadIds { threads, renumbered, pthreads: Vec::new() }
+    }
+
+    /// The dump's thread whose `pthread_self()` is `ident` (what CPython records as a thread's
+    /// ident): the one whose thread pointer it is.
+    pub(crate) fn by_pthread(&self, ident: u64) -> Option<u32> {
+        self.pthreads.iter().find(|&&(_, p)| p == ident && ident != 0).map(|&(tid, _)| tid)
     }
 
     /// The tid the process itself gives the dump's thread `dump_tid`.
@@ -96,22 +110,36 @@ impl ThreadIds {
     }
 }
 
-/// The tid in the thread's `struct pthread`, found from its thread pointer; `None` when the
-/// layout is unknown, the memory unread, or the struct does not check out.
-fn own_tid(process: &Process, catalog: &Catalog, regs: &Registers, tls: Option<u64>) -> Option<u32> {
-    let (pthread, layout) = match regs {
+/// The thread's `struct pthread` (its `pthread_self()`), found from its thread pointer, with its
+/// layout; `None` when the layout is unknown, the memory unread, or the struct does not check out.
+fn pthread_of<'c>(process: &Process, catalog: &'c Catalog, regs: &Registers, tls: Option<u64>) -> Option<(u64, &'c super::catalog::Layout)> {
+    match regs {
         Registers::X86_64(r) => {
             let layout = catalog.layout("struct_pthread_x86_64")?;
             // The TCB's `self` points to the struct itself: the thread pointer is glibc's.
             let self_ptr = process.read_u64(r.fs_base.checked_add(layout.offset("self")?)?).ok()?;
             (self_ptr == r.fs_base && r.fs_base != 0).then_some(r.fs_base)?;
-            (r.fs_base, layout)
+            Some((r.fs_base, layout))
         }
         Registers::Aarch64(_) => {
             let layout = catalog.layout("struct_pthread_aarch64")?;
-            (tls?.checked_sub(layout.size())?, layout)
+            Some((tls?.checked_sub(layout.size())?, layout))
         }
-    };
+    }
+}
+
+/// Where the thread's `struct pthread` is by its registers alone (x86_64: the thread pointer,
+/// which is `pthread_self()`; aarch64: below the TLS block), unchecked: an `ident` equal to it
+/// is that thread's.
+fn thread_pointer(catalog: &Catalog, regs: &Registers, tls: Option<u64>) -> Option<u64> {
+    match regs {
+        Registers::X86_64(r) => (r.fs_base != 0).then_some(r.fs_base),
+        Registers::Aarch64(_) => tls?.checked_sub(catalog.layout("struct_pthread_aarch64")?.size()),
+    }
+}
+
+/// The tid in a thread's `struct pthread`.
+fn own_tid(process: &Process, pthread: u64, layout: &super::catalog::Layout) -> Option<u32> {
     let tid = process.read_u32(pthread.checked_add(layout.offset("tid")?)?).ok()?;
     (tid > 0 && tid < PID_MAX_LIMIT).then_some(tid)
 }
@@ -123,17 +151,7 @@ mod tests {
     fn ids(threads: &[(u32, Option<u32>)]) -> ThreadIds {
         let own: Vec<u32> = threads.iter().filter_map(|t| t.1).collect();
         let renumbered = own.len() == threads.len() && threads.iter().any(|(d, o)| *o != Some(*d));
-        ThreadIds { threads: threads.to_vec(), renumbered }
-    }
-
-    #[test]
-    fn a_process_in_its_own_pid_namespace_is_read_in_its_numbering() {
-        // gcore from the host: 18920.. in the dump, 2.. inside.
-        let t = ids(&[(18919, Some(2)), (18920, Some(3)), (18921, Some(4))]);
-        assert_eq!(t.resolve(3), Resolved::Thread(18920));
-        assert_eq!(t.resolve(18920), Resolved::Outside, "a host tid is not what the process records");
-        assert_eq!(t.resolve(7), Resolved::Outside);
-        assert_eq!(t.renumbering(), vec![(18919, 2), (18920, 3), (18921, 4)]);
+        ThreadIds { threads: threads.to_vec(), renumbered, pthreads: Vec::new() }
     }
 
     #[test]
@@ -171,6 +189,16 @@ mod tests {
         });
         assert_eq!(reads, dump.len());
         assert!(t.renumbering().is_empty(), "one thread unread: the dump's numbers stay in force");
+    }
+
+    #[test]
+    fn a_process_in_its_own_pid_namespace_is_read_in_its_numbering() {
+        // gcore from the host: 18920.. in the dump, 2.. inside.
+        let t = ids(&[(18919, Some(2)), (18920, Some(3)), (18921, Some(4))]);
+        assert_eq!(t.resolve(3), Resolved::Thread(18920));
+        assert_eq!(t.resolve(18920), Resolved::Outside, "a host tid is not what the process records");
+        assert_eq!(t.resolve(7), Resolved::Outside);
+        assert_eq!(t.renumbering(), vec![(18919, 2), (18920, 3), (18921, 4)]);
     }
 
     #[test]
