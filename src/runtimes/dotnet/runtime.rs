@@ -55,9 +55,6 @@ pub(crate) struct DotnetRuntime<'p> {
     /// tasks' and semaphores' inferred holders, once the heap gives the tasks), set by the locks'
     /// merge.
     work: OnceLock<(Vec<crate::runtimes::dotnet::tasks::task_runners::ThreadWork>, Vec<crate::runtimes::dotnet::tasks::task_runners::StackOf>)>,
-    /// The statics' slots, read once when a lock object is to be named by the static holding
-    /// it (by the locks' merge and by the report section).
-    static_slots: crate::runtimes::dotnet::threads::static_holders::StaticSlots,
 }
 
 /// What of the report's heap reading needs no stacks, read while they are walked: the walk
@@ -98,7 +95,7 @@ pub(crate) fn recognise<'p>(process: &'p Process, locator: &Locator) -> Option<D
         }
     });
     let runtime_file = crate::runtimes::dotnet::contract::locate::runtime_module(process).map(|m| (m.path.clone(), m.build_id_hex(), m.file.is_some()));
-    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file, pool: OnceLock::new(), ahead: OnceLock::new(), graph: Mutex::new(None), memory_limit: OnceLock::new(), over_limit: OnceLock::new(), collection: OnceLock::new(), work: OnceLock::new(), static_slots: Default::default() })
+    Some(DotnetRuntime { context, code, failures, reading: OnceLock::new(), exceptions: OnceLock::new(), runtime_file, pool: OnceLock::new(), ahead: OnceLock::new(), graph: Mutex::new(None), memory_limit: OnceLock::new(), over_limit: OnceLock::new(), collection: OnceLock::new(), work: OnceLock::new() })
 }
 
 impl<'p> DotnetRuntime<'p> {
@@ -235,7 +232,7 @@ impl RuntimeLocks for DotnetRuntime<'_> {
                 let stacks: Vec<&[&str]> = threads.iter().map(|t| t.functions.as_slice()).collect();
                 locks::merge_runtime(r, &names, &tids, &stacks, facts);
                 // Waits the runtime keeps no record of: on what the threads' frames keep.
-                crate::runtimes::dotnet::threads::object_waits::merge(c, r, &names, &self.static_slots, threads, facts);
+                crate::runtimes::dotnet::threads::object_waits::merge(c, r, &names, threads, facts);
                 let mut worker_pool = locks::worker_pool(r, &names, facts);
                 if let Some(p) = worker_pool.as_mut() {
                     p.queued = self.pool_reading().and_then(|q| q.queued());
@@ -354,7 +351,8 @@ impl Runtime for DotnetRuntime<'_> {
             }
             if let Some(gc) = gc::report::attach_reading(reading, &mut report, &mut facts.locks, &mut facts.diagnostics) {
                 // A lock object held by a static field is named by it (`Ledger._sync`).
-                crate::runtimes::dotnet::threads::static_holders::name(&self.static_slots, c, &mut facts.locks);
+                let statics = crate::runtimes::dotnet::threads::static_holders::StaticSlots::new(c, &gc);
+                crate::runtimes::dotnet::threads::static_holders::name(&statics, &mut facts.locks);
                 // The objects queued to the pool, when its queues were read.
                 let queued: Option<std::collections::HashSet<u64>> =
                     self.pool_reading().and_then(|p| p.queues.as_ref().ok()).map(|q| q.items.iter().map(|i| i.object).collect());
@@ -364,7 +362,7 @@ impl Runtime for DotnetRuntime<'_> {
                 if let Some((work, stacks)) = self.work.get() {
                     crate::runtimes::dotnet::tasks::task_runners::tie_tasks(c.process, work, &mut facts.locks);
                     crate::runtimes::dotnet::tasks::task_runners::tie_semaphores(c.process, stacks, &mut facts.locks);
-                    crate::runtimes::dotnet::threads::static_holders::name_statics_of_waits(&self.static_slots, c, &mut facts.locks);
+                    crate::runtimes::dotnet::threads::static_holders::name_statics_of_waits(&statics, &mut facts.locks);
                     if let Some(p) = self.pool_reading() {
                         let queued: Vec<&str> = p.types.iter().map(|t| t.name.as_str()).collect();
                         crate::runtimes::dotnet::tasks::task_runners::queued_release(&queued, work, &mut facts.locks);

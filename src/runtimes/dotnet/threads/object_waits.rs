@@ -10,12 +10,13 @@ use crate::diagnostics::Diagnostic;
 use crate::runtimes::dotnet::contract::context::Context;
 use crate::runtimes::dotnet::contract::facts::Layout;
 use crate::runtimes::dotnet::gc::report::ReferrerReport;
+use crate::runtimes::dotnet::gc::static_names::StaticName;
 use crate::runtimes::dotnet::types::objects::TypeNamer;
 use crate::runtimes::dotnet::types::statics::Statics;
 use crate::runtimes::dotnet::{RuntimeReading, STAGE};
 use crate::waits::{Evidence, LockFact, ManagedThreads, NamedThread, ThreadInput, WaitFacts};
-use super::static_holders::StaticSlots;
-use std::collections::BTreeMap;
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, HashMap};
 
 /// What the readers of these waits share: the runtime, its threads' frames and names, and
 /// the statics that name the objects (read once, when some lock needs a name).
@@ -27,19 +28,18 @@ pub(crate) struct ObjectWaits<'a, 't, 'm> {
     pub(crate) names: &'a ManagedThreads,
     /// Each thread's frames, in the order of the dump's threads (and of `facts.threads`).
     pub(crate) frames: Vec<ThreadFrames<'a>>,
-    /// The statics' slots, the runtime's (read once for these waits and the report's locks).
-    static_slots: &'a StaticSlots,
+    held_by_static: OnceCell<HashMap<u64, Vec<(u64, StaticName)>>>,
 }
 
 /// Finds the waits on objects the threads' frames keep and merges them into `facts`.
-pub(crate) fn merge(c: &Context<'_>, r: &RuntimeReading, names: &ManagedThreads, static_slots: &StaticSlots, threads: &[ThreadInput<'_>], facts: &mut WaitFacts) {
+pub(crate) fn merge(c: &Context<'_>, r: &RuntimeReading, names: &ManagedThreads, threads: &[ThreadInput<'_>], facts: &mut WaitFacts) {
     let Ok(build) = crate::runtimes::dotnet::gc::build_facts(c) else { return };
     let t = c.target();
     let namer = TypeNamer::of(&t, c);
     let statics = Statics::new(&t, &namer, &build.layout);
     let segments = &c.process.core.segments;
     let frames = threads.iter().map(|i| ThreadFrames::of(i, segments.find(i.registers.sp()).map_or(0, |s| s.end()))).collect();
-    let w = ObjectWaits { c, r, statics: &statics, layout: &build.layout, names, frames, static_slots };
+    let w = ObjectWaits { c, r, statics: &statics, layout: &build.layout, names, frames, held_by_static: OnceCell::new() };
     super::class_init::merge(&w, facts);
     super::rwlock_slim::merge(&w, facts);
     super::pool_waits::merge(&w, facts);
@@ -64,7 +64,21 @@ impl ObjectWaits<'_, '_, '_> {
     /// The static field that holds `object`, as a referrer that names it (`PriceBook.Lock`):
     /// only when exactly one static does.
     pub(crate) fn static_holder(&self, object: u64) -> Option<ReferrerReport> {
-        self.static_slots.holder_of(self.c, object)
+        let by_value = self.held_by_static.get_or_init(|| {
+            let t = self.statics.target();
+            let slots = crate::runtimes::dotnet::gc::static_names::static_slots_of(t, self.statics.namer(), self.layout, &[]);
+            let mut out: HashMap<u64, Vec<(u64, StaticName)>> = HashMap::new();
+            for (slot, name) in slots {
+                if let Ok(v) = t.read_ptr(slot, "static slot")
+                    && v != 0
+                {
+                    out.entry(v).or_default().push((slot, name));
+                }
+            }
+            out
+        });
+        let [(slot, s)] = by_value.get(&object)?.as_slice() else { return None };
+        Some(ReferrerReport { type_name: s.class.clone(), field: s.field.clone(), address: crate::hex::Hex(*slot), identity: None, is_static: true })
     }
 
     /// Makes each of `waiters` (OS tids) wait for the lock `id` (pushed into `facts` by the

@@ -7,56 +7,38 @@
 use crate::runtimes::dotnet::contract::context::Context;
 use crate::runtimes::dotnet::gc::report::ReferrerReport;
 use crate::runtimes::dotnet::gc::static_names::{static_slots_of, StaticName};
+use crate::runtimes::dotnet::gc::GcReading;
 use crate::waits::{LockFact, LockKind};
+use std::cell::OnceCell;
 use std::collections::HashMap;
-use std::sync::OnceLock;
 
 /// The array type whose elements are the statics' slots.
 const STATICS_ARRAY: &str = "System.Object[]";
 
-/// The statics' slots (every loaded module's and CoreLib's: [`static_slots_of`]), read at most
-/// once per runtime — for the waits read from the threads' frames
-/// ([`super::object_waits`]) and for the report's lock objects below alike — and only when
-/// one of them has an object to name: reading them walks every module's classes.
-#[derive(Default)]
-pub(crate) struct StaticSlots {
-    slots: OnceLock<Option<HashMap<u64, StaticName>>>,
-    /// Object → the slots that hold it, in address order (from `slots`, when first asked).
-    by_value: OnceLock<HashMap<u64, Vec<u64>>>,
+/// The statics' slots (every loaded module's: [`static_slots_of`]), read at most once for both
+/// namings below, and only when one of them has an object to name: reading them walks every
+/// module's classes.
+pub(crate) struct StaticSlots<'a, 'p> {
+    c: &'a Context<'p>,
+    gc: &'a GcReading,
+    slots: OnceCell<Option<HashMap<u64, StaticName>>>,
 }
 
-impl StaticSlots {
-    fn get(&self, c: &Context<'_>) -> Option<&HashMap<u64, StaticName>> {
-        self.slots
-            .get_or_init(|| {
-                let build = crate::runtimes::dotnet::gc::build_facts(c).ok()?;
-                let t = c.target();
-                let namer = crate::runtimes::dotnet::types::objects::TypeNamer::of(&t, c);
-                Some(static_slots_of(&t, &namer, &build.layout, &[]))
-            })
-            .as_ref()
+impl<'a, 'p> StaticSlots<'a, 'p> {
+    pub(crate) fn new(c: &'a Context<'p>, gc: &'a GcReading) -> Self {
+        StaticSlots { c, gc, slots: OnceCell::new() }
     }
 
-    /// The static field that holds `object`, as a referrer that names it (`PriceBook.Lock`):
-    /// only when exactly one static does.
-    pub(crate) fn holder_of(&self, c: &Context<'_>, object: u64) -> Option<ReferrerReport> {
-        let slots = self.get(c)?;
-        let by_value = self.by_value.get_or_init(|| {
-            let t = c.target();
-            let mut ordered: Vec<u64> = slots.keys().copied().collect();
-            ordered.sort_unstable();
-            let mut out: HashMap<u64, Vec<u64>> = HashMap::new();
-            for slot in ordered {
-                if let Ok(v) = t.read_ptr(slot, "a static's slot")
-                    && v != 0
-                {
-                    out.entry(v).or_default().push(slot);
-                }
-            }
-            out
-        });
-        let [slot] = by_value.get(&object)?.as_slice() else { return None };
-        Some(static_referrer(*slot, slots.get(slot)?))
+    fn get(&self) -> Option<&HashMap<u64, StaticName>> {
+        self.slots
+            .get_or_init(|| {
+                let build = crate::runtimes::dotnet::gc::build_facts(self.c).ok()?;
+                let t = self.c.target();
+                let namer = crate::runtimes::dotnet::types::objects::TypeNamer::of(&t, self.c);
+                let method_tables: Vec<u64> = self.gc.stats.types.iter().map(|s| s.method_table).collect();
+                Some(static_slots_of(&t, &namer, &build.layout, &method_tables))
+            })
+            .as_ref()
     }
 }
 
@@ -69,7 +51,7 @@ fn static_referrer(slot: u64, s: &StaticName) -> ReferrerReport {
 /// `Object[][i]` becomes the static's class and field (`is_static`), ordered among the others
 /// as the heap's referrers are. The statics are looked up only when some lock object is an
 /// element of an `Object[]`.
-pub(crate) fn name(statics: &StaticSlots, c: &Context<'_>, locks: &mut [LockFact]) {
+pub(crate) fn name(statics: &StaticSlots<'_, '_>, locks: &mut [LockFact]) {
     let slot_of = |r: &ReferrerReport| -> Option<u64> {
         let i: u64 = r.field.strip_prefix('[')?.strip_suffix(']')?.parse().ok()?;
         (r.type_name == STATICS_ARRAY && !r.is_static).then(|| r.address.0.wrapping_add(16).wrapping_add(i.wrapping_mul(8)))
@@ -78,7 +60,7 @@ pub(crate) fn name(statics: &StaticSlots, c: &Context<'_>, locks: &mut [LockFact
     if !wanted {
         return;
     }
-    let Some(statics) = statics.get(c) else { return };
+    let Some(statics) = statics.get() else { return };
     for l in locks.iter_mut().filter(|l| l.kind.is_on_managed_object()) {
         let Some(m) = l.managed.as_mut() else { continue };
         let held: Vec<(usize, u64)> = m.referrers.iter().enumerate().filter_map(|(i, r)| slot_of(r).filter(|s| statics.contains_key(s)).map(|s| (i, s))).collect();
@@ -94,7 +76,7 @@ pub(crate) fn name(statics: &StaticSlots, c: &Context<'_>, locks: &mut [LockFact
 /// Names a SemaphoreSlim or a Barrier — objects the locks' referrer walk did not look for (they
 /// are found after it) — by the one static field that holds it (`Program.Gate`): the statics'
 /// slots whose value is the object. An object no static holds, or two do, keeps no name.
-pub(crate) fn name_statics_of_waits(statics: &StaticSlots, c: &Context<'_>, locks: &mut [LockFact]) {
+pub(crate) fn name_statics_of_waits(statics: &StaticSlots<'_, '_>, locks: &mut [LockFact]) {
     let object_of = |l: &LockFact| -> Option<u64> {
         let m = l.managed.as_ref()?;
         match l.kind {
@@ -103,9 +85,18 @@ pub(crate) fn name_statics_of_waits(statics: &StaticSlots, c: &Context<'_>, lock
             _ => None,
         }
     };
+    if !locks.iter().any(|l| object_of(l).is_some()) {
+        return;
+    }
+    let Some(all) = statics.get() else { return };
+    let t = statics.c.target();
+    let mut slots: Vec<(&u64, &StaticName)> = all.iter().collect();
+    slots.sort_by_key(|(slot, _)| **slot);
     for l in locks.iter_mut() {
         let Some(object) = object_of(l) else { continue };
-        let Some(named) = statics.holder_of(c, object) else { continue };
+        let held: Vec<_> = slots.iter().filter(|(slot, _)| t.read_ptr(**slot, "a static's slot").ok() == Some(object)).collect();
+        let [(slot, s)] = held.as_slice() else { continue };
+        let named = static_referrer(**slot, s);
         let Some(m) = l.managed.as_mut() else { continue };
         match m.barrier.as_mut() {
             Some(b) => b.held_by = Some(named),
