@@ -221,3 +221,102 @@ fn gdb_guard_frame(gdb: &str, lwp: u32, lock: &str) -> Option<usize> {
     }
     None
 }
+
+/// One thread of gdb's Python reading (`gdb-py-bt.txt`): its tid and `pthread_self()`, the
+/// Python function of the sample it is in, and the lock object its `__enter__` waits on.
+#[derive(Debug)]
+struct PyThread {
+    lwp: u32,
+    pthread: u64,
+    function: String,
+    waits_on: Option<(String, u64)>,
+}
+
+/// gdb's reading with python3.11-dbg: its threads, each RLock printed (its address,
+/// `rlock_owner`, `rlock_count`) and each held Lock's address.
+struct GdbPythonReading {
+    threads: Vec<PyThread>,
+    rlocks: Vec<(u64, u64, u64)>,
+    locks: Vec<u64>,
+}
+
+/// `thread apply all py-bt`, then each lock object printed after `==rlock ADDR` / `==lock ADDR`
+/// (`rlock_owner = N, rlock_count = N`, `locked = 1`).
+fn gdb_python_reading(text: &str) -> GdbPythonReading {
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    let field = |line: &str, name: &str| -> u64 { line.split(&format!("{name} = ")).nth(1).unwrap().split([',', '}']).next().unwrap().trim().parse().unwrap() };
+    let (mut threads, mut rlocks, mut locks) = (Vec::<PyThread>::new(), Vec::new(), Vec::new());
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if let Some(rest) = line.strip_prefix("Thread ").filter(|l| l.ends_with("):") && l.contains("(LWP ")) {
+            let pthread = hex(rest.split("(Thread ").nth(1).unwrap().split(' ').next().unwrap());
+            let lwp = rest.split("(LWP ").nth(1).unwrap().split(')').next().unwrap().parse().unwrap();
+            threads.push(PyThread { lwp, pthread, function: String::new(), waits_on: None });
+        } else if let Some(rest) = line.trim().strip_prefix("<built-in method __enter__ of ") {
+            let (ty, addr) = rest.trim_end_matches('>').split_once(" object at remote ").unwrap();
+            threads.last_mut().unwrap().waits_on = Some((ty.to_string(), hex(addr)));
+        } else if line.contains("py_lock_abba.py\", line ") && let Some(t) = threads.last_mut().filter(|t| t.function.is_empty()) {
+            t.function = line.rsplit(" in ").next().unwrap().to_string();
+        } else if let Some(addr) = line.strip_prefix("==rlock ") {
+            let value = lines.next().unwrap();
+            rlocks.push((hex(addr), field(value, "rlock_owner"), field(value, "rlock_count")));
+        } else if let Some(addr) = line.strip_prefix("==lock ") {
+            assert!(lines.next().unwrap().contains("locked = 1"), "gdb: Lock {addr} is held");
+            locks.push(hex(addr));
+        }
+    }
+    GdbPythonReading { threads, rlocks, locks }
+}
+
+/// CPython's threading locks (Debian's python3.11): restock and reprice each hold an RLock and
+/// wait for the other's; post_ledger and audit do so over two plain Locks; main joins restock
+/// (a wait on restock's `_tstate_lock`, a Lock). gdb with python3-dbg (`py-bt`, the lock objects
+/// printed) is the truth. Each waiter waits on the lock object gdb names; an RLock's owner is the
+/// thread whose `pthread_self()` its `rlock_owner` is, with its count: the RLocks' cycle is a
+/// deadlock. A Lock records no owner: knot says so and offers none (post_ledger/audit wedge as
+/// surely, but nothing in the dump says who holds which Lock).
+#[test]
+fn python_lock_waits_are_on_their_lock_objects_and_rlocks_name_their_owners() {
+    let dump = common::committed("py_lock_abba", DumpKind::Gcore);
+    let r = common::analyze(&dump);
+    let gdb = std::fs::read_to_string(dump.gdb_bt.with_file_name("gdb-py-bt.txt")).expect("gdb's Python reading");
+    let GdbPythonReading { threads, rlocks, locks } = gdb_python_reading(&gdb);
+    assert_eq!(threads.len(), 5, "{threads:?}");
+    assert_eq!((rlocks.len(), locks.len()), (2, 3));
+    let by_function = |f: &str| threads.iter().find(|t| t.function == f).unwrap_or_else(|| panic!("gdb: a thread in {f}: {threads:?}"));
+    let lock_of = |tid: u32| {
+        let id = r.threads.iter().find(|t| t.tid == tid).and_then(|t| t.blocked_on.clone()).unwrap_or_else(|| panic!("thread {tid} blocked"));
+        r.locks.iter().find(|l| l.id == id).unwrap()
+    };
+    for f in ["restock", "reprice", "post_ledger", "audit"] {
+        let t = by_function(f);
+        let (ty, object) = t.waits_on.as_ref().unwrap();
+        let l = lock_of(t.lwp);
+        assert_eq!(l.kind, LockKind::Mutex, "{f}");
+        assert!(l.label.contains(&format!("{ty} object at {object:#x}")), "{f}: waits on gdb's {ty} {object:#x}; knot: {}", l.label);
+        assert!(l.evidence.iter().any(|e| matches!(e, Evidence::PythonLock { object: o, .. } if o == object)), "{f}: {:#?}", l.evidence);
+        match ty.as_str() {
+            "_thread.RLock" => {
+                let &(_, owner_ident, count) = rlocks.iter().find(|(a, ..)| a == object).unwrap();
+                let owner = threads.iter().find(|t| t.pthread == owner_ident).unwrap();
+                assert_eq!(l.owner, Owner::Known { tid: owner.lwp }, "{f}: gdb's rlock_owner {owner_ident:#x} is thread {} ({})", owner.lwp, owner.function);
+                assert_eq!(l.recursion, Some(count as u32), "{f}");
+            }
+            _ => {
+                assert!(locks.contains(object));
+                assert!(matches!(&l.owner, Owner::Unknown { why: knot::report::UnknownOwner::PythonLockNoOwner }), "{f}: a Lock records no owner: {:?}", l.owner);
+            }
+        }
+    }
+    // main's join waits on restock's _tstate_lock: a Lock as well, with no owner offered.
+    let main = threads.iter().find(|t| t.function == "main" || t.function == "<module>").unwrap();
+    assert!(matches!(lock_of(main.lwp).owner, Owner::Unknown { .. }), "{:?}", lock_of(main.lwp).owner);
+    assert_eq!(r.verdict, Verdict::Deadlock);
+    assert_eq!(r.deadlocks.len(), 1, "{:#?}", r.deadlocks);
+    let mut cycle = r.deadlocks[0].tids.clone();
+    cycle.sort();
+    let mut want = vec![by_function("restock").lwp, by_function("reprice").lwp];
+    want.sort();
+    assert_eq!(cycle, want, "the RLocks' cycle");
+    assert!(!r.deadlocks[0].inferred, "both owners are recorded");
+}

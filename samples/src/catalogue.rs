@@ -6,7 +6,15 @@ pub enum Lang {
     C,
     Cxx,
     Rust,
+    /// A script run by [`PYTHON`]: the "build" links the interpreter under the sample's name
+    /// beside a copy of the script, which the maker runs.
+    Python,
 }
+
+/// Debian's CPython (python3.11, 3.11.2): the interpreter the Python samples are made with and
+/// `analyzers/cpython.toml` is checked against (a pyenv or venv python earlier on PATH is
+/// another build).
+pub const PYTHON: &str = "/usr/bin/python3.11";
 
 /// How a sample's kernel core comes about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -324,6 +332,18 @@ static SAMPLES: &[SampleSpec] = &[
         libs: &[],
         launch: Launch::Direct,
     },
+    SampleSpec {
+        name: "py_lock_abba",
+        lang: Lang::Python,
+        sources: &["py_lock_abba.py"],
+        flags: &[],
+        args: &[],
+        split_debug: false,
+        death: Death::Wedge,
+        description: "CPython threading ABBA twice: restock/reprice over two RLocks (which record their owner), post_ledger/audit over two Locks (which do not); main joins restock",
+        libs: &[],
+        launch: Launch::Direct,
+    },
 ];
 
 /// Programs that die (issue 18): each crash sample's worker thread dies one
@@ -428,6 +448,7 @@ impl SampleSpec {
             Lang::C => "gcc",
             Lang::Cxx => "g++",
             Lang::Rust => "rustc",
+            Lang::Python => PYTHON,
         }
     }
 }

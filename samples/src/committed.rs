@@ -63,11 +63,13 @@ pub const COMMITTED_SET: &[(&str, DumpKind)] = &[
     ("rwlock_cycle", DumpKind::Kernel),
     ("rust_release_abba", DumpKind::Kernel),
     ("owner_exited", DumpKind::Kernel),
+    // Issue 42: CPython's threading.Lock and RLock (Debian's python3.11 with the script).
+    ("py_lock_abba", DumpKind::Gcore),
 ];
 
 /// Dumps committed as `core.zst` (issue 42's, and later ones); the older ones stay `core.gz`.
 const NEW_ZSTD: &[&str] =
-    &["pi_abba", "pshared_child", "pidns_abba", "barrier_short", "rwlock_cycle", "cxx_templates", "rust_release_abba", "smashed_stack", "owner_exited"];
+    &["pi_abba", "pshared_child", "pidns_abba", "barrier_short", "rwlock_cycle", "cxx_templates", "rust_release_abba", "smashed_stack", "owner_exited", "py_lock_abba"];
 
 /// A program larger than this is committed as `<name>.zst` (a release build's debug info).
 const BINARY_ZSTD_ABOVE: u64 = 1 << 20;
@@ -271,12 +273,15 @@ pub fn regenerate_committed(only: &[String], log: &mut dyn FnMut(&str)) -> Resul
         for name in &own {
             copy_file(&live_dir.join(name), &dest.join(name))?;
         }
+        // An interpreter's libraries (libm, libz, libexpat) are read by their symbols: their
+        // debug files would double a Python sample's size.
+        let debug_files = spec.lang != catalogue::Lang::Python;
         for lib in maker::shared_libraries(&live)? {
             let name = lib.file_name().and_then(|n| n.to_str()).unwrap_or_default();
             if own.contains(&name) {
                 continue;
             }
-            add_to_sysroot(&lib, &dumps)?;
+            add_to_sysroot(&lib, &dumps, debug_files)?;
         }
         made.push((name, kind));
     }
@@ -347,8 +352,8 @@ fn gzip(from: &Path, to: &Path) -> Result<()> {
 
 /// Copies `lib` (as the dynamic linker named it) into the sysroot, links the
 /// path it really resolves to (e.g. /usr/lib/... behind /lib) to that copy,
-/// and copies its debug file from /usr/lib/debug/.build-id when there is one.
-fn add_to_sysroot(lib: &Path, dumps: &Path) -> Result<()> {
+/// and copies its debug file from /usr/lib/debug/.build-id when there is one (and `debug_file`).
+fn add_to_sysroot(lib: &Path, dumps: &Path, debug_file: bool) -> Result<()> {
     let sysroot = dumps.join("sysroot");
     let inside = |p: &Path| sysroot.join(p.strip_prefix("/").unwrap_or(p));
     let copy = inside(lib);
@@ -365,7 +370,7 @@ fn add_to_sysroot(lib: &Path, dumps: &Path) -> Result<()> {
         std::os::unix::fs::symlink(&target, &alias)
             .with_context(|| format!("linking {}", alias.display()))?;
     }
-    if let Some(id) = elf::build_id(lib)? {
+    if let Some(id) = elf::build_id(lib)?.filter(|_| debug_file) {
         let system = elf::build_id_path(Path::new("/usr/lib/debug"), &id);
         if system.is_file() {
             let dest = elf::build_id_path(&dumps.join("debug"), &id);

@@ -43,8 +43,8 @@ impl LiveSample {
         Ok(core)
     }
 
-    /// Whether every thread still sleeps in the same syscall as before (`/proc/PID/task/*/syscall`'s
-    /// first field), i.e. nothing was disturbed.
+    /// The syscall each thread sleeps in (`/proc/PID/task/*/syscall`'s first field, the number),
+    /// to tell that a reading disturbed nothing: see [`still_in_the_same_calls`].
     pub fn syscalls(&self) -> Result<Vec<(u32, String)>> {
         let mut out = Vec::new();
         for e in std::fs::read_dir(format!("/proc/{}/task", self.pid()))? {
@@ -56,6 +56,22 @@ impl LiveSample {
         out.sort();
         Ok(out)
     }
+}
+
+/// x86-64's `restart_syscall`, and the calls with a timeout the kernel resumes through it:
+/// `poll`, `nanosleep`, `futex` (a timed wait), `clock_nanosleep`.
+const RESTART_SYSCALL: &str = "219";
+const RESUMED_BY_RESTART_SYSCALL: &[&str] = &["7", "35", "202", "230"];
+
+/// Whether every thread of `before` still sleeps in the call it slept in (`after`, both from
+/// [`LiveSample::syscalls`]). Any ptrace stop (knot's, gdb's) interrupts a call with a timeout
+/// and the kernel resumes it, with the time it had left, as `restart_syscall`: that is the same
+/// call going on, not a disturbance.
+pub fn still_in_the_same_calls(before: &[(u32, String)], after: &[(u32, String)]) -> bool {
+    before.len() == after.len()
+        && before.iter().zip(after).all(|((t0, s0), (t1, s1))| {
+            t0 == t1 && (s0 == s1 || (s1 == RESTART_SYSCALL && (s0 == RESTART_SYSCALL || RESUMED_BY_RESTART_SYSCALL.contains(&s0.as_str()))))
+        })
 }
 
 /// Builds sample `name` (through [`crate::ensure`]'s cache), starts it with `args` in a fresh
@@ -72,6 +88,8 @@ pub fn start_live(name: &str, args: &[&str]) -> Result<Option<LiveSample>> {
     let dir = crate::out_dir().join("live").join(format!("{name}-{}-{}", std::process::id(), unique()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut cmd = Command::new(&built.binary);
+    let spec = crate::catalogue::find(name).ok_or_else(|| anyhow!("no sample named {name:?}"))?;
+    cmd.args(crate::maker::script_args(spec, built.binary.parent().unwrap_or(std::path::Path::new("."))));
     cmd.args(args).current_dir(&dir).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     // SAFETY: prctl is async-signal-safe.
     unsafe {
@@ -126,3 +144,21 @@ pub fn live_dir() -> PathBuf {
     crate::out_dir().join("live")
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn calls(c: &[(u32, &str)]) -> Vec<(u32, String)> {
+        c.iter().map(|&(t, s)| (t, s.to_string())).collect()
+    }
+
+    #[test]
+    fn a_sleep_resumed_by_restart_syscall_is_the_same_call_and_nothing_else_is() {
+        let before = calls(&[(10, "202"), (11, "230")]);
+        assert!(still_in_the_same_calls(&before, &calls(&[(10, "202"), (11, "219")])), "clock_nanosleep resumed");
+        assert!(still_in_the_same_calls(&before, &calls(&[(10, "219"), (11, "219")])), "a timed futex wait resumed");
+        assert!(!still_in_the_same_calls(&before, &calls(&[(10, "202"), (11, "0")])), "a sleep that became a read");
+        assert!(!still_in_the_same_calls(&calls(&[(10, "0")]), &calls(&[(10, "219")])), "a read is never resumed so");
+        assert!(!still_in_the_same_calls(&before, &calls(&[(10, "202")])), "a thread gone");
+    }
+}

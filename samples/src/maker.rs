@@ -246,6 +246,10 @@ pub(crate) fn find_tool(name: &str) -> Option<PathBuf> {
             return Some(p);
         }
     }
+    // An absolute name is that program (Debian's python, not the first on PATH).
+    if Path::new(name).is_absolute() {
+        return Path::new(name).is_file().then(|| PathBuf::from(name));
+    }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join(name))
@@ -359,6 +363,15 @@ fn build(spec: &SampleSpec, dir: &Path) -> Result<()> {
     // checkout lives (committed binaries stay reproducible).
     let root = crate::workspace_root();
     let compiler = tool(spec.compiler())?;
+    if spec.lang == Lang::Python {
+        // The interpreter under the sample's name (the dump's executable, gdb's program) and the
+        // script beside it, which `run_and_dump` runs.
+        for s in spec.sources {
+            fs::copy(root.join("samples/native").join(s), dir.join(s)).with_context(|| format!("copying {s}"))?;
+        }
+        std::os::unix::fs::symlink(&compiler, dir.join(spec.name)).with_context(|| format!("linking {}", compiler.display()))?;
+        return Ok(());
+    }
     let mut cmd = Command::new(&compiler);
     cmd.current_dir(&root).args(spec.flags);
     match spec.lang {
@@ -370,6 +383,7 @@ fn build(spec: &SampleSpec, dir: &Path) -> Result<()> {
             cmd.arg("--remap-path-prefix")
                 .arg(format!("{}=.", root.display()));
         }
+        Lang::Python => {}
     }
     cmd.arg("-o").arg(dir.join(spec.name));
     for s in spec
@@ -403,6 +417,16 @@ fn build(spec: &SampleSpec, dir: &Path) -> Result<()> {
         split_debug(spec.name, dir)?;
     }
     Ok(())
+}
+
+/// What a Python sample's interpreter is given before the sample's arguments: isolated mode (no
+/// user site or environment that would change what it loads) and the script built beside it in
+/// `dir`. Nothing for a compiled sample.
+pub(crate) fn script_args(spec: &SampleSpec, dir: &Path) -> Vec<PathBuf> {
+    if spec.lang != Lang::Python {
+        return Vec::new();
+    }
+    std::iter::once(PathBuf::from("-I")).chain(spec.sources.iter().filter(|s| s.ends_with(".py")).map(|s| dir.join(s))).collect()
 }
 
 /// `objcopy --only-keep-debug`, strip with a debuglink, and a copy of the
@@ -537,6 +561,7 @@ fn run_and_dump(
     // A Rust panic prints a backtrace when RUST_BACKTRACE is set, mapping debug files into the
     // process as it does: the dump would depend on the caller's environment.
     cmd.env_remove("RUST_BACKTRACE").env_remove("RUST_LIB_BACKTRACE");
+    cmd.args(script_args(spec, dir));
     cmd.args(args)
         .current_dir(dir)
         .stdin(stdin)

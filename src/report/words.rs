@@ -7,6 +7,7 @@ use crate::graph::limits::{Limit, MissingFile};
 use crate::graph::verdict::Verdict;
 use crate::graph::Cycle;
 use crate::runtimes::dotnet::gc::report::{ReferrerReport, RootName, RootPlace};
+use crate::waits::python_locks::PythonLockType;
 use crate::waits::{
     Evidence, FieldError, IdleRole, Inference, LockFact, LockKind, LockStorage, ManagedLock, ManagedWaitKind, MutexConsistency, MutexType, NamedThread, NativeLock, NativeLockType, Owner, PointerPlace, Pool, PoolState, FrameHold,
     RwLockSlimNode, RwLockSlimState, SemaphoreWait, ThreadState, UnknownOwner, WaitRecord,
@@ -351,6 +352,13 @@ pub(crate) fn native_lock_label(n: &NativeLock) -> String {
         NativeLockType::PthreadBarrier { arrived, count } => format!("pthread barrier, {arrived} of {count} arrived"),
         NativeLockType::Family(name) => name.clone(),
         NativeLockType::UnrecognisedFutex => "futex word (no analyzer recognises the waiters' frames)".into(),
+        NativeLockType::PythonLock { lock_type, object } => {
+            let public = match lock_type {
+                PythonLockType::Lock => "threading.Lock",
+                PythonLockType::RLock => "threading.RLock",
+            };
+            format!("Python {public} ({} object at {object:#x})", lock_type.type_name())
+        }
     };
     if let Some(tid) = n.exited_owner {
         label.push_str(&format!(", owner thread {tid} has exited"));
@@ -1060,6 +1068,19 @@ impl std::fmt::Display for Evidence {
             Evidence::FutexWord { address, value: Ok(w) } => write!(f, "futex word at {address:#x} = {w:#x}; this lock type records no owner"),
             Evidence::FutexWord { address, value: Err(e) } => write!(f, "futex word at {address:#x} not readable: {e}"),
             Evidence::Unread(why) => write!(f, "{why}"),
+            Evidence::PythonLock { object, lock_type, semaphore, kept_by, owner_ident, count, locked } => {
+                let kept = match kept_by.place {
+                    PointerPlace::Register(r) => format!("register {r}"),
+                    PointerPlace::Stack(at) => format!("its stack slot {at:#x}"),
+                };
+                let function = kept_by.function.as_deref().map(|n| format!(" {n}")).unwrap_or_default();
+                write!(f, "{} object at {object:#x} (its semaphore {semaphore:#x}), kept by thread {}'s frame #{}{function} in {kept}", lock_type.type_name(), kept_by.tid, kept_by.frame)?;
+                match (owner_ident, count, locked) {
+                    (Some(ident), Some(count), _) => write!(f, ": rlock_owner {ident:#x}, rlock_count {count}"),
+                    (_, _, Some(locked)) => write!(f, ": locked {locked}"),
+                    _ => Ok(()),
+                }
+            }
             Evidence::SyncBlock { index, address, object, monitor_held, recursion, owner_managed_id } => {
                 let holder = owner_managed_id.map_or("none".into(), |i| i.to_string());
                 write!(f, "sync block {index} at {address:#x}: object {object:#x}, MonitorHeld {monitor_held}, recursion {recursion}, holding thread id {holder}")
@@ -1201,6 +1222,14 @@ impl std::fmt::Display for UnknownOwner {
             UnknownOwner::UnmappedManagedThread { managed_id } => write!(f, "held by managed thread {managed_id} which knot cannot map to an OS thread"),
             UnknownOwner::HandedOver => f.write_str("not held at the time of the dump (being handed over)"),
             UnknownOwner::SemaphoreFree { current_count, max_count } => write!(f, "its count is {current_count} of {max_count}: free (the waiters are being woken)"),
+            UnknownOwner::PythonLockNoOwner => f.write_str("a Python threading.Lock records no owner, only that it is locked"),
+            UnknownOwner::PythonObjectNotFound { semaphore } => {
+                write!(f, "no waiter's frames keep the Python lock object of semaphore {semaphore:#x}: whether it is a Lock or an RLock, and an RLock's owner, are unread")
+            }
+            UnknownOwner::PythonRLockFree => f.write_str("the Python RLock records no owner (rlock_owner 0): it is being released or acquired"),
+            UnknownOwner::PythonOwnerNotAThread { ident } => {
+                write!(f, "the Python RLock's owner is thread ident {ident:#x}, the pthread_self() of no thread in the dump (exited, or its struct pthread unread)")
+            }
             UnknownOwner::SemaphoreTaken { max_count } => {
                 write!(f, "a SemaphoreSlim records no holder; its count is 0 of {max_count}: taken and not released (by an async flow or a thread)")
             }

@@ -19,6 +19,8 @@ pub(crate) enum Kind {
     FutexWord,
     /// A thread parked until another unparks it (`std::thread::park`): a wait, but on no lock.
     Park,
+    /// CPython's `threading.Lock`/`RLock`: an interpreter object over a semaphore.
+    PythonLock,
 }
 
 impl Kind {
@@ -34,6 +36,8 @@ impl Kind {
             Kind::Rwlock => LockKind::Rwlock,
             Kind::Cond => LockKind::Cond,
             Kind::Sem => LockKind::Sem,
+            // A Python Lock or RLock excludes as a mutex does.
+            Kind::PythonLock => LockKind::Mutex,
             Kind::Join => LockKind::Join,
             Kind::Barrier => LockKind::Barrier,
             // A park makes no lock (`waits::analyze` says it as the thread's state).
@@ -59,6 +63,8 @@ struct FamilyData {
     label: Option<String>,
     #[serde(default)]
     infer_owner: bool,
+    /// The family whose waits this one's are made of (CPython's locks wait in a semaphore).
+    wraps: Option<Kind>,
 }
 
 /// A structure layout: field name → byte offset, and `size`.
@@ -89,6 +95,9 @@ pub(crate) struct Family {
     /// How the report names a lock of this family, when it is not a plain pthread type.
     pub(crate) label: String,
     pub(crate) infer_owner: bool,
+    /// A thread inside this family's entry and, further in, in one of `wraps`' waits for this
+    /// family's lock (a CPython lock's semaphore): it is this family's.
+    pub(crate) wraps: Option<Kind>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -105,8 +114,11 @@ pub(crate) enum CatalogError {
     Invalid { file: &'static str, reason: String },
 }
 
-const FILES: &[(&str, &str)] =
-    &[("analyzers/glibc.toml", include_str!("../../analyzers/glibc.toml")), ("analyzers/rust-std.toml", include_str!("../../analyzers/rust-std.toml"))];
+const FILES: &[(&str, &str)] = &[
+    ("analyzers/glibc.toml", include_str!("../../analyzers/glibc.toml")),
+    ("analyzers/rust-std.toml", include_str!("../../analyzers/rust-std.toml")),
+    ("analyzers/cpython.toml", include_str!("../../analyzers/cpython.toml")),
+];
 
 impl Catalog {
     #[cfg(test)]
@@ -134,6 +146,7 @@ impl Catalog {
                     layout: Layout { name: f.layout.clone(), fields: fields.clone() },
                     label: f.label.unwrap_or_else(|| format!("pthread {}", f.kind.as_str())),
                     infer_owner: f.infer_owner,
+                    wraps: f.wraps,
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -165,14 +178,17 @@ impl Catalog {
     /// The family a blocked thread is in, from its innermost `depth` frames (innermost first),
     /// with the index of the frame that matched. A lock type's own entry (a pthread mutex) wins
     /// over a bare futex word met further in (its `__lll_lock_wait`): the innermost typed match,
-    /// else the innermost bare one.
+    /// else the innermost bare one. A family made of another's waits (a CPython lock over a
+    /// semaphore: `wraps`) wins over that one when its entry is further out.
     pub(crate) fn recognise<'a, I: IntoIterator<Item = &'a str>>(&self, functions: I, depth: usize) -> Option<(&Family, usize)> {
+        let names: Vec<_> = functions.into_iter().take(depth).map(strip_generics).collect();
+        let family_of = |name: &str| self.families.iter().find(|f| f.entry.iter().any(|e| *e == name));
         let mut bare = None;
-        for (i, name) in functions.into_iter().take(depth).enumerate() {
-            let name = strip_generics(name);
-            if let Some(f) = self.families.iter().find(|f| f.entry.iter().any(|e| *e == name)) {
+        for (i, name) in names.iter().enumerate() {
+            if let Some(f) = family_of(name.as_ref()) {
                 if f.kind != Kind::FutexWord {
-                    return Some((f, i));
+                    let wrapper = names.iter().enumerate().skip(i + 1).find_map(|(j, n)| family_of(n.as_ref()).filter(|w| w.wraps == Some(f.kind)).map(|w| (w, j)));
+                    return Some(wrapper.unwrap_or((f, i)));
                 }
                 bare.get_or_insert((f, i));
             }
@@ -233,6 +249,11 @@ mod tests {
         let rust = ["syscall", "std::sys::pal::unix::futex::futex_wait", "std::sys::sync::mutex::futex::Mutex::lock_contended"];
         assert_eq!(c.recognise(rust.iter().copied(), 12).unwrap().0.label, "Rust std::sync::Mutex");
         assert!(c.recognise(["nanosleep", "main"].iter().copied(), 12).is_none());
+        let python = ["__futex_abstimed_wait_common", "__GI___futex_abstimed_wait_cancelable64", "do_futex_wait", "__new_sem_wait_slow64", "__new_sem_wait", "PyThread_acquire_lock_timed", "acquire_timed"];
+        let (f, i) = c.recognise(python.iter().copied(), 12).unwrap();
+        assert_eq!((f.kind, i), (Kind::PythonLock, 5), "a semaphore under a CPython lock is the lock");
+        let sem = ["__futex_abstimed_wait_common", "do_futex_wait", "__new_sem_wait_slow64", "__new_sem_wait", "consume"];
+        assert_eq!(c.recognise(sem.iter().copied(), 12).unwrap().0.kind, Kind::Sem, "a plain semaphore stays one");
         let park = ["syscall", "std::sys::pal::unix::futex::futex_wait", "std::sys::sync::thread_parking::futex::Parker::park", "std::thread::functions::park"];
         assert_eq!(c.recognise(park.iter().copied(), 12).unwrap().0.kind, Kind::Park);
         for layout in ["struct_pthread_x86_64", "struct_pthread_aarch64"] {

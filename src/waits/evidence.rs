@@ -45,6 +45,10 @@ pub enum Evidence {
     FutexWord { address: u64, value: Result<u32, MemoryError> },
     /// The lock's words could not be read: the owner is unknown for this reason.
     Unread(UnknownOwner),
+    /// A CPython `threading.Lock`/`RLock` object over the semaphore its waiters sleep on, the
+    /// waiter's frame that keeps it, and what it records: an RLock's owner ident
+    /// (`pthread_self()`) and count, a Lock's `locked` flag.
+    PythonLock { object: u64, lock_type: super::python_locks::PythonLockType, semaphore: u64, kept_by: FrameHold, owner_ident: Option<u64>, count: Option<u64>, locked: Option<u8> },
     /// A .NET Monitor's sync block (SOS syncblk's columns).
     SyncBlock { index: u32, address: u64, object: Hex, monitor_held: u32, recursion: u32, owner_managed_id: Option<u32> },
     /// A .NET Monitor kept in the object header.
@@ -211,6 +215,14 @@ pub enum UnknownOwner {
     SemaphoreFree { current_count: i32, max_count: i32 },
     /// A SemaphoreSlim with a count of 0: taken and not released.
     SemaphoreTaken { max_count: i32 },
+    /// A CPython `threading.Lock`: it records only that it is locked, not by whom.
+    PythonLockNoOwner,
+    /// A CPython lock whose object no waiter's frames keep: which type it is, and its owner, unread.
+    PythonObjectNotFound { semaphore: u64 },
+    /// A CPython RLock whose `rlock_owner` is 0: being released or acquired.
+    PythonRLockFree,
+    /// A CPython RLock whose owner ident is no thread of the dump's `pthread_self()`.
+    PythonOwnerNotAThread { ident: u64 },
 }
 
 /// Why a field of a lock's layout could not be read.

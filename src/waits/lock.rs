@@ -634,6 +634,9 @@ pub(crate) enum NativeLockType {
     Family(String),
     /// A futex word whose waiters' frames no analyzer recognises.
     UnrecognisedFutex,
+    /// A CPython `threading.Lock` or `RLock` object (`object`) over the semaphore its waiters
+    /// sleep on.
+    PythonLock { lock_type: super::python_locks::PythonLockType, object: u64 },
 }
 
 /// A pthread mutex's type and state, from its words.

@@ -8,6 +8,7 @@ mod frame_slots;
 mod guards;
 pub(crate) mod lock;
 mod pi_refusal;
+pub(crate) mod python_locks;
 mod readers;
 pub(crate) mod runtime;
 pub(crate) mod state;
@@ -275,6 +276,10 @@ fn finish(
     let addr = p.address.unwrap_or(0);
     let name = p.address.filter(|_| p.join_target.is_none()).and_then(|a| symbolizer.data_symbol(a)).map(|(n, off)| if off == 0 { n } else { format!("{n}+{off:#x}") });
     let (kind, what, owner, recursion, readers) = match p.family {
+        Some(family) if family.kind == Kind::PythonLock => {
+            let (what, owner, recursion) = python_lock(process, holds, ids, addr, &p.waiters, &mut p.evidence);
+            (family.kind.lock_kind(), what.unwrap_or_else(|| NativeLockType::Family(family.label.clone())), owner, recursion, None)
+        }
         Some(family) => {
             let r = readers::read(family, process, addr, p.join_target, ids);
             p.evidence.push(r.evidence);
@@ -318,6 +323,30 @@ fn finish(
         managed: None,
         signature: None,
     }
+}
+
+/// A CPython lock over the semaphore at `sem`: its object, found in its waiters' frames, and the
+/// owner it records (an RLock's), or why none is said.
+fn python_lock(process: &Process, holds: &Holds<'_, '_>, ids: &ThreadIds, sem: u64, waiters: &[u32], evidence: &mut Vec<Evidence>) -> (Option<NativeLockType>, Owner, Option<u32>) {
+    use python_locks::{PythonLockState, PythonLockType};
+    let waiting: Vec<&ThreadInput<'_>> = holds.threads.iter().filter(|t| waiters.contains(&t.tid)).collect();
+    let Some(found) = python_locks::find(process, holds.catalog, &waiting, sem) else {
+        return (None, Owner::Unknown { why: UnknownOwner::PythonObjectNotFound { semaphore: sem } }, None);
+    };
+    let (owner_ident, count, locked) = match found.state {
+        PythonLockState::RLock { owner_ident, count } => (Some(owner_ident), Some(count), None),
+        PythonLockState::Lock { locked } => (None, None, locked),
+    };
+    evidence.push(Evidence::PythonLock { object: found.object, lock_type: found.lock_type, semaphore: sem, kept_by: found.kept_by.clone(), owner_ident, count, locked });
+    let (owner, recursion) = match (found.lock_type, owner_ident) {
+        (PythonLockType::Lock, _) => (Owner::Unknown { why: UnknownOwner::PythonLockNoOwner }, None),
+        (PythonLockType::RLock, Some(0) | None) => (Owner::Unknown { why: UnknownOwner::PythonRLockFree }, None),
+        (PythonLockType::RLock, Some(ident)) => match python_locks::rlock_owner(ids, ident) {
+            Some(tid) => (Owner::Known { tid }, count.map(|c| u32::try_from(c).unwrap_or(u32::MAX))),
+            None => (Owner::Unknown { why: UnknownOwner::PythonOwnerNotAThread { ident } }, None),
+        },
+    };
+    (Some(NativeLockType::PythonLock { lock_type: found.lock_type, object: found.object }), owner, recursion)
 }
 
 /// A read-held lock's candidate readers: threads not waiting for it one of whose frames keeps a

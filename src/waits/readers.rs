@@ -155,7 +155,8 @@ pub(crate) fn read(family: &Family, memory: &dyn Memory, addr: u64, join_target:
                 evidence: Evidence::Cond { address: addr, wrefs, waiters: wrefs >> COND_WREFS_SHIFT },
             }
         }
-        Kind::Sem => {
+        // A CPython lock is read by `waits::python_lock`; its word alone is a semaphore's.
+        Kind::Sem | Kind::PythonLock => {
             let value = field_u32(memory, addr, l, "value");
             let waiters = field_u32(memory, addr, l, "nwaiters");
             Reading {

@@ -140,21 +140,41 @@ pub(crate) fn classify(regs: &Registers, cursig: u16, memory: &dyn Memory) -> Th
     }
 }
 
-/// A thread in `restart_syscall` (219 on x86-64, 128 on aarch64) resumes a call the kernel interrupted: when its innermost
-/// frames are a futex wait (glibc's `__futex_abstimed_wait_common`, `__lll_clocklock_wait`, …:
-/// `pthread_mutex_timedlock`, `pthread_cond_timedwait`, `sem_timedwait`) and its registers still
-/// hold a futex wait's arguments, it is that futex wait. Else the state is left as it is.
+/// A thread in `restart_syscall` (219 on x86-64, 128 on aarch64) resumes a call the kernel
+/// interrupted (a signal, or a debugger's attach: gdb and gcore leave a sleeping thread so).
+/// The kernel restarts this way only calls with a timeout: a timed futex wait, a sleep
+/// (`nanosleep`, `clock_nanosleep`) and `poll`. Which one, the thread's innermost frames say,
+/// as they say it to gdb: a futex wait (glibc's `__futex_abstimed_wait_common`,
+/// `__lll_clocklock_wait`, …: `pthread_mutex_timedlock`, `pthread_cond_timedwait`,
+/// `sem_timedwait`) whose registers still hold its arguments is that futex wait; a sleep is the
+/// sleep; a poll the poll. Else the state is left as it is.
 pub(crate) fn resolve_restart(state: ThreadState, regs: &Registers, functions: &[&str]) -> ThreadState {
     if !matches!(state, ThreadState::Syscall { number, .. } if number == regs.arch().restart_syscall()) {
         return state;
     }
-    let in_futex_wait = functions.iter().take(RESTART_FRAMES).any(|f| f.contains("futex") || f.contains("lll_lock_wait") || f.contains("lll_clocklock_wait"));
+    let innermost = || functions.iter().take(RESTART_FRAMES);
+    if let Some(syscall) = innermost().find_map(|f| restarted_sleep_or_poll(f)) {
+        return if syscall == "poll" { ThreadState::Polling { syscall: syscall.to_string() } } else { ThreadState::Sleeping { syscall: syscall.to_string() } };
+    }
+    let in_futex_wait = innermost().any(|f| f.contains("futex") || f.contains("lll_lock_wait") || f.contains("lll_clocklock_wait"));
     let [address, op, expected, ..] = regs.syscall_args();
     let wait_op = matches!(op & FUTEX_CMD_MASK, 0 | 6 | 9 | 11 | 13);
     if !in_futex_wait || !wait_op || address == 0 {
         return state;
     }
     ThreadState::Futex { address: Hex(address), expected: expected as u32, op: futex_op(op).to_string(), private: op & FUTEX_PRIVATE_FLAG != 0 }
+}
+
+/// The restartable call a frame's function makes, when it is a sleep or a poll: glibc's
+/// `__GI___clock_nanosleep` (what `nanosleep`, `sleep` and `usleep` call), `__GI___poll`.
+fn restarted_sleep_or_poll(function: &str) -> Option<&'static str> {
+    let base = function.trim_start_matches('_').trim_start_matches("GI_").trim_start_matches('_').trim_start_matches("libc_");
+    match base {
+        "clock_nanosleep" | "clock_nanosleep64" | "clock_nanosleep_time64" => Some("clock_nanosleep"),
+        "nanosleep" | "nanosleep64" => Some("nanosleep"),
+        "poll" | "poll_chk" => Some("poll"),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -195,7 +215,27 @@ mod tests {
         assert!(matches!(s, ThreadState::Syscall { number: 219, .. }));
         let waiting = resolve_restart(s.clone(), &r, &["__futex_abstimed_wait_common", "__pthread_mutex_clocklock_common"]);
         assert_eq!(waiting, ThreadState::Futex { address: Hex(0x5000), expected: 2, op: "FUTEX_WAIT_BITSET".into(), private: true });
-        assert_eq!(resolve_restart(s.clone(), &r, &["__GI___clock_nanosleep", "sleep"]), s, "a restarted nanosleep is not a futex wait");
+        assert_eq!(resolve_restart(s.clone(), &r, &["__GI___clock_nanosleep", "sleep"]), ThreadState::Sleeping { syscall: "clock_nanosleep".into() }, "a restarted nanosleep is not a futex wait");
+    }
+
+    #[test]
+    fn a_sleep_an_attach_restarted_is_the_sleep_it_was() {
+        // gcore (or knot) attached to a thread in clock_nanosleep: the kernel resumed it as
+        // restart_syscall, under the same frames gdb shows.
+        let m = code_with_syscall_at(0x1002);
+        let r = Registers::X86_64(X86 { orig_rax: 219, rip: 0x1002, ..Default::default() });
+        let s = classify(&r, 0, &m);
+        for (frames, want) in [
+            (&["__GI___clock_nanosleep", "__GI___nanosleep", "std::sys::pal::unix::thread::Thread::sleep"][..], "clock_nanosleep"),
+            (&["__GI___nanosleep", "hold_for<long, std::ratio<3600l, 1l> >"][..], "nanosleep"),
+        ] {
+            assert_eq!(resolve_restart(s.clone(), &r, frames), ThreadState::Sleeping { syscall: want.into() }, "{frames:?}");
+        }
+        assert_eq!(resolve_restart(s.clone(), &r, &["__GI___poll", "wait_for_input"]), ThreadState::Polling { syscall: "poll".into() });
+        assert_eq!(resolve_restart(s.clone(), &r, &["read_config", "main"]), s, "frames that name no restartable call leave restart_syscall as it is");
+        assert_eq!(restarted_sleep_or_poll("__clock_nanosleep_time64"), Some("clock_nanosleep"));
+        assert_eq!(restarted_sleep_or_poll("nanosleep_stats"), None, "a program's own function is no sleep");
+        assert_eq!(restarted_sleep_or_poll("polling_loop"), None);
     }
 
     #[test]

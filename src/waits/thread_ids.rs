@@ -19,6 +19,8 @@ pub(crate) struct ThreadIds {
     /// Whether the process numbers its threads otherwise than the dump does: every thread's
     /// own tid read, distinct, and some unlike the dump's.
     renumbered: bool,
+    /// (the dump's tid, the address of its `struct pthread`: its `pthread_self()`), where read.
+    pthreads: Vec<(u32, u64)>,
 }
 
 /// Who a recorded tid is.
@@ -34,18 +36,33 @@ impl ThreadIds {
     /// Tids taken as they are (no `struct pthread` read).
     #[cfg(test)]
     pub(crate) fn plain(tids: &[u32]) -> ThreadIds {
-        ThreadIds { threads: tids.iter().map(|&t| (t, None)).collect(), renumbered: false }
+        ThreadIds { threads: tids.iter().map(|&t| (t, None)).collect(), renumbered: false, pthreads: Vec::new() }
     }
 
     /// Each thread's own tid from its `struct pthread` (glibc's layout in `analyzers/glibc.toml`).
     pub(crate) fn read<'r>(process: &Process, catalog: &Catalog, threads: impl Iterator<Item = (u32, &'r Registers, Option<u64>)>) -> ThreadIds {
-        let threads: Vec<(u32, Option<u32>)> = threads.map(|(tid, regs, tls)| (tid, own_tid(process, catalog, regs, tls))).collect();
+        let mut pthreads = Vec::new();
+        let threads: Vec<(u32, Option<u32>)> = threads
+            .map(|(tid, regs, tls)| {
+                let own = pthread_of(process, catalog, regs, tls).and_then(|(pthread, layout)| {
+                    pthreads.push((tid, pthread));
+                    own_tid(process, pthread, layout)
+                });
+                (tid, own)
+            })
+            .collect();
         let all_read = !threads.is_empty() && threads.iter().all(|(_, own)| own.is_some());
         let mut own: Vec<u32> = threads.iter().filter_map(|(_, o)| *o).collect();
         own.sort_unstable();
         own.dedup();
         let renumbered = all_read && own.len() == threads.len() && threads.iter().any(|(dump, o)| *o != Some(*dump));
-        ThreadIds { threads, renumbered }
+        ThreadIds { threads, renumbered, pthreads }
+    }
+
+    /// The dump's thread whose `pthread_self()` is `ident` (what CPython records as a thread's
+    /// ident), when its `struct pthread` was read.
+    pub(crate) fn by_pthread(&self, ident: u64) -> Option<u32> {
+        self.pthreads.iter().find(|&&(_, p)| p == ident && ident != 0).map(|&(tid, _)| tid)
     }
 
     /// The tid the process itself gives the dump's thread `dump_tid`.
@@ -77,22 +94,26 @@ impl ThreadIds {
     }
 }
 
-/// The tid in the thread's `struct pthread`, found from its thread pointer; `None` when the
-/// layout is unknown, the memory unread, or the struct does not check out.
-fn own_tid(process: &Process, catalog: &Catalog, regs: &Registers, tls: Option<u64>) -> Option<u32> {
-    let (pthread, layout) = match regs {
+/// The thread's `struct pthread` (its `pthread_self()`), found from its thread pointer, with its
+/// layout; `None` when the layout is unknown, the memory unread, or the struct does not check out.
+fn pthread_of<'c>(process: &Process, catalog: &'c Catalog, regs: &Registers, tls: Option<u64>) -> Option<(u64, &'c super::catalog::Layout)> {
+    match regs {
         Registers::X86_64(r) => {
             let layout = catalog.layout("struct_pthread_x86_64")?;
             // The TCB's `self` points to the struct itself: the thread pointer is glibc's.
             let self_ptr = process.read_u64(r.fs_base.checked_add(layout.offset("self")?)?).ok()?;
             (self_ptr == r.fs_base && r.fs_base != 0).then_some(r.fs_base)?;
-            (r.fs_base, layout)
+            Some((r.fs_base, layout))
         }
         Registers::Aarch64(_) => {
             let layout = catalog.layout("struct_pthread_aarch64")?;
-            (tls?.checked_sub(layout.size())?, layout)
+            Some((tls?.checked_sub(layout.size())?, layout))
         }
-    };
+    }
+}
+
+/// The tid in a thread's `struct pthread`.
+fn own_tid(process: &Process, pthread: u64, layout: &super::catalog::Layout) -> Option<u32> {
     let tid = process.read_u32(pthread.checked_add(layout.offset("tid")?)?).ok()?;
     (tid > 0 && tid < PID_MAX_LIMIT).then_some(tid)
 }
@@ -104,7 +125,7 @@ mod tests {
     fn ids(threads: &[(u32, Option<u32>)]) -> ThreadIds {
         let own: Vec<u32> = threads.iter().filter_map(|t| t.1).collect();
         let renumbered = own.len() == threads.len() && threads.iter().any(|(d, o)| *o != Some(*d));
-        ThreadIds { threads: threads.to_vec(), renumbered }
+        ThreadIds { threads: threads.to_vec(), renumbered, pthreads: Vec::new() }
     }
 
     #[test]

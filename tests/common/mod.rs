@@ -42,6 +42,7 @@ macro_rules! native_samples {
             cxx_templates,
             rwlock_cycle,
             rust_release_abba,
+            py_lock_abba,
         );
     };
 }
