@@ -3,7 +3,7 @@
 //! With `KNOT_TRACE` set in the environment, [`step`] says on stderr when a step ended: the wall
 //! time since the first step (`analyze` makes one as it starts), the CPU time of all the
 //! process's threads since it started (wall far above CPU is waiting: files, page faults, locks),
-//! and its anonymous memory (RssAnon). Unset, a step costs one atomic load after the first
+//! its anonymous memory (RssAnon) and the file pages it has touched (RssFile: the dump's, mostly). Unset, a step costs one atomic load after the first
 //! environment lookup. Nothing in a report depends on it.
 
 use std::sync::OnceLock;
@@ -17,8 +17,11 @@ pub(crate) fn step(what: &str) {
     let Some(started) = ON.get_or_init(|| std::env::var_os("KNOT_TRACE").map(|_| clock(libc::CLOCK_MONOTONIC))) else { return };
     let wall = clock(libc::CLOCK_MONOTONIC).saturating_sub(*started);
     let cpu = clock(libc::CLOCK_PROCESS_CPUTIME_ID);
-    let anon = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| s.lines().find(|l| l.starts_with("RssAnon:")).map(|l| l["RssAnon:".len()..].trim().to_string()));
-    eprintln!("knot trace: {:7.1} ms wall {:7.1} ms cpu  {what:<36} RssAnon {}", ms(wall), ms(cpu), anon.as_deref().unwrap_or("?"));
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_string());
+    // RssFile: the dump's and the files' pages read through their mappings.
+    let (anon, file) = (field("RssAnon:"), field("RssFile:"));
+    eprintln!("knot trace: {:7.1} ms wall {:7.1} ms cpu  {what:<36} RssAnon {}  RssFile {}", ms(wall), ms(cpu), anon.as_deref().unwrap_or("?"), file.as_deref().unwrap_or("?"));
 }
 
 fn ms(d: Duration) -> f64 {

@@ -10,6 +10,8 @@ use crate::process::{Memory, Process};
 
 /// Linux's `PID_MAX_LIMIT`: no tid is above it.
 const PID_MAX_LIMIT: u32 = 1 << 22;
+/// Threads whose own tid is read before the rest are taken as the dump numbers them.
+const SAMPLE: usize = 3;
 
 /// The dump's threads, each with its tid as the process numbers it when that was read.
 #[derive(Debug, Clone, Default)]
@@ -19,7 +21,8 @@ pub(crate) struct ThreadIds {
     /// Whether the process numbers its threads otherwise than the dump does: every thread's
     /// own tid read, distinct, and some unlike the dump's.
     renumbered: bool,
-    /// (the dump's tid, the address of its `struct pthread`: its `pthread_self()`), where read.
+    /// (the dump's tid, the address of its `struct pthread`: its `pthread_self()`), where the
+    /// thread's registers give it (its thread pointer; no memory read).
     pthreads: Vec<(u32, u64)>,
 }
 
@@ -41,26 +44,39 @@ impl ThreadIds {
 
     /// Each thread's own tid from its `struct pthread` (glibc's layout in `analyzers/glibc.toml`).
     pub(crate) fn read<'r>(process: &Process, catalog: &Catalog, threads: impl Iterator<Item = (u32, &'r Registers, Option<u64>)>) -> ThreadIds {
-        let mut pthreads = Vec::new();
-        let threads: Vec<(u32, Option<u32>)> = threads
-            .map(|(tid, regs, tls)| {
-                let own = pthread_of(process, catalog, regs, tls).and_then(|(pthread, layout)| {
-                    pthreads.push((tid, pthread));
-                    own_tid(process, pthread, layout)
-                });
-                (tid, own)
-            })
-            .collect();
+        let threads: Vec<(u32, &Registers, Option<u64>)> = threads.collect();
+        let dump: Vec<u32> = threads.iter().map(|t| t.0).collect();
+        let mut ids = ThreadIds::sampled(&dump, |i| {
+            let &(_, regs, tls) = threads.get(i)?;
+            pthread_of(process, catalog, regs, tls).and_then(|(pthread, layout)| own_tid(process, pthread, layout))
+        });
+        ids.pthreads = threads.iter().filter_map(|&(tid, regs, tls)| Some((tid, thread_pointer(catalog, regs, tls)?))).collect();
+        ids
+    }
+
+    /// The threads' own tids, `own(i)` giving the dump's `i`th thread's. A PID namespace gives
+    /// every thread of a process another number, so when the first [`SAMPLE`] threads' agree with
+    /// the dump's the rest are not read: each read touches a page near the top of that thread's
+    /// stack, and the kernel maps the dump's pages around it (2,000 threads: 128 MiB of RSS).
+    fn sampled(dump: &[u32], mut own: impl FnMut(usize) -> Option<u32>) -> ThreadIds {
+        let mut threads: Vec<(u32, Option<u32>)> = Vec::with_capacity(dump.len());
+        for (i, &tid) in dump.iter().enumerate() {
+            if i == SAMPLE && threads.iter().all(|&(d, o)| o == Some(d)) {
+                threads.extend(dump[i..].iter().map(|&d| (d, None)));
+                return ThreadIds { threads, renumbered: false, pthreads: Vec::new() };
+            }
+            threads.push((tid, own(i)));
+        }
         let all_read = !threads.is_empty() && threads.iter().all(|(_, own)| own.is_some());
         let mut own: Vec<u32> = threads.iter().filter_map(|(_, o)| *o).collect();
         own.sort_unstable();
         own.dedup();
         let renumbered = all_read && own.len() == threads.len() && threads.iter().any(|(dump, o)| *o != Some(*dump));
-        ThreadIds { threads, renumbered, pthreads }
+        ThreadIds { threads, renumbered, pthreads: Vec::new() }
     }
 
     /// The dump's thread whose `pthread_self()` is `ident` (what CPython records as a thread's
-    /// ident), when its `struct pthread` was read.
+    /// ident): the one whose thread pointer it is.
     pub(crate) fn by_pthread(&self, ident: u64) -> Option<u32> {
         self.pthreads.iter().find(|&&(_, p)| p == ident && ident != 0).map(|&(tid, _)| tid)
     }
@@ -112,6 +128,16 @@ fn pthread_of<'c>(process: &Process, catalog: &'c Catalog, regs: &Registers, tls
     }
 }
 
+/// Where the thread's `struct pthread` is by its registers alone (x86_64: the thread pointer,
+/// which is `pthread_self()`; aarch64: below the TLS block), unchecked: an `ident` equal to it
+/// is that thread's.
+fn thread_pointer(catalog: &Catalog, regs: &Registers, tls: Option<u64>) -> Option<u64> {
+    match regs {
+        Registers::X86_64(r) => (r.fs_base != 0).then_some(r.fs_base),
+        Registers::Aarch64(_) => tls?.checked_sub(catalog.layout("struct_pthread_aarch64")?.size()),
+    }
+}
+
 /// The tid in a thread's `struct pthread`.
 fn own_tid(process: &Process, pthread: u64, layout: &super::catalog::Layout) -> Option<u32> {
     let tid = process.read_u32(pthread.checked_add(layout.offset("tid")?)?).ok()?;
@@ -126,6 +152,43 @@ mod tests {
         let own: Vec<u32> = threads.iter().filter_map(|t| t.1).collect();
         let renumbered = own.len() == threads.len() && threads.iter().any(|(d, o)| *o != Some(*d));
         ThreadIds { threads: threads.to_vec(), renumbered, pthreads: Vec::new() }
+    }
+
+    #[test]
+    fn a_process_numbered_as_the_dump_is_read_from_its_first_threads_only() {
+        let dump: Vec<u32> = (100..2100).collect();
+        let mut reads = 0;
+        let t = ThreadIds::sampled(&dump, |i| {
+            reads += 1;
+            Some(dump[i])
+        });
+        assert_eq!(reads, SAMPLE);
+        assert_eq!(t.resolve(2099), Resolved::Thread(2099));
+        assert_eq!(t.resolve(5), Resolved::Outside);
+        assert_eq!(t.own(1500), 1500);
+        assert!(t.renumbering().is_empty());
+    }
+
+    #[test]
+    fn a_renumbered_process_has_every_thread_read() {
+        // A container's process dumped from the host: the first thread already disagrees.
+        let dump: Vec<u32> = (18919..18929).collect();
+        let mut reads = 0;
+        let t = ThreadIds::sampled(&dump, |i| {
+            reads += 1;
+            Some(i as u32 + 2)
+        });
+        assert_eq!(reads, dump.len());
+        assert_eq!(t.resolve(11), Resolved::Thread(18928));
+        assert_eq!(t.own(18919), 2);
+        // A first thread whose struct is unread does not end the reading early either.
+        let mut reads = 0;
+        let t = ThreadIds::sampled(&dump, |i| {
+            reads += 1;
+            (i > 0).then_some(i as u32 + 2)
+        });
+        assert_eq!(reads, dump.len());
+        assert!(t.renumbering().is_empty(), "one thread unread: the dump's numbers stay in force");
     }
 
     #[test]

@@ -25,6 +25,8 @@ const MAX_BLOB: u32 = 64 * 1024;
 const MAX_SECTIONS: u16 = 96;
 const CLR_DIRECTORY: u64 = 14;
 const VERIFY_BYTES: usize = 512;
+/// The images named in the one line that says which were not found on disk; the rest counted.
+const MAX_NAMED_MISSING: usize = 6;
 
 /// Dump memory, with the files mapped into the process behind it for image pages the dump left
 /// out. Only for reading managed images' read-only metadata.
@@ -36,6 +38,9 @@ pub(crate) struct ImageMemory<'p> {
     /// of the mapping each is about (they are told in mapping order: which one was read first
     /// depends on the threads).
     pub(crate) notes: Mutex<Vec<(usize, Severity, String)>>,
+    /// The mappings whose file was found nowhere (index, path, start): said in one line, for a
+    /// service maps tens of the framework's assemblies and reading statics asks for each.
+    missing: Mutex<Vec<(usize, String, u64)>>,
 }
 
 struct Backing {
@@ -58,7 +63,7 @@ impl<'p> ImageMemory<'p> {
             .filter(|f| !is_elf_module(&f.path))
             .map(|f| Backing { mapping: f.clone(), candidates: locator.module_candidates(&f.path), map: OnceLock::new() })
             .collect();
-        ImageMemory { process, mappings, notes: Mutex::new(Vec::new()) }
+        ImageMemory { process, mappings, notes: Mutex::new(Vec::new()), missing: Mutex::new(Vec::new()) }
     }
 
     fn note(&self, b: &Backing, severity: Severity, s: String) {
@@ -90,28 +95,63 @@ impl<'p> ImageMemory<'p> {
                     }
                     return Some(map);
                 }
-                self.note(b, Severity::Warning, format!("{} (mapped at {:#x}) not found on disk", b.mapping.path, b.mapping.start));
+                let index = self.mappings.iter().position(|m| std::ptr::eq(m, b)).unwrap_or(usize::MAX);
+                if let Ok(mut m) = self.missing.lock() {
+                    m.push((index, b.mapping.path.clone(), b.mapping.start));
+                }
                 None
             })
             .as_ref()
     }
 }
 
-/// What happened with the managed images' files, as diagnostics (each once).
+/// What happened with the managed images' files, as diagnostics (each once); the images not
+/// found on disk in one line, placed where the first of them is in mapping order.
 pub(crate) fn image_notes(image: &ImageMemory<'_>) -> Vec<crate::diagnostics::Diagnostic> {
     use crate::diagnostics::Diagnostic;
     let Ok(mut notes) = image.notes.lock().map(|n| n.clone()) else { return Vec::new() };
-    notes.sort_by_key(|&(index, _, _)| index);
-    notes
-        .iter()
-        .map(|(_, severity, n)| {
+    let mut missing = image.missing.lock().map(|m| m.clone()).unwrap_or_default();
+    missing.sort_by_key(|&(index, _, _)| index);
+    // An image mapped in pieces is one image.
+    let mut seen = std::collections::HashSet::new();
+    missing.retain(|(_, path, _)| seen.insert(path.clone()));
+    let mut out: Vec<(usize, Diagnostic)> = notes
+        .drain(..)
+        .map(|(index, severity, n)| {
             let message = format!("managed image: {n}");
-            match severity {
+            let d = match severity {
                 Severity::Warning => Diagnostic::warning(crate::runtimes::dotnet::STAGE, message),
                 Severity::Info => Diagnostic::info(crate::runtimes::dotnet::STAGE, message),
-            }
+            };
+            (index, d)
         })
-        .collect()
+        .collect();
+    if let Some(&(first, _, _)) = missing.first() {
+        out.push((first, Diagnostic::warning(crate::runtimes::dotnet::STAGE, missing_images(&missing))));
+    }
+    out.sort_by_key(|&(index, _)| index);
+    out.into_iter().map(|(_, d)| d).collect()
+}
+
+/// "PATH (mapped at A) not found on disk" for one image; for several, how many, the first
+/// [`MAX_NAMED_MISSING`] by file name and where they were looked for by the dump's paths.
+fn missing_images(missing: &[(usize, String, u64)]) -> String {
+    if let [(_, path, start)] = missing {
+        return format!("managed image: {path} (mapped at {start:#x}) not found on disk");
+    }
+    let file_name = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
+    let mut names: Vec<String> = missing.iter().take(MAX_NAMED_MISSING).map(|(_, p, _)| file_name(p)).collect();
+    if missing.len() > MAX_NAMED_MISSING {
+        names.push(format!("and {} more", missing.len() - MAX_NAMED_MISSING));
+    }
+    let mut dirs: Vec<&str> = missing.iter().map(|(_, p, _)| p.rsplit_once('/').map_or("", |(d, _)| d)).collect();
+    dirs.sort_unstable();
+    dirs.dedup();
+    let from = match dirs.as_slice() {
+        [dir] => format!(" (the dump's {dir}/)"),
+        _ => String::new(),
+    };
+    format!("managed images: {} not found on disk{from}, their pages the dump left out unread: {}", missing.len(), names.join(", "))
 }
 
 impl Memory for ImageMemory<'_> {
@@ -593,4 +633,30 @@ impl Metadata {
         Ok(None)
     }
 
+}
+
+#[cfg(test)]
+mod tests {
+    use super::missing_images;
+
+    fn framework(names: &[&str]) -> Vec<(usize, String, u64)> {
+        names.iter().enumerate().map(|(i, n)| (i, format!("/usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.12/{n}"), 0x7000_0000 + i as u64 * 0x4000)).collect()
+    }
+
+    #[test]
+    fn one_image_not_found_is_said_with_its_path_and_address() {
+        assert_eq!(
+            missing_images(&framework(&["System.Threading.Thread.dll"])),
+            "managed image: /usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.12/System.Threading.Thread.dll (mapped at 0x70000000) not found on disk"
+        );
+    }
+
+    #[test]
+    fn many_images_not_found_are_one_bounded_line() {
+        let names: Vec<String> = (0..9).map(|i| format!("System.Part{i}.dll")).collect();
+        let line = missing_images(&framework(&names.iter().map(String::as_str).collect::<Vec<_>>()));
+        assert!(line.starts_with("managed images: 9 not found on disk (the dump's /usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.12/)"), "{line}");
+        assert!(line.contains("System.Part0.dll, ") && line.contains("System.Part5.dll, and 3 more"), "{line}");
+        assert!(!line.contains("System.Part6.dll"), "{line}");
+    }
 }
