@@ -1,5 +1,5 @@
 //! What CI runs and what it shows (issue 13, item 10): `.ci/run` runs exactly the README's test
-//! command, then checks that neither the build nor `cargo doc` warns (issue 11), and then prints every reason a test gave for not checking something, which
+//! command, then checks that neither the build nor `cargo doc` warns (issue 11) and that clippy is clean (issue 43), and then prints every reason a test gave for not checking something, which
 //! `cargo test` hides for a passing test.
 
 use std::path::Path;
@@ -20,7 +20,8 @@ fn ci_runs_exactly_the_readme_test_command() {
         [
             "cargo test --workspace",
             "if cargo build --workspace --all-targets 2>&1 | grep -E '^warning'; then",
-            "RUSTDOCFLAGS=\"-D warnings\" cargo doc --no-deps"
+            "RUSTDOCFLAGS=\"-D warnings\" cargo doc --no-deps",
+            "cargo clippy --workspace --all-targets -- -D warnings"
         ],
         "{ci}"
     );
