@@ -104,6 +104,7 @@ fn knot_kind(expected_kind: &str) -> &str {
     match expected_kind {
         "pthread_mutex" => "mutex",
         "reader_writer_lock_slim" => "rwlock_slim",
+        "connection_pool" => "pool",
         k => k,
     }
 }
@@ -116,6 +117,13 @@ fn knot_lock<'r>(c: &'r Case, lock: &Value) -> &'r LockFact {
         let writers: Vec<u32> = writers.iter().map(|w| tid(c, w.as_str().expect("name"))).collect();
         let found: Vec<&LockFact> = c.report.locks.iter().filter(|l| l.kind == kind && l.waiter_tids == writers).collect();
         assert_eq!(found.len(), 1, "{}: expected one {kind} the writers {writers:?} wait for, knot has {:?}", c.sample, found.iter().map(|l| &l.id).collect::<Vec<_>>());
+        return found[0];
+    }
+    // A pool has holders, not one owner: it is the pool its waiters wait for.
+    if lock.get("owner").is_none() && lock.get("holders").is_some() {
+        let waiters: BTreeSet<u32> = lock["waiters"].as_array().expect("waiters").iter().map(|w| tid(c, w.as_str().expect("name"))).collect();
+        let found: Vec<&LockFact> = c.report.locks.iter().filter(|l| l.kind == kind && l.waiter_tids.iter().copied().collect::<BTreeSet<u32>>() == waiters).collect();
+        assert_eq!(found.len(), 1, "{}: expected one {kind} that {waiters:?} wait for, knot has {:?}", c.sample, found.iter().map(|l| &l.id).collect::<Vec<_>>());
         return found[0];
     }
     let owner = tid(c, lock["owner"].as_str().expect("owner"));
@@ -141,6 +149,13 @@ fn owners_waiters_and_identity_equal_the_ground_truth() {
                 let rw = l.managed.as_ref().and_then(|m| m.rwlock.as_ref()).expect("its state");
                 assert_eq!(rw.owners.0, lock["owners_word"].as_integer().expect("owners_word") as u64, "{}: _owners of {id}", c.sample);
                 assert_eq!(rw.read_waiters.iter().copied().collect::<BTreeSet<u32>>(), names("read_waiters"), "{}: readers waiting for {id}", c.sample);
+                continue;
+            }
+            if l.kind == "pool" {
+                // Every holder of one of its items (inferred from the frame keeping the lease).
+                assert_eq!(l.holders.iter().map(|h| h.tid).collect::<BTreeSet<u32>>(), names("holders"), "{}: holders of {id}", c.sample);
+                assert_eq!(l.waiter_tids.iter().copied().collect::<BTreeSet<u32>>(), names("waiters"), "{}: waiters of {id}", c.sample);
+                assert_eq!(l.managed.as_ref().and_then(|m| m.type_name.as_deref()), lock["object_type"].as_str(), "{}: type of {id}", c.sample);
                 continue;
             }
             if l.kind == "class_init" {
@@ -464,7 +479,7 @@ fn each_heap_dump_gets_the_verdict_of_its_wedge() {
     for c in cases() {
         let wedge = sample(&c.sample)["wedge"].as_str().expect("wedge");
         let want = match wedge {
-            "monitor_cycle" | "lock_cycle" | "monitor_native_cycle" | "rwlock_cycle" | "class_init_cycle" => knot::report::Verdict::Deadlock,
+            "monitor_cycle" | "lock_cycle" | "monitor_native_cycle" | "rwlock_cycle" | "class_init_cycle" | "pool_cycle" => knot::report::Verdict::Deadlock,
             "threadpool_starvation" => knot::report::Verdict::ThreadPoolStarved,
             "threadpool_deadlock" => knot::report::Verdict::Deadlock,
             "monitor_contention" => knot::report::Verdict::Contention,
