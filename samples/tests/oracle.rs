@@ -9,6 +9,12 @@ use knot_samples::{Availability, DumpKind, SampleDump, expected};
 /// overwritten return address (gdb: `??`, then `0x0`).
 const BEYOND_GDB: &[&str] = &["generated_code", "smashed_stack"];
 
+/// Samples whose program is a stripped interpreter (Debian's python3.11): gdb names its static
+/// functions only with the -dbg package's symbols, too big to commit, so it prints `??` for them.
+/// Their roles and locks are still checked here, and tests/native_owners.rs reads them against
+/// gdb's `py-bt` (made with python3-dbg).
+const UNNAMED_BY_GDB: &[&str] = &["py_lock_abba"];
+
 fn check_dump(dump: &SampleDump) {
     let name = &dump.name;
     let text = std::fs::read_to_string(&dump.gdb_bt).unwrap();
@@ -55,7 +61,7 @@ fn check_dump(dump: &SampleDump) {
             t.lwp
         );
         assert!(
-            !t.functions.iter().any(|f| f == "??"),
+            UNNAMED_BY_GDB.contains(&name.as_str()) || !t.functions.iter().any(|f| f == "??"),
             "{name}: unknown frame in {t:?}"
         );
     }
