@@ -432,6 +432,22 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
         Ok(base)
     }
 
+    /// The `DomainLocalModule` of the class at `mt`'s module, where .NET 8 keeps the `which`
+    /// (statics, thread statics) of a class neither generic nor emitted.
+    fn domain_local_module(&self, mt: u64, which: &str) -> Result<u64> {
+        let t = self.t;
+        let flags = u64::from(t.field_u32(mt, "MethodTable", "MTFlags")?);
+        if flags & t.global("MethodTableHasComponentSize")? == 0 && flags & t.global("MethodTableStaticsMask")? != 0 {
+            return Err(DotnetError::Invalid { what: "MethodTable", at: mt, why: format!("its {which} are a generic instantiation's or an emitted class's (not read on .NET 8)") });
+        }
+        let module = t.field_ptr(mt, "MethodTable", "Module")?;
+        let local = t.field_ptr(module, "Module", "DomainLocalModule")?;
+        if local == 0 {
+            return Err(DotnetError::StaticsNotInitialized { holder: "Module", at: module, field: "DomainLocalModule" });
+        }
+        Ok(local)
+    }
+
     /// .NET 8's statics base of `mt` (before .NET 9 gave each class its own): a class that is
     /// neither generic nor emitted keeps them in its module's `DomainLocalModule` — the GC
     /// statics from `GCStatics` (slots of an array the module's loader allocator holds), the
@@ -439,15 +455,7 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
     /// bytes at `DataBlob`). A class with a static constructor that never ran has none yet.
     fn domain_local_statics_base(&self, mt: u64, gc: bool) -> Result<u64> {
         let t = self.t;
-        let flags = u64::from(t.field_u32(mt, "MethodTable", "MTFlags")?);
-        if flags & t.global("MethodTableHasComponentSize")? == 0 && flags & t.global("MethodTableStaticsMask")? != 0 {
-            return Err(DotnetError::Invalid { what: "MethodTable", at: mt, why: "its statics are a generic instantiation's or an emitted class's (not read on .NET 8)".into() });
-        }
-        let module = t.field_ptr(mt, "MethodTable", "Module")?;
-        let local = t.field_ptr(module, "Module", "DomainLocalModule")?;
-        if local == 0 {
-            return Err(DotnetError::StaticsNotInitialized { holder: "Module", at: module, field: "DomainLocalModule" });
-        }
+        let local = self.domain_local_module(mt, "statics")?;
         if u64::from(t.field_u32(mt, "MethodTable", "MTFlags2")?) & t.global("MethodTableHasCctor")? != 0 {
             let rid = objects::type_def_rid(t, mt)?;
             let Some(index) = u64::from(rid).checked_sub(1) else {
@@ -535,15 +543,7 @@ impl<'s, 't, 'm> Statics<'s, 't, 'm> {
         if !gc {
             return Err(unset("a non-GC thread static (not read on .NET 8)"));
         }
-        let flags = u64::from(t.field_u32(mt, "MethodTable", "MTFlags")?);
-        if flags & t.global("MethodTableHasComponentSize")? == 0 && flags & t.global("MethodTableStaticsMask")? != 0 {
-            return Err(DotnetError::Invalid { what: "MethodTable", at: mt, why: "its thread statics are a generic instantiation's or an emitted class's (not read on .NET 8)".into() });
-        }
-        let module = t.field_ptr(mt, "MethodTable", "Module")?;
-        let local = t.field_ptr(module, "Module", "DomainLocalModule")?;
-        if local == 0 {
-            return Err(DotnetError::StaticsNotInitialized { holder: "Module", at: module, field: "DomainLocalModule" });
-        }
+        let local = self.domain_local_module(mt, "thread statics")?;
         let index = t.field_ptr(local, "DomainLocalModule", "ModuleIndex")?;
         let block = thread.wrapping_add(t.offset("Thread", "ThreadLocalBlock")?);
         let size = t.field_ptr(block, "ThreadLocalBlock", "TLMTableSize")?;
