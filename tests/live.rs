@@ -60,22 +60,26 @@ fn knot_analyze_json(s: &LiveSample, core: &std::path::Path) -> Value {
     json_of(&out, &format!("knot analyze {}", core.display()))
 }
 
+/// Each object of the array `a` without its `key`.
+fn without(a: &Value, key: &str) -> Vec<Value> {
+    a.as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            let mut o = o.clone();
+            o.as_object_mut().unwrap().remove(key);
+            o
+        })
+        .collect()
+}
+
 /// What must agree between two readings of one process: the verdict, every cycle (its threads,
 /// locks, certainty and signature), every lock (all but the evidence text, which names where
 /// bytes were read), each thread's state, lock and stack, and the groups. Not the names (a dump
 /// records only the main thread's, so a cycle's description differs where threads are named)
 /// nor modules.
 fn facts(r: &Value) -> Value {
-    let locks: Vec<Value> = r["locks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| {
-            let mut l = l.clone();
-            l.as_object_mut().unwrap().remove("evidence");
-            l
-        })
-        .collect();
+    let locks = without(&r["locks"], "evidence");
     let mut threads: Vec<Value> = r["threads"]
         .as_array()
         .unwrap()
@@ -89,16 +93,7 @@ fn facts(r: &Value) -> Value {
     let mut groups: Vec<Vec<u64>> = r["groups"].as_array().unwrap().iter().map(|g| g["tids"].as_array().unwrap().iter().filter_map(Value::as_u64).collect()).collect();
     groups.sort();
     // A cycle's description names its threads, which only the live reading knows.
-    let deadlocks: Vec<Value> = r["deadlocks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| {
-            let mut d = d.clone();
-            d.as_object_mut().unwrap().remove("description");
-            d
-        })
-        .collect();
+    let deadlocks = without(&r["deadlocks"], "description");
     json!({"verdict": r["verdict"], "deadlocks": deadlocks, "locks": locks, "threads": threads, "groups": groups})
 }
 
